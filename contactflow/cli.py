@@ -1,0 +1,51 @@
+"""The ``contactflow`` command line.
+
+Sub-commands are registered by the modules that own them: each module in ``_SUBCOMMANDS`` exposes
+``add_parser(subparsers)`` which adds its parser and sets ``func`` (called with the parsed args and
+returning an exit status).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from contactflow.errors import ContactflowError
+
+# module path -> imported lazily so that a missing optional dependency only breaks its command.
+_SUBCOMMANDS = [
+    "contactflow.recording_cli",
+    "contactflow.lac.cli",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="contactflow", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for mod in _SUBCOMMANDS:
+        try:
+            m = importlib.import_module(mod)
+        except ModuleNotFoundError as exc:
+            if exc.name and mod.startswith(exc.name):
+                continue  # module not shipped yet
+            raise
+        m.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except ContactflowError as exc:
+        print(f"contactflow: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

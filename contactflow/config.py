@@ -1,0 +1,167 @@
+"""Typed configuration: frozen keyword-only dataclasses loaded from YAML mappings.
+
+``load_config(cls, mapping, source=...)`` builds ``cls`` from a mapping, rejects unknown keys,
+checks types (numbers, bools, strings, lists/tuples of numbers, nested dataclasses) and
+non-finite numbers, and reports the offending key path and file in a :class:`ConfigError`.
+Range checks belong in the dataclass's ``__post_init__`` and should raise ``ValueError``;
+they are re-raised as ``ConfigError`` with the source attached.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from pathlib import Path
+from typing import Any, Mapping, TypeVar
+
+import yaml
+
+from contactflow.errors import ConfigError
+
+T = TypeVar("T")
+
+
+def read_yaml(path: str | Path) -> Any:
+    """Read a YAML file, raising :class:`ConfigError` naming the file on failure."""
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return yaml.safe_load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+
+
+def _check_value(tp: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _check_value(a, value, where)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0] if errors else f"{where}: unexpected value {value!r}")
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
+        return _build(tp, value, where)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        if not math.isfinite(float(value)):
+            raise ConfigError(f"{where}: expected a finite number, got {value!r}")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        return value
+    if origin in (tuple, list):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_check_value(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+        if origin is tuple and args:
+            if len(args) != len(value):
+                raise ConfigError(f"{where}: expected {len(args)} values, got {len(value)}")
+            return tuple(_check_value(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+        inner = args[0] if args else Any
+        return [_check_value(inner, v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin in (dict, Mapping) or tp is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        kt, vt = args if args else (Any, Any)
+        return {
+            _check_value(kt, k, f"{where}"): _check_value(vt, v, f"{where}.{k}") for k, v in value.items()
+        }
+    if isinstance(tp, type):
+        if not isinstance(value, tp):
+            raise ConfigError(f"{where}: expected {tp.__name__}, got {value!r}")
+        return value
+    return value
+
+
+def _build(cls: type[T], mapping: Mapping[str, Any], where: str) -> T:
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(mapping) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
+            f"expected some of {', '.join(sorted(fields))}"
+        )
+    kwargs = {}
+    for name, f in fields.items():
+        key_where = f"{where}.{name}" if where else name
+        if name not in mapping:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ConfigError(f"{key_where}: missing required key")
+            continue
+        kwargs[name] = _check_value(hints[name], mapping[name], key_where)
+    try:
+        return cls(**kwargs)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{where or cls.__name__}: {exc}") from None
+
+
+def load_config(cls: type[T], mapping: Mapping[str, Any] | None, source: str = "") -> T:
+    """Build the config dataclass ``cls`` from ``mapping``.
+
+    Args:
+        cls: a (frozen, keyword-only) dataclass type.
+        mapping: the parsed YAML mapping; ``None`` means all defaults.
+        source: a label for error messages, usually ``"file.yaml:section"``.
+
+    Raises:
+        ConfigError: unknown key, missing required key, wrong type, non-finite number or a
+            value rejected by the dataclass's own validation, with ``source`` and the key path.
+    """
+    if mapping is None:
+        mapping = {}
+    if not isinstance(mapping, Mapping):
+        raise ConfigError(f"{source}: expected a mapping, got {type(mapping).__name__}")
+    try:
+        return _build(cls, mapping, "")
+    except ConfigError as exc:
+        msg = str(exc)
+        raise ConfigError(f"{source}: {msg}" if source else msg) from None
+
+
+def merge(base: Mapping[str, Any] | None, override: Mapping[str, Any] | None) -> dict:
+    """Recursive dict merge: ``override`` wins; nested mappings are merged key by key."""
+    out = dict(base or {})
+    for k, v in (override or {}).items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def to_dict(cfg: Any) -> Any:
+    """A config dataclass as plain YAML-able data (for manifests)."""
+    if dataclasses.is_dataclass(cfg):
+        return {f.name: to_dict(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)}
+    if isinstance(cfg, (list, tuple)):
+        return [to_dict(v) for v in cfg]
+    if isinstance(cfg, dict):
+        return {k: to_dict(v) for k, v in cfg.items()}
+    return cfg

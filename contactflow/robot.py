@@ -1,0 +1,299 @@
+"""Robot descriptions: ``robots/<name>/robot.yaml`` turned into a pinocchio model at run time.
+
+A robot is data, not code. :func:`load_robot` reads the description, loads the URDF named there
+(from example-robot-data), builds a free-flyer pinocchio model reduced to the listed actuated
+joints (all other joints locked at 0 rad), adds the extra operational frames, and returns a
+:class:`Robot` holding the per-joint parameters in model order.
+
+Conventions (pinocchio): ``q`` is (7 + n,) = base position [m], base quaternion (x, y, z, w),
+joint angles [rad]; ``v`` is (6 + n,) = base linear and angular velocity in the base frame, joint
+velocities [rad/s].
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pinocchio as pin
+
+from contactflow.config import read_yaml
+from contactflow.errors import ConfigError, ModelError
+
+__all__ = ["ContactSpec", "Robot", "load_robot", "robots_dir", "resolve_package_path"]
+
+_REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def robots_dir() -> Path:
+    """Directory holding the robot descriptions (``$CONTACTFLOW_ROBOTS`` or ``<repo>/robots``)."""
+    return Path(os.environ.get("CONTACTFLOW_ROBOTS", _REPO_ROOT / "robots"))
+
+
+def resolve_package_path(package: str, path: str) -> Path:
+    """Absolute path of ``path`` inside a data package.
+
+    Only ``example-robot-data`` is known: its files live under ``<cmeel prefix>/share/example-robot-data``.
+
+    Raises:
+        ModelError: unknown package or missing file.
+    """
+    if package != "example-robot-data":
+        raise ModelError(f"unknown URDF package {package!r}; expected 'example-robot-data'")
+    candidates = []
+    try:
+        import cmeel  # noqa: F401  (cmeel.prefix lives beside it)
+    except ImportError:
+        pass
+    import site
+    import sys
+
+    for sp in list(site.getsitepackages()) + [p for p in sys.path if p.endswith("site-packages")]:
+        candidates.append(Path(sp) / "cmeel.prefix" / "share" / "example-robot-data" / path)
+    for c in candidates:
+        if c.exists():
+            return c
+    raise ModelError(
+        f"{path} not found in example-robot-data (looked in {', '.join(str(c) for c in candidates[:2])}); "
+        "install example-robot-data >= 4.1"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class ContactSpec:
+    """An effector that can make contact.
+
+    Attributes:
+        name: effector name used on ports and in scenarios (``left_foot``, ``left_hand``...).
+        frame: pinocchio frame name.
+        frame_id: pinocchio frame index.
+        type: ``"plane"`` (6-D wrench [f; tau] in the LOCAL frame) or ``"point"`` (3-D force in a
+            world-fixed surface frame).
+        enabled: contact state at reset.
+    """
+
+    name: str
+    frame: str
+    frame_id: int
+    type: str
+    enabled: bool
+
+    @property
+    def dim(self) -> int:
+        """Wrench dimension: 6 for a plane contact, 3 for a point contact."""
+        return 6 if self.type == "plane" else 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Robot:
+    """A loaded robot description.
+
+    Attributes:
+        name: robot name (directory under ``robots/``).
+        directory: the robot's directory.
+        urdf_path: absolute path of the URDF.
+        model: pinocchio free-flyer model reduced to the actuated joints, with extra frames.
+        joint_names: (n,) actuated joint names in model order.
+        locked_joints: names of URDF joints locked at 0 rad.
+        K: (n,) joint stiffness [N m/rad].
+        q_min, q_max: (n,) joint position limits [rad] (robot limits, before SEIKO margins).
+        v_max: (n,) joint velocity limits [rad/s].
+        tau_max: (n,) joint effort limits [N m].
+        position_margin: (n,) SEIKO position margin per joint [rad].
+        theta_default: (n,) default joint posture [rad].
+        q_default: (7 + n,) default configuration, base placed so the soles lie flat on z = 0
+            with the left and right sole origins symmetric about the world origin in y.
+        contacts: effector name -> ContactSpec, in file order.
+        mass: total mass [kg].
+        raw: the parsed YAML (for sections other components read: ``mujoco``...).
+    """
+
+    name: str
+    directory: Path
+    urdf_path: Path
+    model: pin.Model
+    joint_names: tuple[str, ...]
+    locked_joints: tuple[str, ...]
+    K: np.ndarray
+    q_min: np.ndarray
+    q_max: np.ndarray
+    v_max: np.ndarray
+    tau_max: np.ndarray
+    position_margin: np.ndarray
+    theta_default: np.ndarray
+    q_default: np.ndarray
+    contacts: dict[str, ContactSpec]
+    mass: float
+    raw: dict[str, Any]
+
+    @property
+    def n(self) -> int:
+        """Number of actuated joints."""
+        return len(self.joint_names)
+
+    @property
+    def nq(self) -> int:
+        return self.model.nq
+
+    @property
+    def nv(self) -> int:
+        return self.model.nv
+
+    @property
+    def weight(self) -> float:
+        """Total weight m g [N] with g = |model.gravity|."""
+        return self.mass * float(np.linalg.norm(self.model.gravity.linear))
+
+    def frame_id(self, name: str) -> int:
+        """pinocchio frame index of ``name``; raises ModelError if absent."""
+        if not self.model.existFrame(name):
+            raise ModelError(f"robot {self.name!r} has no frame {name!r}")
+        return self.model.getFrameId(name)
+
+    def contact(self, name: str) -> ContactSpec:
+        """The ContactSpec of effector ``name``; raises ConfigError naming the known effectors."""
+        try:
+            return self.contacts[name]
+        except KeyError:
+            raise ConfigError(
+                f"unknown effector {name!r} for robot {self.name!r}; expected one of {', '.join(self.contacts)}"
+            ) from None
+
+    def file_label(self) -> str:
+        return str(self.directory / "robot.yaml")
+
+
+def _robot_file(name_or_path: str | Path) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") and p.exists():
+        return p
+    if p.is_dir() and (p / "robot.yaml").exists():
+        return p / "robot.yaml"
+    f = robots_dir() / str(name_or_path) / "robot.yaml"
+    if not f.exists():
+        raise ConfigError(f"{f}: robot description not found (robot {str(name_or_path)!r})")
+    return f
+
+
+def _need(d: dict, key: str, src: str, kind: type | tuple = object):
+    if key not in d:
+        raise ConfigError(f"{src}: missing key {key!r}")
+    v = d[key]
+    if not isinstance(v, kind):
+        raise ConfigError(f"{src}: key {key!r} has the wrong type ({type(v).__name__})")
+    return v
+
+
+def load_robot(name_or_path: str | Path = "talos") -> Robot:
+    """Load a robot description and build its pinocchio model.
+
+    Args:
+        name_or_path: a robot name (``robots/<name>/robot.yaml``), a directory or a YAML file.
+
+    Returns:
+        Robot.
+
+    Raises:
+        ConfigError: missing or malformed description (message names file and key).
+        ModelError: URDF not found, unknown joint or frame.
+    """
+    path = _robot_file(name_or_path)
+    src = str(path)
+    raw = read_yaml(path)
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{src}: expected a mapping at the top level")
+    urdf = _need(raw, "urdf", src, dict)
+    urdf_path = resolve_package_path(_need(urdf, "package", src + ":urdf", str), _need(urdf, "path", src + ":urdf", str))
+    full = pin.buildModelFromUrdf(str(urdf_path), pin.JointModelFreeFlyer())
+
+    joints = _need(raw, "joints", src, list)
+    params = _need(raw, "joint_params", src, dict)
+    for j in joints:
+        if not full.existJointName(j):
+            raise ModelError(f"{src}: joints: {j!r} is not a joint of {urdf_path.name}")
+        if j not in params:
+            raise ConfigError(f"{src}: joint_params: missing entry for {j!r}")
+    unknown = set(params) - set(joints)
+    if unknown:
+        raise ConfigError(f"{src}: joint_params: unknown joint(s) {sorted(unknown)}")
+
+    locked = [full.names[i] for i in range(2, full.njoints) if full.names[i] not in joints]
+    locked_ids = [full.getJointId(n) for n in locked]
+    model = pin.buildReducedModel(full, locked_ids, pin.neutral(full))
+
+    names = tuple(model.names[i] for i in range(2, model.njoints))
+    if set(names) != set(joints):
+        raise ModelError(f"{src}: reduced model joints {names} differ from the listed joints")
+    if list(names) != list(joints):
+        raise ConfigError(f"{src}: joints must be listed in model order: {list(names)}")
+
+    for fname, fr in (raw.get("extra_frames") or {}).items():
+        where = f"{src}: extra_frames.{fname}"
+        parent = _need(fr, "parent", where, str)
+        if not model.existFrame(parent):
+            raise ModelError(f"{where}: parent frame {parent!r} does not exist")
+        pf = model.getFrameId(parent)
+        pfr = model.frames[pf]
+        local = pin.SE3(pin.rpy.rpyToMatrix(*map(float, fr.get("rpy", [0, 0, 0]))), np.array(fr["translation"], float))
+        model.addFrame(pin.Frame(fname, pfr.parentJoint, pf, pfr.placement * local, pin.FrameType.OP_FRAME))
+
+    table = np.array([params[j] for j in joints], dtype=float)
+    if table.shape != (len(joints), 5):
+        raise ConfigError(f"{src}: joint_params: each entry must be [K, lower, upper, vel, effort]")
+    K, q_min, q_max, v_max, tau_max = table.T
+    if np.any(K <= 0) or np.any(q_min >= q_max) or np.any(v_max <= 0) or np.any(tau_max <= 0):
+        raise ConfigError(f"{src}: joint_params: need K > 0, lower < upper, vel > 0, effort > 0")
+    margin = float(raw.get("position_margin_rad", 0.0))
+    coef = raw.get("position_margin_coef") or {}
+    position_margin = np.array([margin * float(coef.get(j, 1.0)) for j in joints])
+
+    posture = raw.get("default_posture") or {}
+    bad = set(posture) - set(joints)
+    if bad:
+        raise ConfigError(f"{src}: default_posture: unknown joint(s) {sorted(bad)}")
+    theta = np.array([float(posture.get(j, 0.0)) for j in joints])
+
+    contacts = {}
+    for cname, c in _need(raw, "contacts", src, dict).items():
+        where = f"{src}: contacts.{cname}"
+        frame = _need(c, "frame", where, str)
+        ctype = _need(c, "type", where, str)
+        if ctype not in ("plane", "point"):
+            raise ConfigError(f"{where}.type: expected 'plane' or 'point', got {ctype!r}")
+        if not model.existFrame(frame):
+            raise ModelError(f"{where}.frame: no frame {frame!r} in the model")
+        contacts[cname] = ContactSpec(cname, frame, model.getFrameId(frame), ctype, bool(c.get("enabled", False)))
+
+    data = model.createData()
+    q = pin.neutral(model)
+    q[7:] = theta
+    pin.framesForwardKinematics(model, data, q)
+    soles = [c for c in contacts.values() if c.type == "plane" and c.enabled]
+    if soles:
+        z = np.mean([data.oMf[c.frame_id].translation[2] for c in soles])
+        xy = np.mean([data.oMf[c.frame_id].translation[:2] for c in soles], axis=0)
+        q[0:2] = -xy
+        q[2] = -z
+    mass = float(pin.computeTotalMass(model))
+    return Robot(
+        name=str(raw.get("name", path.parent.name)),
+        directory=path.parent,
+        urdf_path=urdf_path,
+        model=model,
+        joint_names=names,
+        locked_joints=tuple(locked),
+        K=K,
+        q_min=q_min,
+        q_max=q_max,
+        v_max=v_max,
+        tau_max=tau_max,
+        position_margin=position_margin,
+        theta_default=theta,
+        q_default=q,
+        contacts=contacts,
+        mass=mass,
+        raw=raw,
+    )
