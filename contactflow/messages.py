@@ -1,0 +1,214 @@
+"""Port contracts: the one declaration of every message that crosses a dataflow edge.
+
+Every contactflow message is a flat Arrow ``float64`` array (one message = one array) whose layout
+is declared here as named fields with a shape, unit and frame. Flat arrays cost a few
+microseconds to send and receive at 500 Hz, unlike nested structs; the layout gives them names
+again on both sides (:meth:`PortSpec.pack` / :meth:`PortSpec.unpack`), in the recorder and in
+the catalogue. Message metadata carries ``seq`` (tick index, int), ``t`` (simulation or robot
+time [s]) and ``finished`` (bool, the run is ending).
+
+Effector-indexed fields are named ``<field>.<effector>``; wrenches are always 6 values
+``[f; tau]`` (point contacts use the first 3 and carry zeros in the rest).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping
+
+import numpy as np
+
+from contactflow.errors import ContractError
+
+__all__ = ["Field", "PortSpec", "port_specs", "NODE_PORTS"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """One named block of a flat message.
+
+    Attributes:
+        name: field name (``q``, ``wrench.left_foot``...).
+        size: number of float64 values.
+        unit: SI unit, or ``"-"`` for dimensionless/flags.
+        frame: frame the values are expressed in, if any.
+        description: one line for the catalogue.
+    """
+
+    name: str
+    size: int
+    unit: str
+    frame: str = ""
+    description: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class PortSpec:
+    """Contract of a port: an ordered tuple of fields packed into one float64 array.
+
+    Attributes:
+        name: contract name (``sensors``, ``joint_command``...).
+        fields: ordered fields.
+        rate_hz: nominal rate.
+        description: one line for the catalogue.
+    """
+
+    name: str
+    fields: tuple[Field, ...]
+    rate_hz: float
+    description: str = ""
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.fields)
+
+    @property
+    def slices(self) -> dict[str, slice]:
+        out, i = {}, 0
+        for f in self.fields:
+            out[f.name] = slice(i, i + f.size)
+            i += f.size
+        return out
+
+    def pack(self, values: Mapping[str, np.ndarray | float]) -> np.ndarray:
+        """Pack named values into a flat (size,) float64 vector.
+
+        Raises:
+            ContractError: a field is missing, has the wrong size, or a key is unknown.
+        """
+        unknown = set(values) - {f.name for f in self.fields}
+        if unknown:
+            raise ContractError(f"port {self.name!r}: unknown field(s) {sorted(unknown)}")
+        out = np.empty(self.size)
+        for f, sl in zip(self.fields, self.slices.values()):
+            if f.name not in values:
+                raise ContractError(f"port {self.name!r}: missing field {f.name!r}")
+            v = np.asarray(values[f.name], dtype=np.float64).reshape(-1)
+            if v.size != f.size:
+                raise ContractError(f"port {self.name!r}: field {f.name!r} has {v.size} values, expected {f.size}")
+            out[sl] = v
+        return out
+
+    def unpack(self, vec: np.ndarray, *, check_finite: bool = True) -> dict[str, np.ndarray]:
+        """Split a received flat vector into named fields (views).
+
+        Raises:
+            ContractError: wrong size or dtype, or (with ``check_finite``) a non-finite value, naming
+                the port and the field.
+        """
+        vec = np.asarray(vec)
+        if vec.dtype != np.float64:
+            raise ContractError(f"port {self.name!r}: expected float64 values, got {vec.dtype}")
+        if vec.ndim != 1 or vec.size != self.size:
+            raise ContractError(f"port {self.name!r}: expected {self.size} float64 values, got shape {vec.shape}")
+        out = {f.name: vec[sl] for f, sl in zip(self.fields, self.slices.values())}
+        if check_finite and not np.all(np.isfinite(vec)):
+            bad = [k for k, v in out.items() if not np.all(np.isfinite(v))]
+            raise ContractError(f"port {self.name!r}: non-finite value(s) in field(s) {bad}")
+        return out
+
+    def describe(self) -> dict:
+        """Plain-data description (recorded in manifests and the catalogue)."""
+        return {
+            "name": self.name,
+            "arrow_type": f"float64[{self.size}]",
+            "rate_hz": self.rate_hz,
+            "fields": [dataclasses.asdict(f) for f in self.fields],
+        }
+
+
+def port_specs(robot, rate_hz: float = 500.0) -> dict[str, PortSpec]:
+    """The contracts of every port of the SEIKO pipeline for ``robot``.
+
+    Args:
+        robot: a :class:`contactflow.robot.Robot`.
+        rate_hz: control rate.
+
+    Returns:
+        contract name -> PortSpec.
+    """
+    nq, nv, n = robot.nq, robot.nv, robot.n
+    effs = list(robot.contacts)
+    planes = [c for c in effs if robot.contacts[c].type == "plane"]
+    specs = {}
+    specs["sensors"] = PortSpec(
+        "sensors",
+        (
+            Field("t", 1, "s", description="simulation/robot time"),
+            Field("q", nq, "m, rad", "world / pinocchio free-flyer", "measured or estimated configuration (quaternion xyzw)"),
+            Field("v", nv, "m/s, rad/s", "base frame", "generalised velocity"),
+            Field("tau", n, "N m", description="measured joint torques"),
+            Field("imu_quat", 4, "-", "world", "pelvis orientation (xyzw)"),
+            Field("imu_gyro", 3, "rad/s", "imu", "pelvis angular velocity"),
+            Field("imu_acc", 3, "m/s^2", "imu", "pelvis specific force"),
+        )
+        + tuple(Field(f"wrench.{c}", 6, "N, N m", "sole LOCAL", "ground reaction on the robot [f; tau]") for c in planes),
+        rate_hz,
+        "robot state and sensors, one message per control tick",
+    )
+    specs["operator_command"] = PortSpec(
+        "operator_command",
+        tuple(Field(f"twist.{c}", 6, "m/s, rad/s", "world", "velocity command [v; w]") for c in effs),
+        rate_hz,
+        "operator velocity commands per effector",
+    )
+    specs["effector_targets"] = PortSpec(
+        "effector_targets",
+        tuple(Field(f"pose.{c}", 7, "m, -", "world", "target pose [p; quat xyzw]") for c in effs),
+        rate_hz,
+        "filtered effector pose targets (eq. 8) for the Retargeting",
+    )
+    specs["desired"] = PortSpec(
+        "desired",
+        (
+            Field("q_d", nq, "m, rad", "world", "desired posture"),
+            Field("v_d", nv, "m/s, rad/s", "base frame", "desired posture rate"),
+            Field("theta_ahead", n, "rad", description="ahead joint command theta_d + 0.006 s * theta_d_dot"),
+            Field("tau_d", n, "N m", description="desired joint torques"),
+            Field("enabled", len(effs), "-", description="1 if the effector is an enabled contact"),
+            Field("ok", 1, "-", description="1 if the QP succeeded this tick"),
+        )
+        + tuple(Field(f"lam_d.{c}", 6, "N, N m", "sole LOCAL / surface frame", "desired contact wrench") for c in effs)
+        + tuple(Field(f"lam_d_dot.{c}", 6, "N/s, N m/s", "sole LOCAL / surface frame", "desired wrench rate") for c in effs)
+        + tuple(Field(f"pose_d.{c}", 7, "m, -", "world", "desired effector pose [p; quat xyzw]") for c in effs),
+        rate_hz,
+        "SEIKO Retargeting output (QP 9)",
+    )
+    specs["joint_command"] = PortSpec(
+        "joint_command",
+        (Field("theta_cmd", n, "rad", description="joint position command"), Field("ok", 1, "-", description="1 if the QP succeeded")),
+        rate_hz,
+        "joint position command to the robot driver",
+    )
+    specs["controller_state"] = PortSpec(
+        "controller_state",
+        (
+            Field("q_flex", nq, "m, rad", "world", "flexible-model posture"),
+            Field("offset", n, "rad", description="command offset theta_cmd - theta_d"),
+            Field("tau_flex", n, "N m", description="flexible-model joint torques"),
+            Field("tau_limit", n, "N m", description="adapted torque limits (eq. 12)"),
+            Field("solve_time", 1, "s", description="controller step time"),
+        )
+        + tuple(Field(f"lam_flex.{c}", 6, "N, N m", "sole LOCAL / surface frame", "flexible-model wrench") for c in effs)
+        + tuple(Field(f"lam_tilde.{c}", 6, "N, N m", "sole LOCAL / surface frame", "filtered measured wrench (eq. 13)") for c in effs),
+        rate_hz,
+        "SEIKO Controller internal state (diagnostics)",
+    )
+    return specs
+
+
+# Which contract each node port uses: node kind -> {"inputs": {port: contract}, "outputs": {port: contract}}.
+NODE_PORTS: dict[str, dict[str, dict[str, str]]] = {
+    "operator": {"inputs": {"tick": "sensors"}, "outputs": {"command": "operator_command"}},
+    "input_filter": {
+        "inputs": {"command": "operator_command", "desired": "desired"},
+        "outputs": {"targets": "effector_targets"},
+    },
+    "seiko_retargeting": {"inputs": {"targets": "effector_targets"}, "outputs": {"desired": "desired"}},
+    "seiko_controller": {
+        "inputs": {"desired": "desired", "sensors": "sensors"},
+        "outputs": {"command": "joint_command", "state": "controller_state"},
+    },
+    "mujoco_driver": {"inputs": {"command": "joint_command"}, "outputs": {"sensors": "sensors"}},
+    "recorder": {"inputs": {}, "outputs": {}},
+}

@@ -1,0 +1,309 @@
+"""Recordings: one directory per run, one Arrow IPC *stream* file per recorded stream.
+
+Layout of ``recordings/<run>/``::
+
+    manifest.json              dataflow, robot, resolved node configs, git revision, start time, streams
+    <node>.<output>.arrows     Arrow IPC stream: seq int64, t float64, t_wall_ns int64,
+                               finished bool, value fixed_size_list<float64>[N]
+    summary.json               (pipelines that compute one)
+
+The stream format is used rather than the file format because it has no footer: a file cut short
+by a crash stays readable up to its last complete record batch. The writer flushes at least every
+``flush_period_s`` (default 0.1 s), so a killed recorder loses at most that much.
+The field layout of ``value`` (names and sizes, see :mod:`contactflow.messages`) is stored in the
+schema metadata and in the manifest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pyarrow as pa
+
+from contactflow.errors import ContactflowError
+
+__all__ = ["StreamWriter", "RecordingWriter", "Stream", "Recording", "read_recording", "git_revision", "RecordingError"]
+
+ARROW_STREAM_MAGIC = b"\xff\xff\xff\xff"
+ARROW_FILE_MAGIC = b"ARROW1"
+
+
+class RecordingError(ContactflowError):
+    """A recording is missing, truncated beyond recovery or not a contactflow recording."""
+
+
+def git_revision(path: Path) -> str:
+    """``git describe --always --dirty`` of the checkout holding ``path``, or ``"unknown"``."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(path), "describe", "--always", "--dirty", "--abbrev=12"],
+            capture_output=True, text=True, timeout=5,
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+class StreamWriter:
+    """Buffered writer of one stream (flat float64 messages of fixed size).
+
+    Args:
+        path: output ``.arrows`` file.
+        size: values per message.
+        metadata: str -> str schema metadata (source, contract, layout...).
+        flush_period_s: flush buffered rows at least this often [s].
+    """
+
+    def __init__(self, path: Path, size: int, metadata: dict[str, str], flush_period_s: float = 0.1):
+        self.path = Path(path)
+        self.size = int(size)
+        self.schema = pa.schema(
+            [
+                ("seq", pa.int64()),
+                ("t", pa.float64()),
+                ("t_wall_ns", pa.int64()),
+                ("finished", pa.bool_()),
+                ("value", pa.list_(pa.float64(), self.size)),
+            ],
+            metadata={k: str(v) for k, v in metadata.items()},
+        )
+        self._f = open(self.path, "wb")
+        self._w = pa.ipc.new_stream(self._f, self.schema)
+        self._rows: list[tuple[int, float, int, bool, np.ndarray]] = []
+        self._last_flush = time.monotonic()
+        self.flush_period_s = flush_period_s
+        self.count = 0
+
+    def append(self, seq: int, t: float, values: np.ndarray, finished: bool = False, t_wall_ns: int | None = None):
+        v = np.asarray(values, dtype=np.float64).reshape(-1)
+        if v.size != self.size:
+            raise RecordingError(f"{self.path.name}: message of {v.size} values, expected {self.size}")
+        self._rows.append((int(seq), float(t), int(t_wall_ns if t_wall_ns is not None else time.time_ns()), bool(finished), v))
+        self.count += 1
+        if time.monotonic() - self._last_flush >= self.flush_period_s:
+            self.flush()
+
+    def flush(self):
+        if self._rows:
+            seq, t, tw, fin, vals = zip(*self._rows)
+            flat = pa.array(np.concatenate(vals), type=pa.float64())
+            batch = pa.record_batch(
+                [
+                    pa.array(seq, pa.int64()),
+                    pa.array(t, pa.float64()),
+                    pa.array(tw, pa.int64()),
+                    pa.array(fin, pa.bool_()),
+                    pa.FixedSizeListArray.from_arrays(flat, self.size),
+                ],
+                schema=self.schema,
+            )
+            self._w.write_batch(batch)
+            self._rows.clear()
+        self._f.flush()
+        try:
+            os.fsync(self._f.fileno())
+        except OSError:
+            pass
+        self._last_flush = time.monotonic()
+
+    def maybe_flush(self):
+        if time.monotonic() - self._last_flush >= self.flush_period_s:
+            self.flush()
+
+    def close(self):
+        self.flush()
+        self._w.close()
+        self._f.close()
+
+
+class RecordingWriter:
+    """Writes a run directory: streams created lazily, manifest rewritten as streams appear.
+
+    Args:
+        run_dir: the run directory (created).
+        manifest: initial manifest entries (dataflow, robot, git revision...).
+        flush_period_s: see :class:`StreamWriter`.
+    """
+
+    def __init__(self, run_dir: Path, manifest: dict[str, Any], flush_period_s: float = 0.1):
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.flush_period_s = flush_period_s
+        self.manifest = {
+            "format": "contactflow-recording/1",
+            "start_time_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+            **manifest,
+            "streams": {},
+            "configs": {},
+            "complete": False,
+        }
+        self.streams: dict[str, StreamWriter] = {}
+        self.write_manifest()
+
+    def write_manifest(self):
+        tmp = self.run_dir / "manifest.json.tmp"
+        tmp.write_text(json.dumps(self.manifest, indent=2))
+        os.replace(tmp, self.run_dir / "manifest.json")
+
+    def stream(self, name: str, size: int, metadata: dict[str, str]) -> StreamWriter:
+        w = self.streams.get(name)
+        if w is None:
+            w = StreamWriter(self.run_dir / f"{name}.arrows", size, metadata, self.flush_period_s)
+            self.streams[name] = w
+            entry = {"file": f"{name}.arrows", "size": size}
+            for key in ("source", "contract"):
+                if key in metadata:
+                    entry[key] = metadata[key]
+            if "layout" in metadata:
+                entry["layout"] = json.loads(metadata["layout"])
+            self.manifest["streams"][name] = entry
+            if "config" in metadata:
+                self.manifest["configs"][metadata.get("source", name).split("/")[0]] = json.loads(metadata["config"])
+            self.write_manifest()
+        return w
+
+    def flush(self):
+        for w in self.streams.values():
+            w.maybe_flush()
+
+    def close(self, **extra):
+        for name, w in self.streams.items():
+            w.close()
+            self.manifest["streams"][name]["messages"] = w.count
+        self.manifest.update(extra)
+        self.manifest["complete"] = True
+        self.manifest["end_time_utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat()
+        self.write_manifest()
+
+
+@dataclasses.dataclass
+class Stream:
+    """One recorded stream.
+
+    Attributes:
+        name: ``<node>.<output>``.
+        seq: (N,) tick indices.
+        t: (N,) times [s].
+        t_wall_ns: (N,) receive wall-clock times [ns].
+        finished: (N,) finished flags.
+        values: (N, size) flat message values.
+        layout: [(field, size)] in order, or empty when unknown.
+        truncated: True if the file ended inside a record batch (crash) and was recovered.
+    """
+
+    name: str
+    seq: np.ndarray
+    t: np.ndarray
+    t_wall_ns: np.ndarray
+    finished: np.ndarray
+    values: np.ndarray
+    layout: list
+    truncated: bool = False
+
+    def field(self, name: str) -> np.ndarray:
+        """(N, size) values of field ``name``; raises KeyError naming the known fields."""
+        i = 0
+        for fname, size in self.layout:
+            if fname == name:
+                return self.values[:, i : i + size]
+            i += size
+        raise KeyError(f"stream {self.name!r} has no field {name!r}; fields: {[f for f, _ in self.layout]}")
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
+
+def _read_stream_file(path: Path) -> tuple[pa.Table, dict, bool]:
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if head[:6] == ARROW_FILE_MAGIC:
+        raise RecordingError(f"{path}: an Arrow IPC *file*, not a contactflow stream recording")
+    if head[:4] != ARROW_STREAM_MAGIC:
+        raise RecordingError(f"{path}: not an Arrow IPC stream (bad magic bytes {head[:4]!r})")
+    batches = []
+    truncated = False
+    try:
+        reader = pa.ipc.open_stream(str(path))
+    except pa.ArrowInvalid as exc:
+        raise RecordingError(f"{path}: unreadable Arrow stream header: {exc}") from None
+    schema = reader.schema
+    while True:
+        try:
+            batches.append(reader.read_next_batch())
+        except StopIteration:
+            break
+        except (pa.ArrowInvalid, OSError) as exc:  # cut short by a crash: keep what was complete
+            truncated = True
+            break
+    meta = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
+    return pa.Table.from_batches(batches, schema=schema), meta, truncated
+
+
+@dataclasses.dataclass
+class Recording:
+    """A run directory opened for reading (:func:`read_recording`)."""
+
+    path: Path
+    manifest: dict
+    _cache: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def stream_names(self) -> list[str]:
+        return sorted(self.manifest.get("streams", {}))
+
+    def stream(self, name: str) -> Stream:
+        """Load stream ``name`` (cached). Raises RecordingError naming the known streams."""
+        if name in self._cache:
+            return self._cache[name]
+        entry = self.manifest.get("streams", {}).get(name)
+        if entry is None:
+            raise RecordingError(f"{self.path}: no stream {name!r}; streams: {self.stream_names}")
+        table, meta, truncated = _read_stream_file(self.path / entry["file"])
+        layout = entry.get("layout") or json.loads(meta.get("layout", "[]"))
+        size = int(entry["size"])
+        vals = table.column("value").combine_chunks()
+        flat = vals.flatten().to_numpy(zero_copy_only=False) if len(vals) else np.zeros(0)
+        s = Stream(
+            name=name,
+            seq=table.column("seq").to_numpy(),
+            t=table.column("t").to_numpy(),
+            t_wall_ns=table.column("t_wall_ns").to_numpy(),
+            finished=table.column("finished").to_numpy(zero_copy_only=False),
+            values=flat.reshape(-1, size),
+            layout=[tuple(x) for x in layout],
+            truncated=truncated,
+        )
+        self._cache[name] = s
+        return s
+
+
+def read_recording(path: str | Path) -> Recording:
+    """Open a run directory.
+
+    Raises:
+        RecordingError: missing directory or manifest, or a manifest that is not JSON.
+    """
+    path = Path(path)
+    mf = path / "manifest.json"
+    if not mf.exists():
+        raise RecordingError(f"{path}: not a contactflow recording (no manifest.json)")
+    try:
+        manifest = json.loads(mf.read_text())
+    except json.JSONDecodeError as exc:
+        raise RecordingError(f"{mf}: manifest is not valid JSON: {exc}") from None
+    if not isinstance(manifest, dict) or "streams" not in manifest:
+        raise RecordingError(f"{mf}: not a contactflow manifest (no 'streams')")
+    return Recording(path, manifest)
+
+
+def list_runs(root: str | Path) -> Iterable[Path]:
+    root = Path(root)
+    return sorted(p for p in root.iterdir() if (p / "manifest.json").exists()) if root.exists() else []

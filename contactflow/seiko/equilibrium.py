@@ -1,0 +1,267 @@
+"""Quasi-static equilibrium, its linearisation and the contact-stability constraints of SEIKO.
+
+Implements SEIKO RA-L 2024 eqs. (1)-(2) (Supp. B, eqs. 17-21) with the pinocchio-native
+formulation of ``shared/reference/seiko.md`` §2.4, and the contact conditions of Supp. D
+(eqs. 24-29, seiko.md §5).
+
+Conventions:
+    * ``q`` (nq,) pinocchio FreeFlyer configuration; tangent vectors (nv,) follow
+      ``pin.integrate`` (base twist in the base frame).
+    * A wrench ``lam`` is the action of the environment **on the robot**, linear first:
+      plane contact ``[f; tau]`` (6,) in the LOCAL contact frame (z = surface normal);
+      point contact ``f`` (3,) in a world-fixed surface frame ``R_c`` (world force ``R_c @ f``).
+    * The equilibrium is ``g(q) = S tau + J(q)^T lam`` (eq. 1), and
+      ``r(q, lam) = g(q) - J(q)^T lam`` so that ``r = S tau`` at equilibrium.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import numpy as np
+import pinocchio as pin
+
+from contactflow.errors import ModelError
+from contactflow.robot import ContactSpec
+
+__all__ = [
+    "EquilibriumTerms",
+    "equilibrium_terms",
+    "effector_jacobian_world",
+    "plane_contact_constraints",
+    "point_contact_constraints",
+    "contact_constraints",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class EquilibriumTerms:
+    """Equilibrium quantities at ``(q, lam)`` (SEIKO eqs. 1-2).
+
+    Attributes:
+        gravity: (nv,) generalised gravity g(q) [N, N m].
+        r: (nv,) residual g(q) - J^T lam [N, N m]; its joint rows are the joint torques tau
+            that hold the posture, its 6 base rows vanish at equilibrium.
+        dr_dq: (nv, nv) dr/dq on the tangent space (``pin.integrate`` convention), with every
+            lam held constant in its expression frame (planes: LOCAL; points: the world-fixed
+            surface frame R_c, which adds the rotation term of seiko.md §2.4).
+        J: (m, nv) stacked contact Jacobian, contacts in the given order, such that J^T lam is
+            the generalised contact force. Plane rows: LOCAL frame Jacobian (6 rows, [v; w]);
+            point rows: ``R_c^T @ J_LOCAL_WORLD_ALIGNED[:3]`` (3 rows).
+    """
+
+    gravity: np.ndarray
+    r: np.ndarray
+    dr_dq: np.ndarray
+    J: np.ndarray
+
+
+def _skew(v: np.ndarray) -> np.ndarray:
+    return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
+
+
+def equilibrium_terms(
+    model: pin.Model,
+    data: pin.Data,
+    q: np.ndarray,
+    contacts: Sequence[ContactSpec],
+    lams: Sequence[np.ndarray],
+    R_cs: Sequence[np.ndarray | None],
+) -> EquilibriumTerms:
+    """Equilibrium residual r, its q-derivative and the contact Jacobian (seiko.md §2.2-2.4).
+
+    One call to ``pin.computeStaticTorqueDerivatives`` gives dg/dq - sum d(J_LOCAL^T w)/dq for
+    all contacts (forces frozen in their LOCAL frames). For a point contact the force is frozen
+    in the world, which adds ``- J_L,lin^T [f_l]x J_L,ang`` (f_l = R^T R_c lam, J_L LOCAL).
+
+    Side effect: ``data`` holds, at ``q``, the joint placements, joint Jacobians
+    (``computeJointJacobians``) and frame placements (``updateFramePlacements``), so
+    :func:`effector_jacobian_world` and ``data.oMf`` can be used right after this call.
+
+    Args:
+        model: pinocchio model (FreeFlyer root).
+        data: its data (reused; overwritten).
+        q: (nq,) configuration.
+        contacts: the contacts whose wrenches enter the equilibrium (usually the enabled ones).
+        lams: per contact, (6,) [f; tau] in LOCAL [N, N m] for a plane, (3,) force in R_c [N]
+            for a point.
+        R_cs: per contact, the (3, 3) world-fixed surface frame R_c of a point contact
+            (columns = surface axes in world, z = normal); ignored (may be None) for planes.
+
+    Returns:
+        EquilibriumTerms with J of shape (sum of contact dims, nv).
+
+    Raises:
+        ModelError: inconsistent lengths, a wrench of the wrong size, an unknown contact type
+            or a point contact without R_c.
+    """
+    if not (len(contacts) == len(lams) == len(R_cs)):
+        raise ModelError(
+            f"equilibrium_terms: {len(contacts)} contacts, {len(lams)} wrenches, {len(R_cs)} surface frames"
+        )
+    nv = model.nv
+    pin.computeJointJacobians(model, data, q)
+    pin.updateFramePlacements(model, data)
+
+    fext = pin.StdVec_Force()
+    for _ in range(model.njoints):
+        fext.append(pin.Force.Zero())
+    m = sum(c.dim for c in contacts)
+    J = np.zeros((m, nv))
+    rot_terms = []
+    row = 0
+    for c, lam, R_c in zip(contacts, lams, R_cs):
+        lam = np.asarray(lam, dtype=float)
+        frame = model.frames[c.frame_id]
+        if c.type == "plane":
+            if lam.shape != (6,):
+                raise ModelError(f"contact {c.name!r}: plane wrench must have shape (6,), got {lam.shape}")
+            J_L = pin.getFrameJacobian(model, data, c.frame_id, pin.LOCAL)
+            J[row : row + 6] = J_L
+            f_local = pin.Force(lam)
+            row += 6
+        elif c.type == "point":
+            if lam.shape != (3,):
+                raise ModelError(f"contact {c.name!r}: point force must have shape (3,), got {lam.shape}")
+            if R_c is None:
+                raise ModelError(f"contact {c.name!r}: a point contact needs its surface frame R_c")
+            R_c = np.asarray(R_c, dtype=float)
+            R = data.oMf[c.frame_id].rotation
+            J_lwa = pin.getFrameJacobian(model, data, c.frame_id, pin.LOCAL_WORLD_ALIGNED)
+            J[row : row + 3] = R_c.T @ J_lwa[:3]
+            f_l = R.T @ (R_c @ lam)
+            f_local = pin.Force(f_l, np.zeros(3))
+            J_L = pin.getFrameJacobian(model, data, c.frame_id, pin.LOCAL)
+            rot_terms.append(J_L[:3].T @ (_skew(f_l) @ J_L[3:]))
+            row += 3
+        else:
+            raise ModelError(f"contact {c.name!r}: unknown type {c.type!r}")
+        fext[frame.parentJoint] = fext[frame.parentJoint] + frame.placement.act(f_local)
+
+    r = np.array(pin.computeStaticTorque(model, data, q, fext))
+    dr_dq = np.array(pin.computeStaticTorqueDerivatives(model, data, q, fext))
+    for term in rot_terms:
+        dr_dq -= term
+    gravity = r + J.T @ np.concatenate([np.asarray(lam, float) for lam in lams]) if m else r.copy()
+    return EquilibriumTerms(gravity=gravity, r=r, dr_dq=dr_dq, J=J)
+
+
+def effector_jacobian_world(model: pin.Model, data: pin.Data, frame_id: int) -> np.ndarray:
+    """Frame Jacobian in LOCAL_WORLD_ALIGNED, rows [linear; angular].
+
+    Maps the tangent velocity v (nv,) to the frame origin's world linear velocity [m/s] and its
+    world angular velocity [rad/s]. The angular rows are the derivative of the world rotation
+    vector ``pin.log3(R_t @ R.T)`` used by SEIKO's pose tasks (seiko.md §2.4).
+
+    Requires ``pin.computeJointJacobians(model, data, q)`` and
+    ``pin.updateFramePlacements(model, data)`` at the current q (both done by
+    :func:`equilibrium_terms`).
+
+    Args:
+        model: pinocchio model.
+        data: its data, prepared as above.
+        frame_id: pinocchio frame index.
+
+    Returns:
+        (6, nv) Jacobian.
+    """
+    return pin.getFrameJacobian(model, data, frame_id, pin.LOCAL_WORLD_ALIGNED)
+
+
+def plane_contact_constraints(
+    mu: float, cop_x: float, cop_y: float, fz_min: float, fz_max: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Plane-contact stability constraints ``C @ lam + c >= 0`` (Supp. D eqs. 24-27; seiko.md §5.1).
+
+    ``lam = [fx, fy, fz, tx, ty, tz]`` in the LOCAL contact frame (z = normal), on the robot.
+
+    Rows: 0-1 normal-force bounds (24, 28); 2-5 square friction pyramid (25); 6-9 CoP rectangle
+    |ty| <= X fz, |tx| <= Y fz (26); 10-17 torsional friction (27), Caron et al. ICRA 2015:
+    for s1, s2 in {+1, -1}:
+    ``tz + mu(X+Y) fz - s1 (Y fx - mu tx) - s2 (X fy - mu ty) >= 0`` and
+    ``-tz + mu(X+Y) fz - s1 (Y fx + mu tx) - s2 (X fy + mu ty) >= 0``.
+
+    Args:
+        mu: friction coefficient [-].
+        cop_x: CoP half-length X along the contact x axis [m].
+        cop_y: CoP half-length Y along the contact y axis [m].
+        fz_min: minimum normal force [N].
+        fz_max: maximum normal force [N].
+
+    Returns:
+        C: (18, 6), c: (18,).
+    """
+    X, Y = float(cop_x), float(cop_y)
+    C = np.zeros((18, 6))
+    c = np.zeros(18)
+    FX, FY, FZ, TX, TY, TZ = range(6)
+    C[0, FZ], c[0] = 1.0, -fz_min
+    C[1, FZ], c[1] = -1.0, fz_max
+    C[2, [FX, FZ]] = [-1.0, mu]
+    C[3, [FX, FZ]] = [1.0, mu]
+    C[4, [FY, FZ]] = [-1.0, mu]
+    C[5, [FY, FZ]] = [1.0, mu]
+    C[6, [TY, FZ]] = [-1.0, X]
+    C[7, [TY, FZ]] = [1.0, X]
+    C[8, [TX, FZ]] = [-1.0, Y]
+    C[9, [TX, FZ]] = [1.0, Y]
+    row = 10
+    for s1 in (1.0, -1.0):
+        for s2 in (1.0, -1.0):
+            # tz + mu(X+Y) fz - s1 (Y fx - mu tx) - s2 (X fy - mu ty) >= 0
+            C[row, TZ] = 1.0
+            C[row, FZ] = mu * (X + Y)
+            C[row, FX] = -s1 * Y
+            C[row, TX] = s1 * mu
+            C[row, FY] = -s2 * X
+            C[row, TY] = s2 * mu
+            # -tz + mu(X+Y) fz - s1 (Y fx + mu tx) - s2 (X fy + mu ty) >= 0
+            C[row + 1, TZ] = -1.0
+            C[row + 1, FZ] = mu * (X + Y)
+            C[row + 1, FX] = -s1 * Y
+            C[row + 1, TX] = -s1 * mu
+            C[row + 1, FY] = -s2 * X
+            C[row + 1, TY] = -s2 * mu
+            row += 2
+    return C, c
+
+
+def point_contact_constraints(mu: float, fz_min: float, fz_max: float) -> tuple[np.ndarray, np.ndarray]:
+    """Point-contact stability constraints ``C @ lam + c >= 0`` (Supp. D; seiko.md §5.2).
+
+    ``lam = [fx, fy, fz]`` in the world-fixed surface frame R_c (z = normal), on the robot.
+    Rows: 0-1 ``fz_min <= fz <= fz_max``; 2-5 ``|fx| <= mu fz``, ``|fy| <= mu fz``.
+
+    Args:
+        mu: friction coefficient [-].
+        fz_min: minimum normal force [N].
+        fz_max: maximum normal force [N].
+
+    Returns:
+        C: (6, 3), c: (6,).
+    """
+    C = np.zeros((6, 3))
+    c = np.zeros(6)
+    C[0, 2], c[0] = 1.0, -fz_min
+    C[1, 2], c[1] = -1.0, fz_max
+    C[2] = [-1.0, 0.0, mu]
+    C[3] = [1.0, 0.0, mu]
+    C[4] = [0.0, -1.0, mu]
+    C[5] = [0.0, 1.0, mu]
+    return C, c
+
+
+def contact_constraints(
+    ctype: str, mu: float, fz_min: float, fz_max: float, cop_x: float = 0.0, cop_y: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Dispatch to :func:`plane_contact_constraints` or :func:`point_contact_constraints`.
+
+    Raises:
+        ModelError: unknown contact type.
+    """
+    if ctype == "plane":
+        return plane_contact_constraints(mu, cop_x, cop_y, fz_min, fz_max)
+    if ctype == "point":
+        return point_contact_constraints(mu, fz_min, fz_max)
+    raise ModelError(f"unknown contact type {ctype!r}")

@@ -1,0 +1,605 @@
+"""SEIKO Retargeting: quasi-static whole-body retargeting QP (SEIKO RA-L 2024, eq. (9)).
+
+Each step solves, in rate form (x = [qdot (nv); lam_dot (m)], increments = dt x, seiko.md §1.3,
+§4), the QP
+
+    min  1e-6 ||A_G qdot||^2                                         (a, 9f)
+       + w_vel ||theta_dot||^2                                        (b, 9f)
+       + w_pos ||theta_dot - clip(theta_t - theta, c_theta)/dt||^2    (c, 9c)
+       + sum_off ||J_w qdot - [clampNorm(p_t - p); clampNorm(log(R_t R^T))]/dt||^2_W   (d, 9b)
+       + sum_on_points w_rot ||J_w,ang qdot - clampNorm(log(R_t R^T))/dt||^2            (e)
+       + ||T_J x + tau_0/dt||^2_Wtau                                  (f, 9d)
+       + ||lam_dot - (lam_t - lam)/dt||^2_Wlam                        (g, 9e)
+    s.t. plane on: J_w qdot = [p_t - p; log(R_t R^T)]/dt; point on: J_w,lin qdot = (p_t - p)/dt  (9h)
+         T_B x + t_B/dt = 0                                             (9g)
+         theta_min <= theta + dt theta_dot <= theta_max                 (9i)
+         |theta_dot| <= theta_dot_max                                   (9l)
+         |lam_dot_j| <= rate limit                                      (9m)
+         -tau_max <= tau_0 + dt T_J x <= tau_max                        (9j)
+         C (lam + dt lam_dot) + c >= 0                                  (9k)
+
+with T = [dr/dq | -J^T], t = r = g - J^T lam (eq. 2, :mod:`contactflow.seiko.equilibrium`),
+tau_0 = t_J. World-frame Cartesian quantities use the LOCAL_WORLD_ALIGNED Jacobian, linear rows
+first. After a successful solve the rates are clamped, the torque is integrated, every rate is
+scaled by the 2 s init ramp, q and lam are integrated and the "ahead" command
+theta + 0.006 theta_dot is formed (seiko.md §4.4). Contact switching (§7.3-7.4) and push mode
+(§7.2) are not implemented here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from typing import Mapping
+
+import numpy as np
+import pinocchio as pin
+
+from contactflow.errors import ConfigError
+from contactflow.qp import solve_qp
+from contactflow.robot import ContactSpec, Robot
+from contactflow.seiko.equilibrium import contact_constraints, effector_jacobian_world, equilibrium_terms
+from contactflow.seiko.static_id import static_inverse_dynamics
+
+__all__ = ["EffectorParams", "RetargetingConfig", "RetargetingOutput", "SeikoRetargeting"]
+
+log = logging.getLogger(__name__)
+
+_DEG = math.pi / 180.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EffectorParams:
+    """Per-effector-type parameters of the Retargeting (seiko.md §4.1-4.6, §5.3; Talos values).
+
+    Attributes:
+        pose_weight_pos: weight of the position rows of the disabled-effector pose task (9b)
+            [1/(m/s)^2 in rate form].
+        pose_weight_rot: weight of its rotation rows (9b); also the weight of the enabled
+            point-contact orientation task (term e) [1/(rad/s)^2].
+        pose_clamp_pos_m: norm clamp of the position error of the pose tasks [m].
+        pose_clamp_rot_rad: norm clamp of the rotation error of the pose tasks [rad].
+        wrench_weights: (dim,) weights of the wrench task (9e), linear first: plane
+            [fx, fy, fz, tx, ty, tz], point [fx, fy, fz].
+        disabling_weight_scale: factor on ``wrench_weights`` while a contact is being disabled
+            (seiko.md §7.4; unused until contact switching is implemented).
+        friction_mu: friction coefficient [-].
+        fz_min_n: minimum normal force [N].
+        fz_max_n: maximum normal force [N].
+        cop_half_x_m: CoP half-length along the contact x axis [m] (planes only).
+        cop_half_y_m: CoP half-length along the contact y axis [m] (planes only).
+        force_rate_max_n_per_s: bound on each force-rate component (9m) [N/s].
+        torque_rate_max_nm_per_s: bound on each torque-rate component (9m) [N m/s] (planes).
+    """
+
+    pose_weight_pos: float
+    pose_weight_rot: float
+    pose_clamp_pos_m: float = 0.04
+    pose_clamp_rot_rad: float = 10.0 * _DEG
+    wrench_weights: tuple[float, ...]
+    disabling_weight_scale: float = 1e4
+    friction_mu: float = 0.6
+    fz_min_n: float
+    fz_max_n: float
+    cop_half_x_m: float = 0.04
+    cop_half_y_m: float = 0.03
+    force_rate_max_n_per_s: float
+    torque_rate_max_nm_per_s: float = 0.0
+
+    def __post_init__(self):
+        for name in ("pose_weight_pos", "pose_weight_rot", "pose_clamp_pos_m", "pose_clamp_rot_rad",
+                     "friction_mu", "force_rate_max_n_per_s", "cop_half_x_m", "cop_half_y_m"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.torque_rate_max_nm_per_s < 0 or self.disabling_weight_scale <= 0:
+            raise ValueError("torque_rate_max_nm_per_s must be >= 0 and disabling_weight_scale > 0")
+        if not 0 <= self.fz_min_n < self.fz_max_n:
+            raise ValueError(f"need 0 <= fz_min_n < fz_max_n, got {self.fz_min_n}, {self.fz_max_n}")
+        if len(self.wrench_weights) not in (3, 6) or min(self.wrench_weights) <= 0:
+            raise ValueError("wrench_weights must hold 3 (point) or 6 (plane) values > 0")
+
+
+def _plane_defaults() -> EffectorParams:
+    return EffectorParams(
+        pose_weight_pos=1e5,
+        pose_weight_rot=1e4,
+        wrench_weights=(0.002, 0.002, 0.002 * 0.01, 0.002, 0.002, 0.002),
+        fz_min_n=100.0,
+        fz_max_n=1000.0,
+        force_rate_max_n_per_s=60.0,
+        torque_rate_max_nm_per_s=0.04 * 60.0,
+    )
+
+
+def _point_defaults() -> EffectorParams:
+    return EffectorParams(
+        pose_weight_pos=5e3,
+        pose_weight_rot=1e2,
+        wrench_weights=(0.005, 0.005, 0.005 * 0.01),
+        fz_min_n=10.0,
+        fz_max_n=150.0,
+        force_rate_max_n_per_s=10.0,
+    )
+
+
+def _surface_defaults() -> dict[str, tuple[float, float, float]]:
+    # seiko.md §5.4: left hand R_y(-pi/2) (wall in front), right hand R_x(-pi/2) (support on the right).
+    return {"left_hand": (0.0, -math.pi / 2, 0.0), "right_hand": (-math.pi / 2, 0.0, 0.0)}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RetargetingConfig:
+    """Parameters of :class:`SeikoRetargeting` (Talos values of seiko.md §4.1-4.6).
+
+    Attributes:
+        dt_s: step period Delta t [s].
+        ahead_time_s: look-ahead of the "ahead" command theta + t theta_dot [s].
+        init_ramp_s: duration of the init ratio ramp 0 -> 1 after reset [s].
+        momentum_weight_lin: weight of the linear centroidal-momentum rows (term a).
+        momentum_weight_ang: weight of the angular centroidal-momentum rows (term a).
+        joint_vel_weight: joint-velocity regularisation weight (term b).
+        joint_pos_weight: posture-target weight (term c).
+        joint_pos_clamp_rad: per-joint clip of the posture error (term c) [rad].
+        joint_torque_weight: torque weight W_tau of joints not matched by
+            ``arm_joint_prefixes`` (term f) [1/(N m)^2].
+        joint_torque_weight_arms: torque weight of the arm joints (term f).
+        arm_joint_prefixes: joint-name prefixes that get ``joint_torque_weight_arms``.
+        joint_vel_limit_ratio: velocity bound (9l) as a fraction of the robot's velocity limit.
+        joint_torque_limit_ratio: torque bound (9j) and static-ID bound as a fraction of the
+            robot's effort limit.
+        plane: parameters of plane effectors (feet).
+        point: parameters of point effectors (hands).
+        surface_rpy_rad: effector name -> roll, pitch, yaw [rad] of the world-fixed surface frame
+            R_c of a point contact; effectors not listed use their orientation when enabled.
+        hessian_regularisation: absolute value added to the QP Hessian diagonal.
+    """
+
+    dt_s: float = 0.002
+    ahead_time_s: float = 0.006
+    init_ramp_s: float = 2.0
+    momentum_weight_lin: float = 1e-6
+    momentum_weight_ang: float = 1e-6
+    joint_vel_weight: float = 1000.0
+    joint_pos_weight: float = 10.0
+    joint_pos_clamp_rad: float = 10.0 * _DEG
+    joint_torque_weight: float = 2e-5
+    joint_torque_weight_arms: float = 0.005
+    arm_joint_prefixes: tuple[str, ...] = ("arm_left_", "arm_right_")
+    joint_vel_limit_ratio: float = 0.2
+    joint_torque_limit_ratio: float = 0.65
+    plane: EffectorParams = dataclasses.field(default_factory=_plane_defaults)
+    point: EffectorParams = dataclasses.field(default_factory=_point_defaults)
+    surface_rpy_rad: dict[str, tuple[float, float, float]] = dataclasses.field(default_factory=_surface_defaults)
+    hessian_regularisation: float = 1e-9
+
+    def __post_init__(self):
+        for name in ("dt_s", "init_ramp_s", "joint_vel_weight", "joint_pos_weight", "joint_pos_clamp_rad",
+                     "joint_torque_weight", "joint_torque_weight_arms", "joint_vel_limit_ratio",
+                     "joint_torque_limit_ratio", "momentum_weight_lin", "momentum_weight_ang"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.ahead_time_s < 0 or self.hessian_regularisation < 0:
+            raise ValueError("ahead_time_s and hessian_regularisation must be >= 0")
+        if len(self.plane.wrench_weights) != 6:
+            raise ValueError("plane.wrench_weights must hold 6 values [fx, fy, fz, tx, ty, tz]")
+        if len(self.point.wrench_weights) != 3:
+            raise ValueError("point.wrench_weights must hold 3 values [fx, fy, fz]")
+
+    def effector(self, ctype: str) -> EffectorParams:
+        """The parameter set of contact type ``ctype`` ('plane' or 'point')."""
+        return self.plane if ctype == "plane" else self.point
+
+
+@dataclasses.dataclass(frozen=True)
+class RetargetingOutput:
+    """Output of one Retargeting step.
+
+    Attributes:
+        q: (nq,) desired posture q^d (pinocchio FreeFlyer configuration).
+        v: (nv,) applied rate qdot^d (after clamps and init ramp) [m/s, rad/s], base twist in the
+            base frame.
+        theta_ahead: (n,) ahead joint command theta^d + ahead_time * theta_dot^d [rad].
+        tau: (n,) desired joint torques tau^d [N m].
+        lam: effector -> desired wrench lam^d, (6,) [f; tau] in LOCAL [N, N m] for planes, (3,)
+            force in the surface frame R_c [N] for points; zeros when disabled.
+        lam_dot: effector -> applied wrench rate [N/s, N m/s].
+        enabled: effector -> contact enabled.
+        poses: effector -> desired world pose (FK of q).
+        ok: False when the QP failed (rates are then zero and the state is unchanged).
+        diagnostics: status, message, solve_time_s, eq_residual, ineq_violation, n_active,
+            n_var, n_eq, n_in, init_ratio.
+    """
+
+    q: np.ndarray
+    v: np.ndarray
+    theta_ahead: np.ndarray
+    tau: np.ndarray
+    lam: dict[str, np.ndarray]
+    lam_dot: dict[str, np.ndarray]
+    enabled: dict[str, bool]
+    poses: dict[str, pin.SE3]
+    ok: bool
+    diagnostics: dict
+
+
+def _clamp_norm(v: np.ndarray, c: float) -> np.ndarray:
+    nrm = float(np.linalg.norm(v))
+    return v * (c / nrm) if nrm > c else v
+
+
+class SeikoRetargeting:
+    """SEIKO Retargeting (RA-L 2024 eq. (9), code ``SEIKORetargeting::runSEIKO``).
+
+    Usage: ``out = r.reset()`` then ``out = r.step(targets)`` every ``dt_s``.
+
+    Args:
+        config: RetargetingConfig.
+        robot: loaded Robot (model, limits, contacts).
+
+    Raises:
+        ConfigError: a contact listed in ``surface_rpy_rad`` is not a point effector of the robot.
+    """
+
+    def __init__(self, config: RetargetingConfig, robot: Robot):
+        self.config = config
+        self.robot = robot
+        self.model = robot.model
+        self.data = robot.model.createData()
+        for name in config.surface_rpy_rad:
+            if name in robot.contacts and robot.contacts[name].type != "point":
+                raise ConfigError(f"surface_rpy_rad.{name}: effector {name!r} is not a point contact")
+        n = robot.n
+        self._n = n
+        self._nv = robot.nv
+        self._theta_min = robot.q_min + robot.position_margin
+        self._theta_max = robot.q_max - robot.position_margin
+        self._vel_lim = config.joint_vel_limit_ratio * robot.v_max
+        self._tau_lim = config.joint_torque_limit_ratio * robot.tau_max
+        self._w_tau = np.array(
+            [config.joint_torque_weight_arms if j.startswith(config.arm_joint_prefixes) else config.joint_torque_weight
+             for j in robot.joint_names]
+        )
+        self._names = list(robot.contacts)
+        self._specs: list[ContactSpec] = [robot.contacts[k] for k in self._names]
+        self._enabled = {k: False for k in self._names}
+        self._q = robot.q_default.copy()
+        self._reset_done = False
+
+    # ------------------------------------------------------------------ public API
+
+    def reset(self, q: np.ndarray | None = None) -> RetargetingOutput:
+        """Reset the state at posture ``q`` and compute the wrenches by static inverse dynamics.
+
+        Enabled contacts follow ``robot.contacts[...].enabled``; contact and effector targets
+        become the current poses; the posture target becomes theta; the init ratio restarts at 0.
+
+        Args:
+            q: (nq,) posture; ``robot.q_default`` when None.
+
+        Returns:
+            RetargetingOutput with zero rates; ``ok=False`` (not raised) if the static inverse
+            dynamics is infeasible, with its status in ``diagnostics``.
+
+        Raises:
+            ConfigError: ``q`` has the wrong shape or is not finite.
+        """
+        q = self.robot.q_default.copy() if q is None else np.array(q, dtype=float)
+        if q.shape != (self.model.nq,) or not np.all(np.isfinite(q)):
+            raise ConfigError(f"reset: q must be a finite ({self.model.nq},) vector")
+        q[3:7] /= np.linalg.norm(q[3:7])
+        self._q = q
+        self._theta_target = q[7:].copy()
+        self._enabled = {k: self.robot.contacts[k].enabled for k in self._names}
+        pin.framesForwardKinematics(self.model, self.data, q)
+        self._targets = {k: self.data.oMf[c.frame_id].copy() for k, c in zip(self._names, self._specs)}
+        self._R_c: dict[str, np.ndarray | None] = {}
+        for k, c in zip(self._names, self._specs):
+            if c.type == "point":
+                rpy = self.config.surface_rpy_rad.get(k)
+                self._R_c[k] = pin.rpy.rpyToMatrix(*rpy) if rpy is not None else self._targets[k].rotation.copy()
+            else:
+                self._R_c[k] = None
+        self._lam = {k: np.zeros(c.dim) for k, c in zip(self._names, self._specs)}
+        self._lam_target = {k: np.zeros(c.dim) for k, c in zip(self._names, self._specs)}
+        self._init_ratio = 0.0
+        self._layout()
+
+        on = self._on
+        sid = static_inverse_dynamics(
+            self.model, self.data, q, [c for _, c in on], [self._R_c[k] for k, _ in on],
+            tau_weights=self._w_tau,
+            lam_weights=[np.asarray(self.config.effector(c.type).wrench_weights) for _, c in on],
+            tau_max=self._tau_lim,
+            constraints=[self._constraints[k] for k, _ in on],
+            lam_targets=[self._lam_target[k] for k, _ in on],
+            hessian_regularisation=self.config.hessian_regularisation,
+        )
+        for (k, _), lam in zip(on, sid.lams):
+            self._lam[k] = lam
+        self._tau = sid.tau.copy()
+        self._reset_done = True
+        diag = {
+            "status": sid.solution.status,
+            "message": sid.solution.message,
+            "solve_time_s": 0.0,
+            "eq_residual": sid.solution.eq_residual,
+            "ineq_violation": sid.solution.ineq_violation,
+            "n_active": sid.solution.n_active,
+            "n_var": self._m,
+            "n_eq": 6,
+            "n_in": 2 * self._n + sum(self._constraints[k][0].shape[0] for k, _ in on),
+            "init_ratio": 0.0,
+            "stage": "static_id",
+        }
+        if not sid.ok:
+            log.warning("SEIKO retargeting reset: static inverse dynamics failed (%s) %s",
+                        sid.solution.status, sid.solution.message)
+        return self._output(np.zeros(self._nv), {k: np.zeros(c.dim) for k, c in zip(self._names, self._specs)},
+                            sid.ok, diag)
+
+    def step(self, targets: Mapping[str, pin.SE3] | None = None) -> RetargetingOutput:
+        """One Retargeting step: solve QP (9) and integrate (seiko.md §4.1-4.4).
+
+        Args:
+            targets: effector name -> world pose target (pin.SE3) for **disabled** effectors;
+                missing effectors keep their last target; targets of enabled effectors are
+                ignored (their contact pose is fixed).
+
+        Returns:
+            RetargetingOutput. On QP failure: ``ok=False``, zero rates, state unchanged, a
+            warning logged; never raises for a failed solve.
+
+        Raises:
+            ConfigError: unknown effector name, a target that is not a pin.SE3, or step before
+                reset.
+        """
+        if not self._reset_done:
+            raise ConfigError("SeikoRetargeting.step called before reset()")
+        if targets:
+            for k, T in targets.items():
+                if k not in self._enabled:
+                    raise ConfigError(f"unknown effector {k!r}; expected one of {', '.join(self._names)}")
+                if not isinstance(T, pin.SE3):
+                    raise ConfigError(f"target of {k!r} must be a pin.SE3, got {type(T).__name__}")
+                if not self._enabled[k]:
+                    self._targets[k] = T
+        cfg = self.config
+        dt = cfg.dt_s
+        n, nv = self._n, self._nv
+        model, data, q = self.model, self.data, self._q
+        theta = q[7:]
+        on = self._on
+
+        # Kinematics and equilibrium terms at (q, lam).
+        A_G = pin.computeCentroidalMap(model, data, q)
+        terms = equilibrium_terms(model, data, q, [c for _, c in on], [self._lam[k] for k, _ in on],
+                                  [self._R_c[k] for k, _ in on])
+        tau0 = terms.r[6:]
+        A, w, b = self._A, self._w, self._b
+        A_eq, b_eq, A_in, b_in = self._A_eq, self._b_eq, self._A_in, self._b_in
+        # (a) centroidal momentum
+        A[0:6, :nv] = A_G
+        # (c) posture target (b rows are constant)
+        b[6 + n : 6 + 2 * n] = np.clip(self._theta_target - theta, -cfg.joint_pos_clamp_rad, cfg.joint_pos_clamp_rad) / dt
+        # (d), (e), (9h)
+        row_eq = 0
+        for k, c, row in self._pose_rows:
+            J = effector_jacobian_world(model, data, c.frame_id)
+            M = data.oMf[c.frame_id]
+            Tg = self._targets[k]
+            p_err = Tg.translation - M.translation
+            r_err = pin.log3(Tg.rotation @ M.rotation.T)
+            par = cfg.effector(c.type)
+            if not self._enabled[k]:
+                A[row : row + 6, :nv] = J
+                b[row : row + 3] = _clamp_norm(p_err, par.pose_clamp_pos_m) / dt
+                b[row + 3 : row + 6] = _clamp_norm(r_err, par.pose_clamp_rot_rad) / dt
+            elif c.type == "plane":
+                A_eq[row_eq : row_eq + 6, :nv] = J
+                b_eq[row_eq : row_eq + 3] = p_err / dt
+                b_eq[row_eq + 3 : row_eq + 6] = r_err / dt
+                row_eq += 6
+            else:
+                A[row : row + 3, :nv] = J[3:]
+                b[row : row + 3] = _clamp_norm(r_err, par.pose_clamp_rot_rad) / dt
+                A_eq[row_eq : row_eq + 3, :nv] = J[:3]
+                b_eq[row_eq : row_eq + 3] = p_err / dt
+                row_eq += 3
+        # (f) torque: T_J x + tau0/dt -> 0
+        rt = self._row_tau
+        JT = terms.J.T
+        A[rt : rt + n, :nv] = terms.dr_dq[6:]
+        A[rt : rt + n, nv:] = -JT[6:]
+        b[rt : rt + n] = -tau0 / dt
+        # (g) wrench target
+        rl = rt + n
+        lam = self._stack(self._lam)
+        b[rl : rl + self._m] = (self._stack(self._lam_target) - lam) / dt
+        # (9g) base rows of the equilibrium
+        A_eq[row_eq : row_eq + 6, :nv] = terms.dr_dq[:6]
+        A_eq[row_eq : row_eq + 6, nv:] = -JT[:6]
+        b_eq[row_eq : row_eq + 6] = -terms.r[:6] / dt
+        # (9i) position bounds, limited to the velocity bounds so the QP stays feasible when
+        # theta starts outside [theta_min, theta_max] (no effect inside).
+        vl = self._vel_lim
+        b_in[0:n] = np.minimum((self._theta_min - theta) / dt, vl)
+        b_in[n : 2 * n] = np.minimum((theta - self._theta_max) / dt, vl)
+        # (9l), (9m) are constant; (9j) torque bounds
+        ri = self._row_in_tau
+        A_in[ri : ri + n, :nv] = terms.dr_dq[6:]
+        A_in[ri : ri + n, nv:] = -JT[6:]
+        A_in[ri + n : ri + 2 * n] = -A_in[ri : ri + n]
+        b_in[ri : ri + n] = (-self._tau_lim - tau0) / dt
+        b_in[ri + n : ri + 2 * n] = (-self._tau_lim + tau0) / dt
+        # (9k) contact constraints, divided by dt: C lam_dot >= -(C lam + c)/dt
+        for row, col, C, c in self._contact_rows:
+            b_in[row : row + C.shape[0]] = -(C @ lam[col : col + C.shape[1]] + c) / dt
+
+        Aw = A * w[:, None]
+        H = A.T @ Aw
+        H[np.diag_indices_from(H)] += cfg.hessian_regularisation
+        g = -(Aw.T @ b)
+        t0 = time.perf_counter()
+        sol = solve_qp(H, g, A_eq, b_eq, A_in, b_in, reg=0.0)
+        solve_time = time.perf_counter() - t0
+        diag = {
+            "status": sol.status,
+            "message": sol.message,
+            "solve_time_s": solve_time,
+            "eq_residual": sol.eq_residual,
+            "ineq_violation": sol.ineq_violation,
+            "n_active": sol.n_active,
+            "n_var": nv + self._m,
+            "n_eq": A_eq.shape[0],
+            "n_in": A_in.shape[0],
+            "init_ratio": self._init_ratio,
+        }
+        zero_rates = {k: np.zeros(c.dim) for k, c in zip(self._names, self._specs)}
+        if not sol.found:
+            log.warning("SEIKO retargeting QP failed (%s): %s; holding the last posture", sol.status, sol.message)
+            return self._output(np.zeros(nv), zero_rates, False, diag)
+
+        # §4.4 post-processing.
+        x = sol.x.copy()
+        v = x[:nv]
+        lam_dot = x[nv:]
+        np.clip(v[6:], -vl, vl, out=v[6:])
+        np.clip(lam_dot, -self._lam_rate_lim, self._lam_rate_lim, out=lam_dot)
+        self._tau = tau0 + dt * (A[rt : rt + n] @ x)
+        ratio = self._init_ratio
+        v *= ratio
+        lam_dot *= ratio
+        self._init_ratio = min(1.0, ratio + dt / cfg.init_ramp_s)
+        q_new = pin.integrate(model, q, dt * v)
+        np.clip(q_new[7:], self._theta_min, self._theta_max, out=q_new[7:])
+        self._q = q_new
+        rates = dict(zero_rates)
+        for k, c in on:
+            col = self._col[k]
+            rates[k] = lam_dot[col : col + c.dim].copy()
+            self._lam[k] = self._lam[k] + dt * rates[k]
+        return self._output(v, rates, True, diag)
+
+    # ------------------------------------------------------------------ internals
+
+    @property
+    def q(self) -> np.ndarray:
+        """(nq,) current desired posture (copy)."""
+        return self._q.copy()
+
+    def _stack(self, d: dict[str, np.ndarray]) -> np.ndarray:
+        if not self._on:
+            return np.zeros(0)
+        return np.concatenate([d[k] for k, _ in self._on])
+
+    def _layout(self) -> None:
+        """Preallocate the QP blocks for the current contact set (called on reset/switch)."""
+        cfg = self.config
+        n, nv = self._n, self._nv
+        self._on = [(k, c) for k, c in zip(self._names, self._specs) if self._enabled[k]]
+        self._col, col = {}, 0
+        for k, c in self._on:
+            self._col[k] = col
+            col += c.dim
+        m = self._m = col
+        nx = nv + m
+        self._constraints = {}
+        for k, c in zip(self._names, self._specs):
+            par = cfg.effector(c.type)
+            self._constraints[k] = contact_constraints(
+                c.type, par.friction_mu, par.fz_min_n, par.fz_max_n, par.cop_half_x_m, par.cop_half_y_m
+            )
+
+        # Cost rows: a (6) | b (n) | c (n) | d/e (6 per disabled, 3 per enabled point) | f (n) | g (m)
+        self._pose_rows = []
+        row = 6 + 2 * n
+        for k, c in zip(self._names, self._specs):
+            if not self._enabled[k]:
+                self._pose_rows.append((k, c, row))
+                row += 6
+            elif c.type == "point":
+                self._pose_rows.append((k, c, row))
+                row += 3
+            else:
+                self._pose_rows.append((k, c, -1))
+        self._row_tau = row
+        n_cost = row + n + m
+        A = self._A = np.zeros((n_cost, nx))
+        w = self._w = np.zeros(n_cost)
+        self._b = np.zeros(n_cost)
+        w[0:3] = cfg.momentum_weight_lin
+        w[3:6] = cfg.momentum_weight_ang
+        A[6 : 6 + n, 6:nv] = np.eye(n)
+        w[6 : 6 + n] = cfg.joint_vel_weight
+        A[6 + n : 6 + 2 * n, 6:nv] = np.eye(n)
+        w[6 + n : 6 + 2 * n] = cfg.joint_pos_weight
+        for k, c, r in self._pose_rows:
+            par = cfg.effector(c.type)
+            if not self._enabled[k]:
+                w[r : r + 3] = par.pose_weight_pos
+                w[r + 3 : r + 6] = par.pose_weight_rot
+            elif c.type == "point":
+                w[r : r + 3] = par.pose_weight_rot
+        w[row : row + n] = self._w_tau
+        rl = row + n
+        A[rl : rl + m, nv:] = np.eye(m)
+        for k, c in self._on:
+            w[rl + self._col[k] : rl + self._col[k] + c.dim] = cfg.effector(c.type).wrench_weights
+
+        # Equalities: contacts (6 per plane, 3 per point) then the 6 base rows.
+        n_eq = sum(c.dim for _, c in self._on) + 6
+        self._A_eq = np.zeros((n_eq, nx))
+        self._b_eq = np.zeros(n_eq)
+
+        # Inequalities: pos (2n) | vel (2n) | torque (2n) | wrench rate (2m) | contact (18 / 6)
+        n_c = sum(self._constraints[k][0].shape[0] for k, _ in self._on)
+        n_in = 6 * n + 2 * m + n_c
+        A_in = self._A_in = np.zeros((n_in, nx))
+        b_in = self._b_in = np.zeros(n_in)
+        I = np.eye(n)
+        A_in[0:n, 6:nv] = I
+        A_in[n : 2 * n, 6:nv] = -I
+        A_in[2 * n : 3 * n, 6:nv] = I
+        A_in[3 * n : 4 * n, 6:nv] = -I
+        b_in[2 * n : 4 * n] = -np.tile(self._vel_lim, 2)
+        self._row_in_tau = 4 * n
+        r0 = 6 * n
+        rate = np.zeros(m)
+        for k, c in self._on:
+            par = cfg.effector(c.type)
+            lim = [par.force_rate_max_n_per_s] * 3 + ([par.torque_rate_max_nm_per_s] * 3 if c.dim == 6 else [])
+            rate[self._col[k] : self._col[k] + c.dim] = lim
+        self._lam_rate_lim = rate
+        A_in[r0 : r0 + m, nv:] = np.eye(m)
+        A_in[r0 + m : r0 + 2 * m, nv:] = -np.eye(m)
+        b_in[r0 : r0 + 2 * m] = -np.tile(rate, 2)
+        row = r0 + 2 * m
+        self._contact_rows = []
+        for k, c in self._on:
+            C, cc = self._constraints[k]
+            col = self._col[k]
+            A_in[row : row + C.shape[0], nv + col : nv + col + c.dim] = C
+            self._contact_rows.append((row, col, C, cc))
+            row += C.shape[0]
+
+    def _output(self, v: np.ndarray, lam_dot: dict, ok: bool, diag: dict) -> RetargetingOutput:
+        q = self._q.copy()
+        pin.framesForwardKinematics(self.model, self.data, q)
+        poses = {k: self.data.oMf[c.frame_id].copy() for k, c in zip(self._names, self._specs)}
+        lam = {
+            k: (self._lam[k].copy() if self._enabled[k] else np.zeros(c.dim)) for k, c in zip(self._names, self._specs)
+        }
+        return RetargetingOutput(
+            q=q,
+            v=v.copy(),
+            theta_ahead=q[7:] + self.config.ahead_time_s * v[6:],
+            tau=self._tau.copy(),
+            lam=lam,
+            lam_dot=lam_dot,
+            enabled=dict(self._enabled),
+            poses=poses,
+            ok=ok,
+            diagnostics=diag,
+        )

@@ -1,0 +1,436 @@
+"""MuJoCo model of a robot, built at run time from the same description as the pinocchio model.
+
+Recipe: ``shared/reference/talos_mujoco.md`` §0 (verified on MuJoCo 4.0 / Talos). The URDF named
+in ``robots/<name>/robot.yaml`` is patched (absolute mesh paths, ``discardvisual``,
+``fusestatic="false"``) and loaded into an :class:`mujoco.MjSpec`, then:
+
+* a free joint ``root`` is added on the URDF root link (``base_link``);
+* every joint that is not actuated (``robot.locked_joints``) is deleted, which welds its child
+  link at 0 rad, as pinocchio's ``buildReducedModel`` does;
+* the actuated joints lose their URDF ``frictionloss``/``damping`` and their ``actfrcrange``
+  (pitfalls 2 and 3), so the only joint force is the actuator's;
+* one position actuator per actuated joint (named like the joint): force
+  ``clamp(K (theta_cmd - q) - kv qdot, -tau_max, tau_max)`` with ``K = robot.K``,
+  ``tau_max = robot.tau_max`` and ``kv`` from the ``mujoco:`` section;
+* only the sole boxes collide with a floor plane (every URDF geom is discarded);
+* sites and sensors: a force + torque sensor at the origin of each plane-contact frame, a site
+  per extra frame (hands), an IMU site (``framequat``, ``gyro``, ``accelerometer``) and one
+  ``actuatorfrc`` sensor per actuator.
+
+Names (used by :mod:`contactflow.sim.mujoco_robot`): actuator and joint ``<joint name>``; site
+``<frame name>`` for contact and extra frames; sensors ``<frame>_force``, ``<frame>_torque``,
+``imu_quat``, ``imu_gyro``, ``imu_acc`` and ``<joint name>_tau``.
+
+Pitfall M3 (``shared/reference/pitfalls.md``): MuJoCo integrates the position-actuator stiffness
+explicitly, so a joint with ``sqrt(kp / M_ii) * dt >= 2`` diverges. :func:`build_mujoco_model`
+checks this at the default posture and raises :class:`ModelError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import mujoco
+import numpy as np
+import pinocchio as pin
+
+from contactflow.errors import ConfigError, ModelError
+from contactflow.robot import Robot
+
+__all__ = [
+    "PointMass",
+    "MujocoOptions",
+    "mujoco_options",
+    "build_mujoco_spec",
+    "build_mujoco_model",
+    "check_actuator_stability",
+    "set_pinocchio_configuration",
+    "ROOT_JOINT",
+    "IMU_SITE",
+]
+
+ROOT_JOINT = "root"
+IMU_SITE = "imu"
+STABILITY_BOUND = 2.0  # omega * dt at which explicit spring integration diverges (pitfall M3)
+
+_INTEGRATORS = {
+    "euler": mujoco.mjtIntegrator.mjINT_EULER,
+    "rk4": mujoco.mjtIntegrator.mjINT_RK4,
+    "implicit": mujoco.mjtIntegrator.mjINT_IMPLICIT,
+    "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST,
+}
+_CONES = {"pyramidal": mujoco.mjtCone.mjCONE_PYRAMIDAL, "elliptic": mujoco.mjtCone.mjCONE_ELLIPTIC}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PointMass:
+    """An unmodelled payload welded to a link (e.g. a grasped load), absent from pinocchio.
+
+    Attributes:
+        name: body name (unique in the MuJoCo model).
+        parent: name of the link (MuJoCo body) it is fixed to.
+        pos: (3,) position of the mass in the parent link frame [m].
+        mass: mass [kg], > 0.
+        inertia: (3,) principal inertia about the mass centre [kg m^2] (small: a point mass).
+    """
+
+    name: str
+    parent: str
+    pos: tuple[float, float, float]
+    mass: float
+    inertia: tuple[float, float, float] = (1e-5, 1e-5, 1e-5)
+
+    def __post_init__(self):
+        if not (np.isfinite(self.mass) and self.mass > 0):
+            raise ValueError(f"PointMass {self.name!r}: mass must be > 0, got {self.mass}")
+        if len(self.pos) != 3 or not np.all(np.isfinite(self.pos)):
+            raise ValueError(f"PointMass {self.name!r}: pos must be 3 finite numbers, got {self.pos}")
+        if len(self.inertia) != 3 or not all(i > 0 for i in self.inertia):
+            raise ValueError(f"PointMass {self.name!r}: inertia must be 3 positive numbers")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MujocoOptions:
+    """Simulation parameters read from the robot file's ``mujoco:`` section (recipe defaults).
+
+    Attributes:
+        timestep_s: physics time step [s].
+        integrator: ``implicitfast`` (recipe), ``euler``, ``rk4`` or ``implicit``.
+        kv_nms_per_rad: position-actuator velocity gain [N m s/rad].
+        armature_kgm2: joint armature added to every actuated joint [kg m^2].
+        foot_box_half_size_m: (3,) half sizes of the sole collision box [m].
+        foot_friction: (3,) sliding, torsional, rolling friction of the sole boxes.
+        foot_solref: (2,) contact solref (time constant [s], damping ratio).
+        foot_solimp: (3,) contact solimp (dmin, dmax, width [m]).
+        sole_links: links that get a sole box (default: the frames of the plane contacts).
+        cone: friction cone, ``pyramidal`` or ``elliptic``.
+        impratio: friction-to-normal impedance ratio.
+    """
+
+    timestep_s: float = 0.001
+    integrator: str = "implicitfast"
+    kv_nms_per_rad: float = 20.0
+    armature_kgm2: float = 0.0
+    foot_box_half_size_m: tuple[float, float, float] = (0.10, 0.065, 0.01)
+    foot_friction: tuple[float, float, float] = (0.8, 0.005, 0.0001)
+    foot_solref: tuple[float, float] = (0.02, 1.0)
+    foot_solimp: tuple[float, float, float] = (0.9, 0.95, 0.001)
+    sole_links: tuple[str, ...] = ()
+    cone: str = "pyramidal"
+    impratio: float = 1.0
+
+    def __post_init__(self):
+        if not self.timestep_s > 0:
+            raise ValueError(f"timestep_s must be > 0, got {self.timestep_s}")
+        if self.integrator not in _INTEGRATORS:
+            raise ValueError(f"integrator must be one of {sorted(_INTEGRATORS)}, got {self.integrator!r}")
+        if self.cone not in _CONES:
+            raise ValueError(f"cone must be one of {sorted(_CONES)}, got {self.cone!r}")
+        if self.kv_nms_per_rad < 0 or self.armature_kgm2 < 0:
+            raise ValueError("kv_nms_per_rad and armature_kgm2 must be >= 0")
+        if any(h <= 0 for h in self.foot_box_half_size_m):
+            raise ValueError("foot_box_half_size_m must be positive")
+
+
+def mujoco_options(robot: Robot) -> MujocoOptions:
+    """The :class:`MujocoOptions` of ``robot`` (its ``mujoco:`` section; unknown keys rejected).
+
+    Raises:
+        ConfigError: unknown key, wrong type or out-of-range value (names the robot file).
+    """
+    from contactflow.config import load_config
+
+    section = dict(robot.raw.get("mujoco") or {})
+    opts = load_config(MujocoOptions, section, source=f"{robot.file_label()}:mujoco")
+    if not opts.sole_links:
+        soles = tuple(c.frame for c in robot.contacts.values() if c.type == "plane")
+        opts = dataclasses.replace(opts, sole_links=soles)
+    return opts
+
+
+def _patched_urdf(robot: Robot) -> str:
+    text = robot.urdf_path.read_text()
+    # example-robot-data mesh URIs: package://example-robot-data/robots/... -> absolute path.
+    robots_root = robot.urdf_path
+    while robots_root.name != "robots" and robots_root.parent != robots_root:
+        robots_root = robots_root.parent
+    if robots_root.name != "robots":
+        raise ModelError(f"{robot.urdf_path}: cannot find the example-robot-data 'robots' directory")
+    text = text.replace("package://example-robot-data/robots/", str(robots_root) + "/")
+    m = re.search(r"<robot\b[^>]*>", text)
+    if m is None:
+        raise ModelError(f"{robot.urdf_path}: no <robot> element")
+    mj = '<mujoco><compiler discardvisual="true" balanceinertia="true" fusestatic="false"/></mujoco>'
+    return text[: m.end()] + mj + text[m.end() :]
+
+
+def _frame_placement(robot: Robot, frame: str) -> tuple[str, np.ndarray, np.ndarray]:
+    """MuJoCo body and local pose (pos (3,) [m], quat wxyz) of a pinocchio frame.
+
+    Links are bodies with the same name (``fusestatic=false``); extra frames are placed on their
+    parent link as in :func:`contactflow.robot.load_robot`.
+    """
+    extra = robot.raw.get("extra_frames") or {}
+    if frame in extra:
+        fr = extra[frame]
+        parent_body, p0, q0 = _frame_placement(robot, fr["parent"])
+        R = pin.rpy.rpyToMatrix(*map(float, fr.get("rpy", [0, 0, 0])))
+        M0 = pin.XYZQUATToSE3(np.r_[p0, q0[1:], q0[0]])
+        M = M0 * pin.SE3(R, np.asarray(fr["translation"], float))
+        xyzw = pin.SE3ToXYZQUAT(M)[3:]
+        return parent_body, M.translation.copy(), np.r_[xyzw[3], xyzw[:3]]
+    return frame, np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0])
+
+
+def _as_point_mass(item: Any) -> PointMass:
+    if isinstance(item, PointMass):
+        return item
+    if isinstance(item, Mapping):
+        try:
+            return PointMass(**item)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"extra_bodies: {exc}") from None
+    raise ConfigError(f"extra_bodies: expected PointMass or a mapping, got {type(item).__name__}")
+
+
+def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mapping] | None = None) -> mujoco.MjSpec:
+    """Build the (uncompiled) MuJoCo spec of ``robot`` following the recipe.
+
+    Args:
+        robot: the loaded robot description (:func:`contactflow.robot.load_robot`).
+        extra_bodies: unmodelled payloads (:class:`PointMass` or mappings with the same keys),
+            each welded to a link; they change the MuJoCo model only, not ``robot.model``.
+
+    Returns:
+        The spec; call ``spec.compile()`` or use :func:`build_mujoco_model`.
+
+    Raises:
+        ModelError: a joint, link or frame of the description is missing from the URDF import.
+        ConfigError: malformed ``mujoco:`` section or extra body.
+    """
+    opts = mujoco_options(robot)
+    try:
+        spec = mujoco.MjSpec.from_string(_patched_urdf(robot))
+    except ValueError as exc:  # mujoco raises ValueError on XML errors
+        raise ModelError(f"{robot.urdf_path}: MuJoCo cannot load the URDF: {exc}") from None
+
+    spec.option.timestep = opts.timestep_s
+    spec.option.integrator = _INTEGRATORS[opts.integrator]
+    spec.option.cone = _CONES[opts.cone]
+    spec.option.impratio = opts.impratio
+
+    root_link = _root_link(robot)
+    base = spec.body(root_link)
+    if base is None:
+        raise ModelError(f"MuJoCo import of {robot.urdf_path.name} has no body {root_link!r}")
+    base.add_freejoint(name=ROOT_JOINT)
+
+    actuated = set(robot.joint_names)
+    for j in list(spec.joints):
+        if j.type == mujoco.mjtJoint.mjJNT_FREE:
+            continue
+        if j.name not in actuated:
+            spec.delete(j)  # welds the child link at 0 rad, like pinocchio's reduced model
+    present = {j.name for j in spec.joints}
+    missing = [j for j in robot.joint_names if j not in present]
+    if missing:
+        raise ModelError(f"MuJoCo import of {robot.urdf_path.name} lacks joints {missing}")
+
+    for name, kp, tau_max in zip(robot.joint_names, robot.K, robot.tau_max):
+        j = spec.joint(name)
+        j.frictionloss = 0.0
+        j.damping = [0.0, 0.0, 0.0]
+        j.actfrclimited = mujoco.mjtLimited.mjLIMITED_FALSE  # pitfall 2: URDF effort clamps otherwise
+        j.armature = opts.armature_kgm2
+        a = spec.add_actuator(name=name, target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT)
+        a.set_to_position(kp=float(kp), kv=float(opts.kv_nms_per_rad))
+        a.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        a.forcerange = [-float(tau_max), float(tau_max)]
+        a.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE
+
+    # Collisions: only sole boxes against the floor. URDF geoms are discarded (discardvisual).
+    for g in spec.geoms:
+        g.contype = 0
+        g.conaffinity = 0
+    floor = spec.worldbody.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05])
+    floor.contype = 0
+    floor.conaffinity = 1
+    half = np.asarray(opts.foot_box_half_size_m, float)
+    for link in opts.sole_links:
+        body = _body(spec, link, "mujoco.sole_links")
+        box = body.add_geom(
+            name=f"{link}_box",
+            type=mujoco.mjtGeom.mjGEOM_BOX,
+            size=half.tolist(),
+            pos=[0.0, 0.0, float(half[2])],  # bottom face on the sole plane
+        )
+        box.contype = 1
+        box.conaffinity = 0
+        box.condim = 3
+        box.friction = list(opts.foot_friction)
+        box.solref = list(opts.foot_solref)
+        box.solimp = list(opts.foot_solimp) + [0.5, 2.0]
+        box.mass = 0.0
+        box.density = 0.0
+
+    # Sites and sensors.
+    for c in robot.contacts.values():
+        if c.type != "plane":
+            continue
+        _add_frame_site(spec, robot, c.frame)
+        spec.add_sensor(name=f"{c.frame}_force", type=mujoco.mjtSensor.mjSENS_FORCE,
+                        objtype=mujoco.mjtObj.mjOBJ_SITE, objname=c.frame)
+        spec.add_sensor(name=f"{c.frame}_torque", type=mujoco.mjtSensor.mjSENS_TORQUE,
+                        objtype=mujoco.mjtObj.mjOBJ_SITE, objname=c.frame)
+    for fname in robot.raw.get("extra_frames") or {}:
+        _add_frame_site(spec, robot, fname)
+    for c in robot.contacts.values():
+        if spec.site(c.frame) is None:
+            _add_frame_site(spec, robot, c.frame)
+
+    imu_frame = str(robot.raw.get("imu_frame", root_link))
+    imu_body, imu_pos, imu_quat = _frame_placement(robot, imu_frame)
+    _body(spec, imu_body, "imu_frame").add_site(name=IMU_SITE, pos=imu_pos.tolist(), quat=imu_quat.tolist())
+    site = mujoco.mjtObj.mjOBJ_SITE
+    spec.add_sensor(name="imu_quat", type=mujoco.mjtSensor.mjSENS_FRAMEQUAT, objtype=site, objname=IMU_SITE)
+    spec.add_sensor(name="imu_gyro", type=mujoco.mjtSensor.mjSENS_GYRO, objtype=site, objname=IMU_SITE)
+    spec.add_sensor(name="imu_acc", type=mujoco.mjtSensor.mjSENS_ACCELEROMETER, objtype=site, objname=IMU_SITE)
+    for name in robot.joint_names:
+        spec.add_sensor(name=f"{name}_tau", type=mujoco.mjtSensor.mjSENS_ACTUATORFRC,
+                        objtype=mujoco.mjtObj.mjOBJ_ACTUATOR, objname=name)
+
+    for item in extra_bodies or ():
+        pm = _as_point_mass(item)
+        parent = _body(spec, pm.parent, f"extra_bodies.{pm.name}.parent")
+        if spec.body(pm.name) is not None:
+            raise ConfigError(f"extra_bodies: a body named {pm.name!r} already exists")
+        b = parent.add_body(name=pm.name, pos=list(map(float, pm.pos)))
+        b.mass = float(pm.mass)
+        b.ipos = [0.0, 0.0, 0.0]  # pitfall 6: add_body leaves ipos = [nan, 0, 0]
+        b.iquat = [1.0, 0.0, 0.0, 0.0]
+        b.inertia = list(map(float, pm.inertia))
+        b.explicitinertial = True
+    return spec
+
+
+def _root_link(robot: Robot) -> str:
+    # The free-flyer's child link: the body frame attached to joint 1 with the smallest index.
+    for f in robot.model.frames:
+        if f.parentJoint == 1 and f.type == pin.FrameType.BODY:
+            return f.name
+    raise ModelError(f"robot {robot.name!r}: no body frame on the free-flyer joint")
+
+
+def _body(spec: mujoco.MjSpec, name: str, where: str):
+    b = spec.body(name)
+    if b is None:
+        raise ModelError(f"{where}: no link {name!r} in the MuJoCo model")
+    return b
+
+
+def _add_frame_site(spec: mujoco.MjSpec, robot: Robot, frame: str) -> None:
+    body, pos, quat = _frame_placement(robot, frame)
+    _body(spec, body, f"frame {frame}").add_site(name=frame, pos=pos.tolist(), quat=quat.tolist())
+
+
+def set_pinocchio_configuration(m: mujoco.MjModel, d: mujoco.MjData, robot: Robot, q: np.ndarray) -> None:
+    """Write a pinocchio configuration into ``d.qpos`` (joints mapped by name, xyzw -> wxyz).
+
+    Args:
+        q: (robot.nq,) pinocchio configuration [m, -, rad].
+    """
+    adr = m.joint(ROOT_JOINT).qposadr[0]
+    d.qpos[adr : adr + 3] = q[:3]
+    d.qpos[adr + 3 : adr + 7] = [q[6], q[3], q[4], q[5]]
+    for i, name in enumerate(robot.joint_names):
+        d.qpos[m.joint(name).qposadr[0]] = q[7 + i]
+
+
+def check_actuator_stability(m: mujoco.MjModel, robot: Robot, *, bound: float = STABILITY_BOUND) -> np.ndarray:
+    """Check pitfall M3: ``omega_i dt = sqrt(kp_i / M_ii) dt < bound`` for every actuator.
+
+    ``M_ii`` is the diagonal of the joint-space inertia (armature included) at ``robot.q_default``.
+    This is a per-joint (1-DoF) estimate: the coupled eigenfrequency is somewhat higher, and
+    contact on the feet raises the practical limit (recipe §3).
+
+    Args:
+        m: compiled model from :func:`build_mujoco_spec`.
+        robot: the robot it was built from.
+        bound: divergence threshold of ``omega dt`` (MuJoCo 4.0: diverges at 2.1, stable at 1.9).
+
+    Returns:
+        (n,) ``omega_i dt`` per actuated joint (robot.joint_names order).
+
+    Raises:
+        ModelError: some joint reaches the bound; the message names it and suggests fixes.
+    """
+    d = mujoco.MjData(m)
+    set_pinocchio_configuration(m, d, robot, robot.q_default)
+    mujoco.mj_forward(m, d)
+    M = np.zeros((m.nv, m.nv))
+    mujoco.mj_fullM(m, d, M)
+    dt = m.opt.timestep
+    wdt = np.empty(robot.n)
+    for i, name in enumerate(robot.joint_names):
+        dof = m.joint(name).dofadr[0]
+        kp = m.actuator(name).gainprm[0]
+        wdt[i] = np.sqrt(kp / M[dof, dof]) * dt
+    worst = int(np.argmax(wdt))
+    if wdt[worst] >= bound:
+        name = robot.joint_names[worst]
+        dof = m.joint(name).dofadr[0]
+        raise ModelError(
+            f"unstable position actuator (pitfall M3): {name} has sqrt(kp/M_ii)*dt = {wdt[worst]:.3f} >= {bound} "
+            f"(kp {m.actuator(name).gainprm[0]:g} N m/rad, M_ii {M[dof, dof]:.4g} kg m^2, dt {dt:g} s); "
+            "lower mujoco.timestep_s or raise mujoco.armature_kgm2"
+        )
+    return wdt
+
+
+def build_mujoco_model(
+    robot: Robot,
+    *,
+    extra_bodies: Iterable[PointMass | Mapping] | None = None,
+    timestep_s: float | None = None,
+    kv_nms_per_rad: float | None = None,
+    check_stability: bool = True,
+) -> mujoco.MjModel:
+    """Compile the MuJoCo model of ``robot`` and check actuator stability (pitfall M3).
+
+    Args:
+        robot: the loaded robot description.
+        extra_bodies: see :func:`build_mujoco_spec`.
+        timestep_s: physics step [s] overriding the robot file's ``mujoco.timestep_s``.
+        kv_nms_per_rad: actuator velocity gain [N m s/rad] overriding ``mujoco.kv_nms_per_rad``.
+        check_stability: run :func:`check_actuator_stability` (raises on an unstable setting).
+
+    Returns:
+        The compiled model.
+
+    Raises:
+        ModelError: URDF import or compilation failed, or the actuators are unstable at this step.
+        ConfigError: malformed ``mujoco:`` section or extra body.
+    """
+    spec = build_mujoco_spec(robot, extra_bodies=extra_bodies)
+    if timestep_s is not None:
+        if not (np.isfinite(timestep_s) and timestep_s > 0):
+            raise ConfigError(f"timestep_s must be > 0, got {timestep_s}")
+        spec.option.timestep = float(timestep_s)
+    if kv_nms_per_rad is not None:
+        if not (np.isfinite(kv_nms_per_rad) and kv_nms_per_rad >= 0):
+            raise ConfigError(f"kv_nms_per_rad must be >= 0, got {kv_nms_per_rad}")
+        for a in spec.actuators:
+            kp = a.gainprm[0]
+            a.set_to_position(kp=float(kp), kv=float(kv_nms_per_rad))
+    try:
+        m = spec.compile()
+    except ValueError as exc:
+        raise ModelError(f"MuJoCo model of robot {robot.name!r} does not compile: {exc}") from None
+    if m.nu != robot.n:
+        raise ModelError(f"MuJoCo model has {m.nu} actuators, robot {robot.name!r} has {robot.n} joints")
+    if check_stability:
+        check_actuator_stability(m, robot)
+    return m

@@ -1,0 +1,440 @@
+"""Simulated position-controlled robot on MuJoCo, with readings in pinocchio conventions.
+
+:class:`MujocoRobotSim` runs the model of :mod:`contactflow.sim.mujoco_model` at ``physics_dt_s``
+and takes one joint position command ``theta_cmd`` per control tick (``control_dt_s``). Each joint
+behaves as the SEIKO flexible joint (SEIKO RA-L 2024, joint model ``tau = K (theta_cmd - q)``)
+plus a small velocity damping ``-kv qdot``, clamped to ``+-tau_max`` (recipe §5).
+
+Conventions of :class:`SensorReadings` (pinocchio, ``robot.model``):
+
+* ``q`` (7 + n,): base position in world [m], base quaternion (x, y, z, w), joint angles [rad]
+  in ``robot.joint_names`` order. MuJoCo's free joint stores (w, x, y, z): converted.
+* ``v`` (6 + n,): base linear and angular velocity in the BASE frame [m/s, rad/s], joint
+  velocities [rad/s]. MuJoCo's free-joint ``qvel`` is (world linear, local angular): the linear
+  part is rotated into the base frame.
+* Joints, actuators and sensors are mapped between MuJoCo and pinocchio by NAME.
+* ``wrenches[name]`` (6,) = [f; tau] of the ground reaction ON the robot for each plane contact,
+  in the contact (sole) LOCAL frame, torque about the sole origin [N, N m]. MuJoCo's force/torque
+  sensor gives the wrench of the parent link on the sole link: it is negated and the sole link's
+  own weight is added back (recipe §2), so that ``sum fz = m g`` at rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable, Mapping
+
+import mujoco
+import numpy as np
+
+from contactflow.errors import ConfigError, ContractError
+from contactflow.robot import Robot
+from contactflow.sim.mujoco_model import (
+    IMU_SITE,
+    ROOT_JOINT,
+    PointMass,
+    build_mujoco_model,
+    set_pinocchio_configuration,
+)
+
+__all__ = ["SimConfig", "SensorReadings", "MujocoRobotSim"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SimConfig:
+    """Configuration of :class:`MujocoRobotSim`.
+
+    Attributes:
+        physics_dt_s: physics step [s]; ``None`` = the robot file's ``mujoco.timestep_s``
+            (0.001 s for Talos).
+        control_dt_s: control tick [s] (one :meth:`MujocoRobotSim.step`); an integer multiple of
+            the physics step (2 ms = 500 Hz by default).
+        interpolate_commands: ramp the actuator targets linearly from the previous command to the
+            new one across the physics steps of a tick (otherwise a zero-order hold).
+        kv_nms_per_rad: actuator velocity gain [N m s/rad]; ``None`` = the robot file's.
+        settle_s: hidden settling time at reset [s] (recipe §3 "transient-free start"); 0 = none.
+            The settled state is cached per command, so later resets cost nothing.
+        settle_kv_nms_per_rad: velocity gain used while settling [N m s/rad] (damps the 1.1 Hz
+            whole-body sway; the equilibrium does not depend on kv).
+        fall_height_m: :meth:`MujocoRobotSim.fell` threshold on the base height [m].
+        noise_seed: seed of the sensor-noise generator.
+        q_noise_std_rad: joint-angle noise standard deviation [rad].
+        dq_noise_std_rad_per_s: joint-velocity noise [rad/s].
+        tau_noise_std_nm: joint-torque noise [N m].
+        force_noise_std_n: contact-force noise [N].
+        torque_noise_std_nm: contact-torque noise [N m].
+        gyro_noise_std_rad_per_s: gyro noise [rad/s].
+        acc_noise_std_m_per_s2: accelerometer noise [m/s^2].
+    """
+
+    physics_dt_s: float | None = None
+    control_dt_s: float = 0.002
+    interpolate_commands: bool = True
+    kv_nms_per_rad: float | None = None
+    settle_s: float = 8.0
+    settle_kv_nms_per_rad: float = 200.0
+    fall_height_m: float = 0.6
+    noise_seed: int = 0
+    q_noise_std_rad: float = 0.0
+    dq_noise_std_rad_per_s: float = 0.0
+    tau_noise_std_nm: float = 0.0
+    force_noise_std_n: float = 0.0
+    torque_noise_std_nm: float = 0.0
+    gyro_noise_std_rad_per_s: float = 0.0
+    acc_noise_std_m_per_s2: float = 0.0
+
+    def __post_init__(self):
+        if self.physics_dt_s is not None and not self.physics_dt_s > 0:
+            raise ValueError(f"physics_dt_s must be > 0, got {self.physics_dt_s}")
+        if not self.control_dt_s > 0:
+            raise ValueError(f"control_dt_s must be > 0, got {self.control_dt_s}")
+        if self.kv_nms_per_rad is not None and self.kv_nms_per_rad < 0:
+            raise ValueError(f"kv_nms_per_rad must be >= 0, got {self.kv_nms_per_rad}")
+        if self.settle_s < 0 or self.settle_kv_nms_per_rad < 0:
+            raise ValueError("settle_s and settle_kv_nms_per_rad must be >= 0")
+        for f in dataclasses.fields(self):
+            if "_noise_std_" in f.name and not getattr(self, f.name) >= 0:
+                raise ValueError(f"{f.name} must be >= 0, got {getattr(self, f.name)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SensorReadings:
+    """Everything the simulated robot measures at time ``t`` (arrays are read-only).
+
+    Attributes:
+        t: simulation time [s] (0 after reset).
+        q: (7 + n,) pinocchio configuration: base position in world [m], base quaternion xyzw,
+            joint angles [rad].
+        v: (6 + n,) pinocchio velocity: base linear and angular velocity in the base frame
+            [m/s, rad/s], joint velocities [rad/s].
+        tau: (n,) joint torques applied by the actuators [N m] (``actuatorfrc``, clamped to
+            ``tau_max``), computed from the current state and command.
+        wrenches: plane-contact name -> (6,) ground reaction wrench [f; tau] on the robot in the
+            contact LOCAL frame, torque about the frame origin [N, N m].
+        imu_quat: (4,) IMU orientation in world, xyzw.
+        imu_gyro: (3,) angular velocity in the IMU frame [rad/s].
+        imu_acc: (3,) specific force in the IMU frame [m/s^2] (+g along z at rest).
+        hand_positions: point-contact name (``left_hand``...) -> (3,) frame position in world [m].
+        base_height: base origin height above the floor [m].
+        diagnostics: ``ncon`` (active contacts), ``n_saturated`` (actuators at their force limit),
+            ``diverged`` (1.0 if MuJoCo reported a divergence since reset).
+    """
+
+    t: float
+    q: np.ndarray
+    v: np.ndarray
+    tau: np.ndarray
+    wrenches: dict[str, np.ndarray]
+    imu_quat: np.ndarray
+    imu_gyro: np.ndarray
+    imu_acc: np.ndarray
+    hand_positions: dict[str, np.ndarray]
+    base_height: float
+    diagnostics: Mapping[str, float] = dataclasses.field(default_factory=dict)
+
+
+def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # np.cross costs ~50 us per call; this is the hot path of every tick.
+    return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
+
+
+def _ro(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+class MujocoRobotSim:
+    """A position-controlled robot standing on a floor, simulated with MuJoCo.
+
+    Per control tick the actuator target goes from the previous command to ``theta_cmd``
+    (linear ramp over the ``control_dt_s / physics_dt_s`` physics steps if
+    ``interpolate_commands``), and each actuated joint feels
+    ``tau = clamp(K (target - q) - kv qdot, -tau_max, tau_max)``.
+
+    Args:
+        config: simulation configuration.
+        robot: the robot description (:func:`contactflow.robot.load_robot`).
+        extra_bodies: unmodelled payloads welded to links (see
+            :func:`contactflow.sim.mujoco_model.build_mujoco_spec`).
+
+    Raises:
+        ConfigError: ``control_dt_s`` is not an integer multiple of the physics step, or a
+            malformed ``mujoco:`` section.
+        ModelError: the model cannot be built or its actuators are unstable (pitfall M3).
+    """
+
+    def __init__(self, config: SimConfig, robot: Robot, *, extra_bodies: Iterable[PointMass | Mapping] | None = None):
+        self.config = config
+        self.robot = robot
+        self.model = build_mujoco_model(
+            robot, extra_bodies=extra_bodies, timestep_s=config.physics_dt_s, kv_nms_per_rad=config.kv_nms_per_rad
+        )
+        self.data = mujoco.MjData(self.model)
+        m = self.model
+        dt = m.opt.timestep
+        ratio = config.control_dt_s / dt
+        self.n_substeps = int(round(ratio))
+        if self.n_substeps < 1 or abs(ratio - self.n_substeps) > 1e-9 * max(1.0, ratio):
+            raise ConfigError(
+                f"control_dt_s {config.control_dt_s} s must be an integer multiple of the physics step {dt} s"
+            )
+        n = robot.n
+        self._root_q = m.joint(ROOT_JOINT).qposadr[0]
+        self._root_v = m.joint(ROOT_JOINT).dofadr[0]
+        self._jq = np.array([m.joint(j).qposadr[0] for j in robot.joint_names])
+        self._jv = np.array([m.joint(j).dofadr[0] for j in robot.joint_names])
+        self._act = np.array([m.actuator(j).id for j in robot.joint_names])
+        if np.array_equal(self._act, np.arange(m.nu)):
+            self._act = slice(0, m.nu)  # same order: a slice is cheaper than fancy indexing
+        self._tau_adr = np.array([m.sensor(f"{j}_tau").adr[0] for j in robot.joint_names])
+        self._kv_model = m.actuator_biasprm[:, 2].copy()
+        self._plane = []  # (name, site id, force adr, torque adr, body id)
+        for c in robot.contacts.values():
+            if c.type == "plane":
+                sid = m.site(c.frame).id
+                bid = int(m.site_bodyid[sid])
+                self._plane.append(
+                    (c.name, sid, m.sensor(f"{c.frame}_force").adr[0], m.sensor(f"{c.frame}_torque").adr[0],
+                     bid, float(m.body_subtreemass[bid]))
+                )
+        self._points = [(c.name, m.site(c.frame).id) for c in robot.contacts.values() if c.type == "point"]
+        self._imu = tuple(m.sensor(s).adr[0] for s in ("imu_quat", "imu_gyro", "imu_acc"))
+        self._sole_sites = [p[1] for p in self._plane]
+        self._g_W = m.opt.gravity.copy()
+        self._rng = np.random.default_rng(config.noise_seed)
+        # Views into MjData (the buffers are never reallocated; attribute access is not free).
+        d = self.data
+        self._qpos, self._qvel, self._sensordata = d.qpos, d.qvel, d.sensordata
+        self._site_xmat, self._site_xpos, self._subtree_com = d.site_xmat, d.site_xpos, d.subtree_com
+        self._actuator_force = d.actuator_force
+        self._badqacc = d.warning[mujoco.mjtWarning.mjWARN_BADQACC]
+        self._settled: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        self._theta_cmd = robot.theta_default.copy()
+        self._n_joints = n
+        self._lo, self._hi = m.actuator_forcerange[self._act, 0], m.actuator_forcerange[self._act, 1]
+        self.reset()
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def physics_dt_s(self) -> float:
+        """Physics step [s]."""
+        return float(self.model.opt.timestep)
+
+    @property
+    def control_dt_s(self) -> float:
+        """Control tick [s]."""
+        return self.n_substeps * self.physics_dt_s
+
+    @property
+    def time(self) -> float:
+        """Simulation time [s]."""
+        return float(self.data.time)
+
+    @property
+    def theta_cmd(self) -> np.ndarray:
+        """(n,) last joint position command [rad] (a copy)."""
+        return self._theta_cmd.copy()
+
+    # ------------------------------------------------------------------ API
+    def reset(self, theta_cmd: np.ndarray | None = None) -> SensorReadings:
+        """Put the robot at its default configuration (or ``theta_cmd``), standing, at t = 0.
+
+        The base is placed as in ``robot.q_default`` (soles on z = 0); for a non-default
+        ``theta_cmd`` the base height is shifted so the lowest sole touches the floor. Commands
+        are set to the posture. With ``settle_s > 0`` the robot then settles for ``settle_s``
+        (hidden, kv = ``settle_kv_nms_per_rad``) and time restarts at 0 from the settled state.
+
+        Args:
+            theta_cmd: (n,) joint posture and command [rad]; ``None`` = ``robot.theta_default``.
+
+        Returns:
+            The readings at t = 0.
+
+        Raises:
+            ContractError: ``theta_cmd`` has the wrong shape or non-finite values.
+        """
+        theta = self.robot.theta_default.copy() if theta_cmd is None else self._check_cmd(theta_cmd)
+        m, d = self.model, self.data
+        mujoco.mj_resetData(m, d)
+        key = theta.tobytes()
+        if key in self._settled:
+            qpos, qvel = self._settled[key]
+            d.qpos[:] = qpos
+            d.qvel[:] = qvel
+        else:
+            q0 = self.robot.q_default.copy()
+            q0[7:] = theta
+            set_pinocchio_configuration(m, d, self.robot, q0)
+            if theta_cmd is not None and not np.array_equal(theta, self.robot.theta_default):
+                mujoco.mj_kinematics(m, d)
+                d.qpos[self._root_q + 2] -= min(d.site_xpos[s, 2] for s in self._sole_sites)
+            d.ctrl[self._act] = theta
+            if self.config.settle_s > 0:
+                self._settle(self.config.settle_s)
+            self._settled[key] = (d.qpos.copy(), d.qvel.copy())
+            mujoco.mj_resetData(m, d)
+            d.qpos[:], d.qvel[:] = self._settled[key]
+        d.ctrl[self._act] = theta
+        d.time = 0.0
+        self._theta_cmd = theta
+        mujoco.mj_forward(m, d)
+        return self.readings()
+
+    def _settle(self, duration_s: float) -> None:
+        m, d = self.model, self.data
+        m.actuator_biasprm[self._act, 2] = -self.config.settle_kv_nms_per_rad
+        try:
+            mujoco.mj_step(m, d, nstep=max(1, int(round(duration_s / m.opt.timestep))))
+        finally:
+            m.actuator_biasprm[:, 2] = self._kv_model
+        if self._diverged() or not np.all(np.isfinite(d.qpos)):
+            log.warning("MuJoCo diverged while settling the robot at reset")
+
+    def step(self, theta_cmd: np.ndarray) -> SensorReadings:
+        """Advance one control tick with joint position command ``theta_cmd``.
+
+        Args:
+            theta_cmd: (n,) joint position command [rad] in ``robot.joint_names`` order.
+
+        Returns:
+            The readings at the end of the tick (t += control_dt_s).
+
+        Raises:
+            ContractError: wrong shape or non-finite values (the state is not advanced; a node
+                holds its last command and reports it).
+        """
+        new = self._check_cmd(theta_cmd)
+        m, d = self.model, self.data
+        ns = self.n_substeps
+        if self.config.interpolate_commands and ns > 1:
+            prev = self._theta_cmd
+            for k in range(1, ns + 1):
+                d.ctrl[self._act] = prev + (new - prev) * (k / ns)
+                mujoco.mj_step(m, d)
+        else:
+            d.ctrl[self._act] = new
+            mujoco.mj_step(m, d, nstep=ns)
+        self._theta_cmd = new
+        # Sensors of mj_step refer to the state before the last integration: recompute them at
+        # the current state so that every reading refers to the same instant.
+        mujoco.mj_forward(m, d)
+        return self.readings()
+
+    def readings(self) -> SensorReadings:
+        """The readings at the current state (no time advance)."""
+        cfg = self.config
+        n = self._n_joints
+        sd = self._sensordata
+        qpos, qvel = self._qpos, self._qvel
+        rq, rv = self._root_q, self._root_v
+        quat_wxyz = qpos[rq + 3 : rq + 7]
+        R_WB = np.empty(9)
+        mujoco.mju_quat2Mat(R_WB, quat_wxyz)
+        R_WB = R_WB.reshape(3, 3)
+        q = np.empty(7 + n)
+        q[:3] = qpos[rq : rq + 3]
+        q[3:6] = quat_wxyz[1:]
+        q[6] = quat_wxyz[0]
+        q[7:] = qpos[self._jq]
+        v = np.empty(6 + n)
+        v[:3] = R_WB.T @ qvel[rv : rv + 3]
+        v[3:6] = qvel[rv + 3 : rv + 6]
+        v[6:] = qvel[self._jv]
+        tau = sd[self._tau_adr]  # fancy indexing copies
+
+        wrenches = {}
+        site_xmat, site_xpos, subtree_com = self._site_xmat, self._site_xpos, self._subtree_com
+        for name, sid, fa, ta, bid, mass in self._plane:
+            R_WS = site_xmat[sid].reshape(3, 3)
+            mg_S = mass * (R_WS.T @ self._g_W)  # subtree weight in the sole frame [N]
+            r_S = R_WS.T @ (subtree_com[bid] - site_xpos[sid])
+            w = np.empty(6)
+            w[:3] = -sd[fa : fa + 3] - mg_S
+            w[3:] = -sd[ta : ta + 3] - _cross(r_S, mg_S)
+            wrenches[name] = w
+        qa, ga, aa = self._imu
+        imu_quat = np.array([sd[qa + 1], sd[qa + 2], sd[qa + 3], sd[qa]])
+        gyro = sd[ga : ga + 3].copy()
+        acc = sd[aa : aa + 3].copy()
+        hands = {name: site_xpos[sid].copy() for name, sid in self._points}
+
+        rng = self._rng
+        if cfg.q_noise_std_rad > 0:
+            q[7:] += rng.normal(0.0, cfg.q_noise_std_rad, n)
+        if cfg.dq_noise_std_rad_per_s > 0:
+            v[6:] += rng.normal(0.0, cfg.dq_noise_std_rad_per_s, n)
+        if cfg.tau_noise_std_nm > 0:
+            tau += rng.normal(0.0, cfg.tau_noise_std_nm, n)
+        if cfg.force_noise_std_n > 0 or cfg.torque_noise_std_nm > 0:
+            for w in wrenches.values():
+                w[:3] += rng.normal(0.0, cfg.force_noise_std_n, 3)
+                w[3:] += rng.normal(0.0, cfg.torque_noise_std_nm, 3)
+        if cfg.gyro_noise_std_rad_per_s > 0:
+            gyro += rng.normal(0.0, cfg.gyro_noise_std_rad_per_s, 3)
+        if cfg.acc_noise_std_m_per_s2 > 0:
+            acc += rng.normal(0.0, cfg.acc_noise_std_m_per_s2, 3)
+
+        f = self._actuator_force[self._act]
+        diag = {
+            "ncon": float(self.data.ncon),
+            "n_saturated": float(np.count_nonzero((f <= self._lo + 1e-9) | (f >= self._hi - 1e-9))),
+            "diverged": float(self._diverged()),
+        }
+        return SensorReadings(
+            t=float(self.data.time),
+            q=_ro(q),
+            v=_ro(v),
+            tau=_ro(tau),
+            wrenches={k: _ro(w) for k, w in wrenches.items()},
+            imu_quat=_ro(imu_quat),
+            imu_gyro=_ro(gyro),
+            imu_acc=_ro(acc),
+            hand_positions={k: _ro(p) for k, p in hands.items()},
+            base_height=float(qpos[rq + 2]),
+            diagnostics=diag,
+        )
+
+    def fell(self, threshold_m: float | None = None) -> bool:
+        """True if the base is below ``threshold_m`` (default ``config.fall_height_m``), the state
+        is not finite, or MuJoCo reported a divergence (it then resets its state) since reset."""
+        thr = self.config.fall_height_m if threshold_m is None else threshold_m
+        d = self.data
+        if self._diverged() or not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
+            return True
+        return bool(d.qpos[self._root_q + 2] < thr)
+
+    def set_external_wrench(self, body: str, wrench_W: np.ndarray | None) -> None:
+        """Apply (or clear with ``None``) a constant external wrench on a link.
+
+        Args:
+            body: link (MuJoCo body) name.
+            wrench_W: (6,) [f; tau] in world axes, torque about the link's centre of mass
+                [N, N m]; held until changed. Reset clears it.
+        """
+        bid = self.model.body(body).id
+        if wrench_W is None:
+            self.data.xfrc_applied[bid] = 0.0
+            return
+        w = np.asarray(wrench_W, dtype=float)
+        if w.shape != (6,) or not np.all(np.isfinite(w)):
+            raise ContractError(f"external wrench must be 6 finite numbers, got shape {w.shape}")
+        self.data.xfrc_applied[bid] = w
+
+    # ------------------------------------------------------------------ helpers
+    def _diverged(self) -> bool:
+        return self._badqacc.number > 0
+
+    def _check_cmd(self, theta_cmd) -> np.ndarray:
+        try:
+            theta = np.array(theta_cmd, dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise ContractError(f"theta_cmd: not a numeric array ({exc})") from None
+        if theta.shape != (self._n_joints,):
+            raise ContractError(f"theta_cmd: expected shape ({self._n_joints},), got {theta.shape}")
+        if not np.all(np.isfinite(theta)):
+            bad = [self.robot.joint_names[i] for i in np.flatnonzero(~np.isfinite(theta))]
+            raise ContractError(f"theta_cmd: non-finite value(s) for {', '.join(bad)}")
+        return theta

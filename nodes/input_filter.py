@@ -1,0 +1,76 @@
+"""input_filter node: SEIKO operator input processing, eq. (8), for every disabled effector.
+
+Inputs:  ``command`` (``operator_command``, tick k) and ``desired`` (``desired``, tick k-1: the
+         Retargeting's current desired effector poses, the centres of the boundDistance clamp).
+Outputs: ``targets`` (``effector_targets``): filtered pose targets. Enabled contacts are passed
+         through at their desired pose (the filter is reset to it, seiko.md §7.1).
+
+A malformed input message is reported and the previous targets are sent again.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+
+from _runtime import Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
+
+
+def se3_to_vec(M: pin.SE3) -> np.ndarray:
+    return pin.SE3ToXYZQUAT(M)
+
+
+def vec_to_se3(v: np.ndarray) -> pin.SE3:
+    return pin.XYZQUATToSE3(np.asarray(v, dtype=float))
+
+
+def main() -> int:
+    from dora import Node
+
+    from contactflow.messages import port_specs
+    from contactflow.operator.input_filter import InputFilter, InputFilterConfig
+    from contactflow.robot import load_robot
+
+    p = base_parser(__doc__.splitlines()[0])
+    p.add_argument("--realtime", action="store_true")
+    args = p.parse_args()
+    robot = load_robot(args.robot)
+    cfg = load_node_config(InputFilterConfig, args.config, "input_filter")
+    specs = port_specs(robot)
+    effs = list(robot.contacts)
+
+    data = robot.model.createData()
+    pin.framesForwardKinematics(robot.model, data, robot.q_default)
+    centers = {e: pin.SE3(data.oMf[robot.contacts[e].frame_id]) for e in effs}
+    enabled = {e: robot.contacts[e].enabled for e in effs}
+    free = [e for e in effs if not enabled[e]]
+    filt = InputFilter(cfg, free)
+    filt.reset({e: centers[e] for e in free})
+    targets = dict(centers)
+    zero = np.zeros(6)
+
+    node = Node()
+    sender = Sender(node, {"targets": specs["effector_targets"]}, cfg)
+    lock = Lockstep(node, {"command": (specs["operator_command"], 0), "desired": (specs["desired"], 1)}, skip_missing=args.realtime)
+    for tick in lock:
+        des = tick.inputs["desired"]
+        if des is not None:
+            for i, e in enumerate(effs):
+                centers[e] = vec_to_se3(des[f"pose_d.{e}"])
+                enabled[e] = bool(des["enabled"][i] > 0.5)
+        cmd = tick.inputs["command"]
+        if cmd is not None:
+            twists = {e: (cmd[f"twist.{e}"] if not enabled[e] else zero) for e in free}
+            out = filt.step(twists, {e: centers[e] for e in free})
+            targets.update(out)
+        for e in effs:
+            if enabled[e]:
+                targets[e] = centers[e]
+        sender.send("targets", {f"pose.{e}": se3_to_vec(targets[e]) for e in effs}, seq=tick.k, t=tick.t, finished=tick.finished)
+    if lock.finished_seen:
+        drain_after_finish(node)
+    return 0
+
+
+if __name__ == "__main__":
+    node_main("input_filter", main)

@@ -1,0 +1,137 @@
+"""recorder node: writes every input stream of the run to ``recordings/<run>/`` (Arrow IPC).
+
+Inputs: any (declare one input per stream to record, e.g. ``sensors: mujoco_driver/sensors``;
+use ``queue_policy: backpressure`` so no message is dropped). Stream files are named after the
+*source* ``<node>.<output>``. Outputs: none.
+
+Args: ``--out DIR`` (default ``<repo>/recordings``, or ``$CONTACTFLOW_RECORDINGS``), ``--name``
+(run name prefix, default the dataflow's name), ``--dataflow FILE`` (recorded in the manifest),
+``--summary seiko`` (compute and print the SEIKO run summary at the end), ``--robot``.
+
+The run directory name is ``<name>-<UTC time>``; ``recordings/latest`` points at the newest run.
+Files are flushed every 0.1 s, and drained fully after STOP (STOP overtakes queued inputs in dora).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+import _runtime
+from _runtime import REPO_ROOT, base_parser, node_main
+
+log = logging.getLogger("contactflow.recorder")
+
+
+def main() -> int:
+    from dora import Node
+
+    from contactflow.recording import RecordingWriter, git_revision, read_recording
+
+    p = base_parser(__doc__.splitlines()[0])
+    p.add_argument("--out", default=os.environ.get("CONTACTFLOW_RECORDINGS", str(REPO_ROOT / "recordings")))
+    p.add_argument("--name", default="run")
+    p.add_argument("--dataflow", default="")
+    p.add_argument("--summary", choices=["none", "seiko"], default="none")
+    args = p.parse_args()
+
+    node = Node()
+    try:
+        descriptor = node.dataflow_descriptor()
+    except Exception:  # noqa: BLE001 - the descriptor is informative only
+        descriptor = None
+    my_id = os.environ.get("DORA_NODE_ID", "recorder")
+    sources = {}
+    if isinstance(descriptor, dict):
+        for n in descriptor.get("nodes", []):
+            if n.get("id") == my_id or "recorder" in str(n.get("path", "")):
+                for iid, src in (n.get("inputs") or {}).items():
+                    sources[iid] = src if isinstance(src, str) else src.get("source")
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    out = Path(args.out)
+    if not out.is_absolute():
+        out = (Path.cwd() / out).resolve()
+    run_dir = out / f"{args.name}-{stamp}"
+    i = 1
+    while run_dir.exists():
+        run_dir = out / f"{args.name}-{stamp}-{i}"
+        i += 1
+    dataflow = args.dataflow
+    if dataflow and not Path(dataflow).is_absolute():
+        dataflow = str((Path.cwd() / dataflow).resolve())
+    writer = RecordingWriter(
+        run_dir,
+        {
+            "dataflow": dataflow,
+            "dataflow_descriptor": descriptor,
+            "dataflow_id": _safe(node.dataflow_id),
+            "robot": args.robot,
+            "git_revision": git_revision(REPO_ROOT),
+        },
+    )
+    latest = out / "latest"
+    try:
+        if latest.is_symlink() or latest.exists():
+            latest.unlink()
+        latest.symlink_to(run_dir.name)
+    except OSError:
+        pass
+    print(f"[recorder] recording to {run_dir}", flush=True)
+
+    stopped = False
+    n_msgs = 0
+    while True:
+        ev = node.next(timeout=0.05)
+        if ev is None:
+            break
+        typ = ev["type"]
+        if typ == "INPUT":
+            iid = ev["id"]
+            src = sources.get(iid, iid).replace("/", ".")
+            md = ev["metadata"]
+            try:
+                vec = ev["value"].to_numpy(zero_copy_only=False)
+                meta = {"source": sources.get(iid, iid)}
+                for key in ("contract", "layout", "config"):
+                    if key in md:
+                        meta[key] = md[key]
+                w = writer.stream(src, vec.size, meta)
+                w.append(int(md.get("seq", n_msgs)), float(md.get("t", float("nan"))), vec, bool(md.get("finished", False)))
+                n_msgs += 1
+            except Exception as exc:  # noqa: BLE001 - a bad message must not stop the recording
+                log.warning("input %r: message not recorded: %s", iid, exc)
+        elif typ == "STOP":
+            stopped = True  # keep draining: queued inputs still arrive after STOP
+        writer.flush()
+    writer.close(messages=n_msgs)
+    print(f"[recorder] wrote {n_msgs} messages in {len(writer.streams)} streams to {run_dir}", flush=True)
+
+    if args.summary == "seiko":
+        from contactflow.robot import load_robot
+        from contactflow.summary import format_summary, seiko_summary
+
+        try:
+            summary = seiko_summary(read_recording(run_dir), load_robot(args.robot))
+        except Exception as exc:  # noqa: BLE001 - report, don't hide the recording
+            print(f"[recorder] summary could not be computed: {exc}", flush=True)
+            return 1
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        print(format_summary(summary, f"SEIKO run {run_dir.name}"), flush=True)
+        print(f"[recorder] summary written to {run_dir / 'summary.json'}", flush=True)
+    _ = stopped, time
+    return 0
+
+
+def _safe(fn):
+    try:
+        return str(fn())
+    except Exception:  # noqa: BLE001
+        return None
+
+
+if __name__ == "__main__":
+    node_main("recorder", main)

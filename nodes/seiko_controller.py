@@ -1,0 +1,112 @@
+"""seiko_controller node: SEIKO flexible-joint Controller, feedback law (10), QP (11), filter (13).
+
+Inputs:  ``sensors`` (``sensors``, tick k): measured sole wrenches and joint torques;
+         ``desired`` (``desired``, tick k - lag): the Retargeting output. ``--lag`` (default 1)
+         pipelines the two QPs: the Controller of tick k uses the Retargeting of tick k-1, so both
+         run concurrently (one tick = 2 ms of extra latency on the operator's command).
+Outputs: ``command`` (``joint_command``): theta_cmd = theta_d + offset;
+         ``state`` (``controller_state``): flexible state and filter values (diagnostics).
+
+Before the first Retargeting message arrives the node uses the Retargeting's reset state (the
+same computation as the seiko_retargeting node). If the QP fails, the previous offset is kept
+(a safe command: the desired posture plus the last compensation), ``ok = 0`` is sent and a
+warning is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from _runtime import Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
+
+log = logging.getLogger("contactflow.seiko_controller")
+
+
+def main() -> int:
+    from dora import Node
+
+    from contactflow.messages import port_specs
+    from contactflow.robot import load_robot
+    from contactflow.seiko.controller import ControllerConfig, SeikoController
+    from contactflow.seiko.retargeting import RetargetingConfig, SeikoRetargeting
+
+    p = base_parser(__doc__.splitlines()[0])
+    p.add_argument("--lag", type=int, default=1, help="ticks between the Retargeting output used and the current tick")
+    p.add_argument("--retargeting-config", default=None, help="config of the Retargeting (for its reset state)")
+    p.add_argument("--realtime", action="store_true")
+    args = p.parse_args()
+    robot = load_robot(args.robot)
+    cfg = load_node_config(ControllerConfig, args.config, "seiko_controller")
+    rcfg = load_node_config(RetargetingConfig, args.retargeting_config, "seiko_retargeting")
+    specs = port_specs(robot)
+    effs = list(robot.contacts)
+    dims = {e: robot.contacts[e].dim for e in effs}
+
+    r0 = SeikoRetargeting(rcfg, robot).reset()
+    desired = {
+        "q_d": r0.q, "v_d": np.zeros(robot.nv), "theta_ahead": r0.theta_ahead,
+        "lam": {e: np.asarray(r0.lam[e]) for e in effs}, "lam_dot": {e: np.zeros(dims[e]) for e in effs},
+        "enabled": dict(r0.enabled),
+    }
+    ctrl = SeikoController(cfg, robot)
+    out = ctrl.reset(r0.q, desired["lam"], desired["enabled"])
+    lam_read = {e: np.zeros(dims[e]) for e in effs}
+    tau_read = np.zeros(robot.n)
+    theta_safe = np.array(out.theta_cmd)
+
+    node = Node()
+    sender = Sender(node, {"command": specs["joint_command"], "state": specs["controller_state"]}, {"controller": cfg, "lag": args.lag})
+    failures = 0
+    lock = Lockstep(node, {"sensors": (specs["sensors"], 0), "desired": (specs["desired"], args.lag)}, skip_missing=args.realtime)
+    for tick in lock:
+        t0 = time.perf_counter()
+        d = tick.inputs["desired"]
+        if d is not None:
+            desired["q_d"] = d["q_d"]
+            desired["v_d"] = d["v_d"]
+            desired["theta_ahead"] = d["theta_ahead"]
+            for i, e in enumerate(effs):
+                desired["lam"][e] = d[f"lam_d.{e}"][: dims[e]]
+                desired["lam_dot"][e] = d[f"lam_d_dot.{e}"][: dims[e]]
+                desired["enabled"][e] = bool(d["enabled"][i] > 0.5)
+        s = tick.inputs["sensors"]
+        if s is not None:
+            for e in effs:
+                key = f"wrench.{e}"
+                lam_read[e] = s[key][: dims[e]] if key in s else np.zeros(dims[e])
+            tau_read = s["tau"]
+        out = ctrl.step(
+            q_d=desired["q_d"], v_d=desired["v_d"], lam_d=desired["lam"], lam_d_dot=desired["lam_dot"],
+            enabled=desired["enabled"], lam_read=lam_read, tau_read=tau_read, theta_ahead=desired["theta_ahead"],
+        )
+        if out.ok and np.all(np.isfinite(out.theta_cmd)):
+            theta_safe = np.array(out.theta_cmd)
+        else:
+            failures += 1
+            if failures <= 5 or failures % 500 == 0:
+                log.warning("tick %d: controller QP failed (%s); sending the last safe command", tick.k, out.diagnostics.get("status"))
+        dt_step = time.perf_counter() - t0
+        sender.send("command", {"theta_cmd": theta_safe, "ok": 1.0 if out.ok else 0.0}, seq=tick.k, t=tick.t, finished=tick.finished)
+        state = {
+            "q_flex": out.q_flex, "offset": out.offset, "tau_flex": out.tau_flex, "tau_limit": out.tau_limit,
+            "solve_time": dt_step,
+        }
+        for e in effs:
+            for name, src in (("lam_flex", out.lam_flex), ("lam_tilde", out.lam_tilde)):
+                v = np.zeros(6)
+                val = np.asarray(src.get(e, np.zeros(dims[e])))
+                v[: val.size] = val
+                state[f"{name}.{e}"] = v
+        sender.send("state", state, seq=tick.k, t=tick.t, finished=tick.finished)
+    if lock.finished_seen:
+        drain_after_finish(node)
+    if failures:
+        log.warning("controller QP failed on %d ticks", failures)
+    return 0
+
+
+if __name__ == "__main__":
+    node_main("seiko_controller", main)

@@ -1,0 +1,225 @@
+"""Scenario files and their playback (contactflow.operator.scenario)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+from contactflow.config import load_config
+from contactflow.errors import ConfigError
+from contactflow.operator.input_filter import InputFilterConfig
+from contactflow.operator.scenario import OperatorCommand, ScenarioPlayer, load_scenario
+from contactflow.robot import load_robot
+
+
+@pytest.fixture(scope="module")
+def robot():
+    return load_robot("talos")
+
+
+def _write(tmp_path, body: str, name: str = "scn.yaml"):
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(body))
+    return p
+
+
+GOOD = """
+    description: test
+    commands:
+      - {effector: left_hand, start_s: 1.0, end_s: 2.0, linear_mps: [0.1, 0, 0]}
+      - {effector: left_hand, start_s: 2.0, end_s: 4.0, offset_m: [0, 0.2, 0]}
+      - {effector: right_hand, start_s: 0.5, end_s: 1.5, angular_radps: [0, 0, 0.3]}
+"""
+
+
+# ---- shipped scenarios ---------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["hand_forward", "smoke_2s"])
+def test_shipped_scenarios_load(robot, name):
+    scn = load_scenario(robot.directory / "scenarios" / f"{name}.yaml", robot)
+    assert scn.duration_s > 0
+    assert scn.contacts == ()
+    assert set(scn.effectors) == {"left_hand", "right_hand"}
+    assert all(s.effector in scn.effectors for s in scn.segments)
+
+
+def test_hand_forward_content(robot):
+    scn = load_scenario("hand_forward", robot)  # bare name -> robots/talos/scenarios
+    assert scn.duration_s == pytest.approx(18.5)
+    player = ScenarioPlayer(scn)
+    np.testing.assert_allclose(player.step(2.0).velocities["left_hand"], 0.0)
+    np.testing.assert_allclose(player.step(3.0).velocities["left_hand"], [0.05, 0, 0, 0, 0, 0])
+    np.testing.assert_allclose(player.step(10.0).velocities["left_hand"], 0.0)
+    np.testing.assert_allclose(player.step(12.0).velocities["left_hand"], [-0.05, 0, 0, 0, 0, 0])
+    # integrated displacement (mean twist over each step) is exactly out and back
+    dt = 0.002
+    disp = sum(player.step(k * dt, dt_s=dt).velocities["left_hand"][:3] * dt for k in range(int(18.5 / dt)))
+    np.testing.assert_allclose(disp, 0.0, atol=1e-12)
+
+
+def test_smoke_scenario_is_2s_and_moves_left_hand(robot):
+    scn = load_scenario("smoke_2s", robot)
+    assert scn.duration_s == 2.0
+    player = ScenarioPlayer(scn)
+    assert np.any(player.step(1.0).velocities["left_hand"])
+    assert player.step(2.0).finished
+
+
+def test_shipped_scenario_speeds_within_filter_limits(robot):
+    cfg = InputFilterConfig()
+    for name in ("hand_forward", "smoke_2s"):
+        for s in load_scenario(name, robot).segments:
+            assert np.linalg.norm(s.twist[:3], np.inf) <= cfg.max_vel_lin_mps
+            assert np.linalg.norm(s.twist[3:], np.inf) <= cfg.max_vel_ang_radps
+
+
+# ---- player ------------------------------------------------------------------------------
+def test_player_velocities_at_times(robot, tmp_path):
+    scn = load_scenario(_write(tmp_path, GOOD), robot)
+    assert scn.duration_s == pytest.approx(5.0)  # last end 4.0 + default tail 1.0
+    player = ScenarioPlayer(scn)
+    player.reset()
+    cmd = player.step(0.0)
+    assert isinstance(cmd, OperatorCommand)
+    assert set(cmd.velocities) == {"left_hand", "right_hand"}
+    assert not cmd.finished
+    for v in cmd.velocities.values():
+        assert v.shape == (6,) and not np.any(v)
+    np.testing.assert_array_equal(player.step(1.0).velocities["left_hand"], [0.1, 0, 0, 0, 0, 0])
+    np.testing.assert_array_equal(player.step(1.0).velocities["right_hand"], [0, 0, 0, 0, 0, 0.3])
+    np.testing.assert_allclose(player.step(2.0).velocities["left_hand"], [0, 0.1, 0, 0, 0, 0])  # 0.2 m / 2 s
+    np.testing.assert_array_equal(player.step(1.5).velocities["right_hand"], 0.0)  # end exclusive
+    np.testing.assert_array_equal(player.step(4.0).velocities["left_hand"], 0.0)
+    assert not player.step(4.999).finished
+    assert player.step(5.0).finished
+    # mean twist over a step straddling a boundary
+    np.testing.assert_allclose(player.step(0.999, dt_s=0.002).velocities["left_hand"], [0.05, 0, 0, 0, 0, 0])
+    # returned arrays are read-only
+    with pytest.raises(ValueError):
+        player.step(1.0).velocities["left_hand"][0] = 1.0
+    with pytest.raises(ValueError):
+        player.step(float("nan"))
+
+
+def test_explicit_duration_and_empty_commands(robot, tmp_path):
+    scn = load_scenario(_write(tmp_path, "duration_s: 3.0\n"), robot)
+    assert scn.duration_s == 3.0 and scn.segments == ()
+    assert ScenarioPlayer(scn).step(3.0).finished
+
+
+# ---- validation errors -------------------------------------------------------------------
+BAD = {
+    "unknown_effector": (
+        "commands:\n  - {effector: left_elbow, start_s: 0, end_s: 1, linear_mps: [0, 0, 0.1]}\n",
+        ["commands[0].effector", "left_elbow", "left_foot, right_foot, left_hand, right_hand"],
+    ),
+    "missing_key": (
+        "commands:\n  - {effector: left_hand, start_s: 0, linear_mps: [0, 0, 0.1]}\n",
+        ["commands[0]", "end_s", "missing"],
+    ),
+    "missing_command_kind": (
+        "commands:\n  - {effector: left_hand, start_s: 0, end_s: 1}\n",
+        ["commands[0]", "missing key", "offset_m"],
+    ),
+    "both_kinds": (
+        "commands:\n  - {effector: left_hand, start_s: 0, end_s: 1, offset_m: [0, 0, 0.1], linear_mps: [0, 0, 1]}\n",
+        ["commands[0]", "not both"],
+    ),
+    "unknown_key_command": (
+        "commands:\n  - {effector: left_hand, start_s: 0, end_s: 1, linear_mps: [0, 0, 0.1], speed: 3}\n",
+        ["commands[0]", "unknown key", "speed"],
+    ),
+    "unknown_key_top": ("duration_s: 2.0\nrepeat: true\n", ["unknown key", "repeat"]),
+    "nan": (
+        "commands:\n  - {effector: left_hand, start_s: 0, end_s: 1, linear_mps: [0, .nan, 0.1]}\n",
+        ["commands[0]", "linear_mps[1]", "finite"],
+    ),
+    "inf_duration": ("duration_s: .inf\n", ["duration_s", "finite"]),
+    "negative_start": (
+        "commands:\n  - {effector: left_hand, start_s: -0.5, end_s: 1, linear_mps: [0, 0, 0.1]}\n",
+        ["commands[0].start_s", ">= 0"],
+    ),
+    "reversed_times": (
+        "commands:\n  - {effector: left_hand, start_s: 2, end_s: 1, linear_mps: [0, 0, 0.1]}\n",
+        ["commands[0].end_s", "end_s > start_s"],
+    ),
+    "negative_tail": ("tail_s: -1\ncommands: []\nduration_s: 1\n", ["tail_s", ">= 0"]),
+    "negative_duration": ("duration_s: -1\n", ["duration_s", "> 0"]),
+    "duration_too_short": (
+        "duration_s: 1.0\ncommands:\n  - {effector: left_hand, start_s: 0, end_s: 2, linear_mps: [0, 0, 0.1]}\n",
+        ["duration_s", "commands[0]"],
+    ),
+    "empty": ("description: nothing\n", ["duration_s", "empty"]),
+    "overlap": (
+        "commands:\n"
+        "  - {effector: left_hand, start_s: 0, end_s: 2, linear_mps: [0, 0, 0.1]}\n"
+        "  - {effector: right_hand, start_s: 0, end_s: 2, linear_mps: [0, 0, 0.1]}\n"
+        "  - {effector: left_hand, start_s: 1.5, end_s: 3, offset_m: [0.1, 0, 0]}\n",
+        ["commands[2]", "overlaps commands[0]", "left_hand"],
+    ),
+    "vector_length": (
+        "commands:\n  - {effector: left_hand, start_s: 0, end_s: 1, linear_mps: [0, 0.1]}\n",
+        ["commands[0]", "linear_mps", "expected 3 values, got 2"],
+    ),
+    "vector_type": (
+        "commands:\n  - {effector: left_hand, start_s: 0, end_s: 1, offset_m: 0.1}\n",
+        ["commands[0]", "offset_m", "list"],
+    ),
+    "enabled_contact": (
+        "commands:\n  - {effector: left_foot, start_s: 0, end_s: 1, linear_mps: [0, 0, 0.1]}\n",
+        ["commands[0].effector", "left_foot", "enabled contact", "left_hand, right_hand"],
+    ),
+    "command_not_mapping": ("commands:\n  - left_hand\n", ["commands[0]", "mapping"]),
+    "top_not_mapping": ("- a\n- b\n", ["top level", "mapping"]),
+    "contact_event": (
+        "duration_s: 5\ncontacts:\n  - {t_s: 1.0, effector: left_hand, enable: true}\n",
+        ["contacts[0]", "not supported yet", "left_hand"],
+    ),
+    "contact_event_missing_key": (
+        "duration_s: 5\ncontacts:\n  - {t_s: 1.0, effector: left_hand}\n",
+        ["contacts[0]", "enable", "missing"],
+    ),
+    "contact_event_bad_bool": (
+        "duration_s: 5\ncontacts:\n  - {t_s: 1.0, effector: left_hand, enable: 1}\n",
+        ["contacts[0]", "enable", "true or false"],
+    ),
+    "contact_event_unknown_effector": (
+        "duration_s: 5\ncontacts:\n  - {t_s: 1.0, effector: nose, enable: true}\n",
+        ["contacts[0].effector", "nose"],
+    ),
+    "contact_event_time": (
+        "duration_s: 5\ncontacts:\n  - {t_s: 6.0, effector: left_hand, enable: true}\n",
+        ["contacts[0].t_s", "6.0"],
+    ),
+    "not_yaml": ("commands: [\n", ["not valid YAML"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_validation_errors_name_file_key_and_reason(robot, tmp_path, case):
+    body, fragments = BAD[case]
+    path = tmp_path / f"{case}.yaml"
+    path.write_text(body)
+    with pytest.raises(ConfigError) as info:
+        load_scenario(path, robot)
+    msg = str(info.value)
+    assert str(path) in msg, msg
+    for frag in fragments:
+        assert frag in msg, f"{frag!r} not in {msg!r}"
+
+
+def test_missing_file(robot, tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_scenario(tmp_path / "nope.yaml", robot)
+
+
+def test_input_filter_config_loads_and_validates():
+    cfg = load_config(InputFilterConfig, {"cutoff_hz": 3.0}, source="x.yaml:input_filter")
+    assert cfg.cutoff_hz == 3.0 and cfg.clamp_radius_lin_m == 0.03
+    with pytest.raises(ConfigError, match="x.yaml:input_filter.*max_vel_lin_mps"):
+        load_config(InputFilterConfig, {"max_vel_lin_mps": 0.0}, source="x.yaml:input_filter")
+    with pytest.raises(ConfigError, match="clamp_radius_ang_rad"):
+        load_config(InputFilterConfig, {"clamp_radius_ang_rad": 4.0}, source="x.yaml")
+    with pytest.raises(ConfigError, match="unknown key"):
+        load_config(InputFilterConfig, {"cutoff": 3.0}, source="x.yaml")
