@@ -45,7 +45,7 @@ def main() -> int:
     print(f"[operator] scenario {sp} ({scenario.duration_s:.2f} s)", flush=True)
     finished = False
     for tick in Lockstep(node, {"tick": (specs["sensors"], 0)}, skip_missing=args.realtime):
-        cmd = player.step(tick.t)
+        cmd = player.step(tick.t, dt_s=0.002)
         values = {f"twist.{e}": cmd.velocities.get(e, (0.0,) * 6) for e in robot.contacts}
         sender.send("command", values, seq=tick.k, t=tick.t, finished=cmd.finished or tick.finished)
         if cmd.finished and not finished:

@@ -53,6 +53,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+_EPS = float(np.finfo(float).eps)
+
 
 # --------------------------------------------------------------------------------------------
 # Configuration
@@ -101,14 +103,23 @@ class InputFilterConfig:
 # --------------------------------------------------------------------------------------------
 # Time-optimal bang-bang filter (FilterBangBangAcc / TrajectoryBangBangAcc)
 # --------------------------------------------------------------------------------------------
-def _bang_bang_plan(d: float, v: float, vmax: float, amax: float):
+def _bang_bang_plan(d: float, v: float, vmax: float, amax: float, tol: float = 0.0):
     """Time-optimal profile from (0, v) to (d, 0) under |v| <= vmax (once reached), |a| <= amax.
 
     Returns ``(s, V, a1, t1, t2, t3)`` in the frame normalised by the direction ``s`` (+1/-1):
     phase 1 constant acceleration ``a1`` (``+amax``, or ``-amax`` when ``|v| > vmax`` must first be
     reduced) for ``t1``, phase 2 cruise for ``t2``, phase 3 deceleration ``-amax`` for ``t3``.
+    ``tol`` [unit]: when ``|d - d_stop| <= tol`` the state is taken to be on the braking curve
+    (pure braking), which keeps rounding errors from being amplified by the square root near
+    the end of a motion.
     """
     d_stop = v * abs(v) / (2.0 * amax)  # signed distance travelled when braking at once
+    if v != 0.0 and abs(d - d_stop) <= tol:
+        s = 1.0 if v > 0.0 else -1.0  # on the braking curve: brake
+        V = s * v
+        if V <= vmax:
+            return s, V, amax, 0.0, 0.0, V / amax
+        return s, V, -amax, (V - vmax) / amax, 0.0, vmax / amax
     if d > d_stop:
         s = 1.0
     elif d < d_stop:
@@ -146,7 +157,8 @@ def bang_bang_time(x: float, v: float, target: float, vmax: float, amax: float) 
     d = target - x
     if d == 0.0 and v == 0.0:
         return 0.0
-    _, _, _, t1, t2, t3 = _bang_bang_plan(d, v, vmax, amax)
+    tol = 64.0 * _EPS * (abs(x) + abs(target))
+    _, _, _, t1, t2, t3 = _bang_bang_plan(d, v, vmax, amax, tol)
     return t1 + t2 + t3
 
 
@@ -173,7 +185,8 @@ def bang_bang_step(
     d = target - x
     if d == 0.0 and v == 0.0:
         return target, 0.0
-    s, V, a1, t1, t2, t3 = _bang_bang_plan(d, v, vmax, amax)
+    tol = 64.0 * _EPS * (abs(x) + abs(target))  # rounding of d = target - x
+    s, V, a1, t1, t2, t3 = _bang_bang_plan(d, v, vmax, amax, tol)
     if t1 + t2 + t3 <= dt * (1.0 + 1e-9):
         return target, 0.0
     rem = dt
