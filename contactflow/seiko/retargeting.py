@@ -43,7 +43,7 @@ from contactflow.robot import ContactSpec, Robot
 from contactflow.seiko.equilibrium import contact_constraints, effector_jacobian_world, equilibrium_terms
 from contactflow.seiko.static_id import static_inverse_dynamics
 
-__all__ = ["EffectorParams", "RetargetingConfig", "RetargetingOutput", "SeikoRetargeting"]
+__all__ = ["EffectorParams", "PlaneEffectorParams", "PointEffectorParams", "RetargetingConfig", "RetargetingOutput", "SeikoRetargeting"]
 
 log = logging.getLogger(__name__)
 
@@ -101,27 +101,29 @@ class EffectorParams:
             raise ValueError("wrench_weights must hold 3 (point) or 6 (plane) values > 0")
 
 
-def _plane_defaults() -> EffectorParams:
-    return EffectorParams(
-        pose_weight_pos=1e5,
-        pose_weight_rot=1e4,
-        wrench_weights=(0.002, 0.002, 0.002 * 0.01, 0.002, 0.002, 0.002),
-        fz_min_n=100.0,
-        fz_max_n=1000.0,
-        force_rate_max_n_per_s=60.0,
-        torque_rate_max_nm_per_s=0.04 * 60.0,
-    )
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PlaneEffectorParams(EffectorParams):
+    """:class:`EffectorParams` with the Talos foot (plane contact) defaults."""
+
+    pose_weight_pos: float = 1e5
+    pose_weight_rot: float = 1e4
+    wrench_weights: tuple[float, ...] = (0.002, 0.002, 0.002 * 0.01, 0.002, 0.002, 0.002)
+    fz_min_n: float = 100.0
+    fz_max_n: float = 1000.0
+    force_rate_max_n_per_s: float = 60.0
+    torque_rate_max_nm_per_s: float = 0.04 * 60.0
 
 
-def _point_defaults() -> EffectorParams:
-    return EffectorParams(
-        pose_weight_pos=5e3,
-        pose_weight_rot=1e2,
-        wrench_weights=(0.005, 0.005, 0.005 * 0.01),
-        fz_min_n=10.0,
-        fz_max_n=150.0,
-        force_rate_max_n_per_s=10.0,
-    )
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PointEffectorParams(EffectorParams):
+    """:class:`EffectorParams` with the Talos hand (point contact) defaults."""
+
+    pose_weight_pos: float = 5e3
+    pose_weight_rot: float = 1e2
+    wrench_weights: tuple[float, ...] = (0.005, 0.005, 0.005 * 0.01)
+    fz_min_n: float = 10.0
+    fz_max_n: float = 150.0
+    force_rate_max_n_per_s: float = 10.0
 
 
 def _surface_defaults() -> dict[str, tuple[float, float, float]]:
@@ -169,8 +171,8 @@ class RetargetingConfig:
     arm_joint_prefixes: tuple[str, ...] = ("arm_left_", "arm_right_")
     joint_vel_limit_ratio: float = 0.2
     joint_torque_limit_ratio: float = 0.65
-    plane: EffectorParams = dataclasses.field(default_factory=_plane_defaults)
-    point: EffectorParams = dataclasses.field(default_factory=_point_defaults)
+    plane: PlaneEffectorParams = dataclasses.field(default_factory=PlaneEffectorParams)
+    point: PointEffectorParams = dataclasses.field(default_factory=PointEffectorParams)
     surface_rpy_rad: dict[str, tuple[float, float, float]] = dataclasses.field(default_factory=_surface_defaults)
     hessian_regularisation: float = 1e-9
 

@@ -8,7 +8,8 @@ in ``robots/<name>/robot.yaml`` is patched (absolute mesh paths, ``discardvisual
 * every joint that is not actuated (``robot.locked_joints``) is deleted, which welds its child
   link at 0 rad, as pinocchio's ``buildReducedModel`` does;
 * the actuated joints lose their URDF ``frictionloss``/``damping`` and their ``actfrcrange``
-  (pitfalls 2 and 3), so the only joint force is the actuator's;
+  (pitfalls 2 and 3), so the only joint force is the actuator's (plus an optional uniform
+  ``mujoco.joint_damping_nms_per_rad``, 0 by default);
 * one position actuator per actuated joint (named like the joint): force
   ``clamp(K (theta_cmd - q) - kv qdot, -tau_max, tau_max)`` with ``K = robot.K``,
   ``tau_max = robot.tau_max`` and ``kv`` from the ``mujoco:`` section;
@@ -101,6 +102,8 @@ class MujocoOptions:
         integrator: ``implicitfast`` (recipe), ``euler``, ``rk4`` or ``implicit``.
         kv_nms_per_rad: position-actuator velocity gain [N m s/rad].
         armature_kgm2: joint armature added to every actuated joint [kg m^2].
+        joint_damping_nms_per_rad: passive joint damping of every actuated joint [N m s/rad]
+            (0 = the clean spring model; pitfall 5: a saturated actuator loses its kv damping).
         foot_box_half_size_m: (3,) half sizes of the sole collision box [m].
         foot_friction: (3,) sliding, torsional, rolling friction of the sole boxes.
         foot_solref: (2,) contact solref (time constant [s], damping ratio).
@@ -114,6 +117,7 @@ class MujocoOptions:
     integrator: str = "implicitfast"
     kv_nms_per_rad: float = 20.0
     armature_kgm2: float = 0.0
+    joint_damping_nms_per_rad: float = 0.0
     foot_box_half_size_m: tuple[float, float, float] = (0.10, 0.065, 0.01)
     foot_friction: tuple[float, float, float] = (0.8, 0.005, 0.0001)
     foot_solref: tuple[float, float] = (0.02, 1.0)
@@ -129,8 +133,8 @@ class MujocoOptions:
             raise ValueError(f"integrator must be one of {sorted(_INTEGRATORS)}, got {self.integrator!r}")
         if self.cone not in _CONES:
             raise ValueError(f"cone must be one of {sorted(_CONES)}, got {self.cone!r}")
-        if self.kv_nms_per_rad < 0 or self.armature_kgm2 < 0:
-            raise ValueError("kv_nms_per_rad and armature_kgm2 must be >= 0")
+        if self.kv_nms_per_rad < 0 or self.armature_kgm2 < 0 or self.joint_damping_nms_per_rad < 0:
+            raise ValueError("kv_nms_per_rad, armature_kgm2 and joint_damping_nms_per_rad must be >= 0")
         if any(h <= 0 for h in self.foot_box_half_size_m):
             raise ValueError("foot_box_half_size_m must be positive")
 
@@ -221,6 +225,7 @@ def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mappin
     spec.option.integrator = _INTEGRATORS[opts.integrator]
     spec.option.cone = _CONES[opts.cone]
     spec.option.impratio = opts.impratio
+    spec.option.gravity = robot.model.gravity.linear.tolist()  # one gravity for both models
 
     root_link = _root_link(robot)
     base = spec.body(root_link)
@@ -242,7 +247,7 @@ def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mappin
     for name, kp, tau_max in zip(robot.joint_names, robot.K, robot.tau_max):
         j = spec.joint(name)
         j.frictionloss = 0.0
-        j.damping = [0.0, 0.0, 0.0]
+        j.damping = [opts.joint_damping_nms_per_rad, 0.0, 0.0]  # URDF damping replaced (pitfall 3)
         j.actfrclimited = mujoco.mjtLimited.mjLIMITED_FALSE  # pitfall 2: URDF effort clamps otherwise
         j.armature = opts.armature_kgm2
         a = spec.add_actuator(name=name, target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT)

@@ -31,7 +31,6 @@ import numpy as np
 from contactflow.errors import ConfigError, ContractError
 from contactflow.robot import Robot
 from contactflow.sim.mujoco_model import (
-    IMU_SITE,
     ROOT_JOINT,
     PointMass,
     build_mujoco_model,
@@ -245,7 +244,10 @@ class MujocoRobotSim:
         The base is placed as in ``robot.q_default`` (soles on z = 0); for a non-default
         ``theta_cmd`` the base height is shifted so the lowest sole touches the floor. Commands
         are set to the posture. With ``settle_s > 0`` the robot then settles for ``settle_s``
-        (hidden, kv = ``settle_kv_nms_per_rad``) and time restarts at 0 from the settled state.
+        (hidden, kv = ``settle_kv_nms_per_rad``) and time restarts at 0 from the settled state,
+        which is cached per posture (later resets with the same posture are instantaneous). If the
+        robot falls while settling, the fallen state is returned uncached (see :meth:`fell`).
+        External wrenches are cleared.
 
         Args:
             theta_cmd: (n,) joint posture and command [rad]; ``None`` = ``robot.theta_default``.
@@ -272,26 +274,33 @@ class MujocoRobotSim:
                 mujoco.mj_kinematics(m, d)
                 d.qpos[self._root_q + 2] -= min(d.site_xpos[s, 2] for s in self._sole_sites)
             d.ctrl[self._act] = theta
+            ok = True
             if self.config.settle_s > 0:
-                self._settle(self.config.settle_s)
-            self._settled[key] = (d.qpos.copy(), d.qvel.copy())
+                ok = self._settle(self.config.settle_s)
+            state = (d.qpos.copy(), d.qvel.copy())
+            if ok:  # a fallen or diverged settle is returned (fell() says so) but not cached
+                self._settled[key] = state
             mujoco.mj_resetData(m, d)
-            d.qpos[:], d.qvel[:] = self._settled[key]
+            d.qpos[:], d.qvel[:] = state
         d.ctrl[self._act] = theta
         d.time = 0.0
         self._theta_cmd = theta
         mujoco.mj_forward(m, d)
         return self.readings()
 
-    def _settle(self, duration_s: float) -> None:
+    def _settle(self, duration_s: float) -> bool:
         m, d = self.model, self.data
         m.actuator_biasprm[self._act, 2] = -self.config.settle_kv_nms_per_rad
         try:
             mujoco.mj_step(m, d, nstep=max(1, int(round(duration_s / m.opt.timestep))))
         finally:
             m.actuator_biasprm[:, 2] = self._kv_model
-        if self._diverged() or not np.all(np.isfinite(d.qpos)):
-            log.warning("MuJoCo diverged while settling the robot at reset")
+        if self.fell():
+            log.warning(
+                "robot fell or MuJoCo diverged while settling at reset (base height %.3f m)", d.qpos[self._root_q + 2]
+            )
+            return False
+        return True
 
     def step(self, theta_cmd: np.ndarray) -> SensorReadings:
         """Advance one control tick with joint position command ``theta_cmd``.
@@ -405,6 +414,45 @@ class MujocoRobotSim:
         if self._diverged() or not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
             return True
         return bool(d.qpos[self._root_q + 2] < thr)
+
+    def set_state(self, q: np.ndarray, v: np.ndarray | None = None) -> SensorReadings:
+        """Overwrite the simulated state with a pinocchio configuration and velocity.
+
+        Time and commands are kept; for experiments and tests (e.g. a robot thrown in the air).
+
+        Args:
+            q: (7 + n,) pinocchio configuration (quaternion xyzw, normalised here) [m, -, rad].
+            v: (6 + n,) pinocchio velocity (base twist in the base frame) [m/s, rad/s];
+                ``None`` = zero.
+
+        Returns:
+            The readings at the new state.
+
+        Raises:
+            ContractError: wrong shapes, non-finite values or a zero quaternion.
+        """
+        n = self._n_joints
+        q = np.array(q, dtype=float)
+        v = np.zeros(6 + n) if v is None else np.array(v, dtype=float)
+        if q.shape != (7 + n,) or v.shape != (6 + n,):
+            raise ContractError(f"set_state: expected q ({7 + n},) and v ({6 + n},), got {q.shape} and {v.shape}")
+        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))):
+            raise ContractError("set_state: non-finite q or v")
+        nrm = np.linalg.norm(q[3:7])
+        if nrm < 1e-9:
+            raise ContractError("set_state: zero base quaternion")
+        q[3:7] /= nrm
+        m, d = self.model, self.data
+        set_pinocchio_configuration(m, d, self.robot, q)
+        rq, rv = self._root_q, self._root_v
+        R_WB = np.empty(9)
+        mujoco.mju_quat2Mat(R_WB, d.qpos[rq + 3 : rq + 7])
+        d.qvel[:] = 0.0
+        d.qvel[rv : rv + 3] = R_WB.reshape(3, 3) @ v[:3]  # MuJoCo: world linear velocity
+        d.qvel[rv + 3 : rv + 6] = v[3:6]  # local angular velocity, as pinocchio
+        d.qvel[self._jv] = v[6:]
+        mujoco.mj_forward(m, d)
+        return self.readings()
 
     def set_external_wrench(self, body: str, wrench_W: np.ndarray | None) -> None:
         """Apply (or clear with ``None``) a constant external wrench on a link.
