@@ -186,15 +186,19 @@ class WrenchRateEstimator:
         self._t[self._head] = self._time
         self._buf[self._head] = value
         self._count = min(self._count + 1, self._n)
-        # Newest sample at least window_s older than the head (or the oldest one stored).
-        idx = None
-        for k in range(1, self._count):
-            j = (self._head - k) % self._n
-            if self._time - self._t[j] >= self.window_s - 1e-12:
-                idx = j
-                break
-        if idx is None:
-            idx = (self._head - (self._count - 1)) % self._n
+        # Newest sample at least window_s older than the head (or the oldest one stored). Ages
+        # grow with k, so start from the guess for a regular period and walk to the boundary.
+        last = self._count - 1
+        win = self.window_s - 1e-12
+        k = min(last, max(1, int(round(self.window_s / dt))))
+        t, n, head, now = self._t, self._n, self._head, self._time
+        if now - t[(head - k) % n] >= win:
+            while k > 1 and now - t[(head - k + 1) % n] >= win:
+                k -= 1
+        else:
+            while k < last and now - t[(head - k) % n] < win:
+                k += 1
+        idx = (head - k) % n
         span = self._time - self._t[idx]
         np.subtract(self._buf[self._head], self._buf[idx], out=self._raw)
         self._raw /= span

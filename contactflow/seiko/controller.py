@@ -1,0 +1,1005 @@
+"""SEIKO Controller: joint-flexibility-aware wrench feedback through the position command.
+
+Implements SEIKO RA-L 2024 (Rouxel et al.) §IV-B/C: the flexible equilibrium model (3)-(7), the
+wrench feedback law (10), the Controller QP (11) in the code's *rate form*, the joint-torque
+limit adaptation (12), the complementary filter (13) and ``runInit`` (the Newton step on the
+flexible equilibrium used at reset and after a contact switch). Formulas, weights and Talos
+values are those of ``shared/reference/seiko.md`` §3 and §6, checked against the released C++
+(hucebot/seiko_controller_code ``inria_model/src/SEIKOController.cpp``, ``TaskSEIKO.cpp``).
+
+Model. The robot is a rigid multibody whose joints are springs of stiffness K driven by a
+position command: ``tau_flex = K (theta_cmd - theta_flex)`` (3). For a command, the *flexible
+state* ``(q_flex, lam_flex)`` is the quasi-static equilibrium ``g(q) = S tau_flex + J^T lam``
+(1) with the enabled contacts fixed. Linearised (5)-(7), in rate form with ``x = [q_dot; lam_dot]``
+(``q_dot`` (nv,) tangent rate, ``lam_dot`` (m,) stacked wrench rates of the enabled contacts)::
+
+    dt T x + t = dt S K theta_cmd_dot,
+    T = [dr/dq + S K S^T | -J^T],   t = g - S tau_flex - J^T lam   (at q_flex, lam_flex)
+
+whose 6 base rows are an equality of the QP and whose n joint rows give the command rate
+``theta_cmd_dot = K^-1 (T_J x + t_J / dt)`` (7). ``t`` uses ``theta_cmd = theta_d + offset``
+(new Retargeting posture, previous offset), so the feed-forward of the desired motion is in
+``t_J``. After the solve, ``offset += dt theta_cmd_dot`` and ``theta_cmd = theta_d + offset``.
+
+Conventions: ``q`` (7+n,) pinocchio FreeFlyer, ``v`` (6+n,); plane wrenches ``[f; tau]`` (6,)
+in the LOCAL sole frame, point forces (3,) in the world-fixed surface frame R_c; wrenches are
+those of the environment on the robot; SI units.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from typing import Mapping, Sequence
+
+import numpy as np
+import pinocchio as pin
+import quadprog
+
+from contactflow.errors import ConfigError, ContractError
+from contactflow.qp import QPSolution, solve_qp
+from contactflow.robot import ContactSpec, Robot
+from contactflow.seiko.equilibrium import effector_jacobian_world, equilibrium_terms
+from contactflow.seiko.filters import ComplementaryWrenchFilter, TorqueLimitAdapter, WrenchRateEstimator
+
+__all__ = [
+    "ControllerConfig",
+    "ControllerOutput",
+    "SeikoController",
+    "DEFAULT_SURFACE_ROTATIONS",
+    "flexible_equilibrium_step",
+    "flexible_equilibrium_residual",
+]
+
+_log = logging.getLogger(__name__)
+
+
+def _rot_y(a: float) -> np.ndarray:
+    c, s = math.cos(a), math.sin(a)
+    return np.array([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]])
+
+
+def _rot_x(a: float) -> np.ndarray:
+    c, s = math.cos(a), math.sin(a)
+    return np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
+
+
+#: World-fixed surface frames R_c of the Talos point contacts (seiko.md §5.4, ``TaskSEIKO.cpp``
+#: l.296-307): left hand R_y(-pi/2) (normal along world -x, a wall in front), right hand
+#: R_x(-pi/2) (normal along world +y, a support on the robot's right).
+DEFAULT_SURFACE_ROTATIONS: dict[str, np.ndarray] = {
+    "left_hand": _rot_y(-math.pi / 2.0),
+    "right_hand": _rot_x(-math.pi / 2.0),
+}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ControllerConfig:
+    """SEIKO Controller parameters; defaults are the Talos values of seiko.md §6.
+
+    All QP weights are in the code's rate form (decision variables are rates).
+
+    Attributes:
+        dt_s: control period [s] (500 Hz).
+        kp_per_s: proportional gain K_p of the feedback law (10) [1/s] (code: 0.2; not in the paper).
+        kd: derivative gain K_d of (10) [-] (rate form: multiplies lam_dot_read [N/s] to give
+            N/s). Default **0.0**: the D term's sign differs between paper and code (seiko.md
+            §6.1/§11.1) and nothing here has verified it; the paper's experiments use 0.02 with
+            ``kd_sign = -1`` — enable it once a dynamic simulation confirms that a larger K_d
+            increases the logarithmic decrement (Fig. 5).
+        kd_sign: -1 for the paper's ``- K_d lam_dot_read`` (default), +1 for the released code.
+        complementary_cutoff_hz: cutoff of the complementary filter (13) [Hz].
+        rate_window_s: finite-difference window of the wrench-rate estimator [s].
+        rate_cutoff_hz: low-pass cutoff of the wrench-rate estimator [Hz].
+        weight_reg_base: floating-base rate regularisation (``weightRegBase``).
+        weight_wrench_plane: (11b) enabled plane wrench-rate tracking, all 6 components.
+        weight_force_point: (11b) enabled point force-rate tracking, all 3 components.
+        weight_cmd_change: (11e) ``||theta_cmd_dot||^2`` (``weightRegCmdChange``).
+        weight_cmd_offset: (11d) ``||offset + dt theta_cmd_dot||^2`` (``weightRegCmdOffset``).
+        weight_pose_plane_pos: (11c) disabled plane effector, position rows.
+        weight_pose_plane_rot: (11c) disabled plane effector, orientation rows.
+        weight_pose_point_pos: (11c) disabled point effector, position rows (no orientation).
+        weight_point_orientation: enabled point contact, orientation rows (code-only term).
+        gain_pose: gain on the pose errors of (11c) and the enabled-point orientation term [-].
+        weight_ineq: scale of the inequality rows (conditioning only; feasible set unchanged).
+        max_pos_cmd_offset_rad: bound on |offset| [rad] (code-only; 0.5 on Talos).
+        torque_limit_adaptation: run the limit update (12); off = (11i) with the URDF limits.
+        max_tau_ratio: rho of (12) [-].
+        torque_margin_nm: eps1 of (12) [N m].
+        torque_decay_nm_per_s: eps2 / dt of (12) [N m/s].
+        torque_hysteresis: eps3 of (12), ratio of the URDF limit [-].
+        weight_elastic_energy: runInit elastic-energy weight (times K).
+        init_iterations: runInit Newton steps at reset and after a contact switch.
+        command_blend_s: linear blend of the output command after a switch or a re-enable [s].
+        qp_tol: relative residual tolerance of the QP solutions (as :func:`contactflow.qp.solve_qp`).
+        qp_reg: relative Tikhonov regularisation of the QP Hessian (as :func:`contactflow.qp.solve_qp`).
+    """
+
+    dt_s: float = 0.002
+    kp_per_s: float = 0.2
+    kd: float = 0.0
+    kd_sign: float = -1.0
+    complementary_cutoff_hz: float = 0.2
+    rate_window_s: float = 0.05
+    rate_cutoff_hz: float = 10.0
+    weight_reg_base: float = 1e-6
+    weight_wrench_plane: float = 0.1
+    weight_force_point: float = 10.0
+    weight_cmd_change: float = 1e3
+    weight_cmd_offset: float = 1e2
+    weight_pose_plane_pos: float = 2e2
+    weight_pose_plane_rot: float = 2e1
+    weight_pose_point_pos: float = 2e1
+    weight_point_orientation: float = 100.0
+    gain_pose: float = 1.0
+    weight_ineq: float = 10.0
+    max_pos_cmd_offset_rad: float = 0.5
+    torque_limit_adaptation: bool = True
+    max_tau_ratio: float = 0.75
+    torque_margin_nm: float = 1.0
+    torque_decay_nm_per_s: float = 10.0
+    torque_hysteresis: float = 0.1
+    weight_elastic_energy: float = 1.0
+    init_iterations: int = 3
+    command_blend_s: float = 2.0
+    qp_tol: float = 1e-6
+    qp_reg: float = 1e-9
+
+    def __post_init__(self):
+        if not self.dt_s > 0.0:
+            raise ValueError(f"dt_s must be > 0, got {self.dt_s}")
+        if self.kd_sign not in (-1.0, 1.0):
+            raise ValueError(f"kd_sign must be -1 or +1, got {self.kd_sign}")
+        if self.kp_per_s < 0.0 or self.kd < 0.0:
+            raise ValueError("kp_per_s and kd must be >= 0")
+        for name in (
+            "complementary_cutoff_hz",
+            "rate_window_s",
+            "rate_cutoff_hz",
+            "weight_wrench_plane",
+            "weight_force_point",
+            "weight_cmd_change",
+            "weight_ineq",
+            "max_pos_cmd_offset_rad",
+            "max_tau_ratio",
+            "qp_tol",
+            "qp_reg",
+        ):
+            if not getattr(self, name) > 0.0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        for name in (
+            "weight_reg_base",
+            "weight_cmd_offset",
+            "weight_pose_plane_pos",
+            "weight_pose_plane_rot",
+            "weight_pose_point_pos",
+            "weight_point_orientation",
+            "gain_pose",
+            "torque_margin_nm",
+            "torque_decay_nm_per_s",
+            "weight_elastic_energy",
+            "command_blend_s",
+        ):
+            if getattr(self, name) < 0.0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not 0.0 <= self.torque_hysteresis < self.max_tau_ratio:
+            raise ValueError("torque_hysteresis must be in [0, max_tau_ratio)")
+        if self.init_iterations < 1:
+            raise ValueError(f"init_iterations must be >= 1, got {self.init_iterations}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ControllerOutput:
+    """Result of :meth:`SeikoController.reset` / :meth:`SeikoController.step`.
+
+    Attributes:
+        theta_cmd: (n,) joint position command to send [rad] (after the post-switch blend):
+            ``theta_ahead + offset`` (``theta_d + offset`` without ``theta_ahead``).
+        offset: (n,) command offset [rad].
+        q_flex: (nq,) flexible (deflected) posture estimate.
+        lam_flex: effector -> flexible-model wrench ((6,) plane [f; tau] LOCAL [N, N m] or (3,)
+            point force in R_c [N]); zeros for disabled effectors.
+        lam_tilde: effector -> complementary-filtered measured wrench (13) (same layout); only
+            for effectors whose ``lam_read`` was given.
+        tau_flex: (n,) flexible-model joint torques K (theta_d + offset - theta_flex) [N m].
+        tau_limit: (n,) joint-torque limits used by (11i) [N m].
+        ok: False when the QP (or runInit) failed; the command then holds the last offset.
+        diagnostics: ``status``, ``solve_time_s``, ``step_time_s``, ``eq_residual``,
+            ``ineq_violation``, ``n_active``, ``bias_base_n`` (|t_B| [N, N m]),
+            ``bias_joint_rad`` (|K^-1 t_J| [rad]), ``n_var``, ``n_eq``, ``n_ineq``,
+            ``switched``, ``integrating``, ``message``.
+    """
+
+    theta_cmd: np.ndarray
+    offset: np.ndarray
+    q_flex: np.ndarray
+    lam_flex: dict
+    lam_tilde: dict
+    tau_flex: np.ndarray
+    tau_limit: np.ndarray
+    ok: bool
+    diagnostics: dict
+
+
+# --------------------------------------------------------------------------------------------
+# runInit: one Newton step on the flexible equilibrium (seiko.md §6.3)
+# --------------------------------------------------------------------------------------------
+
+
+def _pose_error(target: pin.SE3, current: pin.SE3) -> tuple[np.ndarray, np.ndarray]:
+    """(p_t - p, log3(R_t R^T)): world position and world rotation-vector errors."""
+    return target.translation - current.translation, pin.log3(target.rotation @ current.rotation.T)
+
+
+def flexible_equilibrium_residual(
+    model: pin.Model,
+    data: pin.Data,
+    q: np.ndarray,
+    theta_cmd: np.ndarray,
+    K: np.ndarray,
+    contacts: Sequence[ContactSpec],
+    lams: Sequence[np.ndarray],
+    R_cs: Sequence[np.ndarray | None],
+) -> np.ndarray:
+    """Flexible equilibrium residual ``g(q) - J^T lam - S K (theta_cmd - theta)`` (eqs. 1, 3).
+
+    Args:
+        model, data: pinocchio model and data (data overwritten).
+        q: (nq,) posture.
+        theta_cmd: (n,) joint command [rad].
+        K: (n,) joint stiffness [N m/rad].
+        contacts, lams, R_cs: enabled contacts, their wrenches and surface frames (as
+            :func:`contactflow.seiko.equilibrium.equilibrium_terms`).
+
+    Returns:
+        (nv,) residual [N, N m]; zero at the flexible equilibrium.
+    """
+    terms = equilibrium_terms(model, data, q, contacts, lams, R_cs)
+    res = terms.r.copy()
+    res[6:] -= K * (theta_cmd - q[7:])
+    return res
+
+
+def flexible_equilibrium_step(
+    model: pin.Model,
+    data: pin.Data,
+    q: np.ndarray,
+    theta_cmd: np.ndarray,
+    K: np.ndarray,
+    contacts: Sequence[ContactSpec],
+    lams: Sequence[np.ndarray],
+    R_cs: Sequence[np.ndarray | None],
+    targets: Sequence[pin.SE3],
+    *,
+    wrench_weights: Sequence[float] | None = None,
+    weight_reg_base: float = 1e-6,
+    weight_elastic_energy: float = 1.0,
+    tol: float = 1e-6,
+) -> tuple[np.ndarray, list[np.ndarray], QPSolution]:
+    """``runInit``: one full Newton step on the flexible equilibrium for a fixed command (§6.3).
+
+    Variables ``(dq (nv,), dlam (m,))`` (no 1/dt). Equalities: the enabled contacts reach their
+    targets (planes: ``J_w dq = [p_t - p; log3(R_t R^T)]``, 6 rows LOCAL_WORLD_ALIGNED; points:
+    position rows only) and **all** 6+n rows of the linearised flexible equilibrium
+    ``T [dq; dlam] + t = 0`` with ``T = [dr/dq + S K S^T | -J^T]``, ``t = r - S K (theta_cmd -
+    theta)``. The system is square (6+n+m equations), so the cost (base regularisation, elastic
+    energy ``||dtheta - (theta_cmd - theta)||^2_K``, wrench regularisation ``||lam + dlam||^2``)
+    only matters when it is singular.
+
+    Args:
+        model, data: pinocchio model and data (data overwritten).
+        q: (nq,) current flexible posture.
+        theta_cmd: (n,) fixed joint command [rad].
+        K: (n,) joint stiffness [N m/rad].
+        contacts: enabled contacts.
+        lams: per contact, its current wrench ((6,) plane LOCAL [f; tau], (3,) point in R_c).
+        R_cs: per contact, its surface frame R_c (points) or None (planes).
+        targets: per contact, the fixed world pose of its frame (points: translation only).
+        wrench_weights: per contact, the wrench regularisation weight (default 0.1 each).
+        weight_reg_base: base regularisation weight.
+        weight_elastic_energy: elastic energy weight (times K).
+        tol: relative residual tolerance of the QP.
+
+    Returns:
+        ``(q_new, lams_new, solution)``; on failure ``q`` and ``lams`` are returned unchanged
+        (copies) with ``solution.found == False``.
+    """
+    nv = model.nv
+    n = nv - 6
+    terms = equilibrium_terms(model, data, q, contacts, lams, R_cs)
+    m = terms.J.shape[0]
+    nx = nv + m
+    theta = q[7:]
+    t = terms.r.copy()
+    t[6:] -= K * (theta_cmd - theta)
+    T = np.zeros((nv, nx))
+    T[:, :nv] = terms.dr_dq
+    T[6:, 6:nv] += np.diag(K)
+    T[:, nv:] = -terms.J.T
+    A_c = np.zeros((m, nx))
+    b_c = np.zeros(m)
+    row = 0
+    for c, tgt in zip(contacts, targets):
+        Jw = effector_jacobian_world(model, data, c.frame_id)
+        dp, dR = _pose_error(tgt, data.oMf[c.frame_id])
+        if c.type == "plane":
+            A_c[row : row + 6, :nv] = Jw
+            b_c[row : row + 3] = dp
+            b_c[row + 3 : row + 6] = dR
+            row += 6
+        else:
+            A_c[row : row + 3, :nv] = Jw[:3]
+            b_c[row : row + 3] = dp
+            row += 3
+    H = np.zeros((nx, nx))
+    g = np.zeros(nx)
+    H[range(6), range(6)] = weight_reg_base
+    wK = weight_elastic_energy * K
+    H[range(6, nv), range(6, nv)] += wK
+    g[6:nv] -= wK * (theta_cmd - theta)
+    col = nv
+    for i, (c, lam) in enumerate(zip(contacts, lams)):
+        w = 0.1 if wrench_weights is None else float(wrench_weights[i])
+        d = c.dim
+        H[range(col, col + d), range(col, col + d)] += w
+        g[col : col + d] += w * np.asarray(lam)
+        col += d
+    A_eq = np.vstack([A_c, T])
+    b_eq = np.concatenate([b_c, -t])
+    sol = solve_qp(H, g, A_eq, b_eq, tol=tol)
+    if not sol.found:
+        return q.copy(), [np.array(lam, dtype=float) for lam in lams], sol
+    q_new = pin.integrate(model, q, sol.x[:nv])
+    lams_new = []
+    col = nv
+    for c, lam in zip(contacts, lams):
+        lams_new.append(np.asarray(lam, dtype=float) + sol.x[col : col + c.dim])
+        col += c.dim
+    return q_new, lams_new, sol
+
+
+# --------------------------------------------------------------------------------------------
+# Controller
+# --------------------------------------------------------------------------------------------
+
+
+class _Workspace:
+    """Preallocated QP buffers for one set of enabled contacts.
+
+    The constraint rows live in one array ``Ct`` (n_eq + n_in, nx): equalities first, then the
+    inequalities, so that ``Ct.T`` is quadprog's ``C`` without any stacking or copying here.
+    """
+
+    def __init__(self, nv: int, n: int, contacts_on: list[ContactSpec]):
+        self.contacts = contacts_on
+        self.m = sum(c.dim for c in contacts_on)
+        self.nx = nv + self.m
+        self.n_eq = self.m + 6
+        self.n_in = 6 * n
+        self.T = np.zeros((nv, self.nx))
+        self.M = np.zeros((n, self.nx))
+        self.H = np.zeros((self.nx, self.nx))
+        self.g = np.zeros(self.nx)
+        self.Ct = np.zeros((self.n_eq + self.n_in, self.nx))
+        self.b = np.zeros(self.n_eq + self.n_in)
+        self.A_eq, self.A_in = self.Ct[: self.n_eq], self.Ct[self.n_eq :]
+        self.b_eq, self.b_in = self.b[: self.n_eq], self.b[self.n_eq :]
+        self.t = np.zeros(nv)
+        self.cols = []
+        col = nv
+        for c in contacts_on:
+            self.cols.append(slice(col, col + c.dim))
+            col += c.dim
+        self.diag = np.arange(self.nx)
+        self.jdiag = np.arange(6, nv)
+        self.res = np.zeros(self.n_eq + self.n_in)
+
+
+def _solve_prepared(ws: _Workspace, reg: float, tol: float) -> QPSolution:
+    """quadprog on the workspace's H, g, Ct, b (same semantics as :func:`contactflow.qp.solve_qp`).
+
+    A fast path for the control loop: no stacking, no copies beyond quadprog's own. ``H`` gets
+    ``reg * max(1, max diag H)`` on its diagonal (in place). Statuses and tolerances are those
+    of :func:`contactflow.qp.solve_qp`.
+    """
+    H, g, Ct, b = ws.H, ws.g, ws.Ct, ws.b
+    zeros = np.zeros(ws.nx)
+    if not (math.isfinite(float(H.sum())) and math.isfinite(float(g.sum())) and math.isfinite(float(Ct.sum())) and math.isfinite(float(b.sum()))):
+        return QPSolution(False, "non_finite", zeros, message="non-finite entry in the QP data")
+    dH = H[ws.diag, ws.diag]
+    H[ws.diag, ws.diag] = dH + reg * max(1.0, float(np.max(np.abs(dH))))
+    try:
+        x, _, _, _, _, active = quadprog.solve_qp(H, -g, Ct.T, b, ws.n_eq)
+    except ValueError as exc:
+        msg = str(exc)
+        status = "infeasible" if "constraints are inconsistent" in msg else "not_pd" if "positive definite" in msg else "error"
+        return QPSolution(False, status, zeros, message=msg)
+    if not np.all(np.isfinite(x)):
+        return QPSolution(False, "non_finite", zeros, message="solver returned non-finite x")
+    res = ws.res
+    np.matmul(Ct, x, out=res)
+    res -= b
+    eq_res = float(np.max(np.abs(res[: ws.n_eq])))
+    viol = max(0.0, float(-np.min(res[ws.n_eq :])))
+    eq_tol = tol * (1.0 + float(np.max(np.abs(ws.b_eq))))
+    in_tol = tol * (1.0 + float(np.max(np.abs(ws.b_in))))
+    ok = eq_res <= eq_tol and viol <= in_tol
+    return QPSolution(
+        found=ok,
+        status="optimal" if ok else "residual",
+        x=x,
+        cost=float(0.5 * x @ H @ x + g @ x),
+        eq_residual=eq_res,
+        ineq_violation=viol,
+        n_active=int(np.count_nonzero(np.asarray(active) > 0)),
+        message="" if ok else f"residuals eq {eq_res:.3g}, ineq {viol:.3g} above tolerance",
+    )
+
+
+class SeikoController:
+    """SEIKO Controller (RA-L 2024 §IV-C): QP (11) on the flexible model, with (10), (12), (13).
+
+    Per :meth:`step` (rate form, seiko.md §6 and §12 items 4-6):
+
+    1. wrench-rate estimate ``lam_dot_read`` of each measured wrench (§6.6);
+    2. complementary filter (13): ``lam_tilde`` (only while enabled and integrating);
+    3. feedback law (10): ``dlam_effort = lam_d_dot + K_p (lam_d - lam_tilde) + kd_sign K_d lam_dot_read``;
+    4. torque-limit update (12) from ``tau_read`` and the previous ``tau_flex``;
+    5. QP (11) in ``x = [q_dot_flex (nv); lam_dot_flex (m)]``:
+
+       * costs: base regularisation; (11b) ``||lam_dot - dlam_effort||^2``; (11e)
+         ``||theta_cmd_dot||^2``; (11d) ``||offset + dt theta_cmd_dot||^2``; (11c) disabled
+         effectors track the desired poses (FK of ``q_d``; planes 6-D, points position only);
+         enabled points keep the desired orientation;
+       * equalities: (11g) enabled contacts stay at their targets (frozen flexible poses);
+         (11f) ``T_B x + t_B / dt = 0``;
+       * inequalities (6n rows): (11h) ``theta_min <= theta_cmd + dt theta_cmd_dot <= theta_max``
+         (URDF limits shrunk by the SEIKO margin); ``|offset + dt theta_cmd_dot| <= max offset``;
+         (11i) ``|tau_flex + t_J + dt (T_J x - K theta_dot_flex)| <= tau_limit``;
+
+    6. integration: ``q_flex``, ``lam_flex``, ``offset += dt theta_cmd_dot`` (clamped to
+       ``±max offset`` and ``[theta_min - theta_d, theta_max - theta_d]``);
+       ``theta_cmd = theta_d + offset`` (``theta_ahead + offset`` for the output when given).
+
+    A QP failure never raises: the state is not integrated, the previous offset is kept
+    (``theta_cmd = theta_d + last offset``), ``ok=False`` and a warning is logged.
+
+    Args:
+        config: :class:`ControllerConfig`.
+        robot: loaded robot (model, K, limits, contacts).
+        surface_rotations: effector -> (3, 3) world-fixed surface frame R_c of the point
+            contacts (default :data:`DEFAULT_SURFACE_ROTATIONS` for the names it holds,
+            identity otherwise).
+
+    Raises:
+        ConfigError: a surface rotation for an unknown or non-point effector, or not a rotation.
+    """
+
+    def __init__(self, config: ControllerConfig, robot: Robot, surface_rotations: Mapping[str, np.ndarray] | None = None):
+        self.config = config
+        self.robot = robot
+        self.model = robot.model
+        self.data = self.model.createData()
+        self._data_d = self.model.createData()
+        self.nq, self.nv, self.n = self.model.nq, self.model.nv, robot.n
+        self.K = np.asarray(robot.K, dtype=float).copy()
+        self.K_inv = 1.0 / self.K
+        self.theta_min = robot.q_min + robot.position_margin
+        self.theta_max = robot.q_max - robot.position_margin
+        self.contacts: list[ContactSpec] = list(robot.contacts.values())
+        self.names = [c.name for c in self.contacts]
+        self.R_c: dict[str, np.ndarray] = {}
+        for c in self.contacts:
+            if c.type == "point":
+                self.R_c[c.name] = DEFAULT_SURFACE_ROTATIONS.get(c.name, np.eye(3)).copy()
+        for name, R in (surface_rotations or {}).items():
+            self.set_surface_rotation(name, R)
+        dt = config.dt_s
+        self._cfilt = {c.name: ComplementaryWrenchFilter(c.dim, config.complementary_cutoff_hz, dt) for c in self.contacts}
+        self._rate = {c.name: WrenchRateEstimator(c.dim, dt, config.rate_window_s, config.rate_cutoff_hz) for c in self.contacts}
+        self._tau_adapt = TorqueLimitAdapter(
+            robot.tau_max,
+            rho=config.max_tau_ratio,
+            eps1_nm=config.torque_margin_nm,
+            eps2_nm=config.torque_decay_nm_per_s * dt,
+            eps3=config.torque_hysteresis,
+        )
+        self._ws_cache: dict[tuple[str, ...], _Workspace] = {}
+        # State
+        self.q_flex = robot.q_default.copy()
+        self.lam_flex = {c.name: np.zeros(c.dim) for c in self.contacts}
+        self._lam_flex_dot = {c.name: np.zeros(c.dim) for c in self.contacts}
+        self.enabled = {c.name: False for c in self.contacts}
+        self.targets: dict[str, pin.SE3] = {}
+        self.offset = np.zeros(self.n)
+        self.theta_d = robot.q_default[7:].copy()
+        self.tau_flex = np.zeros(self.n)
+        self.integrating = True
+        self._blend_start = np.zeros(self.n)
+        self._blend_left_s = 0.0
+        self._last_cmd = self.theta_d.copy()
+        self._is_reset = False
+        self._theta_cmd_dot = np.zeros(self.n)
+
+    # ---------------------------------------------------------------- public helpers
+
+    def set_surface_rotation(self, name: str, R_c: np.ndarray) -> None:
+        """Set the world-fixed surface frame R_c (3, 3) of point effector ``name``.
+
+        Raises:
+            ConfigError: unknown or non-point effector, or R_c not a rotation matrix.
+        """
+        spec = self.robot.contact(name)
+        if spec.type != "point":
+            raise ConfigError(f"surface rotation given for {name!r}, which is a {spec.type} contact")
+        R = np.asarray(R_c, dtype=float)
+        if R.shape != (3, 3) or not np.allclose(R @ R.T, np.eye(3), atol=1e-6) or np.linalg.det(R) < 0:
+            raise ConfigError(f"surface rotation of {name!r} is not a (3, 3) rotation matrix")
+        self.R_c[name] = R.copy()
+
+    @property
+    def contacts_on(self) -> list[ContactSpec]:
+        """Enabled contacts, in robot-file order (the order of the stacked wrench)."""
+        return [c for c in self.contacts if self.enabled[c.name]]
+
+    # ---------------------------------------------------------------- input checks
+
+    def _vec(self, name: str, value, shape: tuple[int, ...]) -> np.ndarray:
+        a = np.asarray(value, dtype=float)
+        if a.shape != shape:
+            raise ContractError(f"SeikoController: {name} must have shape {shape}, got {a.shape}")
+        if not math.isfinite(float(a.sum())):  # finite sum <=> all entries finite
+            raise ContractError(f"SeikoController: {name} has non-finite entries")
+        return a
+
+    def _wrench(self, what: str, mapping: Mapping[str, np.ndarray] | None, name: str, required: bool) -> np.ndarray | None:
+        dim = self.robot.contacts[name].dim
+        if mapping is None or name not in mapping:
+            if required:
+                raise ContractError(f"SeikoController: {what} has no entry for enabled effector {name!r}")
+            return None
+        return self._vec(f"{what}[{name!r}]", mapping[name], (dim,))
+
+    def _check_names(self, what: str, mapping: Mapping | None) -> None:
+        if mapping is None:
+            return
+        unknown = set(mapping) - set(self.names)
+        if unknown:
+            raise ContractError(f"SeikoController: {what} has unknown effector(s) {sorted(unknown)}; expected some of {self.names}")
+
+    # ---------------------------------------------------------------- runInit
+
+    def _run_init(self, theta_cmd: np.ndarray) -> QPSolution:
+        on = self.contacts_on
+        cfg = self.config
+        weights = [cfg.weight_wrench_plane if c.type == "plane" else cfg.weight_force_point for c in on]
+        q_new, lams_new, sol = flexible_equilibrium_step(
+            self.model,
+            self.data,
+            self.q_flex,
+            theta_cmd,
+            self.K,
+            on,
+            [self.lam_flex[c.name] for c in on],
+            [self.R_c.get(c.name) for c in on],
+            [self.targets[c.name] for c in on],
+            wrench_weights=weights,
+            weight_reg_base=cfg.weight_reg_base,
+            weight_elastic_energy=cfg.weight_elastic_energy,
+            tol=cfg.qp_tol,
+        )
+        if sol.found:
+            self.q_flex = q_new
+            for c, lam in zip(on, lams_new):
+                self.lam_flex[c.name] = lam
+        for c in self.contacts:
+            if not self.enabled[c.name]:
+                self.lam_flex[c.name][:] = 0.0
+        self.tau_flex = self.K * (theta_cmd - self.q_flex[7:])
+        return sol
+
+    def _run_init_n(self, theta_cmd: np.ndarray, count: int) -> QPSolution:
+        sol = None
+        for _ in range(count):
+            sol = self._run_init(theta_cmd)
+            if not sol.found:
+                break
+        return sol
+
+    def _freeze_target(self, name: str) -> None:
+        """Contact target := current flexible pose of the effector (``askSwitchingEnable``)."""
+        pin.framesForwardKinematics(self.model, self.data, self.q_flex)
+        self.targets[name] = pin.SE3(self.data.oMf[self.robot.contacts[name].frame_id])
+
+    # ---------------------------------------------------------------- reset
+
+    def reset(
+        self,
+        q_d: np.ndarray,
+        lam_d: Mapping[str, np.ndarray],
+        enabled: Mapping[str, bool],
+        *,
+        theta_start: np.ndarray | None = None,
+        theta_ahead: np.ndarray | None = None,
+    ) -> ControllerOutput:
+        """Reset the flexible state to the desired one and solve the flexible equilibrium.
+
+        ``q_flex := q_d``, ``lam_flex := lam_d`` (enabled contacts), ``offset := 0``; contact
+        targets frozen at the current flexible poses; filters and torque limits reset; then
+        ``init_iterations`` runInit steps with ``theta_cmd = theta_d``. Afterwards ``q_flex`` is
+        the deflected equilibrium of the commanded posture and ``tau_flex`` the static joint
+        torques.
+
+        Args:
+            q_d: (nq,) desired posture (Retargeting).
+            lam_d: effector -> desired wrench for the enabled contacts (plane (6,) [f; tau]
+                LOCAL [N, N m]; point (3,) in R_c [N]).
+            enabled: effector -> contact enabled; effectors not listed are disabled.
+            theta_start: (n,) command currently applied to the robot [rad]; when given, the
+                output command is blended from it over ``command_blend_s``.
+            theta_ahead: (n,) Retargeting ahead posture for the output command [rad].
+
+        Returns:
+            ControllerOutput; ``ok=False`` (with a warning logged) if runInit failed.
+
+        Raises:
+            ContractError: wrong shapes, non-finite values, unknown effectors, or a missing
+                ``lam_d`` entry for an enabled contact.
+        """
+        q_d = self._vec("q_d", q_d, (self.nq,))
+        self._check_names("lam_d", lam_d)
+        self._check_names("enabled", enabled)
+        t0 = time.perf_counter()
+        for name in self.names:
+            self.enabled[name] = bool(enabled.get(name, False))
+        self.q_flex = q_d.copy()
+        self.theta_d = q_d[7:].copy()
+        self.offset[:] = 0.0
+        for c in self.contacts:
+            w = self._wrench("lam_d", lam_d, c.name, self.enabled[c.name])
+            self.lam_flex[c.name] = w.copy() if (w is not None and self.enabled[c.name]) else np.zeros(c.dim)
+            self._lam_flex_dot[c.name][:] = 0.0
+            self._cfilt[c.name].reset()
+            self._rate[c.name].reset()
+        self._tau_adapt.reset()
+        self.targets = {}
+        pin.framesForwardKinematics(self.model, self.data, self.q_flex)
+        for c in self.contacts_on:
+            self.targets[c.name] = pin.SE3(self.data.oMf[c.frame_id])
+        self.integrating = True
+        sol = self._run_init_n(self.theta_d + self.offset, self.config.init_iterations)
+        self._is_reset = True
+        self._theta_cmd_dot[:] = 0.0
+        raw = (self.theta_d if theta_ahead is None else self._vec("theta_ahead", theta_ahead, (self.n,))) + self.offset
+        if theta_start is not None:
+            self._start_blend(self._vec("theta_start", theta_start, (self.n,)))
+        else:
+            self._blend_left_s = 0.0
+        cmd = self._blend_output(raw, advance=False)
+        if not sol.found:
+            _log.warning("SEIKO controller reset: runInit failed (%s): %s", sol.status, sol.message)
+        diag = self._diagnostics(sol, t0, time.perf_counter() - t0, switched=True, ws=None)
+        return self._output(cmd, {}, sol.found, diag)
+
+    # ---------------------------------------------------------------- step
+
+    def step(
+        self,
+        *,
+        q_d: np.ndarray,
+        v_d: np.ndarray,
+        lam_d: Mapping[str, np.ndarray],
+        lam_d_dot: Mapping[str, np.ndarray] | None,
+        enabled: Mapping[str, bool],
+        lam_read: Mapping[str, np.ndarray],
+        tau_read: np.ndarray | None,
+        theta_ahead: np.ndarray | None = None,
+        integrating: bool = True,
+    ) -> ControllerOutput:
+        """One control step (seiko.md §9.2 items 5-10).
+
+        Args:
+            q_d: (nq,) desired posture from the Retargeting (theta_d = q_d[7:]).
+            v_d: (nv,) its rate; not used by the law (the feed-forward of the desired motion is
+                inside ``t_J``, evaluated with the new theta_d), checked for shape only.
+            lam_d: effector -> desired wrench of the enabled contacts ((6,) plane [f; tau] in
+                LOCAL [N, N m]; (3,) point force in R_c [N]).
+            lam_d_dot: effector -> its rate [N/s, N m/s] (Retargeting ``lam_dot``); missing
+                entries or None mean zero.
+            enabled: effector -> contact enabled (Retargeting state); effectors not listed are
+                disabled. A change triggers the contact switch (targets frozen at
+                the flexible pose, runInit x init_iterations, output blend).
+            lam_read: effector -> measured wrench (same layout); required for enabled contacts.
+            tau_read: (n,) measured joint torques [N m], for (12); None skips the update.
+            theta_ahead: (n,) Retargeting ahead posture used for the output command [rad].
+            integrating: False runs the controller in shadow: no QP integration, the offset is
+                held, the complementary filter passes lam_read, and one runInit per step keeps
+                the flexible state tracking the command.
+
+        Returns:
+            ControllerOutput. On QP failure ``ok=False``, the offset and flexible state are
+            held and ``diagnostics['status']`` gives the solver status.
+
+        Raises:
+            RuntimeError: called before :meth:`reset`.
+            ContractError: wrong shapes, non-finite values or unknown / missing effectors.
+        """
+        if not self._is_reset:
+            raise RuntimeError("SeikoController.step called before reset")
+        t0 = time.perf_counter()
+        cfg = self.config
+        dt = cfg.dt_s
+        q_d = self._vec("q_d", q_d, (self.nq,))
+        self._vec("v_d", v_d, (self.nv,))
+        self._check_names("enabled", enabled)
+        self._check_names("lam_d", lam_d)
+        self._check_names("lam_read", lam_read)
+        self._check_names("lam_d_dot", lam_d_dot)
+        if theta_ahead is not None:
+            theta_ahead = self._vec("theta_ahead", theta_ahead, (self.n,))
+        if tau_read is not None:
+            tau_read = self._vec("tau_read", tau_read, (self.n,))
+        self.theta_d = q_d[7:].copy()
+
+        # Contact switching (TaskSEIKO.cpp l.530-593).
+        switched = False
+        for name in self.names:
+            want = bool(enabled.get(name, False))
+            if want != self.enabled[name]:
+                switched = True
+                self.enabled[name] = want
+                if self.enabled[name]:
+                    self._freeze_target(name)
+                    self.lam_flex[name][:] = 0.0
+                else:
+                    self.targets.pop(name, None)
+                    self.lam_flex[name][:] = 0.0
+                self._lam_flex_dot[name][:] = 0.0
+        init_sol = None
+        if switched:
+            init_sol = self._run_init_n(self.theta_d + self.offset, cfg.init_iterations)
+            self._start_blend(self._last_cmd)
+        if integrating and not self.integrating:
+            self._start_blend(self._last_cmd)
+        self.integrating = bool(integrating)
+        on = self.contacts_on
+
+        # (6.6) wrench rates, (13) complementary filter, (10) feedback law.
+        lam_tilde = {}
+        effort = {}
+        for c in self.contacts:
+            read = self._wrench("lam_read", lam_read, c.name, self.enabled[c.name])
+            if read is None:
+                continue
+            rate = self._rate[c.name].update(read, dt)
+            lt = self._cfilt[c.name].update(read, self._lam_flex_dot[c.name], self.enabled[c.name] and self.integrating)
+            lam_tilde[c.name] = lt.copy()
+            if self.enabled[c.name]:
+                ld = self._wrench("lam_d", lam_d, c.name, True)
+                ldd = self._wrench("lam_d_dot", lam_d_dot, c.name, False)
+                e = cfg.kp_per_s * (ld - lt) + (cfg.kd_sign * cfg.kd) * rate
+                if ldd is not None:
+                    e += ldd
+                effort[c.name] = e
+
+        # (12) torque-limit update, from the previous tau_flex.
+        if cfg.torque_limit_adaptation and tau_read is not None:
+            self._tau_adapt.update(tau_read, self.tau_flex)
+
+        if init_sol is not None and not init_sol.found:
+            sol = init_sol
+            ws = None
+        elif not self.integrating:
+            sol = self._run_init(self.theta_d + self.offset)
+            ws = None
+            for c in self.contacts:
+                self._lam_flex_dot[c.name][:] = 0.0
+        else:
+            ws = self._workspace(on)
+            sol = self._solve_qp11(ws, q_d, effort)
+            if sol.found:
+                self._integrate(ws, sol.x)
+            else:
+                for c in self.contacts:
+                    self._lam_flex_dot[c.name][:] = 0.0
+                self.tau_flex = self.K * (self.theta_d + self.offset - self.q_flex[7:])
+        if not sol.found:
+            _log.warning("SEIKO controller QP failed (%s): %s; holding the last offset", sol.status, sol.message)
+        raw = (self.theta_d if theta_ahead is None else theta_ahead) + self.offset
+        cmd = self._blend_output(raw, advance=True)
+        step_time = time.perf_counter() - t0
+        diag = self._diagnostics(sol, t0, step_time, switched=switched, ws=ws)
+        return self._output(cmd, lam_tilde, sol.found, diag)
+
+    # ---------------------------------------------------------------- QP (11)
+
+    def _workspace(self, on: list[ContactSpec]) -> _Workspace:
+        key = tuple(c.name for c in on)
+        ws = self._ws_cache.get(key)
+        if ws is None:
+            ws = _Workspace(self.nv, self.n, on)
+            self._ws_cache[key] = ws
+        return ws
+
+    def _solve_qp11(self, ws: _Workspace, q_d: np.ndarray, effort: Mapping[str, np.ndarray]) -> QPSolution:
+        cfg = self.config
+        dt = cfg.dt_s
+        nv, n = self.nv, self.n
+        on = ws.contacts
+        model, data = self.model, self.data
+        terms = equilibrium_terms(
+            model,
+            data,
+            self.q_flex,
+            on,
+            [self.lam_flex[c.name] for c in on],
+            [self.R_c.get(c.name) for c in on],
+        )
+        theta_flex = self.q_flex[7:]
+        theta_cmd = self.theta_d + self.offset
+        tau_flex = self.K * (theta_cmd - theta_flex)
+        self.tau_flex = tau_flex
+        # T = [dr/dq + S K S^T | -J^T], t = r - S tau_flex (eq. 5).
+        T, t = ws.T, ws.t
+        T[:, :nv] = terms.dr_dq
+        T[ws.jdiag, ws.jdiag] += self.K
+        T[:, nv:] = -terms.J.T
+        np.copyto(t, terms.r)
+        t[6:] -= tau_flex
+        T_J, t_J = T[6:], t[6:]
+        # theta_cmd_dot = M x + c / dt (eq. 7).
+        M = ws.M
+        np.multiply(self.K_inv[:, None], T_J, out=M)
+        c_vec = self.K_inv * t_J
+        H, g = ws.H, ws.g
+        # (11e) + (11d): w_e ||M x + c/dt||^2 + w_d ||dt M x + offset + c||^2.
+        w_e, w_d = cfg.weight_cmd_change, cfg.weight_cmd_offset
+        np.matmul(M.T, M, out=H)
+        H *= w_e + w_d * dt * dt
+        np.matmul(M.T, w_e * c_vec / dt + w_d * dt * (self.offset + c_vec), out=g)
+        # Base regularisation.
+        H[ws.diag[:6], ws.diag[:6]] += cfg.weight_reg_base
+        # (11b) wrench-rate tracking.
+        for c, sl in zip(on, ws.cols):
+            w = cfg.weight_wrench_plane if c.type == "plane" else cfg.weight_force_point
+            d = ws.diag[sl]
+            H[d, d] += w
+            g[sl] -= w * effort[c.name]
+        # (11c) disabled effectors and enabled-point orientation, targets = FK of q_d.
+        need_d = any((not self.enabled[c.name]) or c.type == "point" for c in self.contacts)
+        if need_d:
+            pin.framesForwardKinematics(model, self._data_d, q_d)
+        Hq, gq = H[:nv, :nv], g[:nv]
+        for c in self.contacts:
+            if self.enabled[c.name] and c.type == "plane":
+                continue
+            Jw = effector_jacobian_world(model, data, c.frame_id)
+            dp, dR = _pose_error(self._data_d.oMf[c.frame_id], data.oMf[c.frame_id])
+            k = cfg.gain_pose / dt
+            if not self.enabled[c.name]:
+                wp = cfg.weight_pose_plane_pos if c.type == "plane" else cfg.weight_pose_point_pos
+                Jl = Jw[:3]
+                Hq += wp * (Jl.T @ Jl)
+                gq -= (wp * k) * (Jl.T @ dp)
+            if c.type == "plane" or self.enabled[c.name]:
+                wr = cfg.weight_pose_plane_rot if c.type == "plane" else cfg.weight_point_orientation
+                Ja = Jw[3:]
+                Hq += wr * (Ja.T @ Ja)
+                gq -= (wr * k) * (Ja.T @ dR)
+        # Equalities: (11g) contacts stay at their frozen targets, (11f) base rows.
+        A_eq, b_eq = ws.A_eq, ws.b_eq
+        row = 0  # (the wrench columns of the contact rows stay zero from allocation)
+        for c in on:
+            Jw = effector_jacobian_world(model, data, c.frame_id)
+            dp, dR = _pose_error(self.targets[c.name], data.oMf[c.frame_id])
+            if c.type == "plane":
+                A_eq[row : row + 6, :nv] = Jw
+                b_eq[row : row + 3] = dp / dt
+                b_eq[row + 3 : row + 6] = dR / dt
+                row += 6
+            else:
+                A_eq[row : row + 3, :nv] = Jw[:3]
+                b_eq[row : row + 3] = dp / dt
+                row += 3
+        A_eq[row : row + 6] = T[:6]
+        b_eq[row : row + 6] = -t[:6] / dt
+        # Inequalities A_in x >= b_in, 6n rows scaled by weight_ineq.
+        s = cfg.weight_ineq
+        A_in, b_in = ws.A_in, ws.b_in
+        L = cfg.max_pos_cmd_offset_rad
+        np.multiply(M, s * dt, out=A_in[0:n])  # (11h) lower
+        b_in[0:n] = s * (self.theta_min - theta_cmd - c_vec)
+        np.negative(A_in[0:n], out=A_in[n : 2 * n])  # (11h) upper
+        b_in[n : 2 * n] = -s * (self.theta_max - theta_cmd - c_vec)
+        A_in[2 * n : 3 * n] = A_in[0:n]  # offset lower
+        b_in[2 * n : 3 * n] = s * (-L - self.offset - c_vec)
+        A_in[3 * n : 4 * n] = A_in[n : 2 * n]  # offset upper
+        b_in[3 * n : 4 * n] = -s * (L - self.offset - c_vec)
+        # (11i): tau_flex + t_J + dt (T_J x - K theta_dot) in [-tau_lim, tau_lim].
+        N = A_in[4 * n : 5 * n]
+        np.multiply(T_J, s * dt, out=N)
+        N[ws.jdiag - 6, ws.jdiag] -= (s * dt) * self.K
+        np.negative(N, out=A_in[5 * n : 6 * n])
+        tau_lim = self._tau_adapt.value
+        b_in[4 * n : 5 * n] = s * (-tau_lim - tau_flex - t_J)
+        b_in[5 * n : 6 * n] = -s * (tau_lim - tau_flex - t_J)
+        self._last_bias = (float(np.linalg.norm(t[:6])), float(np.linalg.norm(c_vec)))
+        self._c_vec = c_vec
+        t_solve = time.perf_counter()
+        sol = _solve_prepared(ws, cfg.qp_reg, cfg.qp_tol)
+        self._solve_time = time.perf_counter() - t_solve
+        return sol
+
+    def _integrate(self, ws: _Workspace, x: np.ndarray) -> None:
+        cfg = self.config
+        dt = cfg.dt_s
+        nv = self.nv
+        theta_cmd_dot = ws.M @ x + self._c_vec / dt
+        self._theta_cmd_dot = theta_cmd_dot
+        self.q_flex = pin.integrate(self.model, self.q_flex, dt * x[:nv])
+        for c, sl in zip(ws.contacts, ws.cols):
+            np.copyto(self._lam_flex_dot[c.name], x[sl])
+            self.lam_flex[c.name] += dt * x[sl]
+        for c in self.contacts:
+            if not self.enabled[c.name]:
+                self.lam_flex[c.name][:] = 0.0
+                self._lam_flex_dot[c.name][:] = 0.0
+        off = self.offset
+        off += dt * theta_cmd_dot
+        L = cfg.max_pos_cmd_offset_rad
+        np.clip(off, -L, L, out=off)
+        np.clip(off, self.theta_min - self.theta_d, self.theta_max - self.theta_d, out=off)
+        self.tau_flex = self.K * (self.theta_d + off - self.q_flex[7:])
+
+    # ---------------------------------------------------------------- output
+
+    def _start_blend(self, start: np.ndarray) -> None:
+        if self.config.command_blend_s > 0.0:
+            self._blend_start = np.array(start, dtype=float)
+            self._blend_left_s = self.config.command_blend_s
+
+    def _blend_output(self, raw: np.ndarray, advance: bool) -> np.ndarray:
+        """``FilterInterpolation``: linear blend from the start value to ``raw``."""
+        if advance and self._blend_left_s > 0.0:
+            self._blend_left_s = max(0.0, self._blend_left_s - self.config.dt_s)
+        if self._blend_left_s > 0.0:
+            a = self._blend_left_s / self.config.command_blend_s
+            cmd = a * self._blend_start + (1.0 - a) * raw
+        else:
+            cmd = np.array(raw, dtype=float)
+        self._last_cmd = cmd
+        return cmd
+
+    def _diagnostics(self, sol: QPSolution, t0: float, step_time: float, *, switched: bool, ws: _Workspace | None) -> dict:
+        bias_b, bias_j = getattr(self, "_last_bias", (float("nan"), float("nan"))) if ws is not None else (float("nan"), float("nan"))
+        return {
+            "status": sol.status,
+            "solve_time_s": getattr(self, "_solve_time", float("nan")) if ws is not None else float("nan"),
+            "step_time_s": step_time,
+            "eq_residual": sol.eq_residual,
+            "ineq_violation": sol.ineq_violation,
+            "n_active": sol.n_active,
+            "bias_base_n": bias_b,
+            "bias_joint_rad": bias_j,
+            "n_var": ws.nx if ws is not None else self.nv + sum(c.dim for c in self.contacts_on),
+            "n_eq": ws.n_eq if ws is not None else 0,
+            "n_ineq": ws.n_in if ws is not None else 0,
+            "switched": switched,
+            "integrating": self.integrating,
+            "message": sol.message,
+        }
+
+    def _output(self, cmd: np.ndarray, lam_tilde: dict, ok: bool, diag: dict) -> ControllerOutput:
+        return ControllerOutput(
+            theta_cmd=cmd,
+            offset=self.offset.copy(),
+            q_flex=self.q_flex.copy(),
+            lam_flex={k: v.copy() for k, v in self.lam_flex.items()},
+            lam_tilde=lam_tilde,
+            tau_flex=self.tau_flex.copy(),
+            tau_limit=self._tau_adapt.value.copy(),
+            ok=bool(ok),
+            diagnostics=diag,
+        )
