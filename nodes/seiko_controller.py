@@ -37,6 +37,9 @@ def main() -> int:
     p.add_argument("--lag", type=int, default=1, help="ticks between the Retargeting output used and the current tick")
     p.add_argument("--retargeting-config", default=None, help="config of the Retargeting (for its reset state)")
     p.add_argument("--realtime", action="store_true")
+    p.add_argument("--blend-from-measured", action="store_true",
+                   help="blend the first command_blend_s of commands from the measured joint positions "
+                        "(for a robot that does not start at the default posture)")
     args = p.parse_args()
     robot = load_robot(args.robot)
     cfg = load_node_config(ControllerConfig, args.config, "seiko_controller")
@@ -73,6 +76,8 @@ def main() -> int:
                 desired["lam_dot"][e] = d[f"lam_d_dot.{e}"][: dims[e]]
                 desired["enabled"][e] = bool(d["enabled"][i] > 0.5)
         s = tick.inputs["sensors"]
+        if tick.k == 0 and s is not None and args.blend_from_measured:
+            ctrl.reset(desired["q_d"], desired["lam"], desired["enabled"], theta_start=np.array(s["q"][7:]))
         if s is not None:
             for e in effs:
                 key = f"wrench.{e}"
