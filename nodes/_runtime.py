@@ -247,6 +247,20 @@ def drain_after_finish(node, grace_s: float = 0.5) -> None:
             return
 
 
+def connect():
+    """Create the dora ``Node``; a dataflow aborted during start-up becomes an UpstreamError."""
+    from dora import Node
+
+    try:
+        return Node()
+    except RuntimeError as exc:
+        msg = str(exc)
+        if "exited before initializing dora" in msg:
+            line = next((ln.strip() for ln in msg.splitlines() if "exited before initializing" in ln), msg)
+            raise UpstreamError(f"dataflow start aborted: {line}") from None
+        raise
+
+
 def base_parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--robot", default="talos", help="robot name under robots/ or path to robot.yaml")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pinocchio as pin
 
-from _runtime import Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
+from _runtime import connect, Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
 
 
 def se3_to_vec(M: pin.SE3) -> np.ndarray:
@@ -25,8 +25,6 @@ def vec_to_se3(v: np.ndarray) -> pin.SE3:
 
 
 def main() -> int:
-    from dora import Node
-
     from contactflow.messages import port_specs
     from contactflow.operator.input_filter import InputFilter, InputFilterConfig
     from contactflow.robot import load_robot
@@ -49,7 +47,7 @@ def main() -> int:
     targets = dict(centers)
     zero = np.zeros(6)
 
-    node = Node()
+    node = connect()
     sender = Sender(node, {"targets": specs["effector_targets"]}, cfg)
     lock = Lockstep(node, {"command": (specs["operator_command"], 0), "desired": (specs["desired"], 1)}, skip_missing=args.realtime)
     for tick in lock:

@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from _runtime import Lockstep, Sender, UpstreamError, base_parser, drain_after_finish, load_node_config, node_main
+from _runtime import connect, Lockstep, Sender, UpstreamError, base_parser, drain_after_finish, load_node_config, node_main
 
 log = logging.getLogger("contactflow.mujoco_driver")
 
@@ -41,8 +41,6 @@ def readings_values(robot, r) -> dict:
 
 
 def main() -> int:
-    from dora import Node
-
     from contactflow.errors import ContractError
     from contactflow.messages import port_specs
     from contactflow.robot import load_robot
@@ -62,7 +60,7 @@ def main() -> int:
     dt = cfg.control_dt_s
     theta_safe = np.array(robot.theta_default)
 
-    node = Node()
+    node = connect()
     sender = Sender(node, {"sensors": specs["sensors"]}, {"sim": cfg, "realtime": args.realtime})
     sender.send("sensors", readings_values(robot, r), seq=0, t=r.t)
     k = 0

@@ -16,12 +16,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from _runtime import REPO_ROOT, Lockstep, Sender, base_parser, drain_after_finish, node_main
+from _runtime import connect, REPO_ROOT, Lockstep, Sender, base_parser, drain_after_finish, node_main
 
 
 def main() -> int:
-    from dora import Node
-
     from contactflow.messages import port_specs
     from contactflow.operator.scenario import ScenarioPlayer, load_scenario
     from contactflow.robot import load_robot
@@ -40,7 +38,7 @@ def main() -> int:
     player.reset()
 
     specs = port_specs(robot)
-    node = Node()
+    node = connect()
     sender = Sender(node, {"command": specs["operator_command"]}, {"scenario": str(sp.resolve()), "robot": robot.name})
     print(f"[operator] scenario {sp} ({scenario.duration_s:.2f} s)", flush=True)
     finished = False

@@ -22,14 +22,12 @@ import time
 from pathlib import Path
 
 import _runtime
-from _runtime import REPO_ROOT, base_parser, node_main
+from _runtime import connect, REPO_ROOT, base_parser, node_main
 
 log = logging.getLogger("contactflow.recorder")
 
 
 def main() -> int:
-    from dora import Node
-
     from contactflow.recording import RecordingWriter, git_revision, read_recording
 
     p = base_parser(__doc__.splitlines()[0])
@@ -39,7 +37,7 @@ def main() -> int:
     p.add_argument("--summary", choices=["none", "seiko"], default="none")
     args = p.parse_args()
 
-    node = Node()
+    node = connect()
     try:
         descriptor = node.dataflow_descriptor()
     except Exception:  # noqa: BLE001 - the descriptor is informative only

@@ -20,14 +20,12 @@ import time
 
 import numpy as np
 
-from _runtime import Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
+from _runtime import connect, Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
 
 log = logging.getLogger("contactflow.seiko_controller")
 
 
 def main() -> int:
-    from dora import Node
-
     from contactflow.messages import port_specs
     from contactflow.robot import load_robot
     from contactflow.seiko.controller import ControllerConfig, SeikoController
@@ -60,7 +58,7 @@ def main() -> int:
     tau_read = np.zeros(robot.n)
     theta_safe = np.array(out.theta_cmd)
 
-    node = Node()
+    node = connect()
     sender = Sender(node, {"command": specs["joint_command"], "state": specs["controller_state"]}, {"controller": cfg, "lag": args.lag})
     failures = 0
     lock = Lockstep(node, {"sensors": (specs["sensors"], 0), "desired": (specs["desired"], args.lag)}, skip_missing=args.realtime)

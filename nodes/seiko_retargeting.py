@@ -16,7 +16,7 @@ import logging
 import numpy as np
 import pinocchio as pin
 
-from _runtime import Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
+from _runtime import connect, Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
 
 log = logging.getLogger("contactflow.seiko_retargeting")
 
@@ -43,8 +43,6 @@ def pack_desired(robot, out) -> dict:
 
 
 def main() -> int:
-    from dora import Node
-
     from contactflow.messages import port_specs
     from contactflow.robot import load_robot
     from contactflow.seiko.retargeting import RetargetingConfig, SeikoRetargeting
@@ -60,7 +58,7 @@ def main() -> int:
     out = retargeting.reset()
     targets = {e: out.poses[e] for e in effs if not out.enabled[e]}
 
-    node = Node()
+    node = connect()
     sender = Sender(node, {"desired": specs["desired"]}, cfg)
     failures = 0
     lock = Lockstep(node, {"targets": (specs["effector_targets"], 0)}, skip_missing=args.realtime)
