@@ -110,12 +110,14 @@ def _patched_urdf(urdf_path: Path, meshes: bool) -> str:
     return re.sub(r"(<robot[^>]*>)", r"\1" + compiler, text, count=1)
 
 
-def build_g1_model(robot: Robot | None = None, *, meshes: bool = False) -> G1MujocoModel:
+def build_g1_model(robot: Robot | None = None, *, meshes: bool = False, spec_hook=None) -> G1MujocoModel:
     """Build the 23-DoF G1 MuJoCo model from its robot description.
 
     Args:
         robot: the loaded ``g1`` robot (``load_robot("g1")`` when None).
         meshes: keep the visual STL meshes (for rendering; compilation takes ~1-2 s instead of ~0.05 s).
+        spec_hook: optional ``f(spec: mujoco.MjSpec)`` called just before compiling (to add sites,
+            cameras...; it must not add or reorder joints).
 
     Returns:
         G1MujocoModel.
@@ -169,6 +171,8 @@ def build_g1_model(robot: Robot | None = None, *, meshes: bool = False) -> G1Muj
             g.condim = 3
     spec.worldbody.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05])
     spec.worldbody.add_light(pos=[0, 0, 3], dir=[0, 0, -1])
+    if spec_hook is not None:
+        spec_hook(spec)
     try:
         model = spec.compile()
     except ValueError as exc:
