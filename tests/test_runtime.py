@@ -1,0 +1,96 @@
+"""The nodes' lockstep runtime, driven by a fake dora node (no daemon)."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "nodes"))
+
+import _runtime  # noqa: E402
+from _runtime import Lockstep, Sender, UpstreamError  # noqa: E402
+
+from contactflow.messages import Field, PortSpec  # noqa: E402
+
+SPEC = PortSpec("test", (Field("x", 2, "m"),), 500.0)
+
+
+class FakeNode:
+    """Replays a list of dora-like events; records what is sent."""
+
+    def __init__(self, events):
+        self.events = list(events)
+        self.sent = []
+
+    def next(self, timeout=None):
+        if self.events:
+            return self.events.pop(0)
+        return None
+
+    def send_output(self, output, value, metadata):
+        self.sent.append((output, value.to_numpy(), dict(metadata)))
+
+
+def msg(iid, seq, x, finished=False):
+    return {"type": "INPUT", "id": iid, "value": pa.array(np.asarray(x, float)), "metadata": {"seq": seq, "t": seq * 0.002, "finished": finished}}
+
+
+def test_ticks_are_matched_by_seq_with_offsets_whatever_the_arrival_order():
+    events = [msg("b", 1, [1, 1]), msg("a", 1, [10, 10]), msg("a", 0, [0, 0]), msg("b", 0, [5, 5]),
+              msg("a", 2, [20, 20], finished=True), {"type": "INPUT_CLOSED", "id": "a"}, {"type": "INPUT_CLOSED", "id": "b"}]
+    ticks = list(Lockstep(FakeNode(events), {"a": (SPEC, 0), "b": (SPEC, 1)}))
+    assert [t.k for t in ticks] == [0, 1, 2]
+    assert ticks[0].inputs["b"] is None  # before its first message: the node uses its reset state
+    np.testing.assert_array_equal(ticks[1].inputs["a"]["x"], [10, 10])
+    np.testing.assert_array_equal(ticks[1].inputs["b"]["x"], [5, 5])  # seq k-1
+    np.testing.assert_array_equal(ticks[2].inputs["b"]["x"], [1, 1])
+    assert ticks[2].finished and not ticks[1].finished
+
+
+def test_malformed_message_is_reported_and_the_tick_still_runs(caplog):
+    events = [msg("a", 0, [0, 0]), msg("a", 1, [np.nan, 0]), msg("a", 2, [1, 2, 3], finished=True), {"type": "INPUT_CLOSED", "id": "a"}]
+    ticks = list(Lockstep(FakeNode(events), {"a": (SPEC, 0)}))
+    assert [t.k for t in ticks] == [0, 1, 2]
+    assert ticks[1].inputs["a"] is None and "non-finite" in ticks[1].errors["a"]
+    assert ticks[2].inputs["a"] is None and "expected 2 float64 values" in ticks[2].errors["a"]
+    assert "malformed message ignored" in caplog.text
+
+
+def test_input_closing_before_the_end_names_the_input():
+    events = [msg("a", 0, [0, 0]), {"type": "INPUT_CLOSED", "id": "a"}]
+    with pytest.raises(UpstreamError, match="input\\(s\\) a closed before the run ended"):
+        list(Lockstep(FakeNode(events), {"a": (SPEC, 0)}))
+
+
+def test_node_failed_event_stops_with_the_failed_node():
+    events = [{"type": "NODE_FAILED", "value": {"source_node_id": "seiko_controller"}}]
+    with pytest.raises(UpstreamError, match="seiko_controller"):
+        list(Lockstep(FakeNode(events), {"a": (SPEC, 0)}))
+
+
+def test_silence_times_out_naming_the_missing_input():
+    class Silent(FakeNode):
+        def next(self, timeout=None):
+            return {"type": "ERROR", "error": "Timeout event stream error: Receiver timed out"}
+
+    with pytest.raises(UpstreamError, match="waiting for a \\(seq 0\\)"):
+        list(Lockstep(Silent([]), {"a": (SPEC, 0)}, timeout_s=0.0))
+
+
+def test_realtime_mode_skips_dropped_ticks():
+    events = [msg("a", 0, [0, 0]), msg("a", 3, [3, 3]), msg("a", 4, [4, 4], finished=True), {"type": "INPUT_CLOSED", "id": "a"}]
+    ticks = list(Lockstep(FakeNode(events), {"a": (SPEC, 0)}, skip_missing=True))
+    assert [t.k for t in ticks] == [0, 3, 4]
+
+
+def test_sender_attaches_seq_time_and_layout_once():
+    node = FakeNode([])
+    s = Sender(node, {"out": SPEC}, {"gain": 2.0})
+    s.send("out", {"x": [1.0, 2.0]}, seq=0, t=0.0)
+    s.send("out", {"x": [3.0, 4.0]}, seq=1, t=0.002, finished=True)
+    (_, v0, m0), (_, v1, m1) = node.sent
+    assert m0["seq"] == 0 and m0["contract"] == "test" and "layout" in m0 and '"gain": 2.0' in m0["config"]
+    assert m1["seq"] == 1 and m1["finished"] is True and "layout" not in m1
+    np.testing.assert_array_equal(v1, [3.0, 4.0])
