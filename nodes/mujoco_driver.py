@@ -44,6 +44,7 @@ def main() -> int:
     from contactflow.errors import ContractError
     from contactflow.messages import port_specs
     from contactflow.robot import load_robot
+    from contactflow.safety import CommandHold
     from contactflow.sim.mujoco_robot import MujocoRobotSim, SimConfig
 
     p = base_parser(__doc__.splitlines()[0])
@@ -58,7 +59,7 @@ def main() -> int:
     sim = MujocoRobotSim(cfg, robot)
     r = sim.reset()
     dt = cfg.control_dt_s
-    theta_safe = np.array(robot.theta_default)
+    hold = CommandHold(robot.theta_default, timeout_s=args.command_timeout_s, q_min=robot.q_min, q_max=robot.q_max)
 
     node = connect()
     sender = Sender(node, {"sensors": specs["sensors"]}, {"sim": cfg, "realtime": args.realtime})
@@ -68,18 +69,15 @@ def main() -> int:
     bad_commands = 0
 
     def apply(cmd_fields) -> None:
-        nonlocal theta_safe, bad_commands
-        if cmd_fields is None:
+        nonlocal bad_commands
+        theta = None if cmd_fields is None else cmd_fields["theta_cmd"]
+        if not hold.offer(theta, time.monotonic() if args.realtime else r.t):
             bad_commands += 1
-            return
-        theta = np.asarray(cmd_fields["theta_cmd"])
-        if theta.shape == theta_safe.shape and np.all(np.isfinite(theta)):
-            theta_safe = np.array(theta)
 
     def advance(fin: bool) -> bool:
         nonlocal k, r
         try:
-            r = sim.step(theta_safe)
+            r = sim.step(hold.command(time.monotonic() if args.realtime else r.t))
         except ContractError as exc:  # cannot happen with theta_safe, kept for hardware parity
             log.error("command rejected by the simulator: %s", exc)
         k += 1
@@ -102,8 +100,6 @@ def main() -> int:
     else:
         jc = specs["joint_command"]
         next_deadline = time.monotonic() + dt
-        last_cmd_time = time.monotonic()
-        holding = False
         while not finished:
             fin = False
             while True:
@@ -116,18 +112,12 @@ def main() -> int:
                 if ev["type"] == "INPUT" and ev["id"] == "command":
                     try:
                         apply(jc.unpack(ev["value"].to_numpy(zero_copy_only=False)))
-                        last_cmd_time = time.monotonic()
-                        if holding:
-                            log.warning("commands resumed at t = %.3f s", r.t)
-                            holding = False
                     except ContractError as exc:
                         log.warning("malformed command ignored, holding the last safe command: %s", exc)
+                        bad_commands += 1
                     fin = fin or bool(ev["metadata"].get("finished", False))
                 elif ev["type"] == "STOP":
                     fin = True
-            if time.monotonic() - last_cmd_time > args.command_timeout_s and not holding:
-                holding = True
-                log.warning("no command for %.3f s at t = %.3f s: holding the last safe command", args.command_timeout_s, r.t)
             finished = advance(fin)
             next_deadline += dt
     if bad_commands:
