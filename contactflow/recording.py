@@ -30,7 +30,13 @@ import pyarrow as pa
 
 from contactflow.errors import ContactflowError
 
-__all__ = ["StreamWriter", "RecordingWriter", "Stream", "Recording", "read_recording", "git_revision", "RecordingError"]
+__all__ = [
+    "StreamWriter", "RecordingWriter", "Stream", "Recording", "read_recording", "git_revision", "RecordingError",
+    "recordings_root", "resolve_run", "list_runs", "STREAM_COLUMNS",
+]
+
+#: The columns of every contactflow stream file, in order.
+STREAM_COLUMNS = ("seq", "t", "t_wall_ns", "finished", "value")
 
 ARROW_STREAM_MAGIC = b"\xff\xff\xff\xff"
 ARROW_FILE_MAGIC = b"ARROW1"
@@ -197,6 +203,8 @@ class Stream:
         values: (N, size) flat message values.
         layout: [(field, size)] in order, or empty when unknown.
         truncated: True if the file ended inside a record batch (crash) and was recovered.
+        metadata: the stream file's schema metadata (``source``, ``contract``, ``layout``,
+            ``config``...), str -> str.
     """
 
     name: str
@@ -207,6 +215,7 @@ class Stream:
     values: np.ndarray
     layout: list
     truncated: bool = False
+    metadata: dict = dataclasses.field(default_factory=dict)
 
     def field(self, name: str) -> np.ndarray:
         """(N, size) values of field ``name``; raises KeyError naming the known fields."""
@@ -222,8 +231,13 @@ class Stream:
 
 
 def _read_stream_file(path: Path) -> tuple[pa.Table, dict, bool]:
-    with open(path, "rb") as f:
-        head = f.read(8)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError as exc:
+        raise RecordingError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    if len(head) < 8:
+        raise RecordingError(f"{path}: truncated before the end of its Arrow header ({len(head)} bytes)")
     if head[:6] == ARROW_FILE_MAGIC:
         raise RecordingError(f"{path}: an Arrow IPC *file*, not a contactflow stream recording")
     if head[:4] != ARROW_STREAM_MAGIC:
@@ -232,18 +246,24 @@ def _read_stream_file(path: Path) -> tuple[pa.Table, dict, bool]:
     truncated = False
     try:
         reader = pa.ipc.open_stream(str(path))
-    except pa.ArrowInvalid as exc:
-        raise RecordingError(f"{path}: unreadable Arrow stream header: {exc}") from None
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise RecordingError(f"{path}: unreadable Arrow stream header (truncated or corrupt): {exc}") from None
     schema = reader.schema
     while True:
         try:
             batches.append(reader.read_next_batch())
         except StopIteration:
             break
-        except (pa.ArrowInvalid, OSError) as exc:  # cut short by a crash: keep what was complete
+        except (pa.ArrowInvalid, OSError):  # cut short by a crash: keep what was complete
             truncated = True
             break
-    meta = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
+    names = tuple(schema.names)
+    if names != STREAM_COLUMNS or not pa.types.is_fixed_size_list(schema.field("value").type):
+        raise RecordingError(
+            f"{path}: an Arrow stream but not a contactflow stream recording "
+            f"(columns {list(names)}, expected {list(STREAM_COLUMNS)} with a fixed-size list 'value')"
+        )
+    meta = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in (schema.metadata or {}).items()}
     return pa.Table.from_batches(batches, schema=schema), meta, truncated
 
 
@@ -269,6 +289,11 @@ class Recording:
         table, meta, truncated = _read_stream_file(self.path / entry["file"])
         layout = entry.get("layout") or json.loads(meta.get("layout", "[]"))
         size = int(entry["size"])
+        file_size = table.schema.field("value").type.list_size
+        if file_size != size:
+            raise RecordingError(
+                f"{self.path / entry['file']}: messages of {file_size} values, but the manifest says {size}"
+            )
         vals = table.column("value").combine_chunks()
         flat = vals.flatten().to_numpy(zero_copy_only=False) if len(vals) else np.zeros(0)
         s = Stream(
@@ -280,6 +305,7 @@ class Recording:
             values=flat.reshape(-1, size),
             layout=[tuple(x) for x in layout],
             truncated=truncated,
+            metadata=meta,
         )
         self._cache[name] = s
         return s
@@ -292,6 +318,11 @@ def read_recording(path: str | Path) -> Recording:
         RecordingError: missing directory or manifest, or a manifest that is not JSON.
     """
     path = Path(path)
+    if path.is_file():
+        raise RecordingError(
+            f"{path}: a file, not a recording directory (a run is a directory holding manifest.json "
+            f"and one .arrows stream per port)"
+        )
     mf = path / "manifest.json"
     if not mf.exists():
         raise RecordingError(f"{path}: not a contactflow recording (no manifest.json)")
@@ -305,5 +336,57 @@ def read_recording(path: str | Path) -> Recording:
 
 
 def list_runs(root: str | Path) -> Iterable[Path]:
+    """Run directories under ``root`` (those holding a manifest.json), sorted by name, without links."""
     root = Path(root)
-    return sorted(p for p in root.iterdir() if (p / "manifest.json").exists()) if root.exists() else []
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and (p / "manifest.json").exists())
+
+
+def recordings_root() -> Path:
+    """Where runs are written and looked up: ``$CONTACTFLOW_RECORDINGS`` or ``<repo>/recordings``."""
+    env = os.environ.get("CONTACTFLOW_RECORDINGS")
+    return Path(env) if env else Path(__file__).resolve().parent.parent / "recordings"
+
+
+def resolve_run(run: str | Path, root: str | Path | None = None, *, require_streams: Iterable[str] = ()) -> Path:
+    """Turn a run argument into a run directory.
+
+    Args:
+        run: a path to a run directory, a run name under ``root``, or ``latest``: the newest
+            *complete* run under ``root`` that holds every stream of ``require_streams`` (runs still
+            being written, such as the one a replay dataflow is recording, are skipped).
+        root: the recordings directory (default :func:`recordings_root`).
+        require_streams: stream names that ``latest`` must hold.
+
+    Returns:
+        The run directory.
+
+    Raises:
+        RecordingError: nothing matches, naming where it looked.
+    """
+    root = Path(root) if root is not None else recordings_root()
+    run_s = str(run)
+    if run_s == "latest":
+        need = set(require_streams)
+        best = None
+        for p in list_runs(root):
+            try:
+                m = json.loads((p / "manifest.json").read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+            if not isinstance(m, dict) or not m.get("complete") or not need <= set(m.get("streams", {})):
+                continue
+            key = (str(m.get("start_time_utc", "")), p.name)
+            if best is None or key > best[0]:
+                best = (key, p)
+        if best is None:
+            what = f" holding {sorted(need)}" if need else ""
+            raise RecordingError(f"no complete recording{what} under {root}")
+        return best[1]
+    p = Path(run_s)
+    if p.exists():
+        return p
+    if len(p.parts) == 1 and (root / run_s).exists():
+        return root / run_s
+    raise RecordingError(f"no recording {run_s!r} (neither a path nor a run under {root})")

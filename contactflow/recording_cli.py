@@ -1,0 +1,192 @@
+"""``contactflow rec | plot | bench | check``: recordings, plots, benchmarks and the wiring check.
+
+Sub-commands:
+    rec ls [--root DIR]                                 runs under the recordings directory
+    rec info RUN [--json]                               streams, rates, duration, gaps
+    rec export RUN --to parquet|csv|mcap [--out DIR] [--streams a.b,c.d]
+    plot RUN SIGNAL... [--out FIG.png] [--separate]     time series (matplotlib PNG)
+    bench NAME [ARGS...] | bench --list                 run benchmarks/bench_NAME.py
+    check DATAFLOW...                                   static wiring check against the node contracts
+
+``RUN`` is a run directory, a run name under the recordings directory (``--root``, else
+``$CONTACTFLOW_RECORDINGS``, else ``<repo>/recordings``) or ``latest``. Signals are
+``<node>.<output>[:<field>][[<index>]]``, e.g. ``mujoco_driver.sensors:wrench.left_foot[2]``.
+Exit status: 0 success; 1 ``rec info`` of a readable but damaged run (a stream cut short by a crash
+and recovered), or a failed wiring check; 2 refused input (not a recording, foreign or unreadable
+file, unknown signal), with a message and no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from contactflow.recording import RecordingError, list_runs, read_recording, recordings_root, resolve_run
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BENCH_DIR = REPO_ROOT / "benchmarks"
+
+
+def _progress(args, desc: str):
+    no = getattr(args, "no_progress", False) or not sys.stderr.isatty()
+
+    def wrap(it):
+        if no:
+            return it
+        from tqdm import tqdm
+
+        return tqdm(it, desc=desc, unit="msg" if desc == "export" else "stream", leave=False, file=sys.stderr)
+
+    return wrap
+
+
+def _root(args) -> Path:
+    return Path(args.root) if args.root else recordings_root()
+
+
+def _open(args):
+    return read_recording(resolve_run(args.run, _root(args)))
+
+
+def _cmd_ls(args) -> int:
+    root = _root(args)
+    runs = list_runs(root)
+    if not runs:
+        print(f"no recordings under {root}")
+        return 0
+    print(f"{'run':48s} {'start (UTC)':20s} {'state':10s} {'streams':>7s} {'messages':>9s} {'size':>9s}")
+    for p in runs:
+        try:
+            m = json.loads((p / "manifest.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            print(f"{p.name:48s} {'?':20s} {'bad manifest':10s}")
+            continue
+        streams = m.get("streams", {})
+        msgs = sum(int(s.get("messages", 0)) for s in streams.values()) if m.get("complete") else "?"
+        size = sum(f.stat().st_size for f in p.iterdir() if f.is_file())
+        state = "complete" if m.get("complete") else "partial"
+        print(f"{p.name:48s} {str(m.get('start_time_utc', ''))[:19]:20s} {state:10s} {len(streams):7d} {str(msgs):>9s} "
+              f"{size / 1e6:8.1f}M")
+    return 0
+
+
+def _cmd_info(args) -> int:
+    from contactflow.export import run_info
+
+    rec = _open(args)
+    info = run_info(rec, _progress(args, "reading"))
+    damaged = [s["name"] for s in info["streams"] if s["truncated"]]
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 1 if damaged else 0
+    print(f"run       {info['run']}  ({info['path']})")
+    print(f"dataflow  {info['dataflow']}")
+    print(f"robot     {info['robot']}    git {info['git_revision']}")
+    print(f"start     {info['start_time_utc']}   end {info['end_time_utc'] or '-'}")
+    print(f"state     {'complete' if info['complete'] else 'PARTIAL (the recorder did not close it: killed or still running)'}")
+    print(f"duration  {info['duration_s']:.3f} s (recorded time)")
+    print()
+    print(f"{'stream':34s} {'contract':18s} {'msgs':>7s} {'seq':>13s} {'dur [s]':>8s} {'rate [Hz]':>9s} "
+          f"{'wall [Hz]':>9s} {'missing':>7s} {'t gaps':>6s}")
+    for s in info["streams"]:
+        seq = f"{s['seq_first']}..{s['seq_last']}"
+        print(f"{s['name']:34s} {s['contract'] or '-':18s} {s['messages']:7d} {seq:>13s} {s['duration_s']:8.3f} "
+              f"{s['rate_hz']:9.1f} {s['wall_rate_hz']:9.1f} {s['missing_seq']:7d} {s['time_gaps']:6d}"
+              + ("  TRUNCATED" if s["truncated"] else ""))
+        if s["gaps"]:
+            print(f"{'':34s} missing seq: " + ", ".join(f"{a}..{b}" if a != b else str(a) for a, b in s["gaps"]))
+    for name in damaged:
+        print(f"warning: stream {name!r} was cut short (crash) and its complete prefix recovered", file=sys.stderr)
+    return 1 if damaged else 0
+
+
+def _cmd_export(args) -> int:
+    from contactflow.export import export_run
+
+    rec = _open(args)
+    out = Path(args.out) if args.out else rec.path / "export"
+    streams = [s.strip() for s in args.streams.split(",") if s.strip()] if args.streams else None
+    files = export_run(rec, args.to, out, streams, _progress(args, "export"))
+    for f in files:
+        print(f)
+    return 0
+
+
+def _cmd_plot(args) -> int:
+    from contactflow.export import plot_signals
+
+    rec = _open(args)
+    out = Path(args.out) if args.out else rec.path / "plot.png"
+    print(plot_signals(rec, args.signals, out, separate=args.separate))
+    return 0
+
+
+def _cmd_bench(args) -> int:
+    benches = sorted(p.stem[len("bench_"):] for p in BENCH_DIR.glob("bench_*.py"))
+    if args.list or not args.name:
+        print("benchmarks: " + ", ".join(benches))
+        return 0
+    if args.name not in benches:
+        raise RecordingError(f"no benchmark {args.name!r}; available: {benches}")
+    return subprocess.call([sys.executable, str(BENCH_DIR / f"bench_{args.name}.py"), *args.bench_args], cwd=REPO_ROOT)
+
+
+def _cmd_check(args) -> int:
+    from contactflow.wiring import check_dataflow
+
+    bad = 0
+    for df in args.dataflows:
+        problems = check_dataflow(df)
+        if problems:
+            bad += 1
+            print(f"{df}: {len(problems)} wiring problem(s)")
+            for p in problems:
+                print(f"  - {p}")
+        else:
+            print(f"{df}: wiring OK")
+    return 1 if bad else 0
+
+
+def add_parser(subparsers) -> None:
+    """Register ``rec``, ``plot``, ``bench`` and ``check`` on the ``contactflow`` parser."""
+    rec = subparsers.add_parser("rec", help="recordings: ls, info, export")
+    rsub = rec.add_subparsers(dest="rec_command", required=True)
+
+    def common(p, run=True):
+        if run:
+            p.add_argument("run", help="run directory, run name, or 'latest'")
+        p.add_argument("--root", default=None, help="recordings directory")
+        p.add_argument("--no-progress", action="store_true")
+
+    p = rsub.add_parser("ls", help="list runs")
+    common(p, run=False)
+    p.set_defaults(func=_cmd_ls)
+    p = rsub.add_parser("info", help="streams, rates, duration, gaps of a run")
+    common(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_info)
+    p = rsub.add_parser("export", help="export a run to parquet, csv or mcap")
+    common(p)
+    p.add_argument("--to", required=True, choices=["parquet", "csv", "mcap"])
+    p.add_argument("--out", default=None, help="output directory (default RUN/export)")
+    p.add_argument("--streams", default=None, help="comma-separated stream names (default all)")
+    p.set_defaults(func=_cmd_export)
+
+    p = subparsers.add_parser("plot", help="plot signals of a run into a PNG")
+    common(p)
+    p.add_argument("signals", nargs="+", help="e.g. mujoco_driver.sensors:wrench.left_foot[2]")
+    p.add_argument("--out", default=None, help="PNG file (default RUN/plot.png)")
+    p.add_argument("--separate", action="store_true", help="one subplot per signal")
+    p.set_defaults(func=_cmd_plot)
+
+    p = subparsers.add_parser("bench", help="run a benchmark of benchmarks/")
+    p.add_argument("name", nargs="?", help="benchmark name (bench_NAME.py)")
+    p.add_argument("bench_args", nargs="*", help="arguments passed to the benchmark (after --)")
+    p.add_argument("--list", action="store_true")
+    p.set_defaults(func=_cmd_bench)
+
+    p = subparsers.add_parser("check", help="static wiring check of dataflows against the node contracts")
+    p.add_argument("dataflows", nargs="+")
+    p.set_defaults(func=_cmd_check)

@@ -1,0 +1,148 @@
+"""replay node: stands in for a node of a recorded run by re-publishing its recorded outputs.
+
+Give the replay node the id of the node it replaces (``id: mujoco_driver``) and declare the same
+outputs: the consumers' wiring is unchanged. Values are the recorded float64 values bit for bit,
+with the recorded ``seq``/``t``/``finished`` metadata (and ``contract``/``layout``/``config`` on the
+first message of each output); the last message carries ``finished`` so that the run ends.
+
+Args:
+  ``--recording RUN``  run directory, run name under ``$CONTACTFLOW_RECORDINGS`` (or
+                       ``<repo>/recordings``), or ``latest`` (newest complete run holding the streams).
+  ``--streams node.output[=output_id],...``  recorded streams to re-publish and on which output
+                       (default output id: the recorded output name).
+  ``--mode lockstep|paced|fast``
+    * ``lockstep`` (default, deterministic): publish tick k only once the input ``ack`` (the
+      consumer's output of tick k - ``--window``, e.g. ``ack: seiko_controller/command``) has
+      arrived, so no queue ever overflows and the consumer sees exactly the recorded sequence.
+    * ``paced``: publish at the recorded times ``t`` (divided by ``--speed``).
+    * ``fast``: publish in order as fast as possible (consumers need backpressure queues deep
+      enough for the whole run; dora drops beyond them).
+  ``--window N`` (lockstep) ticks published ahead of the last acknowledged one (default 1).
+  ``--start-seq``, ``--end-seq``: replay a slice. ``--allow-truncated``: replay the complete prefix of a
+  stream recovered after a crash (refused by default). ``--ack-timeout-s``: give up when the consumer
+  is silent that long.
+
+A missing, foreign or truncated recording is refused before the node connects, with a message naming
+the file and the reason. STOP ends the replay (queued events are drained).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pyarrow as pa
+
+from _runtime import UpstreamError, node_main
+
+log = logging.getLogger("contactflow.replay")
+
+
+def _parser():
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--recording", required=True)
+    p.add_argument("--streams", required=True)
+    p.add_argument("--mode", choices=["lockstep", "paced", "fast"], default="lockstep")
+    p.add_argument("--window", type=int, default=1)
+    p.add_argument("--speed", type=float, default=1.0)
+    p.add_argument("--start-seq", type=int, default=0)
+    p.add_argument("--end-seq", type=int, default=None)
+    p.add_argument("--allow-truncated", action="store_true")
+    p.add_argument("--ack-timeout-s", type=float, default=60.0)
+    p.add_argument("--ack-input", default="ack")
+    return p
+
+
+class _Events:
+    """Reads the node's events; tracks the highest acknowledged seq and STOP."""
+
+    def __init__(self, node, ack_input: str):
+        self.node = node
+        self.ack_input = ack_input
+        self.acked = -1
+        self.stopped = False
+        self.closed = False
+        self.ended = False
+
+    def poll(self, timeout: float) -> None:
+        ev = self.node.next(timeout=max(timeout, 1e-3))
+        if ev is None:
+            self.ended = True
+            return
+        typ = ev["type"]
+        if typ == "INPUT" and ev["id"] == self.ack_input:
+            seq = ev["metadata"].get("seq")
+            if isinstance(seq, int):
+                self.acked = max(self.acked, seq)
+        elif typ == "INPUT_CLOSED" and ev["id"] == self.ack_input:
+            self.closed = True
+        elif typ == "STOP":
+            self.stopped = True
+        elif typ == "ERROR" and "timed out" not in str(ev.get("error", "")).lower():
+            log.warning("dora error event: %s", ev.get("error"))
+
+
+def main() -> int:
+    from dora import Node
+
+    from contactflow.recording import resolve_run
+    from contactflow.replay import parse_stream_map, plan_replay
+
+    args = _parser().parse_args()
+    mappings = parse_stream_map(args.streams)
+    run_dir = resolve_run(args.recording, require_streams=[m.stream for m in mappings])
+    plan = plan_replay(run_dir, mappings, start_seq=args.start_seq, end_seq=args.end_seq,
+                       allow_truncated=args.allow_truncated)
+    for w in plan.warnings:
+        log.warning("%s", w)
+    print(f"[replay] {len(plan.ticks)} ticks of {', '.join(m.stream + '->' + m.output for m in mappings)} "
+          f"from {run_dir} ({args.mode})", flush=True)
+
+    node = Node()
+    events = _Events(node, args.ack_input)
+    t0_rec = plan.ticks[0].t
+    t0_wall = time.monotonic()
+    sent = 0
+    for tick in plan.ticks:
+        if args.mode == "lockstep":
+            waited = time.monotonic()
+            while events.acked < tick.seq - args.window and not events.stopped:
+                if events.ended or events.closed:
+                    raise UpstreamError(f"input {args.ack_input!r} closed while waiting for the ack of seq {tick.seq - args.window}")
+                if time.monotonic() - waited > args.ack_timeout_s:
+                    raise UpstreamError(f"no ack of seq {tick.seq - args.window} on input {args.ack_input!r} "
+                                        f"for {args.ack_timeout_s:.0f} s (is it wired to the consumer's output?)")
+                events.poll(1.0)
+        elif args.mode == "paced":
+            due = t0_wall + (tick.t - t0_rec) / max(args.speed, 1e-9)
+            while not events.stopped and (rem := due - time.monotonic()) > 0:
+                if events.ended:
+                    time.sleep(rem)  # no inputs: the event stream is empty
+                else:
+                    events.poll(rem)
+        if events.stopped:
+            log.info("STOP received: replay ended after %d of %d ticks", sent, len(plan.ticks))
+            break
+        for output, values, md in tick.messages:
+            node.send_output(output, pa.array(values, type=pa.float64()), md)
+        sent += 1
+    # Do not exit right after the last send (dora may lose it): wait for the last ack, or drain.
+    last = plan.ticks[sent - 1].seq if sent else -1
+    end = time.monotonic() + (args.ack_timeout_s if args.mode == "lockstep" else 1.0)
+    while not events.stopped and not events.ended and time.monotonic() < end:
+        if args.mode == "lockstep" and (events.acked >= last or events.closed):
+            break
+        events.poll(0.2)
+    grace = time.monotonic() + 0.5
+    while not events.stopped and not events.ended and time.monotonic() < grace:
+        events.poll(0.1)
+    if events.ended and time.monotonic() < grace:
+        time.sleep(max(0.0, grace - time.monotonic()))
+    print(f"[replay] sent {sent} ticks", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    node_main("replay", main)

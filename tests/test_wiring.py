@@ -1,0 +1,90 @@
+"""Static wiring check of the shipped dataflows and the generated node catalogue."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from contactflow.catalogue import render_catalogue
+from contactflow.cli import main
+from contactflow.errors import ConfigError
+from contactflow.wiring import check_dataflow, check_descriptor
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = sorted((ROOT / "dataflows").glob("*.yml"))
+
+
+def test_there_are_shipped_dataflows():
+    names = {p.name for p in SHIPPED}
+    assert {"seiko_talos.yml", "seiko_talos_replay.yml", "seiko_talos_sim.yml", "seiko_controller_replay.yml"} <= names
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_every_shipped_dataflow_matches_the_contracts(path):
+    """Modular dataflows (dora modules) are expanded with `dora expand` first."""
+    assert check_dataflow(path) == []
+
+
+def _flow():
+    return yaml.safe_load((ROOT / "dataflows" / "seiko_talos.yml").read_text())
+
+
+def _node(flow, nid):
+    return next(n for n in flow["nodes"] if n["id"] == nid)
+
+
+def test_miswired_dataflow_fails_naming_node_port_and_schema(tmp_path):
+    flow = _flow()
+    _node(flow, "seiko_controller")["inputs"]["sensors"] = {"source": "operator/command", "queue_size": 100}
+    df = tmp_path / "miswired.yml"
+    df.write_text(yaml.safe_dump(flow))
+    problems = check_dataflow(df)
+    assert len(problems) == 1
+    p = problems[0]
+    assert (p.node, p.port) == ("seiko_controller", "sensors")
+    text = str(p)
+    assert "operator/command" in text and "'operator_command'" in text
+    assert "expected contract 'sensors': float64[" in text and "wrench.left_foot[6]" in text
+    assert main(["check", str(df)]) == 1
+
+
+def test_missing_input_undeclared_output_unknown_port_and_source():
+    flow = _flow()
+    del _node(flow, "seiko_controller")["inputs"]["desired"]
+    _node(flow, "seiko_controller")["outputs"] = ["command"]
+    _node(flow, "seiko_controller")["inputs"]["sensor"] = "mujoco_driver/sensors"  # typo
+    _node(flow, "operator")["inputs"]["tick"] = "mujoco_drivr/sensors"
+    _node(flow, "mujoco_driver")["inputs"]["command"] = "dora/timer/millis/2"
+    msgs = {(p.node, p.port): p.message for p in check_descriptor(flow)}
+    assert "input not wired; expected contract 'desired'" in msgs[("seiko_controller", "desired")]
+    assert "not declared in 'outputs'" in msgs[("seiko_controller", "state")]
+    assert "has no input 'sensor'" in msgs[("seiko_controller", "sensor")]
+    assert "no node 'mujoco_drivr'" in msgs[("operator", "tick")]
+    assert "expected contract 'joint_command'" in msgs[("mujoco_driver", "command")]
+    # the recorder's input of the undeclared output is reported too
+    assert "declares no output 'state'" in msgs[("recorder", "controller_state")]
+
+
+def test_replay_outputs_take_the_recorded_contracts():
+    flow = yaml.safe_load((ROOT / "dataflows" / "seiko_controller_replay.yml").read_text())
+    _node(flow, "seiko_retargeting")["args"] = "--recording latest --streams mujoco_driver.sensors=desired"
+    msgs = {(p.node, p.port): p.message for p in check_descriptor(flow)}
+    assert "carries contract 'sensors'" in msgs[("seiko_controller", "desired")]
+
+
+def test_not_a_dataflow_is_refused(tmp_path):
+    bad = tmp_path / "x.yml"
+    bad.write_text("hello: [1, 2")
+    with pytest.raises(ConfigError, match="cannot read"):
+        check_dataflow(bad)
+    bad.write_text("foo: 1\n")
+    with pytest.raises(ConfigError, match="no 'nodes'"):
+        check_dataflow(bad)
+
+
+def test_node_catalogue_is_up_to_date():
+    committed = (ROOT / "docs" / "nodes.md").read_text()
+    assert committed == render_catalogue(), "docs/nodes.md is stale: run python scripts/gen_node_catalogue.py"
+    for kind in ("mujoco_driver", "seiko_controller", "replay", "recorder"):
+        assert f"## `{kind}`" in committed
+    assert "--streams" in committed and "## Contract `sensors`" in committed
