@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pinocchio as pin
 
-from contactflow.recording import Recording
+from contactflow.recording import Recording, RecordingError
 
 __all__ = ["seiko_summary", "format_summary"]
 
@@ -81,9 +81,11 @@ def seiko_summary(rec: Recording, robot, *, driver: str = "mujoco_driver", retar
     hold_s = 0.0
     try:
         op = rec.stream(f"{operator}.command")
+    except RecordingError:  # no operator stream (e.g. a replay without operator): metric left NaN
+        op = None
+    if op is not None:
         common_h, i_o, i_s2 = np.intersect1d(op.seq, sensors.seq, return_indices=True)
         _, i_o2, i_d2 = np.intersect1d(op.seq[i_o], desired.seq, return_indices=True)
-        seqs = common_h[i_o2]
         tw = op.field(f"twist.{hand}")[i_o[i_o2]]
         t = sensors.t[i_s2[i_o2]]
         mask = _hold_mask(tw, t, hold_settle_s)
@@ -94,10 +96,6 @@ def seiko_summary(rec: Recording, robot, *, driver: str = "mujoco_driver", retar
             e = np.linalg.norm(_fk_positions(robot, qm, fid) - _fk_positions(robot, qd, fid), axis=1)
             hand_err = float(np.max(e))
             hold_s = float(mask.sum() * (np.median(np.diff(t)) if len(t) > 1 else 0.0))
-            del seqs
-    except Exception as exc:  # noqa: BLE001 - a missing operator stream only removes this metric
-        hand_err = float("nan")
-        _ = exc
 
     wall = float((sensors.t_wall_ns[-1] - sensors.t_wall_ns[0]) * 1e-9) if len(sensors) > 1 else 0.0
     sim = float(sensors.t[-1] - sensors.t[0]) if len(sensors) > 1 else 0.0
