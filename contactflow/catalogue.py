@@ -13,6 +13,7 @@ import ast
 from pathlib import Path
 
 from contactflow.messages import NODE_PORTS, port_specs
+from contactflow.wiring import OPTIONAL_INPUTS
 
 __all__ = ["render_catalogue", "node_parameters"]
 
@@ -69,11 +70,13 @@ def render_catalogue(robot_name: str = "talos") -> str:
         if ports is None:
             lines += ["Ports: defined by its arguments (see its docstring).", ""]
         elif ports["inputs"] or ports["outputs"]:
+            optional = OPTIONAL_INPUTS.get(kind, set()) | set(ports.get("optional", ()))
             lines += ["| direction | port | contract | Arrow type | rate [Hz] |", "|---|---|---|---|---|"]
             for direction in ("inputs", "outputs"):
                 for port, contract in ports[direction].items():
                     s = specs[contract]
-                    lines.append(f"| {direction[:-1]} | `{port}` | [`{contract}`](#contract-{contract}) | "
+                    opt = " (optional)" if direction == "inputs" and port in optional else ""
+                    lines.append(f"| {direction[:-1]} | `{port}`{opt} | [`{contract}`](#contract-{contract}) | "
                                  f"`float64[{s.size}]` | {s.rate_hz:g} |")
             lines.append("")
         else:

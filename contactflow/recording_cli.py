@@ -1,4 +1,4 @@
-"""``contactflow rec | plot | bench | check``: recordings, plots, benchmarks and the wiring check.
+"""``contactflow rec | plot | bench | check | view``: recordings, plots, benchmarks, wiring check, viewer.
 
 Sub-commands:
     rec ls [--root DIR]                                 runs under the recordings directory
@@ -7,6 +7,7 @@ Sub-commands:
     plot RUN SIGNAL... [--out FIG.png] [--separate]     time series (matplotlib PNG)
     bench NAME [ARGS...] | bench --list                 run benchmarks/bench_NAME.py
     check DATAFLOW...                                   static wiring check against the node contracts
+    view RUN [--rrd OUT.rrd] [--every N] [--no-meshes]  convert a run to a rerun .rrd file (robot, wrenches, plots)
 
 ``RUN`` is a run directory, a run name under the recordings directory (``--root``, else
 ``$CONTACTFLOW_RECORDINGS``, else ``<repo>/recordings``) or ``latest``. Signals are
@@ -149,8 +150,41 @@ def _cmd_check(args) -> int:
     return 1 if bad else 0
 
 
+def _cmd_view(args) -> int:
+    from contactflow.errors import ContactflowError
+
+    try:
+        from contactflow.viewer import log_recording
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("rerun"):
+            raise ContactflowError("`contactflow view` needs rerun-sdk: pip install rerun-sdk") from None
+        raise
+    run = resolve_run(args.run, _root(args), require_streams=())
+    out = Path(args.rrd) if args.rrd else run / "view.rrd"
+    bar = None
+    if not (args.no_progress or not sys.stderr.isatty()):
+        from tqdm import tqdm
+
+        bar = tqdm(desc="view", unit="tick", leave=False, file=sys.stderr)
+
+    def progress(done, total):
+        if bar is not None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+
+    try:
+        log_recording(run, out, every=args.every, meshes=not args.no_meshes,
+                      force_scale_m_per_n=args.force_scale_m_per_n, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    print(out)
+    return 0
+
+
 def add_parser(subparsers) -> None:
-    """Register ``rec``, ``plot``, ``bench`` and ``check`` on the ``contactflow`` parser."""
+    """Register ``rec``, ``plot``, ``bench``, ``check`` and ``view`` on the ``contactflow`` parser."""
     rec = subparsers.add_parser("rec", help="recordings: ls, info, export")
     rsub = rec.add_subparsers(dest="rec_command", required=True)
 
@@ -190,3 +224,11 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("check", help="static wiring check of dataflows against the node contracts")
     p.add_argument("dataflows", nargs="+")
     p.set_defaults(func=_cmd_check)
+
+    p = subparsers.add_parser("view", help="convert a run to a rerun .rrd file (open it with `rerun FILE.rrd`)")
+    common(p)
+    p.add_argument("--rrd", default=None, help="output .rrd file (default RUN/view.rrd)")
+    p.add_argument("--every", type=int, default=10, help="log one tick in N (10: 50 Hz at 500 Hz)")
+    p.add_argument("--no-meshes", action="store_true", help="draw links as boxes and axes instead of URDF meshes")
+    p.add_argument("--force-scale-m-per-n", type=float, default=1e-3, help="wrench arrow length per newton [m/N]")
+    p.set_defaults(func=_cmd_view)
