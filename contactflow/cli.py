@@ -18,6 +18,7 @@ from contactflow.errors import ContactflowError
 _SUBCOMMANDS = [
     "contactflow.recording_cli",
     "contactflow.lac.cli",
+    "contactflow.prime.cli",
 ]
 
 
