@@ -8,7 +8,8 @@ the catalogue. Message metadata carries ``seq`` (tick index, int), ``t`` (simula
 time [s]) and ``finished`` (bool, the run is ending).
 
 Effector-indexed fields are named ``<field>.<effector>``; wrenches are always 6 values
-``[f; tau]`` (point contacts use the first 3 and carry zeros in the rest).
+``[f; tau]`` (point contacts use the first 3 and carry zeros in the rest). Per-effector flag
+vectors (``enable``, ``push``, ``switching``...) hold one value per effector in robot-file order.
 """
 
 from __future__ import annotations
@@ -130,6 +131,10 @@ def port_specs(robot, rate_hz: float = 500.0) -> dict[str, PortSpec]:
     nq, nv, n = robot.nq, robot.nv, robot.n
     effs = list(robot.contacts)
     planes = [c for c in effs if robot.contacts[c].type == "plane"]
+    points = [c for c in effs if robot.contacts[c].type == "point"]
+    # Robots with an `environment:` section (surfaces the hands can touch) also report the
+    # measured force on their point effectors (wrist FT sensor or joint-torque estimate, §6.7).
+    sensed_points = points if isinstance(getattr(robot, "raw", None), dict) and "environment" in robot.raw else []
     specs = {}
     specs["sensors"] = PortSpec(
         "sensors",
@@ -142,15 +147,29 @@ def port_specs(robot, rate_hz: float = 500.0) -> dict[str, PortSpec]:
             Field("imu_gyro", 3, "rad/s", "imu", "pelvis angular velocity"),
             Field("imu_acc", 3, "m/s^2", "imu", "pelvis specific force"),
         )
-        + tuple(Field(f"wrench.{c}", 6, "N, N m", "sole LOCAL", "ground reaction on the robot [f; tau]") for c in planes),
+        + tuple(Field(f"wrench.{c}", 6, "N, N m", "sole LOCAL", "ground reaction on the robot [f; tau]") for c in planes)
+        + tuple(Field(f"force.{c}", 3, "N", "world", "force of the environment on the effector (wrist FT or "
+                      "joint-torque estimate, SEIKO §6.7); zeros when not sensed") for c in sensed_points),
         rate_hz,
         "robot state and sensors, one message per control tick",
     )
     specs["operator_command"] = PortSpec(
         "operator_command",
-        tuple(Field(f"twist.{c}", 6, "m/s, rad/s", "world", "velocity command [v; w]") for c in effs),
+        tuple(Field(f"twist.{c}", 6, "m/s, rad/s", "world", "velocity command [v; w]") for c in effs)
+        + (
+            Field("enable", len(effs), "-", description="per effector: 1 = contact wanted enabled, 0 = disabled "
+                  "(a change is a switch request, SEIKO §7.3-7.4)"),
+            Field("push", len(effs), "-", description="per effector: 1 = pushing mode wanted (SEIKO §7.2)"),
+            Field("force_rate", len(effs), "N/s", description="per effector: normal-force velocity command in pushing mode"),
+        ),
         rate_hz,
-        "operator velocity commands per effector",
+        "operator commands per effector: velocity, contact state, pushing mode",
+    )
+    specs["admittance_command"] = PortSpec(
+        "admittance_command",
+        tuple(Field(f"twist.{c}", 6, "m/s, rad/s", "world", "admittance velocity (14) [v; w]; zero when enabled") for c in effs),
+        rate_hz,
+        "effector admittance velocities (SEIKO eq. 14), added to the operator command",
     )
     specs["effector_targets"] = PortSpec(
         "effector_targets",
@@ -167,7 +186,11 @@ def port_specs(robot, rate_hz: float = 500.0) -> dict[str, PortSpec]:
             Field("tau_d", n, "N m", description="desired joint torques"),
             Field("enabled", len(effs), "-", description="1 if the effector is an enabled contact"),
             Field("ok", 1, "-", description="1 if the QP succeeded this tick"),
+            Field("switching", len(effs), "-", description="per effector: +1 enabling (fz_min ratchet), -1 disabling (unloading), 0"),
+            Field("push", len(effs), "-", description="per effector: 1 if pushing mode is active"),
+            Field("n_refused", 1, "-", description="operator requests refused so far"),
         )
+        + tuple(Field(f"lam_target.{c}", 6, "N, N m", "sole LOCAL / surface frame", "wrench target of (9e) (push command)") for c in effs)
         + tuple(Field(f"lam_d.{c}", 6, "N, N m", "sole LOCAL / surface frame", "desired contact wrench") for c in effs)
         + tuple(Field(f"lam_d_dot.{c}", 6, "N/s, N m/s", "sole LOCAL / surface frame", "desired wrench rate") for c in effs)
         + tuple(Field(f"pose_d.{c}", 7, "m, -", "world", "desired effector pose [p; quat xyzw]") for c in effs),
@@ -197,18 +220,31 @@ def port_specs(robot, rate_hz: float = 500.0) -> dict[str, PortSpec]:
     return specs
 
 
-# Which contract each node port uses: node kind -> {"inputs": {port: contract}, "outputs": {port: contract}}.
+# Which contract each node port uses: node kind -> {"inputs": {port: contract}, "outputs": {port: contract}},
+# plus "optional": {port: contract} for inputs a node works without.
 NODE_PORTS: dict[str, dict[str, dict[str, str]]] = {
     "operator": {"inputs": {"tick": "sensors"}, "outputs": {"command": "operator_command"}},
+    "admittance": {"inputs": {"sensors": "sensors", "desired": "desired"}, "outputs": {"twist": "admittance_command"}},
     "input_filter": {
-        "inputs": {"command": "operator_command", "desired": "desired"},
+        "inputs": {"command": "operator_command", "desired": "desired", "admittance": "admittance_command"},
+        "optional": {"admittance": "admittance_command"},
         "outputs": {"targets": "effector_targets"},
     },
-    "seiko_retargeting": {"inputs": {"targets": "effector_targets"}, "outputs": {"desired": "desired"}},
+    "seiko_retargeting": {
+        "inputs": {"targets": "effector_targets", "command": "operator_command"},
+        "outputs": {"desired": "desired"},
+        "optional": {"command": "operator_command"},
+    },
     "seiko_controller": {
         "inputs": {"desired": "desired", "sensors": "sensors"},
         "outputs": {"command": "joint_command", "state": "controller_state"},
     },
     "mujoco_driver": {"inputs": {"command": "joint_command"}, "outputs": {"sensors": "sensors"}},
     "recorder": {"inputs": {}, "outputs": {}},
+    # observer on small drop_oldest queues (not lockstep); only `sensors` is required
+    "viewer": {
+        "inputs": {"sensors": "sensors", "desired": "desired", "controller_state": "controller_state"},
+        "outputs": {},
+        "optional": ["desired", "controller_state"],
+    },
 }

@@ -5,6 +5,9 @@ Inputs:  ``command`` (``operator_command``, tick k) and ``desired`` (``desired``
 Outputs: ``targets`` (``effector_targets``): filtered pose targets. Enabled contacts are passed
          through at their desired pose (the filter is reset to it, seiko.md §7.1).
 
+Optional input ``admittance`` (``admittance_command``, tick k): admittance twists (eq. 14) added
+to the operator's twists of the disabled effectors.
+
 A malformed input message is reported and the previous targets are sent again.
 """
 
@@ -24,6 +27,21 @@ def vec_to_se3(v: np.ndarray) -> pin.SE3:
     return pin.XYZQUATToSE3(np.asarray(v, dtype=float))
 
 
+def _declared_inputs(node) -> set[str]:
+    """Input ids of this node in the running dataflow (``admittance`` is optional)."""
+    import os
+
+    try:
+        desc = node.dataflow_descriptor()
+    except Exception:  # noqa: BLE001 - no descriptor: assume the minimal graph
+        return set()
+    me = os.environ.get("DORA_NODE_ID", "input_filter")
+    for n in desc.get("nodes", []) if isinstance(desc, dict) else []:
+        if n.get("id") == me:
+            return set((n.get("inputs") or {}).keys())
+    return set()
+
+
 def main() -> int:
     from contactflow.messages import port_specs
     from contactflow.operator.input_filter import InputFilter, InputFilterConfig
@@ -41,25 +59,33 @@ def main() -> int:
     pin.framesForwardKinematics(robot.model, data, robot.q_default)
     centers = {e: pin.SE3(data.oMf[robot.contacts[e].frame_id]) for e in effs}
     enabled = {e: robot.contacts[e].enabled for e in effs}
-    free = [e for e in effs if not enabled[e]]
-    filt = InputFilter(cfg, free)
-    filt.reset({e: centers[e] for e in free})
+    filt = InputFilter(cfg, effs)  # every effector: a released contact becomes commandable
+    filt.reset(centers)
     targets = dict(centers)
     zero = np.zeros(6)
 
     node = connect()
     sender = Sender(node, {"targets": specs["effector_targets"]}, cfg)
-    lock = Lockstep(node, {"command": (specs["operator_command"], 0), "desired": (specs["desired"], 1)}, skip_missing=args.realtime)
+    inputs = {"command": (specs["operator_command"], 0), "desired": (specs["desired"], 1)}
+    if "admittance" in _declared_inputs(node):
+        inputs["admittance"] = (specs["admittance_command"], 0)
+    lock = Lockstep(node, inputs, skip_missing=args.realtime)
     for tick in lock:
         des = tick.inputs["desired"]
         if des is not None:
             for i, e in enumerate(effs):
                 centers[e] = vec_to_se3(des[f"pose_d.{e}"])
                 enabled[e] = bool(des["enabled"][i] > 0.5)
+        for e in effs:
+            if enabled[e]:  # seiko.md §7.1: an enabled contact's filter is reset to its pose
+                filt.reset_effector(e, centers[e])
         cmd = tick.inputs["command"]
         if cmd is not None:
-            twists = {e: (cmd[f"twist.{e}"] if not enabled[e] else zero) for e in free}
-            out = filt.step(twists, {e: centers[e] for e in free})
+            twists = {e: (cmd[f"twist.{e}"] if not enabled[e] else zero) for e in effs}
+            adm = tick.inputs.get("admittance")
+            if adm is not None:
+                twists = {e: (tw + adm[f"twist.{e}"] if not enabled[e] else tw) for e, tw in twists.items()}
+            out = filt.step(twists, centers)
             targets.update(out)
         for e in effs:
             if enabled[e]:

@@ -1,8 +1,9 @@
 """operator node: plays a scenario file (timed velocity/pose commands per effector).
 
 Inputs:  ``tick`` (``sensors`` contract, the robot driver's clock; one command per tick).
-Outputs: ``command`` (``operator_command``): twist per effector, world frame; the message of the
-         tick where the scenario ends carries ``finished: true``, which ends the run.
+Outputs: ``command`` (``operator_command``): twist per effector (world frame), requested contact
+         state, pushing mode and normal-force velocity per effector; the message of the tick
+         where the scenario ends carries ``finished: true``, which ends the run.
 
 Args: ``--scenario FILE`` (default: the robot's ``scenarios/hand_forward.yaml``). The environment
 variable ``CONTACTFLOW_SCENARIO`` overrides it, so another scenario runs without editing the
@@ -44,7 +45,11 @@ def main() -> int:
     finished = False
     for tick in Lockstep(node, {"tick": (specs["sensors"], 0)}, skip_missing=args.realtime):
         cmd = player.step(tick.t, dt_s=0.002)
-        values = {f"twist.{e}": cmd.velocities.get(e, (0.0,) * 6) for e in robot.contacts}
+        effs = list(robot.contacts)
+        values = {f"twist.{e}": cmd.velocities.get(e, (0.0,) * 6) for e in effs}
+        values["enable"] = [1.0 if cmd.enable.get(e, robot.contacts[e].enabled) else 0.0 for e in effs]
+        values["push"] = [1.0 if cmd.push.get(e, False) else 0.0 for e in effs]
+        values["force_rate"] = [cmd.force_rates.get(e, 0.0) for e in effs]
         sender.send("command", values, seq=tick.k, t=tick.t, finished=cmd.finished or tick.finished)
         if cmd.finished and not finished:
             finished = True

@@ -1,6 +1,7 @@
 """seiko_controller node: SEIKO flexible-joint Controller, feedback law (10), QP (11), filter (13).
 
-Inputs:  ``sensors`` (``sensors``, tick k): measured sole wrenches and joint torques;
+Inputs:  ``sensors`` (``sensors``, tick k): measured sole wrenches, hand forces (world frame,
+         rotated here into the surface frames R_c) and joint torques;
          ``desired`` (``desired``, tick k - lag): the Retargeting output. ``--lag`` (default 1)
          pipelines the two QPs: the Controller of tick k uses the Retargeting of tick k-1, so both
          run concurrently (one tick = 2 ms of extra latency on the operator's command).
@@ -79,7 +80,12 @@ def main() -> int:
         if s is not None:
             for e in effs:
                 key = f"wrench.{e}"
-                lam_read[e] = s[key][: dims[e]] if key in s else np.zeros(dims[e])
+                if key in s:
+                    lam_read[e] = s[key][: dims[e]]
+                elif f"force.{e}" in s:  # point effector: world force -> surface frame R_c (§6.7)
+                    lam_read[e] = ctrl.R_c[e].T @ s[f"force.{e}"]
+                else:
+                    lam_read[e] = np.zeros(dims[e])
             tau_read = s["tau"]
         out = ctrl.step(
             q_d=desired["q_d"], v_d=desired["v_d"], lam_d=desired["lam"], lam_d_dot=desired["lam_dot"],

@@ -172,9 +172,23 @@ BAD = {
     ),
     "command_not_mapping": ("commands:\n  - left_hand\n", ["commands[0]", "mapping"]),
     "top_not_mapping": ("- a\n- b\n", ["top level", "mapping"]),
-    "contact_event": (
-        "duration_s: 5\ncontacts:\n  - {t_s: 1.0, effector: left_hand, enable: true}\n",
-        ["contacts[0]", "not supported yet", "left_hand"],
+    "command_on_foot_before_its_disable_event": (
+        "contacts:\n  - {t_s: 2.0, effector: right_foot, enable: false}\n"
+        "commands:\n  - {effector: right_foot, start_s: 1.0, end_s: 3.0, linear_mps: [0, 0, 0.01]}\n",
+        ["commands[0].effector", "right_foot", "enabled contact at 1.0 s"],
+    ),
+    "push_overlap": (
+        "duration_s: 5\npush:\n  - {effector: left_hand, start_s: 1, end_s: 3}\n"
+        "  - {effector: left_hand, start_s: 2, end_s: 4, normal_force_rate_n_per_s: 1}\n",
+        ["push[1]", "overlaps push[0]", "left_hand"],
+    ),
+    "push_after_end": (
+        "duration_s: 5\npush:\n  - {effector: left_hand, start_s: 1, end_s: 6}\n",
+        ["push[0]", "duration_s = 5"],
+    ),
+    "push_nan_rate": (
+        "duration_s: 5\npush:\n  - {effector: left_hand, start_s: 1, end_s: 2, normal_force_rate_n_per_s: .nan}\n",
+        ["push[0]", "normal_force_rate_n_per_s"],
     ),
     "contact_event_missing_key": (
         "duration_s: 5\ncontacts:\n  - {t_s: 1.0, effector: left_hand}\n",
@@ -194,6 +208,30 @@ BAD = {
     ),
     "not_yaml": ("commands: [\n", ["not valid YAML"]),
 }
+
+
+def test_contact_events_and_push_segments_play_back(robot, tmp_path):
+    path = tmp_path / "switch.yaml"
+    path.write_text(
+        "contacts:\n  - {t_s: 1.0, effector: right_foot, enable: false}\n"
+        "  - {t_s: 4.0, effector: right_foot, enable: true}\n  - {t_s: 0.5, effector: left_hand, enable: true}\n"
+        "commands:\n  - {effector: right_foot, start_s: 2.0, end_s: 3.0, offset_m: [0, 0, 0.05]}\n"
+        "push:\n  - {effector: left_hand, start_s: 1.0, end_s: 2.0, normal_force_rate_n_per_s: 8.0}\n"
+    )
+    scn = load_scenario(path, robot)
+    assert [e.t_s for e in scn.contacts] == [0.5, 1.0, 4.0]  # sorted
+    assert "right_foot" in scn.effectors
+    assert scn.duration_s == pytest.approx(5.0)  # last event (4 s) + tail 1 s
+    p = ScenarioPlayer(scn)
+    c = p.step(0.2)
+    assert c.enable == {"left_foot": True, "right_foot": True, "left_hand": False, "right_hand": False}
+    c = p.step(1.5)
+    assert c.enable["right_foot"] is False and c.enable["left_hand"] is True
+    assert c.push["left_hand"] and c.force_rates["left_hand"] == 8.0
+    c = p.step(2.5)
+    assert not c.push["left_hand"] and c.force_rates["left_hand"] == 0.0
+    assert c.velocities["right_foot"][2] == pytest.approx(0.05)
+    assert p.step(4.0).enable["right_foot"] is True
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
@@ -223,3 +261,31 @@ def test_input_filter_config_loads_and_validates():
         load_config(InputFilterConfig, {"clamp_radius_ang_rad": 4.0}, source="x.yaml")
     with pytest.raises(ConfigError, match="unknown key"):
         load_config(InputFilterConfig, {"cutoff": 3.0}, source="x.yaml")
+
+
+def test_live_operator_and_keyboard(robot):
+    import numpy as np
+
+    from contactflow.errors import ContractError
+    from contactflow.messages import port_specs
+    from contactflow.operator.live import KeyboardMapper, LiveOperator
+
+    op = LiveOperator(list(robot.contacts), {e: c.enabled for e, c in robot.contacts.items()})
+    kb = KeyboardMapper(op, speed_mps=0.02)
+    assert kb.selected == "left_hand"
+    kb.key("w")
+    kb.key("e")
+    kb.key("p")
+    kb.key("+")
+    vals = op.values()
+    port_specs(robot)["operator_command"].pack(vals)  # matches the contract
+    assert np.allclose(vals["twist.left_hand"], [0.02, 0, 0, 0, 0, 0])
+    assert list(vals["enable"]) == [1, 1, 1, 0] and list(vals["push"]) == [0, 0, 1, 0]
+    assert vals["force_rate"][2] == 5.0
+    kb.key("2")
+    kb.key("e")
+    assert op.values()["enable"][1] == 0.0  # right foot disable requested (the Retargeting decides)
+    with pytest.raises(ContractError, match="finite"):
+        op.set_twist("left_hand", [float("nan")] * 6)
+    with pytest.raises(ContractError, match="unknown effector"):
+        op.set_enable("nose", True)

@@ -18,11 +18,18 @@ File format (``robots/<robot>/scenarios/*.yaml``)::
       # pose segment: move by offset_m (world) relative to the pose at start_s, at constant
       # velocity offset_m / (end_s - start_s); realised as a velocity command
       - {effector: left_hand, start_s: 5.0, end_s: 11.0, offset_m: [0.30, 0, 0]}
-    contacts: []                                # reserved: {t_s, effector, enable: bool}
+    contacts:                                   # optional: contact switch requests (§7.3-7.4)
+      - {t_s: 11.5, effector: left_hand, enable: true}
+    push:                                       # optional: pushing mode (§7.2) on [start_s, end_s)
+      - {effector: left_hand, start_s: 13.0, end_s: 20.0, normal_force_rate_n_per_s: 8.0}
 
-Commandable effectors are the robot's effectors (``robot.contacts``) that are *not* enabled
-contacts at reset. Contact events are parsed and validated, but the current pipeline supports
-only the initial contact state, so any event is rejected with a "not supported yet" error.
+Velocity commands go to effectors that are free at the segment's start according to the
+scenario's contact events (an effector enabled at reset can be commanded after an event that
+disables it). The contact state requested by the events is sent every tick as a boolean per
+effector; pushing mode is on while a push segment is active, with its normal-force velocity
+[N/s]. Whether a request can be honoured (a surface nearby, another foot left to stand on,
+pushing on an enabled contact...) is decided by the Retargeting at run time, which refuses bad
+requests with a message and keeps the robot balanced; the loader only checks the file.
 
 Everything is validated at load time; every error is a :class:`ConfigError` naming the file,
 the key path and the reason.
@@ -43,6 +50,7 @@ from contactflow.errors import ConfigError
 __all__ = [
     "Segment",
     "ContactEvent",
+    "PushSegment",
     "Scenario",
     "OperatorCommand",
     "ScenarioPlayer",
@@ -61,6 +69,7 @@ class _ScenarioFile:
     tail_s: float = 1.0
     commands: list[Any] = dataclasses.field(default_factory=list)
     contacts: list[Any] = dataclasses.field(default_factory=list)
+    push: list[Any] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -85,6 +94,14 @@ class _ContactEventFile:
     t_s: float
     effector: str
     enable: bool
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _PushSegmentFile:
+    effector: str
+    start_s: float
+    end_s: float
+    normal_force_rate_n_per_s: float = 0.0
 
 
 # ---- validated scenario ---------------------------------------------------------------------
@@ -113,7 +130,7 @@ class Segment:
 
 @dataclasses.dataclass(frozen=True)
 class ContactEvent:
-    """A contact switch (reserved; not supported by the current pipeline).
+    """A contact switch request.
 
     Attributes:
         t_s: time [s]. effector: effector name. enable: True to add the contact.
@@ -122,6 +139,23 @@ class ContactEvent:
     t_s: float
     effector: str
     enable: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class PushSegment:
+    """Pushing mode on ``[start_s, end_s)`` with a normal-force velocity command.
+
+    Attributes:
+        effector: effector name. start_s, end_s: times [s].
+        normal_force_rate_n_per_s: normal-force velocity [N/s] (0 holds the force).
+        index: position in the file's ``push`` list.
+    """
+
+    effector: str
+    start_s: float
+    end_s: float
+    normal_force_rate_n_per_s: float
+    index: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,8 +168,10 @@ class Scenario:
         duration_s: end of the scenario [s].
         tail_s: idle time after the last command used for the default duration [s].
         segments: command segments, in file order.
-        contacts: contact events (currently always empty: events are rejected at load time).
-        effectors: commandable effectors (robot effectors not in contact at reset), robot order.
+        contacts: contact events, sorted by time.
+        effectors: commandable effectors (free at reset or after a disable event), robot order.
+        push: pushing-mode segments.
+        initial_enabled: effector -> contact state at reset (robot description).
     """
 
     path: Path
@@ -145,6 +181,16 @@ class Scenario:
     segments: tuple[Segment, ...]
     contacts: tuple[ContactEvent, ...]
     effectors: tuple[str, ...]
+    push: tuple[PushSegment, ...] = ()
+    initial_enabled: dict[str, bool] = dataclasses.field(default_factory=dict)
+
+    def enabled_at(self, effector: str, t: float) -> bool:
+        """Contact state requested for ``effector`` at time ``t`` (reset state + events <= t)."""
+        state = self.initial_enabled.get(effector, False)
+        for e in self.contacts:
+            if e.effector == effector and e.t_s <= t:
+                state = e.enable
+        return state
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,11 +202,17 @@ class OperatorCommand:
         velocities: effector -> (6,) world twist ``[v; omega]`` [m/s, rad/s] for every
             commandable effector, zeros when idle (read-only arrays).
         finished: True once ``t >= duration_s``.
+        enable: effector -> contact state requested (every effector of the robot).
+        push: effector -> pushing mode requested.
+        force_rates: effector -> normal-force velocity command [N/s] (0 unless pushing).
     """
 
     t: float
     velocities: dict[str, np.ndarray]
     finished: bool
+    enable: dict[str, bool] = dataclasses.field(default_factory=dict)
+    push: dict[str, bool] = dataclasses.field(default_factory=dict)
+    force_rates: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def scenario_path(robot: Any, name: str) -> Path:
@@ -174,15 +226,21 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _check_effector(robot: Any, name: str, where: str, free: tuple[str, ...]) -> None:
+def _check_effector(robot: Any, name: str, where: str, free: tuple[str, ...],
+                    events: list | None = None, t_s: float = 0.0) -> None:
     try:
         spec = robot.contact(name)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    if spec.enabled:
+    state = spec.enabled
+    for e in sorted(events or [], key=lambda e: e.t_s):
+        if e.effector == name and e.t_s <= t_s:
+            state = e.enable
+    if state:
         raise ConfigError(
-            f"{where}: effector {name!r} is an enabled contact at reset (robot {robot.name!r}) "
-            f"and cannot be commanded; commandable effectors: {', '.join(free) or 'none'}"
+            f"{where}: effector {name!r} is an enabled contact at {t_s} s (robot {robot.name!r}, "
+            f"contact events of the scenario) and cannot be commanded; commandable effectors: "
+            f"{', '.join(free) or 'none'} (or disable the contact first with a contacts event)"
         )
 
 
@@ -215,7 +273,19 @@ def load_scenario(path: str | Path, robot: Any) -> Scenario:
         raise ConfigError(f"{src}: expected a mapping at the top level, got {type(raw).__name__}")
     top = load_config(_ScenarioFile, raw, source=src)
 
-    free = tuple(n for n, c in robot.contacts.items() if not c.enabled)
+    raw_events: list[ContactEvent] = []
+    for i, entry in enumerate(top.contacts):
+        where = f"{src}: contacts[{i}]"
+        cfg = load_config(_ContactEventFile, entry, source=where)
+        try:
+            robot.contact(cfg.effector)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}.effector: {exc}") from None
+        if not (math.isfinite(cfg.t_s) and cfg.t_s >= 0.0):
+            raise ConfigError(f"{where}.t_s: expected a finite time >= 0 s, got {cfg.t_s!r}")
+        raw_events.append(ContactEvent(cfg.t_s, cfg.effector, cfg.enable))
+    disabled_later = {e.effector for e in raw_events if not e.enable}
+    free = tuple(n for n, c in robot.contacts.items() if not c.enabled or n in disabled_later)
 
     segments: list[Segment] = []
     for i, entry in enumerate(top.commands):
@@ -235,7 +305,7 @@ def load_scenario(path: str | Path, robot: Any) -> Scenario:
                 "linear_mps and/or angular_radps (velocity segment)"
             )
         cfg = load_config(_PoseSegmentFile if is_pose else _VelocitySegmentFile, entry, source=where)
-        _check_effector(robot, cfg.effector, f"{where}.effector", free)
+        _check_effector(robot, cfg.effector, f"{where}.effector", free, raw_events, cfg.start_s)
         if cfg.start_s < 0.0:
             raise ConfigError(f"{where}.start_s: expected a time >= 0 s, got {cfg.start_s!r}")
         if cfg.end_s <= cfg.start_s:
@@ -268,10 +338,13 @@ def load_scenario(path: str | Path, robot: Any) -> Scenario:
     if top.tail_s < 0.0:
         raise ConfigError(f"{src}: tail_s: expected a time >= 0 s, got {top.tail_s!r}")
     last_end = max((s.end_s for s in segments), default=0.0)
+    last_any = max([last_end] + [e.t_s for e in raw_events]
+                   + [float(p.get("end_s", 0.0)) for p in top.push if isinstance(p, Mapping)
+                      and isinstance(p.get("end_s", 0.0), (int, float))])
     if top.duration_s is None:
-        if not segments:
+        if not segments and not raw_events and not top.push:
             raise ConfigError(f"{src}: duration_s: the scenario is empty (no commands and no duration_s)")
-        duration = last_end + top.tail_s
+        duration = last_any + top.tail_s
     else:
         duration = top.duration_s
         if duration <= 0.0:
@@ -283,24 +356,30 @@ def load_scenario(path: str | Path, robot: Any) -> Scenario:
                 f"(end_s {last.end_s!r} s)"
             )
 
-    events: list[ContactEvent] = []
-    for i, entry in enumerate(top.contacts):
-        where = f"{src}: contacts[{i}]"
-        cfg = load_config(_ContactEventFile, entry, source=where)
+    for i, e in enumerate(raw_events):
+        if e.t_s > duration:
+            raise ConfigError(f"{src}: contacts[{i}].t_s: expected a time in [0, duration_s = {duration}] s, got {e.t_s!r}")
+    events = sorted(raw_events, key=lambda e: e.t_s)
+
+    pushes: list[PushSegment] = []
+    for i, entry in enumerate(top.push):
+        where = f"{src}: push[{i}]"
+        cfg = load_config(_PushSegmentFile, entry, source=where)
         try:
             robot.contact(cfg.effector)
         except ConfigError as exc:
             raise ConfigError(f"{where}.effector: {exc}") from None
-        if not (0.0 <= cfg.t_s <= duration):
-            raise ConfigError(f"{where}.t_s: expected a time in [0, duration_s = {duration}] s, got {cfg.t_s!r}")
-        events.append(ContactEvent(cfg.t_s, cfg.effector, cfg.enable))
-    if events:
-        e = events[0]
-        raise ConfigError(
-            f"{src}: contacts[0]: contact events are not supported yet (got "
-            f"{'enable' if e.enable else 'disable'} {e.effector!r} at {e.t_s} s); the pipeline "
-            "only supports the initial contact state of the robot description"
-        )
+        if not (0.0 <= cfg.start_s < cfg.end_s <= duration):
+            raise ConfigError(
+                f"{where}: expected 0 <= start_s < end_s <= duration_s = {duration} s, got [{cfg.start_s}, {cfg.end_s})"
+            )
+        if not math.isfinite(cfg.normal_force_rate_n_per_s):
+            raise ConfigError(f"{where}.normal_force_rate_n_per_s: expected a finite number, got {cfg.normal_force_rate_n_per_s!r}")
+        pushes.append(PushSegment(cfg.effector, cfg.start_s, cfg.end_s, float(cfg.normal_force_rate_n_per_s), i))
+    for a in pushes:
+        for b in pushes:
+            if a.index < b.index and a.effector == b.effector and a.start_s < b.end_s and b.start_s < a.end_s:
+                raise ConfigError(f"{src}: push[{b.index}]: overlaps push[{a.index}] on effector {a.effector!r}")
 
     return Scenario(
         path=path,
@@ -310,6 +389,8 @@ def load_scenario(path: str | Path, robot: Any) -> Scenario:
         segments=tuple(segments),
         contacts=tuple(events),
         effectors=free,
+        push=tuple(pushes),
+        initial_enabled={n: bool(c.enabled) for n, c in robot.contacts.items()},
     )
 
 
@@ -374,4 +455,13 @@ class ScenarioPlayer:
                         acc += (overlap / dt_s) * s.twist
                 twist = _readonly(acc) if np.any(acc) else self._zero
             velocities[eff] = twist
-        return OperatorCommand(t=t, velocities=velocities, finished=t >= self.scenario.duration_s)
+        sc = self.scenario
+        enable = {e: sc.enabled_at(e, t) for e in sc.initial_enabled}
+        push = {e: False for e in sc.initial_enabled}
+        rates = {e: 0.0 for e in sc.initial_enabled}
+        for p in sc.push:
+            if p.start_s <= t < p.end_s:
+                push[p.effector] = True
+                rates[p.effector] = p.normal_force_rate_n_per_s
+        return OperatorCommand(t=t, velocities=velocities, finished=t >= sc.duration_s,
+                               enable=enable, push=push, force_rates=rates)

@@ -22,8 +22,13 @@ with T = [dr/dq | -J^T], t = r = g - J^T lam (eq. 2, :mod:`contactflow.seiko.equ
 tau_0 = t_J. World-frame Cartesian quantities use the LOCAL_WORLD_ALIGNED Jacobian, linear rows
 first. After a successful solve the rates are clamped, the torque is integrated, every rate is
 scaled by the 2 s init ramp, q and lam are integrated and the "ahead" command
-theta + 0.006 theta_dot is formed (seiko.md §4.4). Contact switching (§7.3-7.4) and push mode
-(§7.2) are not implemented here.
+theta + 0.006 theta_dot is formed (seiko.md §4.4).
+
+Contact switching (seiko.md §7.3-7.4, RA-L Supp. E) and pushing mode (§7.2) are requested with
+:meth:`SeikoRetargeting.request_contact`, :meth:`SeikoRetargeting.request_push` and the
+``normal_force_rates`` argument of :meth:`SeikoRetargeting.step`; a request that cannot be honoured
+is refused (returned as a :class:`Request` with ``accepted=False`` and a message) and the state
+is left unchanged, so the robot stays balanced.
 """
 
 from __future__ import annotations
@@ -37,13 +42,24 @@ from typing import Mapping
 import numpy as np
 import pinocchio as pin
 
+from contactflow.environment import Environment
 from contactflow.errors import ConfigError
+from contactflow.operator.input_filter import BangBangFilter, exponential_alpha
 from contactflow.qp import solve_qp
 from contactflow.robot import ContactSpec, Robot
 from contactflow.seiko.equilibrium import contact_constraints, effector_jacobian_world, equilibrium_terms
 from contactflow.seiko.static_id import static_inverse_dynamics
 
-__all__ = ["EffectorParams", "PlaneEffectorParams", "PointEffectorParams", "RetargetingConfig", "RetargetingOutput", "SeikoRetargeting"]
+__all__ = [
+    "EffectorParams",
+    "PlaneEffectorParams",
+    "PointEffectorParams",
+    "RetargetingConfig",
+    "RetargetingOutput",
+    "Request",
+    "NormalForceCommandFilter",
+    "SeikoRetargeting",
+]
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +79,10 @@ class EffectorParams:
         pose_clamp_rot_rad: norm clamp of the rotation error of the pose tasks [rad].
         wrench_weights: (dim,) weights of the wrench task (9e), linear first: plane
             [fx, fy, fz, tx, ty, tz], point [fx, fy, fz].
-        disabling_weight_scale: factor on ``wrench_weights`` while a contact is being disabled
-            (seiko.md §7.4; unused until contact switching is implemented).
+        disabling_weight_scale: while a contact is being disabled its wrench weights are
+            ``disabling_weight_scale * wrench_weights / max(wrench_weights)`` (seiko.md §7.4:
+            1e4 on the tangential/torque components, 100 on f_z); push mode uses
+            ``disabling_weight_scale * ones`` (§7.2).
         friction_mu: friction coefficient [-].
         fz_min_n: minimum normal force [N].
         fz_max_n: maximum normal force [N].
@@ -156,6 +174,16 @@ class RetargetingConfig:
         surface_rpy_rad: effector name -> roll, pitch, yaw [rad] of the world-fixed surface frame
             R_c of a point contact; effectors not listed use their orientation when enabled.
         hessian_regularisation: absolute value added to the QP Hessian diagonal.
+        enable_max_distance_m: enabling a contact is refused when the effector (its collision
+            sphere) is farther than this from every surface of the environment [m] (only when
+            an :class:`~contactflow.environment.Environment` is given).
+        push_clamp_n: pushing mode: the normal-force reference is clamped to +- this around
+            the current normal force (``clampRadiusForce``, §7.2) [N].
+        push_cutoff_hz: pushing mode low-pass cut-off [Hz].
+        push_max_rate_n_per_s: pushing mode bang-bang velocity bound [N/s].
+        push_max_acc_n_per_s2: pushing mode bang-bang acceleration bound [N/s^2].
+        max_push_rate_command_n_per_s: normal-force velocity commands above this (in absolute
+            value) are refused [N/s].
     """
 
     dt_s: float = 0.002
@@ -175,8 +203,18 @@ class RetargetingConfig:
     point: PointEffectorParams = dataclasses.field(default_factory=PointEffectorParams)
     surface_rpy_rad: dict[str, tuple[float, float, float]] = dataclasses.field(default_factory=_surface_defaults)
     hessian_regularisation: float = 1e-9
+    enable_max_distance_m: float = 0.03
+    push_clamp_n: float = 5.0
+    push_cutoff_hz: float = 2.0
+    push_max_rate_n_per_s: float = 10.0
+    push_max_acc_n_per_s2: float = 100.0
+    max_push_rate_command_n_per_s: float = 100.0
 
     def __post_init__(self):
+        for name in ("push_clamp_n", "push_cutoff_hz", "push_max_rate_n_per_s", "push_max_acc_n_per_s2",
+                     "max_push_rate_command_n_per_s", "enable_max_distance_m"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         for name in ("dt_s", "init_ramp_s", "joint_vel_weight", "joint_pos_weight", "joint_pos_clamp_rad",
                      "joint_torque_weight", "joint_torque_weight_arms", "joint_vel_limit_ratio",
                      "joint_torque_limit_ratio", "momentum_weight_lin", "momentum_weight_ang"):
@@ -212,6 +250,11 @@ class RetargetingOutput:
         ok: False when the QP failed (rates are then zero and the state is unchanged).
         diagnostics: status, message, solve_time_s, eq_residual, ineq_violation, n_active,
             n_var, n_eq, n_in, init_ratio.
+        switching: effector -> ``"enabling"`` (minimum normal force still ratcheting up, §7.3),
+            ``"disabling"`` (unloading, §7.4) or ``""``.
+        push: effector -> pushing mode active (§7.2).
+        lam_target: effector -> wrench target of (9e) (same layout as ``lam``).
+        fz_min: effector -> current minimum normal force of (9k) [N].
     """
 
     q: np.ndarray
@@ -224,6 +267,57 @@ class RetargetingOutput:
     poses: dict[str, pin.SE3]
     ok: bool
     diagnostics: dict
+    switching: dict[str, str] = dataclasses.field(default_factory=dict)
+    push: dict[str, bool] = dataclasses.field(default_factory=dict)
+    lam_target: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    fz_min: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """Answer to an operator request (contact switch, pushing mode, force velocity).
+
+    Attributes:
+        accepted: True if the request was applied (or was already satisfied).
+        message: why it was refused, or what was done.
+    """
+
+    accepted: bool
+    message: str
+
+
+class NormalForceCommandFilter:
+    """Pushing-mode normal-force reference (``FilterVelCommand``, seiko.md §7.2).
+
+    Per step: ``ref += dt v`` then ``ref`` clamped to ``f_n +- clamp`` (``f_n`` the current
+    desired normal force), exponential low-pass at ``cutoff_hz``, then a time-optimal bang-bang
+    filter with ``|rate| <= max_rate``, ``|acc| <= max_acc``. Output: the normal-force target [N].
+
+    Args:
+        dt_s: period [s]. clamp_n: clamp radius [N]. cutoff_hz: low-pass cut-off [Hz].
+        max_rate_n_per_s, max_acc_n_per_s2: bang-bang bounds [N/s, N/s^2].
+    """
+
+    def __init__(self, dt_s: float, clamp_n: float, cutoff_hz: float, max_rate_n_per_s: float, max_acc_n_per_s2: float):
+        self.dt = dt_s
+        self.clamp = clamp_n
+        self.alpha = exponential_alpha(cutoff_hz, dt_s)
+        self._bb = BangBangFilter(1, max_rate_n_per_s, max_acc_n_per_s2)
+        self.reset(0.0)
+
+    def reset(self, f_n: float) -> None:
+        """Start at rest at normal force ``f_n`` [N]."""
+        self.ref = float(f_n)
+        self.lp = float(f_n)
+        self._bb.reset(np.array([float(f_n)]))
+        self.out = float(f_n)
+
+    def step(self, rate_n_per_s: float, f_n: float) -> float:
+        """Advance one period with velocity command ``rate_n_per_s`` [N/s]; returns the target [N]."""
+        self.ref = min(max(self.ref + self.dt * float(rate_n_per_s), f_n - self.clamp), f_n + self.clamp)
+        self.lp = self.alpha * self.lp + (1.0 - self.alpha) * self.ref
+        self.out = float(self._bb.step(np.array([self.lp]), self.dt)[0])
+        return self.out
 
 
 def _clamp_norm(v: np.ndarray, c: float) -> np.ndarray:
@@ -236,16 +330,40 @@ class SeikoRetargeting:
 
     Usage: ``out = r.reset()`` then ``out = r.step(targets)`` every ``dt_s``.
 
+    Contact switching (seiko.md §7.3-7.4):
+
+    * enable (:meth:`request_contact` ``(name, True)``): a point contact gets its world-fixed
+      surface frame R_c (``surface_rpy_rad``, else the current hand orientation); the contact
+      target becomes the current desired pose (planes: full pose, points: position, plus the
+      orientation task e); lam starts at 0 with ``fz_min = 0``, then every step ``fz_min`` is
+      ratcheted up to ``min(f_n - 0.01, fz_min_desired)`` while the optimiser loads the contact;
+    * disable (``(name, False)``): the wrench weights become ``disabling_weight_scale`` times
+      the enabled ones, ``fz_min = 0``, push mode off; the wrench decreases at the rate limits
+      (9m) and the contact is released once ``f_n < dt * force_rate_max``.
+
+    Pushing mode (§7.2, :meth:`request_push`): on an enabled contact that is not being disabled,
+    the wrench target is frozen at the current wrench, the weights become
+    ``disabling_weight_scale * ones``, and the normal-force target follows
+    :class:`NormalForceCommandFilter` driven by the ``normal_force_rates`` of :meth:`step`.
+
+    Refused requests (an unknown effector; enabling far from every surface of ``environment``;
+    disabling the last enabled plane contact; pushing on a disabled or disabling contact; a
+    non-finite or too large force velocity) return ``Request(False, message)``, log a warning
+    and change nothing.
+
     Args:
         config: RetargetingConfig.
         robot: loaded Robot (model, limits, contacts).
+        environment: surfaces for the "far from any surface" check of an enable request; None
+            disables the check.
 
     Raises:
         ConfigError: a contact listed in ``surface_rpy_rad`` is not a point effector of the robot.
     """
 
-    def __init__(self, config: RetargetingConfig, robot: Robot):
+    def __init__(self, config: RetargetingConfig, robot: Robot, environment: Environment | None = None):
         self.config = config
+        self.environment = environment
         self.robot = robot
         self.model = robot.model
         self.data = robot.model.createData()
@@ -305,6 +423,16 @@ class SeikoRetargeting:
                 self._R_c[k] = None
         self._lam = {k: np.zeros(c.dim) for k, c in zip(self._names, self._specs)}
         self._lam_target = {k: np.zeros(c.dim) for k, c in zip(self._names, self._specs)}
+        self._fz_min = {k: self.config.effector(c.type).fz_min_n for k, c in zip(self._names, self._specs)}
+        self._disabling = {k: False for k in self._names}
+        self._push = {k: False for k in self._names}
+        cfg = self.config
+        self._push_filter = {
+            k: NormalForceCommandFilter(cfg.dt_s, cfg.push_clamp_n, cfg.push_cutoff_hz, cfg.push_max_rate_n_per_s,
+                                        cfg.push_max_acc_n_per_s2)
+            for k in self._names
+        }
+        self.n_refused = 0
         self._init_ratio = 0.0
         self._layout()
 
@@ -341,13 +469,19 @@ class SeikoRetargeting:
         return self._output(np.zeros(self._nv), {k: np.zeros(c.dim) for k, c in zip(self._names, self._specs)},
                             sid.ok, diag)
 
-    def step(self, targets: Mapping[str, pin.SE3] | None = None) -> RetargetingOutput:
-        """One Retargeting step: solve QP (9) and integrate (seiko.md §4.1-4.4).
+    def step(self, targets: Mapping[str, pin.SE3] | None = None,
+             normal_force_rates: Mapping[str, float] | None = None) -> RetargetingOutput:
+        """One Retargeting step: solve QP (9) and integrate (seiko.md §4.1-4.4, §7.2-7.4).
 
         Args:
             targets: effector name -> world pose target (pin.SE3) for **disabled** effectors;
                 missing effectors keep their last target; targets of enabled effectors are
                 ignored (their contact pose is fixed).
+            normal_force_rates: effector -> normal-force velocity command [N/s] for contacts in
+                pushing mode, consumed this step only (missing = 0). A non-finite rate or one
+                above ``max_push_rate_command_n_per_s`` is refused (logged, counted in
+                ``n_refused``) and replaced by 0; a rate for an effector not in pushing mode is
+                ignored.
 
         Returns:
             RetargetingOutput. On QP failure: ``ok=False``, zero rates, state unchanged, a
@@ -369,6 +503,7 @@ class SeikoRetargeting:
                     self._targets[k] = T
         cfg = self.config
         dt = cfg.dt_s
+        self._pre_step(normal_force_rates or {})
         n, nv = self._n, self._nv
         model, data, q = self.model, self.data, self._q
         theta = q[7:]
@@ -436,7 +571,8 @@ class SeikoRetargeting:
         b_in[ri : ri + n] = (-self._tau_lim - tau0) / dt
         b_in[ri + n : ri + 2 * n] = (-self._tau_lim + tau0) / dt
         # (9k) contact constraints, divided by dt: C lam_dot >= -(C lam + c)/dt
-        for row, col, C, c in self._contact_rows:
+        for row, col, k in self._contact_rows:
+            C, c = self._constraints[k]
             b_in[row : row + C.shape[0]] = -(C @ lam[col : col + C.shape[1]] + c) / dt
 
         Aw = A * w[:, None]
@@ -482,7 +618,198 @@ class SeikoRetargeting:
             col = self._col[k]
             rates[k] = lam_dot[col : col + c.dim].copy()
             self._lam[k] = self._lam[k] + dt * rates[k]
+        self._post_step()
         return self._output(v, rates, True, diag)
+
+    # ------------------------------------------------------------------ switching / push (§7.2-7.4)
+
+    def _refuse(self, msg: str) -> Request:
+        self.n_refused += 1
+        if self.n_refused <= 20 or self.n_refused % 500 == 0:  # a live stream of bad values: throttled
+            log.warning("SEIKO retargeting: request refused (%d so far): %s", self.n_refused, msg)
+        return Request(False, msg)
+
+    def _effector_pose(self, k: str) -> pin.SE3:
+        pin.framesForwardKinematics(self.model, self.data, self._q)
+        return self.data.oMf[self.robot.contacts[k].frame_id].copy()
+
+    def request_contact(self, name: str, enable: bool) -> Request:
+        """Ask to enable (add) or disable (remove) the contact of effector ``name`` (§7.3-7.4).
+
+        Args:
+            name: effector name.
+            enable: True to add the contact at the current desired pose, False to start
+                unloading it.
+
+        Returns:
+            Request; refused (state unchanged) for: an unknown effector; enabling an effector
+            farther than ``enable_max_distance_m`` from every surface of the environment;
+            disabling when no other enabled plane contact would remain (the last supporting
+            foot). Repeating the current state is accepted and does nothing.
+
+        Raises:
+            ConfigError: called before reset.
+        """
+        if not self._reset_done:
+            raise ConfigError("SeikoRetargeting.request_contact called before reset()")
+        if name not in self._enabled:
+            return self._refuse(f"unknown effector {name!r}; expected one of {', '.join(self._names)}")
+        spec = self.robot.contacts[name]
+        if enable:
+            if self._enabled[name] and not self._disabling[name]:
+                return Request(True, f"{name} is already an enabled contact")
+            if self._enabled[name] and self._disabling[name]:
+                return self._refuse(f"cannot enable {name!r} while it is being disabled; wait for its release")
+            pose = self._effector_pose(name)
+            if self.environment is not None:
+                d = self.environment.distance(pose.translation, spec.frame)
+                if d > self.config.enable_max_distance_m:
+                    return self._refuse(
+                        f"cannot enable contact {name!r}: it is {d:.3f} m from the nearest surface "
+                        f"(> enable_max_distance_m = {self.config.enable_max_distance_m} m); move it onto a surface first"
+                    )
+            if spec.type == "point":
+                rpy = self.config.surface_rpy_rad.get(name)
+                self._R_c[name] = pin.rpy.rpyToMatrix(*rpy) if rpy is not None else pose.rotation.copy()
+            self._targets[name] = pose
+            self._lam[name] = np.zeros(spec.dim)
+            self._lam_target[name] = np.zeros(spec.dim)
+            self._fz_min[name] = 0.0
+            self._push[name] = False
+            self._disabling[name] = False
+            self._enabled[name] = True
+            self._layout()
+            log.info("SEIKO retargeting: contact %s enabled (fz_min ratchets up to %.1f N)", name,
+                     self.config.effector(spec.type).fz_min_n)
+            return Request(True, f"{name} enabled")
+        # disable
+        if not self._enabled[name]:
+            return Request(True, f"{name} is already disabled")
+        if self._disabling[name]:
+            return Request(True, f"{name} is already being disabled")
+        planes_left = [k for k, c in zip(self._names, self._specs)
+                       if c.type == "plane" and self._enabled[k] and not self._disabling[k] and k != name]
+        if not planes_left:
+            return self._refuse(
+                f"cannot disable {name!r}: it is the last supporting plane contact (no enabled foot would remain)"
+            )
+        self._disabling[name] = True
+        self._push[name] = False
+        self._fz_min[name] = 0.0
+        self._lam_target[name] = np.zeros(spec.dim)
+        self._update_contact(name)
+        log.info("SEIKO retargeting: contact %s disabling (unloading at the rate limits)", name)
+        return Request(True, f"{name} disabling")
+
+    def request_push(self, name: str, on: bool) -> Request:
+        """Turn pushing mode (§7.2) on or off for effector ``name``.
+
+        Returns:
+            Request; switching it on is refused for an unknown effector, a disabled contact or
+            a contact being disabled. Off always succeeds (target back to 0, enabled weights).
+
+        Raises:
+            ConfigError: called before reset.
+        """
+        if not self._reset_done:
+            raise ConfigError("SeikoRetargeting.request_push called before reset()")
+        if name not in self._enabled:
+            return self._refuse(f"unknown effector {name!r}; expected one of {', '.join(self._names)}")
+        if not on:
+            if self._push[name]:
+                self._push[name] = False
+                self._lam_target[name] = np.zeros(self.robot.contacts[name].dim)
+                self._update_contact(name)
+            return Request(True, f"push mode off on {name}")
+        if self._push[name]:
+            return Request(True, f"push mode already on for {name}")
+        if not self._enabled[name]:
+            return self._refuse(f"cannot push with {name!r}: it is not an enabled contact (enable it first)")
+        if self._disabling[name]:
+            return self._refuse(f"cannot push with {name!r}: it is being disabled")
+        self._push[name] = True
+        self._lam_target[name] = self._lam[name].copy()
+        self._push_filter[name].reset(float(self._lam[name][2]))
+        self._update_contact(name)
+        return Request(True, f"push mode on for {name} at {self._lam[name][2]:.1f} N")
+
+    def _pre_step(self, rates: Mapping[str, float]) -> None:
+        for k, v in rates.items():
+            if k not in self._enabled:
+                self._refuse(f"normal-force velocity for unknown effector {k!r}")
+                continue
+            v = float(v)
+            if v == 0.0:
+                continue
+            if not math.isfinite(v):
+                self._refuse(f"non-finite normal-force velocity {v!r} for {k!r} replaced by 0")
+            elif abs(v) > self.config.max_push_rate_command_n_per_s:
+                self._refuse(f"normal-force velocity {v:.1f} N/s for {k!r} exceeds "
+                             f"{self.config.max_push_rate_command_n_per_s} N/s; replaced by 0")
+            # a rate for an effector not in push mode is ignored (its push request, if any, was
+            # refused and reported once); not counted, to avoid one refusal per tick.
+        for k in self._names:
+            if self._push[k]:
+                v = float(rates.get(k, 0.0))
+                if not (math.isfinite(v) and abs(v) <= self.config.max_push_rate_command_n_per_s):
+                    v = 0.0
+                self._lam_target[k][2] = self._push_filter[k].step(v, float(self._lam[k][2]))
+        # §7.3 ratchet of the minimum normal force of enabling contacts.
+        for k, c in self._on:
+            want = self.config.effector(c.type).fz_min_n
+            if not self._disabling[k] and self._fz_min[k] < want:
+                fn = float(self._lam[k][2])
+                if fn > self._fz_min[k] + 0.01:
+                    self._fz_min[k] = min(fn - 0.01, want)
+                    self._update_contact(k)
+
+    def _post_step(self) -> None:
+        # §7.4: release a disabling contact once its normal force is below dt * rate limit.
+        released = []
+        for k, c in self._on:
+            if self._disabling[k]:
+                # below dt * rate limit, so the other contacts can take the rest in one step
+                lim = self.config.dt_s * self.config.effector(c.type).force_rate_max_n_per_s
+                if float(self._lam[k][2]) < lim:
+                    released.append(k)
+        if released:
+            pin.framesForwardKinematics(self.model, self.data, self._q)
+            for k in released:
+                c = self.robot.contacts[k]
+                self._enabled[k] = False
+                self._disabling[k] = False
+                self._push[k] = False
+                self._fz_min[k] = self.config.effector(c.type).fz_min_n
+                self._lam[k] = np.zeros(c.dim)
+                self._lam_target[k] = np.zeros(c.dim)
+                self._targets[k] = self.data.oMf[c.frame_id].copy()
+                log.info("SEIKO retargeting: contact %s released", k)
+            self._layout()
+
+    def _wrench_weights(self, k: str) -> np.ndarray:
+        c = self.robot.contacts[k]
+        par = self.config.effector(c.type)
+        if self._push[k]:
+            return np.full(c.dim, par.disabling_weight_scale)
+        w = np.asarray(par.wrench_weights, dtype=float)
+        # disabling: 1e4 times the weight *shape* (seiko.md §7.4: feet 1e4 on every component
+        # but 100 on f_z), i.e. the enabled vector normalised by its largest entry.
+        return w * (par.disabling_weight_scale / float(np.max(w))) if self._disabling[k] else w
+
+    def _update_contact(self, k: str) -> None:
+        """Refresh the constraints (fz_min) and the wrench weights of enabled contact ``k``."""
+        c = self.robot.contacts[k]
+        par = self.config.effector(c.type)
+        self._constraints[k] = contact_constraints(
+            c.type, par.friction_mu, self._fz_min[k], par.fz_max_n, par.cop_half_x_m, par.cop_half_y_m
+        )
+        if self._enabled[k]:
+            rl = self._row_tau + self._n + self._col[k]
+            self._w[rl : rl + c.dim] = self._wrench_weights(k)
+            for i, (row, col, kk) in enumerate(self._contact_rows):
+                if kk == k:
+                    C = self._constraints[k][0]
+                    self._A_in[row : row + C.shape[0], self._nv + col : self._nv + col + c.dim] = C
 
     # ------------------------------------------------------------------ internals
 
@@ -508,10 +835,11 @@ class SeikoRetargeting:
         m = self._m = col
         nx = nv + m
         self._constraints = {}
+        fz_min = getattr(self, "_fz_min", {})
         for k, c in zip(self._names, self._specs):
             par = cfg.effector(c.type)
             self._constraints[k] = contact_constraints(
-                c.type, par.friction_mu, par.fz_min_n, par.fz_max_n, par.cop_half_x_m, par.cop_half_y_m
+                c.type, par.friction_mu, fz_min.get(k, par.fz_min_n), par.fz_max_n, par.cop_half_x_m, par.cop_half_y_m
             )
 
         # Cost rows: a (6) | b (n) | c (n) | d/e (6 per disabled, 3 per enabled point) | f (n) | g (m)
@@ -548,7 +876,7 @@ class SeikoRetargeting:
         rl = row + n
         A[rl : rl + m, nv:] = np.eye(m)
         for k, c in self._on:
-            w[rl + self._col[k] : rl + self._col[k] + c.dim] = cfg.effector(c.type).wrench_weights
+            w[rl + self._col[k] : rl + self._col[k] + c.dim] = self._wrench_weights(k)
 
         # Equalities: contacts (6 per plane, 3 per point) then the 6 base rows.
         n_eq = sum(c.dim for _, c in self._on) + 6
@@ -583,7 +911,7 @@ class SeikoRetargeting:
             C, cc = self._constraints[k]
             col = self._col[k]
             A_in[row : row + C.shape[0], nv + col : nv + col + c.dim] = C
-            self._contact_rows.append((row, col, C, cc))
+            self._contact_rows.append((row, col, k))
             row += C.shape[0]
 
     def _output(self, v: np.ndarray, lam_dot: dict, ok: bool, diag: dict) -> RetargetingOutput:
@@ -604,4 +932,12 @@ class SeikoRetargeting:
             poses=poses,
             ok=ok,
             diagnostics=diag,
+            switching={
+                k: ("disabling" if self._disabling[k] else
+                    "enabling" if self._enabled[k] and self._fz_min[k] < self.config.effector(c.type).fz_min_n else "")
+                for k, c in zip(self._names, self._specs)
+            },
+            push=dict(self._push),
+            lam_target={k: self._lam_target[k].copy() for k in self._names},
+            fz_min=dict(self._fz_min),
         )

@@ -14,6 +14,9 @@ in ``robots/<name>/robot.yaml`` is patched (absolute mesh paths, ``discardvisual
   ``clamp(K (theta_cmd - q) - kv qdot, -tau_max, tau_max)`` with ``K = robot.K``,
   ``tau_max = robot.tau_max`` and ``kv`` from the ``mujoco:`` section;
 * only the sole boxes collide with a floor plane (every URDF geom is discarded);
+* optionally (``environment``, :mod:`contactflow.environment`): static boxes (a wall in front,
+  a side support), collision spheres on the hand frames that touch only those boxes, and a
+  force/torque sensor at the hand frames listed in ``ft_sensors`` (wrist FT);
 * sites and sensors: a force + torque sensor at the origin of each plane-contact frame, a site
   per extra frame (hands), an IMU site (``framequat``, ``gyro``, ``accelerometer``) and one
   ``actuatorfrc`` sensor per actuator.
@@ -38,6 +41,7 @@ import mujoco
 import numpy as np
 import pinocchio as pin
 
+from contactflow.environment import Environment
 from contactflow.errors import ConfigError, ModelError
 from contactflow.robot import Robot
 
@@ -200,13 +204,16 @@ def _as_point_mass(item: Any) -> PointMass:
     raise ConfigError(f"extra_bodies: expected PointMass or a mapping, got {type(item).__name__}")
 
 
-def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mapping] | None = None) -> mujoco.MjSpec:
+def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mapping] | None = None,
+                      environment: Environment | None = None) -> mujoco.MjSpec:
     """Build the (uncompiled) MuJoCo spec of ``robot`` following the recipe.
 
     Args:
         robot: the loaded robot description (:func:`contactflow.robot.load_robot`).
         extra_bodies: unmodelled payloads (:class:`PointMass` or mappings with the same keys),
             each welded to a link; they change the MuJoCo model only, not ``robot.model``.
+        environment: static boxes, hand collision spheres and wrist FT sensors (None: floor
+            only, as for the double-support pipeline).
 
     Returns:
         The spec; call ``spec.compile()`` or use :func:`build_mujoco_model`.
@@ -307,6 +314,40 @@ def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mappin
         spec.add_sensor(name=f"{name}_tau", type=mujoco.mjtSensor.mjSENS_ACTUATORFRC,
                         objtype=mujoco.mjtObj.mjOBJ_ACTUATOR, objname=name)
 
+    if environment is not None:
+        if environment.cone is not None:
+            spec.option.cone = _CONES[environment.cone]
+        if environment.impratio is not None:
+            spec.option.impratio = environment.impratio
+        if environment.foot_solref is not None:
+            for link in opts.sole_links:
+                spec.geom(f"{link}_box").solref = list(environment.foot_solref)
+        for b in environment.boxes:
+            g = spec.worldbody.add_geom(name=b.name, type=mujoco.mjtGeom.mjGEOM_BOX, size=list(b.half_size_m),
+                                        pos=list(b.center_m))
+            g.contype = 0
+            g.conaffinity = 2  # touched only by the hand spheres
+            g.condim = 3
+            g.friction = list(opts.foot_friction)
+            g.rgba = [0.6, 0.6, 0.7, 0.5]
+        for frame, radius in environment.hand_radius_m.items():
+            body, pos, _ = _frame_placement(robot, frame)
+            g = _body(spec, body, f"environment.hand_geoms.{frame}").add_geom(
+                name=f"{frame}_sphere", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[float(radius), 0, 0], pos=pos.tolist()
+            )
+            g.contype = 2
+            g.conaffinity = 0
+            g.condim = 3
+            g.friction = list(opts.foot_friction)
+            g.solref = list(environment.foot_solref or opts.foot_solref)  # as stiff as the soles
+            g.mass = 0.0
+            g.density = 0.0
+        for frame in environment.ft_sensor_frames:
+            if spec.site(frame) is None:
+                _add_frame_site(spec, robot, frame)
+            spec.add_sensor(name=f"{frame}_force", type=mujoco.mjtSensor.mjSENS_FORCE, objtype=site, objname=frame)
+            spec.add_sensor(name=f"{frame}_torque", type=mujoco.mjtSensor.mjSENS_TORQUE, objtype=site, objname=frame)
+
     for item in extra_bodies or ():
         pm = _as_point_mass(item)
         parent = _body(spec, pm.parent, f"extra_bodies.{pm.name}.parent")
@@ -399,6 +440,7 @@ def build_mujoco_model(
     robot: Robot,
     *,
     extra_bodies: Iterable[PointMass | Mapping] | None = None,
+    environment: Environment | None = None,
     timestep_s: float | None = None,
     kv_nms_per_rad: float | None = None,
     check_stability: bool = True,
@@ -408,6 +450,7 @@ def build_mujoco_model(
     Args:
         robot: the loaded robot description.
         extra_bodies: see :func:`build_mujoco_spec`.
+        environment: see :func:`build_mujoco_spec`.
         timestep_s: physics step [s] overriding the robot file's ``mujoco.timestep_s``.
         kv_nms_per_rad: actuator velocity gain [N m s/rad] overriding ``mujoco.kv_nms_per_rad``.
         check_stability: run :func:`check_actuator_stability` (raises on an unstable setting).
@@ -419,7 +462,7 @@ def build_mujoco_model(
         ModelError: URDF import or compilation failed, or the actuators are unstable at this step.
         ConfigError: malformed ``mujoco:`` section or extra body.
     """
-    spec = build_mujoco_spec(robot, extra_bodies=extra_bodies)
+    spec = build_mujoco_spec(robot, extra_bodies=extra_bodies, environment=environment)
     if timestep_s is not None:
         if not (np.isfinite(timestep_s) and timestep_s > 0):
             raise ConfigError(f"timestep_s must be > 0, got {timestep_s}")

@@ -117,6 +117,9 @@ class SensorReadings:
         imu_gyro: (3,) angular velocity in the IMU frame [rad/s].
         imu_acc: (3,) specific force in the IMU frame [m/s^2] (+g along z at rest).
         hand_positions: point-contact name (``left_hand``...) -> (3,) frame position in world [m].
+        hand_forces: point-contact name -> (3,) force of the environment on the hand in world
+            [N], from the wrist force/torque sensor (hands listed in the environment's
+            ``ft_sensors``; the weight of the sensed subtree is removed, quasi-static).
         base_height: base origin height above the floor [m].
         diagnostics: ``ncon`` (active contacts), ``n_saturated`` (actuators at their force limit),
             ``diverged`` (1.0 if MuJoCo reported a divergence since reset).
@@ -133,6 +136,7 @@ class SensorReadings:
     hand_positions: dict[str, np.ndarray]
     base_height: float
     diagnostics: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    hand_forces: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
 def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -158,6 +162,7 @@ class MujocoRobotSim:
         robot: the robot description (:func:`contactflow.robot.load_robot`).
         extra_bodies: unmodelled payloads welded to links (see
             :func:`contactflow.sim.mujoco_model.build_mujoco_spec`).
+        environment: walls / supports, hand spheres and wrist FT sensors (None: floor only).
 
     Raises:
         ConfigError: ``control_dt_s`` is not an integer multiple of the physics step, or a
@@ -165,11 +170,14 @@ class MujocoRobotSim:
         ModelError: the model cannot be built or its actuators are unstable (pitfall M3).
     """
 
-    def __init__(self, config: SimConfig, robot: Robot, *, extra_bodies: Iterable[PointMass | Mapping] | None = None):
+    def __init__(self, config: SimConfig, robot: Robot, *, extra_bodies: Iterable[PointMass | Mapping] | None = None,
+                 environment=None):
         self.config = config
         self.robot = robot
+        self.environment = environment
         self.model = build_mujoco_model(
-            robot, extra_bodies=extra_bodies, timestep_s=config.physics_dt_s, kv_nms_per_rad=config.kv_nms_per_rad
+            robot, extra_bodies=extra_bodies, environment=environment, timestep_s=config.physics_dt_s,
+            kv_nms_per_rad=config.kv_nms_per_rad,
         )
         self.data = mujoco.MjData(self.model)
         m = self.model
@@ -200,6 +208,13 @@ class MujocoRobotSim:
                      bid, float(m.body_subtreemass[bid]))
                 )
         self._points = [(c.name, m.site(c.frame).id) for c in robot.contacts.values() if c.type == "point"]
+        self._hand_ft = []  # (name, site id, force adr, body id, subtree mass)
+        ft_frames = set(environment.ft_sensor_frames) if environment is not None else set()
+        for c in robot.contacts.values():
+            if c.type == "point" and c.frame in ft_frames:
+                sid = m.site(c.frame).id
+                bid = int(m.site_bodyid[sid])
+                self._hand_ft.append((c.name, sid, m.sensor(f"{c.frame}_force").adr[0], bid, float(m.body_subtreemass[bid])))
         self._imu = tuple(m.sensor(s).adr[0] for s in ("imu_quat", "imu_gyro", "imu_acc"))
         self._sole_sites = [p[1] for p in self._plane]
         self._g_W = m.opt.gravity.copy()
@@ -369,6 +384,15 @@ class MujocoRobotSim:
         gyro = sd[ga : ga + 3].copy()
         acc = sd[aa : aa + 3].copy()
         hands = {name: site_xpos[sid].copy() for name, sid in self._points}
+        hand_forces = {}
+        for name, sid, fa, bid, mass in self._hand_ft:
+            R_WS = site_xmat[sid].reshape(3, 3)
+            # sensor: force of the parent on the subtree, site frame; remove the subtree weight
+            f_S = -sd[fa : fa + 3] - mass * (R_WS.T @ self._g_W)
+            f_W = R_WS @ f_S
+            if cfg.force_noise_std_n > 0:
+                f_W += self._rng.normal(0.0, cfg.force_noise_std_n, 3)
+            hand_forces[name] = _ro(f_W)
 
         rng = self._rng
         if cfg.q_noise_std_rad > 0:
@@ -404,6 +428,7 @@ class MujocoRobotSim:
             hand_positions={k: _ro(p) for k, p in hands.items()},
             base_height=float(qpos[rq + 2]),
             diagnostics=diag,
+            hand_forces=hand_forces,
         )
 
     def fell(self, threshold_m: float | None = None) -> bool:

@@ -1,0 +1,191 @@
+"""SEIKO multi-contact experiments in MuJoCo (RA-L 2024 Figs. 3 and 4): run, measure, plot.
+
+    python benchmarks/bench_seiko_experiments.py wall_push        # ~100 s on 2 cores
+    python benchmarks/bench_seiko_experiments.py foot_lift        # ~120 s
+    python benchmarks/bench_seiko_experiments.py wall_push --recording recordings/latest   # re-plot
+
+Each experiment runs ``dataflows/seiko_talos_multicontact.yml`` with its scenario
+(``robots/talos/scenarios/<name>.yaml``), then writes ``docs/<name>.png`` and
+``docs/<name>.json`` (the metrics below). Needs matplotlib (``pip install -e '.[bench]'``).
+
+* wall_push (Fig. 3): left-hand normal force, commanded (``lam_d``, Retargeting) vs measured
+  (wrist FT rotated into the surface frame R_c); error during the hold (last 4 s of pushing);
+  the feet's tangential forces along x (they must oppose the push).
+* foot_lift (Fig. 4): right-foot vertical force, desired vs measured; its largest rate (the
+  Retargeting's is bounded by the 60 N/s limit, the measured one adds sensor noise and
+  dynamics); right-foot height; left-foot force; fall flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from contactflow.recording import read_recording  # noqa: E402
+from contactflow.robot import load_robot  # noqa: E402
+from contactflow.seiko.controller import DEFAULT_SURFACE_ROTATIONS  # noqa: E402
+
+
+def run_dataflow(scenario: str, out_dir: Path) -> Path:
+    env = dict(os.environ, CONTACTFLOW_RECORDINGS=str(out_dir), CONTACTFLOW_SCENARIO=str(ROOT / scenario))
+    dora = shutil.which("dora") or str(Path(sys.executable).parent / "dora")
+    proc = subprocess.run([dora, "run", str(ROOT / "dataflows/seiko_talos_multicontact.yml")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        sys.exit(f"dora run failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
+    runs = sorted(p for p in out_dir.iterdir() if p.is_dir() and not p.is_symlink())
+    return runs[-1]
+
+
+def _aligned(rec):
+    s = rec.stream("mujoco_driver.sensors")
+    d = rec.stream("seiko_retargeting.desired")
+    seq, i_s, i_d = np.intersect1d(s.seq, d.seq, return_indices=True)
+    return s, d, i_s, i_d, s.t[i_s]
+
+
+def wall_push(rec, robot, plt):
+    s, d, i_s, i_d, t = _aligned(rec)
+    R_c = DEFAULT_SURFACE_ROTATIONS["left_hand"]
+    fn_meas = (s.field("force.left_hand")[i_s] @ R_c)[:, 2]
+    fn_d = d.field("lam_d.left_hand")[i_d, 2]
+    push = d.field("push")[i_d, list(robot.contacts).index("left_hand")] > 0.5
+    fx_l = s.field("wrench.left_foot")[i_s, 0]
+    fx_r = s.field("wrench.right_foot")[i_s, 0]
+    t_push = t[push]
+    hold = push & (t >= t_push[-1] - 4.0) if push.any() else push
+    err = fn_meas[hold] - fn_d[hold]
+    q = s.field("q")[i_s]
+    m = {
+        "fell": bool(np.min(q[:, 2]) < 0.6),
+        "commanded_normal_force_hold_n": float(np.mean(fn_d[hold])),
+        "measured_normal_force_hold_mean_n": float(np.mean(fn_meas[hold])),
+        "hold_max_abs_error_n": float(np.max(np.abs(err))),
+        "hold_mean_error_n": float(np.mean(err)),
+        "feet_fx_sum_hold_mean_n": float(np.mean(fx_l[hold] + fx_r[hold])),
+        "hold_window_s": [float(t[hold][0]), float(t[hold][-1])],
+    }
+    fig, ax = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    ax[0].plot(t, fn_d, label="commanded $\\lambda^d_n$ (Retargeting)")
+    ax[0].plot(t, fn_meas, label="measured (wrist FT)", alpha=0.8)
+    ax[0].fill_between(t, fn_d - 10, fn_d + 10, where=hold, color="g", alpha=0.15, label="±10 N, hold")
+    ax[0].set_ylabel("left hand normal force [N]")
+    ax[0].legend(loc="upper left")
+    ax[1].plot(t, fx_l, label="left foot $f_x$")
+    ax[1].plot(t, fx_r, label="right foot $f_x$")
+    ax[1].plot(t, d.field("lam_d.left_foot")[i_d, 0], "--", label="left foot $f_x^d$")
+    ax[1].plot(t, d.field("lam_d.right_foot")[i_d, 0], "--", label="right foot $f_x^d$")
+    ax[1].set_ylabel("sole tangential force [N]")
+    ax[1].set_xlabel("time [s]")
+    ax[1].legend(loc="upper left")
+    fig.suptitle("SEIKO wall push (MuJoCo Talos), cf. RA-L 2024 Fig. 3")
+    return fig, m
+
+
+def _windowed_rate(t, x, mask, window_s):
+    k = max(1, int(round(window_s / np.median(np.diff(t)))))
+    r = np.abs(x[k:] - x[:-k]) / (t[k:] - t[:-k])
+    m = mask[k:] & mask[:-k]
+    return float(np.max(r[m])) if m.any() else None
+
+
+def foot_lift(rec, robot, plt):
+    import pinocchio as pin
+
+    s, d, i_s, i_d, t = _aligned(rec)
+    fz = s.field("wrench.right_foot")[i_s, 2]
+    fz_d = d.field("lam_d.right_foot")[i_d, 2]
+    fzl = s.field("wrench.left_foot")[i_s, 2]
+    k = list(robot.contacts).index("right_foot")
+    sw = d.field("switching")[i_d, k]
+    en = d.field("enabled")[i_d, k]
+    data = robot.model.createData()
+    fid = robot.contact("right_foot").frame_id
+    z = np.empty(len(t))
+    for i, q in enumerate(s.field("q")[i_s]):
+        pin.framesForwardKinematics(robot.model, data, q)
+        z[i] = data.oMf[fid].translation[2]
+    dt = np.diff(t)
+    unload = (sw[1:] < -0.5) & (sw[:-1] < -0.5)
+    m = {
+        "fell": bool(np.min(s.field("q")[i_s][:, 2]) < 0.6),
+        "desired_fz_max_rate_n_per_s": float(np.max(np.abs(np.diff(fz_d)[unload] / dt[unload]))) if unload.any() else None,
+        "measured_fz_max_rate_unloading_n_per_s": float(np.max(np.abs(np.diff(fz)[unload] / dt[unload]))) if unload.any() else None,
+        "measured_fz_rate_p99_unloading_n_per_s": float(np.percentile(np.abs(np.diff(fz)[unload] / dt[unload]), 99)) if unload.any() else None,
+        "released_at_s": float(t[np.argmax(en < 0.5)]) if (en < 0.5).any() else None,
+        # rate over 50 ms (the SEIKO wrench-rate window, seiko.md §6.6): contact chatter removed
+        "measured_fz_max_rate_50ms_unloading_n_per_s": _windowed_rate(t, fz, sw < -0.5, 0.05),
+        "right_foot_max_height_m": float(np.max(z)),
+        "right_foot_final_fz_n": float(fz[-1]),
+        "left_foot_final_fz_n": float(fzl[-1]),
+        "right_foot_fz_rmse_n": float(np.sqrt(np.mean((fz - fz_d) ** 2))),
+    }
+    # the same scenario without the Controller (Retargeting ahead posture sent directly),
+    # in-process (benchmarks/seiko_loop.py, no admittance)
+    from seiko_loop import run_loop
+
+    L0 = run_loop(robot, ROOT / "robots/talos/scenarios/foot_lift.yaml", environment=True, controller_on=False)
+    fz0 = L0.wrench["right_foot"][:, 2]
+    sel0 = (L0.t > 2.5) & (L0.t < 10.5)
+    m["no_controller_fell"] = bool(L0.fell)
+    m["no_controller_measured_fz_max_rate_n_per_s"] = float(np.max(np.abs(np.diff(fz0[sel0])) / 0.002))
+    m["no_controller_fz_at_retargeting_release_n"] = float(fz0[np.searchsorted(L0.t, m["released_at_s"] or 0.0) - 1]) if m["released_at_s"] else None
+    fig, ax = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    ax[0].plot(t, fz_d, label="right foot $f_z^d$")
+    ax[0].plot(t, fz, label="right foot $f_z$ measured", alpha=0.8)
+    ax[0].plot(L0.t, fz0, ":", label="right foot $f_z$, no Controller", alpha=0.8)
+    ax[0].plot(t, fzl, label="left foot $f_z$ measured", alpha=0.8)
+    ax[0].set_ylabel("vertical force [N]")
+    ax[0].legend(loc="center left")
+    ax[1].plot(t, 100 * z, label="right sole height")
+    ax[1].plot(t, 5 * en, "--", label="enabled (x5)")
+    ax[1].set_ylabel("height [cm]")
+    ax[1].set_xlabel("time [s]")
+    ax[1].legend(loc="upper left")
+    fig.suptitle("SEIKO foot lift (MuJoCo Talos), cf. RA-L 2024 Fig. 4")
+    return fig, m
+
+
+EXPERIMENTS = {"wall_push": wall_push, "foot_lift": foot_lift}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("experiment", choices=sorted(EXPERIMENTS))
+    p.add_argument("--recording", default=None, help="analyse this recording instead of running")
+    p.add_argument("--out", default=str(ROOT / "docs"))
+    args = p.parse_args()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    robot = load_robot("talos")
+    if args.recording:
+        run = Path(args.recording)
+    else:
+        run = run_dataflow(f"robots/talos/scenarios/{args.experiment}.yaml", Path(tempfile.mkdtemp(prefix="seiko_bench_")))
+    rec = read_recording(run)
+    fig, metrics = EXPERIMENTS[args.experiment](rec, robot, plt)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out / f"{args.experiment}.png", dpi=110)
+    metrics["recording"] = str(run)
+    (out / f"{args.experiment}.json").write_text(json.dumps(metrics, indent=2))
+    print(json.dumps(metrics, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""Live operator as a dynamic dora node: another program drives SEIKO instead of a scenario file.
+
+    dora up
+    dora start dataflows/seiko_talos_live.yml --detach && python examples/live_operator.py
+                          # start it right away: the other nodes wait 30 s for the first command
+    python examples/live_operator.py --keyboard             # keys (see KeyboardMapper), q quits
+    python examples/live_operator.py --spacemouse left_hand right_hand   # one device per effector
+    dora stop --name ...  (or q / Ctrl-C here: the last message carries `finished`)
+
+The node follows the simulator's ticks (input ``tick`` = sensors) and answers each with the
+current :class:`contactflow.operator.live.LiveOperator` state, so the graph stays in lockstep.
+The whole "program" part is the ``script`` function below: edit it to command the robot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import select
+import time
+import sys
+import termios
+import tty
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "nodes")]
+
+from _runtime import Lockstep, Sender  # noqa: E402
+
+from contactflow.messages import port_specs  # noqa: E402
+from contactflow.operator.live import KeyboardMapper, LiveOperator, SpaceMouseSource  # noqa: E402
+from contactflow.robot import load_robot  # noqa: E402
+
+
+def script(op: LiveOperator, t: float) -> bool:
+    """The program: left hand 10 cm forward at 2 cm/s from 3 s, back from 10 s; done at 18 s."""
+    v = 0.02 if 3.0 <= t < 8.0 else (-0.02 if 10.0 <= t < 15.0 else 0.0)
+    op.set_twist("left_hand", [v, 0, 0, 0, 0, 0])
+    return t >= 18.0
+
+
+def main() -> None:
+    from dora import Node
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--robot", default="talos")
+    p.add_argument("--node-id", default="operator")
+    p.add_argument("--keyboard", action="store_true")
+    p.add_argument("--spacemouse", nargs="*", default=None, metavar="EFFECTOR")
+    args = p.parse_args()
+    robot = load_robot(args.robot)
+    specs = port_specs(robot)
+    op = LiveOperator(list(robot.contacts), {e: c.enabled for e, c in robot.contacts.items()})
+    keys = KeyboardMapper(op) if args.keyboard else None
+    mice = SpaceMouseSource(op, args.spacemouse) if args.spacemouse else None
+    node = None
+    for _ in range(100):  # the dataflow may still be spawning its nodes
+        try:
+            node = Node(args.node_id)
+            break
+        except Exception:  # noqa: BLE001 - retry until the dynamic node is accepted
+            time.sleep(0.2)
+    if node is None:
+        sys.exit(f"could not connect as dynamic node {args.node_id!r}: is the dataflow started?")
+    sender = Sender(node, {"command": specs["operator_command"]}, {"live": True})
+    old = termios.tcgetattr(sys.stdin) if keys else None
+    if keys:
+        tty.setcbreak(sys.stdin.fileno())
+    quit_ = False
+    try:
+        for tick in Lockstep(node, {"tick": (specs["sensors"], 0)}):
+            if keys and select.select([sys.stdin], [], [], 0)[0]:
+                k = sys.stdin.read(1)
+                quit_ = k == "q"
+                msg = keys.key(k)
+                if msg:
+                    print(msg, flush=True)
+            if mice:
+                mice.poll()
+            if not keys and not mice:
+                quit_ = script(op, tick.t)
+            sender.send("command", op.values(), seq=tick.k, t=tick.t, finished=quit_ or tick.finished)
+            if quit_ or tick.finished:
+                break
+    finally:
+        if old is not None:
+            termios.tcsetattr(sys.stdin, termios.TCSADRAIN, old)
+
+
+if __name__ == "__main__":
+    main()
