@@ -54,7 +54,10 @@ def main() -> int:
         "enabled": dict(r0.enabled),
     }
     ctrl = SeikoController(cfg, robot)
-    out = ctrl.reset(r0.q, desired["lam"], desired["enabled"])
+    # The robot starts holding its default posture (the MuJoCo driver's reset command): blend the
+    # command from it over command_blend_s (the paper's 2 s FilterInterpolation after reset). The
+    # Retargeting's settled posture differs from it by up to ~12 mrad on the arms.
+    out = ctrl.reset(r0.q, desired["lam"], desired["enabled"], theta_start=np.array(robot.theta_default))
     lam_read = {e: np.zeros(dims[e]) for e in effs}
     tau_read = np.zeros(robot.n)
     theta_safe = np.array(out.theta_cmd)

@@ -184,6 +184,14 @@ class RetargetingConfig:
         push_max_acc_n_per_s2: pushing mode bang-bang acceleration bound [N/s^2].
         max_push_rate_command_n_per_s: normal-force velocity commands above this (in absolute
             value) are refused [N/s].
+        settle_at_reset: after the static inverse dynamics, step the QP without commands until the
+            posture stops moving, so that the reset state is a fixed point of QP (9): with zero
+            commands the Retargeting then holds its posture still from the first tick. Without
+            it the torque term (9d) slowly pulls the posture away from the reset posture (about
+            12 mrad on the arms for Talos) during the first seconds. The posture target (9c) stays
+            the reset posture.
+        settle_max_steps: maximum number of settling steps.
+        settle_tol_rad: settling stops when no coordinate moves more than this in one step [rad, m].
     """
 
     dt_s: float = 0.002
@@ -209,6 +217,9 @@ class RetargetingConfig:
     push_max_rate_n_per_s: float = 10.0
     push_max_acc_n_per_s2: float = 100.0
     max_push_rate_command_n_per_s: float = 100.0
+    settle_at_reset: bool = True
+    settle_max_steps: int = 5000
+    settle_tol_rad: float = 1e-9
 
     def __post_init__(self):
         for name in ("push_clamp_n", "push_cutoff_hz", "push_max_rate_n_per_s", "push_max_acc_n_per_s2",
@@ -466,8 +477,32 @@ class SeikoRetargeting:
         if not sid.ok:
             log.warning("SEIKO retargeting reset: static inverse dynamics failed (%s) %s",
                         sid.solution.status, sid.solution.message)
+        elif self.config.settle_at_reset:
+            diag["settle_steps"], diag["settle_motion"] = self._settle()
         return self._output(np.zeros(self._nv), {k: np.zeros(c.dim) for k, c in zip(self._names, self._specs)},
                             sid.ok, diag)
+
+    def _settle(self) -> tuple[int, float]:
+        """Run QP (9) without commands (full ratio) until the posture is a fixed point.
+
+        Returns:
+            (steps taken, last per-step motion max|v| dt).
+        """
+        self._init_ratio = 1.0
+        motion = float("inf")
+        k = 0
+        for k in range(1, self.config.settle_max_steps + 1):
+            out = self.step(None)
+            if not out.ok:
+                log.warning("SEIKO retargeting reset: settling stopped at step %d (%s)", k, out.diagnostics.get("status"))
+                break
+            motion = float(np.max(np.abs(out.v)) * self.config.dt_s)
+            if motion < self.config.settle_tol_rad:
+                break
+        else:
+            log.warning("SEIKO retargeting reset: posture still moving %.2e per step after %d settling steps", motion, k)
+        self._init_ratio = 0.0
+        return k, motion
 
     def step(self, targets: Mapping[str, pin.SE3] | None = None,
              normal_force_rates: Mapping[str, float] | None = None) -> RetargetingOutput:
