@@ -210,3 +210,19 @@ def test_mujoco_scene_wall_hand_spheres_and_wrist_ft(robot, env):
         r = sim.step(robot.theta_default)
     assert np.allclose(r.hand_forces["left_hand"], [-40.0, 0, 0], atol=1.5)
     assert not sim.fell()
+
+
+def test_wrist_ft_sees_an_unmodelled_payload(robot, env):
+    """A payload welded below the wrist sensor is a load the sensor must measure (the sensor is
+    tared for the nominal hand only)."""
+    from contactflow.sim.mujoco_model import PointMass
+    from contactflow.sim.mujoco_robot import MujocoRobotSim, SimConfig
+
+    payload = PointMass(name="payload", parent="gripper_left_base_link", pos=(0.0, 0.0, -0.05), mass=2.0)
+    sim = MujocoRobotSim(SimConfig(), robot, environment=env, extra_bodies=[payload])
+    r = sim.reset()
+    for _ in range(250):
+        r = sim.step(robot.theta_default)
+    f = r.hand_forces["left_hand"]  # on the robot, world frame: the payload pulls down
+    assert f[2] == pytest.approx(-2.0 * 9.81, abs=1.0)
+    assert abs(f[0]) < 1.0 and abs(f[1]) < 1.0

@@ -175,6 +175,7 @@ class MujocoRobotSim:
         self.config = config
         self.robot = robot
         self.environment = environment
+        extra_bodies = list(extra_bodies) if extra_bodies else []
         self.model = build_mujoco_model(
             robot, extra_bodies=extra_bodies, environment=environment, timestep_s=config.physics_dt_s,
             kv_nms_per_rad=config.kv_nms_per_rad,
@@ -208,13 +209,21 @@ class MujocoRobotSim:
                      bid, float(m.body_subtreemass[bid]))
                 )
         self._points = [(c.name, m.site(c.frame).id) for c in robot.contacts.values() if c.type == "point"]
-        self._hand_ft = []  # (name, site id, force adr, body id, subtree mass)
+        self._hand_ft = []  # (name, site id, force adr, body id, nominal subtree mass)
         ft_frames = set(environment.ft_sensor_frames) if environment is not None else set()
+        # A wrist sensor is tared for the robot's own hand: an unmodelled payload welded below it
+        # (extra_bodies) must show up in the reading, so the weight compensation uses the subtree
+        # mass of the nominal model, without the payloads.
+        nominal = m
+        if extra_bodies and ft_frames:
+            nominal = build_mujoco_model(robot, environment=environment, timestep_s=config.physics_dt_s,
+                                         kv_nms_per_rad=config.kv_nms_per_rad, check_stability=False)
         for c in robot.contacts.values():
             if c.type == "point" and c.frame in ft_frames:
                 sid = m.site(c.frame).id
                 bid = int(m.site_bodyid[sid])
-                self._hand_ft.append((c.name, sid, m.sensor(f"{c.frame}_force").adr[0], bid, float(m.body_subtreemass[bid])))
+                nominal_mass = float(nominal.body_subtreemass[nominal.body(m.body(bid).name).id])
+                self._hand_ft.append((c.name, sid, m.sensor(f"{c.frame}_force").adr[0], bid, nominal_mass))
         self._imu = tuple(m.sensor(s).adr[0] for s in ("imu_quat", "imu_gyro", "imu_acc"))
         self._sole_sites = [p[1] for p in self._plane]
         self._g_W = m.opt.gravity.copy()
