@@ -20,6 +20,7 @@ import logging
 import time
 
 import numpy as np
+import pinocchio as pin
 
 from _runtime import connect, Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
 
@@ -53,7 +54,11 @@ def main() -> int:
         "lam": {e: np.asarray(r0.lam[e]) for e in effs}, "lam_dot": {e: np.zeros(dims[e]) for e in effs},
         "enabled": dict(r0.enabled),
     }
-    ctrl = SeikoController(cfg, robot)
+    # One source of truth for the point contacts' world-fixed surface frames R_c: the Retargeting's
+    # configuration (lam_d is expressed in it). Effectors it does not list take their desired
+    # orientation when the contact is enabled, as the Retargeting does (seiko.md §5.4, §7.3).
+    configured_rc = {k: pin.rpy.rpyToMatrix(*rpy) for k, rpy in rcfg.surface_rpy_rad.items()}
+    ctrl = SeikoController(cfg, robot, surface_rotations=configured_rc)
     # The robot starts holding its default posture (the MuJoCo driver's reset command): blend the
     # command from it over command_blend_s (the paper's 2 s FilterInterpolation after reset). The
     # Retargeting's settled posture differs from it by up to ~12 mrad on the arms.
@@ -76,7 +81,10 @@ def main() -> int:
             for i, e in enumerate(effs):
                 desired["lam"][e] = d[f"lam_d.{e}"][: dims[e]]
                 desired["lam_dot"][e] = d[f"lam_d_dot.{e}"][: dims[e]]
-                desired["enabled"][e] = bool(d["enabled"][i] > 0.5)
+                now_enabled = bool(d["enabled"][i] > 0.5)
+                if now_enabled and not desired["enabled"][e] and dims[e] == 3 and e not in configured_rc:
+                    ctrl.set_surface_rotation(e, pin.XYZQUATToSE3(np.array(d[f"pose_d.{e}"])).rotation)
+                desired["enabled"][e] = now_enabled
         s = tick.inputs["sensors"]
         if tick.k == 0 and s is not None and args.blend_from_measured:
             ctrl.reset(desired["q_d"], desired["lam"], desired["enabled"], theta_start=np.array(s["q"][7:]))
