@@ -105,7 +105,7 @@ def _build(cls: type[T], mapping: Mapping[str, Any], where: str) -> T:
     unknown = sorted(set(mapping) - set(fields))
     if unknown:
         raise ConfigError(
-            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
+            f"{where + ': ' if where else ''}unknown key(s) {', '.join(map(repr, unknown))}; "
             f"expected some of {', '.join(sorted(fields))}"
         )
     kwargs = {}
@@ -119,7 +119,7 @@ def _build(cls: type[T], mapping: Mapping[str, Any], where: str) -> T:
     try:
         return cls(**kwargs)
     except (ValueError, TypeError) as exc:
-        raise ConfigError(f"{where or cls.__name__}: {exc}") from None
+        raise ConfigError(f"{where + ': ' if where else ''}{exc}") from None
 
 
 def load_config(cls: type[T], mapping: Mapping[str, Any] | None, source: str = "") -> T:

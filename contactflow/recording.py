@@ -9,7 +9,7 @@ Layout of ``recordings/<run>/``::
 
 The stream format is used rather than the file format because it has no footer: a file cut short
 by a crash stays readable up to its last complete record batch. The writer flushes at least every
-``flush_period_s`` (default 0.1 s), so a killed recorder loses at most that much.
+``flush_period_s`` (0.1 s by default here; the recorder node uses 0.05 s), so a killed recorder loses at most that much.
 The field layout of ``value`` (names and sizes, see :mod:`contactflow.messages`) is stored in the
 schema metadata and in the manifest.
 """

@@ -115,11 +115,18 @@ def seiko_summary(rec: Recording, robot, *, driver: str = "mujoco_driver", retar
     }
 
 
+def json_safe(s: dict) -> dict:
+    """The summary with NaN replaced by None (JSON ``null``: NaN is not valid JSON)."""
+    return {k: (None if isinstance(v, float) and v != v else v) for k, v in s.items()}
+
+
 def format_summary(s: dict, title: str = "contactflow run summary") -> str:
     """A one-screen text table of a summary dict."""
     lines = [title, "-" * len(title)]
     for k, v in s.items():
-        if isinstance(v, float):
+        if v is None or (isinstance(v, float) and v != v):
+            v = "n/a (no such phase in this run)" if "hand" in k else "n/a"
+        elif isinstance(v, float):
             v = f"{v:.4g}"
         lines.append(f"{k:40s} {v}")
     return "\n".join(lines)

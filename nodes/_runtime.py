@@ -269,15 +269,35 @@ def base_parser(description: str) -> argparse.ArgumentParser:
 
 
 def load_node_config(cls, path: str | None, section: str | None = None):
-    """Load a node config dataclass from an optional YAML file (optionally one section of it)."""
+    """Load a node config dataclass from an optional YAML file.
+
+    The file is a mapping of node sections (``seiko_controller: {...}``, ``input_filter: {...}``),
+    so that one file can configure a whole graph. The node's own section is required, and
+    top-level keys that name no known node are refused (a misspelled section would otherwise
+    silently leave the defaults in place).
+
+    Raises:
+        ConfigError: unreadable file, missing section, unknown section or a bad key inside the
+            section (naming the file, the section and the key).
+    """
     from contactflow.config import load_config, read_yaml
+    from contactflow.errors import ConfigError
+    from contactflow.messages import NODE_PORTS
 
     if not path:
         return load_config(cls, None, source=cls.__name__)
-    data = read_yaml(path) or {}
-    if section is not None:
-        data = data.get(section) if isinstance(data, dict) else None
-    return load_config(cls, data, source=f"{path}" + (f":{section}" if section else ""))
+    data = read_yaml(path)
+    if section is None:
+        return load_config(cls, data, source=str(path))
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of node sections (e.g. '{section}: {{...}}')")
+    known = set(NODE_PORTS) | {section}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"{path}: unknown section(s) {unknown}; node sections are {sorted(known)}")
+    if section not in data:
+        raise ConfigError(f"{path}: no '{section}' section for this node (sections found: {sorted(data)})")
+    return load_config(cls, data[section], source=f"{path}:{section}")
 
 
 def node_main(name: str, body: Callable[[], int | None]) -> None:

@@ -41,7 +41,8 @@ def main() -> int:
     specs = port_specs(robot)
     node = connect()
     sender = Sender(node, {"command": specs["operator_command"]}, {"scenario": str(sp.resolve()), "robot": robot.name})
-    print(f"[operator] scenario {sp} ({scenario.duration_s:.2f} s)", flush=True)
+    origin = "CONTACTFLOW_SCENARIO" if os.environ.get("CONTACTFLOW_SCENARIO") else ("--scenario" if args.scenario else "default")
+    print(f"[operator] scenario {sp} ({scenario.duration_s:.2f} s, from {origin})", flush=True)
     finished = False
     for tick in Lockstep(node, {"tick": (specs["sensors"], 0)}, skip_missing=args.realtime):
         cmd = player.step(tick.t, dt_s=0.002)

@@ -127,14 +127,14 @@ def main() -> int:
 
     if args.summary == "seiko":
         from contactflow.robot import load_robot
-        from contactflow.summary import format_summary, seiko_summary
+        from contactflow.summary import format_summary, json_safe, seiko_summary
 
         try:
             summary = seiko_summary(read_recording(run_dir), load_robot(args.robot))
         except Exception as exc:  # noqa: BLE001 - report, don't hide the recording
             print(f"[recorder] summary could not be computed: {exc}", flush=True)
             return 1
-        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        (run_dir / "summary.json").write_text(json.dumps(json_safe(summary), indent=2))
         print(format_summary(summary, f"SEIKO run {run_dir.name}"), flush=True)
         print(f"[recorder] summary written to {run_dir / 'summary.json'}", flush=True)
     _ = stopped, time

@@ -43,7 +43,13 @@ def main() -> int:
     args = p.parse_args()
     robot = load_robot(args.robot)
     cfg = load_node_config(ControllerConfig, args.config, "seiko_controller")
-    rcfg = load_node_config(RetargetingConfig, args.retargeting_config, "seiko_retargeting")
+    rpath = args.retargeting_config
+    if rpath is None and args.config:  # one file for the whole graph: reuse its Retargeting section
+        from contactflow.config import read_yaml
+
+        data = read_yaml(args.config)
+        rpath = args.config if isinstance(data, dict) and "seiko_retargeting" in data else None
+    rcfg = load_node_config(RetargetingConfig, rpath, "seiko_retargeting")
     specs = port_specs(robot)
     effs = list(robot.contacts)
     dims = {e: robot.contacts[e].dim for e in effs}

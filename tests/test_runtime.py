@@ -94,3 +94,26 @@ def test_sender_attaches_seq_time_and_layout_once():
     assert m0["seq"] == 0 and m0["contract"] == "test" and "layout" in m0 and '"gain": 2.0' in m0["config"]
     assert m1["seq"] == 1 and m1["finished"] is True and "layout" not in m1
     np.testing.assert_array_equal(v1, [3.0, 4.0])
+
+
+def test_node_config_sections_are_checked(tmp_path):
+    import dataclasses
+
+    from contactflow.errors import ConfigError
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Cfg:
+        kp_per_s: float = 0.2
+
+    f = tmp_path / "cfg.yaml"
+    f.write_text("seiko_controller: {kp_per_s: 0.5}\ninput_filter: {}\n")
+    assert _runtime.load_node_config(Cfg, str(f), "seiko_controller").kp_per_s == 0.5
+    f.write_text("controller: {kp_per_s: 0.5}\n")
+    with pytest.raises(ConfigError, match="unknown section.*'controller'"):
+        _runtime.load_node_config(Cfg, str(f), "seiko_controller")
+    f.write_text("input_filter: {}\n")
+    with pytest.raises(ConfigError, match="no 'seiko_controller' section"):
+        _runtime.load_node_config(Cfg, str(f), "seiko_controller")
+    f.write_text("seiko_controller: {kp_per_sec: 0.5}\n")
+    with pytest.raises(ConfigError, match="cfg.yaml:seiko_controller: unknown key.*'kp_per_sec'"):
+        _runtime.load_node_config(Cfg, str(f), "seiko_controller")
