@@ -49,6 +49,8 @@ def main() -> int:
 
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--realtime", action="store_true")
+    p.add_argument("--lag", type=int, default=1,
+                   help="ticks between the Retargeting output used as clamp centres and the current tick")
     args = p.parse_args()
     robot = load_robot(args.robot)
     cfg = load_node_config(InputFilterConfig, args.config, "input_filter")
@@ -66,7 +68,7 @@ def main() -> int:
 
     node = connect()
     sender = Sender(node, {"targets": specs["effector_targets"]}, cfg)
-    inputs = {"command": (specs["operator_command"], 0), "desired": (specs["desired"], 1)}
+    inputs = {"command": (specs["operator_command"], 0), "desired": (specs["desired"], args.lag)}
     if "admittance" in _declared_inputs(node):
         inputs["admittance"] = (specs["admittance_command"], 0)
     lock = Lockstep(node, inputs, skip_missing=args.realtime)
