@@ -170,6 +170,6 @@ def test_wall_touch_enable_and_push(tmp_path):
     err = np.abs(fn_meas[late] - fn_d[late])
     # early in the push (commanded 12-19 N) the wrist FT force tracks the command; the 75 N hold
     # of the full wall_push experiment does not (docs/seiko_multicontact.md)
-    assert np.mean(err) < 5.0 and np.max(err) < 12.0, (np.mean(err), np.max(err))
+    assert np.mean(err) < 5.0 and np.max(err) < 15.0, (np.mean(err), np.max(err))
     fx = s.field("wrench.left_foot")[:n, 0] + s.field("wrench.right_foot")[:n, 0]
     assert np.mean(fx[late]) > 0.5 * np.mean(fn_meas[late])  # the feet oppose the push (+x on the robot)

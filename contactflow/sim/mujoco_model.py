@@ -319,6 +319,9 @@ def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mappin
             spec.option.cone = _CONES[environment.cone]
         if environment.impratio is not None:
             spec.option.impratio = environment.impratio
+        # MuJoCo's soft friction creeps under a sustained tangential load (hand on the wall, feet
+        # resisting the push): the noslip pass removes the creep that relaxes a held contact force.
+        spec.option.noslip_iterations = 20
         if environment.foot_solref is not None:
             for link in opts.sole_links:
                 spec.geom(f"{link}_box").solref = list(environment.foot_solref)
