@@ -14,6 +14,18 @@ import sys
 
 from contactflow.errors import ContactflowError
 
+# optional third-party package -> the pip extra that installs it
+OPTIONAL_EXTRAS = {"crocoddyl": "prime", "rerun": "viewer", "mcap": "export", "matplotlib": "plot"}
+
+
+def missing_extra_message(exc: ModuleNotFoundError) -> str | None:
+    """A one-line hint when ``exc`` is an optional dependency, else None."""
+    top = (exc.name or "").split(".")[0]
+    extra = OPTIONAL_EXTRAS.get(top)
+    if extra is None:
+        return None
+    return f"this needs the optional package {top!r}: pip install 'contactflow[{extra}]' (or -e '.[{extra}]' in a checkout)"
+
 # module path -> imported lazily so that a missing optional dependency only breaks its command.
 _SUBCOMMANDS = [
     "contactflow.recording_cli",
@@ -45,6 +57,12 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except ContactflowError as exc:
         print(f"contactflow: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        hint = missing_extra_message(exc)
+        if hint is None:
+            raise
+        print(f"contactflow: error: {hint}", file=sys.stderr)
         return 2
 
 

@@ -313,6 +313,16 @@ def node_main(name: str, body: Callable[[], int | None]) -> None:
         rc = 2
     except KeyboardInterrupt:
         rc = 130
+    except ModuleNotFoundError as exc:
+        from contactflow.cli import missing_extra_message
+
+        hint = missing_extra_message(exc)
+        if hint is None:
+            print(f"[contactflow] node {name!r} crashed:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
+            rc = 1
+        else:
+            print(f"[contactflow] node {name!r} failed: {hint}", file=sys.stderr, flush=True)
+            rc = 2
     except Exception:  # noqa: BLE001 - report any crash with the node's name, then fail
         print(f"[contactflow] node {name!r} crashed:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
         rc = 1
