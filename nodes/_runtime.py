@@ -247,6 +247,25 @@ def drain_after_finish(node, grace_s: float = 0.5) -> None:
             return
 
 
+def declared_inputs(node, default_id: str) -> dict[str, str]:
+    """Input id -> source (``node/output``) of this node in the running dataflow.
+
+    Used by nodes with optional inputs. Returns an empty mapping when the descriptor is not
+    available (the node then assumes its minimal wiring).
+    """
+    import os
+
+    try:
+        desc = node.dataflow_descriptor()
+    except Exception:  # noqa: BLE001 - no descriptor: assume the minimal graph
+        return {}
+    me = os.environ.get("DORA_NODE_ID", default_id)
+    for n in desc.get("nodes", []) if isinstance(desc, dict) else []:
+        if n.get("id") == me:
+            return {k: (v if isinstance(v, str) else v.get("source", "")) for k, v in (n.get("inputs") or {}).items()}
+    return {}
+
+
 def connect():
     """Create the dora ``Node``; a dataflow aborted during start-up becomes an UpstreamError."""
     from dora import Node

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pinocchio as pin
 
-from _runtime import connect, Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
+from _runtime import declared_inputs, connect, Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
 
 
 def se3_to_vec(M: pin.SE3) -> np.ndarray:
@@ -25,21 +25,6 @@ def se3_to_vec(M: pin.SE3) -> np.ndarray:
 
 def vec_to_se3(v: np.ndarray) -> pin.SE3:
     return pin.XYZQUATToSE3(np.asarray(v, dtype=float))
-
-
-def _declared_inputs(node) -> set[str]:
-    """Input ids of this node in the running dataflow (``admittance`` is optional)."""
-    import os
-
-    try:
-        desc = node.dataflow_descriptor()
-    except Exception:  # noqa: BLE001 - no descriptor: assume the minimal graph
-        return set()
-    me = os.environ.get("DORA_NODE_ID", "input_filter")
-    for n in desc.get("nodes", []) if isinstance(desc, dict) else []:
-        if n.get("id") == me:
-            return set((n.get("inputs") or {}).keys())
-    return set()
 
 
 def main() -> int:
@@ -69,7 +54,7 @@ def main() -> int:
     node = connect()
     sender = Sender(node, {"targets": specs["effector_targets"]}, cfg)
     inputs = {"command": (specs["operator_command"], 0), "desired": (specs["desired"], args.lag)}
-    if "admittance" in _declared_inputs(node):
+    if "admittance" in declared_inputs(node, "input_filter"):
         inputs["admittance"] = (specs["admittance_command"], 0)
     lock = Lockstep(node, inputs, skip_missing=args.realtime)
     for tick in lock:

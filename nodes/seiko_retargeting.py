@@ -23,7 +23,7 @@ import logging
 import numpy as np
 import pinocchio as pin
 
-from _runtime import connect, Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
+from _runtime import declared_inputs, connect, Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
 
 log = logging.getLogger("contactflow.seiko_retargeting")
 
@@ -57,21 +57,6 @@ def pack_desired(robot, out, n_refused: int = 0) -> dict:
     return vals
 
 
-def _declared_inputs(node) -> set[str]:
-    """Input ids of this node in the running dataflow (``command`` is optional)."""
-    import os
-
-    try:
-        desc = node.dataflow_descriptor()
-    except Exception:  # noqa: BLE001 - no descriptor: assume the minimal graph
-        return set()
-    me = os.environ.get("DORA_NODE_ID", "seiko_retargeting")
-    for n in desc.get("nodes", []) if isinstance(desc, dict) else []:
-        if n.get("id") == me:
-            return set((n.get("inputs") or {}).keys())
-    return set()
-
-
 def main() -> int:
     from contactflow.environment import load_environment
     from contactflow.messages import port_specs
@@ -98,7 +83,7 @@ def main() -> int:
     sender = Sender(node, {"desired": specs["desired"]}, cfg)
     failures = 0
     inputs = {"targets": (specs["effector_targets"], 0)}
-    if "command" in _declared_inputs(node):
+    if "command" in declared_inputs(node, "seiko_retargeting"):
         inputs["command"] = (specs["operator_command"], 0)
     lock = Lockstep(node, inputs, skip_missing=args.realtime)
     for tick in lock:
