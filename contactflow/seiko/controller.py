@@ -36,10 +36,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import pinocchio as pin
-import quadprog
 
 from contactflow.errors import ConfigError, ContractError
-from contactflow.qp import QPSolution, solve_qp
+from contactflow.qp import QPSolution, solve_qp, solve_qp_stacked
 from contactflow.robot import ContactSpec, Robot
 from contactflow.seiko.equilibrium import effector_jacobian_world, equilibrium_terms
 from contactflow.seiko.filters import ComplementaryWrenchFilter, TorqueLimitAdapter, WrenchRateEstimator
@@ -398,44 +397,9 @@ class _Workspace:
 
 
 def _solve_prepared(ws: _Workspace, reg: float, tol: float) -> QPSolution:
-    """quadprog on the workspace's H, g, Ct, b (same semantics as :func:`contactflow.qp.solve_qp`).
-
-    A fast path for the control loop: no stacking, no copies beyond quadprog's own. ``H`` gets
-    ``reg * max(1, max diag H)`` on its diagonal (in place). Statuses and tolerances are those
-    of :func:`contactflow.qp.solve_qp`.
-    """
-    H, g, Ct, b = ws.H, ws.g, ws.Ct, ws.b
-    zeros = np.zeros(ws.nx)
-    if not (math.isfinite(float(H.sum())) and math.isfinite(float(g.sum())) and math.isfinite(float(Ct.sum())) and math.isfinite(float(b.sum()))):
-        return QPSolution(False, "non_finite", zeros, message="non-finite entry in the QP data")
-    dH = H[ws.diag, ws.diag]
-    H[ws.diag, ws.diag] = dH + reg * max(1.0, float(np.max(np.abs(dH))))
-    try:
-        x, _, _, _, _, active = quadprog.solve_qp(H, -g, Ct.T, b, ws.n_eq)
-    except ValueError as exc:
-        msg = str(exc)
-        status = "infeasible" if "constraints are inconsistent" in msg else "not_pd" if "positive definite" in msg else "error"
-        return QPSolution(False, status, zeros, message=msg)
-    if not np.all(np.isfinite(x)):
-        return QPSolution(False, "non_finite", zeros, message="solver returned non-finite x")
-    res = ws.res
-    np.matmul(Ct, x, out=res)
-    res -= b
-    eq_res = float(np.max(np.abs(res[: ws.n_eq])))
-    viol = max(0.0, float(-np.min(res[ws.n_eq :])))
-    eq_tol = tol * (1.0 + float(np.max(np.abs(ws.b_eq))))
-    in_tol = tol * (1.0 + float(np.max(np.abs(ws.b_in))))
-    ok = eq_res <= eq_tol and viol <= in_tol
-    return QPSolution(
-        found=ok,
-        status="optimal" if ok else "residual",
-        x=x,
-        cost=float(0.5 * x @ H @ x + g @ x),
-        eq_residual=eq_res,
-        ineq_violation=viol,
-        n_active=int(np.count_nonzero(np.asarray(active) > 0)),
-        message="" if ok else f"residuals eq {eq_res:.3g}, ineq {viol:.3g} above tolerance",
-    )
+    """QP (11) on the workspace's preallocated H, g, Ct, b (no stacking, no copies):
+    :func:`contactflow.qp.solve_qp_stacked`, which regularises ``ws.H`` in place."""
+    return solve_qp_stacked(ws.H, ws.g, ws.Ct, ws.b, ws.n_eq, reg=reg, tol=tol, residual=ws.res)
 
 
 class SeikoController:
