@@ -15,11 +15,9 @@ The whole "program" part is the ``script`` function below: edit it to command th
 from __future__ import annotations
 
 import argparse
-import select
+import contextlib
 import time
 import sys
-import termios
-import tty
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,7 +26,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "nodes")]
 from _runtime import Lockstep, Sender  # noqa: E402
 
 from contactflow.messages import port_specs  # noqa: E402
-from contactflow.operator.live import KeyboardMapper, LiveOperator, SpaceMouseSource  # noqa: E402
+from contactflow.operator.live import KeyboardMapper, LiveOperator, SpaceMouseSource, TerminalKeys  # noqa: E402
 from contactflow.robot import load_robot  # noqa: E402
 
 
@@ -63,15 +61,11 @@ def main() -> None:
     if node is None:
         sys.exit(f"could not connect as dynamic node {args.node_id!r}: is the dataflow started?")
     sender = Sender(node, {"command": specs["operator_command"]}, {"live": True})
-    old = termios.tcgetattr(sys.stdin) if keys else None
-    if keys:
-        tty.setcbreak(sys.stdin.fileno())
     quit_ = False
-    try:
+    with TerminalKeys() if keys else contextlib.nullcontext() as term:
         for tick in Lockstep(node, {"tick": (specs["sensors"], 0)}):
-            if keys and select.select([sys.stdin], [], [], 0)[0]:
-                k = sys.stdin.read(1)
-                quit_ = k == "q"
+            for k in term.read() if term else "":
+                quit_ = quit_ or k == "q"
                 msg = keys.key(k)
                 if msg:
                     print(msg, flush=True)
@@ -82,9 +76,6 @@ def main() -> None:
             sender.send("command", op.values(), seq=tick.k, t=tick.t, finished=quit_ or tick.finished)
             if quit_ or tick.finished:
                 break
-    finally:
-        if old is not None:
-            termios.tcsetattr(sys.stdin, termios.TCSADRAIN, old)
 
 
 if __name__ == "__main__":

@@ -289,3 +289,109 @@ def test_live_operator_and_keyboard(robot):
         op.set_twist("left_hand", [float("nan")] * 6)
     with pytest.raises(ContractError, match="unknown effector"):
         op.set_enable("nose", True)
+
+
+def test_keyboard_through_a_pseudo_terminal(robot):
+    """Keys typed into a real (pseudo-)terminal reach the operator command without Enter."""
+    import os
+    import pty
+    import termios
+
+    import numpy as np
+
+    from contactflow.errors import ContractError
+    from contactflow.operator.live import KeyboardMapper, LiveOperator, TerminalKeys
+
+    op = LiveOperator(list(robot.contacts), {e: c.enabled for e, c in robot.contacts.items()})
+    kb = KeyboardMapper(op, speed_mps=0.02)
+    master, slave = pty.openpty()
+    try:
+        before = termios.tcgetattr(slave)
+        with TerminalKeys(slave) as term:
+            assert not termios.tcgetattr(slave)[3] & termios.ICANON  # cbreak: no line buffering
+            assert term.read() == ""  # nothing typed: returns at once
+            os.write(master, b"w")  # no Enter
+            typed = ""
+            for _ in range(100):
+                typed += term.read()
+                if typed:
+                    break
+            assert typed == "w"
+            for k in typed:
+                kb.key(k)
+            assert np.allclose(op.values()["twist.left_hand"], [0.02, 0, 0, 0, 0, 0])
+            os.write(master, b"ep ")
+            typed = ""
+            for _ in range(100):
+                typed += term.read()
+                if len(typed) == 3:
+                    break
+            for k in typed:
+                kb.key(k)
+        assert termios.tcgetattr(slave) == before  # settings restored
+        vals = op.values()
+        assert not vals["twist.left_hand"].any()  # space stops
+        assert vals["enable"][2] == 1.0 and vals["push"][2] == 1.0
+    finally:
+        os.close(master)
+        os.close(slave)
+    r, w = os.pipe()
+    try:
+        with pytest.raises(ContractError, match="not a tty"):
+            with TerminalKeys(r):
+                pass
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_spacemouse_source_with_a_stand_in_device(robot, monkeypatch):
+    """SpaceMouseSource against a stand-in pyspacemouse module (no physical device here)."""
+    import sys
+    import types
+
+    import numpy as np
+
+    from contactflow.errors import ContractError
+    from contactflow.operator.live import LiveOperator, SpaceMouseSource
+
+    class State:
+        def __init__(self, x=0.0, y=0.0, z=0.0, roll=0.0, pitch=0.0, yaw=0.0, buttons=(0, 0)):
+            self.x, self.y, self.z, self.roll, self.pitch, self.yaw, self.buttons = x, y, z, roll, pitch, yaw, list(buttons)
+
+    class Device:
+        def __init__(self):
+            self.state, self.lost = State(), False
+
+        def read(self):
+            if self.lost:
+                raise OSError("device unplugged")
+            return self.state
+
+    devices = [Device(), Device()]
+    fake = types.ModuleType("pyspacemouse")
+
+    def open(device_index=0):  # noqa: A001 - the pyspacemouse API name
+        return devices[device_index] if device_index < len(devices) else None
+
+    fake.open = open
+    monkeypatch.setitem(sys.modules, "pyspacemouse", fake)
+    op = LiveOperator(list(robot.contacts), {e: c.enabled for e, c in robot.contacts.items()})
+    src = SpaceMouseSource(op, ["left_hand", "right_hand"], max_lin_mps=0.05, max_ang_radps=0.3)
+    devices[0].state = State(x=1.0, yaw=-0.5)
+    devices[1].state = State(z=0.5, buttons=(1, 0))
+    src.poll()
+    vals = op.values()
+    assert np.allclose(vals["twist.left_hand"], [0.05, 0, 0, 0, 0, -0.15])
+    assert np.allclose(vals["twist.right_hand"], [0, 0, 0.025, 0, 0, 0])
+    assert vals["enable"][3] == 1.0  # button press toggles the contact request
+    src.poll()
+    assert op.values()["enable"][3] == 1.0  # held button: no second toggle
+    devices[0].lost = True
+    src.poll()
+    assert not op.values()["twist.left_hand"].any()  # a lost device stops its effector
+    devices[1].state = State(x=float("nan"), z=0.5)
+    src.poll()
+    assert np.allclose(op.values()["twist.right_hand"], [0, 0, 0.025, 0, 0, 0])  # non-finite axis -> 0
+    with pytest.raises(ContractError, match="no SpaceMouse #2"):
+        SpaceMouseSource(op, ["left_hand", "right_hand", "left_foot"])

@@ -5,7 +5,8 @@ SpaceMice update, turned into the ``operator_command`` values once per control t
   contact state, pushing mode and normal-force velocity; ``set_*`` methods validate and refuse
   bad values (non-finite, unknown effector) with a :class:`ContractError`; :meth:`values` packs
   them for :func:`contactflow.messages.port_specs` ``["operator_command"]``.
-* :class:`KeyboardMapper` maps terminal keys to it (one selected effector at a time).
+* :class:`KeyboardMapper` maps terminal keys to it (one selected effector at a time);
+  :class:`TerminalKeys` reads those keys from a terminal without waiting for Enter.
 * :class:`SpaceMouseSource` reads one pyspacemouse device per effector, as in the paper
   (optional dependency; :func:`spacemouse_available` says whether it can be used).
 
@@ -22,7 +23,7 @@ import numpy as np
 
 from contactflow.errors import ContractError
 
-__all__ = ["LiveOperator", "KeyboardMapper", "SpaceMouseSource", "spacemouse_available"]
+__all__ = ["LiveOperator", "KeyboardMapper", "TerminalKeys", "SpaceMouseSource", "spacemouse_available"]
 
 
 class LiveOperator:
@@ -129,6 +130,58 @@ class KeyboardMapper:
             op.set_push(e, True, {"+": self.rate, "-": -self.rate, "0": 0.0}[k])
             return f"{e} normal-force velocity {op.force_rate[e]} N/s"
         return ""
+
+
+class TerminalKeys:
+    """Single key presses from a terminal, without Enter and without blocking (POSIX).
+
+    A context manager: entering puts the terminal in cbreak mode (keys are delivered one at a
+    time, Ctrl-C still interrupts, nothing is echoed), leaving restores its previous settings,
+    also after an exception. :meth:`read` returns the keys pressed since the last call.
+
+    Args:
+        fd: file descriptor of the terminal (``sys.stdin.fileno()`` by default).
+
+    Raises:
+        ContractError: ``fd`` is not a terminal (for example stdin redirected from a file).
+    """
+
+    def __init__(self, fd: int | None = None):
+        import sys
+
+        self.fd = sys.stdin.fileno() if fd is None else int(fd)
+        self._old = None
+
+    def __enter__(self) -> "TerminalKeys":
+        import os
+        import termios
+        import tty
+
+        if not os.isatty(self.fd):
+            raise ContractError(f"--keyboard needs a terminal: file descriptor {self.fd} is not a tty")
+        self._old = termios.tcgetattr(self.fd)
+        tty.setcbreak(self.fd)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import termios
+
+        if self._old is not None:
+            termios.tcsetattr(self.fd, termios.TCSADRAIN, self._old)
+            self._old = None
+
+    def read(self) -> str:
+        """The keys typed since the last call ('' if none); never waits."""
+        import os
+        import select
+
+        out = []
+        while select.select([self.fd], [], [], 0)[0]:
+            chunk = os.read(self.fd, 64)
+            if not chunk:
+                break
+            out.append(chunk.decode(errors="ignore"))
+        return "".join(out)
 
 
 def spacemouse_available() -> bool:
