@@ -9,7 +9,9 @@ Layout of ``recordings/<run>/``::
 
 The stream format is used rather than the file format because it has no footer: a file cut short
 by a crash stays readable up to its last complete record batch. The writer flushes at least every
-``flush_period_s`` (0.1 s by default here; the recorder node uses 0.05 s), so a killed recorder loses at most that much.
+``flush_period_s`` (0.1 s by default here; the recorder node uses 0.05 s), so a killed recorder loses at most that much;
+the operating system is asked to put the bytes on disk (``fsync``) every ``fsync_period_s`` (1 s) and at close,
+which bounds what a power loss or kernel crash can take.
 The field layout of ``value`` (names and sizes, see :mod:`contactflow.messages`) is stored in the
 schema metadata and in the manifest.
 """
@@ -65,10 +67,13 @@ class StreamWriter:
         path: output ``.arrows`` file.
         size: values per message.
         metadata: str -> str schema metadata (source, contract, layout...).
-        flush_period_s: flush buffered rows at least this often [s].
+        flush_period_s: write buffered rows to the file (operating-system cache) at least this
+            often [s]; a killed process loses at most this much.
+        fsync_period_s: also ``fsync`` the file at least this often [s] (and at close).
     """
 
-    def __init__(self, path: Path, size: int, metadata: dict[str, str], flush_period_s: float = 0.1):
+    def __init__(self, path: Path, size: int, metadata: dict[str, str], flush_period_s: float = 0.1,
+                 fsync_period_s: float = 1.0):
         self.path = Path(path)
         self.size = int(size)
         self.schema = pa.schema(
@@ -84,8 +89,9 @@ class StreamWriter:
         self._f = open(self.path, "wb")
         self._w = pa.ipc.new_stream(self._f, self.schema)
         self._rows: list[tuple[int, float, int, bool, np.ndarray]] = []
-        self._last_flush = time.monotonic()
+        self._last_flush = self._last_fsync = time.monotonic()
         self.flush_period_s = flush_period_s
+        self.fsync_period_s = fsync_period_s
         self.count = 0
 
     def append(self, seq: int, t: float, values: np.ndarray, finished: bool = False, t_wall_ns: int | None = None):
@@ -97,7 +103,7 @@ class StreamWriter:
         if time.monotonic() - self._last_flush >= self.flush_period_s:
             self.flush()
 
-    def flush(self):
+    def flush(self, fsync: bool = False):
         if self._rows:
             seq, t, tw, fin, vals = zip(*self._rows)
             flat = pa.array(np.concatenate(vals), type=pa.float64())
@@ -114,11 +120,14 @@ class StreamWriter:
             self._w.write_batch(batch)
             self._rows.clear()
         self._f.flush()
-        try:
-            os.fsync(self._f.fileno())
-        except OSError:
-            pass
-        self._last_flush = time.monotonic()
+        now = time.monotonic()
+        if fsync or now - self._last_fsync >= self.fsync_period_s:
+            try:
+                os.fsync(self._f.fileno())
+            except OSError:
+                pass
+            self._last_fsync = now
+        self._last_flush = now
 
     def maybe_flush(self):
         if time.monotonic() - self._last_flush >= self.flush_period_s:
@@ -126,7 +135,12 @@ class StreamWriter:
 
     def close(self):
         self.flush()
-        self._w.close()
+        self._w.close()  # end-of-stream marker
+        self._f.flush()
+        try:
+            os.fsync(self._f.fileno())
+        except OSError:
+            pass
         self._f.close()
 
 

@@ -322,6 +322,23 @@ def load_node_config(cls, path: str | None, section: str | None = None):
 def node_main(name: str, body: Callable[[], int | None]) -> None:
     """Run a node body; log and exit non-zero with a message naming the node on failure."""
     logging.basicConfig(level=logging.INFO, format=f"%(levelname)s {name}: %(message)s", stream=sys.stderr)
+    import os
+
+    prof_dir = os.environ.get("CONTACTFLOW_PROFILE_DIR")
+    if prof_dir:  # profile the node body with cProfile: <dir>/<node id>.prof (docs/benchmarks.md)
+        import cProfile
+
+        profiler = cProfile.Profile()
+        inner = body
+
+        def body():  # noqa: F811 - the profiled body
+            profiler.enable()
+            try:
+                return inner()
+            finally:
+                profiler.disable()
+                Path(prof_dir).mkdir(parents=True, exist_ok=True)
+                profiler.dump_stats(str(Path(prof_dir) / f"{os.environ.get('DORA_NODE_ID', name)}.prof"))
     try:
         rc = body() or 0
     except UpstreamError as exc:

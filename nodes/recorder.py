@@ -43,7 +43,7 @@ def main() -> int:
                    help="remove this prefix from source node ids (e.g. 'seiko.' for the nodes of a dora "
                         "module with id seiko), so that stream names match those of a flat graph")
     p.add_argument("--flush-period-s", type=float, default=0.05,
-                   help="flush (write + fsync) the buffered messages at least this often [s]; a recorder "
+                   help="write the buffered messages to the files at least this often [s] (fsync every 1 s); a recorder "
                         "killed with SIGKILL loses at most about this much plus one event wait (50 ms)")
     args = p.parse_args()
 

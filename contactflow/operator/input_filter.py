@@ -449,6 +449,7 @@ class EffectorInputFilter:
         self._twist_out = np.zeros(6)
         self.n_rejected = 0
         self._is_reset = False
+        self._at_rest = False
 
     def reset(self, pose: pin.SE3) -> None:
         """Start at rest at ``pose`` (world from effector): reference, low-pass and output states."""
@@ -461,6 +462,7 @@ class EffectorInputFilter:
         self._bb_ang.reset(np.zeros(3))
         self.n_rejected = 0
         self._is_reset = True
+        self._at_rest = True
 
     @property
     def twist(self) -> np.ndarray:
@@ -506,6 +508,11 @@ class EffectorInputFilter:
             self.n_rejected += 1
             log.warning("non-finite operator twist %s replaced by zero", nu)
             nu = np.zeros(6)
+        if self._at_rest and not nu.any():
+            # every stage at rest on the same pose and no command: each stage would return its
+            # state unchanged (bit-exact), so skip them (enabled contacts are reset every cycle)
+            self._twist_out = np.zeros(6)
+            return pin.SE3(self.x_out)
         c = self.config
         dt = c.dt_s
 
@@ -544,6 +551,11 @@ class EffectorInputFilter:
                 R_out = pin.exp3(dtheta) @ R_out
         self.x_out = pin.SE3(R_out, p_out)
         self._twist_out = np.concatenate([(p_out - p_prev) / dt, dtheta / dt])
+        self._at_rest = (
+            not self.omega_out.any() and not self._bb_lin.v.any()
+            and np.array_equal(p_out, p_lp) and np.array_equal(p_lp, self.x_ref.translation)
+            and np.array_equal(R_out, R_lp) and np.array_equal(R_lp, self.x_ref.rotation)
+        )
         return pin.SE3(self.x_out)
 
 
