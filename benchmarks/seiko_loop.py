@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 from contactflow.environment import load_environment  # noqa: E402
 from contactflow.operator.input_filter import InputFilter, InputFilterConfig  # noqa: E402
 from contactflow.operator.scenario import ScenarioPlayer, load_scenario  # noqa: E402
+from contactflow.seiko.admittance import EffectorAdmittance  # noqa: E402
 from contactflow.seiko.controller import ControllerConfig, SeikoController  # noqa: E402
 from contactflow.seiko.estimation import JointTorqueForceEstimator  # noqa: E402
 from contactflow.seiko.retargeting import RetargetingConfig, SeikoRetargeting  # noqa: E402
@@ -42,11 +43,15 @@ class LoopLog:
 
 def run_loop(robot, scenario_path, *, ccfg: ControllerConfig | None = None, rcfg: RetargetingConfig | None = None,
              environment: bool = False, disturb: Callable | None = None, controller_on: bool = True,
-             duration_s: float | None = None, sim_hook: Callable | None = None) -> LoopLog:
+             duration_s: float | None = None, sim_hook: Callable | None = None,
+             extra_bodies: list | None = None, admittance: dict | None = None) -> LoopLog:
+    """Run the closed loop; ``admittance``: effector -> :class:`AdmittanceParams` of eq. (14) on
+    those effectors while disabled (as ``nodes/admittance.py`` in the multi-contact graph; the
+    twist is added to the operator's, tick k measured wrench in the axes of pose_d of k-1)."""
     ccfg = ccfg or ControllerConfig()
     rcfg = rcfg or RetargetingConfig()
     env = load_environment(robot.raw.get("environment")) if environment else None
-    sim = MujocoRobotSim(SimConfig(), robot, environment=env)
+    sim = MujocoRobotSim(SimConfig(), robot, environment=env, extra_bodies=extra_bodies)
     if sim_hook is not None:
         sim_hook(sim)  # e.g. change contact parameters of the compiled model
     scn = load_scenario(scenario_path, robot)
@@ -58,6 +63,7 @@ def run_loop(robot, scenario_path, *, ccfg: ControllerConfig | None = None, rcfg
     ctrl.reset(out_prev.q, out_prev.lam, out_prev.enabled)
     filt = InputFilter(InputFilterConfig(), effs)
     filt.reset(out_prev.poses)
+    adm = {e: EffectorAdmittance(p) for e, p in (admittance or {}).items()}
     est = {}
     if env is not None:
         for e, c in robot.contacts.items():
@@ -78,6 +84,11 @@ def run_loop(robot, scenario_path, *, ccfg: ControllerConfig | None = None, rcfg
             if out_prev.enabled[e]:
                 filt.reset_effector(e, out_prev.poses[e])
         tw = {e: (cmd.velocities.get(e, np.zeros(6)) if not out_prev.enabled[e] else np.zeros(6)) for e in effs}
+        for e, a in adm.items():
+            R = out_prev.poses[e].rotation
+            w = r.wrenches[e] if e in r.wrenches else r.hand_forces.get(e, np.zeros(3))
+            w_W = np.concatenate([R @ w[:3], R @ w[3:]]) if len(w) == 6 else np.asarray(w)
+            tw[e] = tw[e] + a.step(w_W, out_prev.enabled[e])
         targets = filt.step(tw, out_prev.poses)
         for e in effs:
             if cmd.enable.get(e, req_en[e]) != req_en[e]:

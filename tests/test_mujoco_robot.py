@@ -106,6 +106,27 @@ def test_extra_point_mass(robot, model):
         build_mujoco_model(robot, extra_bodies=[PointMass(name="x", parent="nope", pos=(0, 0, 0), mass=1.0)])
 
 
+def test_set_body_mass_ramps_a_payload(robot):
+    # A payload welded at ~0 kg and raised to 5 kg during a run: the feet carry its weight and the
+    # subtree masses follow; the settled-state cache is cleared (the next reset settles again).
+    pm = PointMass(name="payload", parent="gripper_left_base_link", pos=(0.0, 0.0, -0.1), mass=5.0)
+    sim = MujocoRobotSim(SimConfig(), robot, extra_bodies=[pm])
+    sim.set_body_mass("payload", 1e-6)
+    assert not sim._settled
+    assert abs(float(sim.model.body_subtreemass[0]) - robot.mass) < 1e-5
+    r = sim.reset()
+    fz0 = sum(w[2] for w in r.wrenches.values())
+    for k in range(1, 251):  # 0 -> 5 kg over 0.5 s
+        sim.set_body_mass("payload", 5.0 * k / 250)
+        sim.step(robot.theta_default)
+    assert abs(float(sim.model.body_subtreemass[0]) - (robot.mass + 5.0)) < 1e-9
+    fz1 = np.mean([sum(w[2] for w in sim.step(robot.theta_default).wrenches.values()) for _ in range(500)])
+    assert not sim.fell()
+    assert abs(fz1 - fz0 - 5.0 * 9.81) < 2.0
+    with pytest.raises(ContractError):
+        sim.set_body_mass("payload", 0.0)
+
+
 # ---------------------------------------------------------------------------- standing
 def test_reset_state(robot, stood):
     first = stood[1][0]

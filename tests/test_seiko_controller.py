@@ -324,3 +324,44 @@ def test_shadow_mode_holds_the_offset_and_tracks_the_flexible_state(robot):
     np.testing.assert_array_equal(out.offset, 0.0)
     for k in FEET:  # the complementary filter passes the read through in shadow mode
         np.testing.assert_array_equal(out.lam_tilde[k], read[k])
+
+
+def test_torque_limit_constraint_switch(robot):
+    # (12) clamps the arm_right_2 limit (tau_read above the ratio); raising the arm would increase
+    # its model torque: with (11i) |tau_flex| stays at the limit, without (11i) it passes it.
+    j = robot.joint_names.index("arm_right_2_joint")
+    q_d = robot.q_default.copy()
+    q_d[7 + j] -= 0.4
+    tau_read = np.zeros(robot.n)
+    tau_read[j] = 0.9 * robot.tau_max[j]
+    excess = {}
+    for on in (True, False):
+        ctl = SeikoController(ControllerConfig(max_tau_ratio=0.6, torque_limit_constraint=on), robot)
+        out = ctl.reset(robot.q_default, _lam0(robot), FEET)
+        lam = {k: out.lam_flex[k].copy() for k in FEET}
+        tau0 = abs(out.tau_flex[j])
+        ex = []
+        for _ in range(100):
+            out = _step(ctl, robot, q_d, lam, lam, tau_read=tau_read)
+            assert out.ok
+            assert out.tau_limit[j] == pytest.approx(tau0 + ctl.config.torque_margin_nm, abs=1e-6)
+            ex.append(abs(out.tau_flex[j]) - out.tau_limit[j])
+        excess[on] = max(ex)
+    assert excess[True] < 1e-6
+    assert excess[False] > 5.0
+
+
+def test_tau_read_low_pass_ignores_a_one_tick_spike(robot):
+    # A one-tick spike above the ratio lowers the (12) limit when tau_read is used raw; the 5 Hz
+    # low-pass of the code's joint-torque sensors (seiko.md §6.4) keeps it far below the ratio.
+    j = robot.joint_names.index("arm_left_1_joint")
+    for cutoff, lowered in ((0.0, True), (5.0, False)):
+        ctl = SeikoController(ControllerConfig(max_tau_ratio=0.6, tau_read_cutoff_hz=cutoff), robot)
+        out = ctl.reset(robot.q_default, _lam0(robot), FEET)
+        lam = {k: out.lam_flex[k].copy() for k in FEET}
+        for k in range(3):
+            tau_read = np.zeros(robot.n)
+            if k == 1:
+                tau_read[j] = 0.9 * robot.tau_max[j]
+            out = _step(ctl, robot, robot.q_default, lam, lam, tau_read=tau_read)
+        assert (out.tau_limit[j] < 0.5 * robot.tau_max[j]) == lowered

@@ -43,7 +43,7 @@ def _sum_world_force(robot, out):
 
 def test_config_defaults_and_loader():
     cfg = load_config(RetargetingConfig, {"dt_s": 0.002, "plane": {"fz_min_n": 50.0}}, "test")
-    assert cfg.plane.fz_min_n == 50.0 and cfg.plane.pose_weight_pos == 1e5
+    assert cfg.plane.fz_min_n == 50.0 and cfg.plane.pose_weight_pos == 1e6
     assert cfg.point.force_rate_max_n_per_s == 10.0
     assert cfg.plane.wrench_weights[2] == pytest.approx(2e-5)
     with pytest.raises(ConfigError):

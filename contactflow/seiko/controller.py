@@ -41,7 +41,7 @@ from contactflow.errors import ConfigError, ContractError
 from contactflow.qp import QPSolution, solve_qp, solve_qp_stacked
 from contactflow.robot import ContactSpec, Robot
 from contactflow.seiko.equilibrium import effector_jacobian_world, equilibrium_terms
-from contactflow.seiko.filters import ComplementaryWrenchFilter, TorqueLimitAdapter, WrenchRateEstimator
+from contactflow.seiko.filters import ComplementaryWrenchFilter, TorqueLimitAdapter, WrenchRateEstimator, alpha_from_cutoff
 
 __all__ = [
     "ControllerConfig",
@@ -53,6 +53,9 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+
+#: (11i) bound used when ``torque_limit_constraint`` is off [N m]: never binds.
+_NO_TORQUE_LIMIT_NM = 1e6
 
 
 def _rot_y(a: float) -> np.ndarray:
@@ -105,13 +108,35 @@ class ControllerConfig:
         weight_ineq: scale of the inequality rows (conditioning only; feasible set unchanged).
         max_pos_cmd_offset_rad: bound on |offset| [rad] (code-only; 0.5 on Talos).
         torque_limit_adaptation: run the limit update (12); off = (11i) with the URDF limits.
+        torque_limit_constraint: impose (11i); off = no joint-torque rows in QP (11) (the
+            paper's Fig. 7 condition "Controller without (11i) and (12)"; (12) then has no effect).
         max_tau_ratio: rho of (12) [-].
+        tau_read_cutoff_hz: low-pass of ``tau_read`` before (12) [Hz] (the code filters the
+            joint-torque sensors at 5 Hz, seiko.md §6.4); 0 = unfiltered (default).
         torque_margin_nm: eps1 of (12) [N m].
         torque_decay_nm_per_s: eps2 / dt of (12) [N m/s].
         torque_hysteresis: eps3 of (12), ratio of the URDF limit [-].
         weight_elastic_energy: runInit elastic-energy weight (times K).
         init_iterations: runInit Newton steps at reset and after a contact switch.
         command_blend_s: linear blend of the output command after a switch or a re-enable [s].
+        release_max_force_n: a plane contact released by the Retargeting stays enabled here
+            until its low-pass filtered *measured* normal force is below this [N]; meanwhile its
+            contact target (11g) rises along world z at ``min(release_lift_max_m_per_s,
+            release_lift_gain * f_z)`` (ramped in along a raised cosine over
+            ``release_ramp_s``), which unloads the foot through the structure's compliance, and
+            (10) runs with ``lam_d = 0``. The accumulated rise is added to the effector's pose
+            target (11c) until it is enabled again; after the switch it keeps growing at
+            ``min(release_lift_max_m_per_s, release_lift_gain (f_z - release_max_force_n))``
+            while the measured force exceeds the threshold and shrinks back to 0 at
+            ``release_lift_max_m_per_s`` once the foot is off the ground (filtered f_z below
+            0.2 x the threshold). 0 = switch on the Retargeting's flag
+            (paper, released code). Deviation from the paper: docs/seiko_multicontact.md, Foot
+            lift (the Retargeting releases on the *desired* force while ~60 N are measured).
+        release_filter_cutoff_hz: cutoff of the low-pass on the measured normal force [Hz].
+        release_lift_gain: [(m/s)/N] of that rise.
+        release_lift_max_m_per_s: its speed bound [m/s].
+        release_ramp_s: its raised-cosine ramp-in [s].
+        release_timeout_s: the switch runs anyway (with a warning) after this long held [s].
         qp_tol: relative residual tolerance of the QP solutions (as :func:`contactflow.qp.solve_qp`).
         qp_reg: relative Tikhonov regularisation of the QP Hessian (as :func:`contactflow.qp.solve_qp`).
     """
@@ -136,13 +161,21 @@ class ControllerConfig:
     weight_ineq: float = 10.0
     max_pos_cmd_offset_rad: float = 0.5
     torque_limit_adaptation: bool = True
+    torque_limit_constraint: bool = True
     max_tau_ratio: float = 0.75
+    tau_read_cutoff_hz: float = 0.0
     torque_margin_nm: float = 1.0
     torque_decay_nm_per_s: float = 10.0
     torque_hysteresis: float = 0.1
     weight_elastic_energy: float = 1.0
     init_iterations: int = 3
     command_blend_s: float = 2.0
+    release_max_force_n: float = 3.0
+    release_filter_cutoff_hz: float = 5.0
+    release_lift_gain: float = 1e-4
+    release_lift_max_m_per_s: float = 0.001
+    release_ramp_s: float = 1.0
+    release_timeout_s: float = 5.0
     qp_tol: float = 1e-6
     qp_reg: float = 1e-9
 
@@ -163,6 +196,7 @@ class ControllerConfig:
             "weight_ineq",
             "max_pos_cmd_offset_rad",
             "max_tau_ratio",
+            "release_filter_cutoff_hz",
             "qp_tol",
             "qp_reg",
         ):
@@ -178,8 +212,14 @@ class ControllerConfig:
             "gain_pose",
             "torque_margin_nm",
             "torque_decay_nm_per_s",
+            "tau_read_cutoff_hz",
             "weight_elastic_energy",
             "command_blend_s",
+            "release_max_force_n",
+            "release_lift_gain",
+            "release_lift_max_m_per_s",
+            "release_ramp_s",
+            "release_timeout_s",
         ):
             if getattr(self, name) < 0.0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -470,6 +510,10 @@ class SeikoController:
             eps2_nm=config.torque_decay_nm_per_s * dt,
             eps3=config.torque_hysteresis,
         )
+        self._tau_read_lp: np.ndarray | None = None  # low-passed tau_read (tau_read_cutoff_hz)
+        self._tau_read_alpha = (
+            alpha_from_cutoff(config.tau_read_cutoff_hz, dt) if config.tau_read_cutoff_hz > 0.0 else 0.0
+        )
         self._ws_cache: dict[tuple[str, ...], _Workspace] = {}
         # State
         self.q_flex = robot.q_default.copy()
@@ -486,6 +530,12 @@ class SeikoController:
         self._last_cmd = self.theta_d.copy()
         self._is_reset = False
         self._theta_cmd_dot = np.zeros(self.n)
+        # Release on the measured force (release_max_force_n): low-passed measured normal force
+        # of each plane contact [N], time held so far [s], accumulated target rise [m].
+        self._fn_alpha = alpha_from_cutoff(config.release_filter_cutoff_hz, dt)
+        self._fn_lp: dict[str, float | None] = {c.name: None for c in self.contacts if c.type == "plane"}
+        self._held_s: dict[str, float] = {}
+        self._rise_m: dict[str, float] = {}
 
     # ---------------------------------------------------------------- public helpers
 
@@ -627,7 +677,12 @@ class SeikoController:
             self._lam_flex_dot[c.name][:] = 0.0
             self._cfilt[c.name].reset()
             self._rate[c.name].reset()
+        for name in self._fn_lp:
+            self._fn_lp[name] = None
+        self._held_s = {}
+        self._rise_m = {}
         self._tau_adapt.reset()
+        self._tau_read_lp = None
         self.targets = {}
         pin.framesForwardKinematics(self.model, self.data, self.q_flex)
         for c in self.contacts_on:
@@ -707,10 +762,28 @@ class SeikoController:
             tau_read = self._vec("tau_read", tau_read, (self.n,))
         self.theta_d = q_d[7:].copy()
 
-        # Contact switching (TaskSEIKO.cpp l.530-593).
+        # Contact switching (TaskSEIKO.cpp l.530-593); a released plane contact is first held
+        # until its measured normal force is low (release_max_force_n, not in the paper).
+        self._filter_normal_forces(lam_read)
         switched = False
         for name in self.names:
             want = bool(enabled.get(name, False))
+            if want and name in self._held_s:  # enabled again while held: the contact stays
+                del self._held_s[name]
+                self._rise_m.pop(name, None)
+            if not want and self.enabled[name] and self._hold_for_release(name):
+                continue
+            if want and not self.enabled[name]:
+                self._rise_m.pop(name, None)
+            elif not want and not self.enabled[name] and name in self._rise_m:
+                # after the switch: keep rising while touching (admittance on the measured f_z),
+                # sink back to the Retargeting's pose once off the ground (< 0.2 x threshold)
+                fn = self._fn_lp.get(name) or 0.0
+                if fn > cfg.release_max_force_n:
+                    v = min(cfg.release_lift_max_m_per_s, cfg.release_lift_gain * (fn - cfg.release_max_force_n))
+                    self._rise_m[name] += dt * v
+                elif fn < 0.2 * cfg.release_max_force_n:
+                    self._rise_m[name] = max(0.0, self._rise_m[name] - dt * cfg.release_lift_max_m_per_s)
             if want != self.enabled[name]:
                 switched = True
                 self.enabled[name] = want
@@ -741,8 +814,9 @@ class SeikoController:
             lt = self._cfilt[c.name].update(read, self._lam_flex_dot[c.name], self.enabled[c.name] and self.integrating)
             lam_tilde[c.name] = lt.copy()
             if self.enabled[c.name]:
-                ld = self._wrench("lam_d", lam_d, c.name, True)
-                ldd = self._wrench("lam_d_dot", lam_d_dot, c.name, False)
+                held = c.name in self._held_s
+                ld = np.zeros(c.dim) if held else self._wrench("lam_d", lam_d, c.name, True)
+                ldd = None if held else self._wrench("lam_d_dot", lam_d_dot, c.name, False)
                 e = cfg.kp_per_s * (ld - lt) + (cfg.kd_sign * cfg.kd) * rate
                 if ldd is not None:
                     e += ldd
@@ -750,6 +824,14 @@ class SeikoController:
 
         # (12) torque-limit update, from the previous tau_flex.
         if cfg.torque_limit_adaptation and tau_read is not None:
+            if cfg.tau_read_cutoff_hz > 0.0:
+                if self._tau_read_lp is None:
+                    self._tau_read_lp = tau_read.copy()
+                else:
+                    a = self._tau_read_alpha
+                    self._tau_read_lp *= a
+                    self._tau_read_lp += (1.0 - a) * tau_read
+                tau_read = self._tau_read_lp
             self._tau_adapt.update(tau_read, self.tau_flex)
 
         if init_sol is not None and not init_sol.found:
@@ -776,6 +858,48 @@ class SeikoController:
         step_time = time.perf_counter() - t0
         diag = self._diagnostics(sol, t0, step_time, switched=switched, ws=ws)
         return self._output(cmd, lam_tilde, sol.found, diag)
+
+    # ---------------------------------------------------------------- release on the measured force
+
+    def _filter_normal_forces(self, lam_read: Mapping[str, np.ndarray]) -> None:
+        a = self._fn_alpha
+        for name in self._fn_lp:
+            w = lam_read.get(name)
+            if w is None:
+                continue
+            fn = float(np.asarray(w, dtype=float).reshape(-1)[2])
+            if math.isfinite(fn):
+                prev = self._fn_lp[name]
+                self._fn_lp[name] = fn if prev is None else a * prev + (1.0 - a) * fn
+
+    def _hold_for_release(self, name: str) -> bool:
+        """True while the released plane contact ``name`` stays enabled (measured f_z too high);
+        raises its contact target meanwhile (``release_*`` of :class:`ControllerConfig`)."""
+        cfg = self.config
+        fn = self._fn_lp.get(name)
+        if cfg.release_max_force_n <= 0.0 or fn is None:
+            return False
+        held = self._held_s.get(name)
+        if held is None:
+            if fn < cfg.release_max_force_n:
+                self._rise_m.pop(name, None)
+                return False
+            _log.info("SEIKO controller: %s released by the Retargeting with %.1f N measured; "
+                      "unloading it before the switch", name, fn)
+            held = 0.0
+            self._rise_m[name] = 0.0
+        elif fn < cfg.release_max_force_n or held >= cfg.release_timeout_s:
+            if fn >= cfg.release_max_force_n:
+                _log.warning("SEIKO controller: %s still carries %.1f N after %.1f s; switching anyway", name, fn, held)
+            del self._held_s[name]
+            return False
+        x = min(1.0, held / cfg.release_ramp_s) if cfg.release_ramp_s > 0.0 else 1.0
+        v = min(cfg.release_lift_max_m_per_s, cfg.release_lift_gain * max(0.0, fn)) * 0.5 * (1.0 - math.cos(math.pi * x))
+        T = self.targets[name]
+        T.translation = T.translation + np.array([0.0, 0.0, cfg.dt_s * v])
+        self._rise_m[name] += cfg.dt_s * v
+        self._held_s[name] = held + cfg.dt_s
+        return True
 
     # ---------------------------------------------------------------- QP (11)
 
@@ -841,6 +965,8 @@ class SeikoController:
                 continue
             Jw = effector_jacobian_world(model, data, c.frame_id)
             dp, dR = _pose_error(self._data_d.oMf[c.frame_id], data.oMf[c.frame_id])
+            if c.name in self._rise_m and not self.enabled[c.name]:
+                dp = dp + np.array([0.0, 0.0, self._rise_m[c.name]])
             k = cfg.gain_pose / dt
             if not self.enabled[c.name]:
                 wp = cfg.weight_pose_plane_pos if c.type == "plane" else cfg.weight_pose_point_pos
@@ -886,7 +1012,8 @@ class SeikoController:
         np.multiply(T_J, s * dt, out=N)
         N[ws.jdiag - 6, ws.jdiag] -= (s * dt) * self.K
         np.negative(N, out=A_in[5 * n : 6 * n])
-        tau_lim = self._tau_adapt.value
+        # Without (11i) the rows stay (fixed QP size) with a bound that never binds.
+        tau_lim = self._tau_adapt.value if cfg.torque_limit_constraint else _NO_TORQUE_LIMIT_NM
         b_in[4 * n : 5 * n] = s * (-tau_lim - tau_flex - t_J)
         b_in[5 * n : 6 * n] = -s * (tau_lim - tau_flex - t_J)
         self._last_bias = (float(np.linalg.norm(t[:6])), float(np.linalg.norm(c_vec)))

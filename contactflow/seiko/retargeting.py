@@ -90,6 +90,16 @@ class EffectorParams:
         cop_half_y_m: CoP half-length along the contact y axis [m] (planes only).
         force_rate_max_n_per_s: bound on each force-rate component (9m) [N/s].
         torque_rate_max_nm_per_s: bound on each torque-rate component (9m) [N m/s] (planes).
+        disable_ramp_s: while a contact is being disabled, its rate bounds (9m) rise from 0 to
+            the limits along a raised cosine over this time after the request [s]; 0 = the
+            paper's step to the full limit (RA-L Supp. E). A deviation from the paper
+            (docs/seiko_multicontact.md, Foot lift): the step of the desired force rate kicks a
+            whole-body sway of the real robot.
+        disable_taper_n: below this normal force the normal-force rate bound of a disabling
+            contact tapers to 0 as ``sqrt(u (2 - u))`` of ``u = f_n / disable_taper_n``, so the
+            desired force reaches 0 with zero rate, continuous acceleration and bounded jerk, in
+            ``pi/2 disable_taper_n / force_rate_max_n_per_s`` instead of
+            ``disable_taper_n / force_rate_max_n_per_s`` [N]; 0 = the paper's constant limit.
     """
 
     pose_weight_pos: float
@@ -105,12 +115,16 @@ class EffectorParams:
     cop_half_y_m: float = 0.03
     force_rate_max_n_per_s: float
     torque_rate_max_nm_per_s: float = 0.0
+    disable_ramp_s: float = 0.0
+    disable_taper_n: float = 0.0
 
     def __post_init__(self):
         for name in ("pose_weight_pos", "pose_weight_rot", "pose_clamp_pos_m", "pose_clamp_rot_rad",
                      "friction_mu", "force_rate_max_n_per_s", "cop_half_x_m", "cop_half_y_m"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.disable_ramp_s < 0 or self.disable_taper_n < 0:
+            raise ValueError("disable_ramp_s and disable_taper_n must be >= 0")
         if self.torque_rate_max_nm_per_s < 0 or self.disabling_weight_scale <= 0:
             raise ValueError("torque_rate_max_nm_per_s must be >= 0 and disabling_weight_scale > 0")
         if not 0 <= self.fz_min_n < self.fz_max_n:
@@ -123,13 +137,17 @@ class EffectorParams:
 class PlaneEffectorParams(EffectorParams):
     """:class:`EffectorParams` with the Talos foot (plane contact) defaults."""
 
-    pose_weight_pos: float = 1e5
-    pose_weight_rot: float = 1e4
+    # 10 x the Talos values of seiko.md §4.1 (1e5, 1e4): with those the free foot swings at
+    # 0.16 rad/s for one step after its release (docs/seiko_multicontact.md, Foot lift)
+    pose_weight_pos: float = 1e6
+    pose_weight_rot: float = 1e5
     wrench_weights: tuple[float, ...] = (0.002, 0.002, 0.002 * 0.01, 0.002, 0.002, 0.002)
     fz_min_n: float = 100.0
     fz_max_n: float = 1000.0
     force_rate_max_n_per_s: float = 60.0
     torque_rate_max_nm_per_s: float = 0.04 * 60.0
+    disable_ramp_s: float = 2.0
+    disable_taper_n: float = 30.0
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -350,7 +368,9 @@ class SeikoRetargeting:
       ratcheted up to ``min(f_n - 0.01, fz_min_desired)`` while the optimiser loads the contact;
     * disable (``(name, False)``): the wrench weights become ``disabling_weight_scale`` times
       the enabled ones, ``fz_min = 0``, push mode off; the wrench decreases at the rate limits
-      (9m) and the contact is released once ``f_n < dt * force_rate_max``.
+      (9m) (ramped in over ``disable_ramp_s`` and tapered below ``disable_taper_n``, feet only by
+      default, not in the paper) and the contact is released once ``f_n < dt *`` the normal-force
+      rate bound of that step.
 
     Pushing mode (§7.2, :meth:`request_push`): on an enabled contact that is not being disabled,
     the wrench target is frozen at the current wrench, the weights become
@@ -436,6 +456,7 @@ class SeikoRetargeting:
         self._lam_target = {k: np.zeros(c.dim) for k, c in zip(self._names, self._specs)}
         self._fz_min = {k: self.config.effector(c.type).fz_min_n for k, c in zip(self._names, self._specs)}
         self._disabling = {k: False for k in self._names}
+        self._disable_steps = {k: 0 for k in self._names}
         self._push = {k: False for k in self._names}
         cfg = self.config
         self._push_filter = {
@@ -605,6 +626,8 @@ class SeikoRetargeting:
         A_in[ri + n : ri + 2 * n] = -A_in[ri : ri + n]
         b_in[ri : ri + n] = (-self._tau_lim - tau0) / dt
         b_in[ri + n : ri + 2 * n] = (-self._tau_lim + tau0) / dt
+        # (9m) of disabling contacts: smooth ramp-in and normal-force taper (EffectorParams)
+        self._disabling_rate_bounds(lam)
         # (9k) contact constraints, divided by dt: C lam_dot >= -(C lam + c)/dt
         for row, col, k in self._contact_rows:
             C, c = self._constraints[k]
@@ -729,6 +752,7 @@ class SeikoRetargeting:
                 f"cannot disable {name!r}: it is the last supporting plane contact (no enabled foot would remain)"
             )
         self._disabling[name] = True
+        self._disable_steps[name] = 0
         self._push[name] = False
         self._fz_min[name] = 0.0
         self._lam_target[name] = np.zeros(spec.dim)
@@ -803,8 +827,9 @@ class SeikoRetargeting:
         released = []
         for k, c in self._on:
             if self._disabling[k]:
-                # below dt * rate limit, so the other contacts can take the rest in one step
-                lim = self.config.dt_s * self.config.effector(c.type).force_rate_max_n_per_s
+                # below dt * rate bound, so the other contacts can take the rest in one step; the
+                # bound of this step (tapered, disable_taper_n; the limit without the taper)
+                lim = self.config.dt_s * float(self._lam_rate_lim[self._col[k] + 2])
                 if float(self._lam[k][2]) < lim:
                     released.append(k)
         if released:
@@ -820,6 +845,37 @@ class SeikoRetargeting:
                 self._targets[k] = self.data.oMf[c.frame_id].copy()
                 log.info("SEIKO retargeting: contact %s released", k)
             self._layout()
+
+    def _disabling_rate_bounds(self, lam: np.ndarray) -> None:
+        """Rate bounds (9m) of the disabling contacts for this step (deviation from the paper).
+
+        ``bound = limit * S(t / disable_ramp_s)`` with the raised cosine ``S(x) = (1 - cos(pi x))/2``
+        (``t`` [s] since the disable request), and on the normal force additionally
+        ``limit * sqrt(u (2 - u))``, ``u = f_n / disable_taper_n`` below the taper force; the
+        bounds of the other contacts keep their limits.
+        """
+        if not any(self._disabling.values()):
+            return
+        m, r0, dt = self._m, self._row_in_rate, self.config.dt_s
+        for k, c in self._on:
+            if not self._disabling[k]:
+                continue
+            par = self.config.effector(c.type)
+            self._disable_steps[k] += 1
+            col = self._col[k]
+            sl = slice(col, col + c.dim)
+            scale = 1.0
+            if par.disable_ramp_s > 0.0:
+                x = min(1.0, self._disable_steps[k] * dt / par.disable_ramp_s)
+                scale = 0.5 * (1.0 - math.cos(math.pi * x))
+            rate = self._lam_rate_base[sl] * scale
+            if par.disable_taper_n > 0.0:
+                u = max(0.0, float(lam[col + 2])) / par.disable_taper_n
+                if u < 1.0:
+                    rate[2] = min(rate[2], par.force_rate_max_n_per_s * math.sqrt(u * (2.0 - u)))
+            self._lam_rate_lim[sl] = rate
+            self._b_in[r0 + col : r0 + col + c.dim] = -rate
+            self._b_in[r0 + m + col : r0 + m + col + c.dim] = -rate
 
     def _wrench_weights(self, k: str) -> np.ndarray:
         c = self.robot.contacts[k]
@@ -937,6 +993,8 @@ class SeikoRetargeting:
             lim = [par.force_rate_max_n_per_s] * 3 + ([par.torque_rate_max_nm_per_s] * 3 if c.dim == 6 else [])
             rate[self._col[k] : self._col[k] + c.dim] = lim
         self._lam_rate_lim = rate
+        self._lam_rate_base = rate.copy()
+        self._row_in_rate = r0
         A_in[r0 : r0 + m, nv:] = np.eye(m)
         A_in[r0 + m : r0 + 2 * m, nv:] = -np.eye(m)
         b_in[r0 : r0 + 2 * m] = -np.tile(rate, 2)

@@ -505,6 +505,36 @@ class MujocoRobotSim:
             raise ContractError(f"external wrench must be 6 finite numbers, got shape {w.shape}")
         self.data.xfrc_applied[bid] = w
 
+    def set_body_mass(self, body: str, mass_kg: float) -> None:
+        """Change the mass of a body (e.g. an ``extra_bodies`` payload) during a run.
+
+        The inertia is scaled with the mass and the subtree masses of the body and its ancestors
+        are updated; the settled-state cache of :meth:`reset` is cleared (it depends on the
+        masses). For a load added "during operation": weld it with its full mass, set it to ~0
+        before :meth:`reset`, then ramp it up.
+
+        Args:
+            body: MuJoCo body name.
+            mass_kg: new mass [kg], > 0.
+
+        Raises:
+            ContractError: ``mass_kg`` is not a positive finite number.
+        """
+        if not (np.isfinite(mass_kg) and mass_kg > 0.0):
+            raise ContractError(f"set_body_mass: mass must be > 0, got {mass_kg}")
+        m = self.model
+        bid = m.body(body).id
+        old = float(m.body_mass[bid])
+        m.body_inertia[bid] *= mass_kg / old
+        m.body_mass[bid] = mass_kg
+        b = bid
+        while True:
+            m.body_subtreemass[b] += mass_kg - old
+            if b == 0:
+                break
+            b = int(m.body_parentid[b])
+        self._settled.clear()
+
     # ------------------------------------------------------------------ helpers
     def _diverged(self) -> bool:
         return self._badqacc.number > 0
