@@ -34,7 +34,7 @@ def main() -> int:
 
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--realtime", action="store_true")
-    p.add_argument("--lag", type=int, default=1,
+    p.add_argument("--lag", type=int, default=2,
                    help="ticks between the Retargeting output used as clamp centres and the current tick")
     args = p.parse_args()
     robot = load_robot(args.robot)

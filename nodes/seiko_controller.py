@@ -2,9 +2,10 @@
 
 Inputs:  ``sensors`` (``sensors``, tick k): measured sole wrenches, hand forces (world frame,
          rotated here into the surface frames R_c) and joint torques;
-         ``desired`` (``desired``, tick k - lag): the Retargeting output. ``--lag`` (default 1)
-         pipelines the two QPs: the Controller of tick k uses the Retargeting of tick k-1, so both
-         run concurrently (one tick = 2 ms of extra latency on the operator's command).
+         ``desired`` (``desired``, tick k - lag): the Retargeting output. ``--lag`` (default 2)
+         pipelines the two QPs: the Controller of tick k uses the Retargeting of tick k-2, so they
+         and the input filter run concurrently (2 ticks = 4 ms of extra latency on the operator's
+         command; ``--lag 1`` = 2 ms, measured 20 % slower on 2 cores, docs/benchmarks.md).
 Outputs: ``command`` (``joint_command``): theta_cmd = theta_d + offset;
          ``state`` (``controller_state``): flexible state and filter values (diagnostics).
 
@@ -34,7 +35,7 @@ def main() -> int:
     from contactflow.seiko.retargeting import RetargetingConfig, SeikoRetargeting
 
     p = base_parser(__doc__.splitlines()[0])
-    p.add_argument("--lag", type=int, default=1, help="ticks between the Retargeting output used and the current tick")
+    p.add_argument("--lag", type=int, default=2, help="ticks between the Retargeting output used and the current tick")
     p.add_argument("--retargeting-config", default=None, help="config of the Retargeting (for its reset state)")
     p.add_argument("--realtime", action="store_true")
     p.add_argument("--blend-from-measured", action="store_true",
