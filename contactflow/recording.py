@@ -93,12 +93,18 @@ class StreamWriter:
         self.flush_period_s = flush_period_s
         self.fsync_period_s = fsync_period_s
         self.count = 0
+        self.last_seq: int | None = None
+        self.missing = 0  # messages skipped in seq (a lost message, or a producer that skipped ticks)
 
     def append(self, seq: int, t: float, values: np.ndarray, finished: bool = False, t_wall_ns: int | None = None):
         v = np.asarray(values, dtype=np.float64).reshape(-1)
         if v.size != self.size:
             raise RecordingError(f"{self.path.name}: message of {v.size} values, expected {self.size}")
-        self._rows.append((int(seq), float(t), int(t_wall_ns if t_wall_ns is not None else time.time_ns()), bool(finished), v))
+        seq = int(seq)
+        if self.last_seq is not None and seq > self.last_seq + 1:
+            self.missing += seq - self.last_seq - 1
+        self.last_seq = seq if self.last_seq is None else max(seq, self.last_seq)
+        self._rows.append((seq, float(t), int(t_wall_ns if t_wall_ns is not None else time.time_ns()), bool(finished), v))
         self.count += 1
         if time.monotonic() - self._last_flush >= self.flush_period_s:
             self.flush()
@@ -198,6 +204,7 @@ class RecordingWriter:
         for name, w in self.streams.items():
             w.close()
             self.manifest["streams"][name]["messages"] = w.count
+            self.manifest["streams"][name]["missing_seq"] = w.missing
         self.manifest.update(extra)
         self.manifest["complete"] = True
         self.manifest["end_time_utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat()

@@ -115,7 +115,11 @@ def main() -> int:
                     if key in md:
                         meta[key] = md[key]
                 w = writer.stream(src, vec.size, meta)
+                missing = w.missing
                 w.append(int(md.get("seq", n_msgs)), float(md.get("t", float("nan"))), vec, bool(md.get("finished", False)))
+                if w.missing > missing:
+                    log.warning("stream %s: %d message(s) missing before seq %s (lost on the way or skipped by "
+                                "the producer); counted in the manifest as missing_seq", src, w.missing - missing, md.get("seq"))
                 n_msgs += 1
             except Exception as exc:  # noqa: BLE001 - a bad message must not stop the recording
                 log.warning("input %r: message not recorded: %s", iid, exc)
@@ -124,6 +128,9 @@ def main() -> int:
         writer.flush()
     writer.close(messages=n_msgs)
     print(f"[recorder] wrote {n_msgs} messages in {len(writer.streams)} streams to {run_dir}", flush=True)
+    gaps = {name: w.missing for name, w in writer.streams.items() if w.missing}
+    if gaps:
+        print(f"[recorder] WARNING: messages missing in seq: {gaps}", flush=True)
 
     if args.summary == "seiko":
         from contactflow.robot import load_robot

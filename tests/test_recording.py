@@ -64,3 +64,18 @@ def test_foreign_files_are_refused(tmp_path):
     (tmp_path / "run" / "manifest.json").write_text("{not json")
     with pytest.raises(RecordingError, match="not valid JSON"):
         read_recording(tmp_path / "run")
+
+
+def test_missing_seq_is_counted_in_the_manifest(tmp_path):
+    """A stream whose seq skips values (a lost message) says so in the manifest."""
+    w = RecordingWriter(tmp_path / "run", {"dataflow": "x.yml"})
+    s = w.stream("a.out", 2, {"source": "a/out"})
+    full = w.stream("b.out", 2, {"source": "b/out"})
+    for k in (0, 1, 2, 5, 6, 9):
+        s.append(k, 0.002 * k, np.zeros(2))
+    for k in range(10):
+        full.append(k, 0.002 * k, np.zeros(2))
+    w.close()
+    streams = json.loads((tmp_path / "run" / "manifest.json").read_text())["streams"]
+    assert streams["a.out"]["missing_seq"] == 4 and streams["a.out"]["messages"] == 6
+    assert streams["b.out"]["missing_seq"] == 0
