@@ -108,8 +108,9 @@ class ControllerConfig:
         weight_ineq: scale of the inequality rows (conditioning only; feasible set unchanged).
         max_pos_cmd_offset_rad: bound on |offset| [rad] (code-only; 0.5 on Talos).
         torque_limit_adaptation: run the limit update (12); off = (11i) with the URDF limits.
-        torque_limit_constraint: impose (11i); off = no joint-torque rows in QP (11) (the
-            paper's Fig. 7 condition "Controller without (11i) and (12)"; (12) then has no effect).
+        torque_limit_constraint: impose (11i); off = the joint-torque rows of QP (11) get a
+            1e6 N m bound that never binds (the QP keeps its size; the paper's Fig. 7 condition
+            "Controller without (11i) and (12)"; (12) then has no effect on the solution).
         max_tau_ratio: rho of (12) [-].
         tau_read_cutoff_hz: low-pass of ``tau_read`` before (12) [Hz] (the code filters the
             joint-torque sensors at 5 Hz, seiko.md §6.4); 0 = unfiltered (default).
@@ -135,6 +136,8 @@ class ControllerConfig:
         release_filter_cutoff_hz: cutoff of the low-pass on the measured normal force [Hz].
         release_lift_gain: [(m/s)/N] of that rise.
         release_lift_max_m_per_s: its speed bound [m/s].
+        release_lift_max_m: bound on the accumulated rise [m] (a foot still loaded after the
+            timeout, or set down on an obstacle, does not climb further).
         release_ramp_s: its raised-cosine ramp-in [s].
         release_timeout_s: the switch runs anyway (with a warning) after this long held [s].
         qp_tol: relative residual tolerance of the QP solutions (as :func:`contactflow.qp.solve_qp`).
@@ -174,6 +177,7 @@ class ControllerConfig:
     release_filter_cutoff_hz: float = 5.0
     release_lift_gain: float = 1e-4
     release_lift_max_m_per_s: float = 0.001
+    release_lift_max_m: float = 0.01
     release_ramp_s: float = 1.0
     release_timeout_s: float = 5.0
     qp_tol: float = 1e-6
@@ -218,10 +222,11 @@ class ControllerConfig:
             "release_max_force_n",
             "release_lift_gain",
             "release_lift_max_m_per_s",
+            "release_lift_max_m",
             "release_ramp_s",
             "release_timeout_s",
         ):
-            if getattr(self, name) < 0.0:
+            if not getattr(self, name) >= 0.0:  # also refuses NaN
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if not 0.0 <= self.torque_hysteresis < self.max_tau_ratio:
             raise ValueError("torque_hysteresis must be in [0, max_tau_ratio)")
@@ -729,8 +734,13 @@ class SeikoController:
                 entries or None mean zero.
             enabled: effector -> contact enabled (Retargeting state); effectors not listed are
                 disabled. A change triggers the contact switch (targets frozen at
-                the flexible pose, runInit x init_iterations, output blend).
-            lam_read: effector -> measured wrench (same layout); required for enabled contacts.
+                the flexible pose, runInit x init_iterations, output blend); the release of a
+                plane contact is deferred while its measured normal force is above
+                ``release_max_force_n`` (``diagnostics["held"]``; during that hold the
+                complementary filter (13) keeps running on it, unlike §6.5).
+            lam_read: effector -> measured wrench (same layout); required for enabled contacts
+                and, with ``release_max_force_n`` > 0, for disabled plane contacts (their
+                release and the rise of their pose target use it).
             tau_read: (n,) measured joint torques [N m], for (12); None skips the update.
             theta_ahead: (n,) Retargeting ahead posture used for the output command [rad].
             integrating: False runs the controller in shadow: no QP integration, the offset is
@@ -770,7 +780,9 @@ class SeikoController:
             want = bool(enabled.get(name, False))
             if want and name in self._held_s:  # enabled again while held: the contact stays
                 del self._held_s[name]
-                self._rise_m.pop(name, None)
+                rise = self._rise_m.pop(name, 0.0)
+                T = self.targets[name]  # back to the contact target before the hold's rise
+                T.translation = T.translation - np.array([0.0, 0.0, rise])
             if not want and self.enabled[name] and self._hold_for_release(name):
                 continue
             if want and not self.enabled[name]:
@@ -781,7 +793,7 @@ class SeikoController:
                 fn = self._fn_lp.get(name) or 0.0
                 if fn > cfg.release_max_force_n:
                     v = min(cfg.release_lift_max_m_per_s, cfg.release_lift_gain * (fn - cfg.release_max_force_n))
-                    self._rise_m[name] += dt * v
+                    self._rise_m[name] = min(cfg.release_lift_max_m, self._rise_m[name] + dt * v)
                 elif fn < 0.2 * cfg.release_max_force_n:
                     self._rise_m[name] = max(0.0, self._rise_m[name] - dt * cfg.release_lift_max_m_per_s)
             if want != self.enabled[name]:
@@ -895,9 +907,10 @@ class SeikoController:
             return False
         x = min(1.0, held / cfg.release_ramp_s) if cfg.release_ramp_s > 0.0 else 1.0
         v = min(cfg.release_lift_max_m_per_s, cfg.release_lift_gain * max(0.0, fn)) * 0.5 * (1.0 - math.cos(math.pi * x))
+        dz = min(cfg.dt_s * v, max(0.0, cfg.release_lift_max_m - self._rise_m[name]))
         T = self.targets[name]
-        T.translation = T.translation + np.array([0.0, 0.0, cfg.dt_s * v])
-        self._rise_m[name] += cfg.dt_s * v
+        T.translation = T.translation + np.array([0.0, 0.0, dz])
+        self._rise_m[name] += dz
         self._held_s[name] = held + cfg.dt_s
         return True
 
@@ -1078,6 +1091,7 @@ class SeikoController:
             "n_eq": ws.n_eq if ws is not None else 0,
             "n_ineq": ws.n_in if ws is not None else 0,
             "switched": switched,
+            "held": sorted(self._held_s),  # released by the Retargeting, held until unloaded
             "integrating": self.integrating,
             "message": sol.message,
         }

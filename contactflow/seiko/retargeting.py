@@ -95,11 +95,13 @@ class EffectorParams:
             paper's step to the full limit (RA-L Supp. E). A deviation from the paper
             (docs/seiko_multicontact.md, Foot lift): the step of the desired force rate kicks a
             whole-body sway of the real robot.
-        disable_taper_n: below this normal force the normal-force rate bound of a disabling
+        disable_taper_n: [N] below this normal force the normal-force rate bound of a disabling
             contact tapers to 0 as ``sqrt(u (2 - u))`` of ``u = f_n / disable_taper_n``, so the
-            desired force reaches 0 with zero rate, continuous acceleration and bounded jerk, in
-            ``pi/2 disable_taper_n / force_rate_max_n_per_s`` instead of
-            ``disable_taper_n / force_rate_max_n_per_s`` [N]; 0 = the paper's constant limit.
+            desired force reaches 0 with zero rate and a bounded second derivative (at most
+            ``force_rate_max_n_per_s**2 / disable_taper_n``, 120 N/s^2 with the Talos values),
+            in ``pi/2 disable_taper_n / force_rate_max_n_per_s`` s instead of
+            ``disable_taper_n / force_rate_max_n_per_s`` s; 0 = the paper's constant limit. A
+            disabling contact is released below ``dt`` x its (tapered) bound, or at 0 N.
     """
 
     pose_weight_pos: float
@@ -123,7 +125,7 @@ class EffectorParams:
                      "friction_mu", "force_rate_max_n_per_s", "cop_half_x_m", "cop_half_y_m"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        if self.disable_ramp_s < 0 or self.disable_taper_n < 0:
+        if not (self.disable_ramp_s >= 0 and self.disable_taper_n >= 0):  # also refuses NaN
             raise ValueError("disable_ramp_s and disable_taper_n must be >= 0")
         if self.torque_rate_max_nm_per_s < 0 or self.disabling_weight_scale <= 0:
             raise ValueError("torque_rate_max_nm_per_s must be >= 0 and disabling_weight_scale > 0")
@@ -135,7 +137,9 @@ class EffectorParams:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PlaneEffectorParams(EffectorParams):
-    """:class:`EffectorParams` with the Talos foot (plane contact) defaults."""
+    """:class:`EffectorParams` with the Talos foot (plane contact) defaults (seiko.md §4.1), except
+    the disabled-foot pose weights (x10) and the disabling ramp and taper, which are contactflow's
+    (docs/seiko_multicontact.md, Foot lift)."""
 
     # 10 x the Talos values of seiko.md §4.1 (1e5, 1e4): with those the free foot swings at
     # 0.16 rad/s for one step after its release (docs/seiko_multicontact.md, Foot lift)
@@ -830,7 +834,9 @@ class SeikoRetargeting:
                 # below dt * rate bound, so the other contacts can take the rest in one step; the
                 # bound of this step (tapered, disable_taper_n; the limit without the taper)
                 lim = self.config.dt_s * float(self._lam_rate_lim[self._col[k] + 2])
-                if float(self._lam[k][2]) < lim:
+                fn = float(self._lam[k][2])
+                # the tapered bound is 0 at f_n = 0: a contact at 0 N is released too
+                if fn < lim or fn <= 1e-6:
                     released.append(k)
         if released:
             pin.framesForwardKinematics(self.model, self.data, self._q)

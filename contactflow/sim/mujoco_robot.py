@@ -517,14 +517,22 @@ class MujocoRobotSim:
             body: MuJoCo body name.
             mass_kg: new mass [kg], > 0.
 
+        ``invweight0`` (MuJoCo's constraint-scaling constant) is not recomputed.
+
         Raises:
-            ContractError: ``mass_kg`` is not a positive finite number.
+            ContractError: ``mass_kg`` is not a positive finite number, ``body`` does not exist, or
+                the body has zero mass.
         """
         if not (np.isfinite(mass_kg) and mass_kg > 0.0):
             raise ContractError(f"set_body_mass: mass must be > 0, got {mass_kg}")
         m = self.model
-        bid = m.body(body).id
+        try:
+            bid = m.body(body).id
+        except KeyError:
+            raise ContractError(f"set_body_mass: no MuJoCo body named {body!r}") from None
         old = float(m.body_mass[bid])
+        if not old > 0.0:
+            raise ContractError(f"set_body_mass: body {body!r} has mass {old} kg; its inertia cannot be scaled")
         m.body_inertia[bid] *= mass_kg / old
         m.body_mass[bid] = mass_kg
         b = bid
