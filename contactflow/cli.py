@@ -24,7 +24,8 @@ def missing_extra_message(exc: ModuleNotFoundError) -> str | None:
     extra = OPTIONAL_EXTRAS.get(top)
     if extra is None:
         return None
-    return f"this needs the optional package {top!r}: pip install 'contactflow[{extra}]' (or -e '.[{extra}]' in a checkout)"
+    return (f"this needs the optional package {top!r}: uv pip install -e '.[{extra}]' in a checkout "
+            f"(or pip install 'contactflow[{extra}]')")
 
 # module path -> imported lazily so that a missing optional dependency only breaks its command.
 _SUBCOMMANDS = [

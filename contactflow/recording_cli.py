@@ -156,8 +156,11 @@ def _cmd_view(args) -> int:
     try:
         from contactflow.viewer import log_recording
     except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("rerun"):
-            raise ContactflowError("`contactflow view` needs rerun-sdk: pip install rerun-sdk") from None
+        from contactflow.cli import missing_extra_message
+
+        hint = missing_extra_message(exc)
+        if hint is not None:
+            raise ContactflowError(f"`contactflow view`: {hint}") from None
         raise
     run = resolve_run(args.run, _root(args), require_streams=())
     out = Path(args.rrd) if args.rrd else run / "view.rrd"

@@ -8,7 +8,9 @@ Metrics (all SI):
   (FK of ``q_d``) and the measured one (FK of the measured ``q``) during the holds. A hold is a
   period where the operator's left-hand command is zero after having been non-zero, starting
   ``hold_settle_s`` after the command stopped (the input filter's low-pass settles) and ending when
-  the next command starts or the run ends.
+  the next command starts or the run ends. Holds shorter than ``min_hold_s`` (0.5 s) in all give
+  no error (NaN, ``null`` in JSON): a run that ends right after a motion has no hold to speak of.
+* ``left_hand_hold_duration_s``: total duration of those holds [s].
 * ``foot_fz_tracking_rmse_n``: RMSE between desired (``lam_d``) and measured vertical sole
   forces, both feet pooled, over the whole run.
 * ``ticks``, ``sim_time_s``, ``wall_time_s`` (first to last sensor message, receive times),
@@ -53,7 +55,7 @@ def _hold_mask(twist: np.ndarray, t: np.ndarray, settle_s: float) -> np.ndarray:
 
 def seiko_summary(rec: Recording, robot, *, driver: str = "mujoco_driver", retargeting: str = "seiko_retargeting",
                   operator: str = "operator", fall_height_m: float = 0.6, hold_settle_s: float = 0.5,
-                  hand: str = "left_hand") -> dict:
+                  hand: str = "left_hand", min_hold_s: float = 0.5) -> dict:
     """Compute the summary of a SEIKO run from its recording (see module docstring).
 
     Raises:
@@ -94,8 +96,8 @@ def seiko_summary(rec: Recording, robot, *, driver: str = "mujoco_driver", retar
             qm = q_meas[i_s2[i_o2]][mask]
             qd = desired.field("q_d")[i_d2][mask]
             e = np.linalg.norm(_fk_positions(robot, qm, fid) - _fk_positions(robot, qd, fid), axis=1)
-            hand_err = float(np.max(e))
             hold_s = float(mask.sum() * (np.median(np.diff(t)) if len(t) > 1 else 0.0))
+            hand_err = float(np.max(e)) if hold_s >= min_hold_s else float("nan")
 
     wall = float((sensors.t_wall_ns[-1] - sensors.t_wall_ns[0]) * 1e-9) if len(sensors) > 1 else 0.0
     sim = float(sensors.t[-1] - sensors.t[0]) if len(sensors) > 1 else 0.0
