@@ -98,12 +98,14 @@ def main() -> int:
                 if en != req_enable[e]:
                     req_enable[e] = en
                     r = retargeting.request_contact(e, en)
-                    log.info("t = %.3f s: %s %s: %s", tick.t, "enable" if en else "disable", e, r.message)
+                    if r.accepted:  # a refusal is logged (as a warning) by the Retargeting itself
+                        log.info("t = %.3f s: %s %s: %s", tick.t, "enable" if en else "disable", e, r.message)
                 pu = bool(cmd["push"][i] > 0.5)
                 if pu != req_push[e]:
                     req_push[e] = pu
                     r = retargeting.request_push(e, pu)
-                    log.info("t = %.3f s: push %s %s: %s", tick.t, "on" if pu else "off", e, r.message)
+                    if r.accepted:
+                        log.info("t = %.3f s: push %s %s: %s", tick.t, "on" if pu else "off", e, r.message)
                 if cmd["force_rate"][i] != 0.0:
                     rates[e] = float(cmd["force_rate"][i])
         elif "command" in tick.errors:
