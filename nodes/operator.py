@@ -8,8 +8,10 @@ Outputs: ``command`` (``operator_command``): twist per effector (world frame), r
 Args: ``--scenario FILE`` (default: the robot's ``scenarios/hand_forward.yaml``). The environment
 variable ``CONTACTFLOW_SCENARIO`` overrides it, so another scenario runs without editing the
 dataflow: ``CONTACTFLOW_SCENARIO=robots/talos/scenarios/smoke_2s.yaml dora run dataflows/seiko_talos.yml``.
-The scenario is validated before the first tick; a bad file stops the node (and the run) before
-anything moves, naming the file, key and reason.
+``--scenario-from-recording RUN`` plays the scenario that the operator of a recorded run played
+(read from its manifest; ``latest`` = the newest complete run holding ``operator.command``), so a
+replay graph re-issues the recorded commands. The scenario is validated before the first tick; a
+bad file stops the node (and the run) before anything moves, naming the file, key and reason.
 """
 
 from __future__ import annotations
@@ -27,10 +29,16 @@ def main() -> int:
 
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--scenario", default=None)
+    p.add_argument("--scenario-from-recording", default=None, metavar="RUN",
+                   help="play the scenario of a recorded run (run directory, name, or latest)")
     p.add_argument("--realtime", action="store_true", help="skip ticks instead of waiting when inputs were dropped")
     args = p.parse_args()
     robot = load_robot(args.robot)
-    scenario_path = os.environ.get("CONTACTFLOW_SCENARIO") or args.scenario or str(robot.directory / "scenarios" / "hand_forward.yaml")
+    recorded = None
+    if args.scenario_from_recording and not os.environ.get("CONTACTFLOW_SCENARIO"):
+        recorded = _recorded_scenario(args.scenario_from_recording)
+    scenario_path = (os.environ.get("CONTACTFLOW_SCENARIO") or recorded or args.scenario
+                     or str(robot.directory / "scenarios" / "hand_forward.yaml"))
     sp = Path(scenario_path)
     if not sp.is_absolute() and not sp.exists() and (REPO_ROOT / sp).exists():
         sp = REPO_ROOT / sp  # paths relative to the repository root work from any directory
@@ -41,7 +49,8 @@ def main() -> int:
     specs = port_specs(robot)
     node = connect()
     sender = Sender(node, {"command": specs["operator_command"]}, {"scenario": str(sp.resolve()), "robot": robot.name})
-    origin = "CONTACTFLOW_SCENARIO" if os.environ.get("CONTACTFLOW_SCENARIO") else ("--scenario" if args.scenario else "default")
+    origin = ("CONTACTFLOW_SCENARIO" if os.environ.get("CONTACTFLOW_SCENARIO") else
+              f"recording {args.scenario_from_recording}" if recorded else ("--scenario" if args.scenario else "default"))
     print(f"[operator] scenario {sp} ({scenario.duration_s:.2f} s, from {origin})", flush=True)
     finished = False
     for tick in Lockstep(node, {"tick": (specs["sensors"], 0)}, skip_missing=args.realtime):
@@ -58,6 +67,24 @@ def main() -> int:
     if finished:
         drain_after_finish(node)
     return 0
+
+
+def _recorded_scenario(run: str) -> str:
+    """The scenario file the operator of a recorded run played (its manifest's operator config).
+
+    Raises:
+        RecordingError: no such run, or its operator played no scenario file (a live operator).
+    """
+    import json
+
+    from contactflow.recording import RecordingError, resolve_run
+
+    run_dir = resolve_run(run, require_streams=["operator.command"])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    scenario = ((manifest.get("configs") or {}).get("operator") or {}).get("scenario")
+    if not scenario:
+        raise RecordingError(f"{run_dir}/manifest.json: configs.operator.scenario missing (no scenario file was played)")
+    return str(scenario)
 
 
 if __name__ == "__main__":
