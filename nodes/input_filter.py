@@ -1,7 +1,8 @@
 """input_filter node: SEIKO operator input processing, eq. (8), for every disabled effector.
 
-Inputs:  ``command`` (``operator_command``, tick k) and ``desired`` (``desired``, tick k-1: the
-         Retargeting's current desired effector poses, the centres of the boundDistance clamp).
+Inputs:  ``command`` (``operator_command``, tick k) and ``desired`` (``desired``, tick k - lag,
+         ``--lag`` default 2: the Retargeting's latest desired effector poses available without
+         waiting, the centres of the boundDistance clamp).
 Outputs: ``targets`` (``effector_targets``): filtered pose targets. Enabled contacts are passed
          through at their desired pose (the filter is reset to it, seiko.md §7.1).
 
