@@ -127,7 +127,7 @@ def format_summary(s: dict, title: str = "contactflow run summary") -> str:
     lines = [title, "-" * len(title)]
     for k, v in s.items():
         if v is None or (isinstance(v, float) and v != v):
-            v = "n/a (no such phase in this run)" if "hand" in k else "n/a"
+            v = "n/a (no hold of 0.5 s or more in this run)" if "hand" in k else "n/a"
         elif isinstance(v, float):
             v = f"{v:.4g}"
         lines.append(f"{k:40s} {v}")

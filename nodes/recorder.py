@@ -142,10 +142,20 @@ def main() -> int:
             print(f"[recorder] summary could not be computed: {exc}", flush=True)
             return 1
         (run_dir / "summary.json").write_text(json.dumps(json_safe(summary), indent=2))
-        print(format_summary(summary, f"SEIKO run {run_dir.name}"), flush=True)
-        print(f"[recorder] summary written to {run_dir / 'summary.json'}", flush=True)
+        # through dora's log (INFO) rather than stdout, so that `dora run --log-level info`, which
+        # hides the daemon's DEBUG lines and the nodes' raw stdout, still shows the summary
+        for line in format_summary(summary, f"SEIKO run {run_dir.name}").splitlines():
+            _log_info(node, line)
+        _log_info(node, f"[recorder] summary written to {run_dir / 'summary.json'}")
     _ = stopped, time
     return 0
+
+
+def _log_info(node, line: str) -> None:
+    try:
+        node.log_info(line)
+    except Exception:  # noqa: BLE001 - an older dora without node logging: plain stdout
+        print(line, flush=True)
 
 
 def _safe(fn):
