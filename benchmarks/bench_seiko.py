@@ -105,12 +105,12 @@ def in_process(seconds: float) -> dict:
     }
 
 
-def with_dora() -> dict:
+def with_dora(dataflow: str = "dataflows/seiko_talos.yml") -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, CONTACTFLOW_RECORDINGS=tmp)
         dora = str(Path(sys.executable).parent / "dora")
         t0 = time.perf_counter()
-        proc = subprocess.run([dora, "run", "dataflows/seiko_talos.yml"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+        proc = subprocess.run([dora, "run", dataflow], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
         total = time.perf_counter() - t0
         if proc.returncode != 0:
             raise RuntimeError(proc.stdout[-3000:] + proc.stderr[-3000:])
@@ -137,11 +137,13 @@ def main() -> None:
     print(f"  {'mujoco tick':12s} median {s['median_ms']:.3f} ms  p99 {s['p99_ms']:.3f} ms")
     print(f"  loop: {ip['loop_realtime_factor']:.3f} simulated s per wall s (1.0 = real time at 500 Hz)")
     if args.dora:
-        res["dora"] = d = with_dora()
-        rt = d["summary"]["realtime_factor"]
-        print(f"dora graph (default scenario, lockstep): {rt:.3f} simulated s per wall s "
-              f"(x{rt / ip['loop_realtime_factor']:.2f} the in-process loop); "
-              f"`dora run` total {d['dora_run_total_wall_s']:.1f} s for {d['summary']['sim_time_s']:.1f} s simulated")
+        for key, flow, label in (("dora", "dataflows/seiko_talos.yml", "split graph, 6 nodes"),
+                                 ("dora_stack", "dataflows/seiko_talos_stack.yml", "fused stages, 4 nodes")):
+            res[key] = d = with_dora(flow)
+            rt = d["summary"]["realtime_factor"]
+            print(f"dora graph {flow} ({label}, default scenario, lockstep): {rt:.3f} simulated s per wall s "
+                  f"(x{rt / ip['loop_realtime_factor']:.2f} the in-process loop); "
+                  f"`dora run` total {d['dora_run_total_wall_s']:.1f} s for {d['summary']['sim_time_s']:.1f} s simulated")
     if args.out:
         Path(args.out).write_text(json.dumps(res, indent=2))
 

@@ -252,6 +252,12 @@ NODE_PORTS: dict[str, dict[str, dict[str, str]]] = {
         "inputs": {"desired": "desired", "sensors": "sensors"},
         "outputs": {"command": "joint_command", "state": "controller_state"},
     },
+    # input_filter + seiko_retargeting + seiko_controller in one process (nodes/seiko_stack.py)
+    "seiko_stack": {
+        "inputs": {"sensors": "sensors", "command": "operator_command"},
+        "outputs": {"targets": "effector_targets", "desired": "desired", "command": "joint_command",
+                    "state": "controller_state"},
+    },
     "mujoco_driver": {"inputs": {"command": "joint_command"}, "outputs": {"sensors": "sensors"}},
     "recorder": {"inputs": {}, "outputs": {}},
     # observer on small drop_oldest queues (not lockstep); only `sensors` is required

@@ -14,24 +14,14 @@ A malformed input message is reported and the previous targets are sent again.
 
 from __future__ import annotations
 
-import numpy as np
-import pinocchio as pin
-
 from _runtime import declared_inputs, connect, Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
-
-
-def se3_to_vec(M: pin.SE3) -> np.ndarray:
-    return pin.SE3ToXYZQUAT(M)
-
-
-def vec_to_se3(v: np.ndarray) -> pin.SE3:
-    return pin.XYZQUATToSE3(np.asarray(v, dtype=float))
 
 
 def main() -> int:
     from contactflow.messages import port_specs
-    from contactflow.operator.input_filter import InputFilter, InputFilterConfig
+    from contactflow.operator.input_filter import InputFilterConfig
     from contactflow.robot import load_robot
+    from contactflow.seiko.stages import InputFilterStage
 
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--realtime", action="store_true")
@@ -41,16 +31,7 @@ def main() -> int:
     robot = load_robot(args.robot)
     cfg = load_node_config(InputFilterConfig, args.config, "input_filter")
     specs = port_specs(robot)
-    effs = list(robot.contacts)
-
-    data = robot.model.createData()
-    pin.framesForwardKinematics(robot.model, data, robot.q_default)
-    centers = {e: pin.SE3(data.oMf[robot.contacts[e].frame_id]) for e in effs}
-    enabled = {e: robot.contacts[e].enabled for e in effs}
-    filt = InputFilter(cfg, effs)  # every effector: a released contact becomes commandable
-    filt.reset(centers)
-    targets = dict(centers)
-    zero = np.zeros(6)
+    stage = InputFilterStage(robot, cfg)
 
     node = connect()
     sender = Sender(node, {"targets": specs["effector_targets"]}, cfg)
@@ -59,26 +40,8 @@ def main() -> int:
         inputs["admittance"] = (specs["admittance_command"], 0)
     lock = Lockstep(node, inputs, skip_missing=args.realtime)
     for tick in lock:
-        des = tick.inputs["desired"]
-        if des is not None:
-            for i, e in enumerate(effs):
-                centers[e] = vec_to_se3(des[f"pose_d.{e}"])
-                enabled[e] = bool(des["enabled"][i] > 0.5)
-        for e in effs:
-            if enabled[e]:  # seiko.md §7.1: an enabled contact's filter is reset to its pose
-                filt.reset_effector(e, centers[e])
-        cmd = tick.inputs["command"]
-        if cmd is not None:
-            twists = {e: (cmd[f"twist.{e}"] if not enabled[e] else zero) for e in effs}
-            adm = tick.inputs.get("admittance")
-            if adm is not None:
-                twists = {e: (tw + adm[f"twist.{e}"] if not enabled[e] else tw) for e, tw in twists.items()}
-            out = filt.step(twists, centers)
-            targets.update(out)
-        for e in effs:
-            if enabled[e]:
-                targets[e] = centers[e]
-        sender.send("targets", {f"pose.{e}": se3_to_vec(targets[e]) for e in effs}, seq=tick.k, t=tick.t, finished=tick.finished)
+        targets = stage.tick(tick.inputs["command"], tick.inputs["desired"], tick.inputs.get("admittance"))
+        sender.send("targets", targets, seq=tick.k, t=tick.t, finished=tick.finished)
     if lock.finished_seen:
         drain_after_finish(node)
     return 0

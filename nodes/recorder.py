@@ -42,11 +42,23 @@ def main() -> int:
     p.add_argument("--strip-prefix", action="append", default=[],
                    help="remove this prefix from source node ids (e.g. 'seiko.' for the nodes of a dora "
                         "module with id seiko), so that stream names match those of a flat graph")
+    p.add_argument("--rename", action="append", default=[], metavar="SRC=DST",
+                   help="record the output SRC (node/output) under the name of DST (node/output), e.g. "
+                        "seiko_stack/desired=seiko_retargeting/desired, so that a fused graph's recording "
+                        "has the stream names of the split graph")
     p.add_argument("--flush-period-s", type=float, default=0.05,
                    help="write the buffered messages to the files at least this often [s] (fsync every 1 s); a recorder "
                         "killed with SIGKILL loses at most about this much plus one event wait (50 ms)")
     args = p.parse_args()
 
+    renames = {}
+    for item in args.rename:
+        src, sep, dst = item.partition("=")
+        if not sep or src.count("/") != 1 or dst.count("/") != 1:
+            from contactflow.errors import ConfigError
+
+            raise ConfigError(f"--rename {item!r}: expected SRC=DST with both as node/output")
+        renames[src] = dst
     node = connect()
     try:
         descriptor = node.dataflow_descriptor()
@@ -62,7 +74,7 @@ def main() -> int:
                     for prefix in args.strip_prefix:
                         if src and src.startswith(prefix):
                             src = src[len(prefix):]
-                    sources[iid] = src
+                    sources[iid] = renames.get(src, src)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     out = Path(args.out)
     if not out.is_absolute():

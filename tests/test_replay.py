@@ -193,6 +193,22 @@ def test_shipped_replay_dataflow_runs_seiko_live_on_recorded_sensors(recorded_ru
 
 
 @pytest.mark.dora
+def test_fused_stack_graph_gives_the_split_graphs_outputs_bit_for_bit(recorded_run, tmp_path):
+    """dataflows/seiko_talos_stack.yml (input filter + Retargeting + Controller in one process)
+    records exactly what seiko_talos.yml recorded for the same scenario: same streams, names,
+    lengths, values and `finished` flags (only the measured solve times differ)."""
+    root, run, env = recorded_run
+    out_root = tmp_path / "out"
+    proc, out = _dora_run(ROOT / "dataflows" / "seiko_talos_stack.yml", dict(env, CONTACTFLOW_RECORDINGS=str(out_root)))
+    assert proc.returncode == 0, out[-4000:]
+    rep, orig = read_recording(resolve_run("latest", out_root)), read_recording(run)
+    assert sorted(rep.stream_names) == sorted(orig.stream_names)
+    for s in orig.stream_names:
+        assert _compare(orig, rep, s, skip_fields=("solve_time",)) == 0.0
+        np.testing.assert_array_equal(rep.stream(s).finished, orig.stream(s).finished)
+
+
+@pytest.mark.dora
 def test_recorder_sigkill_keeps_all_but_the_last_100ms(tmp_path):
     """SIGKILL the recorder mid-run: the recording is readable and only the last ~100 ms are lost."""
     log = tmp_path / "sent.txt"

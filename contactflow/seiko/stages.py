@@ -1,0 +1,269 @@
+"""The per-tick work of the SEIKO dataflow nodes, from port messages to port messages (no dora here).
+
+Each stage turns the unpacked input messages of one tick (``dict`` field -> array, as
+:meth:`contactflow.messages.PortSpec.unpack` gives them, or ``None`` before an input's first
+message) into the values of its output messages (``dict`` field -> array, for
+:meth:`~contactflow.messages.PortSpec.pack`). The nodes ``nodes/input_filter.py``,
+``nodes/seiko_retargeting.py`` and ``nodes/seiko_controller.py`` run one stage each;
+``nodes/seiko_stack.py`` runs the three in one process. Both feed a stage exactly the same
+messages for a tick, so both give the same outputs, bit for bit (``tests/test_dataflow.py``).
+
+* :class:`InputFilterStage`: operator command (tick k) + Retargeting output (tick k - lag) ->
+  effector targets; SEIKO eq. (8) (:class:`contactflow.operator.input_filter.InputFilter`).
+* :class:`RetargetingStage`: effector targets + operator command (tick k) -> ``desired``; QP (9),
+  contact switching and pushing mode (:class:`contactflow.seiko.retargeting.SeikoRetargeting`).
+* :class:`ControllerStage`: sensors (tick k) + ``desired`` (tick k - lag) -> joint command and
+  controller state; (10), (11), (13), (12) (:class:`contactflow.seiko.controller.SeikoController`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Mapping
+
+import numpy as np
+import pinocchio as pin
+
+__all__ = ["InputFilterStage", "RetargetingStage", "ControllerStage", "pack_desired"]
+
+log = logging.getLogger("contactflow.seiko.stages")
+
+Fields = Mapping[str, np.ndarray]
+
+
+def _xyzquat_to_se3(v: np.ndarray) -> pin.SE3:
+    return pin.XYZQUATToSE3(np.asarray(v, dtype=float))
+
+
+class InputFilterStage:
+    """Operator input filter of every effector (SEIKO eq. (8), seiko.md §7.1).
+
+    Args:
+        robot: the :class:`contactflow.robot.Robot`.
+        config: :class:`contactflow.operator.input_filter.InputFilterConfig`.
+    """
+
+    def __init__(self, robot, config):
+        from contactflow.operator.input_filter import InputFilter
+
+        self.robot = robot
+        self.effs = list(robot.contacts)
+        data = robot.model.createData()
+        pin.framesForwardKinematics(robot.model, data, robot.q_default)
+        self.centers = {e: pin.SE3(data.oMf[robot.contacts[e].frame_id]) for e in self.effs}
+        self.enabled = {e: robot.contacts[e].enabled for e in self.effs}
+        self.filt = InputFilter(config, self.effs)  # every effector: a released contact becomes commandable
+        self.filt.reset(self.centers)
+        self.targets = dict(self.centers)
+        self._zero = np.zeros(6)
+
+    def tick(self, command: Fields | None, desired: Fields | None, admittance: Fields | None = None) -> dict:
+        """One tick.
+
+        Args:
+            command: ``operator_command`` of tick k (None: the filters are not stepped).
+            desired: ``desired`` of tick k - lag (None before its first message: reset state).
+            admittance: ``admittance_command`` of tick k, or None.
+
+        Returns:
+            ``effector_targets`` values: ``pose.<effector>`` (7,) [x, y, z, qx, qy, qz, qw], world.
+        """
+        effs, filt, centers, enabled = self.effs, self.filt, self.centers, self.enabled
+        if desired is not None:
+            for i, e in enumerate(effs):
+                centers[e] = _xyzquat_to_se3(desired[f"pose_d.{e}"])
+                enabled[e] = bool(desired["enabled"][i] > 0.5)
+        for e in effs:
+            if enabled[e]:  # seiko.md §7.1: an enabled contact's filter is reset to its pose
+                filt.reset_effector(e, centers[e])
+        if command is not None:
+            zero = self._zero
+            twists = {e: (command[f"twist.{e}"] if not enabled[e] else zero) for e in effs}
+            if admittance is not None:
+                twists = {e: (tw + admittance[f"twist.{e}"] if not enabled[e] else tw) for e, tw in twists.items()}
+            self.targets.update(filt.step(twists, centers))
+        for e in effs:
+            if enabled[e]:
+                self.targets[e] = centers[e]
+        return {f"pose.{e}": pin.SE3ToXYZQUAT(self.targets[e]) for e in effs}
+
+
+def pack_desired(robot, out, n_refused: int = 0) -> dict:
+    """``desired`` message values of a :class:`contactflow.seiko.retargeting.RetargetingOutput`."""
+    effs = list(robot.contacts)
+    vals = {
+        "q_d": out.q,
+        "v_d": out.v,
+        "theta_ahead": out.theta_ahead,
+        "tau_d": out.tau,
+        "enabled": np.array([1.0 if out.enabled[e] else 0.0 for e in effs]),
+        "ok": 1.0 if out.ok else 0.0,
+        "switching": np.array([{"enabling": 1.0, "disabling": -1.0}.get(out.switching.get(e, ""), 0.0) for e in effs]),
+        "push": np.array([1.0 if out.push.get(e, False) else 0.0 for e in effs]),
+        "n_refused": float(n_refused),
+    }
+    for e in effs:
+        lam = np.zeros(6)
+        lam[: len(out.lam[e])] = out.lam[e]
+        dlam = np.zeros(6)
+        dlam[: len(out.lam_dot[e])] = out.lam_dot[e]
+        vals[f"lam_d.{e}"] = lam
+        vals[f"lam_d_dot.{e}"] = dlam
+        lt = np.zeros(6)
+        src = out.lam_target.get(e)
+        if src is not None:
+            lt[: len(src)] = src
+        vals[f"lam_target.{e}"] = lt
+        vals[f"pose_d.{e}"] = pin.SE3ToXYZQUAT(out.poses[e])
+    return vals
+
+
+class RetargetingStage:
+    """SEIKO Retargeting QP (9) with contact switching and pushing mode driven by the operator.
+
+    Args:
+        robot: the robot. config: :class:`contactflow.seiko.retargeting.RetargetingConfig`.
+        environment: surfaces for the enable-distance check, or None.
+    """
+
+    def __init__(self, robot, config, environment=None):
+        from contactflow.seiko.retargeting import SeikoRetargeting
+
+        self.robot = robot
+        self.effs = list(robot.contacts)
+        self.retargeting = SeikoRetargeting(config, robot, environment)
+        self.out = self.retargeting.reset()
+        self.targets = {e: self.out.poses[e] for e in self.effs if not self.out.enabled[e]}
+        # last operator request per effector (edges are requests)
+        self.req_enable = {e: robot.contacts[e].enabled for e in self.effs}
+        self.req_push = {e: False for e in self.effs}
+        self.failures = 0
+
+    def tick(self, k: int, t: float, targets: Fields | None, command: Fields | None,
+             command_error: str | None = None) -> dict:
+        """One tick: ``effector_targets`` and ``operator_command`` of tick k -> ``desired`` values.
+
+        A failed QP is counted (``failures``), logged (throttled) and its safe output returned.
+        """
+        effs, rt, out = self.effs, self.retargeting, self.out
+        if targets is not None:
+            self.targets = {e: _xyzquat_to_se3(targets[f"pose.{e}"]) for e in effs if not out.enabled[e]}
+        rates = {}
+        if command is not None:
+            for i, e in enumerate(effs):
+                en = bool(command["enable"][i] > 0.5)
+                if en != self.req_enable[e]:
+                    self.req_enable[e] = en
+                    r = rt.request_contact(e, en)
+                    if r.accepted:  # a refusal is logged (as a warning) by the Retargeting itself
+                        log.info("t = %.3f s: %s %s: %s", t, "enable" if en else "disable", e, r.message)
+                pu = bool(command["push"][i] > 0.5)
+                if pu != self.req_push[e]:
+                    self.req_push[e] = pu
+                    r = rt.request_push(e, pu)
+                    if r.accepted:
+                        log.info("t = %.3f s: push %s %s: %s", t, "on" if pu else "off", e, r.message)
+                if command["force_rate"][i] != 0.0:
+                    rates[e] = float(command["force_rate"][i])
+        elif command_error is not None:
+            log.warning("tick %d: malformed operator command ignored (no switch, no push): %s", k, command_error)
+        out = self.out = rt.step(self.targets, rates)
+        if not out.ok:
+            self.failures += 1
+            if self.failures <= 5 or self.failures % 500 == 0:
+                log.warning("tick %d: retargeting QP failed (%s); holding the last posture", k, out.diagnostics.get("status"))
+        return pack_desired(self.robot, out, rt.n_refused)
+
+
+class ControllerStage:
+    """SEIKO flexible Controller: feedback (10), QP (11), filter (13), torque limits (12).
+
+    Before the first Retargeting message the stage uses the Retargeting's reset state (the same
+    computation as the Retargeting). If the QP fails, the last safe command is sent with ``ok = 0``
+    (counted in ``failures``, logged throttled).
+
+    Args:
+        robot: the robot. config: :class:`contactflow.seiko.controller.ControllerConfig`.
+        retargeting_config: the Retargeting's config (its reset state and surface frames R_c).
+    """
+
+    def __init__(self, robot, config, retargeting_config):
+        from contactflow.seiko.controller import SeikoController
+        from contactflow.seiko.retargeting import SeikoRetargeting
+
+        self.robot = robot
+        effs = self.effs = list(robot.contacts)
+        dims = self.dims = {e: robot.contacts[e].dim for e in effs}
+        r0 = SeikoRetargeting(retargeting_config, robot).reset()
+        self.desired = {
+            "q_d": r0.q, "v_d": np.zeros(robot.nv), "theta_ahead": r0.theta_ahead,
+            "lam": {e: np.asarray(r0.lam[e]) for e in effs}, "lam_dot": {e: np.zeros(dims[e]) for e in effs},
+            "enabled": dict(r0.enabled),
+        }
+        # One source of truth for the point contacts' world-fixed surface frames R_c: the
+        # Retargeting's configuration (lam_d is expressed in it). Effectors it does not list take
+        # their desired orientation when the contact is enabled, as the Retargeting does (§5.4, §7.3).
+        self.configured_rc = {k: pin.rpy.rpyToMatrix(*rpy) for k, rpy in retargeting_config.surface_rpy_rad.items()}
+        self.ctrl = SeikoController(config, robot, surface_rotations=self.configured_rc)
+        # The robot starts holding its default posture (the MuJoCo driver's reset command): blend the
+        # command from it over command_blend_s (the paper's 2 s FilterInterpolation after reset).
+        out = self.ctrl.reset(r0.q, self.desired["lam"], self.desired["enabled"], theta_start=np.array(robot.theta_default))
+        self.lam_read = {e: np.zeros(dims[e]) for e in effs}
+        self.tau_read = np.zeros(robot.n)
+        self.theta_safe = np.array(out.theta_cmd)
+        self.failures = 0
+
+    def reset_from_measured(self, theta_measured: np.ndarray) -> None:
+        """Blend the first commands from measured joint positions (a robot not at the default posture)."""
+        d = self.desired
+        self.ctrl.reset(d["q_d"], d["lam"], d["enabled"], theta_start=np.array(theta_measured))
+
+    def tick(self, k: int, sensors: Fields | None, desired: Fields | None, t_start: float | None = None) -> tuple[dict, dict]:
+        """One tick: ``sensors`` (tick k) and ``desired`` (tick k - lag) -> (``joint_command``,
+        ``controller_state``) values. ``t_start``: ``time.perf_counter()`` at the start of the
+        tick (for the state's ``solve_time``; default now)."""
+        t0 = time.perf_counter() if t_start is None else t_start
+        effs, dims, ctrl, des = self.effs, self.dims, self.ctrl, self.desired
+        if desired is not None:
+            des["q_d"] = desired["q_d"]
+            des["v_d"] = desired["v_d"]
+            des["theta_ahead"] = desired["theta_ahead"]
+            for i, e in enumerate(effs):
+                des["lam"][e] = desired[f"lam_d.{e}"][: dims[e]]
+                des["lam_dot"][e] = desired[f"lam_d_dot.{e}"][: dims[e]]
+                now_enabled = bool(desired["enabled"][i] > 0.5)
+                if now_enabled and not des["enabled"][e] and dims[e] == 3 and e not in self.configured_rc:
+                    ctrl.set_surface_rotation(e, _xyzquat_to_se3(desired[f"pose_d.{e}"]).rotation)
+                des["enabled"][e] = now_enabled
+        if sensors is not None:
+            for e in effs:
+                key = f"wrench.{e}"
+                if key in sensors:
+                    self.lam_read[e] = sensors[key][: dims[e]]
+                elif f"force.{e}" in sensors:  # point effector: world force -> surface frame R_c (§6.7)
+                    self.lam_read[e] = ctrl.R_c[e].T @ sensors[f"force.{e}"]
+                else:
+                    self.lam_read[e] = np.zeros(dims[e])
+            self.tau_read = sensors["tau"]
+        out = ctrl.step(
+            q_d=des["q_d"], v_d=des["v_d"], lam_d=des["lam"], lam_d_dot=des["lam_dot"],
+            enabled=des["enabled"], lam_read=self.lam_read, tau_read=self.tau_read, theta_ahead=des["theta_ahead"],
+        )
+        if out.ok and np.all(np.isfinite(out.theta_cmd)):
+            self.theta_safe = np.array(out.theta_cmd)
+        else:
+            self.failures += 1
+            if self.failures <= 5 or self.failures % 500 == 0:
+                log.warning("tick %d: controller QP failed (%s); sending the last safe command", k, out.diagnostics.get("status"))
+        state = {
+            "q_flex": out.q_flex, "offset": out.offset, "tau_flex": out.tau_flex, "tau_limit": out.tau_limit,
+            "solve_time": time.perf_counter() - t0,
+        }
+        for e in effs:
+            for name, src in (("lam_flex", out.lam_flex), ("lam_tilde", out.lam_tilde)):
+                v = np.zeros(6)
+                val = np.asarray(src.get(e, np.zeros(dims[e])))
+                v[: val.size] = val
+                state[f"{name}.{e}"] = v
+        return {"theta_cmd": self.theta_safe, "ok": 1.0 if out.ok else 0.0}, state
