@@ -250,20 +250,27 @@ def drain_after_finish(node, grace_s: float = 0.5) -> None:
 def declared_inputs(node, default_id: str) -> dict[str, str]:
     """Input id -> source (``node/output``) of this node in the running dataflow.
 
-    Used by nodes with optional inputs. Returns an empty mapping when the descriptor is not
+    Read from the node's own run configuration (``node.node_config()``; dora 1.1 does not set
+    ``DORA_NODE_ID``), else from the dataflow descriptor's entry with id ``default_id``. Used by
+    nodes with optional inputs and by the recorder. Returns an empty mapping when neither is
     available (the node then assumes its minimal wiring).
     """
-    import os
-
+    inputs = None
     try:
-        desc = node.dataflow_descriptor()
-    except Exception:  # noqa: BLE001 - no descriptor: assume the minimal graph
-        return {}
-    me = os.environ.get("DORA_NODE_ID", default_id)
-    for n in desc.get("nodes", []) if isinstance(desc, dict) else []:
-        if n.get("id") == me:
-            return {k: (v if isinstance(v, str) else v.get("source", "")) for k, v in (n.get("inputs") or {}).items()}
-    return {}
+        cfg = node.node_config()
+        inputs = cfg.get("inputs") if isinstance(cfg, dict) else None
+    except Exception:  # noqa: BLE001 - older dora: fall back to the descriptor
+        inputs = None
+    if inputs is None:
+        try:
+            desc = node.dataflow_descriptor()
+        except Exception:  # noqa: BLE001 - no descriptor: assume the minimal graph
+            return {}
+        for n in desc.get("nodes", []) if isinstance(desc, dict) else []:
+            if n.get("id") == default_id:
+                inputs = n.get("inputs")
+                break
+    return {k: (v if isinstance(v, str) else (v or {}).get("source", "")) for k, v in (inputs or {}).items()}
 
 
 def connect():
@@ -287,13 +294,14 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
-def load_node_config(cls, path: str | None, section: str | None = None):
+def load_node_config(cls, path: str | None, section: str | None = None, *, required: bool = True):
     """Load a node config dataclass from an optional YAML file.
 
     The file is a mapping of node sections (``seiko_controller: {...}``, ``input_filter: {...}``),
-    so that one file can configure a whole graph. The node's own section is required, and
-    top-level keys that name no known node are refused (a misspelled section would otherwise
-    silently leave the defaults in place).
+    so that one file can configure a whole graph. The node's own section is required (unless
+    ``required`` is False: then a missing section means the defaults), and top-level keys that
+    name no known node are refused (a misspelled section would otherwise silently leave the
+    defaults in place).
 
     Raises:
         ConfigError: unreadable file, missing section, unknown section or a bad key inside the
@@ -314,6 +322,8 @@ def load_node_config(cls, path: str | None, section: str | None = None):
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(f"{path}: unknown section(s) {unknown}; node sections are {sorted(known)}")
+    if section not in data and not required:
+        return load_config(cls, None, source=f"{path}:{section}")
     if section not in data:
         raise ConfigError(f"{path}: no '{section}' section for this node (sections found: {sorted(data)})")
     return load_config(cls, data[section], source=f"{path}:{section}")

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import _runtime
-from _runtime import connect, REPO_ROOT, base_parser, node_main
+from _runtime import connect, declared_inputs, REPO_ROOT, base_parser, node_main
 
 log = logging.getLogger("contactflow.recorder")
 
@@ -64,17 +64,12 @@ def main() -> int:
         descriptor = node.dataflow_descriptor()
     except Exception:  # noqa: BLE001 - the descriptor is informative only
         descriptor = None
-    my_id = os.environ.get("DORA_NODE_ID", "recorder")
     sources = {}
-    if isinstance(descriptor, dict):
-        for n in descriptor.get("nodes", []):
-            if n.get("id") == my_id or "recorder" in str(n.get("path", "")):
-                for iid, src in (n.get("inputs") or {}).items():
-                    src = src if isinstance(src, str) else src.get("source")
-                    for prefix in args.strip_prefix:
-                        if src and src.startswith(prefix):
-                            src = src[len(prefix):]
-                    sources[iid] = renames.get(src, src)
+    for iid, src in declared_inputs(node, "recorder").items():
+        for prefix in args.strip_prefix:
+            if src and src.startswith(prefix):
+                src = src[len(prefix):]
+        sources[iid] = renames.get(src, src)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     out = Path(args.out)
     if not out.is_absolute():

@@ -44,13 +44,10 @@ def main() -> int:
     args = p.parse_args()
     robot = load_robot(args.robot)
     cfg = load_node_config(ControllerConfig, args.config, "seiko_controller")
-    rpath = args.retargeting_config
-    if rpath is None and args.config:  # one file for the whole graph: reuse its Retargeting section
-        from contactflow.config import read_yaml
-
-        data = read_yaml(args.config)
-        rpath = args.config if isinstance(data, dict) and "seiko_retargeting" in data else None
-    rcfg = load_node_config(RetargetingConfig, rpath, "seiko_retargeting")
+    # the Retargeting's config (its reset state, R_c): --retargeting-config, else the graph config
+    # file's seiko_retargeting section if it has one, else the defaults
+    rcfg = load_node_config(RetargetingConfig, args.retargeting_config or args.config, "seiko_retargeting",
+                            required=args.retargeting_config is not None)
     specs = port_specs(robot)
     stage = ControllerStage(robot, cfg, rcfg)
 

@@ -12,8 +12,8 @@ the Controller of tick k use the ``desired`` of tick k - L (kept here instead of
 run gives the same outputs, bit for bit, as the split graph with ``--lag L`` on both nodes. What
 it saves is the dora messaging between the three stages (six receives per tick) and two processes;
 what it loses is running the two QPs concurrently (docs/benchmarks.md compares both).
-``--config`` takes one file with ``input_filter``, ``seiko_retargeting`` and ``seiko_controller``
-sections (each optional here).
+``--config`` takes one graph config file; its ``input_filter``, ``seiko_retargeting`` and
+``seiko_controller`` sections are used (each optional here).
 """
 
 from __future__ import annotations
@@ -21,11 +21,10 @@ from __future__ import annotations
 import collections
 import time
 
-from _runtime import connect, Lockstep, Sender, base_parser, drain_after_finish, node_main
+from _runtime import connect, Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
 
 
 def main() -> int:
-    from contactflow.config import load_config, read_yaml
     from contactflow.environment import load_environment
     from contactflow.errors import ConfigError
     from contactflow.messages import port_specs
@@ -43,16 +42,9 @@ def main() -> int:
     if args.lag < 1:
         raise ConfigError(f"--lag must be >= 1 (the stages run in order within a tick), got {args.lag}")
     robot = load_robot(args.robot)
-    sections = {}
-    if args.config:
-        data = read_yaml(args.config)
-        known = {"input_filter", "seiko_retargeting", "seiko_controller"}
-        if not isinstance(data, dict) or not set(data) <= known:
-            raise ConfigError(f"{args.config}: expected a mapping with sections among {sorted(known)}")
-        sections = data
-    fcfg = load_config(InputFilterConfig, sections.get("input_filter"), source=f"{args.config}:input_filter")
-    rcfg = load_config(RetargetingConfig, sections.get("seiko_retargeting"), source=f"{args.config}:seiko_retargeting")
-    ccfg = load_config(ControllerConfig, sections.get("seiko_controller"), source=f"{args.config}:seiko_controller")
+    fcfg = load_node_config(InputFilterConfig, args.config, "input_filter", required=False)
+    rcfg = load_node_config(RetargetingConfig, args.config, "seiko_retargeting", required=False)
+    ccfg = load_node_config(ControllerConfig, args.config, "seiko_controller", required=False)
     specs = port_specs(robot)
     env = load_environment(robot.raw.get("environment"), f"{robot.name}:environment") if args.environment else None
     filt = InputFilterStage(robot, fcfg)

@@ -114,6 +114,10 @@ def test_node_config_sections_are_checked(tmp_path):
     f.write_text("input_filter: {}\n")
     with pytest.raises(ConfigError, match="no 'seiko_controller' section"):
         _runtime.load_node_config(Cfg, str(f), "seiko_controller")
+    assert _runtime.load_node_config(Cfg, str(f), "seiko_controller", required=False).kp_per_s == 0.2  # defaults
+    f.write_text("controller: {kp_per_s: 0.5}\n")
+    with pytest.raises(ConfigError, match="unknown section"):  # still refused when the section is optional
+        _runtime.load_node_config(Cfg, str(f), "seiko_controller", required=False)
     f.write_text("seiko_controller: {kp_per_sec: 0.5}\n")
     with pytest.raises(ConfigError, match="cfg.yaml:seiko_controller: unknown key.*'kp_per_sec'"):
         _runtime.load_node_config(Cfg, str(f), "seiko_controller")
