@@ -109,7 +109,7 @@ class StreamWriter:
         if time.monotonic() - self._last_flush >= self.flush_period_s:
             self.flush()
 
-    def flush(self, fsync: bool = False):
+    def flush(self):
         if self._rows:
             seq, t, tw, fin, vals = zip(*self._rows)
             flat = pa.array(np.concatenate(vals), type=pa.float64())
@@ -127,13 +127,16 @@ class StreamWriter:
             self._rows.clear()
         self._f.flush()
         now = time.monotonic()
-        if fsync or now - self._last_fsync >= self.fsync_period_s:
-            try:
-                os.fsync(self._f.fileno())
-            except OSError:
-                pass
+        if now - self._last_fsync >= self.fsync_period_s:
+            self._fsync()
             self._last_fsync = now
         self._last_flush = now
+
+    def _fsync(self):
+        try:
+            os.fsync(self._f.fileno())
+        except OSError:
+            pass
 
     def maybe_flush(self):
         if time.monotonic() - self._last_flush >= self.flush_period_s:
@@ -143,10 +146,7 @@ class StreamWriter:
         self.flush()
         self._w.close()  # end-of-stream marker
         self._f.flush()
-        try:
-            os.fsync(self._f.fileno())
-        except OSError:
-            pass
+        self._fsync()
         self._f.close()
 
 
