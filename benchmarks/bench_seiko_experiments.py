@@ -2,6 +2,7 @@
 
     python benchmarks/bench_seiko_experiments.py wall_push        # ~100 s on 2 cores
     python benchmarks/bench_seiko_experiments.py foot_lift        # ~180 s
+    python benchmarks/bench_seiko_experiments.py foot_touchdown   # ~150 s
     python benchmarks/bench_seiko_experiments.py wall_push --recording recordings/latest   # re-plot
 
 Each experiment runs ``dataflows/seiko_talos_multicontact.yml`` with its scenario
@@ -17,6 +18,11 @@ Each experiment runs ``dataflows/seiko_talos_multicontact.yml`` with its scenari
   disable request to the first measured f_z < 2 N after the Retargeting's release (it includes
   the Controller's hold until the measured force is below ``release_max_force_n``). Acceptance:
   measured rate over 50 ms windows <= 60 N/s + 20 N/s (``RATE_MARGIN_N_PER_S``).
+* foot_touchdown (Fig. 4, early touchdown): the lifted right foot is lowered 1.5 cm further than
+  it was lifted and stays disabled; the effector admittance (14) must lift its desired pose until
+  the measured force is back near its 50 N deadband. Metrics: touchdown time, peak force, mean
+  force over the last second, rise of the desired foot height after the operator stops; the same
+  scenario in-process without the admittance for comparison (fall, peak and final force).
 """
 
 from __future__ import annotations
@@ -198,7 +204,55 @@ def foot_lift(rec, robot, plt):
     return fig, m
 
 
-EXPERIMENTS = {"wall_push": wall_push, "foot_lift": foot_lift}
+TOUCHDOWN_LOWER_START_S, TOUCHDOWN_LOWER_END_S = 18.5, 21.1  # the lowering command in foot_touchdown.yaml
+
+
+def foot_touchdown(rec, robot, plt):
+    s, d, i_s, i_d, t = _aligned(rec)
+    fz = s.field("wrench.right_foot")[i_s, 2]
+    z_d = d.field("pose_d.right_foot")[i_d, 2]
+    i_low = int(np.searchsorted(t, TOUCHDOWN_LOWER_START_S))  # the foot is in the air here
+    i_end = int(np.searchsorted(t, TOUCHDOWN_LOWER_END_S))
+    td = i_low + int(np.argmax(fz[i_low:] > 50.0)) if (fz[i_low:] > 50.0).any() else None
+    last = t >= t[-1] - 1.0
+    m = {
+        "fell": bool(np.min(s.field("q")[i_s][:, 2]) < 0.6),
+        "touchdown_at_s": float(t[td]) if td is not None else None,
+        "lowering_ends_at_s": TOUCHDOWN_LOWER_END_S,
+        "right_foot_peak_fz_after_lowering_start_n": float(fz[i_low:].max()),
+        "right_foot_final_fz_n_mean_last_1s": float(fz[last].mean()),
+        "desired_foot_z_min_after_lowering_m": float(z_d[i_end:].min() - z_d[0]),
+        "desired_foot_z_final_m": float(z_d[-1] - z_d[0]),
+        "desired_foot_rise_after_lowering_m": float(z_d[-1] - z_d[i_end:].min()),
+    }
+    from seiko_loop import run_loop
+
+    L0 = run_loop(robot, ROOT / "robots/talos/scenarios/foot_touchdown.yaml", environment=True)
+    fz0 = L0.wrench["right_foot"][:, 2]
+    m["no_admittance_fell"] = bool(L0.fell)
+    m["no_admittance_fell_at_s"] = float(L0.t[-1]) if L0.fell else None
+    m["no_admittance_peak_fz_after_lowering_start_n"] = float(fz0[L0.t >= TOUCHDOWN_LOWER_START_S].max())
+    z0 = L0.pose_d["right_foot"][:, 2]
+    m["no_admittance_desired_foot_z_min_m"] = float(z0[L0.t >= TOUCHDOWN_LOWER_START_S].min() - z0[0])
+    fig, ax = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    ax[0].plot(t, fz, label="right foot $f_z$ measured, admittance (dora graph)")
+    ax[0].plot(L0.t, fz0, ":", label="no admittance (in-process)" + (", FELL" if L0.fell else ""))
+    ax[0].axhline(50.0, color="k", lw=0.6, ls="--", label="admittance deadband 50 N")
+    ax[0].set_ylabel("vertical force [N]")
+    ax[0].legend(loc="upper left", fontsize=8)
+    ax[1].plot(t, 100 * (z_d - z_d[0]), label="desired right-sole height, admittance")
+    ax[1].plot(L0.t, 100 * (L0.pose_d["right_foot"][:, 2] - L0.pose_d["right_foot"][0, 2]), ":",
+               label="desired right-sole height, no admittance")
+    ax[1].axvline(TOUCHDOWN_LOWER_END_S, color="k", lw=0.8, ls=":", label="operator stops lowering")
+    ax[1].set_ylabel("height [cm]")
+    ax[1].set_xlabel("time [s]")
+    ax[1].legend(loc="upper left", fontsize=8)
+    ax[1].set_xlim(14.0, t[-1])
+    fig.suptitle("SEIKO early touchdown: foot lowered 1.5 cm into the floor (MuJoCo Talos)")
+    return fig, m
+
+
+EXPERIMENTS = {"wall_push": wall_push, "foot_lift": foot_lift, "foot_touchdown": foot_touchdown}
 
 
 def main() -> None:

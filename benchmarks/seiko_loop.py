@@ -39,15 +39,20 @@ class LoopLog:
     tau_limit: np.ndarray
     fell: bool
     wrench: dict = dataclasses.field(default_factory=dict)
+    pose_d: dict = dataclasses.field(default_factory=dict)
 
 
 def run_loop(robot, scenario_path, *, ccfg: ControllerConfig | None = None, rcfg: RetargetingConfig | None = None,
              environment: bool = False, disturb: Callable | None = None, controller_on: bool = True,
              duration_s: float | None = None, sim_hook: Callable | None = None,
-             extra_bodies: list | None = None, admittance: dict | None = None) -> LoopLog:
+             extra_bodies: list | None = None, admittance: dict | None = None,
+             operator_hook: Callable | None = None) -> LoopLog:
     """Run the closed loop; ``admittance``: effector -> :class:`AdmittanceParams` of eq. (14) on
     those effectors while disabled (as ``nodes/admittance.py`` in the multi-contact graph; the
-    twist is added to the operator's, tick k measured wrench in the axes of pose_d of k-1)."""
+    twist is added to the operator's, tick k measured wrench in the axes of pose_d of k-1).
+    ``operator_hook(t, cmd, reading) -> cmd`` may change the scenario's command of each tick from
+    the latest simulator reading (an operator model, e.g. "stop reaching when ...").
+    ``LoopLog.pose_d`` holds the Retargeting's desired position of each effector [m]."""
     ccfg = ccfg or ControllerConfig()
     rcfg = rcfg or RetargetingConfig()
     env = load_environment(robot.raw.get("environment")) if environment else None
@@ -76,10 +81,13 @@ def run_loop(robot, scenario_path, *, ccfg: ControllerConfig | None = None, rcfg
     n = int(round(T / 0.002))
     log = {k: [] for k in ("t", "q", "gyro", "tau", "tau_limit")}
     wlog = {e: [] for e, c in robot.contacts.items() if c.type == "plane"}
+    plog = {e: [] for e in effs}
     fell = False
     for k in range(n):
         t = k * 0.002
         cmd = player.step(t, dt_s=0.002)
+        if operator_hook is not None:
+            cmd = operator_hook(t, cmd, r)
         for e in effs:
             if out_prev.enabled[e]:
                 filt.reset_effector(e, out_prev.poses[e])
@@ -121,7 +129,10 @@ def run_loop(robot, scenario_path, *, ccfg: ControllerConfig | None = None, rcfg
         log["tau_limit"].append(co.tau_limit)
         for e in wlog:
             wlog[e].append(r.wrenches[e])
+        for e in plog:
+            plog[e].append(out_prev.poses[e].translation.copy())
         if sim.fell():
             fell = True
             break
-    return LoopLog(**{k: np.array(v) for k, v in log.items()}, fell=fell, wrench={e: np.array(v) for e, v in wlog.items()})
+    return LoopLog(**{k: np.array(v) for k, v in log.items()}, fell=fell,
+                   wrench={e: np.array(v) for e, v in wlog.items()}, pose_d={e: np.array(v) for e, v in plog.items()})

@@ -335,7 +335,7 @@ def node_main(name: str, body: Callable[[], int | None]) -> None:
     import os
 
     prof_dir = os.environ.get("CONTACTFLOW_PROFILE_DIR")
-    if prof_dir:  # profile the node body with cProfile: <dir>/<node id>.prof (docs/benchmarks.md)
+    if prof_dir:  # profile the node body with cProfile: <dir>/<node kind>-<pid>.prof (docs/benchmarks.md)
         import cProfile
 
         profiler = cProfile.Profile()
@@ -348,7 +348,8 @@ def node_main(name: str, body: Callable[[], int | None]) -> None:
             finally:
                 profiler.disable()
                 Path(prof_dir).mkdir(parents=True, exist_ok=True)
-                profiler.dump_stats(str(Path(prof_dir) / f"{os.environ.get('DORA_NODE_ID', name)}.prof"))
+                # dora 1.1 sets no DORA_NODE_ID; the pid keeps two nodes of one kind apart
+                profiler.dump_stats(str(Path(prof_dir) / f"{name}-{os.getpid()}.prof"))
     try:
         rc = body() or 0
     except UpstreamError as exc:

@@ -107,6 +107,38 @@ def test_torque_limit_rises_back_below_the_band_and_stops_at_the_urdf_limit():
     assert ad.value[0] == 100.0
 
 
+def test_torque_limit_lowering_extension_only_while_binding_and_over_the_ratio():
+    """The off-by-default extension: a binding limit keeps falling while the measured ratio stays
+    above rho, stops in the hysteresis band, never goes below eps1; 0 = the paper's rule."""
+    tau_urdf = np.array([100.0, 100.0])
+    paper = TorqueLimitAdapter(tau_urdf, rho=0.6, eps1_nm=1.0, eps2_nm=0.02, eps3=0.1)
+    ext = TorqueLimitAdapter(tau_urdf, rho=0.6, eps1_nm=1.0, eps2_nm=0.02, eps3=0.1, lower_nm=0.02)
+    read, flex = np.array([62.0, 62.0]), np.array([20.0, 20.0])
+    for ad in (paper, ext):
+        np.testing.assert_allclose(ad.update(read, flex), [21.0, 21.0])  # the paper's first step
+    # binding (|tau_flex| = limit - 0.5 < limit, so |tau_flex| + eps1 >= limit), still over rho
+    flex = np.array([20.5, 20.5])
+    for _ in range(100):
+        paper.update(read, flex)
+        ext.update(read, flex)
+    np.testing.assert_allclose(paper.value, [21.0, 21.0])  # the paper's (12) only freezes
+    np.testing.assert_allclose(ext.value, [21.0 - 100 * 0.02] * 2)
+    # in the band (rho - eps3 < r < rho): held
+    before = ext.value.copy()
+    ext.update(np.array([55.0, 55.0]), flex)
+    np.testing.assert_allclose(ext.value, before)
+    # not binding (model torque well below the limit): the paper's rule lowers it to |tau_flex| + eps1
+    np.testing.assert_allclose(ext.update(read, np.array([5.0, 5.0])), [6.0, 6.0])
+    # floor at eps1
+    for _ in range(1000):
+        ext.update(read, np.array([5.5, 5.5]))
+    np.testing.assert_allclose(ext.value, [1.0, 1.0])
+    with pytest.raises(ConfigError):
+        TorqueLimitAdapter(tau_urdf, lower_nm=-1.0)
+    with pytest.raises(ConfigError):
+        TorqueLimitAdapter(tau_urdf, lower_nm=float("nan"))
+
+
 def test_torque_limit_rejects_bad_parameters():
     with pytest.raises(ConfigError):
         TorqueLimitAdapter(np.array([0.0, 1.0]))

@@ -117,6 +117,10 @@ class ControllerConfig:
         torque_margin_nm: eps1 of (12) [N m].
         torque_decay_nm_per_s: eps2 / dt of (12) [N m/s].
         torque_hysteresis: eps3 of (12), ratio of the URDF limit [-].
+        torque_lowering_nm_per_s: extension of (12), not in the paper: while the measured ratio
+            stays above ``max_tau_ratio`` and (11i) binds, lower that joint's limit at this rate
+            [N m/s] (see :class:`~contactflow.seiko.filters.TorqueLimitAdapter`); 0 = the paper's
+            (12) (default). Used by the far-reach experiment (docs/seiko_multicontact.md).
         weight_elastic_energy: runInit elastic-energy weight (times K).
         init_iterations: runInit Newton steps at reset and after a contact switch.
         command_blend_s: linear blend of the output command after a switch or a re-enable [s].
@@ -170,6 +174,7 @@ class ControllerConfig:
     torque_margin_nm: float = 1.0
     torque_decay_nm_per_s: float = 10.0
     torque_hysteresis: float = 0.1
+    torque_lowering_nm_per_s: float = 0.0
     weight_elastic_energy: float = 1.0
     init_iterations: int = 3
     command_blend_s: float = 2.0
@@ -216,6 +221,7 @@ class ControllerConfig:
             "gain_pose",
             "torque_margin_nm",
             "torque_decay_nm_per_s",
+            "torque_lowering_nm_per_s",
             "tau_read_cutoff_hz",
             "weight_elastic_energy",
             "command_blend_s",
@@ -514,6 +520,7 @@ class SeikoController:
             eps1_nm=config.torque_margin_nm,
             eps2_nm=config.torque_decay_nm_per_s * dt,
             eps3=config.torque_hysteresis,
+            lower_nm=config.torque_lowering_nm_per_s * dt,
         )
         self._tau_read_lp: np.ndarray | None = None  # low-passed tau_read (tau_read_cutoff_hz)
         self._tau_read_alpha = (

@@ -222,6 +222,13 @@ class TorqueLimitAdapter:
     * elif ``|r_i| < rho - eps3`` and ``tau_lim_i < tau_urdf_i``: ``tau_lim_i += eps2``
       (raise it back slowly; it may overshoot ``tau_urdf`` by at most ``eps2``).
 
+    Extension (not in the paper or its code; off by default, ``lower_nm = 0``): while
+    ``|r_i| > rho`` and the limit already binds (``tau_lim_i <= |tau_flex_i| + eps1``),
+    ``tau_lim_i -= lower_nm`` per step, down to ``eps1``. The paper's rule only freezes the model
+    torque; a torque the model does not know (an unmodelled load) can keep the measured one above
+    ``rho`` (docs/seiko_multicontact.md, far reach). Lowering the model limit until the measured
+    ratio is back below ``rho`` closes that loop on the measured torque.
+
     The limits start at ``tau_urdf`` (the full URDF effort limit).
 
     Args:
@@ -230,22 +237,29 @@ class TorqueLimitAdapter:
         eps1_nm: margin above |tau_flex| [N m] (default 1).
         eps2_nm: increase per step [N m] (default 10 N m/s x 0.002 s = 0.02).
         eps3: hysteresis band, as a ratio of tau_urdf (default 0.1).
+        lower_nm: decrease per step of a binding limit while the measured ratio stays above
+            ``rho`` [N m] (extension, default 0 = the paper's (12)).
 
     Raises:
         ConfigError: non-positive limits or parameters out of range.
     """
 
-    def __init__(self, tau_urdf: np.ndarray, rho: float = 0.75, eps1_nm: float = 1.0, eps2_nm: float = 0.02, eps3: float = 0.1):
+    def __init__(self, tau_urdf: np.ndarray, rho: float = 0.75, eps1_nm: float = 1.0, eps2_nm: float = 0.02, eps3: float = 0.1,
+                 lower_nm: float = 0.0):
         tau_urdf = np.asarray(tau_urdf, dtype=float).copy()
         if tau_urdf.ndim != 1 or np.any(~np.isfinite(tau_urdf)) or np.any(tau_urdf <= 0.0):
             raise ConfigError("TorqueLimitAdapter: tau_urdf must be a 1-D array of positive limits")
-        if not (0.0 < rho) or eps1_nm < 0.0 or eps2_nm < 0.0 or not (0.0 <= eps3 < rho):
-            raise ConfigError(f"TorqueLimitAdapter: need rho > 0, eps1, eps2 >= 0, 0 <= eps3 < rho (got {rho}, {eps1_nm}, {eps2_nm}, {eps3})")
+        if not (0.0 < rho) or not eps1_nm >= 0.0 or not eps2_nm >= 0.0 or not lower_nm >= 0.0 or not (0.0 <= eps3 < rho):
+            raise ConfigError(
+                "TorqueLimitAdapter: need rho > 0, eps1, eps2, lower_nm >= 0, 0 <= eps3 < rho "
+                f"(got {rho}, {eps1_nm}, {eps2_nm}, {lower_nm}, {eps3})"
+            )
         self.tau_urdf = tau_urdf
         self.rho = float(rho)
         self.eps1 = float(eps1_nm)
         self.eps2 = float(eps2_nm)
         self.eps3 = float(eps3)
+        self.lower = float(lower_nm)
         self._limit = tau_urdf.copy()
         self._ratio = np.zeros_like(tau_urdf)
         self._abs_flex = np.zeros_like(tau_urdf)
@@ -275,6 +289,10 @@ class TorqueLimitAdapter:
         self._abs_flex += self.eps1
         lower = (self._ratio > self.rho) & (self._abs_flex < self._limit)
         raise_ = (~lower) & (self._ratio < self.rho - self.eps3) & (self._limit < self.tau_urdf)
+        if self.lower > 0.0:
+            # the limit binds (|tau_flex| + eps1 >= limit) and the measured ratio is still above rho
+            bind = (self._ratio > self.rho) & ~lower
+            self._limit[bind] = np.maximum(self._limit[bind] - self.lower, self.eps1)
         self._limit[lower] = self._abs_flex[lower]
         self._limit[raise_] += self.eps2
         return self._limit

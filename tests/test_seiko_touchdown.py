@@ -1,0 +1,59 @@
+"""Early touchdown of a lifted foot (SEIKO RA-L 2024 Fig. 4: "on early touchdown the admittance
+lifts the foot"), closed loop Retargeting -> Controller -> MuJoCo with the effector admittance (14).
+
+``robots/talos/scenarios/foot_touchdown.yaml``: the right foot is disabled, lifted 5 cm and lowered
+6.5 cm, i.e. commanded 1.5 cm into the floor, and stays disabled. With the admittance on the feet
+(50 N deadband, as in ``dataflows/seiko_talos_multicontact.yml``) its desired pose rises again once
+the operator stops and the measured force falls back below the deadband; without it the leg keeps
+pressing the foot into the floor (measured: 400 N, the robot falls at 22.3 s). Two 25 s runs, ~90 s on an
+idle 2-core machine. The dora graph version is ``benchmarks/bench_seiko_experiments.py foot_touchdown``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from contactflow.robot import load_robot
+from contactflow.seiko.admittance import AdmittanceParams
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from seiko_loop import run_loop  # noqa: E402
+
+SCENARIO = ROOT / "robots/talos/scenarios/foot_touchdown.yaml"
+LOWER_END_S = 21.1  # end of the lowering command in the scenario
+ADMITTANCE = {"left_foot": AdmittanceParams.foot(), "right_foot": AdmittanceParams.foot(),
+              "left_hand": AdmittanceParams.hand()}
+
+
+@pytest.fixture(scope="module")
+def robot():
+    return load_robot("talos")
+
+
+def test_admittance_lifts_the_foot_on_early_touchdown(robot):
+    L = run_loop(robot, SCENARIO, environment=True, admittance=ADMITTANCE)
+    assert not L.fell
+    fz = L.wrench["right_foot"][:, 2]
+    z_d = L.pose_d["right_foot"][:, 2]
+    td = int(np.argmax(fz > 50.0))
+    assert fz[td] > 50.0 and L.t[td] < LOWER_END_S, "the foot never touched down before the lowering ended"
+    i_end = int(np.searchsorted(L.t, LOWER_END_S))
+    # the admittance raised the desired foot after the operator stopped lowering it
+    # (measured: 5.3 mm, back to 0.6 mm above its height at reset; without: 15 mm below it)
+    rise = z_d[-1] - z_d[i_end:].min()
+    assert rise > 0.003, f"desired right-foot height rose by {1e3 * rise:.1f} mm only"
+    assert z_d[-1] - z_d[0] > -0.003, f"desired right foot ends {1e3 * (z_d[0] - z_d[-1]):.1f} mm below its start"
+    last = L.t >= L.t[-1] - 1.0
+    assert np.mean(fz[last]) < 50.0, f"right foot still pressed with {np.mean(fz[last]):.1f} N"
+
+    L0 = run_loop(robot, SCENARIO, environment=True)
+    fz0 = L0.wrench["right_foot"][:, 2]
+    # without the admittance the desired foot stays 1.5 cm below the floor and the leg presses on
+    assert L0.fell or np.mean(fz0[L0.t >= L0.t[-1] - 1.0]) > 150.0
+    late, late0 = L.t > 18.0, L0.t > 18.0  # after the lift, before the lowering (18.5 s)
+    assert fz0[late0].max() > fz[late].max()
