@@ -3,6 +3,7 @@
     python benchmarks/bench_seiko_experiments.py wall_push        # ~100 s on 2 cores
     python benchmarks/bench_seiko_experiments.py foot_lift        # ~180 s
     python benchmarks/bench_seiko_experiments.py foot_touchdown   # ~150 s
+    python benchmarks/bench_seiko_experiments.py bad_commands     # ~40 s
     python benchmarks/bench_seiko_experiments.py wall_push --recording recordings/latest   # re-plot
 
 Each experiment runs ``dataflows/seiko_talos_multicontact.yml`` with its scenario
@@ -23,6 +24,9 @@ Each experiment runs ``dataflows/seiko_talos_multicontact.yml`` with its scenari
   the measured force is back near its 50 N deadband. Metrics: touchdown time, peak force, mean
   force over the last second, rise of the desired foot height after the operator stops; the same
   scenario in-process without the admittance for comparison (fall, peak and final force).
+* bad_commands: the refused requests of ``bad_commands.yaml`` (times from ``n_refused`` of the
+  Retargeting's output, messages from the nodes' log, kept as ``dora_run.log`` in the run),
+  the feet's vertical forces and the pelvis height: the robot must stay balanced.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ def run_dataflow(scenario: str, out_dir: Path) -> Path:
     if proc.returncode != 0:
         sys.exit(f"dora run failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
     runs = sorted(p for p in out_dir.iterdir() if p.is_dir() and not p.is_symlink())
+    (runs[-1] / "dora_run.log").write_text(proc.stdout + proc.stderr)  # the nodes' messages
     return runs[-1]
 
 
@@ -252,7 +257,56 @@ def foot_touchdown(rec, robot, plt):
     return fig, m
 
 
-EXPERIMENTS = {"wall_push": wall_push, "foot_lift": foot_lift, "foot_touchdown": foot_touchdown}
+def bad_commands(rec, robot, plt):
+    import re
+
+    s, d, i_s, i_d, t = _aligned(rec)
+    n_ref = d.field("n_refused")[i_d, 0]
+    fzl = s.field("wrench.left_foot")[i_s, 2]
+    fzr = s.field("wrench.right_foot")[i_s, 2]
+    z = s.field("q")[i_s][:, 2]
+    t_ref = [float(t[i]) for i in np.flatnonzero(np.diff(n_ref) > 0) + 1]
+    log = rec.path / "dora_run.log"
+    msgs = []
+    if log.exists():
+        for line in log.read_text().splitlines():
+            m = re.search(r"(cannot (enable|disable|push)[^\n]*)", line)
+            if m and m.group(1) not in msgs:
+                msgs.append(m.group(1).strip())
+    summary = json.loads((rec.path / "summary.json").read_text()) if (rec.path / "summary.json").exists() else {}
+    weight = summary.get("robot_weight_n", float(fzl[0] + fzr[0]))
+    m = {
+        "fell": bool(z.min() < 0.6),
+        "n_refused": int(n_ref[-1]),
+        "refused_at_s": t_ref,
+        "messages": msgs,
+        "pelvis_height_min_m": float(z.min()),
+        "total_fz_final_over_weight": float((fzl[-1] + fzr[-1]) / weight),
+        "right_foot_fz_final_n": float(fzr[-1]),
+    }
+    fig, ax = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    ax[0].plot(t, fzl, label="left foot $f_z$")
+    ax[0].plot(t, fzr, label="right foot $f_z$ (disable accepted at 2.6 s: unloading)")
+    ax[0].plot(t, fzl + fzr, "k", lw=0.8, label="sum")
+    ax[0].set_ylabel("vertical force [N]")
+    ax[0].set_ylim(0.0, 1.1 * float(np.max(fzl + fzr)))
+    ax[1].plot(t, z, label="pelvis height")
+    ax[1].set_ylabel("height [m]")
+    ax[1].set_xlabel("time [s]")
+    for k, tr in enumerate(t_ref):
+        for a in ax:
+            a.axvline(tr, color="r", lw=0.8, ls="--")
+        ax[0].text(tr, 0.5, f" {k + 1}", color="r", fontsize=9, transform=ax[0].get_xaxis_transform())
+    ax[0].legend(loc="lower left", fontsize=8)
+    ax[1].legend(loc="lower left", fontsize=8)
+    fig.text(0.01, 0.005, "\n".join(f"{k + 1}: {msg[:110]}" for k, msg in enumerate(msgs)), fontsize=6.5, va="bottom")
+    fig.subplots_adjust(bottom=0.2)
+    fig.suptitle("SEIKO bad commands: refused requests (red) while standing (MuJoCo Talos)")
+    return fig, m
+
+
+EXPERIMENTS = {"wall_push": wall_push, "foot_lift": foot_lift, "foot_touchdown": foot_touchdown,
+               "bad_commands": bad_commands}
 
 
 def main() -> None:

@@ -93,7 +93,21 @@ class StopAtRatioOperator:
     joint's measured ``|tau| / tau_max``, low-passed at 5 Hz (a torque display; the same filter as
     before (12)), passes ``rho``; on the way back it stops once its commanded displacement is back
     to zero, so the hand returns to where it started. Use as ``run_loop(operator_hook=...)``.
-    ``joints``: watch only these joints (default: all).
+    An assumption of this benchmark: the paper does not say how its operator decided to stop.
+    Handles one reach out and one straight return (the displacement is the *commanded* one, and
+    "back" means the return is opposite to the reach, as in ``far_reach.yaml``); a new instance
+    per run.
+
+    Args:
+        robot: the :class:`~contactflow.robot.Robot` (joint names, ``tau_max`` [N m]).
+        rho: ratio |tau| / tau_max at which the operator stops reaching out [-].
+        effector: the commanded effector.
+        cutoff_hz: first-order low-pass of |tau| [Hz] (the display's filter).
+        dt: tick [s].
+        joints: watch only these joints (default: all).
+
+    Raises:
+        ValueError: an unknown joint name.
     """
 
     def __init__(self, robot, rho: float, effector: str = "right_hand", cutoff_hz: float = 5.0, dt: float = 0.002,

@@ -133,6 +133,11 @@ def test_torque_limit_lowering_extension_only_while_binding_and_over_the_ratio()
     for _ in range(1000):
         ext.update(read, np.array([5.5, 5.5]))
     np.testing.assert_allclose(ext.value, [1.0, 1.0])
+    # per joint: only the joint over the ratio is lowered, the other one rises back
+    ext.reset()
+    ext.update(np.array([62.0, 62.0]), np.array([20.0, 20.0]))  # both at 21
+    ext.update(np.array([62.0, 40.0]), np.array([20.5, 20.5]))  # r = 0.62 binding, r = 0.40 < 0.5
+    np.testing.assert_allclose(ext.value, [21.0 - 0.02, 21.0 + 0.02])
     with pytest.raises(ConfigError):
         TorqueLimitAdapter(tau_urdf, lower_nm=-1.0)
     with pytest.raises(ConfigError):

@@ -223,11 +223,15 @@ class TorqueLimitAdapter:
       (raise it back slowly; it may overshoot ``tau_urdf`` by at most ``eps2``).
 
     Extension (not in the paper or its code; off by default, ``lower_nm = 0``): while
-    ``|r_i| > rho`` and the limit already binds (``tau_lim_i <= |tau_flex_i| + eps1``),
-    ``tau_lim_i -= lower_nm`` per step, down to ``eps1``. The paper's rule only freezes the model
-    torque; a torque the model does not know (an unmodelled load) can keep the measured one above
-    ``rho`` (docs/seiko_multicontact.md, far reach). Lowering the model limit until the measured
-    ratio is back below ``rho`` closes that loop on the measured torque.
+    ``|r_i| > rho`` and the limit is within ``eps1`` of binding (``tau_lim_i <= |tau_flex_i| +
+    eps1``, i.e. from the step after the paper's rule fired), ``tau_lim_i -= lower_nm`` per step,
+    down to ``eps1``. The paper's rule only freezes the model torque; a torque the model does not
+    know (an unmodelled load) can keep the measured one above ``rho`` (docs/seiko_multicontact.md,
+    far reach). Lowering the model limit until the measured ratio is back below ``rho`` closes
+    that loop on the measured torque. A research option, measured unsafe in two cases: with an
+    operator who keeps reaching out (the Controller leans the body to keep the hand on target
+    and the robot falls) and with a ``rho`` below what the posture needs (it lowers that joint's
+    limit towards ``eps1`` too). It does not look at the QP status.
 
     The limits start at ``tau_urdf`` (the full URDF effort limit).
 
@@ -259,7 +263,7 @@ class TorqueLimitAdapter:
         self.eps1 = float(eps1_nm)
         self.eps2 = float(eps2_nm)
         self.eps3 = float(eps3)
-        self.lower = float(lower_nm)
+        self.lower_nm = float(lower_nm)
         self._limit = tau_urdf.copy()
         self._ratio = np.zeros_like(tau_urdf)
         self._abs_flex = np.zeros_like(tau_urdf)
@@ -289,10 +293,10 @@ class TorqueLimitAdapter:
         self._abs_flex += self.eps1
         lower = (self._ratio > self.rho) & (self._abs_flex < self._limit)
         raise_ = (~lower) & (self._ratio < self.rho - self.eps3) & (self._limit < self.tau_urdf)
-        if self.lower > 0.0:
+        if self.lower_nm > 0.0:
             # the limit binds (|tau_flex| + eps1 >= limit) and the measured ratio is still above rho
             bind = (self._ratio > self.rho) & ~lower
-            self._limit[bind] = np.maximum(self._limit[bind] - self.lower, self.eps1)
+            self._limit[bind] = np.maximum(self._limit[bind] - self.lower_nm, self.eps1)
         self._limit[lower] = self._abs_flex[lower]
         self._limit[raise_] += self.eps2
         return self._limit

@@ -1,0 +1,43 @@
+"""Damping of the feedback law (10) in closed loop (SEIKO RA-L 2024 Fig. 5), MuJoCo Talos.
+
+Double support (``robots/talos/scenarios/stand_7s.yaml``), a 60 N x 0.1 s push on the torso at
+3 s; the logarithmic decrement of the pelvis pitch rate (IMU gyro, unfiltered) must increase with
+K_d in {0, 0.01, 0.05} (the paper's sign, ``- K_d lam_dot_read``). Measured (docs/damping.json):
+0.427, 0.462, 0.515. The same runs as ``benchmarks/bench_seiko_damping.py``; ~40 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from contactflow.robot import load_robot
+from contactflow.seiko.controller import ControllerConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_seiko_damping import log_decrement  # noqa: E402
+from seiko_loop import run_loop  # noqa: E402
+
+PUSH_N, PUSH_START_S, PUSH_S = 60.0, 3.0, 0.1
+
+
+def _push(sim, t):
+    on = PUSH_START_S <= t < PUSH_START_S + PUSH_S
+    sim.set_external_wrench("torso_2_link", np.array([PUSH_N, 0, 0, 0, 0, 0]) if on else None)
+
+
+def test_log_decrement_increases_with_kd():
+    robot = load_robot("talos")
+    delta = {}
+    for kd in (0.0, 0.01, 0.05):
+        L = run_loop(robot, ROOT / "robots/talos/scenarios/stand_7s.yaml", ccfg=ControllerConfig(kd=kd, kd_sign=-1.0),
+                     disturb=_push)
+        assert not L.fell
+        assert np.max(np.abs(L.gyro[L.t > PUSH_START_S + PUSH_S, 1])) > 0.02, "the push did not rock the robot"
+        delta[kd], peaks = log_decrement(L.t, L.gyro[:, 1], PUSH_START_S + PUSH_S)
+        assert len(peaks) >= 5, f"K_d = {kd}: too few oscillation peaks ({len(peaks)})"
+    assert 0.0 < delta[0.0] < delta[0.01] < delta[0.05], f"log decrements {delta}"
+    assert delta[0.05] > delta[0.0] + 0.04, f"K_d = 0.05 adds too little damping: {delta}"
