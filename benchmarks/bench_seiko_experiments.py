@@ -209,10 +209,12 @@ def foot_lift(rec, robot, plt):
     return fig, m
 
 
-TOUCHDOWN_LOWER_START_S, TOUCHDOWN_LOWER_END_S = 18.5, 21.1  # the lowering command in foot_touchdown.yaml
-
-
 def foot_touchdown(rec, robot, plt):
+    from contactflow.operator.scenario import load_scenario
+
+    scn = load_scenario(ROOT / "robots/talos/scenarios/foot_touchdown.yaml", robot)
+    low = next(g for g in scn.segments if g.effector == "right_foot" and g.twist[2] < 0.0)
+    TOUCHDOWN_LOWER_START_S, TOUCHDOWN_LOWER_END_S = low.start_s, low.end_s
     s, d, i_s, i_d, t = _aligned(rec)
     fz = s.field("wrench.right_foot")[i_s, 2]
     z_d = d.field("pose_d.right_foot")[i_d, 2]

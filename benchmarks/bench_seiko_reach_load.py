@@ -33,6 +33,7 @@ hold at the far reach; the hand's largest forward and upward travel.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -90,8 +91,9 @@ class StopAtRatioOperator:
     """Operator model for "as far as allowed by the controller" (the paper's Fig. 6 paragraph).
 
     The operator follows the scenario's right-hand commands but stops reaching out as soon as any
-    joint's measured ``|tau| / tau_max``, low-passed at 5 Hz (a torque display; the same filter as
-    before (12)), passes ``rho``; on the way back it stops once its commanded displacement is back
+    joint's measured ``|tau| / tau_max``, low-passed at 5 Hz (a torque display; the filter before (12)
+    is the bilinear one on the signed torque, equal to this one to ~1e-5, so the operator stops
+    on the tick (12) fires), passes ``rho``; on the way back it stops once its commanded displacement is back
     to zero, so the hand returns to where it started. Use as ``run_loop(operator_hook=...)``.
     An assumption of this benchmark: the paper does not say how its operator decided to stop.
     Handles one reach out and one straight return (the displacement is the *commanded* one, and
@@ -112,6 +114,11 @@ class StopAtRatioOperator:
 
     def __init__(self, robot, rho: float, effector: str = "right_hand", cutoff_hz: float = 5.0, dt: float = 0.002,
                  joints: list[str] | None = None):
+        unknown = [j for j in joints or () if j not in robot.joint_names]
+        if unknown:
+            raise ValueError(f"StopAtRatioOperator: unknown joints {unknown}; known: {robot.joint_names}")
+        if not (rho > 0.0 and cutoff_hz > 0.0 and dt > 0.0):
+            raise ValueError(f"StopAtRatioOperator: need rho, cutoff_hz, dt > 0 (got {rho}, {cutoff_hz}, {dt})")
         self.watch = [robot.joint_names.index(j) for j in joints] if joints else list(range(len(robot.joint_names)))
         self.tau_max = robot.tau_max
         self.rho = rho
@@ -122,7 +129,13 @@ class StopAtRatioOperator:
         self.stopped_at_s: float | None = None
         self.disp = np.zeros(3)  # commanded displacement so far [m]
 
+    def _idle(self, cmd):
+        """``cmd`` with a zero twist for the effector (the command itself is frozen)."""
+        return dataclasses.replace(cmd, velocities={**cmd.velocities, self.effector: np.zeros(6)})
+
     def __call__(self, t, cmd, reading):
+        """One tick: ``t`` [s], the scenario's :class:`OperatorCommand`, the latest simulator
+        reading (its ``tau`` [N m]); returns the command to use."""
         tau = np.abs(reading.tau)
         self.tau_lp = tau.copy() if self.tau_lp is None else self.alpha * self.tau_lp + (1 - self.alpha) * tau
         v = cmd.velocities.get(self.effector)
@@ -135,11 +148,9 @@ class StopAtRatioOperator:
             if self.stopped_at_s is None and np.any(self.tau_lp[self.watch] / self.tau_max[self.watch] > self.rho):
                 self.stopped_at_s = t
             if self.stopped_at_s is not None:
-                cmd.velocities.pop(self.effector)
-                return cmd
+                return self._idle(cmd)
         elif np.dot(self.disp + out * self.dt, self.disp) <= 0.0:  # back at the start
-            cmd.velocities.pop(self.effector)
-            return cmd
+            return self._idle(cmd)
         self.disp = self.disp + out * self.dt
         return cmd
 

@@ -52,7 +52,7 @@ def run_loop(robot, scenario_path, *, ccfg: ControllerConfig | None = None, rcfg
     twist is added to the operator's, tick k measured wrench in the axes of pose_d of k-1).
     ``operator_hook(t, cmd, reading) -> cmd`` may change the scenario's command of each tick from
     the latest simulator reading (an operator model, e.g. "stop reaching when ...").
-    ``LoopLog.pose_d`` holds the Retargeting's desired position of each effector [m] of tick k (the
+    ``LoopLog.pose_d``: effector -> (T, 3) the Retargeting's desired world position [m] at tick k (the
     output the Controller uses at tick k + 1)."""
     ccfg = ccfg or ControllerConfig()
     rcfg = rcfg or RetargetingConfig()

@@ -138,6 +138,9 @@ def test_torque_limit_lowering_extension_only_while_binding_and_over_the_ratio()
     ext.update(np.array([62.0, 62.0]), np.array([20.0, 20.0]))  # both at 21
     ext.update(np.array([62.0, 40.0]), np.array([20.5, 20.5]))  # r = 0.62 binding, r = 0.40 < 0.5
     np.testing.assert_allclose(ext.value, [21.0 - 0.02, 21.0 + 0.02])
+    # after a failed QP the lowering pauses (the raising goes on)
+    ext.update(np.array([62.0, 40.0]), np.array([20.5, 20.5]), allow_lowering=False)
+    np.testing.assert_allclose(ext.value, [21.0 - 0.02, 21.0 + 0.04])
     with pytest.raises(ConfigError):
         TorqueLimitAdapter(tau_urdf, lower_nm=-1.0)
     with pytest.raises(ConfigError):

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from contactflow.operator.scenario import load_scenario
 from contactflow.robot import load_robot
 from contactflow.seiko.admittance import AdmittanceParams
 
@@ -25,7 +26,14 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from seiko_loop import run_loop  # noqa: E402
 
 SCENARIO = ROOT / "robots/talos/scenarios/foot_touchdown.yaml"
-LOWER_START_S, LOWER_END_S = 18.5, 21.1  # the lowering command in the scenario
+
+
+
+def _lowering(robot) -> tuple[float, float]:
+    """(start_s, end_s) of the scenario's right-foot lowering command (read from the file)."""
+    scn = load_scenario(SCENARIO, robot)
+    seg = next(g for g in scn.segments if g.effector == "right_foot" and g.twist[2] < 0.0)
+    return seg.start_s, seg.end_s
 ADMITTANCE = {"left_foot": AdmittanceParams.foot(), "right_foot": AdmittanceParams.foot(),
               "left_hand": AdmittanceParams.hand()}
 
@@ -36,6 +44,7 @@ def robot():
 
 
 def test_admittance_lifts_the_foot_on_early_touchdown(robot):
+    LOWER_START_S, LOWER_END_S = _lowering(robot)
     L = run_loop(robot, SCENARIO, environment=True, admittance=ADMITTANCE)
     assert not L.fell
     fz = L.wrench["right_foot"][:, 2]

@@ -523,6 +523,7 @@ class SeikoController:
             lower_nm=config.torque_lowering_nm_per_s * dt,
         )
         self._tau_read_lp: np.ndarray | None = None  # low-passed tau_read (tau_read_cutoff_hz)
+        self._qp_ok_prev = True  # the last QP (11) succeeded: the (12) lowering extension may act
         self._tau_read_alpha = (
             alpha_from_cutoff(config.tau_read_cutoff_hz, dt) if config.tau_read_cutoff_hz > 0.0 else 0.0
         )
@@ -694,6 +695,7 @@ class SeikoController:
         self._held_s = {}
         self._rise_m = {}
         self._tau_adapt.reset()
+        self._qp_ok_prev = True
         self._tau_read_lp = None
         self.targets = {}
         pin.framesForwardKinematics(self.model, self.data, self.q_flex)
@@ -851,7 +853,7 @@ class SeikoController:
                     self._tau_read_lp *= a
                     self._tau_read_lp += (1.0 - a) * tau_read
                 tau_read = self._tau_read_lp
-            self._tau_adapt.update(tau_read, self.tau_flex)
+            self._tau_adapt.update(tau_read, self.tau_flex, allow_lowering=self._qp_ok_prev)
 
         if init_sol is not None and not init_sol.found:
             sol = init_sol
@@ -872,6 +874,7 @@ class SeikoController:
                 self.tau_flex = self.K * (self.theta_d + self.offset - self.q_flex[7:])
         if not sol.found:
             _log.warning("SEIKO controller QP failed (%s): %s; holding the last offset", sol.status, sol.message)
+        self._qp_ok_prev = bool(sol.found)
         raw = (self.theta_d if theta_ahead is None else theta_ahead) + self.offset
         cmd = self._blend_output(raw, advance=True)
         step_time = time.perf_counter() - t0

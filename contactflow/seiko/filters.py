@@ -231,7 +231,7 @@ class TorqueLimitAdapter:
     that loop on the measured torque. A research option, measured unsafe in two cases: with an
     operator who keeps reaching out (the Controller leans the body to keep the hand on target
     and the robot falls) and with a ``rho`` below what the posture needs (it lowers that joint's
-    limit towards ``eps1`` too). It does not look at the QP status.
+    limit towards ``eps1`` too). It pauses after a failed QP (``allow_lowering``).
 
     The limits start at ``tau_urdf`` (the full URDF effort limit).
 
@@ -277,12 +277,14 @@ class TorqueLimitAdapter:
         """Limits back to ``tau_urdf``."""
         self._limit[:] = self.tau_urdf
 
-    def update(self, tau_read: np.ndarray, tau_flex: np.ndarray) -> np.ndarray:
+    def update(self, tau_read: np.ndarray, tau_flex: np.ndarray, allow_lowering: bool = True) -> np.ndarray:
         """One step of eq. (12).
 
         Args:
             tau_read: (n,) measured joint torques [N m].
             tau_flex: (n,) flexible-model joint torques K (theta_cmd - theta_flex) [N m].
+            allow_lowering: False holds the extension's lowering this step (the Controller passes
+                False after a failed QP, so a limit it cannot meet is not pushed further).
 
         Returns:
             (n,) adapted limits [N m] (a view of the internal state).
@@ -293,7 +295,7 @@ class TorqueLimitAdapter:
         self._abs_flex += self.eps1
         lower = (self._ratio > self.rho) & (self._abs_flex < self._limit)
         raise_ = (~lower) & (self._ratio < self.rho - self.eps3) & (self._limit < self.tau_urdf)
-        if self.lower_nm > 0.0:
+        if self.lower_nm > 0.0 and allow_lowering:
             # the limit binds (|tau_flex| + eps1 >= limit) and the measured ratio is still above rho
             bind = (self._ratio > self.rho) & ~lower
             self._limit[bind] = np.maximum(self._limit[bind] - self.lower_nm, self.eps1)
