@@ -226,13 +226,18 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _check_effector(robot: Any, name: str, where: str, free: tuple[str, ...],
-                    events: list | None = None, t_s: float = 0.0) -> None:
+def _known_effector(robot: Any, name: str, where: str):
+    """The contact spec of effector ``name``; ConfigError ``<where>: ...`` if the robot has none."""
     try:
-        spec = robot.contact(name)
+        return robot.contact(name)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    state = spec.enabled
+
+
+def _check_effector(robot: Any, name: str, where: str, free: tuple[str, ...],
+                    events: list | None = None, t_s: float = 0.0) -> None:
+    """A commandable effector at ``t_s``: known and not an enabled contact (events applied)."""
+    state = _known_effector(robot, name, where).enabled
     for e in sorted(events or [], key=lambda e: e.t_s):
         if e.effector == name and e.t_s <= t_s:
             state = e.enable
@@ -277,10 +282,7 @@ def load_scenario(path: str | Path, robot: Any) -> Scenario:
     for i, entry in enumerate(top.contacts):
         where = f"{src}: contacts[{i}]"
         cfg = load_config(_ContactEventFile, entry, source=where)
-        try:
-            robot.contact(cfg.effector)
-        except ConfigError as exc:
-            raise ConfigError(f"{where}.effector: {exc}") from None
+        _known_effector(robot, cfg.effector, f"{where}.effector")
         if not (math.isfinite(cfg.t_s) and cfg.t_s >= 0.0):
             raise ConfigError(f"{where}.t_s: expected a finite time >= 0 s, got {cfg.t_s!r}")
         raw_events.append(ContactEvent(cfg.t_s, cfg.effector, cfg.enable))
@@ -365,10 +367,7 @@ def load_scenario(path: str | Path, robot: Any) -> Scenario:
     for i, entry in enumerate(top.push):
         where = f"{src}: push[{i}]"
         cfg = load_config(_PushSegmentFile, entry, source=where)
-        try:
-            robot.contact(cfg.effector)
-        except ConfigError as exc:
-            raise ConfigError(f"{where}.effector: {exc}") from None
+        _known_effector(robot, cfg.effector, f"{where}.effector")
         if not (0.0 <= cfg.start_s < cfg.end_s <= duration):
             raise ConfigError(
                 f"{where}: expected 0 <= start_s < end_s <= duration_s = {duration} s, got [{cfg.start_s}, {cfg.end_s})"
