@@ -301,8 +301,11 @@ def bad_commands(rec, robot, plt):
         ax[0].text(tr, 0.5, f" {k + 1}", color="r", fontsize=9, transform=ax[0].get_xaxis_transform())
     ax[0].legend(loc="lower left", fontsize=8)
     ax[1].legend(loc="lower left", fontsize=8)
-    fig.text(0.01, 0.005, "\n".join(f"{k + 1}: {msg[:110]}" for k, msg in enumerate(msgs)), fontsize=6.5, va="bottom")
-    fig.subplots_adjust(bottom=0.2)
+    import textwrap
+
+    lines = [textwrap.fill(f"{k + 1}: {msg}", 120, subsequent_indent="   ") for k, msg in enumerate(msgs)]
+    fig.text(0.01, 0.005, "\n".join(lines), fontsize=6.5, va="bottom")
+    fig.subplots_adjust(bottom=0.22)
     fig.suptitle("SEIKO bad commands: refused requests (red) while standing (MuJoCo Talos)")
     return fig, m
 
@@ -315,7 +318,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("experiment", choices=sorted(EXPERIMENTS))
     p.add_argument("--recording", default=None, help="analyse this recording instead of running")
-    p.add_argument("--out", default=str(ROOT / "docs"))
+    p.add_argument("--out", default=str(ROOT / "docs"),
+                   help="where <experiment>.png and .json go (default: the repository's docs/, tracked files)")
+    p.add_argument("--keep-recording", default=None, metavar="DIR",
+                   help="record the run into DIR and keep it (default: a temporary directory, deleted afterwards)")
     args = p.parse_args()
     import matplotlib
 
@@ -323,18 +329,30 @@ def main() -> None:
     import matplotlib.pyplot as plt
 
     robot = load_robot("talos")
+    tmp = None
     if args.recording:
         run = Path(args.recording)
     else:
-        run = run_dataflow(f"robots/talos/scenarios/{args.experiment}.yaml", Path(tempfile.mkdtemp(prefix="seiko_bench_")))
-    rec = read_recording(run)
-    fig, metrics = EXPERIMENTS[args.experiment](rec, robot, plt)
+        rec_dir = Path(args.keep_recording) if args.keep_recording else Path(tempfile.mkdtemp(prefix="seiko_bench_"))
+        tmp = None if args.keep_recording else rec_dir
+        rec_dir.mkdir(parents=True, exist_ok=True)
+        print(f"running dataflows/seiko_talos_multicontact.yml with robots/talos/scenarios/{args.experiment}.yaml "
+              "(a few minutes; the dora output is kept as dora_run.log in the run) ...", flush=True)
+        run = run_dataflow(f"robots/talos/scenarios/{args.experiment}.yaml", rec_dir)
+    try:
+        rec = read_recording(run)
+        fig, metrics = EXPERIMENTS[args.experiment](rec, robot, plt)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     fig.savefig(out / f"{args.experiment}.png", dpi=110)
-    metrics["recording"] = str(run)
+    metrics["recording"] = str(run) if tmp is None else None
     (out / f"{args.experiment}.json").write_text(json.dumps(metrics, indent=2))
     print(json.dumps(metrics, indent=2))
+    print(f"wrote {out / (args.experiment + '.png')} and {out / (args.experiment + '.json')}"
+          + (f"; recording kept in {run}" if tmp is None else "; recording deleted (--keep-recording DIR keeps it)"))
 
 
 if __name__ == "__main__":

@@ -65,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"contactflow: error: {hint}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into `head` & co.: not an error
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

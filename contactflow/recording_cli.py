@@ -98,9 +98,21 @@ def _cmd_info(args) -> int:
               + ("  TRUNCATED" if s["truncated"] else ""))
         if s["gaps"]:
             print(f"{'':34s} missing seq: " + ", ".join(f"{a}..{b}" if a != b else str(a) for a, b in s["gaps"]))
+    if args.fields:
+        print()
+        for name in rec.stream_names:
+            print(f"{name}: " + ", ".join(_field_list(rec, name)))
     for name in damaged:
         print(f"warning: stream {name!r} was cut short (crash) and its complete prefix recovered", file=sys.stderr)
     return 1 if damaged else 0
+
+
+def _field_list(rec, name: str) -> list[str]:
+    """``field[size]`` of a stream's contract, from the manifest (no stream data read)."""
+    layout = rec.manifest.get("streams", {}).get(name, {}).get("layout") or []
+    if isinstance(layout, str):
+        layout = json.loads(layout)
+    return [f"{f}[{n}]" for f, n in layout]
 
 
 def _cmd_export(args) -> int:
@@ -203,6 +215,7 @@ def add_parser(subparsers) -> None:
     p = rsub.add_parser("info", help="streams, rates, duration, gaps of a run")
     common(p)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--fields", action="store_true", help="also list each stream's fields (names for `contactflow plot`)")
     p.set_defaults(func=_cmd_info)
     p = rsub.add_parser("export", help="export a run to parquet, csv or mcap")
     common(p)

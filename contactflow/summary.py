@@ -15,6 +15,10 @@ Metrics (all SI):
   forces, both feet pooled, over the whole run.
 * ``ticks``, ``sim_time_s``, ``wall_time_s`` (first to last sensor message, receive times),
   ``realtime_factor`` (simulated seconds per wall second).
+* ``requests_refused``: operator requests the Retargeting refused (its ``n_refused``).
+* ``contact_switches``: ``"<effector> on|off at <t> s"`` for every change of the Retargeting's
+  ``enabled`` flags (a disabled foot is "off" once released, after its unloading). In runs with
+  switches, ``foot_fz_tracking_rmse_n`` includes the release and reload transients.
 """
 
 from __future__ import annotations
@@ -99,6 +103,13 @@ def seiko_summary(rec: Recording, robot, *, driver: str = "mujoco_driver", retar
             hold_s = float(mask.sum() * (np.median(np.diff(t)) if len(t) > 1 else 0.0))
             hand_err = float(np.max(e)) if hold_s >= min_hold_s else float("nan")
 
+    en = desired.field("enabled")
+    switches = []
+    names = list(robot.contacts)
+    for i in np.flatnonzero(np.any(en[1:] != en[:-1], axis=1)) + 1:
+        for j in np.flatnonzero(en[i] != en[i - 1]):
+            switches.append(f"{names[j]} {'on' if en[i, j] > 0.5 else 'off'} at {desired.t[i]:.2f} s")
+    n_refused = int(desired.field("n_refused")[-1, 0]) if len(desired) else 0
     wall = float((sensors.t_wall_ns[-1] - sensors.t_wall_ns[0]) * 1e-9) if len(sensors) > 1 else 0.0
     sim = float(sensors.t[-1] - sensors.t[0]) if len(sensors) > 1 else 0.0
     return {
@@ -114,6 +125,8 @@ def seiko_summary(rec: Recording, robot, *, driver: str = "mujoco_driver", retar
         "wall_time_s": wall,
         "realtime_factor": sim / wall if wall > 0 else float("nan"),
         "retargeting_failures": int(np.sum(desired.field("ok")[:, 0] < 0.5)),
+        "requests_refused": n_refused,
+        "contact_switches": switches,
     }
 
 
@@ -130,5 +143,7 @@ def format_summary(s: dict, title: str = "contactflow run summary") -> str:
             v = "n/a (no hold of 0.5 s or more in this run)" if "hand" in k else "n/a"
         elif isinstance(v, float):
             v = f"{v:.4g}"
+        elif isinstance(v, list):
+            v = ", ".join(map(str, v)) if v else "none"
         lines.append(f"{k:40s} {v}")
     return "\n".join(lines)

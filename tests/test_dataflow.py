@@ -141,6 +141,7 @@ def test_bad_commands_are_refused_while_the_robot_stays_balanced(tmp_path):
     rec = read_recording(run)
     d = rec.stream("seiko_retargeting.desired")
     assert d.field("n_refused")[-1, 0] == 3
+    assert summary["requests_refused"] == 3 and summary["contact_switches"] == []  # right foot still unloading
     effs = ["left_foot", "right_foot", "left_hand", "right_hand"]
     enabled = d.field("enabled")[-1]
     assert list(enabled) == [1.0, 1.0, 0.0, 0.0]  # right foot still unloading (accepted request)

@@ -50,6 +50,8 @@ def test_ls_and_info(root, capsys):
     assert st["duration_s"] == pytest.approx(0.198) and st["contract"] == "sensors"
     rc, out, _ = _cli(capsys, "rec", "info", "latest", "--root", str(root))
     assert rc == 0 and "missing seq: 40..42" in out
+    rc, out, _ = _cli(capsys, "rec", "info", "latest", "--root", str(root), "--fields")
+    assert rc == 0 and "mujoco_driver.sensors: t[1], wrench.left_foot[6]" in out and "theta_cmd[1], ok[1]" in out
 
 
 def test_info_refuses_foreign_and_reports_truncated(root, tmp_path, capsys):

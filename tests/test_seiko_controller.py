@@ -68,6 +68,17 @@ def test_config_defaults_and_loader(robot):
         load_config(ControllerConfig, {"kd_sign": 0.5})
 
 
+def test_far_reach_config_file_loads():
+    """robots/talos/seiko_far_reach.yaml (dataflows/seiko_talos_far_reach.yml) is a valid section."""
+    from pathlib import Path
+
+    from contactflow.config import read_yaml
+
+    data = read_yaml(Path(__file__).resolve().parent.parent / "robots/talos/seiko_far_reach.yaml")
+    cfg = load_config(ControllerConfig, data["seiko_controller"], source="seiko_far_reach.yaml:seiko_controller")
+    assert (cfg.max_tau_ratio, cfg.tau_read_cutoff_hz, cfg.torque_lowering_nm_per_s) == (0.6, 5.0, 10.0)
+
+
 # ------------------------------------------------------------------------------------- runInit
 
 

@@ -14,6 +14,7 @@ measured ratio must come back below the ratio, where the paper's (12) leaves it 
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -53,8 +54,11 @@ def _final_ratio(robot, tmp_path, adapt: bool) -> tuple[float, bool, float]:
     return float(r.mean()), L.fell, float(L.tau_limit[:, j].min() / robot.tau_max[j])
 
 
-def test_torque_limit_adaptation_lowers_the_loaded_joint_torque(robot, tmp_path):
+def test_torque_limit_adaptation_lowers_the_loaded_joint_torque(robot, tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="contactflow.seiko.controller")
     on, fell_on, lim_on = _final_ratio(robot, tmp_path, True)
+    # the operator is told (a live operator should stop reaching there)
+    assert f"torque limit (12): {LOADED_JOINT} measured" in caplog.text
     off, fell_off, lim_off = _final_ratio(robot, tmp_path, False)
     assert not fell_on and not fell_off
     assert off > RATIO + 0.05, f"scenario too weak: without (12) the joint ends at {off:.3f}"

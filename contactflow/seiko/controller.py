@@ -524,6 +524,7 @@ class SeikoController:
         )
         self._tau_read_lp: np.ndarray | None = None  # low-passed tau_read (tau_read_cutoff_hz)
         self._qp_ok_prev = True  # the last QP (11) succeeded: the (12) lowering extension may act
+        self._tau_engaged = np.zeros(len(robot.joint_names), dtype=bool)  # (12) has lowered this joint's limit
         self._tau_read_alpha = (
             alpha_from_cutoff(config.tau_read_cutoff_hz, dt) if config.tau_read_cutoff_hz > 0.0 else 0.0
         )
@@ -696,6 +697,7 @@ class SeikoController:
         self._rise_m = {}
         self._tau_adapt.reset()
         self._qp_ok_prev = True
+        self._tau_engaged[:] = False
         self._tau_read_lp = None
         self.targets = {}
         pin.framesForwardKinematics(self.model, self.data, self.q_flex)
@@ -854,6 +856,7 @@ class SeikoController:
                     self._tau_read_lp += (1.0 - a) * tau_read
                 tau_read = self._tau_read_lp
             self._tau_adapt.update(tau_read, self.tau_flex, allow_lowering=self._qp_ok_prev)
+            self._report_torque_limits(tau_read)
 
         if init_sol is not None and not init_sol.found:
             sol = init_sol
@@ -880,6 +883,23 @@ class SeikoController:
         step_time = time.perf_counter() - t0
         diag = self._diagnostics(sol, t0, step_time, switched=switched, ws=ws)
         return self._output(cmd, lam_tilde, sol.found, diag)
+
+    def _report_torque_limits(self, tau_read: np.ndarray) -> None:
+        """Log when (12) first lowers a joint's limit and when it is back at the URDF limit (an
+        operator reaching "as far as allowed by the controller" should stop at the first)."""
+        lim = self._tau_adapt.value
+        engaged = lim < self._tau_adapt.tau_urdf
+        if np.array_equal(engaged, self._tau_engaged):
+            return
+        names = self.robot.joint_names
+        for i in np.flatnonzero(engaged & ~self._tau_engaged):
+            _log.warning(
+                "torque limit (12): %s measured |tau| / tau_max = %.3f > %.2f; its limit in QP (11) is now %.1f N m "
+                "(model torque frozen): stop moving this way", names[i], abs(tau_read[i]) / self._tau_adapt.tau_urdf[i],
+                self.config.max_tau_ratio, lim[i])
+        for i in np.flatnonzero(~engaged & self._tau_engaged):
+            _log.info("torque limit (12): %s back at its URDF limit %.1f N m", names[i], lim[i])
+        self._tau_engaged = engaged
 
     # ---------------------------------------------------------------- release on the measured force
 
