@@ -395,3 +395,34 @@ def test_spacemouse_source_with_a_stand_in_device(robot, monkeypatch):
     assert np.allclose(op.values()["twist.right_hand"], [0, 0, 0.025, 0, 0, 0])  # non-finite axis -> 0
     with pytest.raises(ContractError, match="no SpaceMouse #2"):
         SpaceMouseSource(op, ["left_hand", "right_hand", "left_foot"])
+
+
+def test_far_reach_program_stops_at_the_torque_ratio_and_comes_back(robot):
+    """examples/live_operator.py --far-reach: out at 2 cm/s from 5 s, stop when a measured joint
+    torque (5 Hz) passes 0.6 of its limit, hold 4 s, back the same distance at 5 cm/s, end 2 s later."""
+    import importlib.util
+    from pathlib import Path
+
+    from contactflow.operator.live import LiveOperator
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "live_operator.py"
+    spec = importlib.util.spec_from_file_location("live_operator_example", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    tau_max = np.asarray(robot.tau_max)
+    far = mod.FarReach(list(tau_max))
+    op = LiveOperator(list(robot.contacts), {e: c.enabled for e, c in robot.contacts.items()})
+    dt, t, done, disp, stop_t = 0.002, 0.0, False, np.zeros(3), None
+    while not done and t < 60.0:
+        over = stop_t is None and t >= 10.0  # the measured torque passes the ratio at 10 s
+        tau = 0.7 * tau_max if over else 0.3 * tau_max
+        done = far(op, t, tau)
+        v = op.values()["twist.right_hand"][:3]
+        disp += v * dt
+        if far.stop_t is not None and stop_t is None:
+            stop_t = far.stop_t
+        t += dt
+    assert done and 10.0 < stop_t < 10.2  # 5 Hz filter: a few tens of ms
+    assert far.out_s == pytest.approx(stop_t - 5.0, abs=0.01)
+    assert np.linalg.norm(disp) < 1e-3  # back where it started
+    assert far.back_t == pytest.approx(stop_t + 4.0 + far.out_s * 0.4, abs=0.01) and t == pytest.approx(far.back_t + 2.0, abs=0.01)
