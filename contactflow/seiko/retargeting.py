@@ -421,6 +421,8 @@ class SeikoRetargeting:
         self._enabled = {k: False for k in self._names}
         self._q = robot.q_default.copy()
         self._reset_done = False
+        self.n_refused = 0
+        self._n_steps = 0
 
     # ------------------------------------------------------------------ public API
 
@@ -469,6 +471,7 @@ class SeikoRetargeting:
             for k in self._names
         }
         self.n_refused = 0
+        self._n_steps = 0  # steps since reset: the Retargeting's clock for its log lines
         self._init_ratio = 0.0
         self._layout()
 
@@ -527,6 +530,7 @@ class SeikoRetargeting:
         else:
             log.warning("SEIKO retargeting reset: posture still moving %.2e per step after %d settling steps", motion, k)
         self._init_ratio = 0.0
+        self._n_steps = 0  # the clock starts after the settling
         return k, motion
 
     def step(self, targets: Mapping[str, pin.SE3] | None = None,
@@ -551,6 +555,7 @@ class SeikoRetargeting:
             ConfigError: unknown effector name, a target that is not a pin.SE3, or step before
                 reset.
         """
+        self._n_steps += 1
         if not self._reset_done:
             raise ConfigError("SeikoRetargeting.step called before reset()")
         if targets:
@@ -685,10 +690,16 @@ class SeikoRetargeting:
 
     # ------------------------------------------------------------------ switching / push (§7.2-7.4)
 
+    @property
+    def t_s(self) -> float:
+        """Time since :meth:`reset` [s]: steps started x ``dt_s`` (the tick of a request made
+        before this tick's step; used in the log lines)."""
+        return self._n_steps * self.config.dt_s
+
     def _refuse(self, msg: str) -> Request:
         self.n_refused += 1
         if self.n_refused <= 20 or self.n_refused % 500 == 0:  # a live stream of bad values: throttled
-            log.warning("SEIKO retargeting: request refused (%d so far): %s", self.n_refused, msg)
+            log.warning("SEIKO retargeting: t = %.3f s: request refused (%d so far): %s", self.t_s, self.n_refused, msg)
         return Request(False, msg)
 
     def _effector_pose(self, k: str) -> pin.SE3:
@@ -741,7 +752,7 @@ class SeikoRetargeting:
             self._disabling[name] = False
             self._enabled[name] = True
             self._layout()
-            log.info("SEIKO retargeting: contact %s enabled (fz_min ratchets up to %.1f N)", name,
+            log.info("SEIKO retargeting: t = %.3f s: contact %s enabled (fz_min ratchets up to %.1f N)", self.t_s, name,
                      self.config.effector(spec.type).fz_min_n)
             return Request(True, f"{name} enabled")
         # disable
@@ -761,7 +772,7 @@ class SeikoRetargeting:
         self._fz_min[name] = 0.0
         self._lam_target[name] = np.zeros(spec.dim)
         self._update_contact(name)
-        log.info("SEIKO retargeting: contact %s disabling (unloading at the rate limits)", name)
+        log.info("SEIKO retargeting: t = %.3f s: contact %s disabling (unloading at the rate limits)", self.t_s, name)
         return Request(True, f"{name} disabling")
 
     def request_push(self, name: str, on: bool) -> Request:
@@ -849,7 +860,7 @@ class SeikoRetargeting:
                 self._lam[k] = np.zeros(c.dim)
                 self._lam_target[k] = np.zeros(c.dim)
                 self._targets[k] = self.data.oMf[c.frame_id].copy()
-                log.info("SEIKO retargeting: contact %s released", k)
+                log.info("SEIKO retargeting: t = %.3f s: contact %s released", self.t_s, k)
             self._layout()
 
     def _disabling_rate_bounds(self, lam: np.ndarray) -> None:

@@ -155,9 +155,7 @@ class RetargetingStage:
                 en = bool(command["enable"][i] > 0.5)
                 if en != self.req_enable[e]:
                     self.req_enable[e] = en
-                    r = rt.request_contact(e, en)
-                    if r.accepted:  # a refusal is logged (as a warning) by the Retargeting itself
-                        log.info("t = %.3f s: %s %s: %s", t, "enable" if en else "disable", e, r.message)
+                    rt.request_contact(e, en)  # the Retargeting logs the switch or the refusal, with its time
                 pu = bool(command["push"][i] > 0.5)
                 if pu != self.req_push[e]:
                     self.req_push[e] = pu
