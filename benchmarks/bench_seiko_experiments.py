@@ -209,23 +209,31 @@ def foot_lift(rec, robot, plt):
     return fig, m
 
 
-def foot_touchdown(rec, robot, plt):
+TOUCHDOWN_SCENARIO = ROOT / "robots/talos/scenarios/foot_touchdown.yaml"
+
+
+def touchdown_lowering(robot) -> tuple[float, float]:
+    """(start_s, end_s) of the right-foot lowering command of ``foot_touchdown.yaml`` (from the file)."""
     from contactflow.operator.scenario import load_scenario
 
-    scn = load_scenario(ROOT / "robots/talos/scenarios/foot_touchdown.yaml", robot)
+    scn = load_scenario(TOUCHDOWN_SCENARIO, robot)
     low = next(g for g in scn.segments if g.effector == "right_foot" and g.twist[2] < 0.0)
-    TOUCHDOWN_LOWER_START_S, TOUCHDOWN_LOWER_END_S = low.start_s, low.end_s
+    return low.start_s, low.end_s
+
+
+def foot_touchdown(rec, robot, plt):
+    lower_start_s, lower_end_s = touchdown_lowering(robot)
     s, d, i_s, i_d, t = _aligned(rec)
     fz = s.field("wrench.right_foot")[i_s, 2]
     z_d = d.field("pose_d.right_foot")[i_d, 2]
-    i_low = int(np.searchsorted(t, TOUCHDOWN_LOWER_START_S))  # the foot is in the air here
-    i_end = int(np.searchsorted(t, TOUCHDOWN_LOWER_END_S))
+    i_low = int(np.searchsorted(t, lower_start_s))  # the foot is in the air here
+    i_end = int(np.searchsorted(t, lower_end_s))
     td = i_low + int(np.argmax(fz[i_low:] > 50.0)) if (fz[i_low:] > 50.0).any() else None
     last = t >= t[-1] - 1.0
     m = {
         "fell": bool(np.min(s.field("q")[i_s][:, 2]) < 0.6),
         "touchdown_at_s": float(t[td]) if td is not None else None,
-        "lowering_ends_at_s": TOUCHDOWN_LOWER_END_S,
+        "lowering_ends_at_s": lower_end_s,
         "right_foot_peak_fz_after_lowering_start_n": float(fz[i_low:].max()),
         "right_foot_final_fz_n_mean_last_1s": float(fz[last].mean()),
         "desired_foot_z_min_after_lowering_m": float(z_d[i_end:].min() - z_d[0]),
@@ -234,13 +242,13 @@ def foot_touchdown(rec, robot, plt):
     }
     from seiko_loop import run_loop
 
-    L0 = run_loop(robot, ROOT / "robots/talos/scenarios/foot_touchdown.yaml", environment=True)
+    L0 = run_loop(robot, TOUCHDOWN_SCENARIO, environment=True)
     fz0 = L0.wrench["right_foot"][:, 2]
     m["no_admittance_fell"] = bool(L0.fell)
     m["no_admittance_fell_at_s"] = float(L0.t[-1]) if L0.fell else None
-    m["no_admittance_peak_fz_after_lowering_start_n"] = float(fz0[L0.t >= TOUCHDOWN_LOWER_START_S].max())
+    m["no_admittance_peak_fz_after_lowering_start_n"] = float(fz0[L0.t >= lower_start_s].max())
     z0 = L0.pose_d["right_foot"][:, 2]
-    m["no_admittance_desired_foot_z_min_m"] = float(z0[L0.t >= TOUCHDOWN_LOWER_START_S].min() - z0[0])
+    m["no_admittance_desired_foot_z_min_m"] = float(z0[L0.t >= lower_start_s].min() - z0[0])
     fig, ax = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
     ax[0].plot(t, fz, label="right foot $f_z$ measured, admittance (dora graph)")
     ax[0].plot(L0.t, fz0, ":", label="no admittance (in-process)" + (", FELL" if L0.fell else ""))
@@ -248,9 +256,9 @@ def foot_touchdown(rec, robot, plt):
     ax[0].set_ylabel("vertical force [N]")
     ax[0].legend(loc="upper left", fontsize=8)
     ax[1].plot(t, 100 * (z_d - z_d[0]), label="desired right-sole height, admittance")
-    ax[1].plot(L0.t, 100 * (L0.pose_d["right_foot"][:, 2] - L0.pose_d["right_foot"][0, 2]), ":",
+    ax[1].plot(L0.t, 100 * (z0 - z0[0]), ":",
                label="desired right-sole height, no admittance")
-    ax[1].axvline(TOUCHDOWN_LOWER_END_S, color="k", lw=0.8, ls=":", label="operator stops lowering")
+    ax[1].axvline(lower_end_s, color="k", lw=0.8, ls=":", label="operator stops lowering")
     ax[1].set_ylabel("height [cm]")
     ax[1].set_xlabel("time [s]")
     ax[1].legend(loc="upper left", fontsize=8)

@@ -44,6 +44,7 @@ import pinocchio as pin
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from seiko_loop import ROOT, run_loop  # noqa: E402
 
+from contactflow.operator.live import TorqueRatioMonitor  # noqa: E402
 from contactflow.robot import load_robot  # noqa: E402
 from contactflow.seiko.controller import ControllerConfig  # noqa: E402
 from contactflow.sim.mujoco_model import PointMass  # noqa: E402
@@ -109,7 +110,7 @@ class StopAtRatioOperator:
         joints: watch only these joints (default: all).
 
     Raises:
-        ValueError: an unknown joint name.
+        ValueError: an unknown joint name. ContractError: bad ``rho``, ``cutoff_hz`` or ``dt``.
     """
 
     def __init__(self, robot, rho: float, effector: str = "right_hand", cutoff_hz: float = 5.0, dt: float = 0.002,
@@ -117,15 +118,10 @@ class StopAtRatioOperator:
         unknown = [j for j in joints or () if j not in robot.joint_names]
         if unknown:
             raise ValueError(f"StopAtRatioOperator: unknown joints {unknown}; known: {robot.joint_names}")
-        if not (rho > 0.0 and cutoff_hz > 0.0 and dt > 0.0):
-            raise ValueError(f"StopAtRatioOperator: need rho, cutoff_hz, dt > 0 (got {rho}, {cutoff_hz}, {dt})")
-        self.watch = [robot.joint_names.index(j) for j in joints] if joints else list(range(len(robot.joint_names)))
-        self.tau_max = robot.tau_max
-        self.rho = rho
+        watch = [robot.joint_names.index(j) for j in joints] if joints else None
+        self.display = TorqueRatioMonitor(robot.tau_max, rho, cutoff_hz, dt, watch)
         self.effector = effector
-        self.alpha = float(np.exp(-2.0 * np.pi * cutoff_hz * dt))
         self.dt = dt
-        self.tau_lp = None
         self.stopped_at_s: float | None = None
         self.disp = np.zeros(3)  # commanded displacement so far [m]
 
@@ -136,8 +132,7 @@ class StopAtRatioOperator:
     def __call__(self, t, cmd, reading):
         """One tick: ``t`` [s], the scenario's :class:`OperatorCommand`, the latest simulator
         reading (its ``tau`` [N m]); returns the command to use."""
-        tau = np.abs(reading.tau)
-        self.tau_lp = tau.copy() if self.tau_lp is None else self.alpha * self.tau_lp + (1 - self.alpha) * tau
+        above = self.display.update(reading.tau)
         v = cmd.velocities.get(self.effector)
         if v is None:
             return cmd
@@ -145,7 +140,7 @@ class StopAtRatioOperator:
         if not np.any(out):
             return cmd
         if np.dot(out, self.disp) >= 0.0:  # reaching out
-            if self.stopped_at_s is None and np.any(self.tau_lp[self.watch] / self.tau_max[self.watch] > self.rho):
+            if self.stopped_at_s is None and above:
                 self.stopped_at_s = t
             if self.stopped_at_s is not None:
                 return self._idle(cmd)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import time
 import sys
 from pathlib import Path
@@ -28,7 +27,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "nodes")]
 from _runtime import Lockstep, Sender  # noqa: E402
 
 from contactflow.messages import port_specs  # noqa: E402
-from contactflow.operator.live import KeyboardMapper, LiveOperator, SpaceMouseSource, TerminalKeys  # noqa: E402
+from contactflow.operator.live import KeyboardMapper, LiveOperator, SpaceMouseSource, TerminalKeys, TorqueRatioMonitor  # noqa: E402
 from contactflow.robot import load_robot  # noqa: E402
 
 
@@ -46,19 +45,17 @@ class FarReach:
     ``rho``, holds 4 s, comes back to where it started at 5 cm/s and ends 2 s later."""
 
     def __init__(self, tau_max, rho: float = 0.6, dt: float = 0.002):
-        self.tau_max, self.rho, self.dt = tau_max, rho, dt
-        self.alpha = math.exp(-2.0 * math.pi * 5.0 * dt)
-        self.tau_lp = None
+        self.rho, self.dt = rho, dt
+        self.display = TorqueRatioMonitor(tau_max, rho, 5.0, dt)
         self.out_s = 0.0  # time spent reaching out [s]
         self.stop_t = self.back_t = None
         self.dir = [0.85, 0.0, 0.53]
 
     def __call__(self, op: LiveOperator, t: float, tau) -> bool:
-        a = [abs(x) for x in tau]
-        self.tau_lp = a if self.tau_lp is None else [self.alpha * p + (1 - self.alpha) * x for p, x in zip(self.tau_lp, a)]
+        above = self.display.update(tau)
         v = 0.0
         if self.stop_t is None and t >= 5.0:
-            if self.out_s > 0.0 and max(x / m for x, m in zip(self.tau_lp, self.tau_max)) > self.rho:
+            if self.out_s > 0.0 and above:
                 self.stop_t = t
                 print(f"t = {t:.2f} s: a joint torque passed {self.rho} of its limit after {0.02 * self.out_s:.3f} m: "
                       "stopping, holding 4 s", flush=True)
@@ -88,7 +85,7 @@ def main() -> None:
     specs = port_specs(robot)
     op = LiveOperator(list(robot.contacts), {e: c.enabled for e, c in robot.contacts.items()})
     keys = KeyboardMapper(op) if args.keyboard else None
-    far = FarReach(list(robot.tau_max)) if args.far_reach else None
+    far = FarReach(robot.tau_max) if args.far_reach else None
     mice = SpaceMouseSource(op, args.spacemouse) if args.spacemouse else None
     node = None
     for _ in range(100):  # the dataflow may still be spawning its nodes

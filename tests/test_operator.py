@@ -426,3 +426,19 @@ def test_far_reach_program_stops_at_the_torque_ratio_and_comes_back(robot):
     assert far.out_s == pytest.approx(stop_t - 5.0, abs=0.01)
     assert np.linalg.norm(disp) < 1e-3  # back where it started
     assert far.back_t == pytest.approx(stop_t + 4.0 + far.out_s * 0.4, abs=0.01) and t == pytest.approx(far.back_t + 2.0, abs=0.01)
+
+
+def test_torque_ratio_monitor_filters_and_watches():
+    from contactflow.errors import ContractError
+    from contactflow.operator.live import TorqueRatioMonitor
+
+    tau_max = np.array([100.0, 50.0])
+    mon = TorqueRatioMonitor(tau_max, rho=0.6, cutoff_hz=5.0, dt=0.002, watch=[0])
+    assert not mon.update([50.0, -49.0])  # joint 1 at 0.98 is not watched
+    # a step to 0.7 of the limit crosses 0.6 after ln(0.2 / 0.1) / (2 pi 5 Hz) = 22 ms of low-pass
+    n = next(k for k in range(1, 200) if mon.update([-70.0, 0.0]))
+    assert 10 <= n <= 12
+    with pytest.raises(ContractError):
+        TorqueRatioMonitor(tau_max, rho=0.0)
+    with pytest.raises(ContractError):
+        TorqueRatioMonitor(tau_max, rho=0.6, watch=[2])

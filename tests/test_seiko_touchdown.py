@@ -17,23 +17,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contactflow.operator.scenario import load_scenario
 from contactflow.robot import load_robot
 from contactflow.seiko.admittance import AdmittanceParams
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_seiko_experiments import TOUCHDOWN_SCENARIO as SCENARIO, touchdown_lowering  # noqa: E402
 from seiko_loop import run_loop  # noqa: E402
 
-SCENARIO = ROOT / "robots/talos/scenarios/foot_touchdown.yaml"
-
-
-
-def _lowering(robot) -> tuple[float, float]:
-    """(start_s, end_s) of the scenario's right-foot lowering command (read from the file)."""
-    scn = load_scenario(SCENARIO, robot)
-    seg = next(g for g in scn.segments if g.effector == "right_foot" and g.twist[2] < 0.0)
-    return seg.start_s, seg.end_s
 ADMITTANCE = {"left_foot": AdmittanceParams.foot(), "right_foot": AdmittanceParams.foot(),
               "left_hand": AdmittanceParams.hand()}
 
@@ -44,17 +35,17 @@ def robot():
 
 
 def test_admittance_lifts_the_foot_on_early_touchdown(robot):
-    LOWER_START_S, LOWER_END_S = _lowering(robot)
+    lower_start_s, lower_end_s = touchdown_lowering(robot)
     L = run_loop(robot, SCENARIO, environment=True, admittance=ADMITTANCE)
     assert not L.fell
     fz = L.wrench["right_foot"][:, 2]
     z_d = L.pose_d["right_foot"][:, 2]
-    i_low = int(np.searchsorted(L.t, LOWER_START_S))  # the lifted foot is in the air here
+    i_low = int(np.searchsorted(L.t, lower_start_s))  # the lifted foot is in the air here
     assert fz[i_low] < 1.0, f"the right foot is not in the air when the lowering starts ({fz[i_low]:.1f} N)"
     assert (fz[i_low:] > 50.0).any(), "the lowered foot never touched the floor"
     td = i_low + int(np.argmax(fz[i_low:] > 50.0))
-    assert L.t[td] < LOWER_END_S, f"touchdown at {L.t[td]:.2f} s, after the lowering ended: not early"
-    i_end = int(np.searchsorted(L.t, LOWER_END_S))
+    assert L.t[td] < lower_end_s, f"touchdown at {L.t[td]:.2f} s, after the lowering ended: not early"
+    i_end = int(np.searchsorted(L.t, lower_end_s))
     # the admittance raised the desired foot after the operator stopped lowering it
     # (measured: 5.3 mm, back to 0.6 mm above its height at reset; without: 15 mm below it)
     rise = z_d[-1] - z_d[i_end:].min()
@@ -68,4 +59,4 @@ def test_admittance_lifts_the_foot_on_early_touchdown(robot):
     fz0 = L0.wrench["right_foot"][:, 2]
     # without the admittance the desired foot stays 1.5 cm below the floor and the leg presses on
     assert L0.fell or np.mean(fz0[L0.t >= L0.t[-1] - 1.0]) > 150.0
-    assert fz0[L0.t >= LOWER_START_S].max() > fz[i_low:].max()
+    assert fz0[L0.t >= lower_start_s].max() > fz[i_low:].max()

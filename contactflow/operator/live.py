@@ -23,7 +23,44 @@ import numpy as np
 
 from contactflow.errors import ContractError
 
-__all__ = ["LiveOperator", "KeyboardMapper", "TerminalKeys", "SpaceMouseSource", "spacemouse_available"]
+__all__ = ["LiveOperator", "KeyboardMapper", "TerminalKeys", "SpaceMouseSource", "TorqueRatioMonitor",
+           "spacemouse_available"]
+
+
+class TorqueRatioMonitor:
+    """A joint-torque display for an operator: ``|tau| / tau_max``, low-passed, against a ratio.
+
+    What an operator reaching "as far as allowed by the controller" (SEIKO RA-L 2024, Fig. 6)
+    watches: the first-order low-pass ``lp <- a lp + (1 - a) |tau|``, ``a = exp(-2 pi f_c dt)``
+    (5 Hz by default, like the Controller's filter before (12)), compared with ``rho``.
+
+    Args:
+        tau_max: (n,) joint torque limits [N m], > 0.
+        rho: ratio at which :meth:`update` reports "above" [-], > 0.
+        cutoff_hz: low-pass cut-off [Hz], > 0. dt: sample period [s], > 0.
+        watch: indices of the joints to watch (default: all).
+
+    Raises:
+        ContractError: non-positive parameters or limits, a watched index out of range.
+    """
+
+    def __init__(self, tau_max, rho: float, cutoff_hz: float = 5.0, dt: float = 0.002,
+                 watch: Sequence[int] | None = None):
+        self.tau_max = np.asarray(tau_max, dtype=float)
+        if not (rho > 0.0 and cutoff_hz > 0.0 and dt > 0.0) or np.any(~(self.tau_max > 0.0)):
+            raise ContractError(f"TorqueRatioMonitor: need rho, cutoff_hz, dt, tau_max > 0 (got {rho}, {cutoff_hz}, {dt})")
+        self.watch = list(range(self.tau_max.size)) if watch is None else list(watch)
+        if any(not 0 <= i < self.tau_max.size for i in self.watch):
+            raise ContractError(f"TorqueRatioMonitor: watched joint index out of range: {self.watch}")
+        self.rho = float(rho)
+        self.alpha = math.exp(-2.0 * math.pi * cutoff_hz * dt)
+        self.tau_lp: np.ndarray | None = None
+
+    def update(self, tau) -> bool:
+        """Feed one (n,) measured torque sample [N m]; True if a watched joint is above ``rho``."""
+        a = np.abs(np.asarray(tau, dtype=float))
+        self.tau_lp = a if self.tau_lp is None else self.alpha * self.tau_lp + (1.0 - self.alpha) * a
+        return bool(np.any(self.tau_lp[self.watch] / self.tau_max[self.watch] > self.rho))
 
 
 class LiveOperator:

@@ -471,7 +471,6 @@ class SeikoRetargeting:
             for k in self._names
         }
         self.n_refused = 0
-        self._n_steps = 0  # steps since reset: the Retargeting's clock for its log lines
         self._init_ratio = 0.0
         self._layout()
 
@@ -507,6 +506,7 @@ class SeikoRetargeting:
                         sid.solution.status, sid.solution.message)
         elif self.config.settle_at_reset:
             diag["settle_steps"], diag["settle_motion"] = self._settle()
+        self._n_steps = 0  # steps since reset, after the settling: the clock of the log lines (t_s)
         return self._output(np.zeros(self._nv), {k: np.zeros(c.dim) for k, c in zip(self._names, self._specs)},
                             sid.ok, diag)
 
@@ -530,7 +530,6 @@ class SeikoRetargeting:
         else:
             log.warning("SEIKO retargeting reset: posture still moving %.2e per step after %d settling steps", motion, k)
         self._init_ratio = 0.0
-        self._n_steps = 0  # the clock starts after the settling
         return k, motion
 
     def step(self, targets: Mapping[str, pin.SE3] | None = None,
