@@ -131,17 +131,27 @@ class PortSpec:
         }
 
 
-def port_specs(robot, rate_hz: float = 500.0) -> dict[str, PortSpec]:
-    """The contracts of every port of the SEIKO pipeline for ``robot``.
+def port_specs(robot, rate_hz: float | None = None) -> dict[str, PortSpec]:
+    """The contracts of every port of the SEIKO and LAC pipelines for ``robot``.
+
+    ``joint_command`` depends on the robot file's ``actuation``: ``position`` (default, Talos:
+    ``theta_cmd``) or ``pd`` (Unitree G1: ``q_target``, ``kp``, ``kd``, ``tau_ff``). ``teleop_command``
+    sizes ``q_ref_arms`` from ``teleop.arm_joints`` and ``external_wrench`` has one field per link of
+    ``wrench_links`` (both empty when the robot file has no such key).
 
     Args:
         robot: a :class:`contactflow.robot.Robot`.
-        rate_hz: control rate.
+        rate_hz: control rate; ``None`` = the robot file's ``control_rate_hz`` (500 Hz if absent).
+
+    Raises:
+        ContractError: unknown ``actuation``.
 
     Returns:
         contract name -> PortSpec.
     """
     nq, nv, n = robot.nq, robot.nv, robot.n
+    if rate_hz is None:
+        rate_hz = float((getattr(robot, "raw", None) or {}).get("control_rate_hz", 500.0))
     effs = list(robot.contacts)
     planes = [c for c in effs if robot.contacts[c].type == "plane"]
     points = [c for c in effs if robot.contacts[c].type == "point"]
@@ -210,11 +220,53 @@ def port_specs(robot, rate_hz: float = 500.0) -> dict[str, PortSpec]:
         rate_hz,
         "SEIKO Retargeting output (QP 9)",
     )
-    specs["joint_command"] = PortSpec(
-        "joint_command",
-        (Field("theta_cmd", n, "rad", description="joint position command"), Field("ok", 1, "-", description="1 if the QP succeeded")),
+    raw = robot.raw if isinstance(getattr(robot, "raw", None), dict) else {}
+    actuation = str(raw.get("actuation", "position"))
+    if actuation == "pd":
+        # PD-controlled robot (Unitree G1): the fields of Unitree's MotorCmd; the driver applies
+        # tau = kp (q_target - q) - kd qdot + tau_ff, clamped to the effort limits, every physics step.
+        specs["joint_command"] = PortSpec(
+            "joint_command",
+            (
+                Field("q_target", n, "rad", description="joint position target, robot joint order"),
+                Field("kp", n, "N m/rad", description="joint stiffness of the PD law"),
+                Field("kd", n, "N m s/rad", description="joint damping of the PD law"),
+                Field("tau_ff", n, "N m", description="feed-forward joint torque"),
+                Field("ok", 1, "-", description="1 = fresh controller output; 0 = degraded, last safe target resent"),
+            ),
+            rate_hz,
+            "PD joint command to the robot driver (per joint: q_target, kp, kd, tau_ff)",
+        )
+    elif actuation == "position":
+        specs["joint_command"] = PortSpec(
+            "joint_command",
+            (Field("theta_cmd", n, "rad", description="joint position command"), Field("ok", 1, "-", description="1 if the QP succeeded")),
+            rate_hz,
+            "joint position command to the robot driver",
+        )
+    else:
+        raise ContractError(f"robot {getattr(robot, 'name', '?')!r}: actuation must be 'position' or 'pd', got {actuation!r}")
+    arm_joints = list((raw.get("teleop") or {}).get("arm_joints") or [])
+    specs["teleop_command"] = PortSpec(
+        "teleop_command",
+        (
+            Field("lin_vel", 2, "m/s", "yaw (heading) frame", "base velocity command [vx, vy]"),
+            Field("ang_vel", 1, "rad/s", "world z", "base yaw-rate command"),
+            Field("base_height", 1, "m", "world", "base (pelvis) height command"),
+            Field("waist_yaw", 1, "rad", description="waist yaw reference"),
+            Field("q_ref_arms", len(arm_joints), "rad", description="arm joint references, robot file teleop.arm_joints order"),
+            Field("stiffness", 5, "N/m, N m/rad", description="RAW [K_lin_left_arm, K_lin_right_arm, K_lin_torso, "
+                  "K_ang_left_arm, K_ang_right_arm] (LAC)"),
+        ),
         rate_hz,
-        "joint position command to the robot driver",
+        "teleoperation command: base velocity and height, upper-body references, 5-D stiffness (LAC)",
+    )
+    specs["external_wrench"] = PortSpec(
+        "external_wrench",
+        tuple(Field(f"wrench.{link}", 6, "N, N m", "world, at the link CoM", "external wrench [f; tau] applied to the link")
+              for link in (raw.get("wrench_links") or [])),
+        rate_hz,
+        "external wrenches applied to robot links (simulation: MuJoCo xfrc_applied), ground truth",
     )
     specs["controller_state"] = PortSpec(
         "controller_state",
@@ -258,7 +310,16 @@ NODE_PORTS: dict[str, dict[str, dict[str, str]]] = {
         "outputs": {"targets": "effector_targets", "desired": "desired", "command": "joint_command",
                     "state": "controller_state"},
     },
-    "mujoco_driver": {"inputs": {"command": "joint_command"}, "outputs": {"sensors": "sensors"}},
+    "mujoco_driver": {
+        "inputs": {"command": "joint_command", "wrench": "external_wrench"},
+        "optional": {"wrench": "external_wrench"},
+        "outputs": {"sensors": "sensors"},
+    },
+    # LAC teleop pipeline (Unitree G1)
+    "teleop": {"inputs": {"tick": "sensors"}, "outputs": {"command": "teleop_command"}},
+    "wrench_injector": {"inputs": {"tick": "sensors"}, "outputs": {"wrench": "external_wrench"}},
+    "lac_policy": {"inputs": {"sensors": "sensors", "command": "teleop_command"}, "outputs": {"command": "joint_command"}},
+    "lac_expert": {"inputs": {"sensors": "sensors", "command": "teleop_command"}, "outputs": {"command": "joint_command"}},
     "recorder": {"inputs": {}, "outputs": {}},
     # observer on small drop_oldest queues (not lockstep); only `sensors` is required
     "viewer": {
