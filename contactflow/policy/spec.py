@@ -1,0 +1,511 @@
+"""Policy I/O specs: what a learned joint-position policy reads and what its output means.
+
+A spec is a YAML file (``robots/<robot>/policies/*.yaml``; commented reference:
+``robots/g1/policies/reference.yaml``) giving the ONNX model, its input and output tensors, the
+observation terms in order (dimension, scale, clip, joint order by NAME), the history, the phase
+clock, the action -> ``q_target`` map, the control rate, the PD gains and the teleop command
+fields read. :func:`load_policy_spec` reads it into frozen dataclasses, opens the model and checks
+everything against the model and the robot before anything runs:
+
+* the model's input/output names and shapes against the spec (one line naming both files);
+* each observation term against the registry :data:`contactflow.policy.terms.OBS_TERMS`;
+* each joint order against the robot's joints, and the policy order against the ONNX
+  metadata's ``dof_names`` when the model has them, all by name (the message lists the names);
+* the frame size x history against the input size.
+
+Every error is a :class:`contactflow.errors.ConfigError` (or ``ModelError`` for an unreadable
+model) whose message is one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from contactflow.config import load_config, read_yaml
+from contactflow.errors import ConfigError
+from contactflow.policy.onnx_model import OnnxModel
+from contactflow.policy.terms import OBS_TERMS, ObsTerm
+
+__all__ = [
+    "ActionCfg", "BoundTerm", "HistoryCfg", "ModelCfg", "PhaseCfg", "PolicySpec", "PolicySpecCfg", "SafetyCfg",
+    "TensorCfg", "TermCfg", "load_policy_spec", "policies_dir",
+]
+
+
+# --------------------------------------------------------------------------- YAML schema
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ModelCfg:
+    """Where the ONNX model comes from: exactly one of ``path`` (relative to the spec file) or
+    ``holosoma`` (a model name of :func:`contactflow.policy.fetch_holosoma`, downloaded on first use)."""
+
+    path: str | None = None
+    holosoma: str | None = None
+
+    def __post_init__(self):
+        if (self.path is None) == (self.holosoma is None):
+            raise ValueError("model: give exactly one of 'path' or 'holosoma'")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TensorCfg:
+    """An ONNX tensor: name and shape (batch dimension included, e.g. ``[1, 64, 95]``)."""
+
+    name: str
+    shape: tuple[int, ...]
+
+    def __post_init__(self):
+        if not self.shape or any(d <= 0 for d in self.shape):
+            raise ValueError(f"shape: expected positive dimensions, got {list(self.shape)}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TermCfg:
+    """One observation term of the frame.
+
+    Attributes:
+        term: registry name (:data:`contactflow.policy.terms.OBS_TERMS`).
+        dim: number of values (checked against the term and its joint order).
+        scale: multiplies the (clipped) raw value.
+        clip: optional ``[low, high]`` on the raw value, before the scale (each bound a number or a
+            list of ``dim`` numbers).
+        joints: name of a joint order of ``joint_orders`` (joint-indexed terms only).
+        label: the policy's own name for the term (documentation and diagnostics).
+    """
+
+    term: str
+    dim: int
+    scale: float = 1.0
+    clip: tuple[float | list[float], float | list[float]] | None = None
+    joints: str | None = None
+    label: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HistoryCfg:
+    """Observation history.
+
+    Attributes:
+        length: frames kept (1 = no history).
+        layout: ``frames`` (input = the ``length`` frames, oldest first, each the whole frame:
+            LAC's (1, 64, 95)) or ``terms`` (per term its ``length`` values oldest first, terms
+            concatenated: holosoma/IsaacLab term-major flattening).
+        fill: before ``length`` frames exist: ``first_frame`` (the first frame replicated into
+            every slot, LAC) or ``zeros`` (holosoma).
+    """
+
+    length: int = 1
+    layout: str = "frames"
+    fill: str = "first_frame"
+
+    def __post_init__(self):
+        if self.length < 1:
+            raise ValueError("history.length: expected >= 1")
+        if self.layout not in ("frames", "terms"):
+            raise ValueError(f"history.layout: expected 'frames' or 'terms', got {self.layout!r}")
+        if self.fill not in ("first_frame", "zeros"):
+            raise ValueError(f"history.fill: expected 'first_frame' or 'zeros', got {self.fill!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PhaseCfg:
+    """Two-leg gait phase clock (holosoma's locomotion policies, g1_policies.md).
+
+    Each policy tick, before inference: ``phase += 2 pi / (rate_hz period_s)``, wrapped to
+    [-pi, pi); if ``|lin_vel| < stand_threshold`` and ``|ang_vel| < stand_threshold`` both phases
+    are pinned to ``stand_rad``; on the first tick with a non-zero command after standing they
+    restart at ``start_rad``.
+    """
+
+    period_s: float = 1.0
+    start_rad: tuple[float, float] = (0.0, math.pi)
+    stand_threshold: float = 0.01
+    stand_rad: float = math.pi
+
+    def __post_init__(self):
+        if self.period_s <= 0:
+            raise ValueError("phase.period_s: expected > 0")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ActionCfg:
+    """Action -> joint target map ``q_target = default + scale * clip(action)`` (policy order).
+
+    Attributes:
+        default: ``robot`` (the robot file's default posture) or a mapping joint name -> angle
+            [rad] (joints not listed: 0).
+        scale: one scale for every joint [rad per unit action], or
+        scale_effort_over_kp: per joint ``c * effort / Kp`` (LAC: c = 0.25, robot file's effort
+            limit and stiffness K) -- exactly one of the two.
+        clip: optional ``[low, high]`` on the raw action; the clipped action is fed back as the
+            ``last_action`` term.
+    """
+
+    default: str | dict[str, float] = "robot"
+    scale: float | None = None
+    scale_effort_over_kp: float | None = None
+    clip: tuple[float, float] | None = None
+
+    def __post_init__(self):
+        if (self.scale is None) == (self.scale_effort_over_kp is None):
+            raise ValueError("action: give exactly one of 'scale' or 'scale_effort_over_kp'")
+        if isinstance(self.default, str) and self.default != "robot":
+            raise ValueError(f"action.default: expected 'robot' or a mapping joint -> rad, got {self.default!r}")
+        if self.clip is not None and not self.clip[0] < self.clip[1]:
+            raise ValueError("action.clip: expected low < high")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SafetyCfg:
+    """Output check: a non-finite action, or a ``q_target`` outside ``[q_min - margin, q_max +
+    margin]`` of the robot file, is not sent (the last safe command is held, ``ok`` = 0)."""
+
+    joint_limit_margin_rad: float = 0.0
+
+    def __post_init__(self):
+        if self.joint_limit_margin_rad < 0:
+            raise ValueError("safety.joint_limit_margin_rad: expected >= 0")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PolicySpecCfg:
+    """The YAML file, as typed configuration (see ``robots/g1/policies/reference.yaml``)."""
+
+    name: str
+    description: str = ""
+    source: str = ""
+    robot: str | None = None
+    model: ModelCfg | None = None
+    input: TensorCfg
+    output: TensorCfg
+    rate_hz: float
+    joint_orders: dict[str, list[str] | str]
+    observation: list[TermCfg]
+    history: HistoryCfg = HistoryCfg()
+    phase: PhaseCfg | None = None
+    action: ActionCfg
+    gains: str = "robot"
+    command_fields: list[str] = dataclasses.field(default_factory=list)
+    safety: SafetyCfg = SafetyCfg()
+
+    def __post_init__(self):
+        if self.rate_hz <= 0:
+            raise ValueError("rate_hz: expected > 0")
+        if self.gains not in ("robot", "onnx_metadata"):
+            raise ValueError(f"gains: expected 'robot' or 'onnx_metadata', got {self.gains!r}")
+        if "policy" not in self.joint_orders:
+            raise ValueError("joint_orders: missing 'policy' (the action order)")
+        if not self.observation:
+            raise ValueError("observation: expected at least one term")
+
+
+# --------------------------------------------------------------------------- resolved spec
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundTerm:
+    """An observation term bound to a robot: where it sits in the frame and how it reads.
+
+    Attributes:
+        cfg: the term's YAML entry.
+        term: the registry entry.
+        sl: its slice in the frame.
+        index: (dim,) index array reordering the term's source into its joint order, or None.
+        lo, hi: (dim,) clip bounds of the raw value, or None.
+    """
+
+    cfg: TermCfg
+    term: ObsTerm
+    sl: slice
+    index: np.ndarray | None
+    lo: np.ndarray | None
+    hi: np.ndarray | None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PolicySpec:
+    """A policy spec checked against its ONNX model and a robot.
+
+    Attributes:
+        cfg: the parsed YAML.
+        file: the spec file.
+        model: the opened ONNX model (input/output bound to the spec's names).
+        joint_names: (n,) policy (action) joint order.
+        robot_joint_names: (n,) the robot's joint order (``q_target`` is sent in this order).
+        policy_to_robot: (n,) ``robot_vec[policy_to_robot] = policy_vec``.
+        terms: bound observation terms, frame order.
+        frame_dim: values in one frame.
+        default_policy: (n,) default angles, policy order [rad].
+        default_robot: (n,) default angles, robot order [rad].
+        scale: (n,) action scale, policy order [rad].
+        kp, kd: (n,) PD gains, robot order [N m/rad], [N m s/rad].
+        q_min, q_max: (n,) accepted ``q_target`` range, robot order (limits +- margin) [rad].
+        command_fields: teleop command fields the terms read.
+        decimation_for: see :meth:`decimation`.
+    """
+
+    cfg: PolicySpecCfg
+    file: Path
+    model: OnnxModel
+    joint_names: tuple[str, ...]
+    robot_joint_names: tuple[str, ...]
+    policy_to_robot: np.ndarray
+    terms: tuple[BoundTerm, ...]
+    frame_dim: int
+    default_policy: np.ndarray
+    default_robot: np.ndarray
+    scale: np.ndarray
+    kp: np.ndarray
+    kd: np.ndarray
+    q_min: np.ndarray
+    q_max: np.ndarray
+    command_fields: tuple[str, ...]
+
+    @property
+    def period_s(self) -> float:
+        """Policy period 1 / rate_hz [s]."""
+        return 1.0 / self.cfg.rate_hz
+
+    def decimation(self, tick_period_s: float) -> int:
+        """Ticks per policy step when the caller ticks every ``tick_period_s`` [s].
+
+        Raises:
+            ConfigError: the policy period is not an integer multiple of the tick period.
+        """
+        ratio = self.period_s / float(tick_period_s)
+        n = int(round(ratio))
+        if n < 1 or abs(ratio - n) > 1e-6 * max(1.0, ratio):
+            raise ConfigError(
+                f"{self.file}: rate_hz {self.cfg.rate_hz:g} is not the tick rate {1.0 / tick_period_s:g} Hz divided by an integer"
+            )
+        return n
+
+    def layout(self) -> list[dict[str, Any]]:
+        """The observation frame as plain data: one row per term (for logs, docs and manifests)."""
+        return [
+            {"term": b.cfg.term, "label": b.cfg.label or b.cfg.term, "offset": b.sl.start, "dim": b.cfg.dim,
+             "scale": b.cfg.scale, "joints": b.cfg.joints}
+            for b in self.terms
+        ]
+
+
+def policies_dir(robot_name: str = "g1") -> Path:
+    """``robots/<robot>/policies`` of the robot descriptions directory."""
+    from contactflow.robot import robots_dir
+
+    return robots_dir() / robot_name / "policies"
+
+
+def _resolve_file(path: str | Path) -> Path:
+    p = Path(path)
+    if p.suffix in (".yaml", ".yml") and p.is_file():
+        return p
+    for robot in ("g1",):
+        cand = policies_dir(robot) / f"{p.name}.yaml"
+        if p.suffix == "" and cand.is_file():
+            return cand
+    raise ConfigError(f"{path}: policy spec not found (a YAML file, or a name under robots/g1/policies/)")
+
+
+def _robot_kd(robot, src: str) -> np.ndarray:
+    kd = getattr(robot, "kd", None)
+    if kd is None or len(kd) != robot.n or not np.any(np.asarray(kd) > 0):
+        raise ConfigError(f"{src}: gains: robot, but the robot file {robot.file_label()} gives no PD damping "
+                          f"(actuators: joint -> [armature, kd]) for its {robot.n} joints")
+    return np.asarray(kd, dtype=float).copy()
+
+
+def _name_list(values: list[str] | str, key: str, robot, model: OnnxModel, src: str) -> list[str]:
+    if isinstance(values, str):
+        if values == "robot":
+            return list(robot.joint_names)
+        if values == "onnx_metadata":
+            names = model.metadata.get("dof_names")
+            if not isinstance(names, list):
+                raise ConfigError(f"{src}: joint_orders.{key}: 'onnx_metadata' but {model.path} has no dof_names metadata")
+            return [str(n) for n in names]
+        raise ConfigError(f"{src}: joint_orders.{key}: expected a list of joint names, 'robot' or 'onnx_metadata'")
+    if len(set(values)) != len(values):
+        dup = sorted({v for v in values if values.count(v) > 1})
+        raise ConfigError(f"{src}: joint_orders.{key}: duplicate joint name(s) {dup}")
+    return list(values)
+
+
+def _mismatch(a: list[str], b: list[str]) -> str:
+    missing = [n for n in b if n not in a]
+    extra = [n for n in a if n not in b]
+    return f"missing {missing}, unexpected {extra}"
+
+
+def _bounds(value, dim: int, where: str) -> np.ndarray:
+    arr = np.asarray(value, dtype=float).reshape(-1)
+    if arr.size == 1:
+        return np.full(dim, float(arr[0]))
+    if arr.size != dim:
+        raise ConfigError(f"{where}: expected one number or {dim} numbers, got {arr.size}")
+    return arr
+
+
+def load_policy_spec(path: str | Path, robot, *, model: str | Path | None = None, intra_op_threads: int = 1) -> PolicySpec:
+    """Read a policy spec, open its ONNX model and check both against ``robot``.
+
+    Args:
+        path: the spec YAML file, or a spec name under ``robots/g1/policies/`` (``lac``,
+            ``holosoma_g1_29dof_loco``).
+        robot: the loaded robot (:func:`contactflow.robot.load_robot`); its ``joint_names``,
+            limits, default posture, stiffness K and (for ``gains: robot``)
+            ``actuators.kd_nms_per_rad`` are used.
+        model: an ONNX file overriding the spec's ``model`` (e.g. a freshly trained checkpoint).
+        intra_op_threads: onnxruntime intra-op threads.
+
+    Returns:
+        PolicySpec.
+
+    Raises:
+        ConfigError: malformed spec, unknown term, joint-name mismatch (spec / ONNX metadata /
+            robot), wrong input or output name or shape (one line naming the spec and the model).
+        ModelError: the model file is missing or not loadable.
+        ModelFetchError: a ``holosoma`` model cannot be downloaded.
+    """
+    file = _resolve_file(path)
+    src = str(file)
+    cfg = load_config(PolicySpecCfg, read_yaml(file), source=src)
+
+    if model is not None:
+        model_path = Path(model)
+    elif cfg.model is None:
+        raise ConfigError(f"{src}: no 'model' in the spec and none given (--model FILE)")
+    elif cfg.model.path is not None:
+        model_path = Path(cfg.model.path).expanduser()
+        if not model_path.is_absolute():
+            model_path = file.parent / model_path
+    else:
+        from contactflow.policy.holosoma import fetch_holosoma
+
+        model_path = fetch_holosoma(cfg.model.holosoma)
+    onnx = OnnxModel(model_path, intra_op_threads=intra_op_threads)
+
+    # ---- ONNX I/O against the spec
+    for kind, want, have in (("input", cfg.input, onnx.inputs), ("output", cfg.output, onnx.outputs)):
+        info = next((t for t in have if t.name == want.name), None)
+        if info is None or not info.matches(want.shape) or (kind == "input" and len(have) != 1):
+            raise ConfigError(
+                f"{src}: {kind} {want.name!r} {tuple(want.shape)} expected, but {model_path} has {kind}(s) "
+                f"{', '.join(map(repr, have)) or 'none'}"
+            )
+        if info.dtype != "tensor(float)":
+            raise ConfigError(f"{src}: {kind} {want.name!r} of {model_path} is {info.dtype}, expected tensor(float)")
+    onnx.bind(cfg.input.name, cfg.output.name)
+
+    # ---- joint orders, by name
+    robot_names = list(robot.joint_names)
+    orders = {k: _name_list(v, k, robot, onnx, src) for k, v in cfg.joint_orders.items()}
+    policy = orders["policy"]
+    if sorted(policy) != sorted(robot_names):
+        raise ConfigError(f"{src}: joint_orders.policy does not match the joints of robot {robot.name!r} "
+                          f"({robot.file_label()}): {_mismatch(policy, robot_names)}")
+    meta = onnx.metadata.get("dof_names")
+    if isinstance(meta, list) and [str(m) for m in meta] != policy:
+        raise ConfigError(f"{src}: joint_orders.policy differs from the dof_names metadata of {model_path}: "
+                          f"{_mismatch(policy, [str(m) for m in meta]) if sorted(policy) != sorted(map(str, meta)) else 'same names, other order'}")
+    n_act = int(np.prod(cfg.output.shape))
+    if n_act != len(policy):
+        raise ConfigError(f"{src}: output {cfg.output.name!r} has {n_act} values but joint_orders.policy lists {len(policy)} joints")
+    policy_to_robot = np.array([robot_names.index(j) for j in policy])
+    arms = list(((robot.raw or {}).get("teleop") or {}).get("arm_joints") or [])
+
+    # ---- observation terms
+    bound, offset, used_fields = [], 0, []
+    for i, t in enumerate(cfg.observation):
+        where = f"{src}: observation[{i}] ({t.term})"
+        term = OBS_TERMS.get(t.term)
+        if term is None:
+            raise ConfigError(f"{src}: observation[{i}]: unknown term {t.term!r}; known terms: {', '.join(OBS_TERMS)}")
+        index = None
+        if term.joint_source is not None:
+            if t.joints is None:
+                raise ConfigError(f"{where}: 'joints' (a joint order name) is required for this term")
+            if t.joints not in orders:
+                raise ConfigError(f"{where}: joints {t.joints!r} is not in joint_orders ({', '.join(orders)})")
+            names = orders[t.joints]
+            source = {"robot": robot_names, "policy": policy, "arms": arms}[term.joint_source]
+            bad = [j for j in names if j not in source]
+            if bad:
+                what = {"robot": f"joints of robot {robot.name!r}", "policy": "joint_orders.policy",
+                        "arms": f"teleop.arm_joints of {robot.file_label()}"}[term.joint_source]
+                raise ConfigError(f"{where}: joint(s) {bad} of order {t.joints!r} are not {what} ({source})")
+            index = np.array([source.index(j) for j in names])
+            natural = len(names)
+        else:
+            if t.joints is not None:
+                raise ConfigError(f"{where}: this term takes no 'joints'")
+            natural = term.dim
+        if t.dim != natural:
+            raise ConfigError(f"{where}: dim {t.dim} given, the term has {natural} values")
+        lo = hi = None
+        if t.clip is not None:
+            lo, hi = _bounds(t.clip[0], t.dim, where + ".clip"), _bounds(t.clip[1], t.dim, where + ".clip")
+            if np.any(lo > hi):
+                raise ConfigError(f"{where}.clip: expected low <= high")
+        bound.append(BoundTerm(t, term, slice(offset, offset + t.dim), index, lo, hi))
+        offset += t.dim
+        used_fields += [f for f in term.command_fields if f not in used_fields]
+    frame_dim = offset
+    if cfg.phase is None and any(b.cfg.term.startswith("gait_phase") for b in bound):
+        raise ConfigError(f"{src}: gait_phase terms need a 'phase' section")
+    phase_fields = ["lin_vel", "ang_vel"] if cfg.phase is not None else []
+    needed = used_fields + [f for f in phase_fields if f not in used_fields]
+    if sorted(needed) != sorted(cfg.command_fields):
+        raise ConfigError(f"{src}: command_fields {list(cfg.command_fields)} differ from the fields the terms read {needed}")
+
+    total = int(np.prod(cfg.input.shape))
+    if frame_dim * cfg.history.length != total:
+        raise ConfigError(
+            f"{src}: the observation frame has {frame_dim} values x history {cfg.history.length} = "
+            f"{frame_dim * cfg.history.length}, but input {cfg.input.name!r} {tuple(cfg.input.shape)} holds {total}"
+        )
+
+    # ---- action map, gains, limits
+    a = cfg.action
+    if a.default == "robot":
+        default_robot = np.asarray(robot.theta_default, dtype=float).copy()
+    else:
+        bad = sorted(set(a.default) - set(robot_names))
+        if bad:
+            raise ConfigError(f"{src}: action.default: unknown joint(s) {bad}")
+        default_robot = np.array([float(a.default.get(j, 0.0)) for j in robot_names])
+    default_policy = default_robot[policy_to_robot]
+    if a.scale is not None:
+        scale = np.full(len(policy), float(a.scale))
+    else:
+        scale = (a.scale_effort_over_kp * np.asarray(robot.tau_max) / np.asarray(robot.K))[policy_to_robot]
+    if cfg.gains == "robot":
+        kp, kd = np.asarray(robot.K, dtype=float).copy(), _robot_kd(robot, src)
+    else:
+        mkp, mkd = onnx.metadata.get("kp"), onnx.metadata.get("kd")
+        if not (isinstance(mkp, list) and isinstance(mkd, list) and len(mkp) == len(mkd) == len(policy)):
+            raise ConfigError(f"{src}: gains: onnx_metadata, but {model_path} has no kp/kd metadata lists of {len(policy)} values")
+        if not isinstance(meta, list):
+            raise ConfigError(f"{src}: gains: onnx_metadata needs dof_names metadata in {model_path} to map the gains by name")
+        kp, kd = np.empty(robot.n), np.empty(robot.n)
+        kp[policy_to_robot], kd[policy_to_robot] = np.asarray(mkp, float), np.asarray(mkd, float)
+    if not (np.all(np.isfinite(kp)) and np.all(kp >= 0) and np.all(np.isfinite(kd)) and np.all(kd >= 0)):
+        raise ConfigError(f"{src}: gains ({cfg.gains}): expected finite, non-negative kp and kd")
+    margin = cfg.safety.joint_limit_margin_rad
+    q_min, q_max = np.asarray(robot.q_min, float) - margin, np.asarray(robot.q_max, float) + margin
+    if np.any(default_robot < q_min) or np.any(default_robot > q_max):
+        bad = [robot_names[i] for i in np.flatnonzero((default_robot < q_min) | (default_robot > q_max))]
+        raise ConfigError(f"{src}: action.default: joint(s) {bad} outside the robot's joint limits")
+
+    return PolicySpec(
+        cfg=cfg, file=file, model=onnx, joint_names=tuple(policy), robot_joint_names=tuple(robot_names),
+        policy_to_robot=policy_to_robot, terms=tuple(bound), frame_dim=frame_dim, default_policy=default_policy,
+        default_robot=default_robot, scale=scale, kp=kp, kd=kd, q_min=q_min, q_max=q_max,
+        command_fields=tuple(needed),
+    )
