@@ -23,7 +23,7 @@ import pinocchio as pin
 from contactflow.config import read_yaml
 from contactflow.errors import ConfigError, ModelError
 
-__all__ = ["ContactSpec", "Robot", "load_robot", "robots_dir", "resolve_package_path"]
+__all__ = ["ContactSpec", "Robot", "load_robot", "read_robot_file", "robots_dir", "resolve_package_path"]
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -108,7 +108,17 @@ class Robot:
             with the left and right sole origins symmetric about the world origin in y.
         contacts: effector name -> ContactSpec, in file order.
         mass: total mass [kg].
-        raw: the parsed YAML (for sections other components read: ``mujoco``...).
+        raw: the parsed YAML (for sections other components read: ``mujoco``...); for a variant
+            file (``base:``), the base file's keys overridden by the variant's.
+        actuation: ``"position"`` (joint position command ``theta_cmd``, Talos) or ``"pd"``
+            (per-joint ``q_target``, ``kp``, ``kd``, ``tau_ff``, Unitree G1): the robot file's
+            ``actuation`` key.
+        armature: (n,) rotor armature per joint [kg m^2] (robot file ``actuators``; 0 if absent).
+        kd: (n,) default PD damping per joint [N m s/rad] (robot file ``actuators``; 0 if absent).
+            For a PD robot ``K`` is the default PD stiffness Kp.
+        file: the robot file that was loaded.
+        fall_height_m: base height below which a driver declares a fall [m] (robot file
+            ``fall_height_m``; 0.6 if absent).
     """
 
     name: str
@@ -128,6 +138,11 @@ class Robot:
     contacts: dict[str, ContactSpec]
     mass: float
     raw: dict[str, Any]
+    actuation: str = "position"
+    armature: np.ndarray | None = None
+    kd: np.ndarray | None = None
+    file: Path | None = None
+    fall_height_m: float = 0.6
 
     @property
     def n(self) -> int:
@@ -163,7 +178,23 @@ class Robot:
             ) from None
 
     def file_label(self) -> str:
-        return str(self.directory / "robot.yaml")
+        """Path of the robot file (for error messages)."""
+        return str(self.file if self.file is not None else self.directory / "robot.yaml")
+
+    def joint_index(self, names) -> np.ndarray:
+        """Indices in ``joint_names`` of the joints ``names`` (mapping BY NAME).
+
+        Raises:
+            ModelError: some names are not actuated joints of this robot (all of them listed).
+        """
+        pos = {j: i for i, j in enumerate(self.joint_names)}
+        missing = [n for n in names if n not in pos]
+        if missing:
+            raise ModelError(
+                f"{self.file_label()}: joint(s) {missing} are not actuated joints of robot {self.name!r} "
+                f"(expected names among {list(self.joint_names)})"
+            )
+        return np.array([pos[n] for n in names], dtype=int)
 
 
 def _robot_file(name_or_path: str | Path) -> Path:
@@ -173,9 +204,45 @@ def _robot_file(name_or_path: str | Path) -> Path:
     if p.is_dir() and (p / "robot.yaml").exists():
         return p / "robot.yaml"
     f = robots_dir() / str(name_or_path) / "robot.yaml"
-    if not f.exists():
-        raise ConfigError(f"{f}: robot description not found (robot {str(name_or_path)!r})")
-    return f
+    if f.exists():
+        return f
+    # a variant file beside another robot's description: robots/*/<name>.yaml
+    variants = sorted(robots_dir().glob(f"*/{name_or_path}.yaml"))
+    if len(variants) == 1:
+        return variants[0]
+    if len(variants) > 1:
+        raise ConfigError(f"robot {str(name_or_path)!r} is ambiguous: {[str(v) for v in variants]}")
+    raise ConfigError(f"{f}: robot description not found (robot {str(name_or_path)!r}, nor robots/*/{name_or_path}.yaml)")
+
+
+def read_robot_file(path: Path, _seen: tuple = ()) -> dict:
+    """Read a robot file, resolving ``base: <file>`` (a path relative to the file).
+
+    A variant file holds ``base:`` and the top-level keys it changes: the base file's keys are
+    taken first and each key of the variant replaces the base's key of the same name entirely
+    (no deep merge). ``base`` chains are allowed; cycles are refused.
+
+    Raises:
+        ConfigError: unreadable file, non-mapping content, missing or cyclic base.
+    """
+    src = str(path)
+    raw = read_yaml(path)
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{src}: expected a mapping at the top level")
+    if "base" not in raw:
+        return raw
+    base = raw["base"]
+    if not isinstance(base, str):
+        raise ConfigError(f"{src}: key 'base' must be a file name relative to {path.parent}")
+    base_path = (path.parent / base).resolve()
+    if base_path in _seen or base_path == path.resolve():
+        raise ConfigError(f"{src}: base: cyclic base files ({base})")
+    if not base_path.exists():
+        raise ConfigError(f"{src}: base: {base_path} not found")
+    merged = dict(read_robot_file(base_path, _seen + (path.resolve(),)))
+    merged.update({k: v for k, v in raw.items() if k != "base"})
+    merged.setdefault("name", path.stem)
+    return merged
 
 
 def _need(d: dict, key: str, src: str, kind: type | tuple = object):
@@ -202,9 +269,7 @@ def load_robot(name_or_path: str | Path = "talos") -> Robot:
     """
     path = _robot_file(name_or_path)
     src = str(path)
-    raw = read_yaml(path)
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{src}: expected a mapping at the top level")
+    raw = read_robot_file(path)
     urdf = _need(raw, "urdf", src, dict)
     urdf_path = resolve_package_path(_need(urdf, "package", src + ":urdf", str), _need(urdf, "path", src + ":urdf", str))
     full = pin.buildModelFromUrdf(str(urdf_path), pin.JointModelFreeFlyer())
@@ -216,9 +281,11 @@ def load_robot(name_or_path: str | Path = "talos") -> Robot:
             raise ModelError(f"{src}: joints: {j!r} is not a joint of {urdf_path.name}")
         if j not in params:
             raise ConfigError(f"{src}: joint_params: missing entry for {j!r}")
-    unknown = set(params) - set(joints)
+    # joint_params may hold rows of locked URDF joints (shared by variant files), never unknown names
+    urdf_joints = set(full.names[2:])
+    unknown = set(params) - urdf_joints
     if unknown:
-        raise ConfigError(f"{src}: joint_params: unknown joint(s) {sorted(unknown)}")
+        raise ConfigError(f"{src}: joint_params: unknown joint(s) {sorted(unknown)} (not joints of {urdf_path.name})")
 
     locked = [full.names[i] for i in range(2, full.njoints) if full.names[i] not in joints]
     locked_ids = [full.getJointId(n) for n in locked]
@@ -251,7 +318,7 @@ def load_robot(name_or_path: str | Path = "talos") -> Robot:
     position_margin = np.array([margin * float(coef.get(j, 1.0)) for j in joints])
 
     posture = raw.get("default_posture") or {}
-    bad = set(posture) - set(joints)
+    bad = set(posture) - urdf_joints
     if bad:
         raise ConfigError(f"{src}: default_posture: unknown joint(s) {sorted(bad)}")
     theta = np.array([float(posture.get(j, 0.0)) for j in joints])
@@ -278,6 +345,13 @@ def load_robot(name_or_path: str | Path = "talos") -> Robot:
         q[0:2] = -xy
         q[2] = -z
     mass = float(pin.computeTotalMass(model))
+    actuation = str(raw.get("actuation", "position"))
+    if actuation not in ("position", "pd"):
+        raise ConfigError(f"{src}: actuation: expected 'position' or 'pd', got {actuation!r}")
+    armature, kd = _actuator_rows(raw.get("actuators"), joints, urdf_joints, src)
+    fall = float(raw.get("fall_height_m", 0.6))
+    if not np.isfinite(fall):
+        raise ConfigError(f"{src}: fall_height_m: expected a finite height [m], got {fall}")
     return Robot(
         name=str(raw.get("name", path.parent.name)),
         directory=path.parent,
@@ -296,4 +370,35 @@ def load_robot(name_or_path: str | Path = "talos") -> Robot:
         contacts=contacts,
         mass=mass,
         raw=raw,
+        actuation=actuation,
+        armature=armature,
+        kd=kd,
+        file=path,
+        fall_height_m=fall,
     )
+
+
+def _actuator_rows(section, joints, urdf_joints, src) -> tuple[np.ndarray, np.ndarray]:
+    """(armature [kg m^2], kd [N m s/rad]) per actuated joint from ``actuators: {joint: [a, kd]}``."""
+    n = len(joints)
+    if section is None:
+        return np.zeros(n), np.zeros(n)
+    if not isinstance(section, dict):
+        raise ConfigError(f"{src}: actuators: expected a mapping joint -> [armature_kgm2, kd_nms_per_rad]")
+    unknown = set(section) - urdf_joints
+    if unknown:
+        raise ConfigError(f"{src}: actuators: unknown joint(s) {sorted(unknown)}")
+    missing = [j for j in joints if j not in section]
+    if missing:
+        raise ConfigError(f"{src}: actuators: missing entries for {missing}")
+    rows = []
+    for j in joints:
+        row = section[j]
+        if not (isinstance(row, list) and len(row) == 2):
+            raise ConfigError(f"{src}: actuators.{j}: expected [armature_kgm2, kd_nms_per_rad], got {row!r}")
+        a, d = float(row[0]), float(row[1])
+        if not (np.isfinite(a) and np.isfinite(d) and a >= 0 and d >= 0):
+            raise ConfigError(f"{src}: actuators.{j}: armature and kd must be finite and >= 0, got {row!r}")
+        rows.append((a, d))
+    arr = np.array(rows, dtype=float)
+    return arr[:, 0].copy(), arr[:, 1].copy()

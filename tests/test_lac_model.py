@@ -28,12 +28,13 @@ def test_joint_order_posture_gains(g1):
     default = [-0.312, 0, 0, 0.669, -0.363, 0] * 2 + [0, 0.2, 0.2, 0, 0.6, 0, 0.2, -0.2, 0, 0.6, 0]
     np.testing.assert_allclose(r.theta_default, default)
     # Kp = a (2 pi 10)^2 with the LAC armatures; efforts of LAC's table
-    np.testing.assert_allclose(g1.kp, np.array(r.raw["actuators"]["armature"]) * (2 * np.pi * 10) ** 2, rtol=1e-3)
-    np.testing.assert_allclose(g1.kd, np.array(r.raw["actuators"]["armature"]) * 4 * (2 * np.pi * 10), rtol=1e-3)
+    np.testing.assert_allclose(g1.kp, r.armature * (2 * np.pi * 10) ** 2, rtol=1e-3)
+    np.testing.assert_allclose(g1.kd, r.armature * 4 * (2 * np.pi * 10), rtol=1e-3)
     eff = dict(zip(LAC_ORDER, r.tau_max))
     assert (eff["left_hip_pitch"], eff["left_knee"], eff["left_ankle_roll"], eff["waist_yaw"], eff["right_elbow"]) == (
         88, 139, 50, 88, 25)
-    np.testing.assert_allclose(g1.model.actuator_ctrlrange[:, 1], r.tau_max)
+    np.testing.assert_allclose(g1.model.actuator_forcerange[:, 1], r.tau_max)
+    np.testing.assert_allclose(g1.model.dof_armature[6:], r.armature)
     for locked in ("waist_roll_joint", "waist_pitch_joint", "left_wrist_pitch_joint", "right_wrist_yaw_joint"):
         assert locked in r.locked_joints
 

@@ -102,11 +102,8 @@ def load_prime_robot(name_or_robot: str | Path | Robot) -> PrimeRobot:
     model = robot.model.copy()
     if cfg.armature_kgm2 > 0:
         model.armature[6:] = cfg.armature_kgm2
-    elif "actuators" in robot.raw and "armature" in robot.raw["actuators"]:
-        arm = np.asarray(robot.raw["actuators"]["armature"], dtype=float)
-        if arm.size != robot.n:
-            raise ConfigError(f"{robot.file_label()}: actuators.armature has {arm.size} values, expected {robot.n}")
-        model.armature[6:] = arm
+    elif robot.armature is not None and np.any(robot.armature > 0):
+        model.armature[6:] = robot.armature  # robot file `actuators`, per joint by name
     for j in cfg.identified_bodies:
         if not model.existJointName(j):
             raise ModelError(f"{path}: identified_bodies: no joint {j!r} in robot {robot.name!r}")

@@ -1,19 +1,30 @@
 """MuJoCo model of a robot, built at run time from the same description as the pinocchio model.
 
-Recipe: ``shared/reference/talos_mujoco.md`` §0 (verified on MuJoCo 4.0 / Talos). The URDF named
-in ``robots/<name>/robot.yaml`` is patched (absolute mesh paths, ``discardvisual``,
-``fusestatic="false"``) and loaded into an :class:`mujoco.MjSpec`, then:
+The one MuJoCo builder of the project: every robot (Talos, G1 23/29 DoF, Go2) and every node or
+tool gets its model here, driven by the robot file only (no code path keyed on a robot name).
 
-* a free joint ``root`` is added on the URDF root link (``base_link``);
+Recipe: ``shared/reference/talos_mujoco.md`` §0 (verified on MuJoCo 4.0 / Talos) and lac.md §2.1
+(G1). The URDF named in ``robots/<name>/robot.yaml`` is patched (absolute mesh paths,
+``discardvisual``, ``fusestatic="false"``; with ``mujoco.strip_urdf_geometry`` its visual and
+collision elements are removed, so no mesh is read) and loaded into an :class:`mujoco.MjSpec`, then:
+
+* a free joint ``root`` is added on the URDF root link (``base_link``, ``pelvis``...);
 * every joint that is not actuated (``robot.locked_joints``) is deleted, which welds its child
   link at 0 rad, as pinocchio's ``buildReducedModel`` does;
 * the actuated joints lose their URDF ``frictionloss``/``damping`` and their ``actfrcrange``
-  (pitfalls 2 and 3), so the only joint force is the actuator's (plus an optional uniform
-  ``mujoco.joint_damping_nms_per_rad``, 0 by default);
-* one position actuator per actuated joint (named like the joint): force
-  ``clamp(K (theta_cmd - q) - kv qdot, -tau_max, tau_max)`` with ``K = robot.K``,
-  ``tau_max = robot.tau_max`` and ``kv`` from the ``mujoco:`` section;
-* only the sole boxes collide with a floor plane (every URDF geom is discarded);
+  (pitfalls 2 and 3), so the joint forces are the actuator's plus the ``mujoco:`` section's
+  uniform ``joint_damping_nms_per_rad`` and ``joint_frictionloss_nm`` (0 by default); each joint
+  gets the robot file's per-joint rotor armature (``actuators``) plus ``mujoco.armature_kgm2``;
+* one affine (position) actuator per actuated joint (named like the joint): force
+  ``clamp(kp (ctrl - q) - kv qdot + b0, -tau_max, tau_max)`` with ``tau_max = robot.tau_max``.
+  Position robots (``actuation: position``, SEIKO's flexible joint): ``kp = robot.K``, ``kv`` of
+  the ``mujoco:`` section, ``b0 = 0``. PD robots (``actuation: pd``): initially ``kp = robot.K``,
+  ``kv = robot.kd``; :class:`contactflow.sim.pd_robot.PDRobotSim` writes the commanded
+  ``kp``, ``kd`` and ``tau_ff`` (as ``b0``) into the actuator parameters every control tick, so
+  MuJoCo evaluates the PD law of Unitree's ``MotorCmd`` at every physics step;
+* only the sole geometry collides with a floor plane (every URDF geom is discarded): one box per
+  sole link (``foot_box_half_size_m``) or, with ``foot_sphere_points_m``, small spheres of radius
+  ``foot_sphere_radius_m`` at those points of each sole link;
 * optionally (``environment``, :mod:`contactflow.environment`): static boxes (a wall in front,
   a side support), collision spheres on the hand frames that touch only those boxes, and a
   force/torque sensor at the hand frames listed in ``ft_sensors`` (wrist FT);
@@ -21,7 +32,8 @@ in ``robots/<name>/robot.yaml`` is patched (absolute mesh paths, ``discardvisual
   per extra frame (hands), an IMU site (``framequat``, ``gyro``, ``accelerometer``) and one
   ``actuatorfrc`` sensor per actuator.
 
-Names (used by :mod:`contactflow.sim.mujoco_robot`): actuator and joint ``<joint name>``; site
+Names (used by :mod:`contactflow.sim.mujoco_robot`): free joint ``root``; actuator and joint
+``<joint name>``; site
 ``<frame name>`` for contact and extra frames; sensors ``<frame>_force``, ``<frame>_torque``,
 ``imu_quat``, ``imu_gyro``, ``imu_acc`` and ``<joint name>_tau``.
 
@@ -44,6 +56,7 @@ import pinocchio as pin
 from contactflow.environment import Environment
 from contactflow.errors import ConfigError, ModelError
 from contactflow.robot import Robot
+from contactflow.sim.state import StateMap
 
 __all__ = [
     "PointMass",
@@ -53,6 +66,7 @@ __all__ = [
     "build_mujoco_model",
     "check_actuator_stability",
     "set_pinocchio_configuration",
+    "state_map",
     "ROOT_JOINT",
     "IMU_SITE",
 ]
@@ -105,14 +119,21 @@ class MujocoOptions:
         timestep_s: physics time step [s].
         integrator: ``implicitfast`` (recipe), ``euler``, ``rk4`` or ``implicit``.
         kv_nms_per_rad: position-actuator velocity gain [N m s/rad].
-        armature_kgm2: joint armature added to every actuated joint [kg m^2].
+        armature_kgm2: joint armature added to every actuated joint [kg m^2], on top of the
+            robot file's per-joint ``actuators`` armature.
         joint_damping_nms_per_rad: passive joint damping of every actuated joint [N m s/rad]
             (0 = the clean spring model; pitfall 5: a saturated actuator loses its kv damping).
+        joint_frictionloss_nm: dry friction of every actuated joint [N m].
+        strip_urdf_geometry: remove the URDF's visual and collision elements before import (no
+            mesh is read: ~0.01 s instead of ~1-2 s for the G1).
         foot_box_half_size_m: (3,) half sizes of the sole collision box [m].
-        foot_friction: (3,) sliding, torsional, rolling friction of the sole boxes.
+        foot_sphere_radius_m: radius of the sole spheres [m] (with ``foot_sphere_points_m``).
+        foot_sphere_points_m: sphere centres in each sole link's frame [m]; when given, the
+            soles are these spheres instead of boxes (G1: 4 x 5 mm, lac.md §1.1).
+        foot_friction: (3,) sliding, torsional, rolling friction of the sole geoms.
         foot_solref: (2,) contact solref (time constant [s], damping ratio).
         foot_solimp: (3,) contact solimp (dmin, dmax, width [m]).
-        sole_links: links that get a sole box (default: the frames of the plane contacts).
+        sole_links: links that get sole geometry (default: the frames of the plane contacts).
         cone: friction cone, ``pyramidal`` or ``elliptic``.
         impratio: friction-to-normal impedance ratio.
     """
@@ -122,7 +143,11 @@ class MujocoOptions:
     kv_nms_per_rad: float = 20.0
     armature_kgm2: float = 0.0
     joint_damping_nms_per_rad: float = 0.0
+    joint_frictionloss_nm: float = 0.0
+    strip_urdf_geometry: bool = False
     foot_box_half_size_m: tuple[float, float, float] = (0.10, 0.065, 0.01)
+    foot_sphere_radius_m: float = 0.005
+    foot_sphere_points_m: tuple[tuple[float, float, float], ...] = ()
     foot_friction: tuple[float, float, float] = (0.8, 0.005, 0.0001)
     foot_solref: tuple[float, float] = (0.02, 1.0)
     foot_solimp: tuple[float, float, float] = (0.9, 0.95, 0.001)
@@ -141,6 +166,10 @@ class MujocoOptions:
             raise ValueError("kv_nms_per_rad, armature_kgm2 and joint_damping_nms_per_rad must be >= 0")
         if any(h <= 0 for h in self.foot_box_half_size_m):
             raise ValueError("foot_box_half_size_m must be positive")
+        if self.joint_frictionloss_nm < 0 or not self.foot_sphere_radius_m > 0:
+            raise ValueError("joint_frictionloss_nm must be >= 0 and foot_sphere_radius_m > 0")
+        if any(len(p) != 3 for p in self.foot_sphere_points_m):
+            raise ValueError("foot_sphere_points_m: each point needs 3 coordinates [m]")
 
 
 def mujoco_options(robot: Robot) -> MujocoOptions:
@@ -159,8 +188,13 @@ def mujoco_options(robot: Robot) -> MujocoOptions:
     return opts
 
 
-def _patched_urdf(robot: Robot) -> str:
+def _patched_urdf(robot: Robot, *, strip_geometry: bool = False, visual_meshes: bool = False) -> str:
     text = robot.urdf_path.read_text()
+    if strip_geometry or visual_meshes:
+        # collision meshes never collide here (only the soles do): dropping them skips reading them
+        text = re.sub(r"<collision>.*?</collision>", "", text, flags=re.S)
+        if not visual_meshes:
+            text = re.sub(r"<visual>.*?</visual>", "", text, flags=re.S)
     # example-robot-data mesh URIs: package://example-robot-data/robots/... -> absolute path.
     robots_root = robot.urdf_path
     while robots_root.name != "robots" and robots_root.parent != robots_root:
@@ -171,7 +205,8 @@ def _patched_urdf(robot: Robot) -> str:
     m = re.search(r"<robot\b[^>]*>", text)
     if m is None:
         raise ModelError(f"{robot.urdf_path}: no <robot> element")
-    mj = '<mujoco><compiler discardvisual="true" balanceinertia="true" fusestatic="false"/></mujoco>'
+    discard = "false" if visual_meshes else "true"
+    mj = f'<mujoco><compiler discardvisual="{discard}" balanceinertia="true" fusestatic="false"/></mujoco>'
     return text[: m.end()] + mj + text[m.end() :]
 
 
@@ -205,7 +240,7 @@ def _as_point_mass(item: Any) -> PointMass:
 
 
 def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mapping] | None = None,
-                      environment: Environment | None = None) -> mujoco.MjSpec:
+                      environment: Environment | None = None, visual_meshes: bool = False) -> mujoco.MjSpec:
     """Build the (uncompiled) MuJoCo spec of ``robot`` following the recipe.
 
     Args:
@@ -214,6 +249,7 @@ def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mappin
             each welded to a link; they change the MuJoCo model only, not ``robot.model``.
         environment: static boxes, hand collision spheres and wrist FT sensors (None: floor
             only, as for the double-support pipeline).
+        visual_meshes: keep the URDF's visual meshes (for rendering; they never collide).
 
     Returns:
         The spec; call ``spec.compile()`` or use :func:`build_mujoco_model`.
@@ -224,7 +260,8 @@ def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mappin
     """
     opts = mujoco_options(robot)
     try:
-        spec = mujoco.MjSpec.from_string(_patched_urdf(robot))
+        spec = mujoco.MjSpec.from_string(
+            _patched_urdf(robot, strip_geometry=opts.strip_urdf_geometry, visual_meshes=visual_meshes))
     except ValueError as exc:  # mujoco raises ValueError on XML errors
         raise ModelError(f"{robot.urdf_path}: MuJoCo cannot load the URDF: {exc}") from None
 
@@ -251,14 +288,17 @@ def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mappin
     if missing:
         raise ModelError(f"MuJoCo import of {robot.urdf_path.name} lacks joints {missing}")
 
-    for name, kp, tau_max in zip(robot.joint_names, robot.K, robot.tau_max):
+    pd = robot.actuation == "pd"
+    armature = robot.armature if robot.armature is not None else np.zeros(robot.n)
+    kv = robot.kd if pd else np.full(robot.n, opts.kv_nms_per_rad)
+    for i, (name, kp, tau_max) in enumerate(zip(robot.joint_names, robot.K, robot.tau_max)):
         j = spec.joint(name)
-        j.frictionloss = 0.0
+        j.frictionloss = opts.joint_frictionloss_nm  # URDF friction replaced (pitfall 3)
         j.damping = [opts.joint_damping_nms_per_rad, 0.0, 0.0]  # URDF damping replaced (pitfall 3)
         j.actfrclimited = mujoco.mjtLimited.mjLIMITED_FALSE  # pitfall 2: URDF effort clamps otherwise
-        j.armature = opts.armature_kgm2
+        j.armature = float(armature[i]) + opts.armature_kgm2
         a = spec.add_actuator(name=name, target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT)
-        a.set_to_position(kp=float(kp), kv=float(opts.kv_nms_per_rad))
+        a.set_to_position(kp=float(kp), kv=float(kv[i]))
         a.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
         a.forcerange = [-float(tau_max), float(tau_max)]
         a.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE
@@ -273,20 +313,28 @@ def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mappin
     half = np.asarray(opts.foot_box_half_size_m, float)
     for link in opts.sole_links:
         body = _body(spec, link, "mujoco.sole_links")
-        box = body.add_geom(
-            name=f"{link}_box",
-            type=mujoco.mjtGeom.mjGEOM_BOX,
-            size=half.tolist(),
-            pos=[0.0, 0.0, float(half[2])],  # bottom face on the sole plane
-        )
-        box.contype = 1
-        box.conaffinity = 0
-        box.condim = 3
-        box.friction = list(opts.foot_friction)
-        box.solref = list(opts.foot_solref)
-        box.solimp = list(opts.foot_solimp) + [0.5, 2.0]
-        box.mass = 0.0
-        box.density = 0.0
+        if opts.foot_sphere_points_m:
+            geoms = [
+                body.add_geom(name=f"{link}_foot{k}", type=mujoco.mjtGeom.mjGEOM_SPHERE,
+                              size=[opts.foot_sphere_radius_m, 0.0, 0.0], pos=[float(x) for x in p])
+                for k, p in enumerate(opts.foot_sphere_points_m)
+            ]
+        else:
+            geoms = [body.add_geom(
+                name=f"{link}_box",
+                type=mujoco.mjtGeom.mjGEOM_BOX,
+                size=half.tolist(),
+                pos=[0.0, 0.0, float(half[2])],  # bottom face on the sole plane
+            )]
+        for g in geoms:
+            g.contype = 1
+            g.conaffinity = 0
+            g.condim = 3
+            g.friction = list(opts.foot_friction)
+            g.solref = list(opts.foot_solref)
+            g.solimp = list(opts.foot_solimp) + [0.5, 2.0]
+            g.mass = 0.0
+            g.density = 0.0
 
     # Sites and sensors.
     for c in robot.contacts.values():
@@ -298,7 +346,8 @@ def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mappin
         spec.add_sensor(name=f"{c.frame}_torque", type=mujoco.mjtSensor.mjSENS_TORQUE,
                         objtype=mujoco.mjtObj.mjOBJ_SITE, objname=c.frame)
     for fname in robot.raw.get("extra_frames") or {}:
-        _add_frame_site(spec, robot, fname)
+        if spec.site(fname) is None:  # a sole frame may already have its sensor site
+            _add_frame_site(spec, robot, fname)
     for c in robot.contacts.values():
         if spec.site(c.frame) is None:
             _add_frame_site(spec, robot, c.frame)
@@ -323,8 +372,9 @@ def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mappin
         # resisting the push): the noslip pass removes the creep that relaxes a held contact force.
         spec.option.noslip_iterations = 20
         if environment.foot_solref is not None:
-            for link in opts.sole_links:
-                spec.geom(f"{link}_box").solref = list(environment.foot_solref)
+            for g in spec.geoms:
+                if g.contype == 1:  # the sole geoms
+                    g.solref = list(environment.foot_solref)
         for b in environment.boxes:
             g = spec.worldbody.add_geom(name=b.name, type=mujoco.mjtGeom.mjGEOM_BOX, size=list(b.half_size_m),
                                         pos=list(b.center_m))
@@ -385,17 +435,18 @@ def _add_frame_site(spec: mujoco.MjSpec, robot: Robot, frame: str) -> None:
     _body(spec, body, f"frame {frame}").add_site(name=frame, pos=pos.tolist(), quat=quat.tolist())
 
 
+def state_map(m: mujoco.MjModel, robot: Robot) -> StateMap:
+    """The pinocchio <-> MuJoCo :class:`~contactflow.sim.state.StateMap` of a model built here."""
+    return StateMap(m, robot.joint_names, ROOT_JOINT)
+
+
 def set_pinocchio_configuration(m: mujoco.MjModel, d: mujoco.MjData, robot: Robot, q: np.ndarray) -> None:
     """Write a pinocchio configuration into ``d.qpos`` (joints mapped by name, xyzw -> wxyz).
 
     Args:
         q: (robot.nq,) pinocchio configuration [m, -, rad].
     """
-    adr = m.joint(ROOT_JOINT).qposadr[0]
-    d.qpos[adr : adr + 3] = q[:3]
-    d.qpos[adr + 3 : adr + 7] = [q[6], q[3], q[4], q[5]]
-    for i, name in enumerate(robot.joint_names):
-        d.qpos[m.joint(name).qposadr[0]] = q[7 + i]
+    state_map(m, robot).set(d, q)
 
 
 def check_actuator_stability(m: mujoco.MjModel, robot: Robot, *, bound: float = STABILITY_BOUND) -> np.ndarray:
@@ -444,6 +495,7 @@ def build_mujoco_model(
     *,
     extra_bodies: Iterable[PointMass | Mapping] | None = None,
     environment: Environment | None = None,
+    visual_meshes: bool = False,
     timestep_s: float | None = None,
     kv_nms_per_rad: float | None = None,
     check_stability: bool = True,
@@ -454,6 +506,7 @@ def build_mujoco_model(
         robot: the loaded robot description.
         extra_bodies: see :func:`build_mujoco_spec`.
         environment: see :func:`build_mujoco_spec`.
+        visual_meshes: see :func:`build_mujoco_spec`.
         timestep_s: physics step [s] overriding the robot file's ``mujoco.timestep_s``.
         kv_nms_per_rad: actuator velocity gain [N m s/rad] overriding ``mujoco.kv_nms_per_rad``.
         check_stability: run :func:`check_actuator_stability` (raises on an unstable setting).
@@ -465,7 +518,7 @@ def build_mujoco_model(
         ModelError: URDF import or compilation failed, or the actuators are unstable at this step.
         ConfigError: malformed ``mujoco:`` section or extra body.
     """
-    spec = build_mujoco_spec(robot, extra_bodies=extra_bodies, environment=environment)
+    spec = build_mujoco_spec(robot, extra_bodies=extra_bodies, environment=environment, visual_meshes=visual_meshes)
     if timestep_s is not None:
         if not (np.isfinite(timestep_s) and timestep_s > 0):
             raise ConfigError(f"timestep_s must be > 0, got {timestep_s}")

@@ -1,4 +1,8 @@
-"""Simulated position-controlled robot on MuJoCo, with readings in pinocchio conventions.
+"""Simulated robots on MuJoCo, with readings in pinocchio conventions.
+
+:class:`MujocoSimBase` holds what every simulated robot shares (model, readings, falls, state
+and external-wrench access); :class:`MujocoRobotSim` is the position-controlled robot (Talos) and
+:class:`contactflow.sim.pd_robot.PDRobotSim` the PD-controlled one (Unitree G1).
 
 :class:`MujocoRobotSim` runs the model of :mod:`contactflow.sim.mujoco_model` at ``physics_dt_s``
 and takes one joint position command ``theta_cmd`` per control tick (``control_dt_s``). Each joint
@@ -31,20 +35,52 @@ import numpy as np
 from contactflow.errors import ConfigError, ContractError
 from contactflow.robot import Robot
 from contactflow.sim.mujoco_model import (
-    ROOT_JOINT,
     PointMass,
     build_mujoco_model,
-    set_pinocchio_configuration,
+    state_map,
 )
 
-__all__ = ["SimConfig", "SensorReadings", "MujocoRobotSim"]
+__all__ = ["SensorNoiseConfig", "SimConfig", "SensorReadings", "MujocoSimBase", "MujocoRobotSim"]
 
 log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SimConfig:
-    """Configuration of :class:`MujocoRobotSim`.
+class SensorNoiseConfig:
+    """Fall threshold and sensor noise, shared by every simulated robot's configuration.
+
+    Attributes:
+        fall_height_m: :meth:`MujocoSimBase.fell` threshold on the base height [m]; ``None`` =
+            the robot file's ``fall_height_m`` (0.6 m when absent: Talos).
+        noise_seed: seed of the sensor-noise generator.
+        q_noise_std_rad: joint-angle noise standard deviation [rad].
+        dq_noise_std_rad_per_s: joint-velocity noise [rad/s].
+        tau_noise_std_nm: joint-torque noise [N m].
+        force_noise_std_n: contact-force noise [N].
+        torque_noise_std_nm: contact-torque noise [N m].
+        gyro_noise_std_rad_per_s: gyro noise [rad/s].
+        acc_noise_std_m_per_s2: accelerometer noise [m/s^2].
+    """
+
+    fall_height_m: float | None = None
+    noise_seed: int = 0
+    q_noise_std_rad: float = 0.0
+    dq_noise_std_rad_per_s: float = 0.0
+    tau_noise_std_nm: float = 0.0
+    force_noise_std_n: float = 0.0
+    torque_noise_std_nm: float = 0.0
+    gyro_noise_std_rad_per_s: float = 0.0
+    acc_noise_std_m_per_s2: float = 0.0
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            if "_noise_std_" in f.name and not getattr(self, f.name) >= 0:
+                raise ValueError(f"{f.name} must be >= 0, got {getattr(self, f.name)}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SimConfig(SensorNoiseConfig):
+    """Configuration of :class:`MujocoRobotSim` (plus the fields of :class:`SensorNoiseConfig`).
 
     Attributes:
         physics_dt_s: physics step [s]; ``None`` = the robot file's ``mujoco.timestep_s``
@@ -58,15 +94,6 @@ class SimConfig:
             The settled state is cached per command, so later resets cost nothing.
         settle_kv_nms_per_rad: velocity gain used while settling [N m s/rad] (damps the 1.1 Hz
             whole-body sway; the equilibrium does not depend on kv).
-        fall_height_m: :meth:`MujocoRobotSim.fell` threshold on the base height [m].
-        noise_seed: seed of the sensor-noise generator.
-        q_noise_std_rad: joint-angle noise standard deviation [rad].
-        dq_noise_std_rad_per_s: joint-velocity noise [rad/s].
-        tau_noise_std_nm: joint-torque noise [N m].
-        force_noise_std_n: contact-force noise [N].
-        torque_noise_std_nm: contact-torque noise [N m].
-        gyro_noise_std_rad_per_s: gyro noise [rad/s].
-        acc_noise_std_m_per_s2: accelerometer noise [m/s^2].
     """
 
     physics_dt_s: float | None = None
@@ -75,17 +102,9 @@ class SimConfig:
     kv_nms_per_rad: float | None = None
     settle_s: float = 8.0
     settle_kv_nms_per_rad: float = 200.0
-    fall_height_m: float = 0.6
-    noise_seed: int = 0
-    q_noise_std_rad: float = 0.0
-    dq_noise_std_rad_per_s: float = 0.0
-    tau_noise_std_nm: float = 0.0
-    force_noise_std_n: float = 0.0
-    torque_noise_std_nm: float = 0.0
-    gyro_noise_std_rad_per_s: float = 0.0
-    acc_noise_std_m_per_s2: float = 0.0
 
     def __post_init__(self):
+        super().__post_init__()
         if self.physics_dt_s is not None and not self.physics_dt_s > 0:
             raise ValueError(f"physics_dt_s must be > 0, got {self.physics_dt_s}")
         if not self.control_dt_s > 0:
@@ -94,9 +113,6 @@ class SimConfig:
             raise ValueError(f"kv_nms_per_rad must be >= 0, got {self.kv_nms_per_rad}")
         if self.settle_s < 0 or self.settle_kv_nms_per_rad < 0:
             raise ValueError("settle_s and settle_kv_nms_per_rad must be >= 0")
-        for f in dataclasses.fields(self):
-            if "_noise_std_" in f.name and not getattr(self, f.name) >= 0:
-                raise ValueError(f"{f.name} must be >= 0, got {getattr(self, f.name)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,36 +165,33 @@ def _ro(a: np.ndarray) -> np.ndarray:
     return a
 
 
-class MujocoRobotSim:
-    """A position-controlled robot standing on a floor, simulated with MuJoCo.
-
-    Per control tick the actuator target goes from the previous command to ``theta_cmd``
-    (linear ramp over the ``control_dt_s / physics_dt_s`` physics steps if
-    ``interpolate_commands``), and each actuated joint feels
-    ``tau = clamp(K (target - q) - kv qdot, -tau_max, tau_max)``.
+class MujocoSimBase:
+    """What every simulated robot shares: the MuJoCo model of the robot file, readings in
+    pinocchio conventions (module docstring), fall detection, state overwrite, external wrenches
+    and payload masses. Subclasses add ``reset`` and ``step`` for their actuation.
 
     Args:
-        config: simulation configuration.
-        robot: the robot description (:func:`contactflow.robot.load_robot`).
-        extra_bodies: unmodelled payloads welded to links (see
-            :func:`contactflow.sim.mujoco_model.build_mujoco_spec`).
+        config: a :class:`SensorNoiseConfig` (or subclass) with ``physics_dt_s`` and
+            ``control_dt_s`` attributes.
+        robot: the robot description.
+        extra_bodies: unmodelled payloads welded to links.
         environment: walls / supports, hand spheres and wrist FT sensors (None: floor only).
+        kv_nms_per_rad: actuator velocity gain override (position robots).
 
     Raises:
-        ConfigError: ``control_dt_s`` is not an integer multiple of the physics step, or a
-            malformed ``mujoco:`` section.
+        ConfigError: ``control_dt_s`` is not an integer multiple of the physics step.
         ModelError: the model cannot be built or its actuators are unstable (pitfall M3).
     """
 
-    def __init__(self, config: SimConfig, robot: Robot, *, extra_bodies: Iterable[PointMass | Mapping] | None = None,
-                 environment=None):
+    def __init__(self, config, robot: Robot, *, extra_bodies: Iterable[PointMass | Mapping] | None = None,
+                 environment=None, kv_nms_per_rad: float | None = None):
         self.config = config
         self.robot = robot
         self.environment = environment
         extra_bodies = list(extra_bodies) if extra_bodies else []
         self.model = build_mujoco_model(
             robot, extra_bodies=extra_bodies, environment=environment, timestep_s=config.physics_dt_s,
-            kv_nms_per_rad=config.kv_nms_per_rad,
+            kv_nms_per_rad=kv_nms_per_rad,
         )
         self.data = mujoco.MjData(self.model)
         m = self.model
@@ -189,11 +202,13 @@ class MujocoRobotSim:
             raise ConfigError(
                 f"control_dt_s {config.control_dt_s} s must be an integer multiple of the physics step {dt} s"
             )
+        self.fall_height_m = float(robot.fall_height_m if config.fall_height_m is None else config.fall_height_m)
         n = robot.n
-        self._root_q = m.joint(ROOT_JOINT).qposadr[0]
-        self._root_v = m.joint(ROOT_JOINT).dofadr[0]
-        self._jq = np.array([m.joint(j).qposadr[0] for j in robot.joint_names])
-        self._jv = np.array([m.joint(j).dofadr[0] for j in robot.joint_names])
+        self.state_map = state_map(m, robot)
+        self._root_q = self.state_map.root_q
+        self._root_v = self.state_map.root_v
+        self._jq = self.state_map.jq
+        self._jv = self.state_map.jv
         self._act = np.array([m.actuator(j).id for j in robot.joint_names])
         if np.array_equal(self._act, np.arange(m.nu)):
             self._act = slice(0, m.nu)  # same order: a slice is cheaper than fancy indexing
@@ -217,7 +232,7 @@ class MujocoRobotSim:
         nominal = m
         if extra_bodies and ft_frames:
             nominal = build_mujoco_model(robot, environment=environment, timestep_s=config.physics_dt_s,
-                                         kv_nms_per_rad=config.kv_nms_per_rad, check_stability=False)
+                                         kv_nms_per_rad=kv_nms_per_rad, check_stability=False)
         for c in robot.contacts.values():
             if c.type == "point" and c.frame in ft_frames:
                 sid = m.site(c.frame).id
@@ -234,11 +249,10 @@ class MujocoRobotSim:
         self._site_xmat, self._site_xpos, self._subtree_com = d.site_xmat, d.site_xpos, d.subtree_com
         self._actuator_force = d.actuator_force
         self._badqacc = d.warning[mujoco.mjtWarning.mjWARN_BADQACC]
-        self._settled: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
-        self._theta_cmd = robot.theta_default.copy()
         self._n_joints = n
         self._lo, self._hi = m.actuator_forcerange[self._act, 0], m.actuator_forcerange[self._act, 1]
-        self.reset()
+        # states cached by reset (MujocoRobotSim's settled postures); cleared when masses change
+        self._settled: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
     # ------------------------------------------------------------------ properties
     @property
@@ -256,105 +270,14 @@ class MujocoRobotSim:
         """Simulation time [s]."""
         return float(self.data.time)
 
-    @property
-    def theta_cmd(self) -> np.ndarray:
-        """(n,) last joint position command [rad] (a copy)."""
-        return self._theta_cmd.copy()
-
-    # ------------------------------------------------------------------ API
-    def reset(self, theta_cmd: np.ndarray | None = None) -> SensorReadings:
-        """Put the robot at its default configuration (or ``theta_cmd``), standing, at t = 0.
-
-        The base is placed as in ``robot.q_default`` (soles on z = 0); for a non-default
-        ``theta_cmd`` the base height is shifted so the lowest sole touches the floor. Commands
-        are set to the posture. With ``settle_s > 0`` the robot then settles for ``settle_s``
-        (hidden, kv = ``settle_kv_nms_per_rad``) and time restarts at 0 from the settled state,
-        which is cached per posture (later resets with the same posture are instantaneous). If the
-        robot falls while settling, the fallen state is returned uncached (see :meth:`fell`).
-        External wrenches are cleared.
-
-        Args:
-            theta_cmd: (n,) joint posture and command [rad]; ``None`` = ``robot.theta_default``.
-
-        Returns:
-            The readings at t = 0.
-
-        Raises:
-            ContractError: ``theta_cmd`` has the wrong shape or non-finite values.
-        """
-        theta = self.robot.theta_default.copy() if theta_cmd is None else self._check_cmd(theta_cmd)
+    def _place_default(self, q0: np.ndarray, lift_to_floor: bool) -> None:
+        """Write ``q0`` into the (reset) data; with ``lift_to_floor`` shift the base height so the
+        lowest sole frame touches z = 0."""
         m, d = self.model, self.data
-        mujoco.mj_resetData(m, d)
-        key = theta.tobytes()
-        if key in self._settled:
-            qpos, qvel = self._settled[key]
-            d.qpos[:] = qpos
-            d.qvel[:] = qvel
-        else:
-            q0 = self.robot.q_default.copy()
-            q0[7:] = theta
-            set_pinocchio_configuration(m, d, self.robot, q0)
-            if theta_cmd is not None and not np.array_equal(theta, self.robot.theta_default):
-                mujoco.mj_kinematics(m, d)
-                d.qpos[self._root_q + 2] -= min(d.site_xpos[s, 2] for s in self._sole_sites)
-            d.ctrl[self._act] = theta
-            ok = True
-            if self.config.settle_s > 0:
-                ok = self._settle(self.config.settle_s)
-            state = (d.qpos.copy(), d.qvel.copy())
-            if ok:  # a fallen or diverged settle is returned (fell() says so) but not cached
-                self._settled[key] = state
-            mujoco.mj_resetData(m, d)
-            d.qpos[:], d.qvel[:] = state
-        d.ctrl[self._act] = theta
-        d.time = 0.0
-        self._theta_cmd = theta
-        mujoco.mj_forward(m, d)
-        return self.readings()
-
-    def _settle(self, duration_s: float) -> bool:
-        m, d = self.model, self.data
-        m.actuator_biasprm[self._act, 2] = -self.config.settle_kv_nms_per_rad
-        try:
-            mujoco.mj_step(m, d, nstep=max(1, int(round(duration_s / m.opt.timestep))))
-        finally:
-            m.actuator_biasprm[:, 2] = self._kv_model
-        if self.fell():
-            log.warning(
-                "robot fell or MuJoCo diverged while settling at reset (base height %.3f m)", d.qpos[self._root_q + 2]
-            )
-            return False
-        return True
-
-    def step(self, theta_cmd: np.ndarray) -> SensorReadings:
-        """Advance one control tick with joint position command ``theta_cmd``.
-
-        Args:
-            theta_cmd: (n,) joint position command [rad] in ``robot.joint_names`` order.
-
-        Returns:
-            The readings at the end of the tick (t += control_dt_s).
-
-        Raises:
-            ContractError: wrong shape or non-finite values (the state is not advanced; a node
-                holds its last command and reports it).
-        """
-        new = self._check_cmd(theta_cmd)
-        m, d = self.model, self.data
-        ns = self.n_substeps
-        if self.config.interpolate_commands and ns > 1:
-            prev = self._theta_cmd
-            for k in range(1, ns + 1):
-                d.ctrl[self._act] = prev + (new - prev) * (k / ns)
-                mujoco.mj_step(m, d)
-        else:
-            d.ctrl[self._act] = new
-            mujoco.mj_step(m, d, nstep=ns)
-        self._theta_cmd = new
-        # Sensors of mj_step refer to the state before the last integration: recompute them at
-        # the current state so that every reading refers to the same instant.
-        mujoco.mj_forward(m, d)
-        return self.readings()
+        self.state_map.set(d, q0)
+        if lift_to_floor:
+            mujoco.mj_kinematics(m, d)
+            d.qpos[self._root_q + 2] -= min(d.site_xpos[s, 2] for s in self._sole_sites)
 
     def readings(self) -> SensorReadings:
         """The readings at the current state (no time advance)."""
@@ -362,20 +285,10 @@ class MujocoRobotSim:
         n = self._n_joints
         sd = self._sensordata
         qpos, qvel = self._qpos, self._qvel
-        rq, rv = self._root_q, self._root_v
-        quat_wxyz = qpos[rq + 3 : rq + 7]
-        R_WB = np.empty(9)
-        mujoco.mju_quat2Mat(R_WB, quat_wxyz)
-        R_WB = R_WB.reshape(3, 3)
-        q = np.empty(7 + n)
-        q[:3] = qpos[rq : rq + 3]
-        q[3:6] = quat_wxyz[1:]
-        q[6] = quat_wxyz[0]
-        q[7:] = qpos[self._jq]
-        v = np.empty(6 + n)
-        v[:3] = R_WB.T @ qvel[rv : rv + 3]
-        v[3:6] = qvel[rv + 3 : rv + 6]
-        v[6:] = qvel[self._jv]
+        rq = self._root_q
+        sm = self.state_map
+        q = sm.q_from_qpos(qpos)
+        v = sm.v_from_qvel(qvel, sm.base_rotation(qpos))
         tau = sd[self._tau_adr]  # fancy indexing copies
 
         wrenches = {}
@@ -441,9 +354,10 @@ class MujocoRobotSim:
         )
 
     def fell(self, threshold_m: float | None = None) -> bool:
-        """True if the base is below ``threshold_m`` (default ``config.fall_height_m``), the state
+        """True if the base is below ``threshold_m`` (default: the configured or robot-file
+        ``fall_height_m``), the state
         is not finite, or MuJoCo reported a divergence (it then resets its state) since reset."""
-        thr = self.config.fall_height_m if threshold_m is None else threshold_m
+        thr = self.fall_height_m if threshold_m is None else threshold_m
         d = self.data
         if self._diverged() or not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
             return True
@@ -477,14 +391,8 @@ class MujocoRobotSim:
             raise ContractError("set_state: zero base quaternion")
         q[3:7] /= nrm
         m, d = self.model, self.data
-        set_pinocchio_configuration(m, d, self.robot, q)
-        rq, rv = self._root_q, self._root_v
-        R_WB = np.empty(9)
-        mujoco.mju_quat2Mat(R_WB, d.qpos[rq + 3 : rq + 7])
         d.qvel[:] = 0.0
-        d.qvel[rv : rv + 3] = R_WB.reshape(3, 3) @ v[:3]  # MuJoCo: world linear velocity
-        d.qvel[rv + 3 : rv + 6] = v[3:6]  # local angular velocity, as pinocchio
-        d.qvel[self._jv] = v[6:]
+        self.state_map.set(d, q, v)  # MuJoCo: world linear, local angular base velocity
         mujoco.mj_forward(m, d)
         return self.readings()
 
@@ -543,9 +451,135 @@ class MujocoRobotSim:
             b = int(m.body_parentid[b])
         self._settled.clear()
 
-    # ------------------------------------------------------------------ helpers
     def _diverged(self) -> bool:
         return self._badqacc.number > 0
+
+
+
+class MujocoRobotSim(MujocoSimBase):
+    """A position-controlled robot standing on a floor, simulated with MuJoCo.
+
+    Per control tick the actuator target goes from the previous command to ``theta_cmd``
+    (linear ramp over the ``control_dt_s / physics_dt_s`` physics steps if
+    ``interpolate_commands``), and each actuated joint feels
+    ``tau = clamp(K (target - q) - kv qdot, -tau_max, tau_max)``.
+
+    Args:
+        config: simulation configuration.
+        robot: the robot description (:func:`contactflow.robot.load_robot`).
+        extra_bodies: unmodelled payloads welded to links (see
+            :func:`contactflow.sim.mujoco_model.build_mujoco_spec`).
+        environment: walls / supports, hand spheres and wrist FT sensors (None: floor only).
+
+    Raises:
+        ConfigError: ``control_dt_s`` is not an integer multiple of the physics step, or a
+            malformed ``mujoco:`` section.
+        ModelError: the model cannot be built or its actuators are unstable (pitfall M3).
+    """
+
+    def __init__(self, config: SimConfig, robot: Robot, *, extra_bodies: Iterable[PointMass | Mapping] | None = None,
+                 environment=None):
+        super().__init__(config, robot, extra_bodies=extra_bodies, environment=environment,
+                         kv_nms_per_rad=config.kv_nms_per_rad)
+        self._theta_cmd = robot.theta_default.copy()
+        self.reset()
+
+    @property
+    def theta_cmd(self) -> np.ndarray:
+        """(n,) last joint position command [rad] (a copy)."""
+        return self._theta_cmd.copy()
+
+    # ------------------------------------------------------------------ API
+    def reset(self, theta_cmd: np.ndarray | None = None) -> SensorReadings:
+        """Put the robot at its default configuration (or ``theta_cmd``), standing, at t = 0.
+
+        The base is placed as in ``robot.q_default`` (soles on z = 0); for a non-default
+        ``theta_cmd`` the base height is shifted so the lowest sole touches the floor. Commands
+        are set to the posture. With ``settle_s > 0`` the robot then settles for ``settle_s``
+        (hidden, kv = ``settle_kv_nms_per_rad``) and time restarts at 0 from the settled state,
+        which is cached per posture (later resets with the same posture are instantaneous). If the
+        robot falls while settling, the fallen state is returned uncached (see :meth:`fell`).
+        External wrenches are cleared.
+
+        Args:
+            theta_cmd: (n,) joint posture and command [rad]; ``None`` = ``robot.theta_default``.
+
+        Returns:
+            The readings at t = 0.
+
+        Raises:
+            ContractError: ``theta_cmd`` has the wrong shape or non-finite values.
+        """
+        theta = self.robot.theta_default.copy() if theta_cmd is None else self._check_cmd(theta_cmd)
+        m, d = self.model, self.data
+        mujoco.mj_resetData(m, d)
+        key = theta.tobytes()
+        if key in self._settled:
+            qpos, qvel = self._settled[key]
+            d.qpos[:] = qpos
+            d.qvel[:] = qvel
+        else:
+            q0 = self.robot.q_default.copy()
+            q0[7:] = theta
+            self._place_default(q0, theta_cmd is not None and not np.array_equal(theta, self.robot.theta_default))
+            d.ctrl[self._act] = theta
+            ok = True
+            if self.config.settle_s > 0:
+                ok = self._settle(self.config.settle_s)
+            state = (d.qpos.copy(), d.qvel.copy())
+            if ok:  # a fallen or diverged settle is returned (fell() says so) but not cached
+                self._settled[key] = state
+            mujoco.mj_resetData(m, d)
+            d.qpos[:], d.qvel[:] = state
+        d.ctrl[self._act] = theta
+        d.time = 0.0
+        self._theta_cmd = theta
+        mujoco.mj_forward(m, d)
+        return self.readings()
+
+    def _settle(self, duration_s: float) -> bool:
+        m, d = self.model, self.data
+        m.actuator_biasprm[self._act, 2] = -self.config.settle_kv_nms_per_rad
+        try:
+            mujoco.mj_step(m, d, nstep=max(1, int(round(duration_s / m.opt.timestep))))
+        finally:
+            m.actuator_biasprm[:, 2] = self._kv_model
+        if self.fell():
+            log.warning(
+                "robot fell or MuJoCo diverged while settling at reset (base height %.3f m)", d.qpos[self._root_q + 2]
+            )
+            return False
+        return True
+
+    def step(self, theta_cmd: np.ndarray) -> SensorReadings:
+        """Advance one control tick with joint position command ``theta_cmd``.
+
+        Args:
+            theta_cmd: (n,) joint position command [rad] in ``robot.joint_names`` order.
+
+        Returns:
+            The readings at the end of the tick (t += control_dt_s).
+
+        Raises:
+            ContractError: wrong shape or non-finite values (the state is not advanced; a node
+                holds its last command and reports it).
+        """
+        new = self._check_cmd(theta_cmd)
+        m, d = self.model, self.data
+        ns = self.n_substeps
+        if self.config.interpolate_commands and ns > 1:
+            prev = self._theta_cmd
+            for k in range(1, ns + 1):
+                d.ctrl[self._act] = prev + (new - prev) * (k / ns)
+                mujoco.mj_step(m, d)
+        else:
+            d.ctrl[self._act] = new
+            mujoco.mj_step(m, d, nstep=ns)
+        self._theta_cmd = new
+        # Sensors of mj_step refer to the state before the last integration: recompute them at
+        # the current state so that every reading refers to the same instant.
+        mujoco.mj_forward(m, d)
+        return self.readings()
 
     def _check_cmd(self, theta_cmd) -> np.ndarray:
         try:
