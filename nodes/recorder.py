@@ -6,7 +6,7 @@ use ``queue_policy: backpressure`` so no message is dropped). Stream files are n
 
 Args: ``--out DIR`` (default ``<repo>/recordings``, or ``$CONTACTFLOW_RECORDINGS``), ``--name``
 (run name prefix, default the dataflow's name), ``--dataflow FILE`` (recorded in the manifest),
-``--summary seiko`` (compute and print the SEIKO run summary at the end), ``--robot``,
+``--summary seiko|g1`` (compute and print the SEIKO or the G1 teleop run summary at the end), ``--robot``,
 ``--strip-prefix P`` (drop a dora module prefix such as ``seiko.`` from source node ids, so that
 stream names do not depend on how the graph was composed).
 
@@ -38,7 +38,8 @@ def main() -> int:
     p.add_argument("--out", default=os.environ.get("CONTACTFLOW_RECORDINGS", str(REPO_ROOT / "recordings")))
     p.add_argument("--name", default="run")
     p.add_argument("--dataflow", default="")
-    p.add_argument("--summary", choices=["none", "seiko"], default="none")
+    p.add_argument("--summary", choices=["none", "seiko", "g1"], default="none",
+                   help="seiko: SEIKO run summary (contactflow.summary); g1: G1 teleop run summary (contactflow.lac.summary)")
     p.add_argument("--strip-prefix", action="append", default=[],
                    help="remove this prefix from source node ids (e.g. 'seiko.' for the nodes of a dora "
                         "module with id seiko), so that stream names match those of a flat graph")
@@ -152,6 +153,19 @@ def main() -> int:
         # through dora's log (INFO) rather than stdout, so that `dora run --log-level info`, which
         # hides the daemon's DEBUG lines and the nodes' raw stdout, still shows the summary
         for line in format_summary(summary, f"SEIKO run {run_dir.name}").splitlines():
+            _log_info(node, line)
+        _log_info(node, f"[recorder] summary written to {run_dir / 'summary.json'}")
+    if args.summary == "g1":
+        from contactflow.lac.summary import format_g1_summary, g1_summary, json_safe as g1_json_safe
+        from contactflow.robot import load_robot
+
+        try:
+            summary = g1_summary(read_recording(run_dir), load_robot(args.robot))
+        except Exception as exc:  # noqa: BLE001 - report, don't hide the recording
+            print(f"[recorder] summary could not be computed: {exc}", flush=True)
+            return 1
+        (run_dir / "summary.json").write_text(json.dumps(g1_json_safe(summary), indent=2))
+        for line in format_g1_summary(summary, f"G1 run {run_dir.name}").splitlines():
             _log_info(node, line)
         _log_info(node, f"[recorder] summary written to {run_dir / 'summary.json'}")
     _ = stopped, time

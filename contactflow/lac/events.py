@@ -20,6 +20,7 @@ __all__ = [
     "Profile",
     "EpisodeSample",
     "sample_profile",
+    "trapezoid",
     "sample_stiffness",
     "sample_episode",
     "force_bin",
@@ -61,14 +62,29 @@ class Profile:
 
     def values(self) -> np.ndarray:
         """(T,) Pi at t_k = k dt: 0 at rest, linear ramp, 1 on hold, linear release, 0 after."""
-        t = np.arange(self.frames) * self.dt_s
-        a = self.rest_s
-        b = a + self.ramp_s
-        c = b + self.hold_s
-        d = c + self.release_s
-        up = np.clip((t - a) / self.ramp_s, 0.0, 1.0)
-        down = np.clip((d - t) / self.release_s, 0.0, 1.0)
-        return np.where(t < c, up, down)
+        return trapezoid(np.arange(self.frames) * self.dt_s, self.rest_s, self.ramp_s, self.hold_s, self.release_s)
+
+
+def trapezoid(t, start_s: float, ramp_s: float, hold_s: float, release_s: float) -> np.ndarray:
+    """Trapezoidal profile in [0, 1] at times ``t`` (LAC §III-B, Pi(t)).
+
+    0 before ``start_s``, linear ramp to 1 over ``ramp_s``, 1 for ``hold_s``, linear release to 0
+    over ``release_s``, 0 after. A zero ramp or release is a step.
+
+    Args:
+        t: times [s], any shape. start_s: start of the ramp [s]. ramp_s, hold_s, release_s: phase
+            durations [s], >= 0.
+
+    Returns:
+        Array of the shape of ``t``.
+    """
+    t = np.asarray(t, dtype=float)
+    b = start_s + ramp_s
+    c = b + hold_s
+    d = c + release_s
+    up = np.clip((t - start_s) / ramp_s, 0.0, 1.0) if ramp_s > 0 else (t >= start_s).astype(float)
+    down = np.clip((d - t) / release_s, 0.0, 1.0) if release_s > 0 else (t < d).astype(float)
+    return np.where(t < c, up, down)
 
 
 @dataclasses.dataclass(frozen=True)

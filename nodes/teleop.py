@@ -1,0 +1,68 @@
+"""teleop node: plays a teleop scenario file (base velocity, base height, waist yaw, arm references, stiffness).
+
+Inputs:  ``tick`` (``sensors`` contract, the robot driver's clock; one command per tick).
+Outputs: ``command`` (``teleop_command``): ``lin_vel`` [vx, vy] (yaw frame) [m/s], ``ang_vel`` [rad/s],
+         ``base_height`` [m], ``waist_yaw`` [rad], ``q_ref_arms`` (robot file ``teleop.arm_joints``
+         order) [rad], ``stiffness`` RAW 5-D LAC layout [N/m x 3, N m/rad x 2]; the message of the tick
+         where the scenario ends carries ``finished: true``, which ends the run.
+
+Args: ``--scenario FILE`` (default: the robot's ``scenarios/stand.yaml``); the environment variable
+``CONTACTFLOW_SCENARIO`` overrides it (the ``wrench_injector`` reads the same variable, so one file
+drives both); ``--config FILE`` the teleop limits (section ``teleop``; default
+``robots/<robot>/teleop.yaml``); ``--realtime``. The scenario is validated before the node connects:
+a bad file stops the run before anything moves, naming the file, key and reason. Format:
+:mod:`contactflow.lac.teleop`. Live input instead of a file: ``examples/live_teleop.py``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from _runtime import REPO_ROOT, Lockstep, Sender, base_parser, connect, drain_after_finish, node_main
+
+
+def scenario_file(arg: str | None, robot) -> Path:
+    """The scenario to play: ``$CONTACTFLOW_SCENARIO``, else ``arg``, else ``<robot dir>/scenarios/stand.yaml``;
+    a relative path that does not exist from the working directory is taken from the repository root."""
+    sp = Path(os.environ.get("CONTACTFLOW_SCENARIO") or arg or str(Path(robot.directory) / "scenarios" / "stand.yaml"))
+    if not sp.is_absolute() and not sp.exists() and (REPO_ROOT / sp).exists():
+        sp = REPO_ROOT / sp
+    return sp
+
+
+def main() -> int:
+    from contactflow.lac.teleop import TeleopPlayer, load_teleop_config, load_teleop_scenario
+    from contactflow.messages import port_specs
+    from contactflow.robot import load_robot
+
+    p = base_parser(__doc__.splitlines()[0])
+    p.add_argument("--scenario", default=None)
+    p.add_argument("--realtime", action="store_true", help="skip ticks instead of waiting when inputs were dropped")
+    args = p.parse_args()
+    robot = load_robot(args.robot)
+    cfg = load_teleop_config(robot, args.config)
+    sp = scenario_file(args.scenario, robot)
+    scenario = load_teleop_scenario(sp, robot, cfg)  # validates everything before the node connects
+    player = TeleopPlayer(scenario)
+
+    specs = port_specs(robot)
+    node = connect()
+    sender = Sender(node, {"command": specs["teleop_command"]},
+                    {"scenario": str(sp.resolve()), "robot": robot.name, "limits": cfg})
+    origin = "CONTACTFLOW_SCENARIO" if os.environ.get("CONTACTFLOW_SCENARIO") else ("--scenario" if args.scenario else "default")
+    print(f"[teleop] scenario {sp} ({scenario.duration_s:.2f} s, from {origin})", flush=True)
+    finished = False
+    for tick in Lockstep(node, {"tick": (specs["sensors"], 0)}, skip_missing=args.realtime):
+        cmd = player.step(tick.t)
+        sender.send("command", cmd.values(), seq=tick.k, t=tick.t, finished=cmd.finished or tick.finished)
+        if cmd.finished and not finished:
+            finished = True
+            print(f"[teleop] scenario finished at t = {tick.t:.3f} s", flush=True)
+    if finished:
+        drain_after_finish(node)
+    return 0
+
+
+if __name__ == "__main__":
+    node_main("teleop", main)

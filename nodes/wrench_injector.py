@@ -1,0 +1,54 @@
+"""wrench_injector node: timed trapezoid force and couple events on robot links (ground truth).
+
+Inputs:  ``tick`` (``sensors`` contract, the robot driver's clock).
+Outputs: ``wrench`` (``external_wrench``): one ``wrench.<link>`` (6, ``[f; tau]``, WORLD frame, force
+         applied at the link's centre of mass, MuJoCo ``xfrc_applied``) per link of the robot file's
+         ``wrench_links``; the driver applies it over the physics steps of the tick, the recorder
+         keeps it as ground truth. Each tick carries the profile sampled at the tick time.
+
+Args: ``--scenario FILE``: the ``wrenches:`` list of a teleop scenario
+(:mod:`contactflow.lac.wrench_injector`); ``CONTACTFLOW_SCENARIO`` overrides it as for the ``teleop``
+node, so both play one file. A link that is not in ``wrench_links`` or any other bad entry stops the
+run before anything moves, naming the file, key and the allowed links. The run ends with the
+teleop's ``finished`` (propagated from the driver's last tick).
+"""
+
+from __future__ import annotations
+
+from _runtime import Lockstep, Sender, base_parser, connect, drain_after_finish, node_main
+from teleop import scenario_file
+
+
+def main() -> int:
+    from contactflow.lac.teleop import load_teleop_config, load_teleop_scenario
+    from contactflow.lac.wrench_injector import WrenchInjector, wrench_links
+    from contactflow.messages import port_specs
+    from contactflow.robot import load_robot
+
+    p = base_parser(__doc__.splitlines()[0])
+    p.add_argument("--scenario", default=None)
+    p.add_argument("--realtime", action="store_true", help="skip ticks instead of waiting when inputs were dropped")
+    args = p.parse_args()
+    robot = load_robot(args.robot)
+    sp = scenario_file(args.scenario, robot)
+    scenario = load_teleop_scenario(sp, robot, load_teleop_config(robot, args.config))
+    injector = WrenchInjector(scenario.wrenches, wrench_links(robot))
+
+    specs = port_specs(robot)
+    node = connect()
+    sender = Sender(node, {"wrench": specs["external_wrench"]}, {"scenario": str(sp.resolve()), "robot": robot.name})
+    print(f"[wrench_injector] {len(scenario.wrenches)} event(s) from {sp}", flush=True)
+    for e in scenario.wrenches:
+        print(f"[wrench_injector]   {e.link}: {e.kind} {(e.force_W if e.kind == 'force' else e.couple_W).tolist()} "
+              f"from {e.start_s:g} s, hold {e.hold_start_s:g}-{e.hold_end_s:g} s, end {e.end_s:g} s", flush=True)
+    finished = False
+    for tick in Lockstep(node, {"tick": (specs["sensors"], 0)}, skip_missing=args.realtime):
+        sender.send("wrench", injector.values(tick.t), seq=tick.k, t=tick.t, finished=tick.finished)
+        finished = finished or tick.finished
+    if finished:
+        drain_after_finish(node)
+    return 0
+
+
+if __name__ == "__main__":
+    node_main("wrench_injector", main)
