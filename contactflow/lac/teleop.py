@@ -127,7 +127,7 @@ def _stiffness_problem(k: np.ndarray, cfg: TeleopConfig) -> str | None:
         r = (lo, hi) if i < 3 else (alo, ahi)
         unit = "N/m" if i < 3 else "N m/rad"
         if not (math.isfinite(k[i]) and r[0] <= k[i] <= r[1]):
-            return f"{name} = {k[i]!r} {unit} outside [{r[0]:g}, {r[1]:g}] {unit}"
+            return f"{name} = {float(k[i]):g} {unit} outside [{r[0]:g}, {r[1]:g}] {unit}"
     return None
 
 
@@ -401,19 +401,20 @@ def load_teleop_scenario(path: str | Path, robot: Any, config: TeleopConfig | No
 
     if not top.tail_s >= 0.0:
         raise ConfigError(f"{src}: tail_s: expected a time >= 0 s, got {top.tail_s!r}")
-    pre_wrenches = parse_wrench_events(top.wrenches, robot, src)  # checked once without the duration
-    last = max([last] + [e.end_s for e in pre_wrenches])
     if top.duration_s is None:
-        if not (velocity or top.posture or top.stiffness or pre_wrenches):
+        wrenches = parse_wrench_events(top.wrenches, robot, src)
+        last = max([last] + [e.end_s for e in wrenches])
+        if not (velocity or top.posture or top.stiffness or wrenches):
             raise ConfigError(f"{src}: duration_s: the scenario is empty (no entries and no duration_s)")
         duration = last + top.tail_s
     else:
         duration = float(top.duration_s)
         if not duration > 0.0:
             raise ConfigError(f"{src}: duration_s: expected a time > 0 s, got {duration!r}")
+        wrenches = parse_wrench_events(top.wrenches, robot, src, duration)
         if duration < last - 1e-9:
-            raise ConfigError(f"{src}: duration_s: {duration:g} s ends before the last entry ({last:g} s)")
-    wrenches = parse_wrench_events(top.wrenches, robot, src, duration)
+            raise ConfigError(f"{src}: duration_s: {duration:g} s ends before the last velocity, posture or "
+                              f"stiffness entry ({last:g} s)")
     for d in defaults.values():
         d.setflags(write=False)
     return TeleopScenario(
