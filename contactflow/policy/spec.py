@@ -27,13 +27,13 @@ from typing import Any
 import numpy as np
 
 from contactflow.config import load_config, read_yaml
-from contactflow.errors import ConfigError
+from contactflow.errors import ConfigError, ModelError
 from contactflow.policy.onnx_model import OnnxModel
 from contactflow.policy.terms import OBS_TERMS, ObsTerm
 
 __all__ = [
     "ActionCfg", "BoundTerm", "HistoryCfg", "ModelCfg", "PhaseCfg", "PolicySpec", "PolicySpecCfg", "SafetyCfg",
-    "TensorCfg", "TermCfg", "load_policy_spec", "policies_dir",
+    "TensorCfg", "TermCfg", "load_policy_spec", "policies_dir", "resolve_spec_file",
 ]
 
 
@@ -302,15 +302,25 @@ def policies_dir(robot_name: str = "g1") -> Path:
     return robots_dir() / robot_name / "policies"
 
 
-def _resolve_file(path: str | Path) -> Path:
+def resolve_spec_file(path: str | Path) -> Path:
+    """The spec file: ``path`` itself if it is a YAML file, else ``robots/*/policies/<path>.yaml``.
+
+    Raises:
+        ConfigError: not found, or the name is ambiguous (several robots have it).
+    """
+    from contactflow.robot import robots_dir
+
     p = Path(path)
-    if p.suffix in (".yaml", ".yml") and p.is_file():
-        return p
-    for robot in ("g1",):
-        cand = policies_dir(robot) / f"{p.name}.yaml"
-        if p.suffix == "" and cand.is_file():
-            return cand
-    raise ConfigError(f"{path}: policy spec not found (a YAML file, or a name under robots/g1/policies/)")
+    if p.suffix in (".yaml", ".yml"):
+        if p.is_file():
+            return p
+        raise ConfigError(f"{path}: policy spec file not found")
+    found = sorted(robots_dir().glob(f"*/policies/{p.name}.yaml")) if p.name == str(path) else []
+    if len(found) == 1:
+        return found[0]
+    if len(found) > 1:
+        raise ConfigError(f"policy spec {str(path)!r} is ambiguous: {[str(f) for f in found]}")
+    raise ConfigError(f"{path}: policy spec not found (a YAML file, or a name under robots/*/policies/)")
 
 
 def _robot_kd(robot, src: str) -> np.ndarray:
@@ -337,10 +347,12 @@ def _name_list(values: list[str] | str, key: str, robot, model: OnnxModel, src: 
     return list(values)
 
 
-def _mismatch(a: list[str], b: list[str]) -> str:
-    missing = [n for n in b if n not in a]
-    extra = [n for n in a if n not in b]
-    return f"missing {missing}, unexpected {extra}"
+def _mismatch(have: list[str], want: list[str], have_label: str, want_label: str) -> str:
+    extra = [n for n in have if n not in want]
+    missing = [n for n in want if n not in have]
+    parts = ([f"in {have_label} but not in {want_label}: {extra}"] if extra else []) + (
+        [f"in {want_label} but not in {have_label}: {missing}"] if missing else [])
+    return "; ".join(parts) or f"same names in another order ({have_label}: {have}; {want_label}: {want})"
 
 
 def _bounds(value, dim: int, where: str) -> np.ndarray:
@@ -356,7 +368,7 @@ def load_policy_spec(path: str | Path, robot, *, model: str | Path | None = None
     """Read a policy spec, open its ONNX model and check both against ``robot``.
 
     Args:
-        path: the spec YAML file, or a spec name under ``robots/g1/policies/`` (``lac``,
+        path: the spec YAML file, or a spec name under ``robots/*/policies/`` (``lac``,
             ``holosoma_g1_29dof_loco``).
         robot: the loaded robot (:func:`contactflow.robot.load_robot`); its ``joint_names``,
             limits, default posture, stiffness K and (for ``gains: robot``)
@@ -373,7 +385,7 @@ def load_policy_spec(path: str | Path, robot, *, model: str | Path | None = None
         ModelError: the model file is missing or not loadable.
         ModelFetchError: a ``holosoma`` model cannot be downloaded.
     """
-    file = _resolve_file(path)
+    file = resolve_spec_file(path)
     src = str(file)
     cfg = load_config(PolicySpecCfg, read_yaml(file), source=src)
 
@@ -389,6 +401,8 @@ def load_policy_spec(path: str | Path, robot, *, model: str | Path | None = None
         from contactflow.policy.holosoma import fetch_holosoma
 
         model_path = fetch_holosoma(cfg.model.holosoma)
+    if not model_path.is_file():
+        raise ModelError(f"{src}: model file {model_path} not found (give an ONNX file with --model FILE)")
     onnx = OnnxModel(model_path, intra_op_threads=intra_op_threads)
 
     # ---- ONNX I/O against the spec
@@ -409,11 +423,11 @@ def load_policy_spec(path: str | Path, robot, *, model: str | Path | None = None
     policy = orders["policy"]
     if sorted(policy) != sorted(robot_names):
         raise ConfigError(f"{src}: joint_orders.policy does not match the joints of robot {robot.name!r} "
-                          f"({robot.file_label()}): {_mismatch(policy, robot_names)}")
+                          f"({robot.file_label()}): {_mismatch(policy, robot_names, 'the spec', 'the robot')}")
     meta = onnx.metadata.get("dof_names")
     if isinstance(meta, list) and [str(m) for m in meta] != policy:
         raise ConfigError(f"{src}: joint_orders.policy differs from the dof_names metadata of {model_path}: "
-                          f"{_mismatch(policy, [str(m) for m in meta]) if sorted(policy) != sorted(map(str, meta)) else 'same names, other order'}")
+                          f"{_mismatch(policy, [str(m) for m in meta], 'the spec', 'the model')}")
     n_act = int(np.prod(cfg.output.shape))
     if n_act != len(policy):
         raise ConfigError(f"{src}: output {cfg.output.name!r} has {n_act} values but joint_orders.policy lists {len(policy)} joints")

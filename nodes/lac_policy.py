@@ -1,0 +1,86 @@
+"""lac_policy node: a learned joint-position policy (ONNX, onnxruntime) under a YAML I/O spec.
+
+Inputs:  ``sensors`` (``sensors``, tick k): joint state, IMU;
+         ``command`` (``teleop_command``, tick k): base velocity, height, waist yaw, arm
+         references, 5-D stiffness (the fields the spec reads).
+Outputs: ``command`` (``joint_command``, PD robots): ``q_target``, ``kp``, ``kd``, ``tau_ff``, ``ok``
+         in robot joint order.
+
+``--spec`` names the policy I/O spec (a file, or a name under ``robots/g1/policies/``: ``lac``,
+``holosoma_g1_29dof_loco``); ``--model`` overrides the spec's ONNX file. The spec is checked
+against the model and the robot BEFORE the node connects to dora: a wrong shape, an unknown
+observation term or a joint-name mismatch ends the node with one line naming the files.
+
+The graph's tick is the robot file's ``control_rate_hz``; a policy slower than the tick acts
+every N ticks and resends its last command in between. An output that is non-finite or outside
+the joint limits is not sent: the last safe command goes out with ``ok = 0`` (logged, counted);
+so does a tick whose input message was malformed. Library: :mod:`contactflow.policy`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from _runtime import Lockstep, Sender, base_parser, connect, drain_after_finish, node_main
+
+log = logging.getLogger("contactflow.lac_policy")
+
+
+def main() -> int:
+    from contactflow.errors import ConfigError
+    from contactflow.messages import port_specs
+    from contactflow.policy import PolicyRunner, load_policy_spec
+    from contactflow.policy.spec import resolve_spec_file
+    from contactflow.config import read_yaml
+    from contactflow.robot import load_robot
+
+    p = base_parser(__doc__.splitlines()[0])
+    p.set_defaults(robot=None)
+    p.add_argument("--spec", required=True, help="policy I/O spec: YAML file or name under robots/*/policies/")
+    p.add_argument("--model", default=None, help="ONNX file overriding the spec's model")
+    p.add_argument("--realtime", action="store_true", help="skip ticks whose messages were dropped")
+    args = p.parse_args()
+    if args.config:
+        raise ConfigError(f"--config {args.config}: lac_policy takes its configuration from --spec")
+
+    robot_name = args.robot
+    if robot_name is None:  # the robot the spec names
+        raw = read_yaml(resolve_spec_file(args.spec))
+        robot_name = raw.get("robot") if isinstance(raw, dict) else None
+        if not robot_name:
+            raise ConfigError(f"{args.spec}: no 'robot' in the spec; give --robot")
+    robot = load_robot(robot_name)
+    if robot.actuation != "pd":
+        raise ConfigError(f"{robot.file_label()}: lac_policy sends PD joint commands; the robot has actuation {robot.actuation!r}")
+    specs = port_specs(robot)
+    tick_s = 1.0 / specs["joint_command"].rate_hz
+    spec = load_policy_spec(args.spec, robot, model=args.model)
+    runner = PolicyRunner(spec, tick_period_s=tick_s)
+    log.info("policy %s: model %s, %d Hz (every %d ticks), frame %d x history %d, terms %s", spec.cfg.name,
+             spec.model.path, round(spec.cfg.rate_hz), runner.decimation, spec.frame_dim, spec.cfg.history.length,
+             ", ".join(f"{r['label']}[{r['dim']}]" for r in spec.layout()))
+
+    node = connect()
+    config = {"spec": str(spec.file), "model": str(spec.model.path), "robot": robot.name, "decimation": runner.decimation,
+              "layout": spec.layout(), "command_fields": list(spec.command_fields)}
+    sender = Sender(node, {"command": specs["joint_command"]}, config)
+    lock = Lockstep(node, {"sensors": (specs["sensors"], 0), "command": (specs["teleop_command"], 0)},
+                    dt=tick_s, skip_missing=args.realtime)
+    infer = []
+    for tick in lock:
+        out = runner.step(tick.inputs["sensors"], tick.inputs["command"])
+        if out.acted and out.ok:
+            infer.append(out.diagnostics["obs_time_s"] + out.diagnostics["infer_time_s"])
+        sender.send("command", out.command, seq=tick.k, t=tick.t, finished=tick.finished)
+    if infer:
+        log.info("policy %s: %d policy steps, observation + inference %.3f ms mean, %.3f ms max; %d output(s) refused",
+                 spec.cfg.name, len(infer), 1e3 * float(np.mean(infer)), 1e3 * float(np.max(infer)), runner.n_rejected)
+    if lock.finished_seen:
+        drain_after_finish(node)
+    return 0
+
+
+if __name__ == "__main__":
+    node_main("lac_policy", main)
