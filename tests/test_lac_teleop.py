@@ -319,3 +319,23 @@ def test_g1_summary_without_commands_or_wrenches(tmp_path, g1):
     assert s["velocity_segments"] == [] and s["wrench_events"] == []
     safe = json_safe(s)
     assert safe["base_velocity_tracking_error_mps"] is None and safe["standing_drift_m"] is None
+
+
+@pytest.mark.parametrize("robot_name", ["g1", "g1_29dof"])
+def test_summary_link_com_is_where_the_simulator_applies_the_force(robot_name):
+    """The summary's link CoM (URDF inertial origin placed by pinocchio FK) equals MuJoCo's body xipos."""
+    import mujoco
+
+    from contactflow.lac.summary import _link_poses
+    from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
+
+    robot = load_robot(robot_name)
+    sim = PDRobotSim(PDSimConfig(), robot)
+    q = robot.q_default.copy()
+    q[7:] += np.random.default_rng(0).uniform(-0.2, 0.2, robot.n)
+    q[:3] += [0.1, 0.2, 0.0]
+    sim.reset(q)
+    for link in wrench_links(robot):
+        bid = mujoco.mj_name2id(sim.model, mujoco.mjtObj.mjOBJ_BODY, link)
+        p, _ = _link_poses(robot, link, q[None])
+        assert np.allclose(p[0], sim.data.xipos[bid], atol=1e-9), link

@@ -26,8 +26,8 @@ Metrics (SI units):
   projected on the couple axis (``rotation_angle_rad`` its norm). With the teleop stream: the
   commanded stiffness of the link's channel (``lac_links`` group of the robot file: left, right,
   torso) and the ratio of the displacement to the ideal F/K (or tau/K_theta).
-  The link CoM is that of the rigid body the link belongs to in the robot model (the link and what
-  is locked to it, pinocchio joint inertia), from the recorded ``q``.
+  The link CoM is the URDF link's own centre of mass (where the simulator applies the force), placed
+  by pinocchio forward kinematics of the recorded ``q``.
 * ``ticks``, ``sim_time_s``, ``wall_time_s`` (first to last sensor message), ``realtime_factor``;
   ``controller_degraded_ticks``: joint commands with ``ok = 0``.
 """
@@ -41,7 +41,7 @@ import pinocchio as pin
 
 from contactflow.recording import Recording, RecordingError
 
-__all__ = ["g1_summary", "format_g1_summary", "json_safe", "STIFFNESS_CHANNEL"]
+__all__ = ["g1_summary", "format_g1_summary", "json_safe", "link_com_local", "STIFFNESS_CHANNEL"]
 
 #: lac_links group -> index of its linear / angular stiffness channel in the 5-D command (LAC layout).
 STIFFNESS_CHANNEL = {"left": (0, 3), "right": (1, 4), "torso": (2, None)}
@@ -70,23 +70,39 @@ def _runs(keys: np.ndarray) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def _link_body(robot, link: str) -> int:
-    model = robot.model
-    if not model.existFrame(link):
+def link_com_local(robot, link: str) -> np.ndarray:
+    """(3,) centre of mass of URDF link ``link`` in the link frame [m] (its ``<inertial><origin xyz>``).
+
+    This is the point where MuJoCo's ``xfrc_applied`` acts on the link's body (links are bodies of
+    their own in the simulator, ``fusestatic=false``).
+
+    Raises:
+        RecordingError: no such link in the robot's URDF or in its pinocchio model.
+    """
+    import xml.etree.ElementTree as ET
+
+    if not robot.model.existFrame(link):
         raise RecordingError(f"robot {robot.name!r} has no frame {link!r} (wrench link of the recording)")
-    return model.frames[model.getFrameId(link)].parentJoint
+    root = ET.parse(robot.urdf_path).getroot()
+    for el in root.iter("link"):
+        if el.get("name") == link:
+            origin = el.find("inertial/origin")
+            xyz = origin.get("xyz", "0 0 0") if origin is not None else "0 0 0"
+            return np.array([float(x) for x in xyz.split()])
+    raise RecordingError(f"{robot.urdf_path}: no link {link!r}")
 
 
-def _link_poses(robot, joint: int, qs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(N, 3) CoM positions (world) [m] and (N, 3, 3) orientations of the rigid body of ``joint``."""
+def _link_poses(robot, link: str, qs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(N, 3) CoM positions (world) [m] and (N, 3, 3) orientations of link ``link`` at configurations ``qs``."""
     model, data = robot.model, robot.model.createData()
-    lever = model.inertias[joint].lever
+    c = link_com_local(robot, link)
+    fid = model.getFrameId(link)
     p = np.empty((len(qs), 3))
     R = np.empty((len(qs), 3, 3))
     for i, q in enumerate(qs):
         pin.forwardKinematics(model, data, q)
-        M = data.oMi[joint]
-        p[i] = M.act(lever)
+        M = pin.updateFramePlacement(model, data, fid)
+        p[i] = M.act(c)
         R[i] = M.rotation
     return p, R
 
@@ -241,9 +257,8 @@ def _wrench_events(rec, robot, sensors, q_all, finite, cmd, injector, pre_s) -> 
                 ev["note"] = "no steady or pre-event window in the recording (event too early or too short)"
                 events.append(ev)
                 continue
-            joint = _link_body(robot, link)
-            p_pre, R_pre = _link_poses(robot, joint, q_all[pre])
-            p_st, R_st = _link_poses(robot, joint, q_all[steady])
+            p_pre, R_pre = _link_poses(robot, link, q_all[pre])
+            p_st, R_st = _link_poses(robot, link, q_all[steady])
             if is_force:
                 f = w_peak[:3]
                 u = f / np.linalg.norm(f)
