@@ -1,0 +1,88 @@
+"""Live teleop of the G1 as a dynamic dora node: a program or the keyboard drives the LAC pipeline.
+
+    dora up
+    dora start dataflows/lac_g1_teleop_live.yml --detach && python examples/live_teleop.py
+                          # start it right away: the other nodes wait for the first command
+    python examples/live_teleop.py --keyboard      # keys: see contactflow.lac.teleop.TeleopKeyboard, q quits
+    dora stop --name ...  (or q / Ctrl-C here: the last message carries `finished`)
+
+The node follows the simulator's ticks (input ``tick`` = sensors) and answers each with the
+current :class:`contactflow.lac.teleop.LiveTeleop` state (same limits as the scenario files:
+``robots/<robot>/teleop.yaml``), so the graph stays in lockstep. The "program" part is the
+``script`` function below: edit it to command the robot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "nodes")]
+
+from _runtime import Lockstep, Sender  # noqa: E402
+
+from contactflow.lac.teleop import LiveTeleop, TeleopKeyboard  # noqa: E402
+from contactflow.messages import port_specs  # noqa: E402
+from contactflow.operator.live import TerminalKeys  # noqa: E402
+from contactflow.robot import load_robot  # noqa: E402
+
+
+def script(live: LiveTeleop, t: float, h0: float) -> bool:
+    """The program: stand soft (K = 60 N/m) 4 s, lower the base to 0.70 m and stiffen the arms
+    (K = 300 N/m) from 4 s, turn the waist 0.3 rad at 8 s, back to the defaults at 12 s; done at 15 s."""
+    if 4.0 <= t < 12.0:
+        live.set_base_height(0.70)
+        live.set_stiffness([300, 300, 300, 30, 30])
+        live.set_waist_yaw(0.3 if t >= 8.0 else 0.0)
+    else:
+        live.set_base_height(h0)
+        live.set_stiffness([60, 60, 60, 30, 30])
+        live.set_waist_yaw(0.0)
+    return t >= 15.0
+
+
+def main() -> None:
+    from dora import Node
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--robot", default="g1")
+    p.add_argument("--node-id", default="teleop")
+    p.add_argument("--keyboard", action="store_true")
+    args = p.parse_args()
+    robot = load_robot(args.robot)
+    specs = port_specs(robot)
+    live = LiveTeleop(robot)
+    keys = TeleopKeyboard(live) if args.keyboard else None
+    h0 = live.base_height  # the default base height
+    node = None
+    for _ in range(100):  # the dataflow may still be spawning its nodes
+        try:
+            node = Node(args.node_id)
+            break
+        except Exception:  # noqa: BLE001 - retry until the dynamic node is accepted
+            time.sleep(0.2)
+    if node is None:
+        sys.exit(f"could not connect as dynamic node {args.node_id!r}: is the dataflow started?")
+    sender = Sender(node, {"command": specs["teleop_command"]}, {"live": True, "limits": live.config})
+    quit_ = False
+    with TerminalKeys() if keys else contextlib.nullcontext() as term:
+        for tick in Lockstep(node, {"tick": (specs["sensors"], 0)}):
+            for k in term.read() if term else "":
+                quit_ = quit_ or k == "q"
+                msg = keys.key(k)
+                if msg:
+                    print(msg, flush=True)
+            if not keys:
+                quit_ = script(live, tick.t, h0)
+            cmd = live.command(tick.t)
+            sender.send("command", cmd.values(), seq=tick.k, t=tick.t, finished=quit_ or tick.finished)
+            if quit_ or tick.finished:
+                break
+
+
+if __name__ == "__main__":
+    main()
