@@ -339,3 +339,13 @@ def test_summary_link_com_is_where_the_simulator_applies_the_force(robot_name):
         bid = mujoco.mj_name2id(sim.model, mujoco.mjtObj.mjOBJ_BODY, link)
         p, _ = _link_poses(robot, link, q[None])
         assert np.allclose(p[0], sim.data.xipos[bid], atol=1e-9), link
+
+
+def test_tick_times_with_rounding_errors_keep_segment_bounds(tmp_path, g1):
+    """A simulator clock summing 0.02 s steps reads 4.9999999997 s at the tick of 5 s: still that tick."""
+    sc = load_teleop_scenario(_write(tmp_path, "duration_s: 6\nvelocity: [{start_s: 2, end_s: 5, lin_vel_mps: [0.5, 0]}]"), g1)
+    pl = TeleopPlayer(sc)
+    t = np.cumsum(np.full(300, 0.02))  # t[k] = (k + 1) * 0.02 with rounding
+    ticks = [k + 1 for k in range(300) if pl.step(t[k]).lin_vel[0] > 0]
+    assert (ticks[0], ticks[-1], len(ticks)) == (100, 249, 150)
+    assert next(k + 1 for k in range(300) if pl.step(t[k]).finished) == 300

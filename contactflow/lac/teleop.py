@@ -447,12 +447,18 @@ def _channel_value(points: Sequence[SetPoint], default: np.ndarray, t: float) ->
     return value
 
 
+#: Time tolerance [s] of the segment bounds: a simulator's clock accumulates rounding errors
+#: (a tick at "5.0 s" may read 4.9999999997 s), which must not shift a segment by one tick.
+TIME_EPS_S = 1e-6
+
+
 class TeleopPlayer:
     """Plays a :class:`TeleopScenario`: ``step(t)`` -> :class:`TeleopCommand`.
 
-    The base velocity is that of the segment active at ``t`` (``start_s <= t < end_s``), zero
-    otherwise; the other channels follow their set-points (linear blends over ``ramp_s``);
-    ``finished`` once ``t >= duration_s``. Stateless: any ``t`` may be asked in any order.
+    The base velocity is that of the segment active at ``t`` (``start_s <= t < end_s``, bounds
+    within :data:`TIME_EPS_S`), zero otherwise; the other channels follow their set-points (linear
+    blends over ``ramp_s``); ``finished`` once ``t >= duration_s`` (within :data:`TIME_EPS_S`).
+    Stateless: any ``t`` may be asked in any order.
     """
 
     def __init__(self, scenario: TeleopScenario):
@@ -469,14 +475,15 @@ class TeleopPlayer:
             raise ValueError(f"t: expected a finite time, got {t!r}")
         sc = self.scenario
         lin, ang = np.zeros(2), 0.0
+        te = t + TIME_EPS_S
         for s in sc.velocity:
-            if s.start_s <= t < s.end_s:
+            if s.start_s <= te < s.end_s:
                 lin, ang = s.lin_vel.copy(), s.ang_vel
                 break
-        ch = {k: _channel_value(sc.channels[k], sc.defaults[k], t) for k in sc.channels}
+        ch = {k: _channel_value(sc.channels[k], sc.defaults[k], te) for k in sc.channels}
         return TeleopCommand(t=t, lin_vel=lin, ang_vel=float(ang), base_height=float(ch["base_height"][0]),
                              waist_yaw=float(ch["waist_yaw"][0]), q_ref_arms=np.array(ch["q_ref_arms"], dtype=float),
-                             stiffness=np.array(ch["stiffness"], dtype=float), finished=t >= sc.duration_s)
+                             stiffness=np.array(ch["stiffness"], dtype=float), finished=te >= sc.duration_s)
 
 
 class LiveTeleop:
