@@ -331,6 +331,11 @@ class LacExpert:
         return corners.min(axis=0) + b.cop_margin_m, corners.max(axis=0) - b.cop_margin_m
 
     # ------------------------------------------------------------------ API
+    @property
+    def ready(self) -> bool:
+        """True once :meth:`reset` ran (a safe command exists)."""
+        return self._reset_done
+
     def reset(self, sensors: Mapping) -> None:
         """Initialise from the first ``sensors`` message (the robot standing on both feet).
 
@@ -534,6 +539,19 @@ class LacExpert:
         diag["reason"] = ""
         diag["step_time_s"] = time.perf_counter() - t0
         return Output(out, diag)
+
+    def hold(self, reason: str) -> Output:
+        """The last safe command with ``ok = 0`` (a node calls it when a tick's input is unusable).
+
+        Args:
+            reason: logged and put in ``diagnostics["reason"]``.
+
+        Raises:
+            RuntimeError: before the first :meth:`reset` (there is no safe command yet).
+        """
+        if not self._reset_done:
+            raise RuntimeError("LacExpert.hold before reset: no safe command yet")
+        return self._degraded(reason, {}, time.perf_counter())
 
     def _degraded(self, reason: str, diag: dict, t0: float) -> Output:
         log.warning("lac_expert degraded, last safe command resent: %s", reason)
