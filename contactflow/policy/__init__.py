@@ -9,7 +9,7 @@
 """
 
 from contactflow.policy.holosoma import ModelFetchError, fetch_holosoma
-from contactflow.policy.loop import planar_velocity_yaw_frame, run_policy_loop, segment_metrics
+from contactflow.policy.loop import run_policy_loop
 from contactflow.policy.onnx_model import OnnxModel
 from contactflow.policy.runner import PolicyOutput, PolicyRunner
 from contactflow.policy.spec import PolicySpec, load_policy_spec, policies_dir
@@ -17,6 +17,5 @@ from contactflow.policy.terms import OBS_TERMS, projected_gravity
 
 __all__ = [
     "OBS_TERMS", "ModelFetchError", "OnnxModel", "PolicyOutput", "PolicyRunner", "PolicySpec", "fetch_holosoma",
-    "load_policy_spec", "planar_velocity_yaw_frame", "policies_dir", "projected_gravity", "run_policy_loop",
-    "segment_metrics",
+    "load_policy_spec", "policies_dir", "projected_gravity", "run_policy_loop",
 ]
