@@ -104,8 +104,9 @@ class Robot:
         tau_max: (n,) joint effort limits [N m].
         position_margin: (n,) SEIKO position margin per joint [rad].
         theta_default: (n,) default joint posture [rad].
-        q_default: (7 + n,) default configuration, base placed so the soles lie flat on z = 0
-            with the left and right sole origins symmetric about the world origin in y.
+        q_default: (7 + n,) default configuration, base placed (and tilted, if the posture's
+            soles are not level) so the soles lie flat on z = 0 with the left and right sole
+            origins symmetric about the world origin in y.
         contacts: effector name -> ContactSpec, in file order.
         mass: total mass [kg].
         raw: the parsed YAML (for sections other components read: ``mujoco``...); for a variant
@@ -340,6 +341,16 @@ def load_robot(name_or_path: str | Path = "talos") -> Robot:
     pin.framesForwardKinematics(model, data, q)
     soles = [c for c in contacts.values() if c.type == "plane" and c.enabled]
     if soles:
+        # level the soles: tilt the base so the mean sole normal is vertical (the G1's default
+        # posture pitches its feet by 6 mrad; Talos' is level, and is left untouched)
+        n_W = np.mean([data.oMf[c.frame_id].rotation[:, 2] for c in soles], axis=0)
+        n_W /= np.linalg.norm(n_W)
+        axis = np.cross(n_W, [0.0, 0.0, 1.0])
+        s = float(np.linalg.norm(axis))
+        if s > 1e-12:
+            R = pin.AngleAxis(float(np.arctan2(s, n_W[2])), axis / s).toRotationMatrix()
+            q[3:7] = pin.Quaternion(R).coeffs()
+            pin.framesForwardKinematics(model, data, q)
         z = np.mean([data.oMf[c.frame_id].translation[2] for c in soles])
         xy = np.mean([data.oMf[c.frame_id].translation[:2] for c in soles], axis=0)
         q[0:2] = -xy

@@ -1,17 +1,20 @@
 """Command safety for robot drivers: validate joint commands and hold the last safe one.
 
 A robot driver must never apply a malformed command and must keep a safe posture when commands
-stop arriving. :class:`CommandHold` implements both rules for joint position commands; the
-MuJoCo driver uses it, and a hardware driver should too.
+stop arriving. :class:`CommandHold` implements both rules for joint position commands (Talos'
+``theta_cmd``) and :class:`PDCommandHold` for PD commands (Unitree ``MotorCmd`` fields:
+``q_target``, ``kp``, ``kd``, ``tau_ff``); the MuJoCo driver uses them, and a hardware driver
+should too.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["CommandHold"]
+__all__ = ["CommandHold", "PDCommandHold"]
 
 log = logging.getLogger("contactflow.safety")
 
@@ -24,6 +27,10 @@ class CommandHold:
         timeout_s: a command older than this is stale: ``holding`` becomes True and the last safe
             command keeps being applied (it always is; ``holding`` is for reporting).
         q_min, q_max: optional (n,) joint limits [rad]; a command outside them is rejected.
+
+    Attributes:
+        rejected: number of rejected commands.
+        last_reason: why the last command was rejected ('' if none was).
     """
 
     def __init__(self, theta_safe: np.ndarray, timeout_s: float = 0.1, q_min: np.ndarray | None = None,
@@ -34,7 +41,35 @@ class CommandHold:
         self.q_max = None if q_max is None else np.asarray(q_max, float)
         self.last_time: float | None = None
         self.rejected = 0
+        self.last_reason = ""
         self.holding = False
+
+    def _position_problem(self, theta, name: str = "theta_cmd") -> str:
+        """Why ``theta`` is not a safe position command ('' if it is)."""
+        if theta is None:
+            return f"{name}: missing or malformed message"
+        theta = np.asarray(theta, dtype=float)
+        if theta.shape != self.theta.shape:
+            return f"{name}: shape {theta.shape}, expected {self.theta.shape}"
+        if not np.all(np.isfinite(theta)):
+            return f"{name}: non-finite value(s) at joint index {np.flatnonzero(~np.isfinite(theta)).tolist()}"
+        if self.q_min is not None:
+            out = (theta < self.q_min - 1e-6) | (theta > self.q_max + 1e-6)
+            if np.any(out):
+                return f"{name}: outside the joint limits at joint index {np.flatnonzero(out).tolist()}"
+        return ""
+
+    def _reject(self, reason: str) -> bool:
+        self.rejected += 1
+        self.last_reason = reason
+        return False
+
+    def _accepted(self, now_s: float) -> bool:
+        self.last_time = now_s
+        if self.holding:
+            log.warning("commands resumed")
+        self.holding = False
+        return True
 
     def offer(self, theta: np.ndarray | None, now_s: float) -> bool:
         """Offer a new command received at time ``now_s`` [s].
@@ -43,26 +78,93 @@ class CommandHold:
             True if accepted; False if ``theta`` is None, of the wrong shape, non-finite or out of
             the joint limits (it is then counted in ``rejected`` and the last safe command stays).
         """
-        ok = theta is not None
-        if ok:
-            theta = np.asarray(theta, dtype=float)
-            ok = theta.shape == self.theta.shape and bool(np.all(np.isfinite(theta)))
-            if ok and self.q_min is not None:
-                ok = bool(np.all(theta >= self.q_min - 1e-6) and np.all(theta <= self.q_max + 1e-6))
-        if not ok:
-            self.rejected += 1
-            return False
-        self.theta = np.array(theta)
-        self.last_time = now_s
-        if self.holding:
-            log.warning("commands resumed")
-        self.holding = False
-        return True
+        problem = self._position_problem(theta)
+        if problem:
+            return self._reject(problem)
+        self.theta = np.array(theta, dtype=float)
+        return self._accepted(now_s)
 
-    def command(self, now_s: float) -> np.ndarray:
-        """The command to apply at ``now_s`` [s]: the last safe one. Updates ``holding``."""
+    def _update_stale(self, now_s: float) -> None:
         stale = self.last_time is None or now_s - self.last_time > self.timeout_s
         if stale and not self.holding and self.last_time is not None:
             log.warning("no command for %.3f s: holding the last safe command", self.timeout_s)
         self.holding = stale
+
+    def command(self, now_s: float) -> np.ndarray:
+        """The command to apply at ``now_s`` [s]: the last safe one. Updates ``holding``."""
+        self._update_stale(now_s)
         return self.theta
+
+
+class PDCommandHold(CommandHold):
+    """Last-safe PD command holder (Unitree ``MotorCmd`` fields) with a timeout.
+
+    A command is accepted only as a whole: ``q_target`` as :class:`CommandHold` checks it (shape,
+    finite, within the joint limits), ``kp`` and ``kd`` finite within ``[0, kp_max]`` /
+    ``[0, kd_max]``, ``tau_ff`` finite within ``+-tau_max``. A rejected command leaves the last
+    safe one in force: its ``q_target`` with ITS gains and feed-forward.
+
+    Args:
+        q_safe: (n,) initial safe position target [rad] (e.g. the default posture).
+        kp, kd: (n,) initial gains [N m/rad, N m s/rad] (e.g. the robot file's).
+        tau_ff: (n,) initial feed-forward [N m] (None: zeros).
+        timeout_s: see :class:`CommandHold`.
+        q_min, q_max: (n,) joint limits [rad] (optional).
+        kp_max, kd_max: (n,) largest accepted gains (optional; e.g. the simulator's stability
+            limits ``PDRobotSim.kp_max`` / ``kd_max``).
+        tau_max: (n,) largest accepted ``|tau_ff|`` [N m] (optional; e.g. the effort limits).
+    """
+
+    def __init__(self, q_safe: np.ndarray, kp: np.ndarray, kd: np.ndarray, tau_ff: np.ndarray | None = None,
+                 timeout_s: float = 0.1, q_min: np.ndarray | None = None, q_max: np.ndarray | None = None,
+                 kp_max: np.ndarray | None = None, kd_max: np.ndarray | None = None,
+                 tau_max: np.ndarray | None = None):
+        super().__init__(q_safe, timeout_s, q_min, q_max)
+        n = self.theta.shape
+        self.kp = np.array(kp, dtype=float).reshape(n)
+        self.kd = np.array(kd, dtype=float).reshape(n)
+        self.tau_ff = np.zeros(n) if tau_ff is None else np.array(tau_ff, dtype=float).reshape(n)
+        inf = np.full(n, np.inf)
+        self.kp_max = inf if kp_max is None else np.asarray(kp_max, float)
+        self.kd_max = inf if kd_max is None else np.asarray(kd_max, float)
+        self.tau_max = inf if tau_max is None else np.asarray(tau_max, float)
+
+    def problem(self, fields: Mapping[str, np.ndarray] | None) -> str:
+        """Why ``fields`` (``q_target``, ``kp``, ``kd``, ``tau_ff``) is not a safe command ('' if it is)."""
+        if fields is None:
+            return "command: missing or malformed message"
+        missing = [k for k in ("q_target", "kp", "kd", "tau_ff") if k not in fields]
+        if missing:
+            return f"command: missing field(s) {missing}"
+        problem = self._position_problem(fields["q_target"], "q_target")
+        if problem:
+            return problem
+        for name, lo, hi in (("kp", 0.0, self.kp_max), ("kd", 0.0, self.kd_max), ("tau_ff", -self.tau_max, self.tau_max)):
+            x = np.asarray(fields[name], dtype=float)
+            if x.shape != self.theta.shape:
+                return f"{name}: shape {x.shape}, expected {self.theta.shape}"
+            bad = ~np.isfinite(x) | (x < lo) | (x > hi)
+            if np.any(bad):
+                return f"{name}: non-finite or out of range at joint index {np.flatnonzero(bad).tolist()}"
+        return ""
+
+    def offer(self, fields: Mapping[str, np.ndarray] | None, now_s: float) -> bool:  # type: ignore[override]
+        """Offer a PD command (a mapping with ``q_target``, ``kp``, ``kd``, ``tau_ff``, (n,) each).
+
+        Returns:
+            True if accepted; False otherwise (counted in ``rejected``, reason in ``last_reason``;
+            the last safe command stays in force).
+        """
+        problem = self.problem(fields)
+        if problem:
+            return self._reject(problem)
+        self.theta = np.array(fields["q_target"], dtype=float)
+        self.kp = np.array(fields["kp"], dtype=float)
+        self.kd = np.array(fields["kd"], dtype=float)
+        self.tau_ff = np.array(fields["tau_ff"], dtype=float)
+        return self._accepted(now_s)
+
+    def pd_command(self, now_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(q_target, kp, kd, tau_ff) to apply at ``now_s`` [s]: the last safe command. Updates ``holding``."""
+        self._update_stale(now_s)
+        return self.theta, self.kp, self.kd, self.tau_ff

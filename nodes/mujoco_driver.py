@@ -1,8 +1,16 @@
 """mujoco_driver node: the simulated robot (MuJoCo) and the clock of the graph.
 
-Inputs:  ``command`` (``joint_command``): joint position command theta_cmd [rad].
+Inputs:  ``command`` (``joint_command``): for a position robot (Talos, ``actuation: position``)
+         the joint position command theta_cmd [rad]; for a PD robot (Unitree G1, ``--robot g1`` or
+         ``g1_29dof``, ``actuation: pd``) per joint q_target [rad], kp [N m/rad], kd [N m s/rad],
+         tau_ff [N m] and ok; the PD law tau = kp (q_target - q) - kd qdot + tau_ff, clamped to
+         the effort limits, runs at every physics step (0.002 s for the G1).
+         ``wrench`` (``external_wrench``, OPTIONAL): wrench.<link> (6) [f; tau] [N, N m], world
+         frame, applied at the link's centre of mass (MuJoCo xfrc_applied) from the tick it
+         belongs to; in lockstep the driver waits for it only when the graph wires it.
 Outputs: ``sensors`` (``sensors``): joint state, joint torques, pelvis IMU, sole wrenches and hand
-         forces, one message per control tick (500 Hz of simulated time).
+         forces, one message per control tick (Talos: 500 Hz of simulated time; G1: the policy
+         period, 50 Hz, from the node config's ``control_dt_s``, default 0.02 s).
 
 ``--environment`` adds the robot file's ``environment:`` (wall, side support, hand spheres); the
 left hand force then comes from a wrist FT sensor and the right (ball) hand force from the arm
@@ -18,8 +26,10 @@ Modes:
   driver must.
 
 The run ends when a command carries ``finished`` (end of the scenario), when the robot falls
-(base below 0.6 m: reported, then the run ends), or after ``--max-sim-time-s``. A malformed command
-is reported and the last safe command is held.
+(base below the robot file's ``fall_height_m``: 0.6 m for Talos, 0.35 m for the G1; reported,
+then the run ends), or after ``--max-sim-time-s``. A malformed, non-finite or out-of-limit command
+is not applied: the last safe command (PD: its target with its gains) is held, and the count is
+reported at the end. The logic lives in :class:`contactflow.sim.driver.RobotDriver`.
 """
 
 from __future__ import annotations
@@ -29,7 +39,8 @@ import time
 
 import numpy as np
 
-from _runtime import connect, Lockstep, Sender, UpstreamError, base_parser, drain_after_finish, load_node_config, node_main
+from _runtime import (connect, Lockstep, Sender, UpstreamError, base_parser, declared_inputs, drain_after_finish,
+                      load_node_config, node_main)
 
 log = logging.getLogger("contactflow.mujoco_driver")
 
@@ -58,11 +69,9 @@ def main() -> int:
     from contactflow.errors import ContractError
     from contactflow.messages import port_specs
     from contactflow.robot import load_robot
-    from contactflow.safety import CommandHold
     from contactflow.environment import load_environment
     from contactflow.seiko.estimation import JointTorqueForceEstimator
-    from contactflow.sim.mujoco_model import PointMass
-    from contactflow.sim.mujoco_robot import MujocoRobotSim, SimConfig
+    from contactflow.sim.driver import RobotDriver, parse_payload, sim_config_class
 
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--realtime", action="store_true", help="wall-clock pacing instead of lockstep")
@@ -75,63 +84,56 @@ def main() -> int:
                    help="unmodelled point mass LINK:MASS_KG[:X:Y:Z] welded to a link (simulation only)")
     args = p.parse_args()
     robot = load_robot(args.robot)
-    cfg = load_node_config(SimConfig, args.config, "mujoco_driver")
+    cfg = load_node_config(sim_config_class(robot), args.config, "mujoco_driver")
     specs = port_specs(robot)
     env = load_environment(robot.raw.get("environment"), f"{robot.name}:environment") if args.environment else None
-    payloads = []
-    for i, item in enumerate(args.payload):
-        parts = item.split(":")
-        pos = [float(x) for x in parts[2:5]] if len(parts) >= 5 else [0.0, 0.0, 0.0]
-        payloads.append(PointMass(name=f"payload_{i}", parent=parts[0], mass=float(parts[1]), pos=tuple(pos)))
-    sim = MujocoRobotSim(cfg, robot, extra_bodies=payloads, environment=env)
+    payloads = [parse_payload(item, i) for i, item in enumerate(args.payload)]
+    driver = RobotDriver(robot, cfg, payloads=payloads, environment=env, command_timeout_s=args.command_timeout_s,
+                         max_sim_time_s=args.max_sim_time_s)
+    sim = driver.sim
     estimators = {}
     if env is not None:
         for c, cs in robot.contacts.items():
             if cs.frame in env.force_joints:
                 estimators[c] = JointTorqueForceEstimator(robot.model, cs.frame, env.force_joints[cs.frame])
     sspec = specs["sensors"]
-    r = sim.reset()
-    dt = cfg.control_dt_s
-    hold = CommandHold(robot.theta_default, timeout_s=args.command_timeout_s, q_min=robot.q_min, q_max=robot.q_max)
+    r = driver.reset()
+    dt = sim.control_dt_s
 
     node = connect()
-    sender = Sender(node, {"sensors": specs["sensors"]}, {"sim": cfg, "realtime": args.realtime})
+    wired = set(declared_inputs(node, "mujoco_driver"))
+    use_wrench = "wrench" in wired and bool(driver.wrench_links)
+    if "wrench" in wired and not driver.wrench_links:
+        log.warning("input 'wrench' is wired but %s has no wrench_links: it is ignored", robot.file_label())
+    sender = Sender(node, {"sensors": specs["sensors"]}, {"sim": cfg, "realtime": args.realtime,
+                                                         "payloads": args.payload, "actuation": robot.actuation})
     sender.send("sensors", readings_values(robot, r, sspec, estimators), seq=0, t=r.t)
-    k = 0
     finished = False
-    bad_commands = 0
-
-    def apply(cmd_fields) -> None:
-        nonlocal bad_commands
-        theta = None if cmd_fields is None else cmd_fields["theta_cmd"]
-        if not hold.offer(theta, time.monotonic() if args.realtime else r.t):
-            bad_commands += 1
 
     def advance(fin: bool) -> bool:
-        nonlocal k, r
-        try:
-            r = sim.step(hold.command(time.monotonic() if args.realtime else r.t))
-        except ContractError as exc:  # cannot happen with theta_safe, kept for hardware parity
-            log.error("command rejected by the simulator: %s", exc)
-        k += 1
-        fell = sim.fell()
-        if fell:
-            log.error("robot fell at t = %.3f s (base height %.3f m); ending the run", r.t, r.base_height)
-        done = fin or fell or r.t >= args.max_sim_time_s
-        sender.send("sensors", readings_values(robot, r, sspec, estimators), seq=k, t=r.t, finished=done)
+        nonlocal r
+        r, done = driver.advance(time.monotonic() if args.realtime else None)
+        done = fin or done
+        sender.send("sensors", readings_values(robot, r, sspec, estimators), seq=driver.status.ticks, t=r.t,
+                    finished=done)
         return done
 
     if not args.realtime:
-        lock = Lockstep(node, {"command": (specs["joint_command"], 0)}, dt=dt, timeout_s=args.lockstep_timeout_s)
+        inputs = {"command": (specs["joint_command"], 0)}
+        if use_wrench:
+            inputs["wrench"] = (specs["external_wrench"], 0)
+        lock = Lockstep(node, inputs, dt=dt, timeout_s=args.lockstep_timeout_s)
         for tick in lock:
             if tick.errors:
-                log.warning("tick %d: malformed command, holding the last safe command: %s", tick.k, tick.errors)
-            apply(tick.inputs["command"])
+                log.warning("tick %d: malformed input(s): %s", tick.k, tick.errors)
+            driver.offer_command(tick.inputs["command"], r.t)
+            if use_wrench:
+                driver.set_wrenches(tick.inputs["wrench"])
             if advance(tick.finished):
                 finished = True
                 break
     else:
-        jc = specs["joint_command"]
+        jc, ew = specs["joint_command"], specs["external_wrench"]
         next_deadline = time.monotonic() + dt
         while not finished:
             fin = False
@@ -142,20 +144,31 @@ def main() -> int:
                 ev = node.next(timeout=remaining)
                 if ev is None:
                     raise UpstreamError("event stream closed")
-                if ev["type"] == "INPUT" and ev["id"] == "command":
+                if ev["type"] == "INPUT" and ev["id"] in ("command", "wrench"):
+                    spec = jc if ev["id"] == "command" else ew
                     try:
-                        apply(jc.unpack(ev["value"].to_numpy(zero_copy_only=False)))
+                        fields = spec.unpack(ev["value"].to_numpy(zero_copy_only=False))
                     except ContractError as exc:
-                        log.warning("malformed command ignored, holding the last safe command: %s", exc)
-                        bad_commands += 1
+                        log.warning("malformed %s ignored: %s", ev["id"], exc)
+                        fields = None
+                    if ev["id"] == "command":
+                        driver.offer_command(fields, time.monotonic())
+                    elif use_wrench:
+                        driver.set_wrenches(fields)
                     fin = fin or bool(ev["metadata"].get("finished", False))
                 elif ev["type"] == "STOP":
                     fin = True
             finished = advance(fin)
             next_deadline += dt
-    if bad_commands:
-        log.warning("%d malformed commands were replaced by the last safe command", bad_commands)
-    log.info("simulation ended at t = %.3f s after %d ticks", r.t, k)
+    st = driver.status
+    if st.rejected_commands:
+        log.warning("%d commands were not applied (malformed, non-finite or out of limits): the last safe command "
+                    "was held", st.rejected_commands)
+    if st.degraded_commands:
+        log.warning("%d commands came from a degraded controller (ok = 0)", st.degraded_commands)
+    if st.malformed_wrenches:
+        log.warning("%d malformed external-wrench messages: wrenches cleared for those ticks", st.malformed_wrenches)
+    log.info("simulation ended at t = %.3f s after %d ticks%s", r.t, st.ticks, " (the robot fell)" if st.fell else "")
     drain_after_finish(node, 1.0)
     return 0
 

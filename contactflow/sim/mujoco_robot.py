@@ -401,10 +401,16 @@ class MujocoSimBase:
 
         Args:
             body: link (MuJoCo body) name.
-            wrench_W: (6,) [f; tau] in world axes, torque about the link's centre of mass
-                [N, N m]; held until changed. Reset clears it.
+            wrench_W: (6,) [f; tau] in world axes, force applied at the link's centre of mass,
+                torque about it [N, N m] (MuJoCo ``xfrc_applied``); held until changed. Reset
+                clears it.
+
+        Raises:
+            ContractError: unknown body or not 6 finite numbers.
         """
-        bid = self.model.body(body).id
+        bid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, body)
+        if bid < 0:
+            raise ContractError(f"external wrench: no MuJoCo body {body!r}")
         if wrench_W is None:
             self.data.xfrc_applied[bid] = 0.0
             return
