@@ -226,6 +226,8 @@ class LacExpert:
     """
 
     def __init__(self, config: ExpertConfig, robot: Robot):
+        if getattr(robot, "actuation", None) != "pd":
+            raise ConfigError(f"{robot.file_label()}: lac_expert needs a PD robot ('actuation: pd')")
         self.cfg = config
         self.robot = robot
         self.lac = LacRobot(robot)
@@ -244,8 +246,6 @@ class LacExpert:
         if self.lac.link_groups[self.i_torso] != "torso":
             raise ConfigError(f"torso_link: {config.torso_link} is not in the torso group")
         # ------------------------------------------------------------- PD gains (LAC's own)
-        if getattr(robot, "actuation", None) != "pd":
-            raise ConfigError(f"{label}: lac_expert needs a PD robot ('actuation: pd')")
         self.kp = robot.K.copy()
         self.kd = np.asarray(robot.kd, float).copy()
         # ------------------------------------------------------------- command mapping (by name)

@@ -1,0 +1,188 @@
+"""lac_expert: the model-based compliant standing controller under LAC's stiffness contract.
+
+Closed-loop runs on the PD G1-23 simulator (PD at every physics step, 50 Hz ticks; MuJoCo
+``xfrc_applied`` trapezoid: ramp 0.5 s, hold 3 s) -- each run is 5.5-20 s of simulated time and
+about 1-2 s of wall time. The full K sweeps are in ``benchmarks/bench_lac_expert.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import types
+
+import numpy as np
+import pytest
+
+from contactflow.errors import ConfigError
+from contactflow.lac.compliance import run_wrench_event, stand_command
+from contactflow.lac.expert import LacExpert, load_expert_config
+from contactflow.lac.ik import IKResult
+from contactflow.messages import NODE_PORTS, port_specs
+from contactflow.robot import load_robot
+from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
+
+HAND = "left_wrist_roll_link"
+K_DEFAULT = [300.0, 300.0, 300.0, 50.0, 50.0]
+
+
+@pytest.fixture(scope="module")
+def robot():
+    return load_robot("g1")
+
+
+@pytest.fixture(scope="module")
+def sim(robot):
+    return PDRobotSim(PDSimConfig(), robot)
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return load_expert_config()
+
+
+def _event(sim, robot, cfg, k5, body, wrench, **kw):
+    return run_wrench_event(sim, LacExpert(cfg, robot), stand_command(robot, k5), body, wrench, **kw)
+
+
+def _k5(channel: int, k: float) -> list[float]:
+    out = list(K_DEFAULT)
+    out[channel] = k
+    return out
+
+
+# ---------------------------------------------------------------------------------------- config
+def test_shipped_config_loads_and_bad_keys_are_refused(tmp_path):
+    cfg = load_expert_config()
+    assert cfg.rate_hz == 50.0 and cfg.estimator.torso
+    with pytest.raises(ConfigError, match=r"lac_expert\.yaml.*unknown key.*'balanse'"):
+        load_expert_config(override={"balanse": {"k_xi": 2.0}})
+    with pytest.raises(ConfigError, match="k_xi"):
+        load_expert_config(override={"balance": {"k_xi": -1.0}})
+
+
+def test_non_pd_robot_is_refused(cfg):
+    with pytest.raises(ConfigError, match="actuation: pd"):
+        LacExpert(cfg, load_robot("talos"))
+
+
+def test_same_ports_as_lac_policy(robot, cfg, sim):
+    # swapping lac_expert for lac_policy in a graph changes that one node
+    assert NODE_PORTS["lac_expert"] == NODE_PORTS["lac_policy"]
+    from contactflow.lac.compliance import sensors_dict
+
+    ex = LacExpert(cfg, robot)
+    s = sensors_dict(sim.reset())
+    ex.reset(s)
+    out = ex.step(s, stand_command(robot, K_DEFAULT))
+    spec = port_specs(robot)["joint_command"]
+    vec = spec.pack(out.command)
+    assert vec.shape == (spec.size,)
+    np.testing.assert_array_equal(out.command["kp"], robot.K)  # LAC's own PD gains
+    np.testing.assert_array_equal(out.command["kd"], robot.kd)
+
+
+# ---------------------------------------------------------------------------------------- standing
+def test_stands_20s_with_lac_gains(sim, robot, cfg):
+    res = _event(sim, robot, cfg, [70, 70, 70, 30, 30], None, np.zeros(6), duration_s=20.0)
+    assert not res.fell
+    assert res.base_height_min_m > 0.7
+    assert res.drift_m < 0.02, res.drift_m
+    assert res.not_ok_ticks == 0
+    assert res.sim_time_s == pytest.approx(20.0)
+
+
+# ---------------------------------------------------------------------------------------- compliance
+def test_hand_force_displacement_monotonic_in_k_and_near_f_over_k(sim, robot, cfg):
+    F = 10.0
+    disp, f_est = {}, {}
+    for K in (30.0, 100.0, 500.0):
+        est = []
+
+        def grab(k, s, out, est=est):
+            if 4.5 <= s["t"][0] < 5.5:  # last second of the hold
+                est.append(out.diagnostics[f"f_est.{HAND}"])
+
+        res = _event(sim, robot, cfg, _k5(0, K), HAND, [F, 0, 0, 0, 0, 0], on_tick=grab)
+        assert not res.fell and res.not_ok_ticks == 0
+        disp[K] = res.displacement_m
+        f_est[K] = np.mean(est, axis=0)
+    assert disp[30.0] > disp[100.0] > disp[500.0] > 0.0, disp
+    for K in (100.0, 500.0):
+        ratio = disp[K] / (F / K)
+        assert 0.7 <= ratio <= 1.3, (K, ratio)
+    # the estimator (joint torques vs gravity torques) finds the applied force at the stiff end
+    np.testing.assert_allclose(f_est[500.0], [F, 0.0, 0.0], atol=1.5)
+
+
+def test_hand_couple_rotation_monotonic_in_k_theta(sim, robot, cfg):
+    # LAC has no torso angular channel (paper §III): the couple goes on a hand
+    C = 1.5
+    rot = {}
+    for Kt in (10.0, 100.0):
+        res = _event(sim, robot, cfg, _k5(3, Kt), HAND, [0, 0, 0, 0, 0, C])
+        assert not res.fell
+        rot[Kt] = res.rotation_rad
+    assert rot[10.0] > rot[100.0] > 0.0, rot
+    assert rot[10.0] / rot[100.0] > 3.0
+
+
+def test_torso_force_displacement_monotonic_in_k(sim, robot, cfg):
+    F = 2.0  # feet anchored: the torso channel moves the pelvis, bounded by balance (docs)
+    disp = {}
+    for K in (30.0, 100.0, 500.0):
+        res = _event(sim, robot, cfg, _k5(2, K), "torso_link", [F, 0, 0, 0, 0, 0])
+        assert not res.fell
+        disp[K] = res.displacement_m
+    assert disp[30.0] > disp[100.0] > disp[500.0] > 0.0, disp
+
+
+# ---------------------------------------------------------------------------------------- safety
+def test_failed_ik_sends_last_safe_command_with_ok_0(sim, robot, cfg, caplog):
+    from contactflow.lac.compliance import sensors_dict
+
+    ex = LacExpert(cfg, robot)
+    s = sensors_dict(sim.reset())
+    ex.reset(s)
+    cmd = stand_command(robot, K_DEFAULT)
+    good = ex.step(s, cmd)
+    assert good.command["ok"][0] == 1.0
+    s = sensors_dict(sim.step(good.command["q_target"], good.command["kp"], good.command["kd"], good.command["tau_ff"]))
+
+    def failing(q, *a, **k):
+        qp = types.SimpleNamespace(found=False, status="infeasible", message="forced by the test")
+        return IKResult(q.copy(), np.zeros(robot.nv), qp, 0.0)
+
+    ex.ik.step = failing
+    with caplog.at_level(logging.WARNING, logger="contactflow.lac.expert"):
+        bad = ex.step(s, cmd)
+    assert bad.command["ok"][0] == 0.0
+    for k in ("q_target", "kp", "kd", "tau_ff"):
+        np.testing.assert_array_equal(bad.command[k], good.command[k])
+    assert "IK QP failed" in bad.diagnostics["reason"]
+    assert any("IK QP failed" in r.getMessage() for r in caplog.records)
+
+
+def test_stiffness_out_of_range_names_the_channel(sim, robot, cfg):
+    from contactflow.lac.compliance import sensors_dict
+
+    ex = LacExpert(cfg, robot)
+    s = sensors_dict(sim.reset())
+    ex.reset(s)
+    with pytest.raises(ConfigError, match="k_lin_right_arm"):
+        ex.step(s, stand_command(robot, [100, 900, 100, 30, 30]))
+    out = ex.hold("bad stiffness")  # what the node sends then
+    assert out.command["ok"][0] == 0.0
+
+
+def test_velocity_command_is_reported_ignored(sim, robot, cfg, caplog):
+    from contactflow.lac.compliance import sensors_dict
+
+    ex = LacExpert(cfg, robot)
+    s = sensors_dict(sim.reset())
+    ex.reset(s)
+    cmd = dict(stand_command(robot, K_DEFAULT), lin_vel=np.array([0.3, 0.0]))
+    with caplog.at_level(logging.WARNING, logger="contactflow.lac.expert"):
+        o1 = ex.step(s, cmd)
+        o2 = ex.step(s, cmd)
+    assert o1.diagnostics["velocity_command_ignored"] and o2.diagnostics["velocity_command_ignored"]
+    assert sum("ignored" in r.getMessage() for r in caplog.records) == 1
