@@ -38,7 +38,7 @@ def main() -> int:
 
     p = base_parser(__doc__.splitlines()[0])
     p.set_defaults(robot=None)
-    p.add_argument("--spec", required=True, help="policy I/O spec: YAML file or name under robots/*/policies/")
+    p.add_argument("--spec", required=True, help="policy I/O spec: YAML file or name under robots/*/policies/ (--robot defaults to the robot the spec names)")
     p.add_argument("--model", default=None, help="ONNX file overriding the spec's model")
     p.add_argument("--realtime", action="store_true", help="skip ticks whose messages were dropped")
     args = p.parse_args()

@@ -408,7 +408,7 @@ def test_joint_name_mismatches_are_refused_listing_names(g1, g1_29, models, tmp_
     ({"history": {"length": 32}}, r"95 values x history 32 = 3040, but input 'frames' \(1, 64, 95\) holds 6080"),
     ({"rate_hz": -1.0}, r"rate_hz: expected > 0"),
     ({"command_fields": ["lin_vel"]}, r"command_fields \['lin_vel'\] differ"),
-    ({"gains": "metadata"}, r"gains: expected 'robot' or 'onnx_metadata'"),
+    ({"gains": "metadata"}, r"gains: expected 'robot', 'onnx_metadata' or"),
     ({"extra_key": 1}, r"unknown key\(s\) 'extra_key'"),
     ({"action": {"default": "robot", "scale": 0.25, "scale_effort_over_kp": 0.25}}, r"exactly one of 'scale'"),
 ])
@@ -433,3 +433,23 @@ def test_node_refuses_a_wrong_model_at_start_up_with_one_line(models):
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "Traceback" not in res.stderr
     assert "lac.yaml" in lines[0] and "node_bad.onnx" in lines[0] and "(1, 64, 95)" in lines[0]
+
+
+def test_newest_first_history_and_explicit_gains(g1, models, tmp_path):
+    data = yaml.safe_load((POLICIES / "lac.yaml").read_text())
+    data["history"]["order"] = "newest_first"
+    data["gains"] = {"kp": {j: 10.0 + i for i, j in enumerate(LAC_POLICY)}, "kd": {j: 1.0 for j in LAC_POLICY}}
+    p = tmp_path / "newest.yaml"
+    p.write_text(yaml.safe_dump(data))
+    spec = load_policy_spec(p, g1, model=models["lac"])
+    names = list(g1.joint_names)
+    np.testing.assert_allclose(spec.kp, [10.0 + LAC_POLICY.index(j) for j in names])
+    run = PolicyRunner(spec)
+    for i in range(3):
+        run.push(np.full(95, float(i + 1)))
+    x = run.model_input()[0, :, 0]
+    assert x[0] == 3.0 and x[1] == 2.0 and np.all(x[2:] == 1.0)  # newest first, then the replicated first frame
+    del data["gains"]["kd"]["waist_yaw_joint"]
+    p.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=r"gains.kd: in the robot but not in the spec: \['waist_yaw_joint'\]"):
+        load_policy_spec(p, g1, model=models["lac"])

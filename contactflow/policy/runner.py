@@ -69,12 +69,13 @@ class PolicyRunner:
         cfg = spec.cfg
         self._H, self._D = cfg.history.length, spec.frame_dim
         self._in_shape = tuple(cfg.input.shape)
+        times = list(range(self._H)) if cfg.history.order == "oldest_first" else list(range(self._H - 1, -1, -1))
         if cfg.history.layout == "terms":
-            # flat frames (H*D, time-major) -> per term its H values oldest first, terms concatenated
-            idx = [h * self._D + j for b in spec.terms for h in range(self._H) for j in range(b.sl.start, b.sl.stop)]
-            self._perm = np.array(idx)
+            # flat frames (H*D, time-major) -> per term its H values in time order, terms concatenated
+            idx = [h * self._D + j for b in spec.terms for h in times for j in range(b.sl.start, b.sl.stop)]
         else:
-            self._perm = None
+            idx = [h * self._D + j for h in times for j in range(self._D)]
+        self._perm = None if idx == list(range(self._H * self._D)) else np.array(idx)
         ph = cfg.phase
         self._dphi = 0.0 if ph is None else 2.0 * np.pi / (cfg.rate_hz * ph.period_s)
         self.reset()
@@ -182,6 +183,8 @@ class PolicyRunner:
         a = np.asarray(self.spec.model.run(x), dtype=float).reshape(-1)
         t2 = time.perf_counter()
         obs_s, inf_s = t1 - t0, t2 - t1
+        if a.size != len(self.spec.joint_names):
+            return self._reject(f"action has {a.size} values, expected {len(self.spec.joint_names)}", obs_s, inf_s, tick)
         if not np.isfinite(a).all():
             return self._reject(f"non-finite action ({int((~np.isfinite(a)).sum())} of {a.size} values)", obs_s, inf_s, tick)
         clip = self.spec.cfg.action.clip

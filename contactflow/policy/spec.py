@@ -32,7 +32,7 @@ from contactflow.policy.onnx_model import OnnxModel
 from contactflow.policy.terms import OBS_TERMS, ObsTerm
 
 __all__ = [
-    "ActionCfg", "BoundTerm", "HistoryCfg", "ModelCfg", "PhaseCfg", "PolicySpec", "PolicySpecCfg", "SafetyCfg",
+    "ActionCfg", "BoundTerm", "GainsCfg", "HistoryCfg", "ModelCfg", "PhaseCfg", "PolicySpec", "PolicySpecCfg", "SafetyCfg",
     "TensorCfg", "TermCfg", "load_policy_spec", "policies_dir", "resolve_spec_file",
 ]
 
@@ -98,15 +98,20 @@ class HistoryCfg:
             concatenated: holosoma/IsaacLab term-major flattening).
         fill: before ``length`` frames exist: ``first_frame`` (the first frame replicated into
             every slot, LAC) or ``zeros`` (holosoma).
+        order: ``oldest_first`` (LAC, holosoma) or ``newest_first``: the time order of the frames
+            (``frames`` layout) or of each term's values (``terms`` layout) in the input.
     """
 
     length: int = 1
     layout: str = "frames"
     fill: str = "first_frame"
+    order: str = "oldest_first"
 
     def __post_init__(self):
         if self.length < 1:
             raise ValueError("history.length: expected >= 1")
+        if self.order not in ("oldest_first", "newest_first"):
+            raise ValueError(f"history.order: expected 'oldest_first' or 'newest_first', got {self.order!r}")
         if self.layout not in ("frames", "terms"):
             raise ValueError(f"history.layout: expected 'frames' or 'terms', got {self.layout!r}")
         if self.fill not in ("first_frame", "zeros"):
@@ -162,6 +167,18 @@ class ActionCfg:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class GainsCfg:
+    """PD gains given in the spec, per joint name (every joint of the robot).
+
+    Attributes:
+        kp: joint -> stiffness [N m/rad]. kd: joint -> damping [N m s/rad].
+    """
+
+    kp: dict[str, float]
+    kd: dict[str, float]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SafetyCfg:
     """Output check: a non-finite action, or a ``q_target`` outside ``[q_min - margin, q_max +
     margin]`` of the robot file, is not sent (the last safe command is held, ``ok`` = 0)."""
@@ -190,15 +207,15 @@ class PolicySpecCfg:
     history: HistoryCfg = HistoryCfg()
     phase: PhaseCfg | None = None
     action: ActionCfg
-    gains: str = "robot"
+    gains: str | GainsCfg = "robot"
     command_fields: list[str] = dataclasses.field(default_factory=list)
     safety: SafetyCfg = SafetyCfg()
 
     def __post_init__(self):
         if self.rate_hz <= 0:
             raise ValueError("rate_hz: expected > 0")
-        if self.gains not in ("robot", "onnx_metadata"):
-            raise ValueError(f"gains: expected 'robot' or 'onnx_metadata', got {self.gains!r}")
+        if isinstance(self.gains, str) and self.gains not in ("robot", "onnx_metadata"):
+            raise ValueError(f"gains: expected 'robot', 'onnx_metadata' or {{kp: {{joint: value}}, kd: {{...}}}}, got {self.gains!r}")
         if "policy" not in self.joint_orders:
             raise ValueError("joint_orders: missing 'policy' (the action order)")
         if not self.observation:
@@ -246,8 +263,7 @@ class PolicySpec:
         scale: (n,) action scale, policy order [rad].
         kp, kd: (n,) PD gains, robot order [N m/rad], [N m s/rad].
         q_min, q_max: (n,) accepted ``q_target`` range, robot order (limits +- margin) [rad].
-        command_fields: teleop command fields the terms read.
-        decimation_for: see :meth:`decimation`.
+        command_fields: teleop command fields the terms (and the phase clock) read.
     """
 
     cfg: PolicySpecCfg
@@ -499,7 +515,13 @@ def load_policy_spec(path: str | Path, robot, *, model: str | Path | None = None
         scale = np.full(len(policy), float(a.scale))
     else:
         scale = (a.scale_effort_over_kp * np.asarray(robot.tau_max) / np.asarray(robot.K))[policy_to_robot]
-    if cfg.gains == "robot":
+    if isinstance(cfg.gains, GainsCfg):
+        kp, kd = np.empty(robot.n), np.empty(robot.n)
+        for key, table, out in (("kp", cfg.gains.kp, kp), ("kd", cfg.gains.kd, kd)):
+            if sorted(table) != sorted(robot_names):
+                raise ConfigError(f"{src}: gains.{key}: {_mismatch(list(table), robot_names, 'the spec', 'the robot')}")
+            out[:] = [table[j] for j in robot_names]
+    elif cfg.gains == "robot":
         kp, kd = np.asarray(robot.K, dtype=float).copy(), _robot_kd(robot, src)
     else:
         mkp, mkd = onnx.metadata.get("kp"), onnx.metadata.get("kd")
@@ -510,7 +532,7 @@ def load_policy_spec(path: str | Path, robot, *, model: str | Path | None = None
         kp, kd = np.empty(robot.n), np.empty(robot.n)
         kp[policy_to_robot], kd[policy_to_robot] = np.asarray(mkp, float), np.asarray(mkd, float)
     if not (np.all(np.isfinite(kp)) and np.all(kp >= 0) and np.all(np.isfinite(kd)) and np.all(kd >= 0)):
-        raise ConfigError(f"{src}: gains ({cfg.gains}): expected finite, non-negative kp and kd")
+        raise ConfigError(f"{src}: gains: expected finite, non-negative kp and kd")
     margin = cfg.safety.joint_limit_margin_rad
     q_min, q_max = np.asarray(robot.q_min, float) - margin, np.asarray(robot.q_max, float) + margin
     if np.any(default_robot < q_min) or np.any(default_robot > q_max):
