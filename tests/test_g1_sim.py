@@ -325,3 +325,33 @@ def test_29dof_holds_its_posture_with_stiff_gains(g1_29):
 def test_pd_sim_refuses_a_position_robot():
     with pytest.raises(ConfigError, match="actuation: pd"):
         PDRobotSim(PDSimConfig(), load_robot("talos"))
+
+
+def test_prime_datagen_model_comes_from_the_builder_with_the_true_payload():
+    """PRIME's generator model: the one builder plus PRIME's contact spheres; its payload CoM is
+    where the ground truth (true_trunk_inertia) says (it was 5 cm higher before the builder)."""
+    from contactflow.prime.datagen import PayloadConfig, build_mujoco_model as prime_model, true_trunk_inertia
+    from contactflow.prime.model import load_prime_robot
+
+    pr = load_prime_robot("g1")
+    payload = PayloadConfig(mass_kg=3.0, offset_m=(0.02, -0.01, 0.05))
+    m = prime_model(pr, payload)
+    d = mujoco.MjData(m)
+    q = pr.robot.q_default
+    state_map(m, pr.robot).set(d, q)
+    mujoco.mj_kinematics(m, d)
+    pdata = pr.model.createData()
+    pin.framesForwardKinematics(pr.model, pdata, q)
+    oMb = pdata.oMi[1]  # the trunk (root joint) frame
+    np.testing.assert_allclose(d.xipos[m.body("payload").id], oMb.act(np.array(payload.offset_m)), atol=1e-12)
+    trunk = true_trunk_inertia(pr, payload)
+    # the trunk = every body welded to the pelvis (pinocchio merges them), payload included
+    welded = np.flatnonzero(m.body_weldid == m.body_weldid[m.body("pelvis").id])
+    mass = m.body_mass[welded].sum()
+    com_mj = (m.body_mass[welded, None] * d.xipos[welded]).sum(axis=0) / mass
+    assert mass == pytest.approx(trunk.mass, abs=1e-9)
+    np.testing.assert_allclose(com_mj, oMb.act(trunk.lever), atol=1e-9)
+    assert m.nu == pr.robot.n and m.opt.integrator == mujoco.mjtIntegrator.mjINT_EULER
+    assert np.all(m.actuator_gainprm[:, 0] == 1.0) and np.all(m.actuator_biasprm[:, :3] == 0.0)  # torque motors
+    spheres = [g for g in range(m.ngeom) if m.geom(g).name.startswith("contact_")]
+    assert len(spheres) == len(pr.points) and m.ngeom == len(pr.points) + 1

@@ -17,10 +17,12 @@ Recording written by :func:`write_recording` (``contactflow.recording`` format):
 The manifest's ``prime_datagen`` entry records the motion, payload, noise, seed and the true
 inertial parameters of the trunk.
 
-MuJoCo model (``shared/reference/prime.md`` §5): the example-robot-data URDF without visual and
-collision geometry, a free joint on the root link, one collision sphere per contact point
-(``prime.yaml`` radius, elliptic cones, friction mu), a floor, torque motors clipped at the effort
-limits, joint armature as in the pinocchio model, and the payload as a welded box body. The
+MuJoCo model (``shared/reference/prime.md`` §5): the project's one builder
+(:mod:`contactflow.sim.mujoco_model`: the example-robot-data URDF without visual and collision
+geometry, a free joint on the root link, locked joints deleted, torque motors clipped at the
+effort limits) with PRIME's own physics: one collision sphere per contact point (``prime.yaml``
+radius, elliptic cones, friction mu), joint armature as in the pinocchio model, and the payload
+as a welded box body. The
 pinocchio base inertia merges fixed links (Go2: base 6.921 kg + 4 hip rotors = 7.277 kg), so the
 true trunk is that nominal body plus the payload.
 """
@@ -42,6 +44,7 @@ from contactflow.prime.contact import ContactStepConfig, SmoothContactDynamics
 from contactflow.prime.inertia import describe_inertia, theta_from_inertia
 from contactflow.prime.model import PrimeRobot, standing_configuration
 from contactflow.recording import RecordingWriter, git_revision
+from contactflow.sim.mujoco_model import MujocoOptions, PointMass, build_mujoco_spec, root_link, state_map
 
 __all__ = [
     "PayloadConfig",
@@ -248,48 +251,32 @@ def joint_targets(motion: str, t: float, theta0: np.ndarray, scale: float, robot
 
 
 # ------------------------------------------------------------------------------------ MuJoCo
-def _patched_urdf(urdf_path: Path) -> str:
-    text = urdf_path.read_text(encoding="utf-8")
-    text = re.sub(r"<visual>.*?</visual>", "", text, flags=re.S)
-    text = re.sub(r"<collision>.*?</collision>", "", text, flags=re.S)
-    compiler = '<mujoco><compiler discardvisual="true" fusestatic="false" balanceinertia="true"/></mujoco>'
-    return re.sub(r"(<robot[^>]*>)", r"\1" + compiler, text, count=1)
-
-
 def build_mujoco_model(pr: PrimeRobot, payload: PayloadConfig, timestep_s: float = 0.002) -> mujoco.MjModel:
     """Compile the MuJoCo model of ``pr`` with a payload box welded to the root link.
 
+    The project's one builder (:func:`contactflow.sim.mujoco_model.build_mujoco_spec`) with
+    PRIME's data-generation physics instead of the robot file's ``mujoco:`` section: ideal joints
+    (no friction loss, no damping), the pinocchio model's armature, Euler, elliptic cones,
+    impratio 1, plain torque motors (the generator computes its PD torques), and PRIME's own
+    contact spheres (``prime.yaml``: one sphere per contact point, friction ``mu``) instead of the
+    robot's sole geometry.
+
     Raises:
-        ModelError: the URDF does not compile or the joint order differs from the robot file.
+        ModelError: the URDF does not compile or a contact link is missing.
     """
     robot = pr.robot
-    spec = mujoco.MjSpec.from_string(_patched_urdf(robot.urdf_path))
-    spec.option.timestep = float(timestep_s)
-    spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
-    # root link = the URDF root: first body under the world
-    root = spec.worldbody.first_body()
-    if root is None:
-        raise ModelError(f"{robot.urdf_path.name}: no root body")
-    root.add_freejoint(name="root")
-    for j in list(spec.joints):
-        if j.type == mujoco.mjtJoint.mjJNT_FREE:
-            continue
-        if j.name not in robot.joint_names:
-            spec.delete(j)
+    opts = MujocoOptions(timestep_s=float(timestep_s), integrator="euler", cone="elliptic", impratio=1.0,
+                         strip_urdf_geometry=True, sole_links=())
+    extra = []
+    if payload.mass_kg > 0:
+        I = payload_inertia(payload)
+        extra.append(PointMass(name="payload", parent=root_link(robot), pos=tuple(map(float, payload.offset_m)),
+                               mass=float(payload.mass_kg), inertia=tuple(np.diag(I.inertia).tolist())))
+    spec = build_mujoco_spec(robot, options=opts, torque_actuators=True, extra_bodies=extra)
     arm = np.asarray(pr.model.armature[6:], dtype=float)
     for i, name in enumerate(robot.joint_names):
-        j = spec.joint(name)
-        if j is None:
-            raise ModelError(f"MuJoCo model: joint {name!r} missing after URDF import")
-        j.armature = float(arm[i])
-        j.damping = [0.0, 0.0, 0.0]
-        j.frictionloss = 0.0
-        j.range = [float(robot.q_min[i]), float(robot.q_max[i])]
-        j.limited = mujoco.mjtLimited.mjLIMITED_TRUE
-        act = spec.add_actuator(name=name, target=name)
-        act.trntype = mujoco.mjtTrn.mjTRN_JOINT
-        act.ctrlrange = [-float(robot.tau_max[i]), float(robot.tau_max[i])]
-        act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        spec.joint(name).armature = float(arm[i])  # PRIME's armature (prime.yaml may override the robot's)
+    friction = [pr.config.mu, 0.005, 0.0001]
     for p in pr.points:
         pc = pr.config.contacts[p.name]
         b = spec.body(pc.frame)
@@ -299,40 +286,15 @@ def build_mujoco_model(pr: PrimeRobot, payload: PayloadConfig, timestep_s: float
                        size=[max(p.radius_m, 1e-3), 0, 0], pos=list(pc.translation))
         g.mass = 0.0
         g.condim = 3
-        g.friction = [pr.config.mu, 0.005, 0.0001]
-    floor = spec.worldbody.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05])
-    floor.friction = [pr.config.mu, 0.005, 0.0001]
-    if payload.mass_kg > 0:
-        I = payload_inertia(payload)
-        pb = root.add_body(name="payload", pos=list(payload.offset_m), mass=payload.mass_kg,
-                           inertia=list(np.diag(I.inertia)))
-        pb.explicitinertial = True
+        g.contype = 1
+        g.conaffinity = 0
+        g.friction = friction
+    spec.geom("floor").friction = friction
     try:
         model = spec.compile()
     except ValueError as exc:
         raise ModelError(f"PRIME MuJoCo model of {robot.name!r} does not compile: {exc}") from None
-    names = tuple(model.joint(i).name for i in range(1, model.njnt))
-    if names != robot.joint_names:
-        raise ModelError(f"MuJoCo joint order {names} differs from the robot file {robot.joint_names}")
     return model
-
-
-def _pin_to_mj(q: np.ndarray) -> np.ndarray:
-    qp = q.copy()
-    qp[3] = q[6]
-    qp[4:7] = q[3:6]
-    return qp
-
-
-def _mj_state(m, d) -> tuple[np.ndarray, np.ndarray]:
-    q = d.qpos.copy()
-    q[3:6] = d.qpos[4:7]
-    q[6] = d.qpos[3]
-    R = np.empty(9)
-    mujoco.mju_quat2Mat(R, d.qpos[3:7])
-    v = d.qvel.copy()
-    v[:3] = R.reshape(3, 3).T @ d.qvel[:3]  # MuJoCo free joint: world linear, local angular
-    return q, v
 
 
 def _contact_forces(m, d, geom_ids: dict[int, int], nc: int) -> np.ndarray:
@@ -363,16 +325,17 @@ def simulate_mujoco(pr: PrimeRobot, cfg: GenerateConfig) -> GeneratedRun:
     timestep = float(mj.get("timestep_s", 0.002))
     robot = pr.robot
     kp = float(mj["kp_nm_per_rad"]) * np.ones(robot.n) if "kp_nm_per_rad" in mj else robot.K.copy()
-    kd_default = (robot.raw.get("actuators") or {}).get("kd_nms_per_rad", 2.0)
-    kd = float(mj["kd_nms_per_rad"]) * np.ones(robot.n) if "kd_nms_per_rad" in mj else np.asarray(kd_default, float) * np.ones(robot.n)
+    kd_default = robot.kd if robot.kd is not None and np.all(robot.kd > 0) else 2.0 * np.ones(robot.n)
+    kd = float(mj["kd_nms_per_rad"]) * np.ones(robot.n) if "kd_nms_per_rad" in mj else np.asarray(kd_default, float)
     settle = float(mj.get("settle_s", 1.0))
     m = build_mujoco_model(pr, cfg.payload, timestep)
     d = mujoco.MjData(m)
+    sm = state_map(m, robot)
     sub = int(round(1.0 / (cfg.rate_hz * timestep)))
     if abs(sub * timestep * cfg.rate_hz - 1.0) > 1e-9:
         raise ConfigError(f"rate_hz {cfg.rate_hz} is not an integer divisor of the physics rate {1 / timestep:g} Hz")
     q0 = standing_configuration(pr, 0.0)
-    d.qpos[:] = _pin_to_mj(q0)
+    sm.set(d, q0)
     geom_ids = {mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, f"contact_{p.name}"): k for k, p in enumerate(pr.points)}
     theta0 = pr.robot.theta_default
     tau_max = pr.robot.tau_max
@@ -387,7 +350,7 @@ def simulate_mujoco(pr: PrimeRobot, cfg: GenerateConfig) -> GeneratedRun:
     acc_f = np.zeros((nc, 3))
     for k in range(-n_settle, N):
         if k > -n_settle:
-            q, v = _mj_state(m, d)
+            q, v = sm.get(d)
             if k >= 0:
                 out_q[k], out_v[k] = q, v
                 out_tau[k] = acc_tau / sub
@@ -398,7 +361,7 @@ def simulate_mujoco(pr: PrimeRobot, cfg: GenerateConfig) -> GeneratedRun:
             break
         for s in range(sub):
             t = max(k, 0) / cfg.rate_hz + (s * timestep if k >= 0 else 0.0)
-            qm, vm = _mj_state(m, d)
+            qm, vm = sm.get(d)
             rpy = pin.rpy.matrixToRpy(pin.Quaternion(qm[6], qm[3], qm[4], qm[5]).toRotationMatrix())
             target = joint_targets(cfg.motion if k >= 0 else "stand", t, theta0, cfg.amplitude_scale, pr.robot.name,
                                    rpy=rpy)

@@ -67,6 +67,7 @@ __all__ = [
     "check_actuator_stability",
     "set_pinocchio_configuration",
     "state_map",
+    "root_link",
     "ROOT_JOINT",
     "IMU_SITE",
 ]
@@ -240,7 +241,8 @@ def _as_point_mass(item: Any) -> PointMass:
 
 
 def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mapping] | None = None,
-                      environment: Environment | None = None, visual_meshes: bool = False) -> mujoco.MjSpec:
+                      environment: Environment | None = None, visual_meshes: bool = False,
+                      options: MujocoOptions | None = None, torque_actuators: bool = False) -> mujoco.MjSpec:
     """Build the (uncompiled) MuJoCo spec of ``robot`` following the recipe.
 
     Args:
@@ -250,6 +252,10 @@ def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mappin
         environment: static boxes, hand collision spheres and wrist FT sensors (None: floor
             only, as for the double-support pipeline).
         visual_meshes: keep the URDF's visual meshes (for rendering; they never collide).
+        options: simulation parameters replacing the robot file's ``mujoco:`` section (e.g. a
+            data generator with its own physics); ``sole_links=()`` here means no sole geometry.
+        torque_actuators: plain torque motors (force = ctrl, clamped to ``+-tau_max``) instead of
+            the affine PD actuators, for callers that compute the joint torques themselves.
 
     Returns:
         The spec; call ``spec.compile()`` or use :func:`build_mujoco_model`.
@@ -258,7 +264,7 @@ def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mappin
         ModelError: a joint, link or frame of the description is missing from the URDF import.
         ConfigError: malformed ``mujoco:`` section or extra body.
     """
-    opts = mujoco_options(robot)
+    opts = mujoco_options(robot) if options is None else options
     try:
         spec = mujoco.MjSpec.from_string(
             _patched_urdf(robot, strip_geometry=opts.strip_urdf_geometry, visual_meshes=visual_meshes))
@@ -271,10 +277,10 @@ def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mappin
     spec.option.impratio = opts.impratio
     spec.option.gravity = robot.model.gravity.linear.tolist()  # one gravity for both models
 
-    root_link = _root_link(robot)
-    base = spec.body(root_link)
+    root = root_link(robot)
+    base = spec.body(root)
     if base is None:
-        raise ModelError(f"MuJoCo import of {robot.urdf_path.name} has no body {root_link!r}")
+        raise ModelError(f"MuJoCo import of {robot.urdf_path.name} has no body {root!r}")
     base.add_freejoint(name=ROOT_JOINT)
 
     actuated = set(robot.joint_names)
@@ -298,7 +304,10 @@ def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mappin
         j.actfrclimited = mujoco.mjtLimited.mjLIMITED_FALSE  # pitfall 2: URDF effort clamps otherwise
         j.armature = float(armature[i]) + opts.armature_kgm2
         a = spec.add_actuator(name=name, target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT)
-        a.set_to_position(kp=float(kp), kv=float(kv[i]))
+        if torque_actuators:
+            a.set_to_motor()
+        else:
+            a.set_to_position(kp=float(kp), kv=float(kv[i]))
         a.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
         a.forcerange = [-float(tau_max), float(tau_max)]
         a.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE
@@ -352,7 +361,7 @@ def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mappin
         if spec.site(c.frame) is None:
             _add_frame_site(spec, robot, c.frame)
 
-    imu_frame = str(robot.raw.get("imu_frame", root_link))
+    imu_frame = str(robot.raw.get("imu_frame", root))
     imu_body, imu_pos, imu_quat = _frame_placement(robot, imu_frame)
     _body(spec, imu_body, "imu_frame").add_site(name=IMU_SITE, pos=imu_pos.tolist(), quat=imu_quat.tolist())
     site = mujoco.mjtObj.mjOBJ_SITE
@@ -415,7 +424,8 @@ def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mappin
     return spec
 
 
-def _root_link(robot: Robot) -> str:
+def root_link(robot: Robot) -> str:
+    """Name of the link that carries the free joint (the free-flyer's child link in pinocchio)."""
     # The free-flyer's child link: the body frame attached to joint 1 with the smallest index.
     for f in robot.model.frames:
         if f.parentJoint == 1 and f.type == pin.FrameType.BODY:
