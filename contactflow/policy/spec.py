@@ -387,8 +387,8 @@ def load_policy_spec(path: str | Path, robot, *, model: str | Path | None = None
         path: the spec YAML file, or a spec name under ``robots/*/policies/`` (``lac``,
             ``holosoma_g1_29dof_loco``).
         robot: the loaded robot (:func:`contactflow.robot.load_robot`); its ``joint_names``,
-            limits, default posture, stiffness K and (for ``gains: robot``)
-            ``actuators.kd_nms_per_rad`` are used.
+            limits, effort limits, default posture and (for ``gains: robot``) PD gains ``K`` and
+            ``kd`` are used.
         model: an ONNX file overriding the spec's ``model`` (e.g. a freshly trained checkpoint).
         intra_op_threads: onnxruntime intra-op threads.
 
