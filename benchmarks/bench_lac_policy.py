@@ -1,6 +1,7 @@
 """lac_policy benchmark: per-step cost of a learned policy against the 20 ms budget, and a closed loop.
 
-Run: ``python benchmarks/bench_lac_policy.py [--steps 2000] [--loop-s 20]`` (about 10-30 s). Measured
+Run: ``python benchmarks/bench_lac_policy.py [--steps 2000] [--loop-s 20]`` (about 10-30 s; needs the
+``onnx`` package of the ``[test]`` extra to build the LAC stand-in model). Measured
 in one run, onnxruntime on 1 intra-op thread (as the node runs it):
 
 1. Per policy step of :class:`contactflow.policy.PolicyRunner` (observation assembly + history +
