@@ -93,6 +93,7 @@ def holosoma_model():
         pytest.skip(f"holosoma model not available: {exc}")
 
 
+@pytest.mark.network
 def test_g1_walk_holosoma_graph_stands_and_walks(holosoma_model, tmp_path):
     """The default scenario: stand 20 s, 0.5 m/s forward for 6 s, stand 4 s (the issue's targets)."""
     proc, out, runs = _run("g1_walk_holosoma.yml", tmp_path)
@@ -111,3 +112,24 @@ def test_g1_walk_holosoma_graph_stands_and_walks(holosoma_model, tmp_path):
     for name in ("mujoco_driver.sensors", "teleop.command", "lac_policy.command"):
         _contiguous(rec, name)
     assert s["controller_degraded_ticks"] == 0
+
+
+@pytest.mark.slow
+def test_prime_identifies_the_payload_a_teleop_run_carried(tmp_path):
+    """lac_g1_payload.yml: the driver carries 3 kg on the pelvis that lac_expert does not know; PRIME
+    (CLI, on the teleop recording) identifies the trunk mass = model + payload."""
+    pytest.importorskip("crocoddyl")
+    from contactflow.robot import load_robot
+
+    proc, out, runs = _run("lac_g1_payload.yml", tmp_path, str(ROOT / "robots/g1/scenarios/stand_3s.yaml"))
+    assert proc.returncode == 0, out[-4000:]
+    assert json.loads((runs[0] / "summary.json").read_text())["fell"] is False
+    est = tmp_path / "est"
+    cli = str(Path(sys.executable).parent / "contactflow")
+    p = subprocess.run([cli, "prime", "estimate", str(runs[0]), "--stream", "mujoco_driver.sensors", "--dt", "0.02",
+                        "--max-samples", "50", "--out", str(est)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    report = json.loads((est / "report.json").read_text())
+    nominal = load_robot("g1").model.inertias[1].mass  # the trunk (root_joint) of the model: the pelvis
+    identified = report["bodies"]["root_joint"]["mass_kg"] - nominal
+    assert identified == pytest.approx(3.0, abs=0.3), report["bodies"]["root_joint"]
