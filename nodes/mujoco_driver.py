@@ -10,7 +10,8 @@ Inputs:  ``command`` (``joint_command``): for a position robot (Talos, ``actuati
          belongs to; in lockstep the driver waits for it only when the graph wires it.
 Outputs: ``sensors`` (``sensors``): joint state, joint torques, pelvis IMU, sole wrenches and hand
          forces, one message per control tick (Talos: 500 Hz of simulated time; G1: the policy
-         period, 50 Hz, from the node config's ``control_dt_s``, default 0.02 s).
+         period, the robot file's ``control_rate_hz`` = 50 Hz, unless the node config's
+         ``control_dt_s`` says otherwise).
 
 ``--environment`` adds the robot file's ``environment:`` (wall, side support, hand spheres); the
 left hand force then comes from a wrist FT sensor and the right (ball) hand force from the arm
@@ -105,7 +106,7 @@ def main() -> int:
     use_wrench = "wrench" in wired and bool(driver.wrench_links)
     if "wrench" in wired and not driver.wrench_links:
         log.warning("input 'wrench' is wired but %s has no wrench_links: it is ignored", robot.file_label())
-    sender = Sender(node, {"sensors": specs["sensors"]}, {"sim": cfg, "realtime": args.realtime,
+    sender = Sender(node, {"sensors": specs["sensors"]}, {"sim": cfg, "control_dt_s": dt, "realtime": args.realtime,
                                                          "payloads": args.payload, "actuation": robot.actuation})
     sender.send("sensors", readings_values(robot, r, sspec, estimators), seq=0, t=r.t)
     finished = False

@@ -177,6 +177,7 @@ class MujocoSimBase:
         extra_bodies: unmodelled payloads welded to links.
         environment: walls / supports, hand spheres and wrist FT sensors (None: floor only).
         kv_nms_per_rad: actuator velocity gain override (position robots).
+        control_dt_s: control tick [s] overriding ``config.control_dt_s``.
 
     Raises:
         ConfigError: ``control_dt_s`` is not an integer multiple of the physics step.
@@ -184,7 +185,7 @@ class MujocoSimBase:
     """
 
     def __init__(self, config, robot: Robot, *, extra_bodies: Iterable[PointMass | Mapping] | None = None,
-                 environment=None, kv_nms_per_rad: float | None = None):
+                 environment=None, kv_nms_per_rad: float | None = None, control_dt_s: float | None = None):
         self.config = config
         self.robot = robot
         self.environment = environment
@@ -196,11 +197,12 @@ class MujocoSimBase:
         self.data = mujoco.MjData(self.model)
         m = self.model
         dt = m.opt.timestep
-        ratio = config.control_dt_s / dt
+        control_dt = config.control_dt_s if control_dt_s is None else control_dt_s
+        ratio = control_dt / dt
         self.n_substeps = int(round(ratio))
         if self.n_substeps < 1 or abs(ratio - self.n_substeps) > 1e-9 * max(1.0, ratio):
             raise ConfigError(
-                f"control_dt_s {config.control_dt_s} s must be an integer multiple of the physics step {dt} s"
+                f"control_dt_s {control_dt} s must be an integer multiple of the physics step {dt} s"
             )
         self.fall_height_m = float(robot.fall_height_m if config.fall_height_m is None else config.fall_height_m)
         n = robot.n

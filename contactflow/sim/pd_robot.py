@@ -42,20 +42,21 @@ class PDSimConfig(SensorNoiseConfig):
     Attributes:
         physics_dt_s: physics step [s]; ``None`` = the robot file's ``mujoco.timestep_s``.
         control_dt_s: control tick [s] (one :meth:`PDRobotSim.step`); an integer multiple of the
-            physics step (0.02 s = 50 Hz, LAC's and holosoma's policy rate).
+            physics step; ``None`` = ``1 / control_rate_hz`` of the robot file (the G1: 50 Hz,
+            LAC's and holosoma's policy rate, so 0.02 s), 0.02 s if absent.
         stability_margin: commanded ``kp`` and ``kd`` are refused above this fraction of the
             explicit-integration limits of each joint (``kp_max``, ``kd_max``; pitfall M3).
     """
 
     physics_dt_s: float | None = None
-    control_dt_s: float = 0.02
+    control_dt_s: float | None = None
     stability_margin: float = 0.8
 
     def __post_init__(self):
         super().__post_init__()
         if self.physics_dt_s is not None and not self.physics_dt_s > 0:
             raise ValueError(f"physics_dt_s must be > 0, got {self.physics_dt_s}")
-        if not self.control_dt_s > 0:
+        if self.control_dt_s is not None and not self.control_dt_s > 0:
             raise ValueError(f"control_dt_s must be > 0, got {self.control_dt_s}")
         if not 0 < self.stability_margin <= 1:
             raise ValueError(f"stability_margin must be in (0, 1], got {self.stability_margin}")
@@ -101,7 +102,13 @@ class PDRobotSim(MujocoSimBase):
     def __init__(self, config: PDSimConfig, robot: Robot, *, extra_bodies: Iterable[PointMass | Mapping] | None = None):
         if robot.actuation != "pd":
             raise ConfigError(f"{robot.file_label()}: PDRobotSim needs 'actuation: pd', robot has {robot.actuation!r}")
-        super().__init__(config, robot, extra_bodies=extra_bodies)
+        dt_ctrl = config.control_dt_s
+        if dt_ctrl is None:
+            rate = float(robot.raw.get("control_rate_hz", 50.0))
+            if not (np.isfinite(rate) and rate > 0):
+                raise ConfigError(f"{robot.file_label()}: control_rate_hz must be > 0, got {rate}")
+            dt_ctrl = 1.0 / rate
+        super().__init__(config, robot, extra_bodies=extra_bodies, control_dt_s=dt_ctrl)
         m, d = self.model, self.data
         act = np.array([m.actuator(j).id for j in robot.joint_names])
         self._act_ids = act
