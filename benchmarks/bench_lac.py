@@ -95,7 +95,7 @@ class MinkIK:
 
     def step(self, q_pin, targets, q_upper_ref, p_base_ref, dt):
         mink = self.mink
-        from contactflow.sim.g1_mujoco import pin_to_mj_qpos
+        from contactflow.sim.state import pin_to_mj_qpos
 
         t0 = time.perf_counter()
         self.conf.update(pin_to_mj_qpos(q_pin))

@@ -6,7 +6,8 @@ import pinocchio as pin
 import pytest
 
 from contactflow.robot import load_robot
-from contactflow.sim.g1_mujoco import build_g1_model, pin_to_mj_qpos
+from contactflow.sim.g1_mujoco import build_g1_model
+from contactflow.sim.state import pin_to_mj_qpos
 
 LAC_ORDER = [
     "left_hip_pitch", "left_hip_roll", "left_hip_yaw", "left_knee", "left_ankle_pitch", "left_ankle_roll",

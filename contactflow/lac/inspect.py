@@ -95,7 +95,7 @@ def episode_qpos(row: dict, lac: LacRobot) -> np.ndarray:
     Returns:
         (T, 30) [p (3) m, quaternion (w, x, y, z), 23 joint angles rad].
     """
-    from contactflow.sim.g1_mujoco import pin_to_mj_qpos
+    from contactflow.sim.state import pin_to_mj_qpos
 
     q_aug = row["q_aug"]
     vel = row["base_vel"].astype(float)
