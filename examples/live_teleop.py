@@ -10,6 +10,11 @@ The node follows the simulator's ticks (input ``tick`` = sensors) and answers ea
 current :class:`contactflow.lac.teleop.LiveTeleop` state (same limits as the scenario files:
 ``robots/<robot>/teleop.yaml``), so the graph stays in lockstep. The "program" part is the
 ``script`` function below: edit it to command the robot.
+
+A dynamic node may connect after the driver has published its first tick (dora does not wait for
+dynamic nodes, and does not deliver what was sent before they subscribed): the command of tick 0
+(t = 0) is therefore sent right after connecting, and the node then answers every tick it receives
+(skipping to the newest one if some were missed), so the graph never waits on a lost tick.
 """
 
 from __future__ import annotations
@@ -68,9 +73,14 @@ def main() -> None:
     if node is None:
         sys.exit(f"could not connect as dynamic node {args.node_id!r}: is the dataflow started?")
     sender = Sender(node, {"command": specs["teleop_command"]}, {"live": True, "limits": live.config})
+    if not keys:
+        script(live, 0.0, h0)
+    sender.send("command", live.command(0.0).values(), seq=0, t=0.0)  # tick 0 may have gone by already
     quit_ = False
     with TerminalKeys() if keys else contextlib.nullcontext() as term:
-        for tick in Lockstep(node, {"tick": (specs["sensors"], 0)}):
+        for tick in Lockstep(node, {"tick": (specs["sensors"], 0)}, skip_missing=True):
+            if tick.k == 0:
+                continue  # already answered
             for k in term.read() if term else "":
                 quit_ = quit_ or k == "q"
                 msg = keys.key(k)
