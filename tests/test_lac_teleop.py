@@ -349,3 +349,51 @@ def test_tick_times_with_rounding_errors_keep_segment_bounds(tmp_path, g1):
     ticks = [k + 1 for k in range(300) if pl.step(t[k]).lin_vel[0] > 0]
     assert (ticks[0], ticks[-1], len(ticks)) == (100, 249, 150)
     assert next(k + 1 for k in range(300) if pl.step(t[k]).finished) == 300
+
+
+def test_live_teleop_program_answers_tick_zero_and_skips_missed_ticks(monkeypatch, g1):
+    """examples/live_teleop.py with a fake dora Node whose tick 0 went by before it subscribed: it
+    sends the command of tick 0 right after connecting, then answers ticks 1, 2..., and its scripted
+    program lowers the base at 4 s and ends the run at 15 s."""
+    import importlib.util
+    import sys
+    import types
+    from pathlib import Path
+
+    import pyarrow as pa
+
+    specs = port_specs(g1)
+    sens = specs["sensors"]
+    sent = []
+
+    class FakeNode:
+        def __init__(self, node_id):
+            self.k = 1  # tick 0 was lost
+
+        def next(self, timeout=None):
+            if self.k > 800:
+                return None
+            k, self.k = self.k, self.k + 1
+            vals = {f.name: np.zeros(f.size) for f in sens.fields}
+            vals["q"] = g1.q_default
+            vals["imu_quat"] = np.array([0, 0, 0, 1.0])
+            return {"type": "INPUT", "id": "tick", "value": pa.array(sens.pack(vals)),
+                    "metadata": {"seq": k, "t": 0.02 * k, "finished": False}}
+
+        def send_output(self, output, value, metadata):
+            sent.append((metadata["seq"], metadata["t"], metadata["finished"],
+                         specs["teleop_command"].unpack(value.to_numpy())))
+
+    monkeypatch.setitem(sys.modules, "dora", types.SimpleNamespace(Node=FakeNode))
+    monkeypatch.setattr(sys, "argv", ["live_teleop.py"])
+    path = Path(__file__).resolve().parent.parent / "examples" / "live_teleop.py"
+    spec = importlib.util.spec_from_file_location("live_teleop_example", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.main()
+    seqs = [s[0] for s in sent]
+    assert seqs == list(range(len(seqs))) and len(seqs) == 751  # 0..750: finished at t = 15 s
+    assert sent[-1][2] and not any(s[2] for s in sent[:-1])
+    h = {round(s[1], 2): s[3]["base_height"][0] for s in sent}
+    assert h[2.0] == pytest.approx(g1.q_default[2]) and h[5.0] == pytest.approx(0.70)
+    assert sent[450][3]["waist_yaw"][0] == pytest.approx(0.3)  # t = 9 s
