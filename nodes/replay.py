@@ -52,6 +52,8 @@ def _parser():
     p.add_argument("--allow-truncated", action="store_true")
     p.add_argument("--ack-timeout-s", type=float, default=60.0)
     p.add_argument("--ack-input", default="ack")
+    p.add_argument("--robot", default=None, help="robot of the recording: a run recorded with another robot is "
+                   "refused (also tells `contactflow check` the contracts of the replayed streams)")
     return p
 
 
@@ -93,6 +95,14 @@ def main() -> int:
     args = _parser().parse_args()
     mappings = parse_stream_map(args.streams)
     run_dir = resolve_run(args.recording, require_streams=[m.stream for m in mappings])
+    if args.robot:
+        import json
+
+        from contactflow.recording import RecordingError
+
+        recorded = json.loads((run_dir / "manifest.json").read_text()).get("robot")
+        if recorded != args.robot:
+            raise RecordingError(f"{run_dir}: recorded with robot {recorded!r}, but --robot is {args.robot!r}")
     plan = plan_replay(run_dir, mappings, start_seq=args.start_seq, end_seq=args.end_seq,
                        allow_truncated=args.allow_truncated)
     for w in plan.warnings:

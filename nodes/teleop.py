@@ -9,7 +9,9 @@ Outputs: ``command`` (``teleop_command``): ``lin_vel`` [vx, vy] (yaw frame) [m/s
 Args: ``--scenario FILE`` (default: the robot's ``scenarios/stand.yaml``); the environment variable
 ``CONTACTFLOW_SCENARIO`` overrides it (the ``wrench_injector`` reads the same variable, so one file
 drives both); ``--config FILE`` the teleop limits (section ``teleop``; default
-``robots/<robot>/teleop.yaml``); ``--realtime``. The scenario is validated before the node connects:
+``robots/<robot>/teleop.yaml``); ``--realtime``; ``--scenario-from-recording RUN`` plays the scenario
+the teleop of a recorded run played (its manifest; ``latest`` = the newest complete run holding
+``teleop.command``), for replay graphs. The scenario is validated before the node connects:
 a bad file stops the run before anything moves, naming the file, key and reason. Format:
 :mod:`contactflow.lac.teleop`. Live input instead of a file: ``examples/live_teleop.py``.
 """
@@ -22,13 +24,33 @@ from pathlib import Path
 from _runtime import REPO_ROOT, Lockstep, Sender, base_parser, connect, drain_after_finish, node_main
 
 
-def scenario_file(arg: str | None, robot) -> Path:
-    """The scenario to play: ``$CONTACTFLOW_SCENARIO``, else ``arg``, else ``<robot dir>/scenarios/stand.yaml``;
-    a relative path that does not exist from the working directory is taken from the repository root."""
+def scenario_file(arg: str | None, robot, recorded: str | None = None) -> Path:
+    """The scenario to play: ``$CONTACTFLOW_SCENARIO``, else the one the teleop of run ``recorded``
+    played, else ``arg``, else ``<robot dir>/scenarios/stand.yaml``; a relative path that does not
+    exist from the working directory is taken from the repository root.
+
+    Raises:
+        RecordingError: ``recorded`` names no run, or its teleop played no scenario file (a live teleop).
+    """
+    if recorded and not os.environ.get("CONTACTFLOW_SCENARIO"):
+        arg = _recorded_scenario(recorded)
     sp = Path(os.environ.get("CONTACTFLOW_SCENARIO") or arg or str(Path(robot.directory) / "scenarios" / "stand.yaml"))
     if not sp.is_absolute() and not sp.exists() and (REPO_ROOT / sp).exists():
         sp = REPO_ROOT / sp
     return sp
+
+
+def _recorded_scenario(run: str) -> str:
+    import json
+
+    from contactflow.recording import RecordingError, resolve_run
+
+    run_dir = resolve_run(run, require_streams=["teleop.command"])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    scenario = ((manifest.get("configs") or {}).get("teleop") or {}).get("scenario")
+    if not scenario:
+        raise RecordingError(f"{run_dir}/manifest.json: configs.teleop.scenario missing (no scenario file was played)")
+    return str(scenario)
 
 
 def main() -> int:
@@ -38,11 +60,13 @@ def main() -> int:
 
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--scenario", default=None)
+    p.add_argument("--scenario-from-recording", default=None, metavar="RUN",
+                   help="play the scenario of a recorded run (run directory, name, or latest)")
     p.add_argument("--realtime", action="store_true", help="skip ticks instead of waiting when inputs were dropped")
     args = p.parse_args()
     robot = load_robot(args.robot)
     cfg = load_teleop_config(robot, args.config)
-    sp = scenario_file(args.scenario, robot)
+    sp = scenario_file(args.scenario, robot, args.scenario_from_recording)
     scenario = load_teleop_scenario(sp, robot, cfg)  # validates everything before the node connects
     player = TeleopPlayer(scenario)
 
@@ -50,7 +74,9 @@ def main() -> int:
     node = connect()
     sender = Sender(node, {"command": specs["teleop_command"]},
                     {"scenario": str(sp.resolve()), "robot": robot.name, "limits": cfg})
-    origin = "CONTACTFLOW_SCENARIO" if os.environ.get("CONTACTFLOW_SCENARIO") else ("--scenario" if args.scenario else "default")
+    origin = ("CONTACTFLOW_SCENARIO" if os.environ.get("CONTACTFLOW_SCENARIO") else
+              f"recording {args.scenario_from_recording}" if args.scenario_from_recording else
+              "--scenario" if args.scenario else "default")
     print(f"[teleop] scenario {sp} ({scenario.duration_s:.2f} s, from {origin})", flush=True)
     finished = False
     for tick in Lockstep(node, {"tick": (specs["sensors"], 0)}, skip_missing=args.realtime):

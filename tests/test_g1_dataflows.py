@@ -44,11 +44,11 @@ def _contiguous(rec, name):
 @pytest.fixture(scope="module")
 def teleop_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("lac_g1_teleop")
-    return _run("lac_g1_teleop.yml", tmp, str(ROOT / "robots/g1/scenarios/smoke_4s.yaml"))
+    return (*_run("lac_g1_teleop.yml", tmp, str(ROOT / "robots/g1/scenarios/smoke_4s.yaml")), tmp)
 
 
 def test_lac_g1_teleop_graph_runs_records_and_summarises(teleop_run):
-    proc, out, runs = teleop_run
+    proc, out, runs, _ = teleop_run
     assert proc.returncode == 0, out[-4000:]
     assert len(runs) == 1, out[-2000:]
     s = json.loads((runs[0] / "summary.json").read_text())
@@ -69,6 +69,20 @@ def test_lac_g1_teleop_graph_runs_records_and_summarises(teleop_run):
     wr = rec.stream("wrench_injector.wrench").field("wrench.left_wrist_roll_link")
     assert wr[:, 0].max() == pytest.approx(10.0) and np.allclose(wr[:, 1:], 0.0)
     assert "G1 run" in out  # the one-screen summary is printed
+
+
+def test_replay_of_a_teleop_run_gives_the_recorded_commands_bit_for_bit(teleop_run):
+    """lac_g1_replay.yml: recorded sensors -> teleop (the recorded run's scenario) -> lac_expert."""
+    proc, out, runs, tmp = teleop_run
+    assert proc.returncode == 0, out[-2000:]
+    proc2, out2, runs2 = _run("lac_g1_replay.yml", tmp)
+    assert proc2.returncode == 0, out2[-4000:]
+    (replay,) = [r for r in runs2 if r.name.startswith("lac_g1_replay")]
+    a, b = read_recording(runs[0]), read_recording(replay)
+    for name in ("mujoco_driver.sensors", "teleop.command", "lac_expert.command"):
+        x, y = a.stream(name), b.stream(name)
+        assert np.array_equal(x.seq, y.seq) and np.array_equal(x.values, y.values), name
+    assert "from recording latest" in out2
 
 
 def test_bad_wrench_link_is_refused_before_anything_moves(tmp_path):
