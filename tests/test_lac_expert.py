@@ -186,3 +186,35 @@ def test_velocity_command_is_reported_ignored(sim, robot, cfg, caplog):
         o2 = ex.step(s, cmd)
     assert o1.diagnostics["velocity_command_ignored"] and o2.diagnostics["velocity_command_ignored"]
     assert sum("ignored" in r.getMessage() for r in caplog.records) == 1
+
+
+# ---------------------------------------------------------------------------------------- estimator
+def test_estimator_finds_a_known_hand_force_at_rest(sim, robot):
+    """Known solution: the robot held still by stiff PD (legs) with a constant force on the left
+    hand; after 2 s the arm-torque estimate equals the applied force (the lever damping shrinks the
+    poorly observed near-vertical direction by a few per cent, hence the tolerance)."""
+    from contactflow.lac.compliance import sensors_dict
+    from contactflow.lac.estimation import EstimatorCfg, WrenchEstimator
+    from contactflow.lac.model import LacRobot
+
+    lac = LacRobot(robot)
+    arms = [lac.link_index("left_wrist_roll_link"), lac.link_index("right_wrist_roll_link")]
+    soles = [c.frame_id for c in robot.contacts.values()]
+    kp, kd = robot.K * 3.0, robot.kd.copy()
+    kp[:12] = np.minimum(1000.0, 0.9 * sim.kp_max[:12])
+    kd[:12] = np.minimum(20.0, 0.9 * sim.kd_max[:12])
+    for F in ([10.0, 0.0, 0.0], [0.0, -10.0, 0.0]):
+        est = WrenchEstimator(EstimatorCfg(cutoff_hz=1000.0, deadband_force_n=0.0, warmup_s=0.0,
+                                           arm_point_local_m=(0.0171, 0.0, 0.0)), robot, lac, arms, soles, 0.02)
+        s = sensors_dict(sim.reset())
+        sim.set_external_wrench(HAND, np.array(F + [0.0, 0.0, 0.0]))
+        cmd = None
+        q_t = robot.q_default[7:].copy()
+        for _ in range(100):
+            e = est.step(s, cmd)
+            cmd = {"q_target": q_t, "kp": kp, "kd": kd, "tau_ff": np.zeros(robot.n)}
+            s = sensors_dict(sim.step(q_t, kp, kd, np.zeros(robot.n)))
+        e = est.step(s, cmd)
+        np.testing.assert_allclose(e.f_arm[0], F, atol=0.6)
+        np.testing.assert_allclose(e.f_arm[1], 0.0, atol=0.6)  # nothing on the right hand
+    sim.set_external_wrench(HAND, None)

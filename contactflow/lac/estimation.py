@@ -9,7 +9,8 @@ the accelerations are small; the dynamic terms are left to a first-order low-pas
   nor the other links' wrenches, so at rest ``J_e,arm^T w = g_arm(q) - tau_arm`` (``tau`` the
   applied motor torques). With 5 joints and a 6-D wrench the system is under-determined; the force
   is taken first as the least-squares solution ``F = pinv(Jp_arm^T) r`` (exact for a pure force),
-  then the couple from the residual ``C = pinv(Jr_arm^T) (r - Jp_arm^T F)``. A pure couple is then
+  then the couple from the residual ``C = pinv(Jr_arm^T) (r - Jp_arm^T F)`` (both solves damped, see
+  ``lever_damping_m``). A pure couple is then
   partly seen as a force (the part of ``Jr^T C`` in the range of ``Jp^T``): reported, not hidden.
   (Momentum-free version of the generalized-momentum observer, De Luca & Mattone, ICRA 2005.)
 * **Torso** (horizontal force at the torso link CoM): at quasi-static equilibrium the external
@@ -54,6 +55,10 @@ class EstimatorCfg:
         arm_point_local_m: where the arm force is assumed to act, in the arm link's joint frame [m];
             ``None`` = the link's CoM in the reduced model (for the G1 hand: wrist roll + locked
             wrist pitch/yaw + rubber hand). The estimated force and couple are about this point.
+        lever_damping_m: Tikhonov damping of the arm force solve, ``F = (A^T A + l^2 I)^-1 A^T r``
+            with ``A = Jp_arm^T`` [m]: force directions the arm joints see with a lever below ~l
+            are shrunk instead of amplifying the joint friction (0.2 N m) into newtons.
+        couple_damping: the same for the couple solve [-] (rad^2).
         warmup_s: after a reset the raw estimate is weighted by a ramp from 0 to 1 over this time
             [s] (the first readings hold the contact build-up: -38 N of "torso force" at t = 0).
     """
@@ -67,12 +72,14 @@ class EstimatorCfg:
     inertial: bool = True
     arm_point_local_m: tuple[float, float, float] | None = None
     warmup_s: float = 1.0
+    lever_damping_m: float = 0.02
+    couple_damping: float = 0.01
 
     def __post_init__(self):
         for n in ("cutoff_hz", "max_force_n", "max_couple_nm"):
             if not getattr(self, n) > 0:
                 raise ValueError(f"{n}: must be > 0, got {getattr(self, n)!r}")
-        for n in ("deadband_force_n", "deadband_couple_nm", "warmup_s"):
+        for n in ("deadband_force_n", "deadband_couple_nm", "warmup_s", "lever_damping_m", "couple_damping"):
             if getattr(self, n) < 0:
                 raise ValueError(f"{n}: must be >= 0, got {getattr(self, n)!r}")
 
@@ -138,20 +145,38 @@ class WrenchEstimator:
         self._v_prev = None
         self._vcom_prev = None
 
-    def raw(self, sensors: Mapping) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def raw(self, sensors: Mapping, applied: Mapping | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Unfiltered estimates (f_arm (2, 3), c_arm (2, 3), f_torso (3,)) at ``sensors``; also
-        caches the link Jacobians used by :meth:`generalized_force`."""
+        caches the link Jacobians used by :meth:`generalized_force`.
+
+        Args:
+            sensors: ``q`` (30,), ``v`` (29,), ``tau`` (23,), ``wrench.<sole>`` (6,).
+            applied: the PD command in force since the previous reading (``q_target``, ``kp``,
+                ``kd``, ``tau_ff``, (23,) each), or None. With it (and ``inertial``) the arm rows
+                use the tick-averaged momentum balance (see :meth:`step`).
+        """
         q = np.asarray(sensors["q"], float)
         v = np.asarray(sensors["v"], float)
         tau = np.asarray(sensors["tau"], float)
         m, d, lac = self.model, self.data, self.lac
         if self.cfg.inertial and self._v_prev is not None:
-            # inverse dynamics with the finite-difference acceleration over the last tick
             a = (v - self._v_prev) / self.dt
-            g = pin.rnea(m, d, q, v, a).copy()
+            if applied is not None:
+                # momentum balance averaged over the last tick: the PD law is linear in (q, qdot),
+                # so its tick average is kp (q* - q_mid) - kd (q_k - q_k-1) / dt + tau_ff (exact
+                # up to the trapezoid q_mid and the effort clamp); dynamics at the mid state
+                q_mid = pin.interpolate(m, self._q_prev, q, 0.5)
+                g = pin.rnea(m, d, q_mid, 0.5 * (v + self._v_prev), a).copy()
+                dqj = (q[7:] - self._q_prev[7:]) / self.dt
+                tau = np.clip(applied["kp"] * (applied["q_target"] - q_mid[7:]) - applied["kd"] * dqj + applied["tau_ff"],
+                              -self.robot.tau_max, self.robot.tau_max)
+            else:
+                # inverse dynamics with the finite-difference acceleration over the last tick
+                g = pin.rnea(m, d, q, v, a).copy()
         else:
             g = pin.computeGeneralizedGravity(m, d, q).copy()
         self._v_prev = v.copy()
+        self._q_prev = q.copy()
         lac.update(q)
         pin.updateFramePlacements(m, lac.data)
         f_arm = np.zeros((2, 3))
@@ -163,8 +188,10 @@ class WrenchEstimator:
             J[i] = (Jp, Jr)
             r = g[av] - tau[av - 6]
             A = Jp[:, av].T
-            F = np.linalg.lstsq(A, r, rcond=None)[0]
-            C = np.linalg.lstsq(Jr[:, av].T, r - A @ F, rcond=None)[0]
+            lam = self.cfg.lever_damping_m ** 2
+            F = np.linalg.solve(A.T @ A + lam * np.eye(3), A.T @ r)
+            B = Jr[:, av].T
+            C = np.linalg.solve(B.T @ B + self.cfg.couple_damping * np.eye(3), B.T @ (r - A @ F))
             f_arm[n], c_arm[n] = F, C
         f_t = np.zeros(3)
         if self.cfg.torso:
@@ -182,9 +209,14 @@ class WrenchEstimator:
         self._J = J
         return f_arm, c_arm, f_t
 
-    def step(self, sensors: Mapping) -> WrenchEstimate:
-        """Filtered estimate at ``sensors`` (``q`` (30,), ``tau`` (23,), ``wrench.<sole>`` (6,))."""
-        f_arm, c_arm, f_t = self.raw(sensors)
+    def step(self, sensors: Mapping, applied: Mapping | None = None) -> WrenchEstimate:
+        """Filtered estimate at ``sensors`` (``q`` (30,), ``v`` (29,), ``tau`` (23,), ``wrench.<sole>`` (6,)).
+
+        Args:
+            sensors: the reading.
+            applied: the PD command in force since the previous reading (None: use ``tau``).
+        """
+        f_arm, c_arm, f_t = self.raw(sensors, applied)
         x = np.concatenate([f_arm.ravel(), c_arm.ravel(), f_t])
         self._k += 1
         # warm-up: the first readings after a reset hold the contact build-up (sole forces of

@@ -80,6 +80,9 @@ class BalanceCfg:
         com_integral_gain: slow integral on the CoM error (removes the steady drift from
             model mismatch) [1/s]; 0 disables.
         com_integral_limit_m: clamp of that integral [m].
+        moment_weight: cost of a sole moment relative to a vertical force redistribution between
+            the soles, [m^2] (large: lateral CoP shifts move load between the feet instead of
+            rolling one ankle beyond its 3 cm half width).
     """
 
     k_xi: float = 2.0
@@ -88,6 +91,7 @@ class BalanceCfg:
     foot_half_width_m: float = 0.03
     com_integral_gain: float = 0.5
     com_integral_limit_m: float = 0.03
+    moment_weight: float = 100.0
 
     def __post_init__(self):
         if not self.k_xi > 0:
@@ -131,8 +135,12 @@ class ExpertConfig:
         base_height_m: clamp of the commanded pelvis height [m] (LAC: [0.56, 0.78]).
         torso_max_displacement_m: horizontal bound of the torso admittance displacement [m]: with the
             feet anchored the pelvis cannot travel further without losing balance.
-        arm_max_displacement_m: bound of a hand's admittance displacement from its reference [m]
-            (reach: near full extension the arm Jacobian, hence the force estimate, degrades).
+        torso_cop_margin_m: the torso displacement is also bounded so that the predicted static
+            CoP (CoM shift plus the push's moment) stays this far inside the support rectangle
+            (already shrunk by ``balance.cop_margin_m``) [m].
+        arm_max_displacement_m: soft bound d_max of a hand's admittance displacement from its
+            reference, ``d_max tanh(|d| / d_max)`` [m] (reach: near full extension the arm
+            Jacobian, hence the force estimate, degrades and the arm meets its joint limits).
         arm_links, torso_link: the loaded links of the arms (left, right) and the torso
             (names of ``lac_links`` in the robot file).
         admittance: LAC eqs. (7)-(10) parameters (the same dataclass as the augmentation).
@@ -151,7 +159,8 @@ class ExpertConfig:
     rate_hz: float = 50.0
     base_height_m: tuple[float, float] = (0.56, 0.78)
     torso_max_displacement_m: float = 0.06
-    arm_max_displacement_m: float = 0.18
+    torso_cop_margin_m: float = 0.02
+    arm_max_displacement_m: float = 0.25
     arm_links: tuple[str, str] = ("left_wrist_roll_link", "right_wrist_roll_link")
     torso_link: str = "torso_link"
     admittance: AdmittanceCfg = dataclasses.field(default_factory=AdmittanceCfg)
@@ -167,7 +176,7 @@ class ExpertConfig:
         lo, hi = self.base_height_m
         if not 0 < lo <= hi:
             raise ValueError(f"base_height_m: expected [low, high] with 0 < low <= high, got {list(self.base_height_m)}")
-        for n in ("torso_max_displacement_m", "arm_max_displacement_m"):
+        for n in ("torso_max_displacement_m", "arm_max_displacement_m", "torso_cop_margin_m"):
             if not getattr(self, n) >= 0:
                 raise ValueError(f"{n}: must be >= 0, got {getattr(self, n)!r}")
         if len(self.arm_links) != 2:
@@ -373,6 +382,14 @@ class LacExpert:
         q_cmd = q_ik.copy()
         q_cmd[7:][self.lac.leg_v - 6] = q[7:][self.lac.leg_v - 6]
         q_cmd, _ = self._legs(q_cmd)
+        # CoP-aware torso bound: CoM shift per pelvis shift (legs re-solved), nominal CoM, support
+        self._c0 = pin.centerOfMass(m, self._leg_data, q_cmd)[:2].copy()
+        q_sh = q_cmd.copy()
+        q_sh[0:2] += 0.01
+        q_sh, _ = self._legs(q_sh)
+        self._alpha = np.clip((pin.centerOfMass(m, self._leg_data, q_sh)[:2] - self._c0) / 0.01, 0.2, 1.0)
+        self._support = self._support_rect()
+        self._z_ground = float(mid[2])
         self._last = {
             "q_target": q_cmd[7:].copy(),
             "kp": self.kp.copy(),
@@ -381,6 +398,7 @@ class LacExpert:
             "ok": np.zeros(1),
         }
         self._q_cmd = q_cmd
+        self._applied = False  # no command of ours in force yet
         self.estimator.reset(sensors)
         self._warned_vel = False
         self._reset_done = True
@@ -422,7 +440,8 @@ class LacExpert:
         qu_ref = self._upper_ref(command)
 
         # 1. wrench estimation at the measured state
-        est = self.estimator.step(sensors)
+        # the command in force since the last reading is the one sent last tick (lockstep driver)
+        est = self.estimator.step(sensors, self._last if self._applied else None)
         for n, i in enumerate(self.i_arm):
             diag[f"f_est.{lac.link_names[i]}"] = est.f_arm[n]
             diag[f"c_est.{lac.link_names[i]}"] = est.c_arm[n]
@@ -455,16 +474,30 @@ class LacExpert:
                 d[2] = 0.0
                 nd = float(np.linalg.norm(d))
                 lim = cfg.torso_max_displacement_m
-                self._d_torso = d if nd <= lim else d * (lim / nd)
+                d = d if nd <= lim else d * (lim / nd)
+                # CoP-aware bound (SoftMimic's CoP-aware CoM shift, lac.md §0): the static CoP,
+                # c0 + alpha d + F_xy z_t / (m g), must stay torso_cop_margin_m inside the soles
+                s_cop = f[:2] * (x_ref_torso[2] - self._z_ground) / self._mg
+                lo, hi = self._support
+                e = cfg.torso_cop_margin_m
+                d_lo = (lo + e - self._c0 - s_cop) / self._alpha
+                d_hi = (hi - e - self._c0 - s_cop) / self._alpha
+                d[:2] = np.clip(d[:2], np.minimum(d_lo, 0.0), np.maximum(d_hi, 0.0))
+                self._d_torso = d
                 diag[f"x_vir.{lac.link_names[i]}"] = x_vir
                 continue
             x_vir, R_vir, _, _ = self._adm[i].step(x, R, xd, w, refs[i][0], refs[i][1], est.f_arm[n], est.c_arm[n])
+            # soft reach bound: |x_vir - x_ref| = d_max tanh(|d| / d_max) (strictly increasing in |d|,
+            # so the response stays monotonic in K; near full extension the arm Jacobian, hence the
+            # force estimate, degrades and the arm meets its joint limits)
             dx = x_vir - refs[i][0]
             ndx = float(np.linalg.norm(dx))
-            if ndx > cfg.arm_max_displacement_m:  # reach bound (the arm straightens beyond it)
-                x_vir = refs[i][0] + dx * (cfg.arm_max_displacement_m / ndx)
+            dmax = cfg.arm_max_displacement_m
+            if ndx > 1e-9 and dmax > 0:
+                x_vir = refs[i][0] + dx * (dmax * np.tanh(ndx / dmax) / ndx)
             targets.append(LinkTarget(i, x_vir, R_vir, lac.robot.model.inertias[lac.link_joint_ids[i]].mass))
             diag[f"x_vir.{lac.link_names[i]}"] = x_vir
+            diag[f"x_ik.{lac.link_names[i]}"] = x
         self._prev_poses = cur
         p_base_ref = p_ref + self._d_torso
 
@@ -492,8 +525,10 @@ class LacExpert:
         Jc = [pin.getFrameJacobian(m, self.data, f, pin.ReferenceFrame.LOCAL) for f in self._sole_fid]
         h = g - self.estimator.generalized_force(est)  # g - J_e^T w_est
         A = np.hstack([J[:6, :6].T for J in Jc])  # base rows of J_c^T (6, 12)
-        wgt = np.tile([1.0, 1.0, 1.0, 10.0, 10.0, 10.0], 2)  # moments cost more (metre scale 1/sqrt(10))
-        Wi = 1.0 / wgt
+        b = cfg.balance
+        # sole moments cost moment_weight [m^2] x a force: the load is shared by force distribution,
+        # the feet's CoPs stay near their centres (a G1 sole is only 6 cm wide)
+        Wi = 1.0 / np.tile([1.0, 1.0, 1.0, b.moment_weight, b.moment_weight, b.moment_weight], 2)
         lam = Wi * (A.T @ np.linalg.solve((A * Wi) @ A.T, h[:6]))
 
         # 5. DCM balance: extra sole moments for the CoP shift
@@ -502,7 +537,6 @@ class LacExpert:
         pin.centerOfMass(m, self._leg_data, q_cmd)
         c_ref = self._leg_data.com[0].copy()
         omega = np.sqrt(9.81 / max(com[2] - self._anchors[0].translation[2], 0.3))
-        b = cfg.balance
         e = com[:2] - c_ref[:2]
         self._com_int = np.clip(self._com_int + b.com_integral_gain * e * self.dt, -b.com_integral_limit_m, b.com_integral_limit_m)
         xi = com[:2] + vcom[:2] / omega
@@ -518,12 +552,23 @@ class LacExpert:
         p0 = mom / max(fz_tot, 1e-6)
         lo, hi = self._support_rect()
         dp = np.clip(p0 + dp, lo, hi) - p0
+        # realise the CoP shift: the ground moment about the soles must change by
+        # dM = (dp_y F_z, -dp_x F_z); unknowns per sole u = [df_z, dm_x, dm_y] (world axes, about the
+        # sole origin) with sum df_z = 0; weighted least norm (a sole moment costs
+        # moment_weight / 1 m^2 of vertical force: lateral shifts move load between the feet,
+        # sagittal ones use the ankles)
+        P = [self.data.oMf[f].translation for f in self._sole_fid]
+        A = np.array([[1.0, 0.0, 0.0, 1.0, 0.0, 0.0],
+                      [P[0][1], 1.0, 0.0, P[1][1], 1.0, 0.0],
+                      [-P[0][0], 0.0, 1.0, -P[1][0], 0.0, 1.0]])
+        b_dm = np.array([0.0, dp[1] * fz_tot, -dp[0] * fz_tot])
+        Wi = 1.0 / np.tile([1.0, b.moment_weight, b.moment_weight], 2)
+        u = Wi * (A.T @ np.linalg.solve((A * Wi) @ A.T, b_dm))
         dlam = np.zeros(12)
         for k, fid in enumerate(self._sole_fid):
-            M = self.data.oMf[fid]
-            fz = float((M.rotation @ lam[6 * k:6 * k + 3])[2])
-            dm_W = np.array([dp[1] * fz, -dp[0] * fz, 0.0])
-            dlam[6 * k + 3:6 * k + 6] = M.rotation.T @ dm_W
+            Rk = self.data.oMf[fid].rotation
+            dlam[6 * k:6 * k + 3] = Rk.T @ np.array([0.0, 0.0, u[3 * k]])
+            dlam[6 * k + 3:6 * k + 6] = Rk.T @ np.array([u[3 * k + 1], u[3 * k + 2], 0.0])
         lam_tot = lam + dlam
         tau_full = h - sum(J.T @ lam_tot[6 * k:6 * k + 6] for k, J in enumerate(Jc))
         tau_ff = np.clip(tau_full[6:], -self.robot.tau_max, self.robot.tau_max)
@@ -536,6 +581,7 @@ class LacExpert:
         self._q_cmd = q_cmd
         out = {"q_target": q_target, "kp": self.kp.copy(), "kd": self.kd.copy(), "tau_ff": tau_ff, "ok": np.ones(1)}
         self._last = {k: v.copy() for k, v in out.items()}
+        self._applied = True
         diag["reason"] = ""
         diag["step_time_s"] = time.perf_counter() - t0
         return Output(out, diag)
@@ -557,6 +603,7 @@ class LacExpert:
         log.warning("lac_expert degraded, last safe command resent: %s", reason)
         out = {k: v.copy() for k, v in self._last.items()}
         out["ok"] = np.zeros(1)
+        self._applied = True
         diag["reason"] = reason
         diag["step_time_s"] = time.perf_counter() - t0
         return Output(out, diag)
