@@ -130,9 +130,15 @@ def seiko_summary(rec: Recording, robot, *, driver: str = "mujoco_driver", retar
     }
 
 
-def json_safe(s: dict) -> dict:
-    """The summary with NaN replaced by None (JSON ``null``: NaN is not valid JSON)."""
-    return {k: (None if isinstance(v, float) and v != v else v) for k, v in s.items()}
+def json_safe(s):
+    """The summary with every NaN, at any depth, replaced by None (JSON ``null``: NaN is not valid JSON)."""
+    if isinstance(s, float):
+        return None if s != s else s
+    if isinstance(s, dict):
+        return {k: json_safe(v) for k, v in s.items()}
+    if isinstance(s, (list, tuple)):
+        return [json_safe(v) for v in s]
+    return s
 
 
 def format_summary(s: dict, title: str = "contactflow run summary") -> str:

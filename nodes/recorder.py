@@ -156,7 +156,8 @@ def main() -> int:
             _log_info(node, line)
         _log_info(node, f"[recorder] summary written to {run_dir / 'summary.json'}")
     if args.summary == "g1":
-        from contactflow.lac.summary import format_g1_summary, g1_summary, json_safe as g1_json_safe
+        from contactflow.lac.summary import format_g1_summary, g1_summary
+        from contactflow.summary import json_safe
         from contactflow.robot import load_robot
 
         try:
@@ -164,7 +165,7 @@ def main() -> int:
         except Exception as exc:  # noqa: BLE001 - report, don't hide the recording
             print(f"[recorder] summary could not be computed: {exc}", flush=True)
             return 1
-        (run_dir / "summary.json").write_text(json.dumps(g1_json_safe(summary), indent=2))
+        (run_dir / "summary.json").write_text(json.dumps(json_safe(summary), indent=2))
         for line in format_g1_summary(summary, f"G1 run {run_dir.name}").splitlines():
             _log_info(node, line)
         _log_info(node, f"[recorder] summary written to {run_dir / 'summary.json'}")

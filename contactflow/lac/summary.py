@@ -40,6 +40,7 @@ import numpy as np
 import pinocchio as pin
 
 from contactflow.recording import Recording, RecordingError
+from contactflow.summary import json_safe  # noqa: F401  (re-exported: NaN -> null at any depth)
 
 __all__ = ["g1_summary", "format_g1_summary", "json_safe", "link_com_local", "STIFFNESS_CHANNEL"]
 
@@ -280,17 +281,6 @@ def _wrench_events(rec, robot, sensors, q_all, finite, cmd, injector, pre_s) -> 
             events.append(ev)
     events.sort(key=lambda e: e["start_s"])
     return events
-
-
-def json_safe(x):
-    """``x`` with every NaN (at any depth) replaced by ``None`` (JSON ``null``)."""
-    if isinstance(x, float):
-        return None if x != x else x
-    if isinstance(x, dict):
-        return {k: json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [json_safe(v) for v in x]
-    return x
 
 
 def _fmt(v) -> str:
