@@ -9,10 +9,11 @@ trapezoid (ramp 0.5 s, hold 3 s, ramp 0.5 s) from t = 2 s applied with MuJoCo ``
 1. Standing 20 s at zero command for the demo boot stiffness [70, 70, 70, 30, 30] and the real
    robot's boot [250, 250, 250, 55, 55]: fall, base drift, lowest base height.
 2. Hand force 10 N, K_lin of that arm in {30, 60, 100, 300, 500} N/m (the other channels at
-   [300, 300, 300, 50, 50]): left hand +x, left hand -x, right hand +x. Displacement of the hand
+   [300, 300, 300, 50, 50]): left hand +x (forward), -x, +y (outward), right hand +x. Displacement of the hand
    body's CoM along the force and its ratio to F/K.
 3. Torso force (+x) on ``torso_link``, K_lin_torso in the same set, 2 N (the shipped test load) and
-   10 N (to show where the feet-anchored torso channel stops: the robot falls at the low K end).
+   10 N (to show where the feet-anchored torso channel stops: the CoP-aware bound saturates the
+   displacement at the low K end).
 4. Hand couple 1.5 N m about world z and about world x on the left hand, K_ang in {10, 30, 100}:
    rotation about the couple axis and its ratio to C / K_theta. (LAC has no torso angular channel.)
 5. Step time of ``LacExpert.step`` over every tick of every run: mean, p50, p99, max against the
@@ -91,6 +92,7 @@ def main() -> int:
     out["hand_force"] = {
         "left_+x_10N": sweep(0, K_LIN, "left_wrist_roll_link", [10, 0, 0, 0, 0, 0], "displacement_m"),
         "left_-x_10N": sweep(0, K_LIN, "left_wrist_roll_link", [-10, 0, 0, 0, 0, 0], "displacement_m"),
+        "left_+y_10N": sweep(0, K_LIN, "left_wrist_roll_link", [0, 10, 0, 0, 0, 0], "displacement_m"),
         "right_+x_10N": sweep(1, K_LIN, "right_wrist_roll_link", [10, 0, 0, 0, 0, 0], "displacement_m"),
     }
     out["torso_force"] = {
