@@ -56,7 +56,7 @@ def main() -> int:
     sender = Sender(node, {"command": specs["joint_command"]}, {"robot": robot.name, "config": to_dict(cfg)})
     lock = Lockstep(node, {"sensors": (specs["sensors"], 0), "command": (specs["teleop_command"], 0)},
                     dt=tick_s, skip_missing=args.realtime)
-    times, n_hold = [], 0
+    times = []
     for tick in lock:
         s, c = tick.inputs["sensors"], tick.inputs["command"]
         if s is None or c is None:
@@ -70,14 +70,12 @@ def main() -> int:
                 if not expert.ready:
                     raise
                 out = expert.hold(str(exc))
-        if out.command["ok"][0] < 0.5:
-            n_hold += 1
-        else:
+        if out.command["ok"][0] >= 0.5:
             times.append(out.diagnostics["step_time_s"])
         sender.send("command", out.command, seq=tick.k, t=tick.t, finished=tick.finished)
     if times:
         log.info("lac_expert: %d steps, %.3f ms mean, %.3f ms max; %d degraded tick(s)", len(times),
-                 1e3 * float(np.mean(times)), 1e3 * float(np.max(times)), n_hold)
+                 1e3 * float(np.mean(times)), 1e3 * float(np.max(times)), expert.n_degraded)
     if lock.finished_seen:
         drain_after_finish(node)
     return 0

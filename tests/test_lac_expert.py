@@ -155,11 +155,15 @@ def test_failed_ik_sends_last_safe_command_with_ok_0(sim, robot, cfg, caplog):
     ex.ik.step = failing
     with caplog.at_level(logging.WARNING, logger="contactflow.lac.expert"):
         bad = ex.step(s, cmd)
-    assert bad.command["ok"][0] == 0.0
-    for k in ("q_target", "kp", "kd", "tau_ff"):
-        np.testing.assert_array_equal(bad.command[k], good.command[k])
-    assert "IK QP failed" in bad.diagnostics["reason"]
-    assert any("IK QP failed" in r.getMessage() for r in caplog.records)
+        bad2 = ex.step(s, cmd)
+    for out in (bad, bad2):
+        assert out.command["ok"][0] == 0.0
+        for k in ("q_target", "kp", "kd", "tau_ff"):
+            np.testing.assert_array_equal(out.command[k], good.command[k])
+        assert "IK QP failed" in out.diagnostics["reason"]
+    # logged once for a persisting failure, counted every tick
+    assert sum("IK QP failed" in r.getMessage() for r in caplog.records) == 1
+    assert ex.n_degraded == 2
 
 
 def test_stiffness_out_of_range_names_the_channel(sim, robot, cfg):

@@ -9,30 +9,35 @@ commands (``lin_vel``, ``ang_vel``) are not executed (reported in the diagnostic
 One step (the expert of lac.md §0 / §3, "BC/DAgger from a model-based expert"):
 
 1. **Wrench estimation** (the expert never sees the true external wrench;
-   :class:`~contactflow.lac.estimation.WrenchEstimator`): arm links from the measured joint
-   torques against the model's gravity torques, the torso from the sole wrenches (quasi-static
-   horizontal force balance).
+   :class:`~contactflow.lac.estimation.WrenchEstimator`): arm links from the joint rows of the
+   momentum balance over the last tick (the PD command in force, the model's inverse dynamics),
+   the torso from the sole wrenches (horizontal force balance with ``m c_ddot``).
 2. **Virtual admittance** per loaded link under the commanded K / K_theta: LAC eqs. (7)-(10),
    :class:`~contactflow.lac.synthesis.VirtualAdmittance` (reused), driven by the estimated force and,
    on the hands, by the estimated couple as the virtual torque (so the steady rotation is
    C / K_theta as in SoftMimic's ``R = Exp(tau / K_theta) R_ref``; LAC's passive-chain torque of
    eq. (6) is a training-data device and is not used here). The torso has no angular channel
-   (LAC §III: K_torso is linear only).
+   (LAC §III: K_torso is linear only). A hand's displacement is softly bounded,
+   ``d_max tanh(|d| / d_max)`` (reach; strictly increasing, so the response stays monotonic in K).
 3. **Whole-body differential IK**, LAC eq. (11): :class:`~contactflow.lac.ik.WholeBodyIK` (reused)
    with the hand admittance targets, the commanded upper-body posture and a base reference that
    carries the torso channel (the torso link is rigid on the pelvis up to the waist yaw, so its
-   admittance displacement is realised as a horizontal pelvis displacement). The legs of the IK
-   stay at stance; a foot-anchored leg IK (6 x 6 Newton steps per leg) then gives the leg angles
+   admittance displacement is realised as a horizontal pelvis displacement, bounded so that the
+   predicted static CoP stays inside the soles: a CoP-aware CoM shift, lac.md §0). The legs of the
+   IK stay at stance; a foot-anchored leg IK (6 x 6 Newton steps per leg) then gives the leg angles
    that put the pelvis at the IK's base pose with both soles at their anchors.
 4. **Static torque feed-forward**, contact-consistent: with the measured state,
    ``S^T tau + J_c^T lam = g(q) - J_e^T w_est``; the base rows fix the stacked sole wrenches ``lam``
-   (weighted least norm), the joint rows give ``tau`` (lac.md §3).
+   (weighted least norm: sole moments cost more than forces), the joint rows give ``tau``
+   (lac.md §3).
 5. **Balance feedback** (lac.md §0: LAC's ankle gains, 2 x 28.5 N m/rad, are below m g h ~ 195 N m/rad,
    so PD alone falls in 1.3 s): DCM control of the linear inverted pendulum
    (Englsberger et al., "Three-dimensional bipedal walking control based on divergent component of
    motion", IEEE T-RO 2015): ``xi = c + cdot / omega``, desired CoP shift
-   ``dp = cdot / omega + k_xi (xi - c_ref)``, realised as extra sole moments ``dm = (dp_y f_z, -dp_x f_z)``
-   on each foot mapped to joint torques through ``-J_c^T``.
+   ``dp = cdot / omega + k_xi (xi - c_ref) + (slow CoM integral)``, clamped to the support
+   rectangle, realised as the least-norm change of the sole wrenches that moves the ground
+   moment by ``(dp_y F_z, -dp_x F_z)`` (load moved between the feet for lateral shifts, ankle
+   moments for sagittal ones), mapped to joint torques through ``-J_c^T``.
 6. ``q_target`` = the IK / leg-IK joint angles, ``kp``/``kd`` = LAC's own PD gains from the robot file,
    ``tau_ff`` = steps 4 + 5. A failed IK QP, a leg IK that does not converge, or a non-finite output
    degrades to the last safe command with ``ok = 0`` (logged with the reason).
@@ -282,6 +287,9 @@ class LacExpert:
         self._mg = robot.mass * 9.81
         self._adm: dict = {}
         self._reset_done = False
+        self._last_reason: str | None = None
+        #: ticks answered with the last safe command (ok = 0) since construction
+        self.n_degraded = 0
 
     # ------------------------------------------------------------------ helpers
     def _upper_ref(self, command: Mapping) -> np.ndarray:
@@ -582,6 +590,7 @@ class LacExpert:
         out = {"q_target": q_target, "kp": self.kp.copy(), "kd": self.kd.copy(), "tau_ff": tau_ff, "ok": np.ones(1)}
         self._last = {k: v.copy() for k, v in out.items()}
         self._applied = True
+        self._last_reason = None
         diag["reason"] = ""
         diag["step_time_s"] = time.perf_counter() - t0
         return Output(out, diag)
@@ -600,7 +609,11 @@ class LacExpert:
         return self._degraded(reason, {}, time.perf_counter())
 
     def _degraded(self, reason: str, diag: dict, t0: float) -> Output:
-        log.warning("lac_expert degraded, last safe command resent: %s", reason)
+        # logged when the reason changes (not at every 50 Hz tick of a persisting failure)
+        self.n_degraded += 1
+        if reason != self._last_reason:
+            log.warning("lac_expert degraded, last safe command resent: %s", reason)
+            self._last_reason = reason
         out = {k: v.copy() for k, v in self._last.items()}
         out["ok"] = np.zeros(1)
         self._applied = True
