@@ -154,7 +154,9 @@ class ExpertConfig:
             hands), the link position weight is large and the posture weight small so that the
             hand reaches its admittance target (with LAC's augmentation weights the posture term
             acts as a second spring: 40 % of F/K at K = 100 N/m, measured), and the orientation
-            weight is low (5 arm joints cannot hold the orientation while translating).
+            weight is low (5 arm joints cannot hold the orientation while translating); the step
+            damping (0.01) removes a tick-to-tick alternation of the arm targets measured under a
+            1.5 N m hand couple at K_theta = 100 N m/rad.
         estimator: external wrench estimation.
         balance: DCM feedback.
         leg_ik: foot-anchored leg IK.
@@ -170,7 +172,7 @@ class ExpertConfig:
     torso_link: str = "torso_link"
     admittance: AdmittanceCfg = dataclasses.field(default_factory=AdmittanceCfg)
     ik: IKCfg = dataclasses.field(default_factory=lambda: IKCfg(
-        w_contact_pos=100.0, w_contact_ori=2.0, w_base_pos=1000.0, w_base_ori=1000.0, w_posture=0.01))
+        w_contact_pos=100.0, w_contact_ori=2.0, w_base_pos=1000.0, w_base_ori=1000.0, w_posture=0.01, damping=0.01))
     estimator: EstimatorCfg = dataclasses.field(default_factory=EstimatorCfg)
     balance: BalanceCfg = dataclasses.field(default_factory=BalanceCfg)
     leg_ik: LegIKCfg = dataclasses.field(default_factory=LegIKCfg)
@@ -283,6 +285,8 @@ class LacExpert:
         # ------------------------------------------------------------- stages
         self.ik = WholeBodyIK(config.ik, self.lac, self.dt, config.base_height_m)
         self._adm_cfg = LacConfig(admittance=config.admittance)
+        p = config.estimator.arm_point_local_m
+        self._p_arm = None if p is None else np.asarray(p, float)
         self.estimator = WrenchEstimator(config.estimator, robot, LacRobot(robot), self.i_arm, self._sole_fid, self.dt)
         self._mg = robot.mass * 9.81
         self._adm: dict = {}
@@ -292,6 +296,13 @@ class LacExpert:
         self.n_degraded = 0
 
     # ------------------------------------------------------------------ helpers
+    def _loaded_point(self, i: int, x_com: np.ndarray, R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(position (3,) [m], orientation (3, 3)) of link ``i``'s loaded point: for the hands the
+        estimator's ``arm_point_local_m`` (where the force is assumed to act), else the link CoM."""
+        if self._p_arm is None or i not in self.i_arm:
+            return x_com, R
+        return x_com + R @ (self._p_arm - self.lac.link_com_local[i]), R
+
     def _upper_ref(self, command: Mapping) -> np.ndarray:
         qu = np.empty(11)
         qu[0] = float(np.asarray(command["waist_yaw"]).reshape(-1)[0])
@@ -463,10 +474,10 @@ class LacExpert:
         prev = self._prev_poses
         lac.update(self._q_ik)
         links = (*self.i_arm, self.i_torso)
-        cur = {i: lac.link_pose(i) for i in links}
+        cur = {i: self._loaded_point(i, *lac.link_pose(i)) for i in links}
         if prev is None:
             prev = cur
-        refs = dict(zip(links, lac.link_poses_at(q_ref, links)))
+        refs = {i: self._loaded_point(i, *xr) for i, xr in zip(links, lac.link_poses_at(q_ref, links))}
         q_ref0 = q_ref.copy()
         q_ref0[0:3] = p_ref
         x_ref_torso = lac.link_poses_at(q_ref0, [self.i_torso])[0][0]
@@ -503,7 +514,8 @@ class LacExpert:
             dmax = cfg.arm_max_displacement_m
             if ndx > 1e-9 and dmax > 0:
                 x_vir = refs[i][0] + dx * (dmax * np.tanh(ndx / dmax) / ndx)
-            targets.append(LinkTarget(i, x_vir, R_vir, lac.robot.model.inertias[lac.link_joint_ids[i]].mass))
+            targets.append(LinkTarget(i, x_vir, R_vir, lac.robot.model.inertias[lac.link_joint_ids[i]].mass,
+                                      self._p_arm))
             diag[f"x_vir.{lac.link_names[i]}"] = x_vir
             diag[f"x_ik.{lac.link_names[i]}"] = x
         self._prev_poses = cur

@@ -39,12 +39,15 @@ class LinkTarget:
     Attributes:
         link: link index. x_W: (3,) CoM target in world [m]. R_W: (3, 3) orientation target.
         weight: m_j Pi(t) >= 0 multiplying w1p and w1o.
+        p_local: (3,) point of the link (joint frame) [m] that ``x_W`` targets; None = the link CoM
+            (LAC eq. (11)). Used by the LAC expert to steer the point where the load acts.
     """
 
     link: int
     x_W: np.ndarray
     R_W: np.ndarray
     weight: float
+    p_local: np.ndarray | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,6 +167,8 @@ class WholeBodyIK:
             if tg.weight <= 0.0:
                 continue
             x, R = lac.link_pose(tg.link)
+            if tg.p_local is not None:
+                x = lac.point_world(tg.link, tg.p_local)
             Jp, Jr = lac.link_jacobians(tg.link, x)
             ep = tg.x_W - x
             eo = pin.log3(tg.R_W @ R.T)
