@@ -167,6 +167,14 @@ def test_torso_force_displacement_monotonic_in_k(sim, robot, cfg):
     assert disp[30.0] > disp[100.0] > disp[500.0] > 0.0, disp
 
 
+def test_20n_hand_push_is_balanced_by_leaning(sim, robot, cfg):
+    # 20 N forward at the hand moves the static CoP ~5 cm forward: the CoP-aware torso bound leans
+    # the pelvis back (measured: without the hand loads in that bound the robot fell at 14 N)
+    res = _event(sim, robot, cfg, _k5(0, 100.0), HAND, [20.0, 0, 0, 0, 0, 0])
+    assert not res.fell and res.not_ok_ticks == 0
+    assert res.displacement_m > 0.05
+
+
 # ---------------------------------------------------------------------------------------- safety
 def test_failed_ik_sends_last_safe_command_with_ok_0(sim, robot, cfg, caplog):
     from contactflow.lac.compliance import sensors_dict

@@ -495,13 +495,17 @@ class LacExpert:
                 lim = cfg.torso_max_displacement_m
                 d = d if nd <= lim else d * (lim / nd)
                 # CoP-aware bound (SoftMimic's CoP-aware CoM shift, lac.md §0): the static CoP,
-                # c0 + alpha d + F_xy z_t / (m g), must stay torso_cop_margin_m inside the soles
+                # c0 + alpha d + sum_e F_e,xy z_e / (m g) over the torso and hand loads, must stay
+                # torso_cop_margin_m inside the soles
                 s_cop = f[:2] * (x_ref_torso[2] - self._z_ground) / self._mg
+                for na, ia in enumerate(self.i_arm):
+                    s_cop = s_cop + est.f_arm[na][:2] * (cur[ia][0][2] - self._z_ground) / self._mg
                 lo, hi = self._support
                 e = cfg.torso_cop_margin_m
                 d_lo = (lo + e - self._c0 - s_cop) / self._alpha
                 d_hi = (hi - e - self._c0 - s_cop) / self._alpha
-                d[:2] = np.clip(d[:2], np.minimum(d_lo, 0.0), np.maximum(d_hi, 0.0))
+                # inside the bounds; a negative bound (the loads alone push the CoP out) leans back
+                d[:2] = np.where(d_lo <= d_hi, np.clip(d[:2], d_lo, d_hi), 0.5 * (d_lo + d_hi))
                 self._d_torso = d
                 diag[f"x_vir.{lac.link_names[i]}"] = x_vir
                 continue
