@@ -23,7 +23,8 @@ One step (the expert of lac.md §0 / §3, "BC/DAgger from a model-based expert")
    with the hand admittance targets, the commanded upper-body posture and a base reference that
    carries the torso channel (the torso link is rigid on the pelvis up to the waist yaw, so its
    admittance displacement is realised as a horizontal pelvis displacement, bounded so that the
-   predicted static CoP stays inside the soles: a CoP-aware CoM shift, lac.md §0). The legs of the
+   predicted static CoP under the torso and hand loads stays inside the soles: a CoP-aware CoM
+   shift, lac.md §0; when the hand loads alone would push the CoP out, the pelvis leans back). The legs of the
    IK stay at stance; a foot-anchored leg IK (6 x 6 Newton steps per leg) then gives the leg angles
    that put the pelvis at the IK's base pose with both soles at their anchors.
 4. **Static torque feed-forward**, contact-consistent: with the measured state,
@@ -141,8 +142,9 @@ class ExpertConfig:
         torso_max_displacement_m: horizontal bound of the torso admittance displacement [m]: with the
             feet anchored the pelvis cannot travel further without losing balance.
         torso_cop_margin_m: the torso displacement is also bounded so that the predicted static
-            CoP (CoM shift plus the push's moment) stays this far inside the support rectangle
-            (already shrunk by ``balance.cop_margin_m``) [m].
+            CoP (CoM shift plus the moments of the estimated torso and hand forces) stays this far
+            inside the support rectangle (already shrunk by ``balance.cop_margin_m``) [m]; the
+            bound may be negative (lean back against hand pushes).
         arm_max_displacement_m: soft bound d_max of a hand's admittance displacement from its
             reference, ``d_max tanh(|d| / d_max)`` [m] (reach: near full extension the arm
             Jacobian, hence the force estimate, degrades and the arm meets its joint limits).
