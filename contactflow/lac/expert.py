@@ -309,7 +309,7 @@ class LacExpert:
         qu = np.empty(11)
         qu[0] = float(np.asarray(command["waist_yaw"]).reshape(-1)[0])
         qu[1:] = np.asarray(command["q_ref_arms"], float)[self._arm_to_upper]
-        return np.clip(qu, self.ik._qu_lo, self.ik._qu_hi)
+        return np.clip(qu, self.ik.q_lo[self.lac.upper_v - 6], self.ik.q_hi[self.lac.upper_v - 6])
 
     def _admittances(self, k5: np.ndarray) -> None:
         """(Re)build the virtual admittances when the commanded stiffness changes (state kept)."""
@@ -369,9 +369,10 @@ class LacExpert:
     def reset(self, sensors: Mapping) -> None:
         """Initialise from the first ``sensors`` message (the robot standing on both feet).
 
-        Anchors the soles where they are, sets the pelvis reference so that the commanded CoM is
-        above the middle of the soles, starts the IK from the measured upper body and calibrates
-        the wrench estimator (the start is assumed unloaded).
+        Anchors the soles where they are (flattened to zero roll and pitch), sets the pelvis
+        reference so that the commanded CoM is above the middle of the soles, starts the IK from
+        the measured upper body and restarts the wrench estimator (its warm-up ramp: the first
+        readings hold the contact build-up).
 
         Args:
             sensors: mapping with ``q`` (30,), ``v`` (29,), ``tau`` (23,), ``wrench.<sole contact>`` (6,).
