@@ -19,15 +19,15 @@ import logging
 
 import numpy as np
 
-from _runtime import Lockstep, Sender, base_parser, connect, drain_after_finish, load_node_config, node_main
+from _runtime import Lockstep, Sender, base_parser, connect, drain_after_finish, node_main
 
 log = logging.getLogger("contactflow.lac_expert")
 
 
 def main() -> int:
-    from contactflow.config import read_yaml, to_dict
+    from contactflow.config import to_dict
     from contactflow.errors import ConfigError, ContactflowError
-    from contactflow.lac.expert import ExpertConfig, LacExpert, default_expert_config_path, load_expert_config
+    from contactflow.lac.expert import LacExpert, default_expert_config_path, load_expert_config
     from contactflow.messages import port_specs
     from contactflow.robot import load_robot
 
@@ -39,11 +39,7 @@ def main() -> int:
     if robot.actuation != "pd":
         raise ConfigError(f"{robot.file_label()}: lac_expert sends PD joint commands; the robot has actuation {robot.actuation!r}")
     path = args.config or str(default_expert_config_path())
-    raw = read_yaml(path)
-    if isinstance(raw, dict) and "lac_expert" in raw:
-        cfg = load_node_config(ExpertConfig, path, "lac_expert")
-    else:
-        cfg = load_expert_config(path)
+    cfg = load_expert_config(path)
     if cfg.robot != robot.name:
         raise ConfigError(f"{path}: configured for robot {cfg.robot!r}, the graph runs {robot.name!r}")
     specs = port_specs(robot)

@@ -60,6 +60,15 @@ def test_shipped_config_loads_and_bad_keys_are_refused(tmp_path):
         load_expert_config(override={"balance": {"k_xi": -1.0}})
 
 
+def test_config_from_a_graph_file_section(tmp_path):
+    f = tmp_path / "graph.yaml"
+    f.write_text("lac_expert:\n  balance: {k_xi: 2.5}\nteleop: {}\n", encoding="utf-8")
+    assert load_expert_config(f).balance.k_xi == 2.5
+    f.write_text("lac_expert:\n  balance: {kxi: 2.5}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"graph\.yaml:lac_expert.*unknown key.*'kxi'"):
+        load_expert_config(f)
+
+
 def test_non_pd_robot_is_refused(cfg):
     with pytest.raises(ConfigError, match="actuation: pd"):
         LacExpert(cfg, load_robot("talos"))

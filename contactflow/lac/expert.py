@@ -202,6 +202,9 @@ def default_expert_config_path() -> Path:
 def load_expert_config(path: str | Path | None = None, override: Mapping | None = None) -> ExpertConfig:
     """Load an :class:`ExpertConfig` from YAML (the shipped file when None), strict keys.
 
+    The file is either a flat ``ExpertConfig`` mapping (``robots/g1/lac_expert.yaml``) or a graph
+    configuration with a ``lac_expert:`` section (the other sections are not read here).
+
     Args:
         path: YAML file. override: optional mapping merged over the file (tests, dataflow args).
 
@@ -211,7 +214,11 @@ def load_expert_config(path: str | Path | None = None, override: Mapping | None 
     from contactflow.config import merge
 
     path = Path(path) if path is not None else default_expert_config_path()
-    return load_config(ExpertConfig, merge(read_yaml(path), override), source=str(path))
+    raw = read_yaml(path)
+    source = str(path)
+    if isinstance(raw, Mapping) and "lac_expert" in raw:
+        raw, source = raw["lac_expert"], f"{path}:lac_expert"
+    return load_config(ExpertConfig, merge(raw, override), source=source)
 
 
 @dataclasses.dataclass(frozen=True)
