@@ -208,12 +208,21 @@ def _robot_file(name_or_path: str | Path) -> Path:
     if f.exists():
         return f
     # a variant file beside another robot's description: robots/*/<name>.yaml
-    variants = sorted(robots_dir().glob(f"*/{name_or_path}.yaml"))
+    # (only robot files: a mapping with ``urdf:`` or ``base:``, not a robot's other YAML files)
+    variants = [v for v in sorted(robots_dir().glob(f"*/{name_or_path}.yaml")) if _is_robot_file(v)]
     if len(variants) == 1:
         return variants[0]
     if len(variants) > 1:
         raise ConfigError(f"robot {str(name_or_path)!r} is ambiguous: {[str(v) for v in variants]}")
     raise ConfigError(f"{f}: robot description not found (robot {str(name_or_path)!r}, nor robots/*/{name_or_path}.yaml)")
+
+
+def _is_robot_file(path: Path) -> bool:
+    try:
+        raw = read_yaml(path)
+    except ConfigError:
+        return False
+    return isinstance(raw, dict) and ("urdf" in raw or "base" in raw)
 
 
 def read_robot_file(path: Path, _seen: tuple = ()) -> dict:

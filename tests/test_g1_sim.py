@@ -102,6 +102,9 @@ def test_variant_file_errors(tmp_path, g1):
         load_robot(bad)
     with pytest.raises(ConfigError, match="robot description not found"):
         load_robot("no_such_robot_variant")
+    # robots/g1/lac.yaml is the LAC augmentation config, not a robot file: not taken for robot "lac"
+    with pytest.raises(ConfigError, match="robot description not found"):
+        load_robot("lac")
 
 
 # ---------------------------------------------------------------------------- MuJoCo vs pinocchio
