@@ -47,23 +47,10 @@ log = logging.getLogger("contactflow.mujoco_driver")
 
 
 def readings_values(robot, r, spec=None, estimators=None) -> dict:
-    vals = {
-        "t": r.t, "q": r.q, "v": r.v, "tau": r.tau,
-        "imu_quat": r.imu_quat, "imu_gyro": r.imu_gyro, "imu_acc": r.imu_acc,
-    }
-    for c, cs in robot.contacts.items():
-        if cs.type == "plane":
-            vals[f"wrench.{c}"] = r.wrenches[c]
-    names = {f.name for f in spec.fields} if spec is not None else set()
-    for c, cs in robot.contacts.items():
-        if f"force.{c}" in names:
-            if c in r.hand_forces:
-                vals[f"force.{c}"] = r.hand_forces[c]
-            elif estimators and c in estimators:
-                vals[f"force.{c}"] = estimators[c].estimate(r.q, r.tau)
-            else:
-                vals[f"force.{c}"] = np.zeros(3)
-    return vals
+    from contactflow.sim.mujoco_robot import sensor_values
+
+    return sensor_values(r, robot, fields=[f.name for f in spec.fields] if spec is not None else None,
+                         estimators=estimators)
 
 
 def main() -> int:

@@ -77,10 +77,10 @@ def test_non_pd_robot_is_refused(cfg):
 def test_same_ports_as_lac_policy(robot, cfg, sim):
     # swapping lac_expert for lac_policy in a graph changes that one node
     assert NODE_PORTS["lac_expert"] == NODE_PORTS["lac_policy"]
-    from contactflow.lac.compliance import sensors_dict
+    from contactflow.sim.mujoco_robot import sensor_values
 
     ex = LacExpert(cfg, robot)
-    s = sensors_dict(sim.reset())
+    s = sensor_values(sim.reset())
     ex.reset(s)
     out = ex.step(s, stand_command(robot, K_DEFAULT))
     spec = port_specs(robot)["joint_command"]
@@ -130,10 +130,11 @@ def _couple_sequence(sim, robot, cfg, k_thetas=(10.0, 30.0, 100.0), couple=1.5, 
     hold (against the second before the event) and its peak-to-peak spread [rad]."""
     import pinocchio as pin
 
-    from contactflow.lac.compliance import sensors_dict, trapezoid
+    from contactflow.lac.events import trapezoid
+    from contactflow.sim.mujoco_robot import sensor_values
 
     ex = LacExpert(cfg, robot)
-    s = sensors_dict(sim.reset())
+    s = sensor_values(sim.reset())
     ex.reset(s)
     bid = sim.model.body(HAND).id
     pre, hold = {}, {}
@@ -148,10 +149,10 @@ def _couple_sequence(sim, robot, cfg, k_thetas=(10.0, 30.0, 100.0), couple=1.5, 
             pre[b] = R
         if t0 + 4.75 <= t < t0 + 5.5:
             hold.setdefault(b, []).append(pin.log3(R @ pre[b].T)[2])
-        w = sum(trapezoid(t + 0.01, i * block_s + 2.0, 0.5, 3.0) for i in range(len(k_thetas)))
+        w = sum(trapezoid(t + 0.01, i * block_s + 2.0, 0.5, 3.0, 0.5) for i in range(len(k_thetas)))
         sim.set_external_wrench(HAND, np.array([0.0, 0.0, 0.0, 0.0, 0.0, couple * w]))
         c = out.command
-        s = sensors_dict(sim.step(c["q_target"], c["kp"], c["kd"], c["tau_ff"]))
+        s = sensor_values(sim.step(c["q_target"], c["kp"], c["kd"], c["tau_ff"]))
         assert not sim.fell()
     return [float(np.mean(hold[b])) for b in range(len(k_thetas))], [float(np.ptp(hold[b])) for b in range(len(k_thetas))]
 
@@ -186,15 +187,15 @@ def test_20n_hand_push_is_balanced_by_leaning(sim, robot, cfg):
 
 # ---------------------------------------------------------------------------------------- safety
 def test_failed_ik_sends_last_safe_command_with_ok_0(sim, robot, cfg, caplog):
-    from contactflow.lac.compliance import sensors_dict
+    from contactflow.sim.mujoco_robot import sensor_values
 
     ex = LacExpert(cfg, robot)
-    s = sensors_dict(sim.reset())
+    s = sensor_values(sim.reset())
     ex.reset(s)
     cmd = stand_command(robot, K_DEFAULT)
     good = ex.step(s, cmd)
     assert good.command["ok"][0] == 1.0
-    s = sensors_dict(sim.step(good.command["q_target"], good.command["kp"], good.command["kd"], good.command["tau_ff"]))
+    s = sensor_values(sim.step(good.command["q_target"], good.command["kp"], good.command["kd"], good.command["tau_ff"]))
 
     def failing(q, *a, **k):
         qp = types.SimpleNamespace(found=False, status="infeasible", message="forced by the test")
@@ -215,10 +216,10 @@ def test_failed_ik_sends_last_safe_command_with_ok_0(sim, robot, cfg, caplog):
 
 
 def test_stiffness_out_of_range_names_the_channel(sim, robot, cfg):
-    from contactflow.lac.compliance import sensors_dict
+    from contactflow.sim.mujoco_robot import sensor_values
 
     ex = LacExpert(cfg, robot)
-    s = sensors_dict(sim.reset())
+    s = sensor_values(sim.reset())
     ex.reset(s)
     with pytest.raises(ConfigError, match="k_lin_right_arm"):
         ex.step(s, stand_command(robot, [100, 900, 100, 30, 30]))
@@ -227,10 +228,10 @@ def test_stiffness_out_of_range_names_the_channel(sim, robot, cfg):
 
 
 def test_velocity_command_is_reported_ignored(sim, robot, cfg, caplog):
-    from contactflow.lac.compliance import sensors_dict
+    from contactflow.sim.mujoco_robot import sensor_values
 
     ex = LacExpert(cfg, robot)
-    s = sensors_dict(sim.reset())
+    s = sensor_values(sim.reset())
     ex.reset(s)
     cmd = dict(stand_command(robot, K_DEFAULT), lin_vel=np.array([0.3, 0.0]))
     with caplog.at_level(logging.WARNING, logger="contactflow.lac.expert"):
@@ -245,7 +246,7 @@ def test_estimator_finds_a_known_hand_force_at_rest(sim, robot):
     """Known solution: the robot held still by stiff PD (legs) with a constant force on the left
     hand; after 2 s the arm-torque estimate equals the applied force (the lever damping shrinks the
     poorly observed near-vertical direction by a few per cent, hence the tolerance)."""
-    from contactflow.lac.compliance import sensors_dict
+    from contactflow.sim.mujoco_robot import sensor_values
     from contactflow.lac.estimation import EstimatorCfg, WrenchEstimator
     from contactflow.lac.model import LacRobot
 
@@ -258,14 +259,14 @@ def test_estimator_finds_a_known_hand_force_at_rest(sim, robot):
     for F in ([10.0, 0.0, 0.0], [0.0, -10.0, 0.0]):
         est = WrenchEstimator(EstimatorCfg(cutoff_hz=1000.0, deadband_force_n=0.0, warmup_s=0.0,
                                            arm_point_local_m=(0.0171, 0.0, 0.0)), robot, lac, arms, soles, 0.02)
-        s = sensors_dict(sim.reset())
+        s = sensor_values(sim.reset())
         sim.set_external_wrench(HAND, np.array(F + [0.0, 0.0, 0.0]))
         cmd = None
         q_t = robot.q_default[7:].copy()
         for _ in range(100):
             e = est.step(s, cmd)
             cmd = {"q_target": q_t, "kp": kp, "kd": kd, "tau_ff": np.zeros(robot.n)}
-            s = sensors_dict(sim.step(q_t, kp, kd, np.zeros(robot.n)))
+            s = sensor_values(sim.step(q_t, kp, kd, np.zeros(robot.n)))
         e = est.step(s, cmd)
         np.testing.assert_allclose(e.f_arm[0], F, atol=0.6)
         np.testing.assert_allclose(e.f_arm[1], 0.0, atol=0.6)  # nothing on the right hand

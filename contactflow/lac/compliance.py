@@ -18,7 +18,10 @@ from typing import Callable, Mapping
 import numpy as np
 import pinocchio as pin
 
-__all__ = ["WrenchEventResult", "trapezoid", "sensors_dict", "stand_command", "run_wrench_event"]
+from contactflow.lac.events import trapezoid
+from contactflow.sim.mujoco_robot import sensor_values
+
+__all__ = ["WrenchEventResult", "stand_command", "run_wrench_event"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,30 +47,6 @@ class WrenchEventResult:
     not_ok_ticks: int
     step_times_s: np.ndarray
     sim_time_s: float
-
-
-def trapezoid(t: float, t0: float, ramp_s: float, hold_s: float) -> float:
-    """Profile s(t) in [0, 1]: 0 before ``t0``, linear ramp, hold, linear ramp down, 0 after."""
-    if t < t0:
-        return 0.0
-    t = t - t0
-    if t < ramp_s:
-        return t / ramp_s
-    if t < ramp_s + hold_s:
-        return 1.0
-    if t < 2 * ramp_s + hold_s:
-        return 1.0 - (t - ramp_s - hold_s) / ramp_s
-    return 0.0
-
-
-def sensors_dict(r) -> dict:
-    """The ``sensors`` contract fields (the ones the LAC controllers read) from a
-    :class:`contactflow.sim.mujoco_robot.SensorReadings`."""
-    out = {"t": np.array([r.t]), "q": r.q, "v": r.v, "tau": r.tau, "imu_quat": r.imu_quat,
-           "imu_gyro": r.imu_gyro, "imu_acc": r.imu_acc}
-    for name, w in r.wrenches.items():
-        out[f"wrench.{name}"] = w
-    return out
 
 
 def stand_command(robot, stiffness, base_height_m: float = 0.74) -> dict:
@@ -118,7 +97,7 @@ def run_wrench_event(
     T = duration_s if duration_s is not None else t0_s + 2 * ramp_s + hold_s + after_s
     dt = sim.control_dt_s
     r = sim.reset()
-    s = sensors_dict(r)
+    s = sensor_values(r)
     controller.reset(s)
     bid = sim.model.body(body).id if body is not None else None
     pre_x, hold_x, pre_R, hold_R, times = [], [], [], [], []
@@ -141,9 +120,9 @@ def run_wrench_event(
             if t0_s + ramp_s + hold_s - 1.0 <= t < t0_s + ramp_s + hold_s:
                 hold_x.append(x)
                 hold_R.append(R)
-            sim.set_external_wrench(body, trapezoid(t + 0.5 * dt, t0_s, ramp_s, hold_s) * w)
+            sim.set_external_wrench(body, float(trapezoid(t + 0.5 * dt, t0_s, ramp_s, hold_s, ramp_s)) * w)
         r = sim.step(c["q_target"], c["kp"], c["kd"], c["tau_ff"])
-        s = sensors_dict(r)
+        s = sensor_values(r)
         h_min = min(h_min, r.base_height)
         if p_start is None and r.t >= 1.0:
             p_start = r.q[0:2].copy()

@@ -87,23 +87,20 @@ def run_policy_loop(spec: PolicySpec, robot, commands: Sequence[tuple[float, Map
         ``standing_drift_m``, ``base_velocity_tracking_error_mps``, segments...).
     """
     from contactflow.messages import port_specs
+    from contactflow.sim.mujoco_robot import sensor_values
     from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
 
     sim = PDRobotSim(PDSimConfig(physics_dt_s=physics_dt_s, control_dt_s=spec.period_s), robot)
     runner = PolicyRunner(spec)
     source = _command_source(commands, robot)
     n_ticks = int(round(duration_s / spec.period_s))
-    planes = [c for c, cs in robot.contacts.items() if cs.type == "plane"]
     r = sim.reset()
     rows = []
     pol, phys = [], []
     fell = False
     t_start = time.perf_counter()
     for k in range(n_ticks + 1):
-        sensors = {"t": np.array([r.t]), "q": r.q, "v": r.v, "tau": r.tau, "imu_quat": r.imu_quat,
-                   "imu_gyro": r.imu_gyro, "imu_acc": r.imu_acc}
-        for c in planes:
-            sensors[f"wrench.{c}"] = r.wrenches[c]
+        sensors = sensor_values(r)
         cmd = source(r.t)
         t0 = time.perf_counter()
         out = runner.step(sensors, cmd)

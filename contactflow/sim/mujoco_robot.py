@@ -40,7 +40,7 @@ from contactflow.sim.mujoco_model import (
     state_map,
 )
 
-__all__ = ["SensorNoiseConfig", "SimConfig", "SensorReadings", "MujocoSimBase", "MujocoRobotSim"]
+__all__ = ["SensorNoiseConfig", "SimConfig", "SensorReadings", "MujocoSimBase", "MujocoRobotSim", "sensor_values"]
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +153,42 @@ class SensorReadings:
     base_height: float
     diagnostics: Mapping[str, float] = dataclasses.field(default_factory=dict)
     hand_forces: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+
+
+def sensor_values(r: "SensorReadings", robot: Robot | None = None, *, fields=None, estimators=None) -> dict:
+    """The fields of the ``sensors`` contract (:func:`contactflow.messages.port_specs`) from readings.
+
+    The one place where simulator readings become a ``sensors`` message: the driver node, the
+    in-process loops and the tests all use it.
+
+    Args:
+        r: the readings of a simulator (:class:`MujocoRobotSim` or the PD simulator).
+        robot: the robot; needed only for the ``force.<effector>`` fields of point contacts.
+        fields: names of the contract's fields (``PortSpec.fields`` names); ``force.<c>`` fields
+            are filled only when listed (measured hand force, else ``estimators[c]``, else zeros).
+        estimators: effector -> object with ``estimate(q, tau) -> (3,)`` [N] (SEIKO §6.7).
+
+    Returns:
+        field name -> value: ``t`` (1,) [s], ``q``, ``v``, ``tau``, ``imu_quat``, ``imu_gyro``,
+        ``imu_acc`` and ``wrench.<plane contact>`` (6,) [N, N m] (sole LOCAL frame).
+    """
+    vals = {
+        "t": np.array([r.t]), "q": r.q, "v": r.v, "tau": r.tau,
+        "imu_quat": r.imu_quat, "imu_gyro": r.imu_gyro, "imu_acc": r.imu_acc,
+    }
+    for c, w in r.wrenches.items():
+        vals[f"wrench.{c}"] = w
+    names = set(fields or ())
+    if robot is not None:
+        for c in robot.contacts:
+            if f"force.{c}" in names:
+                if c in r.hand_forces:
+                    vals[f"force.{c}"] = r.hand_forces[c]
+                elif estimators and c in estimators:
+                    vals[f"force.{c}"] = estimators[c].estimate(r.q, r.tau)
+                else:
+                    vals[f"force.{c}"] = np.zeros(3)
+    return vals
 
 
 def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
