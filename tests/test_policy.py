@@ -306,6 +306,27 @@ def test_target_outside_joint_limits_is_refused(g1, models):
     assert run.step(None, _command(rng)).diagnostics["reason"].startswith("missing")
 
 
+def test_inference_failure_holds_the_last_safe_command(g1, models):
+    # a real onnxruntime failure: the model is bound to an output the graph does not have
+    spec = _lac_counter(g1, models["dir"], nan_after=None)
+    run = PolicyRunner(spec)
+    rng = np.random.default_rng(8)
+    first = run.step(_state(g1, rng), _command(rng))
+    assert first.ok
+    spec.model.bind("frames", "no_such_output")
+    try:
+        outs = [run.step(_state(g1, rng), _command(rng)) for _ in range(3)]
+    finally:
+        spec.model.bind("frames", "action")
+    for out in outs:
+        assert not out.ok and out.command["ok"][0] == 0.0
+        assert out.diagnostics["reason"].startswith("inference failed:") and "no_such_output" in out.diagnostics["reason"]
+        np.testing.assert_array_equal(out.command["q_target"], first.command["q_target"])
+    assert run.n_rejected == 3
+    np.testing.assert_allclose(run.last_action, 1e-3, atol=1e-6)
+    assert run.step(_state(g1, rng), _command(rng)).ok  # recovers once inference works again
+
+
 def test_decimation_resends_between_policy_ticks(g1, models):
     spec = _lac_counter(g1, models["dir"], nan_after=None)
     run = PolicyRunner(spec, tick_period_s=0.01)  # 100 Hz ticks, 50 Hz policy

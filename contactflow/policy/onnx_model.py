@@ -102,5 +102,12 @@ class OnnxModel:
 
         Returns:
             The bound output tensor (as returned by onnxruntime).
+
+        Raises:
+            ModelError: onnxruntime failed (its untyped error's first line, with the file name).
         """
-        return self.session.run(self._out, {self._in: x})[0]
+        try:
+            return self.session.run(self._out, {self._in: x})[0]
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own untyped errors: name the file
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ModelError(f"{self.path.name}: inference failed ({first})") from exc

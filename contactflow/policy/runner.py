@@ -6,9 +6,9 @@ history, runs the ONNX model and maps the action to ``q_target = default + scale
 (policy order, sent in robot order with the spec's PD gains). Deploy interfaces: LAC (lac.md §1.1,
 (1, 64, 95) -> 23) and holosoma (g1_policies.md, (1, 100) -> 29) are two specs of this one class.
 
-Safety: a non-finite observation or action, or a ``q_target`` outside the robot's joint limits
-(+ the spec's margin), is not sent: the runner returns the last safe command with ``ok = 0``,
-counts it and logs it; the policy's ``last_action`` stays the last accepted one. Before the first
+Safety: a non-finite observation or action, an inference that fails (:class:`ModelError` from the
+model), or a ``q_target`` outside the robot's joint limits (+ the spec's margin), is not sent: the
+runner returns the last safe command with ``ok = 0``, counts it and logs it; the policy's ``last_action`` stays the last accepted one. Before the first
 accepted output the safe command is the default posture with the spec's gains.
 
 Decimation: built with ``tick_period_s`` shorter than the policy period, the runner acts every
@@ -24,6 +24,7 @@ from typing import Mapping
 
 import numpy as np
 
+from contactflow.errors import ModelError
 from contactflow.policy.spec import PolicySpec
 from contactflow.policy.terms import TermInputs
 
@@ -180,7 +181,10 @@ class PolicyRunner:
         self.push(f)
         x = self.model_input()
         t1 = time.perf_counter()
-        a = np.asarray(self.spec.model.run(x), dtype=float).reshape(-1)
+        try:
+            a = np.asarray(self.spec.model.run(x), dtype=float).reshape(-1)
+        except ModelError as exc:
+            return self._reject(f"inference failed: {exc}", t1 - t0, time.perf_counter() - t1, tick)
         t2 = time.perf_counter()
         obs_s, inf_s = t1 - t0, t2 - t1
         if a.size != len(self.spec.joint_names):
