@@ -327,6 +327,23 @@ def test_inference_failure_holds_the_last_safe_command(g1, models):
     assert run.step(_state(g1, rng), _command(rng)).ok  # recovers once inference works again
 
 
+def test_refused_frame_does_not_advance_the_phase(g1_29, models):
+    spec = load_policy_spec("holosoma_g1_29dof_loco", g1_29, model=models["holo"])
+    run = PolicyRunner(spec)
+    rng = np.random.default_rng(10)
+    walk = {"lin_vel": np.array([0.5, 0.0]), "ang_vel": np.zeros(1), "base_height": np.array([0.7]),
+            "waist_yaw": np.zeros(1), "q_ref_arms": np.zeros(10), "stiffness": np.zeros(5)}
+    assert run.step(_state(g1_29, rng), walk).ok
+    phase = run.phase.copy()
+    bad = _state(g1_29, rng)
+    bad["v"][:] = np.nan
+    out = run.step(bad, walk)
+    assert not out.ok and "non-finite observation" in out.diagnostics["reason"]
+    np.testing.assert_array_equal(run.phase, phase)
+    assert run.step(_state(g1_29, rng), walk).ok
+    np.testing.assert_allclose(run.phase, np.fmod(phase + 2 * np.pi / 50 + np.pi, 2 * np.pi) - np.pi, atol=1e-12)
+
+
 def test_decimation_resends_between_policy_ticks(g1, models):
     spec = _lac_counter(g1, models["dir"], nan_after=None)
     run = PolicyRunner(spec, tick_period_s=0.01)  # 100 Hz ticks, 50 Hz policy

@@ -9,7 +9,8 @@ history, runs the ONNX model and maps the action to ``q_target = default + scale
 Safety: a non-finite observation or action, an inference that fails (:class:`ModelError` from the
 model), or a ``q_target`` outside the robot's joint limits (+ the spec's margin), is not sent: the
 runner returns the last safe command with ``ok = 0``, counts it and logs it; the policy's ``last_action`` stays the last accepted one. Before the first
-accepted output the safe command is the default posture with the spec's gains.
+accepted output the safe command is the default posture with the spec's gains. The gait phase
+advances only on a tick whose observation frame is accepted (a refused frame leaves it as it was).
 
 Decimation: built with ``tick_period_s`` shorter than the policy period, the runner acts every
 ``N = period / tick`` calls and resends its last command in between (same ``ok``).
@@ -173,9 +174,11 @@ class PolicyRunner:
         if sensors is None or command is None:
             return self._reject("missing or malformed input message", 0.0, 0.0, tick)
         t0 = time.perf_counter()
+        phase, standing = self.phase.copy(), self._standing
         self.advance_phase(command)
         f = self.frame(sensors, command)
         if not np.isfinite(f).all():
+            self.phase, self._standing = phase, standing  # the refused frame does not move the clock
             bad = [b.cfg.term for b in self.spec.terms if not np.isfinite(f[b.sl]).all()]
             return self._reject(f"non-finite observation term(s) {bad}", time.perf_counter() - t0, 0.0, tick)
         self.push(f)
