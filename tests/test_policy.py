@@ -327,6 +327,22 @@ def test_inference_failure_holds_the_last_safe_command(g1, models):
     assert run.step(_state(g1, rng), _command(rng)).ok  # recovers once inference works again
 
 
+def test_clipped_action_is_fed_back(g1, models, tmp_path):
+    # holosoma's deploy loop stores the clipped action as its last action (spec.ActionCfg.clip)
+    data = yaml.safe_load((POLICIES / "lac.yaml").read_text())
+    data["action"]["clip"] = [-0.5, 0.5]
+    p = tmp_path / "lac_clip.yaml"
+    p.write_text(yaml.safe_dump(data))
+    path = counter_model(models["dir"] / "counter_clip.onnx", input_name="frames", input_shape=(1, 64, 95),
+                         last_action_flat=slice(63 * 95 + 67, 63 * 95 + 90), step=0.3)
+    run = PolicyRunner(load_policy_spec(p, g1, model=path))
+    rng = np.random.default_rng(9)
+    outs = [run.step(_state(g1, rng), _command(rng)) for _ in range(3)]
+    assert all(o.ok for o in outs)
+    np.testing.assert_allclose(run.last_action, 0.5, atol=1e-6)  # raw outputs 0.3, 0.8, 0.8 (fed back 0.3, 0.5, 0.5)
+    np.testing.assert_allclose(run.model_input()[0, -1, 67:90], 0.5, atol=1e-6)
+
+
 def test_refused_frame_does_not_advance_the_phase(g1_29, models):
     spec = load_policy_spec("holosoma_g1_29dof_loco", g1_29, model=models["holo"])
     run = PolicyRunner(spec)

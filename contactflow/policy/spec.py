@@ -148,8 +148,11 @@ class ActionCfg:
         scale: one scale for every joint [rad per unit action], or
         scale_effort_over_kp: per joint ``c * effort / Kp`` (LAC: c = 0.25, robot file's effort
             limit and stiffness K) -- exactly one of the two.
-        clip: optional ``[low, high]`` on the raw action; the clipped action is fed back as the
-            ``last_action`` term.
+        clip: optional ``[low, high]`` on the raw action. The CLIPPED action is what the
+            ``last_action`` term feeds back: holosoma's deploy loop clips the ONNX output to
+            [-100, 100] and stores that copy as its last action (``policy_action = np.clip(...)``
+            then ``last_policy_action = policy_action.copy()``); LAC has no clip, so there raw and
+            clipped are the same. A refused action is not fed back.
     """
 
     default: str | dict[str, float] = "robot"

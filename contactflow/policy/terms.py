@@ -34,7 +34,8 @@ class TermInputs:
         sensors: fields of the ``sensors`` contract (``q``, ``v``, ``imu_quat``, ``imu_gyro``...).
         command: fields of the ``teleop_command`` contract (``lin_vel``, ``ang_vel``, ``base_height``,
             ``waist_yaw``, ``q_ref_arms``, ``stiffness``).
-        last_action: (n,) previous raw policy output, policy (action) order (zeros at reset).
+        last_action: (n,) previous accepted policy output after ``action.clip`` (holosoma's
+            convention), policy (action) order (zeros at reset).
         phase: (2,) gait phase of the left and right leg [rad] (the spec's phase clock).
         default_robot: (n,) the policy's default joint angles in robot order [rad].
     """
