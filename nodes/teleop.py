@@ -18,10 +18,13 @@ a bad file stops the run before anything moves, naming the file, key and reason.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 from _runtime import REPO_ROOT, Lockstep, Sender, base_parser, connect, drain_after_finish, node_main
+
+log = logging.getLogger("contactflow.teleop")
 
 
 def scenario_file(arg: str | None, robot, recorded: str | None = None) -> Path:
@@ -77,14 +80,14 @@ def main() -> int:
     origin = ("CONTACTFLOW_SCENARIO" if os.environ.get("CONTACTFLOW_SCENARIO") else
               f"recording {args.scenario_from_recording}" if args.scenario_from_recording else
               "--scenario" if args.scenario else "default")
-    print(f"[teleop] scenario {sp} ({scenario.duration_s:.2f} s, from {origin})", flush=True)
+    log.info("scenario %s (%.2f s, from %s)", sp, scenario.duration_s, origin)
     finished = False
     for tick in Lockstep(node, {"tick": (specs["sensors"], 0)}, skip_missing=args.realtime):
         cmd = player.step(tick.t)
         sender.send("command", cmd.values(), seq=tick.k, t=tick.t, finished=cmd.finished or tick.finished)
         if cmd.finished and not finished:
             finished = True
-            print(f"[teleop] scenario finished at t = {tick.t:.3f} s", flush=True)
+            log.info("scenario finished at t = %.3f s", tick.t)
     if finished:
         drain_after_finish(node)
     return 0

@@ -15,8 +15,12 @@ teleop's ``finished`` (propagated from the driver's last tick).
 
 from __future__ import annotations
 
+import logging
+
 from _runtime import Lockstep, Sender, base_parser, connect, drain_after_finish, node_main
 from teleop import scenario_file
+
+log = logging.getLogger("contactflow.wrench_injector")
 
 
 def main() -> int:
@@ -37,10 +41,10 @@ def main() -> int:
     specs = port_specs(robot)
     node = connect()
     sender = Sender(node, {"wrench": specs["external_wrench"]}, {"scenario": str(sp.resolve()), "robot": robot.name})
-    print(f"[wrench_injector] {len(scenario.wrenches)} event(s) from {sp}", flush=True)
+    log.info("%d event(s) from %s", len(scenario.wrenches), sp)
     for e in scenario.wrenches:
-        print(f"[wrench_injector]   {e.link}: {e.kind} {(e.force_W if e.kind == 'force' else e.couple_W).tolist()} "
-              f"from {e.start_s:g} s, hold {e.hold_start_s:g}-{e.hold_end_s:g} s, end {e.end_s:g} s", flush=True)
+        log.info("  %s: %s %s from %g s, hold %g-%g s, end %g s", e.link, e.kind,
+                 (e.force_W if e.kind == "force" else e.couple_W).tolist(), e.start_s, e.hold_start_s, e.hold_end_s, e.end_s)
     finished = False
     for tick in Lockstep(node, {"tick": (specs["sensors"], 0)}, skip_missing=args.realtime):
         sender.send("wrench", injector.values(tick.t), seq=tick.k, t=tick.t, finished=tick.finished)
