@@ -8,9 +8,9 @@ history, runs the ONNX model and maps the action to ``q_target = default + scale
 
 Safety: a non-finite observation or action, an inference that fails (:class:`ModelError` from the
 model), or a ``q_target`` outside the robot's joint limits (+ the spec's margin), is not sent: the
-runner returns the last safe command with ``ok = 0``, counts it and logs it; the policy's ``last_action`` stays the last accepted one. Before the first
-accepted output the safe command is the default posture with the spec's gains. The gait phase
-advances only on a tick whose observation frame is accepted (a refused frame leaves it as it was).
+runner returns the last safe command with ``ok = 0``, counts it and logs it; the policy's
+``last_action`` stays the last accepted one. Before the first accepted output the safe command is
+the default posture with the spec's gains. The gait phase advances only on a tick whose observation frame is accepted (a refused frame leaves it as it was).
 
 Decimation: built with ``tick_period_s`` shorter than the policy period, the runner acts every
 ``N = period / tick`` calls and resends its last command in between (same ``ok``).
