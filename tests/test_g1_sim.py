@@ -11,7 +11,7 @@ import pytest
 from contactflow.errors import ConfigError, ContractError, ModelError
 from contactflow.robot import load_robot
 from contactflow.sim.mujoco_model import ROOT_JOINT, build_mujoco_model, state_map
-from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
+from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig, pd_torque
 from contactflow.sim.state import StateMap, mj_to_pin_q, pin_to_mj_qpos
 
 # Unitree 29-DoF motor slots 0-28 (unitree_dds.md "Motor slots"), written out independently.
@@ -230,8 +230,9 @@ def test_sole_forces_carry_the_weight_at_rest(sim, g1):
 
 
 def test_pd_law_and_clamp_at_every_physics_step(sim, g1):
-    """One tick of PDRobotSim equals a hand loop applying the numpy PD law as a plain torque at
-    each of the 10 physics steps."""
+    """One tick of PDRobotSim (MuJoCo's affine actuators) equals a hand loop applying the numpy PD
+    law (pd_torque, the one used by the PRIME data generator) as a plain torque at each of the 10
+    physics steps."""
     sim.reset()
     rng = np.random.default_rng(1)
     q_t = g1.theta_default + rng.normal(0, 0.3, g1.n)
@@ -250,7 +251,7 @@ def test_pd_law_and_clamp_at_every_physics_step(sim, g1):
     saturated = False
     for _ in range(sim.n_substeps):
         q, v = sm.get(d2)
-        tau = np.clip(kp * (q_t - q[7:]) - kd * v[6:] + tff, -g1.tau_max, g1.tau_max)
+        tau = pd_torque(q_t, kp, kd, tff, q[7:], v[6:], g1.tau_max)
         saturated |= bool(np.any(np.abs(tau) >= g1.tau_max))
         d2.ctrl[:] = tau
         mujoco.mj_step(m2, d2)
@@ -260,8 +261,8 @@ def test_pd_law_and_clamp_at_every_physics_step(sim, g1):
     np.testing.assert_allclose(sim.data.qvel, d2.qvel, atol=1e-8)
     # the reading's tau is the PD law at the reading's state, clamped
     q, v = r.q, r.v
-    np.testing.assert_allclose(r.tau, np.clip(kp * (q_t - q[7:]) - kd * v[6:] + tff, -g1.tau_max, g1.tau_max),
-                               atol=1e-9)
+    np.testing.assert_allclose(r.tau, pd_torque(q_t, kp, kd, tff, q[7:], v[6:], g1.tau_max), atol=1e-9)
+    np.testing.assert_array_equal(sim.pd_torque(), pd_torque(q_t, kp, kd, tff, q[7:], v[6:], g1.tau_max))
     assert r.tau[3] == pytest.approx(g1.tau_max[3])
 
 

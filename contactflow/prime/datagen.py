@@ -45,6 +45,7 @@ from contactflow.prime.inertia import describe_inertia, theta_from_inertia
 from contactflow.prime.model import PrimeRobot, standing_configuration
 from contactflow.recording import RecordingWriter, git_revision
 from contactflow.sim.mujoco_model import MujocoOptions, PointMass, build_mujoco_spec, root_link, state_map
+from contactflow.sim.pd_robot import pd_torque
 
 __all__ = [
     "PayloadConfig",
@@ -365,7 +366,7 @@ def simulate_mujoco(pr: PrimeRobot, cfg: GenerateConfig) -> GeneratedRun:
             rpy = pin.rpy.matrixToRpy(pin.Quaternion(qm[6], qm[3], qm[4], qm[5]).toRotationMatrix())
             target = joint_targets(cfg.motion if k >= 0 else "stand", t, theta0, cfg.amplitude_scale, pr.robot.name,
                                    rpy=rpy)
-            u = np.clip(kp * (target - qm[7:]) - kd * vm[6:], -tau_max, tau_max)
+            u = pd_torque(target, kp, kd, 0.0, qm[7:], vm[6:], tau_max)
             d.ctrl[:] = u
             mujoco.mj_step(m, d)
             acc_tau += d.actuator_force
@@ -407,7 +408,7 @@ def simulate_smoothed(pr: PrimeRobot, cfg: GenerateConfig, kappa: float = 500.0,
             if k == N - 1:
                 break
         target = joint_targets(cfg.motion if k >= 0 else "stand", max(k, 0) * dt, theta0, cfg.amplitude_scale, pr.robot.name)
-        u = np.clip(kp * (target - q[7:]) - kd * v[6:], -tau_max, tau_max)
+        u = pd_torque(target, kp, kd, 0.0, q[7:], v[6:], tau_max)
         r = dyn.step(q, v, u, theta_true, v_guess=guess)
         guess = r.v_next
         q, v = r.q_next, r.v_next

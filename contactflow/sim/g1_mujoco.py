@@ -23,7 +23,7 @@ from contactflow.robot import Robot, load_robot
 from contactflow.sim.mujoco_model import build_mujoco_spec, state_map
 from contactflow.sim.state import pin_to_mj_qpos
 
-__all__ = ["G1MujocoModel", "build_g1_model", "pin_to_mj_qpos", "pd_torque"]
+__all__ = ["G1MujocoModel", "build_g1_model", "pin_to_mj_qpos"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +37,8 @@ class G1MujocoModel:
         qpos_adr: (n,) qpos address of each joint.
         dof_adr: (n,) qvel address of each joint.
         kp: (n,) PD stiffness [N m/rad]. kd: (n,) PD damping [N m s/rad].
-        tau_max: (n,) effort limits [N m] (= actuator forcerange).
+        tau_max: (n,) effort limits [N m] (= actuator forcerange). The PD law itself is
+            :func:`contactflow.sim.pd_robot.pd_torque`.
     """
 
     model: mujoco.MjModel
@@ -55,22 +56,6 @@ class G1MujocoModel:
         if i < 0:
             raise ModelError(f"G1 MuJoCo model has no body {name!r}")
         return i
-
-
-def pd_torque(g1: G1MujocoModel, data: mujoco.MjData, q_target: np.ndarray) -> np.ndarray:
-    """LAC joint PD ``tau = Kp (q* - q) - Kd qdot`` clamped to the effort limits.
-
-    Args:
-        g1: the model wrapper.
-        data: MuJoCo data.
-        q_target: (n,) target joint angles [rad].
-
-    Returns:
-        (n,) joint torques [N m].
-    """
-    q = data.qpos[g1.qpos_adr]
-    qd = data.qvel[g1.dof_adr]
-    return np.clip(g1.kp * (q_target - q) - g1.kd * qd, -g1.tau_max, g1.tau_max)
 
 
 def build_g1_model(robot: Robot | None = None, *, meshes: bool = False, spec_hook=None) -> G1MujocoModel:

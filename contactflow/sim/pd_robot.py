@@ -13,6 +13,8 @@ itself: the builder (:mod:`contactflow.sim.mujoco_model`) gives each joint an af
 ``gain * ctrl + b0 + b1 q + b2 qdot`` with ``forcerange = +-tau_max``, and :meth:`PDRobotSim.step`
 writes ``gain = kp``, ``b0 = tau_ff``, ``b1 = -kp``, ``b2 = -kd`` and ``ctrl = q_target``. The
 joints also have the robot file's rotor armature and small passive damping / friction loss.
+:func:`pd_torque` is the same law in numpy, the project's one writing of it (tools, tests and the
+PRIME data generator's torque-motor simulation use it).
 
 Readings (:class:`contactflow.sim.mujoco_robot.SensorReadings`) are those of the Talos
 simulation: pinocchio ``q``/``v``, ``tau`` = the PD torque applied at the reading's state, IMU at
@@ -32,7 +34,27 @@ from contactflow.robot import Robot
 from contactflow.sim.mujoco_model import PointMass
 from contactflow.sim.mujoco_robot import MujocoSimBase, SensorNoiseConfig, SensorReadings
 
-__all__ = ["PDSimConfig", "PDRobotSim", "PDCommand"]
+__all__ = ["PDSimConfig", "PDRobotSim", "PDCommand", "pd_torque"]
+
+
+def pd_torque(q_target, kp, kd, tau_ff, q, qd, tau_max) -> np.ndarray:
+    """The motor PD law ``tau = clamp(kp (q_target - q) - kd qd + tau_ff, -tau_max, tau_max)``.
+
+    Unitree ``MotorCmd`` semantics (unitree_dds.md) with a zero velocity target; LAC deploy applies
+    it at every physics substep (lac.md §1.1). Arguments broadcast (a scalar gain or ``tau_ff = 0``
+    is accepted).
+
+    Args:
+        q_target: (n,) position targets [rad].
+        kp: (n,) stiffness [N m/rad]. kd: (n,) damping [N m s/rad].
+        tau_ff: (n,) feed-forward torques [N m].
+        q: (n,) joint positions [rad]. qd: (n,) joint velocities [rad/s].
+        tau_max: (n,) effort limits [N m] (> 0).
+
+    Returns:
+        (n,) joint torques [N m].
+    """
+    return np.clip(kp * (q_target - q) - kd * qd + tau_ff, -tau_max, tau_max)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -244,9 +266,8 @@ class PDRobotSim(MujocoSimBase):
     def pd_torque(self) -> np.ndarray:
         """(n,) the PD law at the current state and command [N m] (numpy, for tests and tools)."""
         c = self._cmd
-        q = self._qpos[self._jq]
-        qd = self._qvel[self._jv]
-        return np.clip(c.kp * (c.q_target - q) - c.kd * qd + c.tau_ff, -self.robot.tau_max, self.robot.tau_max)
+        return pd_torque(c.q_target, c.kp, c.kd, c.tau_ff, self._qpos[self._jq], self._qvel[self._jv],
+                         self.robot.tau_max)
 
     # ------------------------------------------------------------------ helpers
     def _apply(self, c: PDCommand) -> None:
