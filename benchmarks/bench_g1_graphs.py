@@ -85,6 +85,7 @@ def expert_loop(scenario: Path) -> dict:
     from contactflow.lac.teleop import TeleopPlayer, load_teleop_scenario
     from contactflow.lac.wrench_injector import WrenchInjector, wrench_links
     from contactflow.robot import load_robot
+    from contactflow.sim.mujoco_robot import sensor_values
     from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
 
     robot = load_robot("g1")
@@ -92,13 +93,9 @@ def expert_loop(scenario: Path) -> dict:
     player, inj = TeleopPlayer(sc), WrenchInjector(sc.wrenches, wrench_links(robot))
     sim = PDRobotSim(PDSimConfig(), robot)
     expert = LacExpert(load_expert_config(), robot)
-    planes = [c for c, cs in robot.contacts.items() if cs.type == "plane"]
 
     def sensors(r):
-        out = {"t": np.array([r.t]), "q": r.q, "v": r.v, "tau": r.tau, "imu_quat": r.imu_quat,
-               "imu_gyro": r.imu_gyro, "imu_acc": r.imu_acc}
-        out.update({f"wrench.{c}": r.wrenches[c] for c in planes})
-        return out
+        return sensor_values(r, robot)
 
     r = sim.reset()
     expert.reset(sensors(r))

@@ -37,6 +37,7 @@ import numpy as np
 
 from contactflow.policy import ModelFetchError, PolicyRunner, fetch_holosoma, load_policy_spec, run_policy_loop
 from contactflow.robot import load_robot
+from contactflow.sim.mujoco_robot import sensor_values
 from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
 
 BUDGET_MS = 20.0
@@ -57,7 +58,7 @@ def per_step(spec, robot, steps: int, seed: int = 0) -> dict:
     arms = len((robot.raw.get("teleop") or {}).get("arm_joints") or [])
     cmd = {"lin_vel": np.array([0.3, 0.0]), "ang_vel": np.zeros(1), "base_height": np.array([0.75]),
            "waist_yaw": np.zeros(1), "q_ref_arms": np.zeros(arms), "stiffness": np.array([70.0, 70, 70, 30, 30])}
-    base = {"t": np.zeros(1), "q": r.q.copy(), "v": r.v.copy(), "imu_quat": r.imu_quat.copy(), "imu_gyro": r.imu_gyro.copy()}
+    base = {k: np.array(v, copy=True) for k, v in sensor_values(r, robot).items()}
     states = []
     for _ in range(64):
         s = dict(base, q=base["q"].copy(), v=base["v"].copy())
