@@ -66,6 +66,7 @@ from contactflow.lac.ik import LinkTarget, WholeBodyIK
 from contactflow.lac.model import UPPER_GROUPS, LacRobot
 from contactflow.lac.synthesis import VirtualAdmittance
 from contactflow.robot import Robot
+from contactflow.sim.state import base_rotation, yaw
 
 __all__ = ["BalanceCfg", "LegIKCfg", "ExpertConfig", "Output", "LacExpert", "load_expert_config",
            "default_expert_config_path"]
@@ -390,11 +391,9 @@ class LacExpert:
         self._anchors = [self.data.oMf[f].copy() for f in self._sole_fid]
         # anchors flat on the ground plane they stand on (roll/pitch removed, mean height kept)
         for k, a in enumerate(self._anchors):
-            yaw = np.arctan2(a.rotation[1, 0], a.rotation[0, 0])
-            self._anchors[k] = pin.SE3(pin.rpy.rpyToMatrix(0.0, 0.0, yaw), a.translation.copy())
+            self._anchors[k] = pin.SE3(pin.rpy.rpyToMatrix(0.0, 0.0, yaw(a.rotation)), a.translation.copy())
         mid = 0.5 * (self._anchors[0].translation + self._anchors[1].translation)
-        R_b = pin.Quaternion(q[6], q[3], q[4], q[5]).toRotationMatrix()
-        self._yaw0 = float(np.arctan2(R_b[1, 0], R_b[0, 0]))
+        self._yaw0 = yaw(base_rotation(q))
         self._R_base_ref = pin.rpy.rpyToMatrix(0.0, 0.0, self._yaw0)
         # IK state: base upright at the measured position, legs at stance, upper body measured
         q_ik = self.lac.reference_configuration(q[self.lac.upper_q], float(q[2]), self._yaw0)

@@ -28,6 +28,7 @@ import pinocchio as pin
 from contactflow.lac.config import IKCfg
 from contactflow.lac.model import LacRobot
 from contactflow.qp import QPSolution, solve_qp
+from contactflow.sim.state import base_rotation
 
 __all__ = ["LinkTarget", "IKResult", "WholeBodyIK"]
 
@@ -124,7 +125,7 @@ class WholeBodyIK:
             (30,) new configuration.
         """
         out = q.copy()
-        R_b = pin.Quaternion(q[6], q[3], q[4], q[5]).toRotationMatrix()
+        R_b = base_rotation(q)
         out[0:3] = q[0:3] + R_b @ dq[0:3]
         quat = pin.Quaternion(R_b @ pin.exp3(dq[3:6]))
         quat.normalize()
@@ -176,7 +177,7 @@ class WholeBodyIK:
             wo = tg.weight * cfg.w_contact_ori
             H += wp * Jp.T @ Jp + wo * Jr.T @ Jr
             g -= wp * Jp.T @ ep + wo * Jr.T @ eo
-        R_b = pin.Quaternion(q[6], q[3], q[4], q[5]).toRotationMatrix()
+        R_b = base_rotation(q)
         p_b = q[0:3]
         # base position: p_b+ = p_b + R_b dq_lin
         H[0:3, 0:3] += cfg.w_base_pos * np.eye(3)  # R_b^T R_b = I

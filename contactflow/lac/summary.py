@@ -40,6 +40,7 @@ import numpy as np
 import pinocchio as pin
 
 from contactflow.recording import Recording, RecordingError
+from contactflow.sim.state import base_rotation, yaw
 from contactflow.summary import json_safe  # noqa: F401  (re-exported: NaN -> null at any depth)
 
 __all__ = ["g1_summary", "format_g1_summary", "json_safe", "link_com_local", "STIFFNESS_CHANNEL"]
@@ -53,10 +54,10 @@ def _yaw_frame_velocity(q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.nd
     out = np.empty((len(q), 2))
     yaw_rate = np.empty(len(q))
     for i in range(len(q)):
-        R = pin.Quaternion(q[i, 6], q[i, 3], q[i, 4], q[i, 5]).normalized().toRotationMatrix()
+        R = base_rotation(q[i])
         vw = R @ v[i, :3]
-        yaw = math.atan2(R[1, 0], R[0, 0])
-        c, s = math.cos(yaw), math.sin(yaw)
+        psi = yaw(R)
+        c, s = math.cos(psi), math.sin(psi)
         out[i] = (c * vw[0] + s * vw[1], -s * vw[0] + c * vw[1])
         yaw_rate[i] = (R @ v[i, 3:6])[2]
     return out, yaw_rate

@@ -33,6 +33,7 @@ from contactflow.lac.contact_frames import ContactFrame
 from contactflow.lac.events import EpisodeSample, couple_bin, force_bin, sample_episode
 from contactflow.lac.ik import LinkTarget, WholeBodyIK
 from contactflow.lac.model import UPPER_GROUPS, LacRobot
+from contactflow.sim.state import base_rotation
 
 __all__ = [
     "Rollout",
@@ -383,11 +384,11 @@ class Synthesizer:
             if not res.qp.found:
                 out.qp_failures += 1
             q_new = res.q
-            R_b = pin.Quaternion(q_new[6], q_new[3], q_new[4], q_new[5]).toRotationMatrix()
+            R_b = base_rotation(q_new)
             # base twist over the frame: world displacement rotated into the new base frame
             v_W = (q_new[0:3] - q[0:3]) / dt
             v_B = R_b.T @ v_W
-            yaw_rate = pin.log3(R_b @ pin.Quaternion(q[6], q[3], q[4], q[5]).toRotationMatrix().T)[2] / dt
+            yaw_rate = pin.log3(R_b @ base_rotation(q).T)[2] / dt
             q = q_new
             lac.update(q)
             out.q[t] = q

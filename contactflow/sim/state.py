@@ -156,3 +156,32 @@ class StateMap:
             if v.shape != (6 + self.n,):
                 raise ContractError(f"v: expected shape ({6 + self.n},), got {v.shape}")
             self.qvel_from_v(v, data.qvel, self.base_rotation(data.qpos))
+
+
+# ---------------------------------------------------------------------- base orientation helpers
+__all__ += ["base_rotation", "yaw"]
+
+
+def base_rotation(q: np.ndarray) -> np.ndarray:
+    """Base orientation ``R_WB`` (3, 3) of a pinocchio configuration.
+
+    Args:
+        q: (7 + n,) pinocchio configuration (quaternion x, y, z, w at ``q[3:7]``; normalised here).
+
+    Returns:
+        (3, 3) rotation from the base frame to world.
+    """
+    x, y, z, w = (float(c) for c in q[3:7])
+    n = (x * x + y * y + z * z + w * w) ** 0.5
+    x, y, z, w = x / n, y / n, z / n, w / n
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+    ])
+
+
+def yaw(R: np.ndarray) -> float:
+    """Heading angle [rad] of a rotation (3, 3): ``atan2(R[1, 0], R[0, 0])`` (the Z of a Z-Y-X
+    Euler decomposition: the angle of the body x axis projected on the ground plane)."""
+    return float(np.arctan2(R[1, 0], R[0, 0]))
