@@ -14,7 +14,7 @@ trapezoid (ramp 0.5 s, hold 3 s, ramp 0.5 s) from t = 2 s applied with MuJoCo ``
 3. Torso force (+x) on ``torso_link``, K_lin_torso in the same set, 2 N (the shipped test load) and
    10 N (to show where the feet-anchored torso channel stops: the CoP-aware bound saturates the
    displacement at the low K end).
-   Then forward pushes of 10, 20, 25, 30 N on the left hand at K = 100 and 500 N/m: which stand.
+   Then forward pushes of 10, 18, 20, 25, 30 N on the left hand at K = 100 and 500 N/m: which stand.
 4. Hand couple 1.5 N m about world z and about world x on the left hand, K_ang in {10, 30, 100}:
    rotation about the couple axis and its ratio to C / K_theta. (LAC has no torso angular channel.)
 5. Step time of ``LacExpert.step`` over every tick of every run: mean, p50, p99, max against the
@@ -98,7 +98,7 @@ def main() -> int:
     }
     # where the feet-anchored expert stops: forward pushes of growing magnitude on the left hand
     limits = []
-    for F in (10.0, 20.0, 25.0, 30.0):
+    for F in (10.0, 18.0, 20.0, 25.0, 30.0):
         for K in (100.0, 500.0):
             r = run(_k5(0, K), "left_wrist_roll_link", np.array([F, 0, 0, 0, 0, 0]))
             limits.append({"force_n": F, "k": K, "fell": r.fell,

@@ -3,7 +3,8 @@
 The expert never sees the true external wrench; it estimates, quasi-statically (the robot stands,
 the accelerations are small; the dynamic terms are left to a first-order low-pass filter):
 
-* **Arm links** (the loaded hand link of each arm, force at ``arm_point_local_m``). The joint rows of the
+* **Arm links** (the loaded hand link of each arm, force at the URDF hand link's own CoM, where the
+  simulator applies it, or at ``arm_point_local_m``). The joint rows of the
   floating-base equation of motion ``M vdot + h = S^T tau + J_c^T lam + J_e^T w`` restricted to the
   5 arm joints of one arm hold neither the contact Jacobians (the feet are not on the arm's chain)
   nor the other links' wrenches, so at rest ``J_e,arm^T w = g_arm(q) - tau_arm`` (``tau`` the
@@ -13,7 +14,8 @@ the accelerations are small; the dynamic terms are left to a first-order low-pas
   ``lever_damping_m``). A pure couple is then
   partly seen as a force (the part of ``Jr^T C`` in the range of ``Jp^T``): reported, not hidden.
   (Momentum-free version of the generalized-momentum observer, De Luca & Mattone, ICRA 2005.)
-* **Torso** (horizontal force at the torso link CoM): at quasi-static equilibrium the external
+* **Torso** (horizontal force at the URDF torso link's own CoM, where MuJoCo's ``xfrc_applied``
+  acts, not at the reduced model's torso + head CoM): at quasi-static equilibrium the external
   forces balance the ground reactions, ``sum_i f_sole,i + sum_e F_e + m g = 0``, so the horizontal
   external force is minus the sum of the horizontal sole forces (rotated to world); the arms'
   estimated forces are subtracted, the rest is attributed to the torso. The vertical part is not
@@ -53,8 +55,10 @@ class EstimatorCfg:
             ``-M qdd``, which the torque feed-forward turns into a negative apparent inertia
             (measured: the K = 30 N/m hand oscillates and the robot falls).
         arm_point_local_m: where the arm force is assumed to act, in the arm link's joint frame [m];
-            ``None`` = the link's CoM in the reduced model (for the G1 hand: wrist roll + locked
-            wrist pitch/yaw + rubber hand). The estimated force and couple are about this point.
+            ``None`` = the URDF link's own CoM (:func:`contactflow.lac.model.link_com_local`, where
+            the simulator's ``xfrc_applied`` acts; not the reduced model's CoM, which for the G1
+            hand merges wrist roll, locked wrist pitch/yaw and rubber hand). The estimated force
+            and couple are about this point.
         lever_damping_m: Tikhonov damping of the arm force solve, ``F = (A^T A + l^2 I)^-1 A^T r``
             with ``A = Jp_arm^T`` [m]: force directions the arm joints see with a lever below ~l
             are shrunk instead of amplifying the joint friction (0.2 N m) into newtons.
@@ -135,6 +139,10 @@ class WrenchEstimator:
         self.mass = float(robot.mass)
         self.alpha = dt / (dt + 1.0 / (2 * np.pi * cfg.cutoff_hz))
         self.torso_link = next(i for i, g in enumerate(self.lac.link_groups) if g == "torso")
+        #: link index -> (3,) point where its force is assumed to act, in the link's joint frame [m]
+        self.point_local = {i: self.lac.applied_point_local(i) if cfg.arm_point_local_m is None
+                            else np.asarray(cfg.arm_point_local_m, float) for i in self.arm_links}
+        self.point_local[self.torso_link] = self.lac.applied_point_local(self.torso_link)
         self.reset(None)
 
     def reset(self, sensors: Mapping | None) -> None:
@@ -183,8 +191,7 @@ class WrenchEstimator:
         c_arm = np.zeros((2, 3))
         J = {}
         for n, (i, av) in enumerate(zip(self.arm_links, self.arm_v)):
-            p_W = None if self.cfg.arm_point_local_m is None else lac.point_world(i, np.array(self.cfg.arm_point_local_m))
-            Jp, Jr = lac.link_jacobians(i, p_W)
+            Jp, Jr = lac.link_jacobians(i, lac.point_world(i, self.point_local[i]))
             J[i] = (Jp, Jr)
             r = g[av] - tau[av - 6]
             A = Jp[:, av].T
@@ -205,7 +212,7 @@ class WrenchEstimator:
             self._vcom_prev = vcom
             # m c_ddot = sum f_sole + sum F_ext + m g  ->  F_ext,xy = m c_ddot,xy - sum f_sole,xy
             f_t[:2] = self.mass * a_com[:2] - f_soles[:2] - f_arm[:, :2].sum(axis=0)
-            J[self.torso_link] = lac.link_jacobians(self.torso_link)
+            J[self.torso_link] = lac.link_jacobians(self.torso_link, lac.point_world(self.torso_link, self.point_local[self.torso_link]))
         self._J = J
         return f_arm, c_arm, f_t
 

@@ -295,8 +295,6 @@ class LacExpert:
         # ------------------------------------------------------------- stages
         self.ik = WholeBodyIK(config.ik, self.lac, self.dt, config.base_height_m)
         self._adm_cfg = LacConfig(admittance=config.admittance)
-        p = config.estimator.arm_point_local_m
-        self._p_arm = None if p is None else np.asarray(p, float)
         self.estimator = WrenchEstimator(config.estimator, robot, LacRobot(robot), self.i_arm, self._sole_fid, self.dt)
         self._mg = robot.mass * 9.81
         self._adm: dict = {}
@@ -307,11 +305,13 @@ class LacExpert:
 
     # ------------------------------------------------------------------ helpers
     def _loaded_point(self, i: int, x_com: np.ndarray, R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(position (3,) [m], orientation (3, 3)) of link ``i``'s loaded point: for the hands the
-        estimator's ``arm_point_local_m`` (where the force is assumed to act), else the link CoM."""
-        if self._p_arm is None or i not in self.i_arm:
+        """(position (3,) [m], orientation (3, 3)) of link ``i``'s loaded point (where the estimator
+        assumes the force acts: the URDF link's own CoM, or ``arm_point_local_m`` on the hands)
+        from its reduced-model CoM pose ``x_com`` (3,) [m], ``R`` (3, 3)."""
+        p = self.estimator.point_local.get(i)
+        if p is None:
             return x_com, R
-        return x_com + R @ (self._p_arm - self.lac.link_com_local[i]), R
+        return x_com + R @ (p - self.lac.link_com_local[i]), R
 
     def _upper_ref(self, command: Mapping) -> np.ndarray:
         qu = np.empty(11)
@@ -489,7 +489,7 @@ class LacExpert:
         refs = {i: self._loaded_point(i, *xr) for i, xr in zip(links, lac.link_poses_at(q_ref, links))}
         q_ref0 = q_ref.copy()
         q_ref0[0:3] = p_ref
-        x_ref_torso = lac.link_poses_at(q_ref0, [self.i_torso])[0][0]
+        x_ref_torso = self._loaded_point(self.i_torso, *lac.link_poses_at(q_ref0, [self.i_torso])[0])[0]
         targets = []
         for n, i in enumerate(links):
             x, R = cur[i]
@@ -528,7 +528,7 @@ class LacExpert:
             if ndx > 1e-9 and dmax > 0:
                 x_vir = refs[i][0] + dx * (dmax * np.tanh(ndx / dmax) / ndx)
             targets.append(LinkTarget(i, x_vir, R_vir, lac.robot.model.inertias[lac.link_joint_ids[i]].mass,
-                                      self._p_arm))
+                                      self.estimator.point_local[i]))
             diag[f"x_vir.{lac.link_names[i]}"] = x_vir
             diag[f"x_ik.{lac.link_names[i]}"] = x
         self._prev_poses = cur

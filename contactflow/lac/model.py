@@ -21,7 +21,31 @@ import pinocchio as pin
 from contactflow.errors import ConfigError, ModelError
 from contactflow.robot import Robot, load_robot
 
-__all__ = ["LacRobot", "UPPER_GROUPS", "segment_distances"]
+__all__ = ["LacRobot", "UPPER_GROUPS", "link_com_local", "segment_distances"]
+
+def link_com_local(robot: Robot, link: str) -> np.ndarray:
+    """(3,) centre of mass of URDF link ``link`` in the link frame [m] (its ``<inertial><origin xyz>``).
+
+    This is the point where MuJoCo's ``xfrc_applied`` acts on the link's body (links are bodies of
+    their own in the simulator, ``fusestatic=false``), unlike the CoM of the reduced pinocchio
+    model, which merges the bodies of locked joints (the G1-23 torso holds the head and the waist
+    roll/pitch links; the hand link holds the locked wrist pitch/yaw and the rubber hand).
+
+    Raises:
+        ModelError: no such frame in the robot's pinocchio model or no such link in its URDF.
+    """
+    import xml.etree.ElementTree as ET
+
+    if not robot.model.existFrame(link):
+        raise ModelError(f"robot {robot.name!r} has no frame {link!r}")
+    root = ET.parse(robot.urdf_path).getroot()
+    for el in root.iter("link"):
+        if el.get("name") == link:
+            origin = el.find("inertial/origin")
+            xyz = origin.get("xyz", "0 0 0") if origin is not None else "0 0 0"
+            return np.array([float(x) for x in xyz.split()])
+    raise ModelError(f"{robot.urdf_path}: no link {link!r}")
+
 
 #: group name -> index into the 5-D stiffness command (linear, angular or None).
 UPPER_GROUPS = {"left": (0, 3), "right": (1, 4), "torso": (2, None)}
@@ -204,6 +228,18 @@ class LacRobot:
     def update(self, q: np.ndarray) -> None:
         """Forward kinematics and all joint Jacobians at ``q`` (30,) into the working data."""
         pin.computeJointJacobians(self.model, self.data, q)
+
+    def applied_point_local(self, i: int) -> np.ndarray:
+        """(3,) where the simulator applies an external force on link ``i``: the URDF link's own CoM
+        (:func:`link_com_local`, where MuJoCo's ``xfrc_applied`` acts), in the frame of link ``i``'s
+        joint (the one :meth:`point_world` takes) [m].
+
+        Raises:
+            ModelError: the link is not a URDF link of the robot.
+        """
+        name = self.link_names[i]
+        c = link_com_local(self.robot, name)
+        return self.model.frames[self.model.getFrameId(name)].placement.act(c)
 
     def link_pose(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """CoM position (3,) [m] and orientation (3, 3) of link ``i`` in world (after :meth:`update`)."""

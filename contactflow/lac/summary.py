@@ -39,6 +39,8 @@ import math
 import numpy as np
 import pinocchio as pin
 
+from contactflow.errors import ModelError
+from contactflow.lac.model import link_com_local as _link_com_local
 from contactflow.recording import Recording, RecordingError
 from contactflow.sim.state import base_rotation, yaw
 from contactflow.summary import json_safe  # noqa: F401  (re-exported: NaN -> null at any depth)
@@ -73,25 +75,16 @@ def _runs(keys: np.ndarray) -> list[tuple[int, int]]:
 
 
 def link_com_local(robot, link: str) -> np.ndarray:
-    """(3,) centre of mass of URDF link ``link`` in the link frame [m] (its ``<inertial><origin xyz>``).
-
-    This is the point where MuJoCo's ``xfrc_applied`` acts on the link's body (links are bodies of
-    their own in the simulator, ``fusestatic=false``).
+    """(3,) centre of mass of URDF link ``link`` in the link frame [m] (where MuJoCo's
+    ``xfrc_applied`` acts): :func:`contactflow.lac.model.link_com_local`.
 
     Raises:
         RecordingError: no such link in the robot's URDF or in its pinocchio model.
     """
-    import xml.etree.ElementTree as ET
-
-    if not robot.model.existFrame(link):
-        raise RecordingError(f"robot {robot.name!r} has no frame {link!r} (wrench link of the recording)")
-    root = ET.parse(robot.urdf_path).getroot()
-    for el in root.iter("link"):
-        if el.get("name") == link:
-            origin = el.find("inertial/origin")
-            xyz = origin.get("xyz", "0 0 0") if origin is not None else "0 0 0"
-            return np.array([float(x) for x in xyz.split()])
-    raise RecordingError(f"{robot.urdf_path}: no link {link!r}")
+    try:
+        return _link_com_local(robot, link)
+    except ModelError as exc:
+        raise RecordingError(f"{exc} (wrench link of the recording)") from None
 
 
 def _link_poses(robot, link: str, qs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
