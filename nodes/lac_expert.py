@@ -9,7 +9,8 @@ Outputs: ``command`` (``joint_command``, PD robots): ``q_target``, ``kp``, ``kd`
 Same ports as ``lac_policy``: swapping one for the other in a graph changes that one node.
 ``--config`` is ``robots/<robot>/lac_expert.yaml`` by default (a flat ``ExpertConfig`` file) or a
 graph file with a ``lac_expert:`` section. A failed IK step, a malformed input message or a
-stiffness outside LAC's ranges sends the last safe command with ``ok = 0`` (logged).
+stiffness outside the robot's teleop ranges (``robots/<robot>/teleop.yaml``, the teleop's own
+limits) sends the last safe command with ``ok = 0`` (logged).
 Library: :mod:`contactflow.lac.expert`.
 """
 

@@ -53,12 +53,12 @@ def test_unknown_link_is_refused(tmp_path, lac):
 
 @pytest.mark.parametrize(
     "k,name",
-    [([5.0, 100, 100, 30, 30], "k_lin_left_arm"), ([100, 100, 900, 30, 30], "k_lin_torso"),
-     ([100, 100, 100, 30, 150], "k_ang_right_arm"), ([100, 100, 100, np.nan, 30], "k_ang_left_arm")],
+    [([5.0, 100, 100, 30, 30], "K_lin_left_arm"), ([100, 100, 900, 30, 30], "K_lin_torso"),
+     ([100, 100, 100, 30, 150], "K_ang_right_arm"), ([100, 100, 100, np.nan, 30], "K_ang_left_arm")],
 )
 def test_stiffness_out_of_range_is_refused(lac, k, name):
     with pytest.raises(ConfigError, match=name):
-        check_stiffness(k)
+        check_stiffness(k, k_lin_range=(10.0, 500.0), k_ang_range=(10.0, 100.0))
     frame = sample_synthetic_frame(lac, np.random.default_rng(0))
     with pytest.raises(ConfigError, match=name):
         sample_episode(lac, LacConfig(), frame, np.random.default_rng(0), stiffness=k)

@@ -222,10 +222,27 @@ def test_stiffness_out_of_range_names_the_channel(sim, robot, cfg):
     ex = LacExpert(cfg, robot)
     s = sensor_values(sim.reset())
     ex.reset(s)
-    with pytest.raises(ConfigError, match="k_lin_right_arm"):
+    with pytest.raises(ConfigError, match="K_lin_right_arm"):
         ex.step(s, stand_command(robot, [100, 900, 100, 30, 30]))
     out = ex.hold("bad stiffness")  # what the node sends then
     assert out.command["ok"][0] == 0.0
+
+
+def test_expert_enforces_the_robots_teleop_stiffness_ranges(sim, robot, cfg):
+    """One set of stiffness ranges: the robot's teleop limits (robots/g1/teleop.yaml), which the
+    teleop validates with, are what the expert enforces (a wider or narrower file moves both)."""
+    from contactflow.lac.teleop import TeleopConfig, load_teleop_config
+    from contactflow.sim.mujoco_robot import sensor_values
+
+    assert LacExpert(cfg, robot).teleop == load_teleop_config(robot)
+    s = sensor_values(sim.reset())
+    wide = LacExpert(cfg, robot, teleop=TeleopConfig(stiffness_lin_range_n_per_m=(10.0, 1000.0)))
+    wide.reset(s)
+    assert wide.step(s, stand_command(robot, [100, 900, 100, 30, 30])).command["ok"][0] == 1.0
+    narrow = LacExpert(cfg, robot, teleop=TeleopConfig(stiffness_ang_range_nm_per_rad=(10.0, 40.0)))
+    narrow.reset(s)
+    with pytest.raises(ConfigError, match=r"K_ang_left_arm = 50 N m/rad outside \[10, 40\] N m/rad .*teleop limits"):
+        narrow.step(s, stand_command(robot, [100, 100, 100, 50, 30]))
 
 
 def test_velocity_command_is_reported_ignored(sim, robot, cfg, caplog):

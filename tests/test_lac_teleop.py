@@ -397,3 +397,15 @@ def test_live_teleop_program_answers_tick_zero_and_skips_missed_ticks(monkeypatc
     h = {round(s[1], 2): s[3]["base_height"][0] for s in sent}
     assert h[2.0] == pytest.approx(g1.q_default[2]) and h[5.0] == pytest.approx(0.70)
     assert sent[450][3]["waist_yaw"][0] == pytest.approx(0.3)  # t = 9 s
+
+
+def test_one_stiffness_layout_table():
+    """The 5-D layout (lac.md §1.1: K_lin left, right, torso [N/m], K_ang left, right [N m/rad]) is
+    one table: the teleop's names, the IK/augmentation's groups and the summary's channels are it."""
+    from contactflow.lac import config, model, summary, teleop
+
+    assert config.STIFFNESS_NAMES == ("K_lin_left_arm", "K_lin_right_arm", "K_lin_torso", "K_ang_left_arm", "K_ang_right_arm")
+    assert config.GROUP_CHANNELS == {"left": (0, 3), "right": (1, 4), "torso": (2, None)}
+    assert teleop.STIFFNESS_FIELDS is config.STIFFNESS_NAMES
+    assert model.UPPER_GROUPS is config.GROUP_CHANNELS and summary.STIFFNESS_CHANNEL is config.GROUP_CHANNELS
+

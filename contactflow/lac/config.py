@@ -17,7 +17,9 @@ from contactflow.config import load_config, read_yaml
 from contactflow.errors import ConfigError
 
 __all__ = [
+    "STIFFNESS_CHANNELS",
     "STIFFNESS_NAMES",
+    "GROUP_CHANNELS",
     "K_LIN_RANGE",
     "K_ANG_RANGE",
     "LacConfig",
@@ -29,20 +31,65 @@ __all__ = [
     "load_lac_config",
     "default_config_path",
     "check_stiffness",
+    "stiffness_problem",
 ]
 
-#: The 5-D stiffness command, LAC deploy order (lac.md §1.1).
-STIFFNESS_NAMES = ("k_lin_left_arm", "k_lin_right_arm", "k_lin_torso", "k_ang_left_arm", "k_ang_right_arm")
-#: Command ranges: linear [N/m], angular [N m/rad] (LAC Table II).
+#: The 5-D stiffness command, LAC deploy order (lac.md §1.1): per channel its name, the
+#: ``lac_links`` group it acts on and its kind (``lin`` [N/m] or ``ang`` [N m/rad]). The one table of
+#: the layout: the teleop, the expert, the augmentation and the run summary read it.
+STIFFNESS_CHANNELS = (
+    ("K_lin_left_arm", "left", "lin"),
+    ("K_lin_right_arm", "right", "lin"),
+    ("K_lin_torso", "torso", "lin"),
+    ("K_ang_left_arm", "left", "ang"),
+    ("K_ang_right_arm", "right", "ang"),
+)
+#: Channel names, in command order.
+STIFFNESS_NAMES = tuple(name for name, _, _ in STIFFNESS_CHANNELS)
+#: ``lac_links`` group -> (index of its linear channel, index of its angular channel or None).
+GROUP_CHANNELS = {
+    g: (next(i for i, (_, gg, kind) in enumerate(STIFFNESS_CHANNELS) if gg == g and kind == "lin"),
+        next((i for i, (_, gg, kind) in enumerate(STIFFNESS_CHANNELS) if gg == g and kind == "ang"), None))
+    for g in dict.fromkeys(gg for _, gg, _ in STIFFNESS_CHANNELS)
+}
+#: LAC's ranges, linear [N/m], angular [N m/rad] (LAC Table II): the defaults of the robot data
+#: (``TeleopConfig``, ``robots/<robot>/teleop.yaml``, which the expert enforces) and of the
+#: augmentation's sampling ranges (``EventCfg``).
 K_LIN_RANGE = (10.0, 500.0)
 K_ANG_RANGE = (10.0, 100.0)
 
 
-def check_stiffness(k: np.ndarray, *, k_lin_range=K_LIN_RANGE, k_ang_range=K_ANG_RANGE) -> np.ndarray:
-    """Validate a 5-D stiffness command.
+def stiffness_problem(k: np.ndarray, k_lin_range: tuple[float, float], k_ang_range: tuple[float, float]) -> str | None:
+    """What is wrong with a 5-D stiffness command, or None.
+
+    Args:
+        k: (5,) command, :data:`STIFFNESS_CHANNELS` order [N/m, N m/rad].
+        k_lin_range, k_ang_range: [low, high] of the linear [N/m] and angular [N m/rad] channels.
+
+    Returns:
+        ``"<name> = <value> <unit> outside [lo, hi] <unit>"`` for the first bad channel (or a wrong
+        shape), else None.
+    """
+    k = np.asarray(k, dtype=float)
+    if k.shape != (len(STIFFNESS_CHANNELS),):
+        return f"expected {len(STIFFNESS_CHANNELS)} values {STIFFNESS_NAMES}, got shape {k.shape}"
+    for i, (name, _, kind) in enumerate(STIFFNESS_CHANNELS):
+        lo, hi = k_lin_range if kind == "lin" else k_ang_range
+        unit = "N/m" if kind == "lin" else "N m/rad"
+        if not (math.isfinite(k[i]) and lo <= k[i] <= hi):
+            return f"{name} = {float(k[i]):g} {unit} outside [{lo:g}, {hi:g}] {unit}"
+    return None
+
+
+def check_stiffness(k: np.ndarray, *, k_lin_range: tuple[float, float], k_ang_range: tuple[float, float],
+                    source: str = "") -> np.ndarray:
+    """Validate a 5-D stiffness command against the given ranges.
 
     Args:
         k: (5,) ``[K_L, K_R, K_T]`` [N/m] then ``[K_L^theta, K_R^theta]`` [N m/rad].
+        k_lin_range, k_ang_range: [low, high] [N/m], [N m/rad] (the robot's teleop limits for a
+            controller, the sampling ranges for the augmentation).
+        source: where the ranges come from, appended to the message (e.g. ``"teleop limits"``).
 
     Returns:
         (5,) float64 copy.
@@ -50,15 +97,10 @@ def check_stiffness(k: np.ndarray, *, k_lin_range=K_LIN_RANGE, k_ang_range=K_ANG
     Raises:
         ConfigError: wrong shape, non-finite, or a channel outside its range (the message names it).
     """
-    k = np.asarray(k, dtype=float)
-    if k.shape != (5,):
-        raise ConfigError(f"stiffness command: expected 5 values {STIFFNESS_NAMES}, got shape {k.shape}")
-    for i, name in enumerate(STIFFNESS_NAMES):
-        lo, hi = k_lin_range if i < 3 else k_ang_range
-        unit = "N/m" if i < 3 else "N m/rad"
-        if not math.isfinite(k[i]) or not (lo <= k[i] <= hi):
-            raise ConfigError(f"stiffness command: {name} = {k[i]:g} {unit} is outside [{lo:g}, {hi:g}] {unit}")
-    return k.copy()
+    bad = stiffness_problem(k, k_lin_range, k_ang_range)
+    if bad:
+        raise ConfigError(f"stiffness command: {bad}" + (f" ({source})" if source else ""))
+    return np.asarray(k, dtype=float).copy()
 
 
 def _range(name: str, r: tuple[float, float], lo: float = 0.0, strict: bool = True) -> None:

@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from contactflow.lac.config import LacConfig, check_stiffness
+from contactflow.lac.config import STIFFNESS_CHANNELS, LacConfig, check_stiffness
 from contactflow.lac.contact_frames import ContactFrame
 from contactflow.errors import ConfigError
 from contactflow.lac.model import UPPER_GROUPS, LacRobot
@@ -141,7 +141,7 @@ def sample_profile(cfg: LacConfig, rng: np.random.Generator) -> Profile:
 def sample_stiffness(cfg: LacConfig, rng: np.random.Generator) -> np.ndarray:
     """(5,) stiffness command, each channel log-uniform on its range (Table II)."""
     e = cfg.events
-    k = [_log_uniform(rng, e.k_lin_n_per_m) for _ in range(3)] + [_log_uniform(rng, e.k_ang_nm_per_rad) for _ in range(2)]
+    k = [_log_uniform(rng, e.k_lin_n_per_m if kind == "lin" else e.k_ang_nm_per_rad) for _, _, kind in STIFFNESS_CHANNELS]
     return check_stiffness(np.array(k), k_lin_range=e.k_lin_n_per_m, k_ang_range=e.k_ang_nm_per_rad)
 
 

@@ -65,6 +65,7 @@ from contactflow.lac.estimation import EstimatorCfg, WrenchEstimator
 from contactflow.lac.ik import LinkTarget, WholeBodyIK
 from contactflow.lac.model import UPPER_GROUPS, LacRobot
 from contactflow.lac.synthesis import VirtualAdmittance
+from contactflow.lac.teleop import TeleopConfig, load_teleop_config
 from contactflow.robot import Robot
 from contactflow.sim.state import base_rotation, yaw
 
@@ -245,17 +246,21 @@ class LacExpert:
         config: :class:`ExpertConfig`.
         robot: the loaded ``g1`` :class:`Robot` (PD actuation, ``actuators.kd_nms_per_rad``,
             ``teleop.arm_joints``, ``lac_links``, two plane contacts).
+        teleop: the teleop limits whose stiffness ranges the expert enforces; ``None`` = the
+            robot's (:func:`contactflow.lac.teleop.load_teleop_config`, ``robots/<robot>/teleop.yaml``):
+            the one set of ranges the teleop also validates with.
 
     Raises:
         ConfigError: a configured link is not a LAC link of the right group, the robot file lacks
             the PD damping or arm joints, or the robot has not exactly two plane contacts.
     """
 
-    def __init__(self, config: ExpertConfig, robot: Robot):
+    def __init__(self, config: ExpertConfig, robot: Robot, teleop: TeleopConfig | None = None):
         if getattr(robot, "actuation", None) != "pd":
             raise ConfigError(f"{robot.file_label()}: lac_expert needs a PD robot ('actuation: pd')")
         self.cfg = config
         self.robot = robot
+        self.teleop = load_teleop_config(robot) if teleop is None else teleop
         self.lac = LacRobot(robot)
         model = robot.model
         self.model = model
@@ -446,7 +451,7 @@ class LacExpert:
             Output. On a failed stage the last safe command with ``ok = 0`` (reason in diagnostics).
 
         Raises:
-            ConfigError: the stiffness command is outside LAC's ranges (names the channel).
+            ConfigError: the stiffness command is outside the robot's teleop ranges (names the channel).
         """
         t0 = time.perf_counter()
         if not self._reset_done:
@@ -455,7 +460,9 @@ class LacExpert:
         diag: dict = {}
         q = np.asarray(sensors["q"], float)
         v = np.asarray(sensors["v"], float)
-        k5 = check_stiffness(np.asarray(command["stiffness"], float))
+        t = self.teleop
+        k5 = check_stiffness(np.asarray(command["stiffness"], float), k_lin_range=t.stiffness_lin_range_n_per_m,
+                             k_ang_range=t.stiffness_ang_range_nm_per_rad, source="the robot's teleop limits")
         if not np.array_equal(k5, self._k5):
             self._admittances(k5)
         vel = np.concatenate([np.asarray(command["lin_vel"], float).reshape(-1), np.asarray(command["ang_vel"], float).reshape(-1)])

@@ -19,6 +19,7 @@ import numpy as np
 import pinocchio as pin
 
 from contactflow.errors import ConfigError, ModelError
+from contactflow.lac.config import GROUP_CHANNELS
 from contactflow.robot import Robot, load_robot
 
 __all__ = ["LacRobot", "UPPER_GROUPS", "link_com_local", "segment_distances"]
@@ -47,8 +48,9 @@ def link_com_local(robot: Robot, link: str) -> np.ndarray:
     raise ModelError(f"{robot.urdf_path}: no link {link!r}")
 
 
-#: group name -> index into the 5-D stiffness command (linear, angular or None).
-UPPER_GROUPS = {"left": (0, 3), "right": (1, 4), "torso": (2, None)}
+#: group name -> index into the 5-D stiffness command (linear, angular or None): the table of
+#: :data:`contactflow.lac.config.STIFFNESS_CHANNELS`.
+UPPER_GROUPS = GROUP_CHANNELS
 
 
 def _skew(p: np.ndarray) -> np.ndarray:

@@ -40,6 +40,7 @@ import numpy as np
 import pinocchio as pin
 
 from contactflow.errors import ModelError
+from contactflow.lac.config import GROUP_CHANNELS
 from contactflow.lac.model import link_com_local as _link_com_local
 from contactflow.recording import Recording, RecordingError
 from contactflow.sim.state import base_rotation, yaw
@@ -48,7 +49,7 @@ from contactflow.summary import json_safe  # noqa: F401  (re-exported: NaN -> nu
 __all__ = ["g1_summary", "format_g1_summary", "json_safe", "link_com_local", "STIFFNESS_CHANNEL"]
 
 #: lac_links group -> index of its linear / angular stiffness channel in the 5-D command (LAC layout).
-STIFFNESS_CHANNEL = {"left": (0, 3), "right": (1, 4), "torso": (2, None)}
+STIFFNESS_CHANNEL = GROUP_CHANNELS
 
 
 def _yaw_frame_velocity(q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

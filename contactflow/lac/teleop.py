@@ -52,6 +52,7 @@ import numpy as np
 
 from contactflow.config import load_config, read_yaml
 from contactflow.errors import ConfigError, ContractError
+from contactflow.lac.config import K_ANG_RANGE, K_LIN_RANGE, STIFFNESS_CHANNELS, STIFFNESS_NAMES, stiffness_problem
 from contactflow.lac.wrench_injector import WrenchEvent, parse_wrench_events
 
 __all__ = [
@@ -69,8 +70,8 @@ __all__ = [
     "STIFFNESS_FIELDS",
 ]
 
-#: Names of the 5 stiffness channels, LAC layout (lac.md §1.1).
-STIFFNESS_FIELDS = ("K_lin_left_arm", "K_lin_right_arm", "K_lin_torso", "K_ang_left_arm", "K_ang_right_arm")
+#: Names of the 5 stiffness channels, LAC layout (lac.md §1.1): ``contactflow.lac.config.STIFFNESS_NAMES``.
+STIFFNESS_FIELDS = STIFFNESS_NAMES
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -86,6 +87,8 @@ class TeleopConfig:
             to the range.
         stiffness_lin_range_n_per_m: [min, max] of K_lin [N/m] (LAC: [10, 500]).
         stiffness_ang_range_nm_per_rad: [min, max] of K_ang [N m/rad] (LAC: [10, 100]).
+            These two ranges are the robot's one set of stiffness limits: the teleop validates and
+            clamps with them and ``lac_expert`` refuses a command outside them.
         stiffness_default: the 5-D stiffness before any set-point, LAC layout (LAC demo boot:
             [70, 70, 70, 30, 30]).
     """
@@ -94,8 +97,8 @@ class TeleopConfig:
     max_ang_vel_radps: float = 1.0
     base_height_range_m: tuple[float, float] = (0.56, 0.78)
     base_height_default_m: float | None = None
-    stiffness_lin_range_n_per_m: tuple[float, float] = (10.0, 500.0)
-    stiffness_ang_range_nm_per_rad: tuple[float, float] = (10.0, 100.0)
+    stiffness_lin_range_n_per_m: tuple[float, float] = K_LIN_RANGE
+    stiffness_ang_range_nm_per_rad: tuple[float, float] = K_ANG_RANGE
     stiffness_default: tuple[float, float, float, float, float] = (70.0, 70.0, 70.0, 30.0, 30.0)
 
     def __post_init__(self):
@@ -115,20 +118,14 @@ class TeleopConfig:
     def clamp_stiffness(self, k) -> np.ndarray:
         """(5,) stiffness clamped to the ranges (LAC layout)."""
         k = np.asarray(k, dtype=float).copy()
-        k[:3] = np.clip(k[:3], *self.stiffness_lin_range_n_per_m)
-        k[3:] = np.clip(k[3:], *self.stiffness_ang_range_nm_per_rad)
+        lin = np.array([kind == "lin" for _, _, kind in STIFFNESS_CHANNELS])
+        k[lin] = np.clip(k[lin], *self.stiffness_lin_range_n_per_m)
+        k[~lin] = np.clip(k[~lin], *self.stiffness_ang_range_nm_per_rad)
         return k
 
 
 def _stiffness_problem(k: np.ndarray, cfg: TeleopConfig) -> str | None:
-    lo, hi = cfg.stiffness_lin_range_n_per_m
-    alo, ahi = cfg.stiffness_ang_range_nm_per_rad
-    for i, name in enumerate(STIFFNESS_FIELDS):
-        r = (lo, hi) if i < 3 else (alo, ahi)
-        unit = "N/m" if i < 3 else "N m/rad"
-        if not (math.isfinite(k[i]) and r[0] <= k[i] <= r[1]):
-            return f"{name} = {float(k[i]):g} {unit} outside [{r[0]:g}, {r[1]:g}] {unit}"
-    return None
+    return stiffness_problem(k, cfg.stiffness_lin_range_n_per_m, cfg.stiffness_ang_range_nm_per_rad)
 
 
 def load_teleop_config(robot: Any, path: str | Path | None = None) -> TeleopConfig:
