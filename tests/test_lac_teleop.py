@@ -118,7 +118,7 @@ stiffness:
 """)
     sc = load_teleop_scenario(p, g1)
     pl = TeleopPlayer(sc)
-    h0 = g1.q_default[2]
+    h0 = 0.74  # robots/g1/teleop.yaml: LAC's teleop default (lac.md §1.1)
     elbow = sc.arm_joints.index("left_elbow_joint")
     c = pl.step(0.5)
     assert c.base_height == pytest.approx(h0) and np.allclose(c.lin_vel, 0) and c.ang_vel == 0
@@ -395,7 +395,7 @@ def test_live_teleop_program_answers_tick_zero_and_skips_missed_ticks(monkeypatc
     assert seqs == list(range(len(seqs))) and len(seqs) == 751  # 0..750: finished at t = 15 s
     assert sent[-1][2] and not any(s[2] for s in sent[:-1])
     h = {round(s[1], 2): s[3]["base_height"][0] for s in sent}
-    assert h[2.0] == pytest.approx(g1.q_default[2]) and h[5.0] == pytest.approx(0.70)
+    assert h[2.0] == pytest.approx(0.74) and h[5.0] == pytest.approx(0.70)
     assert sent[450][3]["waist_yaw"][0] == pytest.approx(0.3)  # t = 9 s
 
 
@@ -408,4 +408,17 @@ def test_one_stiffness_layout_table():
     assert config.GROUP_CHANNELS == {"left": (0, 3), "right": (1, 4), "torso": (2, None)}
     assert teleop.STIFFNESS_FIELDS is config.STIFFNESS_NAMES
     assert model.UPPER_GROUPS is config.GROUP_CHANNELS and summary.STIFFNESS_CHANNEL is config.GROUP_CHANNELS
+
+
+def test_one_default_base_height_for_teleop_and_stand_command(g1, tmp_path):
+    """LAC's teleop default base height (0.74 m, lac.md §1.1) is robot data (robots/g1/teleop.yaml):
+    the teleop's first command and the compliance experiments' stand_command both read it."""
+    from contactflow.lac.compliance import stand_command
+
+    p = _write(tmp_path, "duration_s: 2\nvelocity: [{start_s: 1, end_s: 2, lin_vel_mps: [0.1, 0.0]}]\n")
+    first = TeleopPlayer(load_teleop_scenario(p, g1)).step(0.0)
+    stand = stand_command(g1, [70, 70, 70, 30, 30])
+    assert first.base_height == pytest.approx(0.74) and stand["base_height"][0] == pytest.approx(0.74)
+    for key in ("waist_yaw", "q_ref_arms", "stiffness"):
+        np.testing.assert_allclose(stand[key], first.values()[key])
 

@@ -19,6 +19,7 @@ import numpy as np
 import pinocchio as pin
 
 from contactflow.lac.events import trapezoid
+from contactflow.lac.teleop import default_command
 from contactflow.sim.mujoco_robot import sensor_values
 
 __all__ = ["WrenchEventResult", "stand_command", "run_wrench_event"]
@@ -49,17 +50,21 @@ class WrenchEventResult:
     sim_time_s: float
 
 
-def stand_command(robot, stiffness, base_height_m: float = 0.74) -> dict:
-    """A standing ``teleop_command``: zero base velocity, the robot file's default arm posture.
+def stand_command(robot, stiffness, base_height_m: float | None = None) -> dict:
+    """A standing ``teleop_command``: the teleop's default command
+    (:func:`contactflow.lac.teleop.default_command`: zero base velocity, the robot's default
+    posture, the base height of ``robots/<robot>/teleop.yaml``) with the given stiffness.
 
     Args:
         robot: the robot (``teleop.arm_joints`` names the arm references).
-        stiffness: (5,) RAW LAC stiffness. base_height_m: pelvis height [m].
+        stiffness: (5,) RAW LAC stiffness. base_height_m: pelvis height [m]; ``None`` = the
+            teleop's default (G1: 0.74 m, LAC's teleop value, lac.md §1.1).
     """
-    arm = list((robot.raw.get("teleop") or {}).get("arm_joints") or [])
-    q_arm = np.array([robot.q_default[7 + robot.joint_names.index(j)] for j in arm])
-    return {"lin_vel": np.zeros(2), "ang_vel": np.zeros(1), "base_height": np.array([base_height_m]),
-            "waist_yaw": np.zeros(1), "q_ref_arms": q_arm, "stiffness": np.asarray(stiffness, float)}
+    cmd = default_command(robot)
+    cmd["stiffness"] = np.asarray(stiffness, float)
+    if base_height_m is not None:
+        cmd["base_height"] = np.array([float(base_height_m)])
+    return cmd
 
 
 def run_wrench_event(

@@ -67,6 +67,7 @@ __all__ = [
     "load_teleop_scenario",
     "load_teleop_config",
     "arm_joints",
+    "default_command",
     "STIFFNESS_FIELDS",
 ]
 
@@ -82,9 +83,11 @@ class TeleopConfig:
         max_lin_vel_mps: bound on the planar speed |[vx, vy]| [m/s] (LAC: 0.5).
         max_ang_vel_radps: bound on |yaw rate| [rad/s].
         base_height_range_m: [min, max] base height command [m] (LAC: [0.56, 0.78]).
-        base_height_default_m: base height before any set-point [m]; ``None`` = the base height
-            of the robot's default posture (``robot.q_default[2]``, feet flat on the ground), clamped
-            to the range.
+        base_height_default_m: base height before any set-point [m] (LAC's teleop default 0.74,
+            lac.md §1.1; LAC's policy default is 0.78); also the base height of
+            :func:`contactflow.lac.compliance.stand_command`. ``None`` = the base height of the
+            robot's default posture (``robot.q_default[2]``, feet flat on the ground; G1 0.756 m),
+            clamped to the range.
         stiffness_lin_range_n_per_m: [min, max] of K_lin [N/m] (LAC: [10, 500]).
         stiffness_ang_range_nm_per_rad: [min, max] of K_ang [N m/rad] (LAC: [10, 100]).
             These two ranges are the robot's one set of stiffness limits: the teleop validates and
@@ -96,7 +99,7 @@ class TeleopConfig:
     max_lin_vel_mps: float = 0.5
     max_ang_vel_radps: float = 1.0
     base_height_range_m: tuple[float, float] = (0.56, 0.78)
-    base_height_default_m: float | None = None
+    base_height_default_m: float | None = 0.74
     stiffness_lin_range_n_per_m: tuple[float, float] = K_LIN_RANGE
     stiffness_ang_range_nm_per_rad: tuple[float, float] = K_ANG_RANGE
     stiffness_default: tuple[float, float, float, float, float] = (70.0, 70.0, 70.0, 30.0, 30.0)
@@ -275,6 +278,22 @@ class TeleopCommand:
 def _joint_range(robot: Any, name: str) -> tuple[float, float]:
     i = robot.joint_names.index(name)
     return float(robot.q_min[i]), float(robot.q_max[i])
+
+
+def default_command(robot: Any, config: TeleopConfig | None = None) -> dict[str, np.ndarray]:
+    """The ``teleop_command`` before any set-point: zero base velocity and the defaults.
+
+    Args:
+        robot: the robot (``teleop.arm_joints``, default posture).
+        config: the teleop limits and defaults; ``None`` = the robot's (:func:`load_teleop_config`).
+
+    Returns:
+        ``lin_vel`` (2,) [m/s], ``ang_vel`` (1,) [rad/s] (zeros), ``base_height`` (1,) [m] (the
+        config's ``base_height_default_m``), ``waist_yaw`` (1,) [rad] and ``q_ref_arms`` [rad] (the
+        robot's default posture), ``stiffness`` (5,) (the config's ``stiffness_default``).
+    """
+    cfg = load_teleop_config(robot) if config is None else config
+    return {"lin_vel": np.zeros(2), "ang_vel": np.zeros(1), **_defaults(robot, cfg, arm_joints(robot))}
 
 
 def _defaults(robot: Any, cfg: TeleopConfig, arms: tuple[str, ...]) -> dict[str, np.ndarray]:
