@@ -1,10 +1,12 @@
 """Command safety for robot drivers: validate joint commands and hold the last safe one.
 
-A robot driver must never apply a malformed command and must keep a safe posture when commands
+A robot driver must never apply a malformed command and must keep a safe state when commands
 stop arriving. :class:`CommandHold` implements both rules for joint position commands (Talos'
-``theta_cmd``) and :class:`PDCommandHold` for PD commands (Unitree ``MotorCmd`` fields:
-``q_target``, ``kp``, ``kd``, ``tau_ff``); the MuJoCo driver uses them, and a hardware driver
-should too.
+``theta_cmd``: the last safe position is held) and :class:`PDCommandHold` for PD commands
+(Unitree ``MotorCmd`` fields: ``q_target``, ``kp``, ``kd``, ``tau_ff``: after the timeout, damping
+mode ``kp = 0``, ``kd = kd_damping``, ``tau_ff = 0``, Unitree's convention for a lost command
+stream, then a gain ramp when commands come back); the MuJoCo driver uses them, and a hardware
+driver should too.
 """
 
 from __future__ import annotations
@@ -104,6 +106,24 @@ class PDCommandHold(CommandHold):
     ``[0, kd_max]``, ``tau_ff`` finite within ``+-tau_max``. A rejected command leaves the last
     safe one in force: its ``q_target`` with ITS gains and feed-forward.
 
+    Modes (:attr:`mode`), on the clock of ``now_s``:
+
+    * ``"start"``: no command accepted yet: the initial command is applied (the default posture
+      with the robot's gains: a simulated robot stands until its controller is up).
+    * ``"normal"``: the last accepted command (also for up to ``timeout_s`` after it, when later
+      commands are missing or rejected).
+    * ``"damping"``: no valid command for more than ``timeout_s`` after commands had started
+      (stream lost, or every command rejected): ``kp = 0``, ``kd = kd_damping``, ``tau_ff = 0``
+      (Unitree's damping command for a lost stream, e.g. unitree_rl_gym ``deploy_real``
+      ``create_damping_cmd``); the joints brake instead of pushing with a stale feed-forward
+      toward a stale target. Logged once per entry with the reason, counted in
+      :attr:`damping_entries`.
+    * ``"ramp"``: the first valid command after damping mode: what a robot owner expects is no
+      jump, so the stiffness and feed-forward come back linearly over ``recovery_ramp_s``,
+      ``(q_target, s kp, (1 - s) kd_damping + s kd, s tau_ff)`` with ``s = (now - t_resume) /
+      recovery_ramp_s`` (``s = 0`` on the resume tick), then ``"normal"``. A full-gain return
+      would apply ``kp (q_target - q)`` at once to a robot that sagged in damping mode.
+
     Args:
         q_safe: (n,) initial safe position target [rad] (e.g. the default posture).
         kp, kd: (n,) initial gains [N m/rad, N m s/rad] (e.g. the robot file's).
@@ -113,12 +133,21 @@ class PDCommandHold(CommandHold):
         kp_max, kd_max: (n,) largest accepted gains (optional; e.g. the simulator's stability
             limits ``PDRobotSim.kp_max`` / ``kd_max``).
         tau_max: (n,) largest accepted ``|tau_ff|`` [N m] (optional; e.g. the effort limits).
+        kd_damping: (n,) damping of damping mode [N m s/rad] (None: the initial ``kd``); must be
+            finite, >= 0 and within ``kd_max``.
+        recovery_ramp_s: duration of the gain ramp after damping mode [s] (>= 0; 0 = full gains
+            on the first valid command).
+
+    Raises:
+        ValueError: ``kd_damping`` or ``recovery_ramp_s`` out of range (the message names the
+            joint indices).
     """
 
     def __init__(self, q_safe: np.ndarray, kp: np.ndarray, kd: np.ndarray, tau_ff: np.ndarray | None = None,
                  timeout_s: float = 0.1, q_min: np.ndarray | None = None, q_max: np.ndarray | None = None,
                  kp_max: np.ndarray | None = None, kd_max: np.ndarray | None = None,
-                 tau_max: np.ndarray | None = None):
+                 tau_max: np.ndarray | None = None, kd_damping: np.ndarray | None = None,
+                 recovery_ramp_s: float = 1.0):
         super().__init__(q_safe, timeout_s, q_min, q_max)
         n = self.theta.shape
         self.kp = np.array(kp, dtype=float).reshape(n)
@@ -128,6 +157,19 @@ class PDCommandHold(CommandHold):
         self.kp_max = inf if kp_max is None else np.asarray(kp_max, float)
         self.kd_max = inf if kd_max is None else np.asarray(kd_max, float)
         self.tau_max = inf if tau_max is None else np.asarray(tau_max, float)
+        kdd = self.kd.copy() if kd_damping is None else np.array(kd_damping, dtype=float).reshape(n)
+        bad = ~np.isfinite(kdd) | (kdd < 0) | (kdd > self.kd_max)
+        if np.any(bad):
+            raise ValueError(f"kd_damping: non-finite, negative or above kd_max at joint index {np.flatnonzero(bad).tolist()}")
+        if not (np.isfinite(recovery_ramp_s) and recovery_ramp_s >= 0):
+            raise ValueError(f"recovery_ramp_s must be >= 0, got {recovery_ramp_s}")
+        self.kd_damping = kdd
+        self.recovery_ramp_s = float(recovery_ramp_s)
+        self.mode = "start"
+        self.damping_entries = 0
+        self.damping_reason = ""
+        self._rejected_at_accept = 0
+        self._resume_s: float | None = None
 
     def problem(self, fields: Mapping[str, np.ndarray] | None) -> str:
         """Why ``fields`` (``q_target``, ``kp``, ``kd``, ``tau_ff``) is not a safe command ('' if it is)."""
@@ -162,9 +204,51 @@ class PDCommandHold(CommandHold):
         self.kp = np.array(fields["kp"], dtype=float)
         self.kd = np.array(fields["kd"], dtype=float)
         self.tau_ff = np.array(fields["tau_ff"], dtype=float)
-        return self._accepted(now_s)
+        self.last_time = now_s
+        self.holding = False
+        self._rejected_at_accept = self.rejected
+        if self.mode == "damping":
+            self.mode = "ramp"
+            self._resume_s = now_s
+            log.warning("commands resumed after damping mode: stiffness and feed-forward ramp back over %.2f s",
+                        self.recovery_ramp_s)
+        elif self.mode == "start":
+            self.mode = "normal"
+        return True
+
+    @property
+    def damping(self) -> bool:
+        """True while damping mode is applied."""
+        return self.mode == "damping"
 
     def pd_command(self, now_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(q_target, kp, kd, tau_ff) to apply at ``now_s`` [s]: the last safe command. Updates ``holding``."""
-        self._update_stale(now_s)
+        """(q_target, kp, kd, tau_ff) to apply at ``now_s`` [s] (see the modes in the class docstring).
+
+        Updates ``holding`` and :attr:`mode`; the entry into damping mode is logged once.
+        Returns (n,) arrays [rad, N m/rad, N m s/rad, N m].
+        """
+        stale = self.last_time is None or now_s - self.last_time > self.timeout_s
+        self.holding = stale
+        if self.mode == "start":
+            return self.theta, self.kp, self.kd, self.tau_ff
+        if stale:
+            if self.mode != "damping":
+                self.mode = "damping"
+                self._resume_s = None
+                self.damping_entries += 1
+                n_rej = self.rejected - self._rejected_at_accept
+                why = (f"{n_rej} command(s) rejected since the last valid one, last: {self.last_reason}" if n_rej
+                       else "no command received")
+                self.damping_reason = (f"no valid command for {now_s - self.last_time:.3f} s "
+                                       f"(timeout {self.timeout_s:.3f} s): {why}")
+                log.warning("damping mode (kp = 0, kd = damping, tau_ff = 0): %s", self.damping_reason)
+            z = np.zeros_like(self.kp)
+            return self.theta, z, self.kd_damping, z
+        if self.mode == "ramp":
+            s = 1.0 if self.recovery_ramp_s == 0 else (now_s - self._resume_s) / self.recovery_ramp_s
+            if s < 1.0:
+                s = max(s, 0.0)
+                return self.theta, s * self.kp, (1.0 - s) * self.kd_damping + s * self.kd, s * self.tau_ff
+            self.mode = "normal"
+            self._resume_s = None
         return self.theta, self.kp, self.kd, self.tau_ff

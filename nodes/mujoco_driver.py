@@ -26,6 +26,14 @@ Modes:
   for ``--command-timeout-s`` the last safe command is held (and reported), as a hardware
   driver must.
 
+PD robots, both modes: when no VALID command has come for ``--command-timeout-s`` (wall time in
+realtime, simulated time in lockstep) after commands had started, the driver enters Unitree's
+damping mode (kp = 0, kd = the robot file's ``damping_mode_kd_nms_per_rad``, tau_ff = 0), logged
+once with the reason; on the next valid command the stiffness and feed-forward ramp back over
+``--damping-recovery-s`` (contactflow.safety.PDCommandHold). Each ``sensors`` message of a PD
+robot carries ``command_mode`` (start / normal / damping / ramp) in its metadata; the entries and
+ticks in damping mode are reported at the end.
+
 The run ends when a command carries ``finished`` (end of the scenario), when the robot falls
 (base below the robot file's ``fall_height_m``: 0.6 m for Talos, 0.35 m for the G1; reported,
 then the run ends), or after ``--max-sim-time-s``. A malformed, non-finite or out-of-limit command
@@ -64,6 +72,8 @@ def main() -> int:
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--realtime", action="store_true", help="wall-clock pacing instead of lockstep")
     p.add_argument("--command-timeout-s", type=float, default=0.1)
+    p.add_argument("--damping-recovery-s", type=float, default=1.0,
+                   help="PD robots: gain ramp after damping mode [s] (0 = full gains at once)")
     p.add_argument("--max-sim-time-s", type=float, default=600.0)
     p.add_argument("--lockstep-timeout-s", type=float, default=60.0)
     p.add_argument("--environment", action="store_true",
@@ -77,7 +87,7 @@ def main() -> int:
     env = load_environment(robot.raw.get("environment"), f"{robot.name}:environment") if args.environment else None
     payloads = [parse_payload(item, i) for i, item in enumerate(args.payload)]
     driver = RobotDriver(robot, cfg, payloads=payloads, environment=env, command_timeout_s=args.command_timeout_s,
-                         max_sim_time_s=args.max_sim_time_s)
+                         max_sim_time_s=args.max_sim_time_s, recovery_ramp_s=args.damping_recovery_s)
     sim = driver.sim
     estimators = {}
     if env is not None:
@@ -93,9 +103,14 @@ def main() -> int:
     use_wrench = "wrench" in wired and bool(driver.wrench_links)
     if "wrench" in wired and not driver.wrench_links:
         log.warning("input 'wrench' is wired but %s has no wrench_links: it is ignored", robot.file_label())
-    sender = Sender(node, {"sensors": specs["sensors"]}, {"sim": cfg, "control_dt_s": dt, "realtime": args.realtime,
-                                                         "payloads": args.payload, "actuation": robot.actuation})
-    sender.send("sensors", readings_values(robot, r, sspec, estimators), seq=0, t=r.t)
+    meta = {"sim": cfg, "control_dt_s": dt, "realtime": args.realtime, "payloads": args.payload,
+            "actuation": robot.actuation}
+    if driver.pd:
+        meta.update(command_timeout_s=args.command_timeout_s, damping_recovery_s=args.damping_recovery_s,
+                    damping_mode_kd_nms_per_rad=driver.hold.kd_damping)
+    sender = Sender(node, {"sensors": specs["sensors"]}, meta)
+    mode = (lambda: {"command_mode": driver.command_mode}) if driver.pd else (lambda: {})
+    sender.send("sensors", readings_values(robot, r, sspec, estimators), seq=0, t=r.t, **mode())
     finished = False
 
     def advance(fin: bool) -> bool:
@@ -103,7 +118,7 @@ def main() -> int:
         r, done = driver.advance(time.monotonic() if args.realtime else None)
         done = fin or done
         sender.send("sensors", readings_values(robot, r, sspec, estimators), seq=driver.status.ticks, t=r.t,
-                    finished=done)
+                    finished=done, **mode())
         return done
 
     if not args.realtime:
@@ -154,6 +169,9 @@ def main() -> int:
                     "was held", st.rejected_commands)
     if st.degraded_commands:
         log.warning("%d commands came from a degraded controller (ok = 0)", st.degraded_commands)
+    if st.damping_entries:
+        log.warning("damping mode entered %d time(s), %d ticks in damping mode (command timeout %.3f s)",
+                    st.damping_entries, st.damping_ticks, args.command_timeout_s)
     if st.malformed_wrenches:
         log.warning("%d malformed external-wrench messages: wrenches cleared for those ticks", st.malformed_wrenches)
     log.info("simulation ended at t = %.3f s after %d ticks%s", r.t, st.ticks, " (the robot fell)" if st.fell else "")

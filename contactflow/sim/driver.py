@@ -12,7 +12,11 @@ The robot file's ``actuation`` chooses the simulator and the command contract
 
 A command that is malformed, non-finite, out of the joint limits (or, PD, with gains out of
 range) is not applied: the last safe command stays in force and the rejection is counted and
-logged once per reason. External wrenches (``external_wrench`` contract: ``wrench.<link>``
+logged once per reason. PD robots: when no valid command has come for ``command_timeout_s``
+(of the timeout clock: simulated time in lockstep, wall time in realtime) after commands had
+started, the driver switches to damping mode (``kp = 0``, ``kd`` = the robot file's
+``damping_mode_kd_nms_per_rad``, ``tau_ff = 0``) and ramps the gains back over
+``recovery_ramp_s`` on the next valid command (:class:`~contactflow.safety.PDCommandHold`). External wrenches (``external_wrench`` contract: ``wrench.<link>``
 (6,) [f; tau] [N, N m], world frame, at the link's centre of mass) are applied with MuJoCo's
 ``xfrc_applied`` for the next tick.
 """
@@ -32,9 +36,11 @@ from contactflow.sim.mujoco_model import PointMass
 from contactflow.sim.mujoco_robot import MujocoRobotSim, SensorReadings, SimConfig
 from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
 
-__all__ = ["parse_payload", "sim_config_class", "RobotDriver", "DriverStatus"]
+__all__ = ["parse_payload", "sim_config_class", "damping_mode_kd", "RobotDriver", "DriverStatus"]
 
 log = logging.getLogger("contactflow.mujoco_driver")
+
+DAMPING_KEY = "damping_mode_kd_nms_per_rad"
 
 
 def parse_payload(text: str, index: int = 0) -> PointMass:
@@ -59,6 +65,53 @@ def parse_payload(text: str, index: int = 0) -> PointMass:
         raise ConfigError(f"--payload {text!r}: {exc}") from None
 
 
+def damping_mode_kd(robot: Robot, kd_max: np.ndarray | None = None) -> np.ndarray:
+    """(n,) damping-mode ``kd`` [N m s/rad] of a PD robot, from its robot file.
+
+    The key ``damping_mode_kd_nms_per_rad`` is a number (every joint) or a mapping joint ->
+    value read BY NAME, with an optional ``default`` entry for the joints it does not list.
+    Absent: the robot's PD damping ``robot.kd``.
+
+    Args:
+        robot: a robot with ``actuation: pd``.
+        kd_max: (n,) largest value accepted (the simulator's ``PDRobotSim.kd_max``), or None.
+
+    Raises:
+        ConfigError: malformed key, unknown joint, a joint without value, a value that is not
+            finite, negative or above ``kd_max`` (the message names the file, key and joints).
+    """
+    src = f"{robot.file_label()}: {DAMPING_KEY}"
+    raw = robot.raw.get(DAMPING_KEY)
+    names = list(robot.joint_names)
+    if raw is None:
+        kd = np.array(robot.kd, dtype=float)
+    elif isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        kd = np.full(robot.n, float(raw))
+    elif isinstance(raw, dict):
+        known = set(names) | set((robot.raw.get("joint_params") or {})) | {"default"}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ConfigError(f"{src}: unknown joint(s) {unknown}")
+        missing = [j for j in names if j not in raw and "default" not in raw]
+        if missing:
+            raise ConfigError(f"{src}: no value (and no 'default') for {missing}")
+        try:
+            kd = np.array([float(raw.get(j, raw.get("default"))) for j in names])
+        except (TypeError, ValueError):
+            raise ConfigError(f"{src}: expected numbers [N m s/rad], got {raw!r}") from None
+    else:
+        raise ConfigError(f"{src}: expected a number or a mapping joint -> N m s/rad, got {raw!r}")
+    bad = ~np.isfinite(kd) | (kd < 0)
+    if np.any(bad):
+        raise ConfigError(f"{src}: must be finite and >= 0, not for {[names[i] for i in np.flatnonzero(bad)]}")
+    if kd_max is not None:
+        over = kd > kd_max
+        if np.any(over):
+            detail = ", ".join(f"{names[i]}: {kd[i]:g} > {kd_max[i]:.3g}" for i in np.flatnonzero(over))
+            raise ConfigError(f"{src}: above the simulator's kd stability limit (kd_max) for {detail}")
+    return kd
+
+
 def sim_config_class(robot: Robot) -> type:
     """The simulator configuration class for ``robot`` (``SimConfig`` or ``PDSimConfig``)."""
     return PDSimConfig if robot.actuation == "pd" else SimConfig
@@ -74,6 +127,8 @@ class DriverStatus:
         degraded_commands: PD commands with ``ok = 0`` (the controller said it was degraded; they
             are applied when otherwise valid).
         malformed_wrenches: external-wrench messages that could not be used (wrenches cleared).
+        damping_entries: times the PD driver entered damping mode (no valid command for the
+            command timeout). damping_ticks: control ticks simulated in damping mode.
         fell: the robot fell (base below the fall height, or the state diverged).
     """
 
@@ -81,6 +136,8 @@ class DriverStatus:
     rejected_commands: int = 0
     degraded_commands: int = 0
     malformed_wrenches: int = 0
+    damping_entries: int = 0
+    damping_ticks: int = 0
     fell: bool = False
 
 
@@ -93,16 +150,19 @@ class RobotDriver:
             defaults.
         payloads: unmodelled point masses welded to links (simulation only).
         environment: walls / supports (position robots with an ``environment:`` section).
-        command_timeout_s: a command older than this is reported as stale (realtime mode).
+        command_timeout_s: a command older than this is stale [s] (on the timeout clock): a
+            position robot holds its last safe command, a PD robot enters damping mode.
         max_sim_time_s: the run ends at this simulated time [s].
+        recovery_ramp_s: PD robots: gain ramp after damping mode [s] (:class:`PDCommandHold`).
 
     Raises:
-        ConfigError: wrong configuration class, unknown wrench link.
+        ConfigError: wrong configuration class, unknown wrench link, bad
+            ``damping_mode_kd_nms_per_rad`` (:func:`damping_mode_kd`) or ``recovery_ramp_s``.
         ModelError: the model cannot be built.
     """
 
     def __init__(self, robot: Robot, sim_config=None, *, payloads: Sequence[PointMass] = (), environment=None,
-                 command_timeout_s: float = 0.1, max_sim_time_s: float = 600.0):
+                 command_timeout_s: float = 0.1, max_sim_time_s: float = 600.0, recovery_ramp_s: float = 1.0):
         self.robot = robot
         self.pd = robot.actuation == "pd"
         cls = sim_config_class(robot)
@@ -116,9 +176,12 @@ class RobotDriver:
             if environment is not None:
                 raise ConfigError(f"robot {robot.name!r}: --environment is only supported for position robots")
             self.sim = PDRobotSim(cfg, robot, extra_bodies=list(payloads))
+            if not (np.isfinite(recovery_ramp_s) and recovery_ramp_s >= 0):
+                raise ConfigError(f"recovery_ramp_s must be >= 0 s, got {recovery_ramp_s}")
             self.hold: CommandHold = PDCommandHold(
                 robot.theta_default, robot.K, robot.kd, None, timeout_s=command_timeout_s, q_min=robot.q_min,
-                q_max=robot.q_max, kp_max=self.sim.kp_max, kd_max=self.sim.kd_max, tau_max=robot.tau_max)
+                q_max=robot.q_max, kp_max=self.sim.kp_max, kd_max=self.sim.kd_max, tau_max=robot.tau_max,
+                kd_damping=damping_mode_kd(robot, self.sim.kd_max), recovery_ramp_s=recovery_ramp_s)
         else:
             self.sim = MujocoRobotSim(cfg, robot, extra_bodies=list(payloads), environment=environment)
             self.hold = CommandHold(robot.theta_default, timeout_s=command_timeout_s, q_min=robot.q_min,
@@ -129,6 +192,7 @@ class RobotDriver:
             raise ConfigError(f"{robot.file_label()}: wrench_links: no MuJoCo body {missing}")
         self._wrench_bodies = np.array([self._body_id(b) for b in self.wrench_links], dtype=int)
         self.status = DriverStatus()
+        self._damping_seen = 0
         self._reasons: set[str] = set()
         self.readings: SensorReadings = self.sim.readings()
 
@@ -138,6 +202,14 @@ class RobotDriver:
         return mujoco.mj_name2id(self.sim.model, mujoco.mjtObj.mjOBJ_BODY, name)
 
     # ------------------------------------------------------------------ run
+    @property
+    def command_mode(self) -> str:
+        """The command mode of the last tick: PD robots ``start``, ``normal``, ``damping`` or
+        ``ramp`` (:class:`PDCommandHold`); position robots ``hold`` (stale) or ``normal``."""
+        if self.pd:
+            return self.hold.mode
+        return "hold" if self.hold.holding else "normal"
+
     def reset(self) -> SensorReadings:
         """Reset the simulation (t = 0, default posture, no external wrench)."""
         self.readings = self.sim.reset()
@@ -196,6 +268,10 @@ class RobotDriver:
         if self.pd:
             q_t, kp, kd, tff = self.hold.pd_command(now)
             self.readings = self.sim.step(q_t, kp, kd, tff)
+            entries = self.hold.damping_entries
+            self.status.damping_entries += entries - self._damping_seen
+            self._damping_seen = entries
+            self.status.damping_ticks += int(self.hold.damping)
         else:
             self.readings = self.sim.step(self.hold.command(now))
         self.status.ticks += 1
