@@ -251,6 +251,14 @@ def _synthetic_run(run_dir, robot):
     ok = np.ones(T)
     ok[[100, 200, 300]] = 0.0
 
+    _record(run_dir, robot, t, q, v, cmd_lin, stiff, wr_hand, ok)
+
+
+def _record(run_dir, robot, t, q, v, cmd_lin, stiff, wr_hand, ok, cmd_ang=None):
+    """Write a G1 teleop recording (driver sensors, teleop command, injector wrench, joint command)."""
+    specs = port_specs(robot)
+    T = len(t)
+    cmd_ang = np.zeros(T) if cmd_ang is None else cmd_ang
     w = RecordingWriter(run_dir, {"robot": robot.name, "dataflow": ""})
 
     def stream(name, spec):
@@ -266,7 +274,7 @@ def _synthetic_run(run_dir, robot):
         sv = {f.name: np.zeros(f.size) for f in specs["sensors"].fields}
         sv.update({"t": [t[k]], "q": q[k], "v": v[k]})
         s_sens.append(k, t[k], specs["sensors"].pack(sv), k == T - 1, t_wall_ns=int(k * 1e7))
-        cv = {"lin_vel": cmd_lin[k], "ang_vel": [0.0], "base_height": [0.75], "waist_yaw": [0.0],
+        cv = {"lin_vel": cmd_lin[k], "ang_vel": [cmd_ang[k]], "base_height": [0.75], "waist_yaw": [0.0],
               "q_ref_arms": np.zeros(10), "stiffness": stiff[k]}
         s_cmd.append(k, t[k], specs["teleop_command"].pack(cv), k == T - 1)
         wv = {f.name: np.zeros(6) for f in specs["external_wrench"].fields}
@@ -421,4 +429,37 @@ def test_one_default_base_height_for_teleop_and_stand_command(g1, tmp_path):
     assert first.base_height == pytest.approx(0.74) and stand["base_height"][0] == pytest.approx(0.74)
     for key in ("waist_yaw", "q_ref_arms", "stiffness"):
         np.testing.assert_allclose(stand[key], first.values()[key])
+
+
+def test_g1_summary_velocity_in_the_yaw_frame_while_turning(tmp_path, g1):
+    """The walk turns 90 deg at a constant rate with the base pitched 0.2 rad: the yaw-frame
+    velocity is constant [0.3, 0.1] m/s while the world velocity turns and the base-frame one is
+    tilted, so the summary must rotate each tick by that tick's heading (and not by the base)."""
+    dt, T = 0.02, 500
+    t = np.arange(T) * dt
+    seg = (t >= 2.0) & (t < 8.0)
+    psi_dot = (np.pi / 2) / 6.0
+    psi = np.clip(t - 2.0, 0.0, 6.0) * psi_dot
+    v_yaw = np.array([0.3, 0.1, 0.0])
+    q = np.tile(g1.q_default, (T, 1))
+    v = np.zeros((T, g1.nv))
+    pos = np.zeros(3)
+    for i in range(T):
+        R = pin.rpy.rpyToMatrix(0.0, 0.2, psi[i])
+        Rz = pin.rpy.rpyToMatrix(0.0, 0.0, psi[i])
+        w_world = np.array([0.0, 0.0, psi_dot if seg[i] else 0.0])
+        v_world = Rz @ v_yaw if seg[i] else np.zeros(3)
+        v[i, :3], v[i, 3:6] = R.T @ v_world, R.T @ w_world
+        q[i, :3] = pos + [0.0, 0.0, 0.75]
+        pos = pos + v_world * dt
+        quat = pin.Quaternion(R)
+        q[i, 3:7] = [quat.x, quat.y, quat.z, quat.w]
+    cmd_lin = np.where(seg[:, None], v_yaw[:2], 0.0)
+    cmd_ang = np.where(seg, psi_dot, 0.0)
+    run = tmp_path / "run"
+    _record(run, g1, t, q, v, cmd_lin, np.tile([70.0, 70, 70, 30, 30], (T, 1)), np.zeros((T, 6)), np.ones(T), cmd_ang)
+    (sg,) = g1_summary(read_recording(run), g1)["velocity_segments"]
+    assert sg["lin_vel_mean_mps"] == pytest.approx([0.3, 0.1], abs=1e-9)
+    assert sg["ang_vel_mean_radps"] == pytest.approx(psi_dot, abs=1e-9)
+    assert sg["error_mps"] == pytest.approx(0.0, abs=1e-9) and sg["yaw_rate_error_radps"] == pytest.approx(0.0, abs=1e-9)
 
