@@ -34,6 +34,10 @@ once with the reason; on the next valid command the stiffness and feed-forward r
 robot carries ``command_mode`` (start / normal / damping / ramp) in its metadata; the entries and
 ticks in damping mode are reported at the end.
 
+Base state: the driver's configuration metadata (first ``sensors`` message, kept in a recording's
+manifest) says ``base_state: simulation_truth``: the base pose and twist in ``q``/``v`` are the
+simulator's true state, not an estimate; a hardware driver says which estimator it uses.
+
 The run ends when a command carries ``finished`` (end of the scenario), when the robot falls
 (base below the robot file's ``fall_height_m``: 0.6 m for Talos, 0.35 m for the G1; reported,
 then the run ends), or after ``--max-sim-time-s``. A malformed, non-finite or out-of-limit command
@@ -104,7 +108,7 @@ def main() -> int:
     if "wrench" in wired and not driver.wrench_links:
         log.warning("input 'wrench' is wired but %s has no wrench_links: it is ignored", robot.file_label())
     meta = {"sim": cfg, "control_dt_s": dt, "realtime": args.realtime, "payloads": args.payload,
-            "actuation": robot.actuation}
+            "actuation": robot.actuation, "base_state": driver.base_state}
     if driver.pd:
         meta.update(command_timeout_s=args.command_timeout_s, damping_recovery_s=args.damping_recovery_s,
                     damping_mode_kd_nms_per_rad=driver.hold.kd_damping)

@@ -13,7 +13,7 @@ from contactflow.errors import ConfigError, ContractError
 from contactflow.messages import port_specs
 from contactflow.robot import load_robot
 from contactflow.safety import PDCommandHold
-from contactflow.sim.driver import DAMPING_KEY, RobotDriver, damping_mode_kd, parse_payload
+from contactflow.sim.driver import BASE_STATE, DAMPING_KEY, RobotDriver, damping_mode_kd, parse_payload
 from contactflow.sim.mujoco_robot import SimConfig
 from contactflow.sim.pd_robot import PDSimConfig
 
@@ -226,6 +226,10 @@ def test_damping_mode_kd_comes_from_the_robot_file(g1):
         damping_mode_kd(with_("soft"))
     with pytest.raises(ConfigError, match="recovery_ramp_s"):
         RobotDriver(g1, PDSimConfig(), recovery_ramp_s=-1.0)
+
+
+def test_driver_says_its_base_state_is_simulation_truth(g1):
+    assert RobotDriver(g1, PDSimConfig()).base_state == BASE_STATE == "simulation_truth"
 
 
 def test_external_wrench_fields_go_to_the_named_links(driver, g1):

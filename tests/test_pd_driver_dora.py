@@ -59,7 +59,7 @@ def test_g1_driver_in_a_graph_holds_the_last_safe_command(tmp_path, realtime):
         assert "damping mode" not in out  # two single bad ticks: the last safe command is held
         (run,) = [p for p in (tmp_path / "rec").iterdir() if p.is_dir() and not p.is_symlink()]
         cfg = read_recording(run).manifest["configs"]["mujoco_driver"]
-        assert cfg["actuation"] == "pd"
+        assert cfg["base_state"] == "simulation_truth" and cfg["actuation"] == "pd"
         assert len(cfg["damping_mode_kd_nms_per_rad"]) == g1.n and cfg["command_timeout_s"] == 0.1
     else:  # wall-clock paced, small queues: ticks may be skipped, so the bad ticks may never be sent
         assert seen["k"][-1] == ticks - 1 and "simulation ended at t = 1.000 s after 50 ticks" in out

@@ -16,9 +16,15 @@ logged once per reason. PD robots: when no valid command has come for ``command_
 (of the timeout clock: simulated time in lockstep, wall time in realtime) after commands had
 started, the driver switches to damping mode (``kp = 0``, ``kd`` = the robot file's
 ``damping_mode_kd_nms_per_rad``, ``tau_ff = 0``) and ramps the gains back over
-``recovery_ramp_s`` on the next valid command (:class:`~contactflow.safety.PDCommandHold`). External wrenches (``external_wrench`` contract: ``wrench.<link>``
-(6,) [f; tau] [N, N m], world frame, at the link's centre of mass) are applied with MuJoCo's
-``xfrc_applied`` for the next tick.
+``recovery_ramp_s`` on the next valid command (:class:`~contactflow.safety.PDCommandHold`).
+
+External wrenches (``external_wrench`` contract: ``wrench.<link>`` (6,) [f; tau] [N, N m], world
+frame, at the link's centre of mass) are applied with MuJoCo's ``xfrc_applied`` for the next tick.
+
+Base state: the ``sensors`` message carries the simulator's TRUE base pose and twist in ``q``/``v``
+(:data:`BASE_STATE` ``= "simulation_truth"``, announced as ``base_state`` in the driver's
+configuration metadata); a hardware driver says which estimate it sends instead, and a
+controller that reads the base from ``q``/``v`` needs that estimator on hardware.
 """
 
 from __future__ import annotations
@@ -36,9 +42,12 @@ from contactflow.sim.mujoco_model import PointMass
 from contactflow.sim.mujoco_robot import MujocoRobotSim, SensorReadings, SimConfig
 from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
 
-__all__ = ["parse_payload", "sim_config_class", "damping_mode_kd", "RobotDriver", "DriverStatus"]
+__all__ = ["parse_payload", "sim_config_class", "damping_mode_kd", "RobotDriver", "DriverStatus", "BASE_STATE"]
 
 log = logging.getLogger("contactflow.mujoco_driver")
+
+BASE_STATE = "simulation_truth"
+"""Where the base pose/twist of ``sensors`` comes from (the simulator's state, not an estimate)."""
 
 DAMPING_KEY = "damping_mode_kd_nms_per_rad"
 
@@ -155,11 +164,16 @@ class RobotDriver:
         max_sim_time_s: the run ends at this simulated time [s].
         recovery_ramp_s: PD robots: gain ramp after damping mode [s] (:class:`PDCommandHold`).
 
+    Attributes:
+        base_state: where the base state of the readings comes from (:data:`BASE_STATE`).
+
     Raises:
         ConfigError: wrong configuration class, unknown wrench link, bad
             ``damping_mode_kd_nms_per_rad`` (:func:`damping_mode_kd`) or ``recovery_ramp_s``.
         ModelError: the model cannot be built.
     """
+
+    base_state = BASE_STATE
 
     def __init__(self, robot: Robot, sim_config=None, *, payloads: Sequence[PointMass] = (), environment=None,
                  command_timeout_s: float = 0.1, max_sim_time_s: float = 600.0, recovery_ramp_s: float = 1.0):
