@@ -2,7 +2,9 @@
 
 Closed-loop runs on the PD G1-23 simulator (PD at every physics step, 50 Hz ticks; MuJoCo
 ``xfrc_applied`` trapezoid: ramp 0.5 s, hold 3 s) -- each run is 5.5-20 s of simulated time and
-about 1-2 s of wall time. The full K sweeps are in ``benchmarks/bench_lac_expert.py``.
+about 1-2 s of wall time. The hand and torso force tests run lac.md §4's K set {30, 60, 100, 300,
+500} N/m with the F/K bound at every K >= 100; other directions, magnitudes and the couple axes
+are in ``benchmarks/bench_lac_expert.py``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from contactflow.robot import load_robot
 from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
 
 HAND = "left_wrist_roll_link"
+K_SWEEP = (30.0, 60.0, 100.0, 300.0, 500.0)  # lac.md §4: the stiffness sweep; F/K within 30 % for K >= 100
 K_DEFAULT = [300.0, 300.0, 300.0, 50.0, 50.0]
 
 
@@ -104,7 +107,7 @@ def test_stands_20s_with_lac_gains(sim, robot, cfg):
 def test_hand_force_displacement_monotonic_in_k_and_near_f_over_k(sim, robot, cfg):
     F = 10.0
     disp, f_est = {}, {}
-    for K in (30.0, 100.0, 500.0):
+    for K in K_SWEEP:
         est = []
 
         def grab(k, s, out, est=est):
@@ -115,8 +118,8 @@ def test_hand_force_displacement_monotonic_in_k_and_near_f_over_k(sim, robot, cf
         assert not res.fell and res.not_ok_ticks == 0
         disp[K] = res.displacement_m
         f_est[K] = np.mean(est, axis=0)
-    assert disp[30.0] > disp[100.0] > disp[500.0] > 0.0, disp
-    for K in (100.0, 500.0):
+    assert all(disp[a] > disp[b] for a, b in zip(K_SWEEP, K_SWEEP[1:])) and disp[500.0] > 0.0, disp
+    for K in (k for k in K_SWEEP if k >= 100.0):
         ratio = disp[K] / (F / K)
         assert 0.7 <= ratio <= 1.3, (K, ratio)
     # the estimator (joint torques vs gravity torques) finds the applied force at the stiff end
@@ -167,14 +170,19 @@ def test_hand_couple_rotation_monotonic_in_k_theta(sim, robot, cfg):
     assert max(spread) < 0.03, spread  # steady during the hold (the failing expert: 0.43 rad)
 
 
-def test_torso_force_displacement_monotonic_in_k(sim, robot, cfg):
-    F = 2.0  # feet anchored: the torso channel moves the pelvis, bounded by balance (docs)
+def test_torso_force_displacement_monotonic_in_k_and_near_f_over_k(sim, robot, cfg):
+    # feet anchored: the torso channel moves the pelvis, bounded by balance (torso_max_displacement_m
+    # 6 cm, the CoP-aware bound): 2 N keeps F/K inside it down to K = 60 N/m (10 N saturates, bench)
+    F = 2.0
     disp = {}
-    for K in (30.0, 100.0, 500.0):
+    for K in K_SWEEP:
         res = _event(sim, robot, cfg, _k5(2, K), "torso_link", [F, 0, 0, 0, 0, 0])
-        assert not res.fell
+        assert not res.fell and res.not_ok_ticks == 0
         disp[K] = res.displacement_m
-    assert disp[30.0] > disp[100.0] > disp[500.0] > 0.0, disp
+    assert all(disp[a] > disp[b] for a, b in zip(K_SWEEP, K_SWEEP[1:])) and disp[500.0] > 0.0, disp
+    for K in (k for k in K_SWEEP if k >= 100.0):
+        ratio = disp[K] / (F / K)
+        assert 0.7 <= ratio <= 1.3, (K, ratio)
 
 
 def test_18n_hand_push_is_balanced_by_leaning(sim, robot, cfg):
