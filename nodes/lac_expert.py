@@ -34,7 +34,8 @@ def main() -> int:
 
     p = base_parser(__doc__.splitlines()[0])
     p.set_defaults(robot="g1")
-    p.add_argument("--realtime", action="store_true", help="skip ticks whose messages were dropped")
+    p.add_argument("--realtime", action="store_true",
+                   help="skip ticks whose messages were dropped (the wrench estimate then uses the measured joint torques)")
     args = p.parse_args()
     robot = load_robot(args.robot)
     if robot.actuation != "pd":
@@ -47,7 +48,9 @@ def main() -> int:
     tick_s = 1.0 / specs["joint_command"].rate_hz
     if abs(tick_s * cfg.rate_hz - 1.0) > 1e-9:
         raise ConfigError(f"{path}: rate_hz {cfg.rate_hz:g} differs from the robot's control rate {1.0 / tick_s:g} Hz")
-    expert = LacExpert(cfg, robot)
+    # realtime: ticks may be skipped, so the command in force is not known: the estimator uses the
+    # measured joint torques instead of the last command sent
+    expert = LacExpert(cfg, robot, lockstep=not args.realtime)
 
     node = connect()
     sender = Sender(node, {"command": specs["joint_command"]}, {"robot": robot.name, "config": to_dict(cfg)})

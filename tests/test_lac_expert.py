@@ -253,6 +253,30 @@ def test_expert_enforces_the_robots_teleop_stiffness_ranges(sim, robot, cfg):
         narrow.step(s, stand_command(robot, [100, 100, 100, 50, 30]))
 
 
+def test_realtime_expert_estimates_from_the_measured_torques(sim, robot, cfg):
+    """In a realtime graph ticks can be skipped, so the command in force is not the one sent last:
+    with lockstep=False the estimator gets no command (it uses the measured tau); the expert still
+    stands a 10 N hand push at K = 100 N/m."""
+    from contactflow.sim.mujoco_robot import sensor_values
+
+    for lockstep in (True, False):
+        ex = LacExpert(cfg, robot, lockstep=lockstep)
+        seen = []
+        step = ex.estimator.step
+        ex.estimator.step = lambda s, applied=None: (seen.append(applied), step(s, applied))[1]
+        s = sensor_values(sim.reset())
+        ex.reset(s)
+        for _ in range(3):
+            c = ex.step(s, stand_command(robot, K_DEFAULT)).command
+            s = sensor_values(sim.step(c["q_target"], c["kp"], c["kd"], c["tau_ff"]))
+        assert seen[0] is None
+        assert all((a is not None) == lockstep for a in seen[1:]), (lockstep, seen)
+    res = run_wrench_event(sim, LacExpert(cfg, robot, lockstep=False), stand_command(robot, _k5(0, 100.0)), HAND,
+                           [10.0, 0, 0, 0, 0, 0])
+    assert not res.fell and res.not_ok_ticks == 0
+    assert 0.7 <= res.displacement_m / (10.0 / 100.0) <= 1.3, res.displacement_m
+
+
 def test_velocity_command_is_reported_ignored(sim, robot, cfg, caplog):
     from contactflow.sim.mujoco_robot import sensor_values
 

@@ -249,18 +249,25 @@ class LacExpert:
         teleop: the teleop limits whose stiffness ranges the expert enforces; ``None`` = the
             robot's (:func:`contactflow.lac.teleop.load_teleop_config`, ``robots/<robot>/teleop.yaml``):
             the one set of ranges the teleop also validates with.
+        lockstep: every reading follows the expert's previous output (the lockstep driver: the
+            command in force over the last tick is the one sent last), so the arm rows of the
+            wrench estimate use that PD command's tick average. ``False`` (a realtime graph, where
+            ticks can be skipped and the driver may still apply an older command): the measured
+            joint torques ``tau`` of each reading are used instead.
 
     Raises:
         ConfigError: a configured link is not a LAC link of the right group, the robot file lacks
             the PD damping or arm joints, or the robot has not exactly two plane contacts.
     """
 
-    def __init__(self, config: ExpertConfig, robot: Robot, teleop: TeleopConfig | None = None):
+    def __init__(self, config: ExpertConfig, robot: Robot, teleop: TeleopConfig | None = None, *,
+                 lockstep: bool = True):
         if getattr(robot, "actuation", None) != "pd":
             raise ConfigError(f"{robot.file_label()}: lac_expert needs a PD robot ('actuation: pd')")
         self.cfg = config
         self.robot = robot
         self.teleop = load_teleop_config(robot) if teleop is None else teleop
+        self.lockstep = bool(lockstep)
         self.lac = LacRobot(robot)
         model = robot.model
         self.model = model
@@ -475,8 +482,9 @@ class LacExpert:
         qu_ref = self._upper_ref(command)
 
         # 1. wrench estimation at the measured state
-        # the command in force since the last reading is the one sent last tick (lockstep driver)
-        est = self.estimator.step(sensors, self._last if self._applied else None)
+        # the command in force since the last reading is the one sent last tick (lockstep driver);
+        # without lockstep it is not known: the measured joint torques are used
+        est = self.estimator.step(sensors, self._last if (self._applied and self.lockstep) else None)
         for n, i in enumerate(self.i_arm):
             diag[f"f_est.{lac.link_names[i]}"] = est.f_arm[n]
             diag[f"c_est.{lac.link_names[i]}"] = est.c_arm[n]
