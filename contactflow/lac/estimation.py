@@ -22,6 +22,10 @@ the accelerations are small; the dynamic terms are left to a first-order low-pas
   estimated (it would need the model mass to within a few newtons).
 
 Every estimate passes a first-order low-pass (``cutoff_hz``) and a magnitude deadband.
+
+The base state (``q[0:7]``, ``v[0:6]``) and the sole wrenches are taken as measured; in simulation they
+are the simulator's truth (driver metadata ``base_state: simulation_truth``): on hardware they come
+from a base state estimator and foot force sensors (see :mod:`contactflow.lac.expert`).
 """
 
 from __future__ import annotations

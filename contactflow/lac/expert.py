@@ -43,6 +43,19 @@ One step (the expert of lac.md §0 / §3, "BC/DAgger from a model-based expert")
    ``tau_ff`` = steps 4 + 5. A failed IK QP, a leg IK that does not converge, or a non-finite output
    degrades to the last safe command with ``ok = 0`` (logged with the reason).
 
+**Base state: simulation truth.** The expert reads the floating base from the ``sensors`` message as
+if it were measured: ``q[0:7]`` (pelvis position and orientation in world) anchors the soles and the
+pelvis reference at :meth:`LacExpert.reset` and places every link; ``v[0:6]`` (base twist) enters
+the CoM velocity of the DCM feedback, the inverse dynamics of the arm-force estimate and the
+``m c_ddot`` of the torso-force estimate. The simulator drivers publish the TRUE base state (their
+``sensors`` metadata says ``base_state: simulation_truth``). A real robot measures the joints and
+the IMU, not the base position or linear velocity, so on hardware the expert needs a base state
+estimator upstream of it (leg odometry fused with the IMU, e.g. a Kalman filter), and the sole
+wrenches of the torso-force estimate need foot force sensors the stock G1 does not have. Its
+measured behaviour here (docs/lac_teleop.md, ``docs/lac_expert_sweep.json``) holds for true base
+states; with an estimator it is not measured. (The learned ``lac_policy`` reads only the IMU and
+the joints.)
+
 Conventions: ``q`` (30,) pinocchio free-flyer configuration (quaternion xyzw), ``v`` (29,) with the
 base twist in the base frame, spatial vectors linear first, SI units.
 """
