@@ -507,3 +507,41 @@ def test_newest_first_history_and_explicit_gains(g1, models, tmp_path):
     p.write_text(yaml.safe_dump(data))
     with pytest.raises(ConfigError, match=r"gains.kd: in the robot but not in the spec: \['waist_yaw_joint'\]"):
         load_policy_spec(p, g1, model=models["lac"])
+
+
+def test_spec_and_model_paths_resolve_from_a_dataflow_directory(g1, models, monkeypatch):
+    """The documented swap (`--spec robots/g1/policies/lac.yaml` from dataflows/, the node's working
+    directory) finds the spec at the repository root; a missing file lists every place looked in."""
+    monkeypatch.chdir(REPO / "dataflows")
+    spec = load_policy_spec("robots/g1/policies/lac.yaml", g1, model=models["lac"])
+    assert spec.file.resolve() == (POLICIES / "lac.yaml").resolve()
+    rel_model = Path(models["lac"]).resolve()
+    monkeypatch.chdir(rel_model.parent.parent)
+    spec = load_policy_spec("lac", g1, model=Path(rel_model.parent.name) / rel_model.name)  # cwd-relative
+    assert spec.model.path.resolve() == rel_model
+    monkeypatch.chdir(REPO / "dataflows")
+    with pytest.raises(ConfigError) as e:
+        load_policy_spec("robots/g1/policies/nope.yaml", g1, model=models["lac"])
+    msg = _one_line(e)
+    assert str(REPO / "dataflows" / "robots/g1/policies/nope.yaml") in msg and str(REPO / "robots/g1/policies/nope.yaml") in msg
+    with pytest.raises(ModelError) as e:
+        load_policy_spec("lac", g1, model="nope.onnx")
+    msg = _one_line(e)
+    assert "looked in" in msg and str(REPO / "dataflows" / "nope.onnx") in msg and str(REPO / "nope.onnx") in msg
+
+
+def test_holosoma_first_use_download_is_logged(tmp_path, monkeypatch, caplog):
+    """The first use says where it downloads (visible with `dora run --log-level info`)."""
+    import logging
+
+    from contactflow.policy import holosoma
+
+    def no_network(dest, timeout_s):
+        raise holosoma.ModelFetchError("no network (test)")
+
+    monkeypatch.setattr(holosoma, "_installed_model", lambda inner: None)
+    monkeypatch.setattr(holosoma, "_download_wheel", no_network)
+    with caplog.at_level(logging.INFO, logger="contactflow.policy.holosoma"), pytest.raises(holosoma.ModelFetchError):
+        holosoma.fetch_holosoma(cache=tmp_path)
+    (rec,) = [r for r in caplog.records if "downloading" in r.getMessage()]
+    assert "holosoma-inference" in rec.getMessage() and "PyPI" in rec.getMessage() and str(tmp_path / "wheels") in rec.getMessage()

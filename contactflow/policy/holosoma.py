@@ -10,6 +10,7 @@ directory (``$CONTACTFLOW_CACHE``, else ``~/.cache/contactflow``).
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import subprocess
@@ -18,6 +19,8 @@ import zipfile
 from pathlib import Path
 
 from contactflow.errors import ModelError
+
+log = logging.getLogger("contactflow.policy.holosoma")
 
 __all__ = ["HOLOSOMA_MODELS", "ModelFetchError", "cache_dir", "fetch_holosoma"]
 
@@ -117,6 +120,7 @@ def fetch_holosoma(name: str = "ppo_g1_29dof", *, cache: str | Path | None = Non
     if installed is not None and _sha256(installed) == sha:
         shutil.copyfile(installed, tmp)
     else:
+        log.info("downloading holosoma-inference %s from PyPI into %s (first use; Apache-2.0)", HOLOSOMA_VERSION, root / "wheels")
         wheel = _download_wheel(root / "wheels", timeout_s)
         with zipfile.ZipFile(wheel) as z, z.open(inner) as src, open(tmp, "wb") as dst:
             shutil.copyfileobj(src, dst)
@@ -125,4 +129,5 @@ def fetch_holosoma(name: str = "ppo_g1_29dof", *, cache: str | Path | None = Non
         tmp.unlink(missing_ok=True)
         raise ModelFetchError(f"{name}: extracted model SHA-256 {digest} differs from the pinned {sha}")
     os.replace(tmp, out)  # atomic: concurrent test processes never see a partial file
+    log.info("holosoma model %s: %s", name, out)
     return out

@@ -321,25 +321,59 @@ def policies_dir(robot_name: str = "g1") -> Path:
     return robots_dir() / robot_name / "policies"
 
 
-def resolve_spec_file(path: str | Path) -> Path:
-    """The spec file: ``path`` itself if it is a YAML file, else ``robots/*/policies/<path>.yaml``.
+def _search_dirs() -> list[Path]:
+    """Where a relative spec or model path is looked up, in order: the working directory, the
+    repository root (the parent of :func:`contactflow.robot.robots_dir`)."""
+    from contactflow.robot import robots_dir
+
+    return [Path.cwd(), robots_dir().resolve().parent]
+
+
+def resolve_data_path(path: str | Path, what: str) -> Path:
+    """A file given on a command line: absolute, or relative to the working directory, else to the
+    repository root (so ``robots/g1/policies/lac.yaml`` works from a dataflow's working directory).
+
+    Args:
+        path: the file as given.
+        what: what the file is, for the error (``policy spec file``, ``model file``).
 
     Raises:
-        ConfigError: not found, or the name is ambiguous (several robots have it).
+        ConfigError: not found; the message lists every place it looked.
+    """
+    p = Path(path).expanduser()
+    if p.is_absolute():
+        if p.is_file():
+            return p
+        raise ConfigError(f"{path}: {what} not found")
+    tried = []
+    for d in _search_dirs():
+        cand = d / p
+        if cand.is_file():
+            return cand
+        tried.append(str(cand))
+    raise ConfigError(f"{path}: {what} not found; looked in: {', '.join(dict.fromkeys(tried))}")
+
+
+def resolve_spec_file(path: str | Path) -> Path:
+    """The spec file: a YAML path (absolute, from the working directory, else from the repository
+    root), or a bare name ``<name>`` = ``robots/*/policies/<name>.yaml``.
+
+    Raises:
+        ConfigError: not found (listing where it looked), or the name is ambiguous (several robots
+            have it).
     """
     from contactflow.robot import robots_dir
 
     p = Path(path)
     if p.suffix in (".yaml", ".yml"):
-        if p.is_file():
-            return p
-        raise ConfigError(f"{path}: policy spec file not found")
+        return resolve_data_path(path, "policy spec file")
+    pattern = robots_dir() / "*" / "policies" / f"{p.name}.yaml"
     found = sorted(robots_dir().glob(f"*/policies/{p.name}.yaml")) if p.name == str(path) else []
     if len(found) == 1:
         return found[0]
     if len(found) > 1:
         raise ConfigError(f"policy spec {str(path)!r} is ambiguous: {[str(f) for f in found]}")
-    raise ConfigError(f"{path}: policy spec not found (a YAML file, or a name under robots/*/policies/)")
+    raise ConfigError(f"{path}: policy spec not found (a YAML file, or a bare name looked up as {pattern})")
 
 
 def _robot_kd(robot, src: str) -> np.ndarray:
@@ -409,7 +443,10 @@ def load_policy_spec(path: str | Path, robot, *, model: str | Path | None = None
     cfg = load_config(PolicySpecCfg, read_yaml(file), source=src)
 
     if model is not None:
-        model_path = Path(model)
+        try:
+            model_path = resolve_data_path(model, "model file (--model)")
+        except ConfigError as exc:
+            raise ModelError(str(exc)) from None
     elif cfg.model is None:
         raise ConfigError(f"{src}: no 'model' in the spec and none given (--model FILE)")
     elif cfg.model.path is not None:
@@ -421,7 +458,8 @@ def load_policy_spec(path: str | Path, robot, *, model: str | Path | None = None
 
         model_path = fetch_holosoma(cfg.model.holosoma)
     if not model_path.is_file():
-        raise ModelError(f"{src}: model file {model_path} not found (give an ONNX file with --model FILE)")
+        raise ModelError(f"{src}: model file {model_path} not found (give an ONNX file with --model FILE; "
+                         f"no LAC checkpoint is public: docs/lac_teleop.md, 'Swapping in lac_policy')")
     onnx = OnnxModel(model_path, intra_op_threads=intra_op_threads)
 
     # ---- ONNX I/O against the spec
