@@ -15,6 +15,10 @@ A dynamic node may connect after the driver has published its first tick (dora d
 dynamic nodes, and does not deliver what was sent before they subscribed): the command of tick 0
 (t = 0) is therefore sent right after connecting, and the node then answers every tick it receives
 (skipping to the newest one if some were missed), so the graph never waits on a lost tick.
+
+It prints when it is connected, when the run is finished, and the recording the graph's recorder
+wrote (the newest ``<recordings>/<--recording-name>-<UTC>`` run started after it connected; it waits
+up to ``--wait-recording-s`` for the recorder to close it).
 """
 
 from __future__ import annotations
@@ -33,7 +37,29 @@ from _runtime import Lockstep, Sender  # noqa: E402
 from contactflow.lac.teleop import LiveTeleop, TeleopKeyboard  # noqa: E402
 from contactflow.messages import port_specs  # noqa: E402
 from contactflow.operator.live import TerminalKeys  # noqa: E402
+from contactflow.recording import list_runs, recordings_root  # noqa: E402
 from contactflow.robot import load_robot  # noqa: E402
+
+
+def find_recording(name: str, since: float, wait_s: float) -> Path | None:
+    """The newest run ``<name>-*`` under the recordings root whose directory appeared at or after
+    ``since`` (epoch seconds), waiting up to ``wait_s`` for its manifest to say it is complete."""
+    import json
+
+    end = time.time() + wait_s
+    while True:
+        runs = [p for p in list_runs(recordings_root()) if p.name.startswith(name + "-") and p.stat().st_mtime >= since - 2.0]
+        if runs:
+            run = max(runs, key=lambda p: p.name)
+            try:
+                complete = json.loads((run / "manifest.json").read_text()).get("complete")
+            except (OSError, ValueError):
+                complete = False
+            if complete or time.time() >= end:
+                return run
+        if time.time() >= end:
+            return None
+        time.sleep(0.2)
 
 
 def script(live: LiveTeleop, t: float, h0: float) -> bool:
@@ -57,6 +83,9 @@ def main() -> None:
     p.add_argument("--robot", default="g1")
     p.add_argument("--node-id", default="teleop")
     p.add_argument("--keyboard", action="store_true")
+    p.add_argument("--recording-name", default="lac_g1_teleop_live",
+                   help="the recorder's --name in the graph (to print where the run was recorded)")
+    p.add_argument("--wait-recording-s", type=float, default=10.0)
     args = p.parse_args()
     robot = load_robot(args.robot)
     specs = port_specs(robot)
@@ -72,11 +101,15 @@ def main() -> None:
             time.sleep(0.2)
     if node is None:
         sys.exit(f"could not connect as dynamic node {args.node_id!r}: is the dataflow started?")
+    connected = time.time()
+    print(f"[live_teleop] connected as dynamic node {args.node_id!r} (robot {robot.name}); "
+          + ("keys: w/s a/d j/l space r/f [/] 1-5 +/- q" if keys else "running the scripted program (15 s)"), flush=True)
     sender = Sender(node, {"command": specs["teleop_command"]}, {"live": True, "limits": live.config})
     if not keys:
         script(live, 0.0, h0)
     sender.send("command", live.command(0.0).values(), seq=0, t=0.0)  # tick 0 may have gone by already
     quit_ = False
+    last_t = 0.0
     with TerminalKeys() if keys else contextlib.nullcontext() as term:
         for tick in Lockstep(node, {"tick": (specs["sensors"], 0)}, skip_missing=True):
             if tick.k == 0:
@@ -89,9 +122,18 @@ def main() -> None:
             if not keys:
                 quit_ = script(live, tick.t, h0)
             cmd = live.command(tick.t)
+            last_t = tick.t
             sender.send("command", cmd.values(), seq=tick.k, t=tick.t, finished=quit_ or tick.finished)
             if quit_ or tick.finished:
                 break
+    print(f"[live_teleop] finished at t = {last_t:.2f} s (" + ("quit" if quit_ else "the graph ended") + ")", flush=True)
+    run = find_recording(args.recording_name, connected, args.wait_recording_s)
+    if run is None:
+        print(f"[live_teleop] no recording {args.recording_name}-* appeared under {recordings_root()} "
+              f"within {args.wait_recording_s:.0f} s", flush=True)
+    else:
+        summary = run / "summary.json"
+        print(f"[live_teleop] recording: {run}" + (f" (summary: {summary})" if summary.exists() else ""), flush=True)
 
 
 if __name__ == "__main__":

@@ -359,7 +359,7 @@ def test_tick_times_with_rounding_errors_keep_segment_bounds(tmp_path, g1):
     assert next(k + 1 for k in range(300) if pl.step(t[k]).finished) == 300
 
 
-def test_live_teleop_program_answers_tick_zero_and_skips_missed_ticks(monkeypatch, g1):
+def test_live_teleop_program_answers_tick_zero_and_skips_missed_ticks(monkeypatch, g1, tmp_path, capsys):
     """examples/live_teleop.py with a fake dora Node whose tick 0 went by before it subscribed: it
     sends the command of tick 0 right after connecting, then answers ticks 1, 2..., and its scripted
     program lowers the base at 4 s and ends the run at 15 s."""
@@ -379,6 +379,10 @@ def test_live_teleop_program_answers_tick_zero_and_skips_missed_ticks(monkeypatc
             self.k = 1  # tick 0 was lost
 
         def next(self, timeout=None):
+            if self.k == 700:  # the graph's recorder writes its run (here: complete already)
+                run = tmp_path / "lac_g1_teleop_live-20261201T000000"
+                run.mkdir()
+                (run / "manifest.json").write_text('{"complete": true}')
             if self.k > 800:
                 return None
             k, self.k = self.k, self.k + 1
@@ -393,7 +397,8 @@ def test_live_teleop_program_answers_tick_zero_and_skips_missed_ticks(monkeypatc
                          specs["teleop_command"].unpack(value.to_numpy())))
 
     monkeypatch.setitem(sys.modules, "dora", types.SimpleNamespace(Node=FakeNode))
-    monkeypatch.setattr(sys, "argv", ["live_teleop.py"])
+    monkeypatch.setattr(sys, "argv", ["live_teleop.py", "--wait-recording-s", "0"])
+    monkeypatch.setenv("CONTACTFLOW_RECORDINGS", str(tmp_path))
     path = Path(__file__).resolve().parent.parent / "examples" / "live_teleop.py"
     spec = importlib.util.spec_from_file_location("live_teleop_example", path)
     mod = importlib.util.module_from_spec(spec)
@@ -405,6 +410,10 @@ def test_live_teleop_program_answers_tick_zero_and_skips_missed_ticks(monkeypatc
     h = {round(s[1], 2): s[3]["base_height"][0] for s in sent}
     assert h[2.0] == pytest.approx(0.74) and h[5.0] == pytest.approx(0.70)
     assert sent[450][3]["waist_yaw"][0] == pytest.approx(0.3)  # t = 9 s
+    out = capsys.readouterr().out
+    assert "[live_teleop] connected as dynamic node 'teleop'" in out
+    assert "[live_teleop] finished at t = 15.00 s" in out
+    assert f"[live_teleop] recording: {tmp_path / 'lac_g1_teleop_live-20261201T000000'}" in out
 
 
 def test_one_stiffness_layout_table():
