@@ -370,7 +370,8 @@ def recordings_root() -> Path:
     return Path(env) if env else Path(__file__).resolve().parent.parent / "recordings"
 
 
-def resolve_run(run: str | Path, root: str | Path | None = None, *, require_streams: Iterable[str] = ()) -> Path:
+def resolve_run(run: str | Path, root: str | Path | None = None, *, require_streams: Iterable[str] = (),
+                robot: str | None = None) -> Path:
     """Turn a run argument into a run directory.
 
     Args:
@@ -379,6 +380,7 @@ def resolve_run(run: str | Path, root: str | Path | None = None, *, require_stre
             being written, such as the one a replay dataflow is recording, are skipped).
         root: the recordings directory (default :func:`recordings_root`).
         require_streams: stream names that ``latest`` must hold.
+        robot: when given, ``latest`` only considers runs whose manifest names this robot.
 
     Returns:
         The run directory.
@@ -398,11 +400,13 @@ def resolve_run(run: str | Path, root: str | Path | None = None, *, require_stre
                 continue
             if not isinstance(m, dict) or not m.get("complete") or not need <= set(m.get("streams", {})):
                 continue
+            if robot is not None and m.get("robot") != robot:
+                continue
             key = (str(m.get("start_time_utc", "")), p.name)
             if best is None or key > best[0]:
                 best = (key, p)
         if best is None:
-            what = f" holding {sorted(need)}" if need else ""
+            what = (f" holding {sorted(need)}" if need else "") + (f" of robot {robot!r}" if robot is not None else "")
             raise RecordingError(f"no complete recording{what} under {root}")
         return best[1]
     p = Path(run_s)

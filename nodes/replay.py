@@ -7,7 +7,11 @@ first message of each output); the last message carries ``finished`` so that the
 
 Args:
   ``--recording RUN``  run directory, run name under ``$CONTACTFLOW_RECORDINGS`` (or
-                       ``<repo>/recordings``), or ``latest`` (newest complete run holding the streams).
+                       ``<repo>/recordings``), or ``latest`` (newest complete run holding the streams,
+                       and recorded with ``--robot`` when given). The environment variable
+                       ``CONTACTFLOW_RECORDING`` overrides it (the ``teleop`` node's
+                       ``--scenario-from-recording`` reads the same variable, so one name drives a
+                       replay graph).
   ``--streams node.output[=output_id],...``  recorded streams to re-publish and on which output
                        (default output id: the recorded output name).
   ``--mode lockstep|paced|fast``
@@ -42,7 +46,7 @@ def _parser():
     import argparse
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--recording", required=True)
+    p.add_argument("--recording", required=True, help="run directory, run name, or latest ($CONTACTFLOW_RECORDING overrides)")
     p.add_argument("--streams", required=True)
     p.add_argument("--mode", choices=["lockstep", "paced", "fast"], default="lockstep")
     p.add_argument("--window", type=int, default=1)
@@ -92,9 +96,12 @@ def main() -> int:
     from contactflow.recording import resolve_run
     from contactflow.replay import parse_stream_map, plan_replay
 
+    import os
+
     args = _parser().parse_args()
+    recording = os.environ.get("CONTACTFLOW_RECORDING") or args.recording
     mappings = parse_stream_map(args.streams)
-    run_dir = resolve_run(args.recording, require_streams=[m.stream for m in mappings])
+    run_dir = resolve_run(recording, require_streams=[m.stream for m in mappings], robot=args.robot)
     if args.robot:
         import json
 
@@ -102,7 +109,9 @@ def main() -> int:
 
         recorded = json.loads((run_dir / "manifest.json").read_text()).get("robot")
         if recorded != args.robot:
-            raise RecordingError(f"{run_dir}: recorded with robot {recorded!r}, but --robot is {args.robot!r}")
+            raise RecordingError(f"{run_dir}: recorded with robot {recorded!r}, but --robot is {args.robot!r}; "
+                                 f"name a run of robot {args.robot!r}: --recording RUN (or CONTACTFLOW_RECORDING=RUN), "
+                                 f"or --recording latest for the newest one")
     plan = plan_replay(run_dir, mappings, start_seq=args.start_seq, end_seq=args.end_seq,
                        allow_truncated=args.allow_truncated)
     for w in plan.warnings:

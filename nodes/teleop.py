@@ -10,8 +10,9 @@ Args: ``--scenario FILE`` (default: the robot's ``scenarios/stand.yaml``); the e
 ``CONTACTFLOW_SCENARIO`` overrides it (the ``wrench_injector`` reads the same variable, so one file
 drives both); ``--config FILE`` the teleop limits (section ``teleop``; default
 ``robots/<robot>/teleop.yaml``); ``--realtime``; ``--scenario-from-recording RUN`` plays the scenario
-the teleop of a recorded run played (its manifest; ``latest`` = the newest complete run holding
-``teleop.command``), for replay graphs. The scenario is validated before the node connects:
+the teleop of a recorded run played (its manifest; ``latest`` = the newest complete run of ``--robot``
+holding ``teleop.command``), for replay graphs; the environment variable ``CONTACTFLOW_RECORDING``
+overrides RUN (the ``replay`` node's ``--recording`` reads the same variable, so one name drives both). The scenario is validated before the node connects:
 a bad file stops the run before anything moves, naming the file, key and reason. Format:
 :mod:`contactflow.lac.teleop`. Live input instead of a file: ``examples/live_teleop.py``.
 """
@@ -36,19 +37,19 @@ def scenario_file(arg: str | None, robot, recorded: str | None = None) -> Path:
         RecordingError: ``recorded`` names no run, or its teleop played no scenario file (a live teleop).
     """
     if recorded and not os.environ.get("CONTACTFLOW_SCENARIO"):
-        arg = _recorded_scenario(recorded)
+        arg = _recorded_scenario(os.environ.get("CONTACTFLOW_RECORDING") or recorded, robot.name)
     sp = Path(os.environ.get("CONTACTFLOW_SCENARIO") or arg or str(Path(robot.directory) / "scenarios" / "stand.yaml"))
     if not sp.is_absolute() and not sp.exists() and (REPO_ROOT / sp).exists():
         sp = REPO_ROOT / sp
     return sp
 
 
-def _recorded_scenario(run: str) -> str:
+def _recorded_scenario(run: str, robot: str) -> str:
     import json
 
     from contactflow.recording import RecordingError, resolve_run
 
-    run_dir = resolve_run(run, require_streams=["teleop.command"])
+    run_dir = resolve_run(run, require_streams=["teleop.command"], robot=robot)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     scenario = ((manifest.get("configs") or {}).get("teleop") or {}).get("scenario")
     if not scenario:
@@ -78,7 +79,7 @@ def main() -> int:
     sender = Sender(node, {"command": specs["teleop_command"]},
                     {"scenario": str(sp.resolve()), "robot": robot.name, "limits": cfg})
     origin = ("CONTACTFLOW_SCENARIO" if os.environ.get("CONTACTFLOW_SCENARIO") else
-              f"recording {args.scenario_from_recording}" if args.scenario_from_recording else
+              f"recording {os.environ.get('CONTACTFLOW_RECORDING') or args.scenario_from_recording}" if args.scenario_from_recording else
               "--scenario" if args.scenario else "default")
     log.info("scenario %s (%.2f s, from %s)", sp, scenario.duration_s, origin)
     finished = False

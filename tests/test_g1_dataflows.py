@@ -75,14 +75,41 @@ def test_replay_of_a_teleop_run_gives_the_recorded_commands_bit_for_bit(teleop_r
     """lac_g1_replay.yml: recorded sensors -> teleop (the recorded run's scenario) -> lac_expert."""
     proc, out, runs, tmp = teleop_run
     assert proc.returncode == 0, out[-2000:]
-    proc2, out2, runs2 = _run("lac_g1_replay.yml", tmp)
+    # a newer run of another robot (a G1-29 holosoma run holding the same streams) is not `latest`
+    other = tmp / "recordings" / "g1_walk_holosoma-20991231T000000"
+    other.mkdir()
+    (other / "manifest.json").write_text(json.dumps({
+        "complete": True, "robot": "g1_29dof", "start_time_utc": "2099-12-31T00:00:00+00:00",
+        "streams": ["mujoco_driver.sensors", "teleop.command", "wrench_injector.wrench"]}))
+    try:
+        proc2, out2, runs2 = _run("lac_g1_replay.yml", tmp)
+    finally:
+        shutil.rmtree(other)
     assert proc2.returncode == 0, out2[-4000:]
     (replay,) = [r for r in runs2 if r.name.startswith("lac_g1_replay")]
     a, b = read_recording(runs[0]), read_recording(replay)
-    for name in ("mujoco_driver.sensors", "teleop.command", "lac_expert.command"):
+    # the recorded wrench (ground truth) is replayed into the recorder under its own name
+    for name in ("mujoco_driver.sensors", "teleop.command", "lac_expert.command", "wrench_injector.wrench"):
         x, y = a.stream(name), b.stream(name)
         assert np.array_equal(x.seq, y.seq) and np.array_equal(x.values, y.values), name
     assert "from recording latest" in out2
+    s_rec = json.loads((runs[0] / "summary.json").read_text())
+    s_rep = json.loads((replay / "summary.json").read_text())
+    assert len(s_rep["wrench_events"]) == 1 and s_rep["wrench_events"] == s_rec["wrench_events"]
+
+
+def test_replay_of_another_robots_run_says_how_to_name_a_run(tmp_path):
+    run = tmp_path / "g1_walk_holosoma-20261201T000000"
+    run.mkdir()
+    (run / "manifest.json").write_text(json.dumps({"complete": True, "robot": "g1_29dof", "streams": ["mujoco_driver.sensors"]}))
+    env = dict(os.environ, CONTACTFLOW_RECORDING=str(run))  # overrides --recording latest
+    res = subprocess.run([sys.executable, str(ROOT / "nodes" / "replay.py"), "--recording", "latest", "--streams",
+                          "mujoco_driver.sensors", "--robot", "g1"], capture_output=True, text=True, timeout=60, env=env)
+    assert res.returncode != 0
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "recorded with robot 'g1_29dof', but --robot is 'g1'" in lines[0] and "--recording RUN" in lines[0]
+    assert "CONTACTFLOW_RECORDING=RUN" in lines[0]
 
 
 def test_bad_wrench_link_is_refused_before_anything_moves(tmp_path):
