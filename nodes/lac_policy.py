@@ -6,10 +6,15 @@ Inputs:  ``sensors`` (``sensors``, tick k): joint state, IMU;
 Outputs: ``command`` (``joint_command``, PD robots): ``q_target``, ``kp``, ``kd``, ``tau_ff``, ``ok``
          in robot joint order.
 
-``--spec`` names the policy I/O spec (a file, or a name under ``robots/g1/policies/``: ``lac``,
-``holosoma_g1_29dof_loco``); ``--model`` overrides the spec's ONNX file. The spec is checked
-against the model and the robot BEFORE the node connects to dora: a wrong shape, an unknown
-observation term or a joint-name mismatch ends the node with one line naming the files.
+``--spec`` names the policy I/O spec: a bare name under ``robots/*/policies/`` (``lac``,
+``holosoma_g1_29dof_loco``) or a YAML file; ``--model`` overrides the spec's ONNX file, and the
+environment variable ``CONTACTFLOW_POLICY_MODEL`` overrides both (so a graph runs another checkpoint
+without editing it). A relative ``--spec``/``--model`` path is looked up from the working directory
+(a graph's directory), then from the repository root; a missing file is reported with every place
+looked in. No LAC checkpoint is public: ``lac`` needs a model given this way
+(``docs/lac_teleop.md``). The spec is checked against the model and the robot BEFORE the node
+connects to dora: a wrong shape, an unknown observation term or a joint-name mismatch ends the node
+with one line naming the files.
 
 The graph's tick is the robot file's ``control_rate_hz``; a policy slower than the tick acts
 every N ticks and resends its last command in between. An output that is non-finite or outside
@@ -20,6 +25,7 @@ so does a tick whose input message was malformed. Library: :mod:`contactflow.pol
 from __future__ import annotations
 
 import logging
+import os
 
 import numpy as np
 
@@ -39,7 +45,7 @@ def main() -> int:
     p = base_parser(__doc__.splitlines()[0])
     p.set_defaults(robot=None)
     p.add_argument("--spec", required=True, help="policy I/O spec: YAML file or name under robots/*/policies/ (--robot defaults to the robot the spec names)")
-    p.add_argument("--model", default=None, help="ONNX file overriding the spec's model")
+    p.add_argument("--model", default=None, help="ONNX file overriding the spec's model ($CONTACTFLOW_POLICY_MODEL overrides it)")
     p.add_argument("--realtime", action="store_true", help="skip ticks whose messages were dropped")
     args = p.parse_args()
     if args.config:
@@ -56,7 +62,7 @@ def main() -> int:
         raise ConfigError(f"{robot.file_label()}: lac_policy sends PD joint commands; the robot has actuation {robot.actuation!r}")
     specs = port_specs(robot)
     tick_s = 1.0 / specs["joint_command"].rate_hz
-    spec = load_policy_spec(args.spec, robot, model=args.model)
+    spec = load_policy_spec(args.spec, robot, model=os.environ.get("CONTACTFLOW_POLICY_MODEL") or args.model)
     runner = PolicyRunner(spec, tick_period_s=tick_s)
     log.info("policy %s: model %s, %d Hz (every %d ticks), frame %d x history %d, terms %s", spec.cfg.name,
              spec.model.path, round(spec.cfg.rate_hz), runner.decimation, spec.frame_dim, spec.cfg.history.length,

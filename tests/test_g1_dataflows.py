@@ -124,6 +124,33 @@ def test_bad_wrench_link_is_refused_before_anything_moves(tmp_path):
         assert "mujoco_driver.sensors" not in rec.stream_names or len(rec.stream("mujoco_driver.sensors")) <= 1
 
 
+def test_lac_policy_swap_graph_runs_with_a_model_of_lacs_io(tmp_path, monkeypatch):
+    """dataflows/lac_g1_policy.yml (lac_expert swapped for lac_policy --spec lac) runs with the
+    documented fixture model given through CONTACTFLOW_POLICY_MODEL: no LAC checkpoint is public."""
+    from contactflow.messages import port_specs
+    from contactflow.policy.testing import mlp_model
+    from contactflow.robot import load_robot
+
+    model, _ = mlp_model(tmp_path / "lac_fixture.onnx", input_name="frames", input_shape=(1, 64, 95), n_out=23,
+                         weight_scale=0.0)
+    monkeypatch.setenv("CONTACTFLOW_POLICY_MODEL", str(model))
+    proc, out, runs = _run("lac_g1_policy.yml", tmp_path, str(ROOT / "robots/g1/scenarios/stand_3s.yaml"))
+    assert proc.returncode == 0, out[-4000:]
+    (run,) = [r for r in runs if r.name.startswith("lac_g1_policy")]
+    rec = read_recording(run)
+    cmd = _contiguous(rec, "lac_policy.command")
+    assert len(cmd) >= 50 and np.all(cmd.field("ok") == 1.0)
+    # the fixture is no controller: holding the default posture without balance, the robot falls
+    # (measured at 1.4 s), and the driver ends the run
+    assert json.loads((run / "summary.json").read_text())["fell"] is True
+    g1 = load_robot("g1")
+    # zero action: q_target is the spec's default posture (LAC's policy order mapped by name)
+    q_t = cmd.field("q_target")
+    assert np.allclose(q_t, q_t[0]) and np.all(np.isfinite(q_t)) and q_t.shape[1] == g1.n
+    assert rec.manifest["configs"]["lac_policy"]["model"] == str(model)
+    assert port_specs(g1)["joint_command"].size == cmd.values.shape[1]
+
+
 @pytest.fixture(scope="module")
 def holosoma_model():
     from contactflow.policy import fetch_holosoma
