@@ -34,6 +34,17 @@ from _runtime import Lockstep, Sender, base_parser, connect, drain_after_finish,
 log = logging.getLogger("contactflow.lac_policy")
 
 
+class _Keep(logging.Handler):
+    """Keeps the INFO lines logged while the spec and its model are loaded."""
+
+    def __init__(self):
+        super().__init__(level=logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
 def main() -> int:
     from contactflow.errors import ConfigError
     from contactflow.messages import port_specs
@@ -62,13 +73,24 @@ def main() -> int:
         raise ConfigError(f"{robot.file_label()}: lac_policy sends PD joint commands; the robot has actuation {robot.actuation!r}")
     specs = port_specs(robot)
     tick_s = 1.0 / specs["joint_command"].rate_hz
-    spec = load_policy_spec(args.spec, robot, model=os.environ.get("CONTACTFLOW_POLICY_MODEL") or args.model)
+    fetch_lines = _Keep()  # the model download's log (before dora connects), forwarded to dora's log below
+    logging.getLogger("contactflow.policy").addHandler(fetch_lines)
+    try:
+        spec = load_policy_spec(args.spec, robot, model=os.environ.get("CONTACTFLOW_POLICY_MODEL") or args.model)
+    finally:
+        logging.getLogger("contactflow.policy").removeHandler(fetch_lines)
     runner = PolicyRunner(spec, tick_period_s=tick_s)
     log.info("policy %s: model %s, %d Hz (every %d ticks), frame %d x history %d, terms %s", spec.cfg.name,
              spec.model.path, round(spec.cfg.rate_hz), runner.decimation, spec.frame_dim, spec.cfg.history.length,
              ", ".join(f"{r['label']}[{r['dim']}]" for r in spec.layout()))
 
     node = connect()
+    # through dora's log (INFO) as well: `dora run --log-level info` hides the nodes' raw output
+    for line in fetch_lines.lines + [f"policy {spec.cfg.name}: model {spec.model.path}"]:
+        try:
+            node.log_info(line)
+        except Exception:  # noqa: BLE001 - an older dora without node logging: stderr has it already
+            break
     config = {"spec": str(spec.file), "model": str(spec.model.path), "robot": robot.name, "decimation": runner.decimation,
               "layout": spec.layout(), "command_fields": list(spec.command_fields)}
     sender = Sender(node, {"command": specs["joint_command"]}, config)
