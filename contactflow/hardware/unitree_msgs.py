@@ -235,7 +235,7 @@ def _lowstate_from_values(v) -> LowState_:
         mss.append(m)
         k += 15
     msg.motor_state = mss
-    msg.wireless_remote = list(v[k:k + 40])
+    msg.wireless_remote = bytes(v[k:k + 40])  # as cyclonedds decodes uint8 arrays
     msg.reserve, msg.crc = list(v[k + 40:k + 44]), v[k + 44]
     msg._packed = _LOWSTATE.pack(*v)  # the SDK packing of these values, for the CRC check
     return msg
