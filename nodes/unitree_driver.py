@@ -143,6 +143,7 @@ def main() -> int:
                     failure = (f"command source {source} closed: node {source.split('/')[0]!r} stopped; "
                                f"damping mode")
                     link.shaper.latch("command_lost", failure, time.monotonic())
+                    link.status.failure = failure
                 elif kind == "STOP":
                     ended = "dataflow stopped"
             if link.failure and not failure:
@@ -152,7 +153,7 @@ def main() -> int:
         link.shaper.latch("end", f"run ended: {reason}", time.monotonic())
         time.sleep(cfg.exit_damping_s)
         link.stop()
-        print(f"[contactflow] unitree_driver status: {json.dumps({**link.status.summary(), 'late_ticks': late})}",
+        print(f"[contactflow] unitree_driver status: {json.dumps({**link.status.summary(), 'late_ticks': late, 'last_command_mono_s': link.shaper.last_command_s})}",
               flush=True)
     if failure:
         raise UpstreamError(failure)
