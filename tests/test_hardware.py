@@ -272,6 +272,8 @@ def test_estimators_against_the_simulator_truth(g1):
     assert np.allclose(est.q[:3], r.q[:3], atol=5e-3)
     assert np.allclose(est.q[3:], r.q[3:])
     assert np.allclose(est.v[3:], r.v[3:])  # gyro and joint velocities as measured
+    assert np.allclose(est.v[:3], r.v[:3], atol=0.03)  # base velocity from the leg kinematics [m/s]
+    assert np.linalg.norm(r.v[:3]) > 0.05  # ... while it moves
     for c in ("left_foot", "right_foot"):
         # quasi-static estimate vs MuJoCo's contact wrench: the normal force within 5 % of the weight
         assert abs(est.wrenches[c][2] - r.wrenches[c][2]) < 0.05 * g1.weight

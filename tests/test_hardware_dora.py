@@ -49,6 +49,7 @@ class Run:
 
     def __init__(self, tmp: Path, scenario: str, extra: str = ""):
         self.tmp, self.domain = tmp, random.randint(100, 220)
+        tmp.mkdir(parents=True, exist_ok=True)
         self.emu_status = tmp / "emu.json"
         self.emu = subprocess.Popen([sys.executable, "-m", "contactflow.cli", "sim-robot", "g1", "--domain",
                                      str(self.domain), "--duration-s", "120", "--status-json", str(self.emu_status)],
@@ -121,6 +122,7 @@ def test_hw_graph_stands_and_follows_the_scenario_like_the_simulated_graph(tmp_p
     # stated tolerances (docs/hardware.md): both stand; lowest base height within 3 cm (the hardware
     # run starts with the 2 s start-up ramp and runs with 5-15 ms of loop latency); standing drift
     # of the base below 5 cm in both
+    print("hw vs sim:", {k: (hw[k], sim[k]) for k in ("fell", "base_height_min_m", "standing_drift_m", "sim_time_s")})
     assert hw["fell"] is False and sim["fell"] is False, (hw, out[-3000:])
     assert abs(hw["base_height_min_m"] - sim["base_height_min_m"]) < 0.03
     assert hw["standing_drift_m"] < 0.05 and sim["standing_drift_m"] < 0.05

@@ -10,8 +10,8 @@ A Unitree G1 speaks ``rt/lowstate`` (joints + IMU, 500 Hz) and ``rt/lowcmd`` (pe
 * **Base state** (:class:`BaseStateEstimator`, ``base_state`` = :data:`BASE_STATE`): LowState has no
   base position. Orientation = the IMU quaternion; base position from leg kinematics assuming
   BOTH soles stay where they were at start-up on flat ground (standing, teleoperated upper body;
-  not valid while stepping); base linear velocity = the finite difference of that position,
-  low-pass filtered; angular velocity = the gyroscope (the G1's IMU is in the pelvis, its axes
+  not valid while stepping); base linear velocity = the time derivative of that position from the
+  gyroscope and the motor velocities (analytic, low-pass filtered); angular velocity = the gyroscope (the G1's IMU is in the pelvis, its axes
   taken as the pelvis frame's).
 * **Sole wrenches** (:class:`SoleWrenchEstimator`): the G1 has no foot force sensors; each sole's
   wrench is estimated quasi-statically from the six leg joint torques (``tau_est``):
@@ -95,7 +95,9 @@ class UnitreeDriverConfig:
         startup_ramp_s: interpolation from the measured posture to the commands [s] (>= 0).
         recovery_ramp_s: gain ramp after damping mode (:class:`PDCommandHold`).
         lowcmd_rate_hz: ``rt/lowcmd`` rate (500 Hz on the G1).
-        velocity_cutoff_hz: low-pass cutoff of the base velocity finite difference.
+        velocity_cutoff_hz: low-pass cutoff of the base velocity estimate (None: unfiltered; a 10 Hz
+            filter's lag made the LAC expert oscillate in the emulator, the analytic estimate needs none
+            there; on hardware the motors' dq noise may want one).
         exit_damping_s: damping sent before the driver process exits (the robot must not keep a
             stale stiff command; afterwards the vendor's mode or the harness takes over).
         mode_pr: ankle/waist mode sent in ``mode_pr`` when no state gave one (0 = pitch/roll).
@@ -107,7 +109,7 @@ class UnitreeDriverConfig:
     startup_ramp_s: float = 2.0
     recovery_ramp_s: float = 1.0
     lowcmd_rate_hz: float = 500.0
-    velocity_cutoff_hz: float = 10.0
+    velocity_cutoff_hz: float | None = None
     exit_damping_s: float = 0.5
     mode_pr: int = 0
 
@@ -115,6 +117,8 @@ class UnitreeDriverConfig:
         for name in ("command_timeout_s", "state_timeout_s", "first_state_timeout_s", "lowcmd_rate_hz",
                      "velocity_cutoff_hz"):
             x = getattr(self, name)
+            if x is None and name == "velocity_cutoff_hz":
+                continue
             if not (np.isfinite(x) and x > 0):
                 raise ConfigError(f"unitree_driver: {name} must be > 0, got {x}")
         for name in ("startup_ramp_s", "recovery_ramp_s", "exit_damping_s"):
@@ -168,23 +172,26 @@ class BaseStateEstimator:
     At :meth:`reset`, with the measured joints and IMU orientation R, the soles' positions
     relative to the base ``r_c = R p_c^B(q)`` fix the world: the base is put at the x, y of the
     robot file's default configuration with the mean sole height at z = 0, and the sole
-    positions ``s_c = p_base + r_c`` are kept. Then ``p_base = mean_c(s_c - R p_c^B(q))``;
-    ``v_W = lowpass(d p_base / dt)`` (first order, ``cutoff_hz``); ``v`` in the base frame
-    ``R^T v_W``; ``omega`` = the gyroscope. Valid while both feet stay flat where they were.
+    positions ``s_c = p_base + r_c`` are kept. Then ``p_base = mean_c(s_c - R p_c^B(q))``; the
+    base velocity is the time derivative of that position, taken analytically (no finite-difference
+    lag): ``v_W = -mean_c(omega_W x r_c + R J_c(q) dq)`` with the gyroscope ``omega`` and the
+    motors' ``dq``, then low-passed (first order, ``cutoff_hz``; ``None`` = raw); ``v`` in the base
+    frame ``R^T v_W``; ``omega`` = the gyroscope (the IMU frame taken as the pelvis frame). Valid
+    while both feet stay flat where they were (not while stepping).
 
     Args:
         robot: the robot (pinocchio model with the sole frames of its plane contacts).
-        cutoff_hz: velocity low-pass cutoff [Hz].
+        cutoff_hz: velocity low-pass cutoff [Hz] (None: no filter).
     """
 
-    def __init__(self, robot: Robot, cutoff_hz: float = 10.0):
+    def __init__(self, robot: Robot, cutoff_hz: float | None = None):
         self.robot = robot
         self.model = robot.model
         self.data = self.model.createData()
         self.frames = [robot.frame_id(cs.frame) for cs in robot.contacts.values() if cs.type == "plane"]
         if not self.frames:
             raise ConfigError(f"{robot.file_label()}: the base estimator needs plane contacts (soles)")
-        self.cutoff_hz = float(cutoff_hz)
+        self.cutoff_hz = None if cutoff_hz is None else float(cutoff_hz)
         self.soles_W: np.ndarray | None = None
         self._p_prev: np.ndarray | None = None
         self._t_prev = 0.0
@@ -216,13 +223,24 @@ class BaseStateEstimator:
         """
         if self.soles_W is None:
             raise RuntimeError("BaseStateEstimator.update before reset")
-        p = np.mean(self.soles_W - self._relative(joints, quat_xyzw), axis=0)
-        if self._p_prev is not None and t > self._t_prev:
+        m, d = self.model, self.data
+        qb = np.concatenate([np.zeros(3), quat_xyzw, joints])
+        vb = np.concatenate([np.zeros(3), gyro, dq])
+        pin.forwardKinematics(m, d, qb, vb)
+        pin.updateFramePlacements(m, d)
+        rel = np.array([d.oMf[f].translation for f in self.frames])
+        p = np.mean(self.soles_W - rel, axis=0)
+        # soles at rest: 0 = v_base + (omega x r_c + R J_c dq), the bracket being the sole velocity
+        # of a base without linear velocity (world axes)
+        v_kin = -np.mean([pin.getFrameVelocity(m, d, f, pin.LOCAL_WORLD_ALIGNED).linear for f in self.frames], axis=0)
+        if self._p_prev is not None and t > self._t_prev and self.cutoff_hz is not None:
             dt = t - self._t_prev
             a = dt / (dt + 1.0 / (2.0 * np.pi * self.cutoff_hz))
-            self._v_W = (1.0 - a) * self._v_W + a * (p - self._p_prev) / dt
+            self._v_W = (1.0 - a) * self._v_W + a * v_kin
+        else:
+            self._v_W = v_kin
         self._p_prev, self._t_prev = p, t
-        R = pin.Quaternion(quat_xyzw[3], *quat_xyzw[:3]).toRotationMatrix()
+        R = d.oMi[1].rotation
         q = np.concatenate([p, quat_xyzw, joints])
         v = np.concatenate([R.T @ self._v_W, gyro, dq])
         return q, v
