@@ -134,7 +134,9 @@ def test_hw_graph_stands_and_follows_the_scenario_like_the_simulated_graph(tmp_p
         if "metadata" in rec.manifest["streams"]["unitree_driver.sensors"] else None
     if cfg is not None:
         assert cfg["base_state"].startswith("estimated")
-    assert emu["commands_bad_crc"] == 0 and emu["commands"] > 4000  # 500 Hz
+    print("emulator:", emu, "driver:", {k: v for k, v in status.items() if k != "transitions"})
+    # one rt/lowcmd per rt/lowstate; both readers keep the newest sample only, so jitter merges some
+    assert emu["commands_bad_crc"] == 0 and emu["commands"] >= 0.7 * emu["steps"]  # keep-last-1 readers: 0.84 measured
 
 
 def test_killing_the_expert_puts_the_robot_in_damping_and_names_the_node(tmp_path):
