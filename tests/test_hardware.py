@@ -396,3 +396,36 @@ def test_hardware_graph_differs_from_the_simulated_one_in_the_driver_only():
     assert ds["inputs"] == dh["inputs"] and ds["outputs"] == dh["outputs"]
     assert dh["path"] == "../nodes/unitree_driver.py" and "--domain 1 --interface lo" in dh["args"]
     assert check_dataflow(ROOT / "dataflows/lac_g1_hw.yml") == []
+
+
+def test_estop_latches_damping_on_the_wire(g1, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from contactflow.hardware.link import UnitreeLink
+
+    dom = _domain()
+    status = tmp_path / "emu.json"
+    emu = subprocess.Popen([sys.executable, "-m", "contactflow.cli", "sim-robot", "g1", "--domain", str(dom),
+                            "--duration-s", "30", "--status-json", str(status)], cwd=ROOT)
+    link = UnitreeLink(g1, UnitreeDriverConfig(startup_ramp_s=0.0), dom, "lo")
+    link.start()
+    try:
+        assert link.wait_first_state(20.0)
+        for _ in range(10):
+            link.offer_command(_cmd(g1))
+            time.sleep(0.02)
+        t_estop = time.monotonic()
+        link.estop("test e-stop")
+        for _ in range(10):  # valid commands keep coming: the latch holds
+            link.offer_command(_cmd(g1))
+            time.sleep(0.02)
+        assert link.shaper.latched == "estop" and link.shaper.mode == "estop"
+        assert link._cmd.motor_cmd[0].kp == 0.0 and link._cmd.motor_cmd[0].kd == pytest.approx(8.0)
+    finally:
+        link.stop()
+        emu.terminate()
+        emu.wait(timeout=10)
+    s = json.loads(status.read_text())
+    assert 0.0 <= s["first_damping_mono_s"] - t_estop <= 0.02

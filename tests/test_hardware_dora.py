@@ -23,7 +23,6 @@ import numpy as np
 import pytest
 
 pytest.importorskip("cyclonedds")
-psutil = pytest.importorskip("psutil")
 
 from contactflow.recording import read_recording  # noqa: E402
 
@@ -62,14 +61,25 @@ class Run:
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def node_pid(self, name: str, timeout_s: float = 60.0) -> int:
+        """The pid of the node process whose command line holds ``name``, among the descendants of
+        this test's `dora run` (Linux /proc)."""
         t_end = time.monotonic() + timeout_s
         while time.monotonic() < t_end:
-            for p in psutil.Process(self.dora.pid).children(recursive=True):
-                try:
-                    if any(name in a for a in p.cmdline()):
-                        return p.pid
-                except psutil.NoSuchProcess:
+            parent, cmd = {}, {}
+            for d in Path("/proc").iterdir():
+                if not d.name.isdigit():
                     continue
+                try:
+                    parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                    cmd[int(d.name)] = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                except (OSError, IndexError, ValueError):
+                    continue
+            for pid, c in cmd.items():
+                p = pid
+                while p in parent and p != self.dora.pid and p > 1:
+                    p = parent[p]
+                if p == self.dora.pid and pid != self.dora.pid and name in c:
+                    return pid
             time.sleep(0.1)
         raise AssertionError(f"no {name} process under dora run")
 
