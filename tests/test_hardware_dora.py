@@ -142,6 +142,9 @@ def test_hw_graph_stands_and_follows_the_scenario_like_the_simulated_graph(tmp_p
     rec = read_recording(r)
     sens = rec.stream("unitree_driver.sensors")
     assert (np.diff(sens.seq) == 1).all()
+    cfg = rec.manifest["configs"]["unitree_driver"]
+    assert cfg["base_state"].startswith("estimated") and cfg["sole_wrench"].startswith("estimated")
+    assert cfg["dds_domain"] == run.domain and cfg["network_interface"] == "lo" and cfg["actuation"] == "pd"
     (sim_run,) = [p for p in (sim_dir / "recordings").iterdir() if p.is_dir() and not p.is_symlink()]
     sim_sens = read_recording(sim_run).stream("mujoco_driver.sensors")
     from contactflow.robot import load_robot
