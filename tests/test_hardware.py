@@ -429,3 +429,15 @@ def test_estop_latches_damping_on_the_wire(g1, tmp_path):
         emu.wait(timeout=10)
     s = json.loads(status.read_text())
     assert 0.0 <= s["first_damping_mono_s"] - t_estop <= 0.02
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["sim-robot", "talos", "--duration-s", "0"], "robots/talos/robot.yaml: unitree_motor_slots: missing"),
+    (["sim-robot", "g1", "--interface", "bad if", "--duration-s", "0"], "network interface 'bad if'"),
+])
+def test_sim_robot_cli_refuses_in_one_line(argv, needle, capsys):
+    from contactflow.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1
