@@ -164,6 +164,22 @@ def test_hw_graph_stands_and_follows_the_scenario_like_the_simulated_graph(tmp_p
     # one rt/lowcmd per rt/lowstate; both readers keep the newest sample only, so jitter merges some
     assert emu["commands_bad_crc"] == 0 and emu["commands"] >= 0.7 * emu["steps"]  # keep-last-1 readers: 0.84 measured
 
+    # the hardware recording replays through the same tools: lac_g1_replay.yml with the recorded
+    # driver stream named, gives the recorded teleop and expert commands bit for bit
+    text = (ROOT / "dataflows/lac_g1_replay.yml").read_text().replace("../nodes/", f"{ROOT}/nodes/")
+    assert "--streams mujoco_driver.sensors " in text
+    replay_yml = tmp_path / "replay.yml"
+    replay_yml.write_text(text.replace("--streams mujoco_driver.sensors ", "--streams unitree_driver.sensors=sensors "))
+    proc = subprocess.run([DORA, "run", str(replay_yml)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, CONTACTFLOW_RECORDINGS=str(tmp_path / "hw" / "recordings")))
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    (rp,) = [p for p in (tmp_path / "hw" / "recordings").iterdir() if p.name.startswith("lac_g1_replay")]
+    b = read_recording(rp)
+    for x, y in (("unitree_driver.sensors", "mujoco_driver.sensors"), ("teleop.command", "teleop.command"),
+                 ("lac_expert.command", "lac_expert.command")):
+        X, Y = rec.stream(x), b.stream(y)
+        assert np.array_equal(X.seq, Y.seq) and np.array_equal(X.values, Y.values), x
+
 
 def test_killing_the_expert_puts_the_robot_in_damping_and_names_the_node(tmp_path):
     run = Run(tmp_path, "stand.yaml")
