@@ -465,7 +465,7 @@ class UnitreeCommandShaper:
             lo = np.where(kp > 0, q_meas + (-r.tau_max - tau1) / kp, -np.inf)
             hi = np.where(kp > 0, q_meas + (r.tau_max - tau1) / kp, np.inf)
         q2 = np.clip(q1, lo, hi)
-        clamped = bool(np.any(q2 != q) or np.any(tau1 != tau))
+        clamped = bool(np.any((q2 != q) & (kp > 0)) or np.any(tau1 != tau))  # a target under kp = 0 pulls nothing
         return q2, tau1, clamped
 
 
