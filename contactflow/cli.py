@@ -15,7 +15,7 @@ import sys
 from contactflow.errors import ContactflowError
 
 # optional third-party package -> the pip extra that installs it
-OPTIONAL_EXTRAS = {"crocoddyl": "prime", "rerun": "viewer", "mcap": "export", "matplotlib": "plot"}
+OPTIONAL_EXTRAS = {"crocoddyl": "prime", "rerun": "viewer", "mcap": "export", "matplotlib": "plot", "cyclonedds": "hardware"}
 
 
 def missing_extra_message(exc: ModuleNotFoundError) -> str | None:
@@ -32,6 +32,7 @@ _SUBCOMMANDS = [
     "contactflow.recording_cli",
     "contactflow.lac.cli",
     "contactflow.prime.cli",
+    "contactflow.hardware.cli",
 ]
 
 

@@ -268,6 +268,12 @@ def port_specs(robot, rate_hz: float | None = None) -> dict[str, PortSpec]:
         rate_hz,
         "external wrenches applied to robot links (simulation: MuJoCo xfrc_applied), ground truth",
     )
+    specs["estop"] = PortSpec(
+        "estop",
+        (Field("stop", 1, "-", description="1 = emergency stop: the hardware driver latches damping mode"),),
+        rate_hz,
+        "emergency stop for a hardware driver (any message with stop >= 0.5 latches damping mode)",
+    )
     specs["controller_state"] = PortSpec(
         "controller_state",
         (
@@ -313,6 +319,12 @@ NODE_PORTS: dict[str, dict[str, dict[str, str]]] = {
     "mujoco_driver": {
         "inputs": {"command": "joint_command", "wrench": "external_wrench"},
         "optional": {"wrench": "external_wrench"},
+        "outputs": {"sensors": "sensors"},
+    },
+    # the same ports as mujoco_driver (plus an optional e-stop): the graph cannot tell sim from hardware
+    "unitree_driver": {
+        "inputs": {"command": "joint_command", "wrench": "external_wrench", "estop": "estop"},
+        "optional": {"wrench": "external_wrench", "estop": "estop"},
         "outputs": {"sensors": "sensors"},
     },
     # LAC teleop pipeline (Unitree G1)

@@ -127,14 +127,19 @@ def _controller_stream(rec: Recording, driver: str):
     return None
 
 
-def g1_summary(rec: Recording, robot, *, driver: str = "mujoco_driver", teleop: str = "teleop",
+DRIVERS = ("mujoco_driver", "unitree_driver")
+"""Node ids of the G1 drivers (simulation, hardware), looked up in this order when ``driver`` is None."""
+
+
+def g1_summary(rec: Recording, robot, *, driver: str | None = None, teleop: str = "teleop",
                injector: str = "wrench_injector", window_s: float = 4.0, settle_s: float = 2.0,
                pre_s: float = 1.0, fall_height_m: float | None = None) -> dict:
     """Summary of a G1 teleop run (see the module docstring).
 
     Args:
         rec: the recording. robot: the recorded :class:`contactflow.robot.Robot`.
-        driver, teleop, injector: node ids of the streams ``<node>.sensors|command|wrench``.
+        driver, teleop, injector: node ids of the streams ``<node>.sensors|command|wrench``
+            (``driver`` None: the first of :data:`DRIVERS` that the recording has).
         window_s: averaging window at the end of a velocity segment [s].
         settle_s: time left out at the start of a standing segment that follows a moving one [s].
         pre_s: reference window before a wrench event [s].
@@ -148,6 +153,9 @@ def g1_summary(rec: Recording, robot, *, driver: str = "mujoco_driver", teleop: 
     """
     if fall_height_m is None:
         fall_height_m = float((robot.raw or {}).get("fall_height_m", 0.35))
+    if driver is None:
+        names = set(rec.stream_names)
+        driver = next((d for d in DRIVERS if f"{d}.sensors" in names), DRIVERS[0])
     sensors = rec.stream(f"{driver}.sensors")
     q_all, v_all = sensors.field("q"), sensors.field("v")
     finite = np.all(np.isfinite(q_all), axis=1) & np.all(np.isfinite(v_all), axis=1)

@@ -1,0 +1,176 @@
+"""The 500 Hz side of the hardware driver: ``rt/lowstate`` in, ``rt/lowcmd`` out, on its own thread.
+
+:class:`UnitreeLink` owns the DDS channels, the :class:`~contactflow.hardware.unitree.UnitreeCommandShaper`
+(safety) and the estimators. Its thread waits for ``rt/lowstate``; each state is CRC-checked
+(a mismatch is rejected and counted in ``status.states_bad_crc``), and a ``rt/lowcmd`` is sent
+right after it (and, if states stop, every ``1 / lowcmd_rate_hz`` anyway), built from the
+newest graph command, with ``mode_machine`` / ``mode_pr`` copied from the newest state. Nothing is
+sent before a state was seen. Once commands are being sent (not in mode ``wait``, when a gap in
+the state stream cannot hurt), no state for ``state_timeout_s`` latches damping mode and sets
+:attr:`UnitreeLink.failure` (naming the topic, the domain and the interface). The graph side
+(dora node or test) calls :meth:`offer_command` and :meth:`readings`.
+
+Latency record (for ``benchmarks/bench_unitree_latency.py``): per sent command, the time from
+taking the state it answers to the end of ``write`` [s], and the send times.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import numpy as np
+
+from contactflow.errors import ConfigError
+from contactflow.robot import Robot
+from contactflow.hardware.unitree import (BaseStateEstimator, SoleWrenchEstimator, UnitreeCommandShaper,
+                                          UnitreeDriverConfig, fill_lowcmd, motor_slots, reading_from_lowstate,
+                                          readings_from_state)
+
+__all__ = ["UnitreeLink"]
+
+log = logging.getLogger("contactflow.unitree_driver")
+
+
+class UnitreeLink:
+    """DDS link to a Unitree robot with the driver's safety layer (module docstring).
+
+    Args:
+        robot: a PD robot with ``unitree_motor_slots``.
+        config: :class:`UnitreeDriverConfig`.
+        domain_id: DDS domain (0 on the robot). interface: network interface.
+        record_latency: keep per-command latency samples (benchmark).
+
+    Raises:
+        ConfigError: bad slots, damping values, interface or DDS domain.
+    """
+
+    def __init__(self, robot: Robot, config: UnitreeDriverConfig, domain_id: int, interface: str, *,
+                 record_latency: bool = False):
+        from contactflow.hardware.dds import UnitreeChannels
+        from contactflow.hardware.unitree_msgs import TOPIC_LOWCMD, TOPIC_LOWSTATE, LowCmd_, LowState_
+
+        if robot.actuation != "pd":
+            raise ConfigError(f"{robot.file_label()}: the Unitree driver needs 'actuation: pd'")
+        self.robot, self.config = robot, config
+        self.domain_id, self.interface = domain_id, interface
+        self.slots = motor_slots(robot)
+        self.shaper = UnitreeCommandShaper(robot, config)
+        self.status = self.shaper.status
+        self.base = BaseStateEstimator(robot, config.velocity_cutoff_hz)
+        self.wrenches = SoleWrenchEstimator(robot)
+        self.channels = UnitreeChannels(domain_id, interface, TOPIC_LOWSTATE, LowState_, TOPIC_LOWCMD, LowCmd_)
+        self._cmd = LowCmd_()
+        self.latest = None  # LowStateReading
+        self.latest_mono: float | None = None
+        self.first_state_mono: float | None = None
+        self.failure = ""
+        self._mode_machine, self._mode_pr = 0, config.mode_pr
+        self._last_tick: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="unitree-lowcmd", daemon=True)
+        self.record_latency = record_latency
+        self.latency_s: list[float] = []
+        self.send_mono: list[float] = []
+        self._crc_logged = False
+
+    # ------------------------------------------------------------------ graph side
+    def start(self) -> None:
+        """Start the 500 Hz thread."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread (no more ``rt/lowcmd``)."""
+        self._stop.set()
+        self._thread.join(timeout=1.0)
+
+    def wait_first_state(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` [s] for a valid ``rt/lowstate``; True if one came."""
+        t_end = time.monotonic() + timeout_s
+        while self.latest is None and time.monotonic() < t_end:
+            time.sleep(0.005)
+        return self.latest is not None
+
+    def offer_command(self, fields, now_s: float | None = None) -> bool:
+        """Offer a ``joint_command`` (fields dict or None when malformed); see :meth:`UnitreeCommandShaper.offer`."""
+        return self.shaper.offer(fields, time.monotonic() if now_s is None else now_s)
+
+    def estop(self, reason: str) -> None:
+        """Latch damping mode (e-stop) until the process ends."""
+        self.shaper.latch("estop", reason, time.monotonic())
+
+    def readings(self, t: float):
+        """:class:`SensorReadings` at time ``t`` [s] from the newest state (None before the first)."""
+        r = self.latest
+        return None if r is None else readings_from_state(r, t, self.base, self.wrenches)
+
+    # ------------------------------------------------------------------ 500 Hz thread
+    def _take_states(self, now: float) -> bool:
+        from contactflow.hardware.unitree_msgs import LowState_, lowstate_crc
+
+        got = False
+        for msg in self.channels.reader.take(N=16):
+            if not isinstance(msg, LowState_):  # InvalidSample: the writer went away (disposed)
+                continue
+            if lowstate_crc(msg) != msg.crc:
+                self.status.states_bad_crc += 1
+                if not self._crc_logged:
+                    self._crc_logged = True
+                    log.warning("rt/lowstate with a wrong CRC rejected (counted in states_bad_crc)")
+                continue
+            if self._last_tick is not None and msg.tick == self._last_tick:
+                self.status.states_stale += 1
+            self._last_tick = msg.tick
+            self.status.states += 1
+            self.latest = reading_from_lowstate(msg, self.slots)
+            self._mode_machine, self._mode_pr = int(msg.mode_machine), int(msg.mode_pr)
+            self.latest_mono = now
+            if self.first_state_mono is None:
+                self.first_state_mono = now
+                log.info("first rt/lowstate received (mode_machine %d, mode_pr %d)", msg.mode_machine, msg.mode_pr)
+            got = True
+        return got
+
+    def _loop(self) -> None:
+        from contactflow.hardware.unitree_msgs import lowcmd_crc
+
+        period = 1.0 / self.config.lowcmd_rate_hz
+        next_send = time.monotonic() + period
+        cfg = self.config
+        try:
+            while not self._stop.is_set():
+                wait = next_send - time.monotonic()
+                if wait > 0:
+                    self.channels.wait(wait)
+                t_state = time.monotonic()
+                fresh = self._take_states(t_state)
+                now = time.monotonic()
+                if self.latest_mono is not None and now - self.latest_mono > cfg.state_timeout_s \
+                        and self.shaper.latched != "lost_state" and self.shaper.mode != "wait":
+                    self.failure = (f"lost rt/lowstate: no message for {1e3 * (now - self.latest_mono):.0f} ms "
+                                    f"(timeout {1e3 * cfg.state_timeout_s:.0f} ms) on DDS domain {self.domain_id}, "
+                                    f"interface {self.interface!r}")
+                    self.status.failure = self.failure
+                    self.shaper.latch("lost_state", self.failure, now)
+                    log.error("%s: damping mode latched", self.failure)
+                if not fresh and now < next_send:
+                    continue
+                next_send = max(next_send + period, now + 0.5 * period) if not fresh else now + period
+                if self.latest is None:
+                    continue
+                targets = self.shaper.targets(now, self.latest.q)
+                if targets is None:
+                    continue
+                fill_lowcmd(self._cmd, targets, self.slots, self._mode_machine, self._mode_pr)
+                self._cmd.crc = lowcmd_crc(self._cmd)
+                self.channels.write(self._cmd)
+                self.status.lowcmds += 1
+                if self.record_latency:
+                    t_done = time.monotonic()
+                    self.send_mono.append(t_done)
+                    if fresh:
+                        self.latency_s.append(t_done - t_state)
+        except Exception as exc:  # noqa: BLE001 - the graph side must learn why the link died
+            self.failure = self.status.failure = f"unitree lowcmd thread failed: {type(exc).__name__}: {exc}"
+            log.exception("unitree lowcmd thread failed")

@@ -1,0 +1,165 @@
+"""unitree_driver node: a real Unitree G1 (or ``contactflow sim-robot g1``) over Unitree's low-level DDS protocol.
+
+The same ports as ``mujoco_driver`` for a PD robot, so the graph cannot tell sim from hardware:
+
+Inputs:  ``command`` (``joint_command``): per joint q_target [rad], kp [N m/rad], kd [N m s/rad],
+         tau_ff [N m], ok; the newest valid one is sent to the motors.
+         ``wrench`` (``external_wrench``, OPTIONAL): accepted for wiring compatibility and ignored
+         (on hardware external wrenches are physical; the recorder still records the stream).
+         ``estop`` (``estop``, OPTIONAL): a message with stop >= 0.5 latches damping mode.
+Outputs: ``sensors`` (``sensors``) every control tick (the robot file's ``control_rate_hz``, 50 Hz),
+         wall-clock paced (a tick more than one period late is not made up: no burst of stale
+         ticks; counted as ``late_ticks``), ``seq`` contiguous, ``t`` = the robot's clock (the
+         LowState ``tick`` [ms]) since the first state; metadata
+         ``command_mode`` (wait / startup / normal / damping / ramp / estop / lost_state /
+         command_lost / end).
+
+DDS (own thread, :class:`contactflow.hardware.link.UnitreeLink`): ``rt/lowstate`` read and
+CRC-checked; ``rt/lowcmd`` sent at 500 Hz (right after each state) with the CRC, ``mode_machine``
+and ``mode_pr`` copied from the newest state, joints mapped by name to the motor slots
+(``unitree_motor_slots`` of the robot file). ``--domain`` / ``--interface`` choose the network;
+the environment variables ``CONTACTFLOW_UNITREE_DOMAIN`` / ``CONTACTFLOW_UNITREE_INTERFACE``
+override them (so one graph file runs on the emulator and on the robot, docs/hardware.md).
+
+Safety (:mod:`contactflow.hardware.unitree`): nothing is sent before the first state and the first
+valid command; start-up ramp from the measured posture over ``--startup-ramp-s``; watchdog:
+no valid command for ``--command-timeout-s`` -> damping mode (kp = 0, kd = the robot file's
+``damping_mode_kd_nms_per_rad``, tau = 0), recovery ramp when commands resume; limit and torque
+clamps; non-finite or out-of-limit commands refused; no ``rt/lowstate`` for ``--state-timeout-s``
+-> damping latched and the run ends with a message naming the topic, domain and interface; the
+command source closing (its node stopped) -> damping and the run ends naming that node; at the
+end of a run, damping for ``exit_damping_s`` before the process exits. Every transition is logged
+once with its reason; the counters (states, bad CRC, stale, commands, rejected, clamps, damping
+entries, transitions) are printed at the end as ``unitree_driver status: {json}``.
+
+Base state: ``base_state`` in the configuration metadata says it is ESTIMATED (IMU orientation +
+leg kinematics with the soles fixed since start-up, flat ground); sole wrenches are estimated
+quasi-statically from the leg joint torques (``sole_wrench``). Without a robot or emulator the
+driver waits ``--first-state-timeout-s`` for a state, then fails naming the topic, domain and
+interface.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+
+from _runtime import Sender, UpstreamError, base_parser, connect, declared_inputs, node_main
+
+log = logging.getLogger("contactflow.unitree_driver")
+
+
+def main() -> int:
+    from contactflow.errors import ContactflowError, ContractError
+    from contactflow.hardware.link import UnitreeLink
+    from contactflow.hardware.unitree import BASE_STATE, SOLE_WRENCH, UnitreeDriverConfig
+    from contactflow.messages import port_specs
+    from contactflow.robot import load_robot
+    from contactflow.sim.mujoco_robot import sensor_values
+
+    p = base_parser(__doc__.splitlines()[0])
+    p.add_argument("--domain", type=int, default=1, help="DDS domain id (the robot: 0; env CONTACTFLOW_UNITREE_DOMAIN overrides)")
+    p.add_argument("--interface", default="lo", help="network interface (env CONTACTFLOW_UNITREE_INTERFACE overrides)")
+    p.add_argument("--command-timeout-s", type=float, default=0.1, help="watchdog: no valid command -> damping mode [s]")
+    p.add_argument("--state-timeout-s", type=float, default=0.04, help="no rt/lowstate -> damping and failure [s]")
+    p.add_argument("--first-state-timeout-s", type=float, default=10.0, help="wait for the first rt/lowstate [s]")
+    p.add_argument("--startup-ramp-s", type=float, default=2.0, help="ramp from the measured posture to the commands [s]")
+    p.add_argument("--damping-recovery-s", type=float, default=1.0, help="gain ramp after damping mode [s]")
+    p.add_argument("--exit-damping-s", type=float, default=0.5, help="damping sent before the process exits [s]")
+    args = p.parse_args()
+    domain = int(os.environ.get("CONTACTFLOW_UNITREE_DOMAIN", args.domain))
+    interface = os.environ.get("CONTACTFLOW_UNITREE_INTERFACE", args.interface)
+    robot = load_robot(args.robot)
+    cfg = UnitreeDriverConfig(command_timeout_s=args.command_timeout_s, state_timeout_s=args.state_timeout_s,
+                              first_state_timeout_s=args.first_state_timeout_s, startup_ramp_s=args.startup_ramp_s,
+                              recovery_ramp_s=args.damping_recovery_s, exit_damping_s=args.exit_damping_s)
+    specs = port_specs(robot)
+    sspec, jc, es = specs["sensors"], specs["joint_command"], specs["estop"]
+    fields = [f.name for f in sspec.fields]
+    dt = 1.0 / float(robot.raw.get("control_rate_hz", 50.0))
+
+    link = UnitreeLink(robot, cfg, domain, interface)
+    node = connect()
+    wired = declared_inputs(node, "unitree_driver")
+    source = wired.get("command", "command")
+    meta = {"driver": cfg, "control_dt_s": dt, "realtime": True, "actuation": robot.actuation, "base_state": BASE_STATE,
+            "sole_wrench": SOLE_WRENCH, "dds_domain": domain, "network_interface": interface,
+            "damping_mode_kd_nms_per_rad": link.shaper.hold.kd_damping}
+
+    sender = Sender(node, {"sensors": sspec}, meta)
+    failure, ended, late = "", "", 0
+    link.start()  # after the imports and the dora connection: the 500 Hz thread shares the GIL
+    try:
+        if not link.wait_first_state(cfg.first_state_timeout_s):
+            raise ContactflowError(f"no rt/lowstate within {cfg.first_state_timeout_s:g} s on DDS domain {domain}, "
+                                   f"interface {interface!r}: is the robot in low-level mode, or `contactflow sim-robot "
+                                   f"{robot.name} --domain {domain}` running?")
+        tick0 = link.latest.tick_ms
+        seq, deadline, wrench_logged = 0, time.monotonic(), False
+        while True:
+            # tick `seq`; the tick after the end says `finished` (as mujoco_driver's does); t is the
+            # robot's clock (LowState tick, ms) since the first state
+            r = link.readings(((link.latest.tick_ms - tick0) & 0xFFFFFFFF) / 1000.0)
+            sender.send("sensors", sensor_values(r, robot, fields=fields), seq=seq, t=r.t,
+                        finished=bool(failure or ended), command_mode=link.shaper.mode)
+            if failure or ended:
+                break
+            seq += 1
+            deadline += dt
+            if deadline < time.monotonic() - dt:  # more than a tick late: no burst of stale ticks
+                late += 1
+                deadline = time.monotonic()
+            while (remaining := deadline - time.monotonic()) > 0 and not (failure or ended):
+                ev = node.next(timeout=remaining)
+                if ev is None:
+                    ended = "event stream closed"
+                    break
+                kind = ev["type"]
+                if kind == "INPUT":
+                    iid = ev["id"]
+                    if iid == "command":
+                        try:
+                            f = jc.unpack(ev["value"].to_numpy(zero_copy_only=False))
+                        except ContractError as exc:
+                            log.warning("malformed command refused: %s", exc)
+                            f = None
+                        link.offer_command(f)
+                        if ev["metadata"].get("finished", False):
+                            ended = "end of the scenario (the command says finished)"
+                    elif iid == "estop":
+                        try:
+                            stop = es.unpack(ev["value"].to_numpy(zero_copy_only=False))["stop"][0] >= 0.5
+                        except ContractError:
+                            stop = True  # a malformed e-stop message is an e-stop
+                        if stop:
+                            link.estop("estop input")
+                    elif iid == "wrench" and not wrench_logged:
+                        wrench_logged = True
+                        log.info("input 'wrench' ignored: on hardware external wrenches are physical (still recorded)")
+                elif kind == "INPUT_CLOSED" and ev["id"] == "command":
+                    # the controller is gone: damping now, not after the watchdog
+                    failure = (f"command source {source} closed: node {source.split('/')[0]!r} stopped; "
+                               f"damping mode")
+                    link.shaper.latch("command_lost", failure, time.monotonic())
+                    link.status.failure = failure
+                elif kind == "STOP":
+                    ended = "dataflow stopped"
+            if link.failure and not failure:
+                failure = link.failure
+    finally:
+        reason = failure or ended or "driver stopped"
+        link.shaper.latch("end", f"run ended: {reason}", time.monotonic())
+        time.sleep(cfg.exit_damping_s)
+        link.stop()
+        print(f"[contactflow] unitree_driver status: {json.dumps({**link.status.summary(), 'late_ticks': late, 'last_command_mono_s': link.shaper.last_command_s})}",
+              flush=True)
+    if failure:
+        raise UpstreamError(failure)
+    log.info("run ended: %s; damping mode sent for %.2f s", ended, cfg.exit_damping_s)
+    return 0
+
+
+if __name__ == "__main__":
+    node_main("unitree_driver", main)

@@ -1,0 +1,443 @@
+"""Unitree G1 over low-level DDS: CRC, message layout and codec, motor slots, the safety layer, the
+estimators, the emulator and the driver's DDS link (loopback, a random domain per test), and the
+hardware graph file. No dora here (tests/test_hardware_dora.py runs the graph)."""
+
+from __future__ import annotations
+
+import random
+import struct
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+pytest.importorskip("cyclonedds")
+
+from contactflow.errors import ConfigError  # noqa: E402
+from contactflow.hardware import unitree_msgs as M  # noqa: E402
+from contactflow.hardware.crc import FixedLengthCrc, crc32_bytes, crc32_word_bitwise, crc32_words  # noqa: E402
+from contactflow.hardware.unitree import (BaseStateEstimator, LowStateReading, SoleWrenchEstimator,  # noqa: E402
+                                          UnitreeCommandShaper, UnitreeDriverConfig, fill_lowcmd, motor_slots,
+                                          readings_from_state)
+from contactflow.robot import load_robot  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def g1():
+    return load_robot("g1")
+
+
+def _domain() -> int:
+    return random.randint(100, 220)
+
+
+# ---------------------------------------------------------------------------------------- CRC
+def _reference_crc(words) -> int:
+    """The algorithm of the protocol description, written independently: the register and the
+    data as lists of bits, MSB first."""
+    poly = [int(b) for b in f"{0x04C11DB7:032b}"]
+    reg = [1] * 32
+    for w in words:
+        data = [int(b) for b in f"{int(w):032b}"]
+        for bit in data:
+            top = reg[0]
+            reg = reg[1:] + [0]
+            if top:
+                reg = [a ^ b for a, b in zip(reg, poly)]
+            if bit:
+                reg = [a ^ b for a, b in zip(reg, poly)]
+    return int("".join(map(str, reg)), 2)
+
+
+def test_crc_matches_the_independent_bitwise_reference():
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 7, 250):
+        words = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+        ref = _reference_crc(words.tolist())
+        assert crc32_words(words) == ref
+        c = 0xFFFFFFFF
+        for w in words.tolist():
+            c = crc32_word_bitwise(c, w)
+        assert c == ref
+        buf = words.tobytes() + b"\0\0\0\0"  # + the crc field, not covered
+        assert crc32_bytes(buf) == ref
+        assert FixedLengthCrc(len(buf))(buf) == ref
+
+
+def test_crc_known_vectors():
+    # derived from the algorithm by hand: one zero word shifts 0xFFFFFFFF 32 times through the
+    # polynomial, no data bit; the value is fixed here so that a change of the algorithm shows
+    assert _reference_crc([0]) == crc32_words([0])
+    assert crc32_words([]) == 0xFFFFFFFF  # nothing fed: the initial register, no final XOR
+    # a single data bit in the last position XORs the polynomial once more at the last step
+    assert crc32_words([1]) == crc32_words([0]) ^ 0x04C11DB7
+    assert crc32_words([0]) == 0xC704DD7B
+    assert M.lowcmd_crc(M.LowCmd_()) == _reference_crc([0] * 250)
+    assert M.lowstate_crc(M.LowState_(imu_state=M.IMUState_(quaternion=[0.0] * 4))) == _reference_crc([0] * 522)
+
+
+def test_crc_rejects_a_length_that_is_not_whole_words():
+    with pytest.raises(ValueError, match="32-bit words"):
+        crc32_bytes(b"\0" * 6)
+    with pytest.raises(ValueError, match="1004"):
+        FixedLengthCrc(1004)(b"\0" * 8)
+
+
+# ---------------------------------------------------------------------------------------- layout
+def test_sdk_packing_layout_sizes_and_offsets():
+    assert struct.calcsize(M.LOWCMD_FORMAT) == 1004
+    assert struct.calcsize(M.LOWSTATE_FORMAT) == 2092
+    cmd = M.LowCmd_(mode_pr=1, mode_machine=5)
+    cmd.motor_cmd[3].kp = 1.5
+    cmd.motor_cmd[34].reserve = 7
+    cmd.crc = 0xDEADBEEF
+    b = M.pack_lowcmd(cmd)
+    assert b[0] == 1 and b[1] == 5 and b[2:4] == b"\0\0"
+    motor = 4 + 3 * 28  # 2 x uint8 + 2 pad; 28 bytes per MotorCmd_
+    assert struct.unpack_from("<f", b, motor + 4 + 3 * 4)[0] == 1.5  # mode + 3 pad, q dq tau kp
+    assert struct.unpack_from("<I", b, 4 + 34 * 28 + 24)[0] == 7
+    assert struct.unpack_from("<I", b, 1000)[0] == 0xDEADBEEF  # crc = last word
+    st = M.LowState_(tick=42)
+    st.motor_state[2].tau_est = -2.5
+    st.wireless_remote[39] = 9
+    b = M.pack_lowstate(st)
+    assert struct.unpack_from("<I", b, 12)[0] == 42
+    assert struct.unpack_from("<f", b, 16)[0] == 1.0  # quaternion w
+    motor = 16 + 56 + 2 * 56  # header 16, IMU 56 bytes, 56 per MotorState_
+    assert struct.unpack_from("<f", b, motor + 4 + 12)[0] == -2.5
+    assert b[16 + 56 + 35 * 56 + 39] == 9
+
+
+def test_fast_codec_is_byte_identical_to_cyclonedds_both_ways():
+    rng = random.Random(1)
+    cmd = M.LowCmd_(mode_pr=1, mode_machine=3, reserve=[1, 2, 3, 4])
+    for i, m in enumerate(cmd.motor_cmd):
+        m.mode, m.q, m.kd, m.reserve = i % 2, rng.uniform(-3, 3), rng.uniform(0, 5), i
+    cmd.crc = M.lowcmd_crc(cmd)
+    st = M.LowState_(version=[1, 2], mode_machine=4, tick=123456)
+    st.imu_state.quaternion = [0.9, 0.1, -0.2, 0.3]
+    st.imu_state.temperature = -7
+    for i, m in enumerate(st.motor_state):
+        m.q, m.tau_est, m.temperature, m.sensor, m.reserve = rng.uniform(-1, 1), rng.uniform(-50, 50), [i, -i], [i, 2], [0, 1, 2, i]
+    st.wireless_remote = list(range(40))
+    st.crc = M.lowstate_crc(st)
+    for msg, cls in ((cmd, M.LowCmd_), (st, M.LowState_)):
+        fast = msg.serialize()
+        assert fast == msg.generic_serialize()
+        generic = cls.__idl__.deserialize(fast)
+        back = cls.deserialize(fast)
+        assert back == generic  # every field (dataclass equality), values as float32 on the wire
+        pack = M.pack_lowcmd if cls is M.LowCmd_ else M.pack_lowstate
+        assert pack(back) == pack(msg)
+    assert M.lowstate_crc(M.LowState_.deserialize(st.serialize())) == st.crc
+
+
+# ---------------------------------------------------------------------------------------- slots
+def test_motor_slots_of_both_g1_variants(g1):
+    assert motor_slots(g1).tolist() == list(range(23))
+    g29 = load_robot("g1_29dof")
+    s = motor_slots(g29)
+    assert s.tolist() == list(range(29))
+    assert s[list(g29.joint_names).index("waist_pitch_joint")] == 14
+    assert s[list(g29.joint_names).index("right_wrist_yaw_joint")] == 28
+
+
+@pytest.mark.parametrize("raw, needle", [
+    (None, "missing"),
+    ({"a": 0}, "without slot"),
+    ({"a": 0, "b": 0}, "used twice"),
+    ({"a": 0, "b": 35}, "0-34"),
+    ({"a": 0, "b": 1, "c": 2}, "unknown joint"),
+])
+def test_motor_slots_errors_name_the_file_and_problem(raw, needle):
+    robot = types.SimpleNamespace(raw={} if raw is None else {"unitree_motor_slots": raw}, joint_names=("a", "b"),
+                                  file_label=lambda: "robots/x/robot.yaml")
+    with pytest.raises(ConfigError, match=needle) as e:
+        motor_slots(robot)
+    assert "robots/x/robot.yaml: unitree_motor_slots" in str(e.value)
+
+
+# ---------------------------------------------------------------------------------------- safety
+def _cmd(g1, q=None, tau=None):
+    return {"q_target": g1.theta_default.copy() if q is None else q, "kp": g1.K.copy(), "kd": g1.kd.copy(),
+            "tau_ff": np.zeros(g1.n) if tau is None else tau}
+
+
+def test_shaper_waits_ramps_from_the_measured_posture_then_follows(g1):
+    sh = UnitreeCommandShaper(g1, UnitreeDriverConfig(startup_ramp_s=2.0, command_timeout_s=10.0))
+    q_meas = g1.theta_default + 0.1
+    assert sh.targets(0.0, q_meas) is None and sh.mode == "wait"  # nothing before a command
+    assert sh.offer(_cmd(g1, tau=np.full(g1.n, 1.0)), 0.0)
+    t = sh.targets(0.0, q_meas)
+    assert sh.mode == "startup" and np.allclose(t.q, q_meas)  # s = 0: the measured posture
+    t = sh.targets(1.0, q_meas)
+    assert np.allclose(t.q, q_meas - 0.05)  # halfway
+    assert np.allclose(t.kp, g1.K) and np.allclose(t.tau, 1.0)
+    t = sh.targets(2.0, q_meas)
+    assert sh.mode == "normal" and np.allclose(t.q, g1.theta_default)
+    assert [m for _, m, _ in sh.status.transitions] == ["startup", "normal"]
+
+
+def test_watchdog_damping_then_recovery_ramp(g1):
+    cfg = UnitreeDriverConfig(startup_ramp_s=0.0, command_timeout_s=0.1, recovery_ramp_s=1.0)
+    sh = UnitreeCommandShaper(g1, cfg)
+    sh.offer(_cmd(g1, tau=np.full(g1.n, 2.0)), 0.0)
+    sh.targets(0.0, g1.theta_default)
+    assert sh.targets(0.1, g1.theta_default).mode == "normal"
+    t = sh.targets(0.101, g1.theta_default)
+    assert t.mode == "damping" and sh.status.damping_entries == 1
+    assert np.all(t.kp == 0) and np.all(t.tau == 0)
+    assert np.allclose(t.kd[list(g1.joint_names).index("left_hip_pitch_joint")], 8.0)  # robot file
+    assert np.allclose(t.kd[list(g1.joint_names).index("left_ankle_roll_joint")], 3.0)
+    sh.offer(_cmd(g1, tau=np.full(g1.n, 2.0)), 0.5)
+    t = sh.targets(0.5, g1.theta_default)
+    assert t.mode == "ramp" and np.all(t.kp == 0)  # s = 0 on the resume tick
+    sh.offer(_cmd(g1, tau=np.full(g1.n, 2.0)), 0.95)
+    t = sh.targets(1.0, g1.theta_default)
+    assert t.mode == "ramp" and np.allclose(t.kp, 0.5 * g1.K) and np.allclose(t.tau, 1.0)
+    sh.offer(_cmd(g1, tau=np.full(g1.n, 2.0)), 1.5)
+    assert sh.targets(1.51, g1.theta_default).mode == "normal"
+    assert [m for _, m, _ in sh.status.transitions] == ["startup", "normal", "damping", "ramp", "normal"]
+
+
+def test_bad_commands_refused_and_clamps_counted(g1):
+    sh = UnitreeCommandShaper(g1, UnitreeDriverConfig(startup_ramp_s=0.0, command_timeout_s=10.0))
+    bad = _cmd(g1)
+    bad["q_target"][3] = np.nan
+    assert not sh.offer(bad, 0.0) and sh.status.rejected_commands == 1
+    out = _cmd(g1)
+    out["q_target"][0] = 10.0  # outside the joint limits
+    assert not sh.offer(out, 0.0) and sh.status.rejected_commands == 2
+    assert sh.targets(0.0, g1.theta_default) is None  # still nothing accepted
+    sh.offer(_cmd(g1), 0.0)
+    # measured posture far from the target: the position error is limited to what the effort allows
+    q_meas = g1.theta_default.copy()
+    q_meas[3] += 1.8  # knee
+    t = sh.targets(0.0, q_meas)
+    tau = g1.K * (t.q - q_meas) + t.tau
+    assert np.all(np.abs(tau) <= g1.tau_max + 1e-9) and sh.status.clamped == 1
+    assert np.all(t.q >= g1.q_min) and np.all(t.q <= g1.q_max)
+
+
+def test_latched_modes_hold_damping_whatever_comes(g1):
+    sh = UnitreeCommandShaper(g1, UnitreeDriverConfig(startup_ramp_s=0.0))
+    sh.offer(_cmd(g1), 0.0)
+    sh.targets(0.0, g1.theta_default)
+    sh.latch("estop", "estop input", 0.01)
+    sh.latch("lost_state", "later", 0.02)  # the first latch wins
+    sh.offer(_cmd(g1), 0.03)
+    t = sh.targets(0.03, g1.theta_default + 0.2)
+    assert sh.latched == "estop" and np.all(t.kp == 0) and np.all(t.tau == 0) and np.all(t.kd > 0)
+    assert np.allclose(t.q, g1.theta_default + 0.2)  # no target pull: the measured posture
+    assert sh.status.damping_entries == 1 and sh.status.transitions[-1][2] == "estop input"
+
+
+def test_fill_lowcmd_maps_by_slot_and_copies_the_modes(g1):
+    slots = motor_slots(load_robot("g1_29dof"))[:3]
+    msg = M.LowCmd_()
+    msg.motor_cmd[30].mode = 1  # a stale value in an unused slot is cleared
+    t = types.SimpleNamespace(q=np.array([0.1, 0.2, 0.3]), kp=np.array([1.0, 2, 3]), kd=np.array([4.0, 5, 6]),
+                              tau=np.array([7.0, 8, 9]))
+    fill_lowcmd(msg, t, np.array([5, 0, 12]), mode_machine=6, mode_pr=0)
+    assert msg.mode_machine == 6 and msg.mode_pr == 0
+    assert msg.motor_cmd[5].mode == 1 and msg.motor_cmd[5].q == pytest.approx(0.1)
+    assert msg.motor_cmd[12].tau == pytest.approx(9.0) and msg.motor_cmd[0].kd == pytest.approx(5.0)
+    assert msg.motor_cmd[30].mode == 0 and msg.motor_cmd[1].mode == 0
+    assert slots.tolist() == [0, 1, 2]
+
+
+# ---------------------------------------------------------------------------------------- estimators
+def test_estimators_against_the_simulator_truth(g1):
+    from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
+
+    sim = PDRobotSim(PDSimConfig(), g1)
+    r0 = sim.reset()
+
+    def reading(r):
+        return LowStateReading(r.q[7:].copy(), r.v[6:].copy(), r.tau.copy(), r.imu_quat.copy(), r.imu_gyro.copy(),
+                               r.imu_acc.copy(), 0, 0, 0)
+
+    base, wr = BaseStateEstimator(g1), SoleWrenchEstimator(g1)
+    est = readings_from_state(reading(r0), 0.0, base, wr)
+    assert np.allclose(est.q, r0.q, atol=1e-6)  # start-up: the soles fix the world
+    r = r0
+    for _ in range(15):  # 0.3 s: the robot sags under its low gains, the soles stay put
+        r = sim.step(g1.theta_default)
+    est = readings_from_state(reading(r), r.t, base, wr)
+    assert np.allclose(est.q[:3], r.q[:3], atol=5e-3)
+    assert np.allclose(est.q[3:], r.q[3:])
+    assert np.allclose(est.v[3:], r.v[3:])  # gyro and joint velocities as measured
+    assert np.allclose(est.v[:3], r.v[:3], atol=0.03)  # base velocity from the leg kinematics [m/s]
+    assert np.linalg.norm(r.v[:3]) > 0.05  # ... while it moves
+    for c in ("left_foot", "right_foot"):
+        # quasi-static estimate vs MuJoCo's contact wrench: the normal force within 5 % of the weight
+        assert abs(est.wrenches[c][2] - r.wrenches[c][2]) < 0.05 * g1.weight
+    assert est.wrenches["left_foot"][2] + est.wrenches["right_foot"][2] == pytest.approx(
+        r.wrenches["left_foot"][2] + r.wrenches["right_foot"][2], rel=0.05)
+
+
+# ---------------------------------------------------------------------------------------- DDS (loopback)
+def _wait(cond, timeout_s=3.0):
+    t_end = time.monotonic() + timeout_s
+    while not cond() and time.monotonic() < t_end:
+        time.sleep(0.002)
+    return cond()
+
+
+def test_emulator_rejects_a_command_with_a_corrupted_crc(g1):
+    from contactflow.hardware.dds import UnitreeChannels
+    from contactflow.hardware.emulator import UnitreeEmulator
+
+    dom = _domain()
+    emu = UnitreeEmulator(g1, dom, "lo")
+    ctl = UnitreeChannels(dom, "lo", M.TOPIC_LOWSTATE, M.LowState_, M.TOPIC_LOWCMD, M.LowCmd_)
+    time.sleep(0.3)  # discovery
+    cmd = M.LowCmd_()
+    for s in motor_slots(g1).tolist():
+        cmd.motor_cmd[s].mode = 1
+    cmd.crc = M.lowcmd_crc(cmd) ^ 0x10
+    ctl.write(cmd)
+    assert _wait(lambda: (emu.step() or emu.status.commands_bad_crc) == 1)
+    assert emu.status.commands == 0 and emu.status.steps == 0  # nothing applied: the physics waits
+    cmd.crc = M.lowcmd_crc(cmd)
+    ctl.write(cmd)
+    assert _wait(lambda: (emu.step() or emu.status.commands) == 1)
+    assert emu.status.commands_bad_crc == 1 and emu.status.first_damping_mono_s is None  # kp = kd = 0: not damping
+
+
+def test_driver_link_rejects_a_state_with_a_corrupted_crc_and_copies_mode_machine(g1):
+    from contactflow.hardware.emulator import UnitreeEmulator
+    from contactflow.hardware.link import UnitreeLink
+
+    dom = _domain()
+    emu = UnitreeEmulator(g1, dom, "lo", mode_machine=9, corrupt_state_every=2)
+    link = UnitreeLink(g1, UnitreeDriverConfig(), dom, "lo")
+    time.sleep(0.3)
+    for _ in range(4):
+        emu.step()
+        time.sleep(0.01)
+        assert _wait(lambda: link.channels.wait(0.05) or True)
+        link._take_states(time.monotonic())
+    assert emu.status.states == 4 and emu.status.states_corrupted == 2
+    assert link.status.states_bad_crc == 2 and link.status.states == 2
+    assert link.latest is not None and link._mode_machine == 9
+    assert np.allclose(link.latest.q, g1.theta_default, atol=1e-6)  # float32 on the wire
+
+
+def test_link_damping_on_lost_commands_and_lost_state_timed_on_the_wire(g1, tmp_path):
+    """Real time, two processes: the emulator (subprocess) and the driver link (this process)."""
+    import json
+    import subprocess
+    import sys
+
+    from contactflow.hardware.link import UnitreeLink
+
+    dom = _domain()
+    status = tmp_path / "emu.json"
+    emu = subprocess.Popen([sys.executable, "-m", "contactflow.cli", "sim-robot", "g1", "--domain", str(dom),
+                            "--duration-s", "30", "--status-json", str(status)], cwd=ROOT)
+    cfg = UnitreeDriverConfig(startup_ramp_s=0.0, command_timeout_s=0.1, state_timeout_s=0.04)
+    link = UnitreeLink(g1, cfg, dom, "lo")
+    link.start()
+    try:
+        assert link.wait_first_state(20.0), "no rt/lowstate from the emulator"
+        for _ in range(25):  # 0.5 s of commands at 50 Hz
+            link.offer_command(_cmd(g1))
+            time.sleep(0.02)
+        last = link.shaper.last_command_s
+        assert _wait(lambda: link.shaper.mode == "damping", 1.0)
+        t_damp = next(t for t, m, _ in link.status.transitions if m == "damping")
+        assert cfg.command_timeout_s <= t_damp - last <= cfg.command_timeout_s + 0.02
+        emu.terminate()
+        emu.wait(timeout=10)
+        assert _wait(lambda: link.failure != "", 2.0)
+        t_lost = next(t for t, m, _ in link.status.transitions if m == "lost_state")
+        assert t_lost - link.latest_mono <= 0.05  # reported within 50 ms of the last state
+        assert "rt/lowstate" in link.failure and f"domain {dom}" in link.failure and "'lo'" in link.failure
+        assert link.shaper.latched == "lost_state"
+        assert link._cmd.motor_cmd[0].kp == 0.0 and link._cmd.motor_cmd[0].kd > 0.0  # still sending damping
+    finally:
+        link.stop()
+        if emu.poll() is None:
+            emu.terminate()
+            emu.wait(timeout=10)
+    s = json.loads(status.read_text())
+    assert s["commands"] > 0 and s["commands_bad_crc"] == 0
+    # the emulator saw the damping command within 20 ms of the driver's decision
+    assert 0.0 <= s["first_damping_mono_s"] - t_damp <= 0.02
+
+
+# ---------------------------------------------------------------------------------------- graph file
+def test_hardware_graph_differs_from_the_simulated_one_in_the_driver_only():
+    from contactflow.wiring import check_dataflow
+
+    sim = yaml.safe_load((ROOT / "dataflows/lac_g1_teleop.yml").read_text())["nodes"]
+    hw = yaml.safe_load((ROOT / "dataflows/lac_g1_hw.yml").read_text())["nodes"]
+    sim_nodes = {n["id"]: n for n in sim}
+    hw_nodes = {n["id"]: n for n in hw}
+    assert set(sim_nodes) - {"mujoco_driver"} == set(hw_nodes) - {"unitree_driver"}
+
+    def rename(n):
+        text = yaml.safe_dump(n).replace("unitree_driver/", "mujoco_driver/")
+        return yaml.safe_load(text)
+
+    for nid in set(sim_nodes) - {"mujoco_driver"}:
+        a, b = sim_nodes[nid], rename(hw_nodes[nid])
+        if nid == "recorder":  # the recording's name and dataflow label
+            assert b["args"] == a["args"].replace("lac_g1_teleop", "lac_g1_hw")
+            a, b = {**a, "args": ""}, {**b, "args": ""}
+        assert a == b, nid
+    ds, dh = sim_nodes["mujoco_driver"], hw_nodes["unitree_driver"]
+    assert ds["inputs"] == dh["inputs"] and ds["outputs"] == dh["outputs"]
+    assert dh["path"] == "../nodes/unitree_driver.py" and "--domain 1 --interface lo" in dh["args"]
+    assert check_dataflow(ROOT / "dataflows/lac_g1_hw.yml") == []
+
+
+def test_estop_latches_damping_on_the_wire(g1, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from contactflow.hardware.link import UnitreeLink
+
+    dom = _domain()
+    status = tmp_path / "emu.json"
+    emu = subprocess.Popen([sys.executable, "-m", "contactflow.cli", "sim-robot", "g1", "--domain", str(dom),
+                            "--duration-s", "30", "--status-json", str(status)], cwd=ROOT)
+    link = UnitreeLink(g1, UnitreeDriverConfig(startup_ramp_s=0.0), dom, "lo")
+    link.start()
+    try:
+        assert link.wait_first_state(20.0)
+        for _ in range(10):
+            link.offer_command(_cmd(g1))
+            time.sleep(0.02)
+        t_estop = time.monotonic()
+        link.estop("test e-stop")
+        for _ in range(10):  # valid commands keep coming: the latch holds
+            link.offer_command(_cmd(g1))
+            time.sleep(0.02)
+        assert link.shaper.latched == "estop" and link.shaper.mode == "estop"
+        assert link._cmd.motor_cmd[0].kp == 0.0 and link._cmd.motor_cmd[0].kd == pytest.approx(8.0)
+    finally:
+        link.stop()
+        emu.terminate()
+        emu.wait(timeout=10)
+    s = json.loads(status.read_text())
+    assert 0.0 <= s["first_damping_mono_s"] - t_estop <= 0.02
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["sim-robot", "talos", "--duration-s", "0"], "robots/talos/robot.yaml: unitree_motor_slots: missing"),
+    (["sim-robot", "g1", "--interface", "bad if", "--duration-s", "0"], "network interface 'bad if'"),
+])
+def test_sim_robot_cli_refuses_in_one_line(argv, needle, capsys):
+    from contactflow.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1
