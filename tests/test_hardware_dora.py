@@ -167,9 +167,9 @@ def test_hw_graph_stands_and_follows_the_scenario_like_the_simulated_graph(tmp_p
     # the hardware recording replays through the same tools: lac_g1_replay.yml with the recorded
     # driver stream named, gives the recorded teleop and expert commands bit for bit
     text = (ROOT / "dataflows/lac_g1_replay.yml").read_text().replace("../nodes/", f"{ROOT}/nodes/")
-    assert "--streams mujoco_driver.sensors " in text
+    assert "--streams mujoco_driver.sensors," in text
     replay_yml = tmp_path / "replay.yml"
-    replay_yml.write_text(text.replace("--streams mujoco_driver.sensors ", "--streams unitree_driver.sensors=sensors "))
+    replay_yml.write_text(text.replace("--streams mujoco_driver.sensors,", "--streams unitree_driver.sensors=sensors,"))
     proc = subprocess.run([DORA, "run", str(replay_yml)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, CONTACTFLOW_RECORDINGS=str(tmp_path / "hw" / "recordings")))
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
