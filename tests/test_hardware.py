@@ -138,8 +138,57 @@ def test_fast_codec_is_byte_identical_to_cyclonedds_both_ways():
 
 
 # ---------------------------------------------------------------------------------------- slots
+# Unitree's G1JointIndex, written here from the SDK's enum (unitree_sdk2_python
+# example/g1/low_level/g1_low_level_example.py): one numbering for 29 and 23 DoF; the 23-DoF robot has
+# no waist roll/pitch (13, 14) and no wrist pitch/yaw (20, 21, 27, 28): "INVALID for g1 23dof".
+SDK_G1_JOINT_INDEX = {
+    "left_hip_pitch": 0, "left_hip_roll": 1, "left_hip_yaw": 2, "left_knee": 3, "left_ankle_pitch": 4,
+    "left_ankle_roll": 5, "right_hip_pitch": 6, "right_hip_roll": 7, "right_hip_yaw": 8, "right_knee": 9,
+    "right_ankle_pitch": 10, "right_ankle_roll": 11, "waist_yaw": 12, "waist_roll": 13, "waist_pitch": 14,
+    "left_shoulder_pitch": 15, "left_shoulder_roll": 16, "left_shoulder_yaw": 17, "left_elbow": 18,
+    "left_wrist_roll": 19, "left_wrist_pitch": 20, "left_wrist_yaw": 21, "right_shoulder_pitch": 22,
+    "right_shoulder_roll": 23, "right_shoulder_yaw": 24, "right_elbow": 25, "right_wrist_roll": 26,
+    "right_wrist_pitch": 27, "right_wrist_yaw": 28}
+SDK_INVALID_23DOF = {13, 14, 20, 21, 27, 28}
+
+
+@pytest.mark.parametrize("name", ["g1", "g1_29dof"])
+def test_motor_slots_follow_the_sdk_joint_index(name):
+    robot = load_robot(name)
+    slots = motor_slots(robot)
+    expected = [SDK_G1_JOINT_INDEX[j.removesuffix("_joint")] for j in robot.joint_names]
+    assert slots.tolist() == expected
+    if robot.n == 23:
+        assert not set(slots.tolist()) & SDK_INVALID_23DOF
+        assert slots[list(robot.joint_names).index("left_shoulder_pitch_joint")] == 15
+
+
+def test_shaper_stays_in_wait_while_the_robot_reports_another_mode_pr(g1, caplog):
+    sh = UnitreeCommandShaper(g1, UnitreeDriverConfig(startup_ramp_s=0.0))
+    sh.offer(_cmd(g1), 0.0)
+    with caplog.at_level("ERROR", logger="contactflow.unitree_driver"):
+        for k in range(3):
+            assert sh.targets(0.002 * k, g1.theta_default, mode_pr=1, mode_machine=5) is None
+    assert sh.mode == "wait" and sh.status.mode_refusals == 1  # logged and counted once
+    assert "mode_pr 1" in caplog.text
+    assert sh.targets(0.01, g1.theta_default, mode_pr=0, mode_machine=5) is not None and sh.mode == "normal"
+    with pytest.raises(ConfigError, match="mode_pr"):
+        UnitreeDriverConfig(mode_pr=1)
+
+
+def test_shaper_checks_mode_machine_against_the_robot_file(g1):
+    robot = types.SimpleNamespace(**{a: getattr(g1, a) for a in ("name", "n", "theta_default", "K", "kd", "q_min",
+                                                                  "q_max", "tau_max", "joint_names")})
+    robot.raw = {**g1.raw, "unitree_mode_machine": [5]}
+    robot.file_label = g1.file_label
+    sh = UnitreeCommandShaper(robot, UnitreeDriverConfig(startup_ramp_s=0.0))
+    sh.offer(_cmd(g1), 0.0)
+    assert sh.targets(0.0, g1.theta_default, mode_pr=0, mode_machine=9) is None
+    assert "mode_machine 9" in sh.mode_refusal and sh.status.mode_refusals == 1
+    assert sh.targets(0.002, g1.theta_default, mode_pr=0, mode_machine=5) is not None
+
+
 def test_motor_slots_of_both_g1_variants(g1):
-    assert motor_slots(g1).tolist() == list(range(23))
     g29 = load_robot("g1_29dof")
     s = motor_slots(g29)
     assert s.tolist() == list(range(29))

@@ -124,6 +124,8 @@ class UnitreeLink:
             self._last_tick = msg.tick
             self.status.states += 1
             self.latest = reading_from_lowstate(msg, self.slots)
+            if self.first_state_mono is not None and int(msg.mode_machine) != self._mode_machine:
+                log.warning("rt/lowstate mode_machine changed %d -> %d", self._mode_machine, msg.mode_machine)
             self._mode_machine, self._mode_pr = int(msg.mode_machine), int(msg.mode_pr)
             self.latest_mono = now
             if self.first_state_mono is None:
@@ -159,10 +161,10 @@ class UnitreeLink:
                 next_send = max(next_send + period, now + 0.5 * period) if not fresh else now + period
                 if self.latest is None:
                     continue
-                targets = self.shaper.targets(now, self.latest.q)
+                targets = self.shaper.targets(now, self.latest.q, self._mode_pr, self._mode_machine)
                 if targets is None:
                     continue
-                fill_lowcmd(self._cmd, targets, self.slots, self._mode_machine, self._mode_pr)
+                fill_lowcmd(self._cmd, targets, self.slots, self._mode_machine, cfg.mode_pr)
                 self._cmd.crc = lowcmd_crc(self._cmd)
                 self.channels.write(self._cmd)
                 self.status.lowcmds += 1

@@ -56,6 +56,9 @@ SOLE_WRENCH = "estimated: quasi-static from the leg joint torques tau_est (J^T w
 """``sole_wrench`` of the hardware driver's configuration metadata (see :class:`SoleWrenchEstimator`)."""
 
 SLOTS_KEY = "unitree_motor_slots"
+MODE_MACHINE_KEY = "unitree_mode_machine"
+"""Optional robot-file key: list of accepted ``mode_machine`` values (the robot's hardware revision;
+Unitree's G1 description lists several per DoF count). Absent: the reported value is only logged."""
 N_SLOTS = 35
 
 
@@ -100,7 +103,9 @@ class UnitreeDriverConfig:
             there; on hardware the motors' dq noise may want one).
         exit_damping_s: damping sent before the driver process exits (the robot must not keep a
             stale stiff command; afterwards the vendor's mode or the harness takes over).
-        mode_pr: ankle/waist mode sent in ``mode_pr`` when no state gave one (0 = pitch/roll).
+        mode_pr: the ankle/waist mode the driver's targets are written for, sent in every ``rt/lowcmd``
+            (0 = pitch/roll, the only one implemented: the targets are joint angles of the robot
+            file). The driver refuses to leave ``wait`` while the robot reports another one.
     """
 
     command_timeout_s: float = 0.1
@@ -125,8 +130,9 @@ class UnitreeDriverConfig:
             x = getattr(self, name)
             if not (np.isfinite(x) and x >= 0):
                 raise ConfigError(f"unitree_driver: {name} must be >= 0, got {x}")
-        if self.mode_pr not in (0, 1):
-            raise ConfigError(f"unitree_driver: mode_pr must be 0 (pitch/roll) or 1 (A/B), got {self.mode_pr}")
+        if self.mode_pr != 0:
+            raise ConfigError(f"unitree_driver: mode_pr must be 0 (pitch/roll; the A/B parallel mode is not "
+                              f"implemented), got {self.mode_pr}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -301,6 +307,7 @@ class HardwareStatus:
         rejected_commands: joint commands refused (malformed, non-finite, out of limits).
         clamped: lowcmds in which a target or torque was clamped.
         damping_entries: entries into damping mode (watchdog, lost state, e-stop).
+        mode_refusals: reported ``mode_pr`` / ``mode_machine`` refused (the driver stays in ``wait``).
         transitions: list of (time [s], mode, reason), one per transition.
         failure: '' or why the driver gave up (lost state, no state at start).
     """
@@ -313,6 +320,7 @@ class HardwareStatus:
     rejected_commands: int = 0
     clamped: int = 0
     damping_entries: int = 0
+    mode_refusals: int = 0
     transitions: list = dataclasses.field(default_factory=list)
     failure: str = ""
 
@@ -369,6 +377,27 @@ class UnitreeCommandShaper:
         self._latched = ""
         self._reasons: set[str] = set()
         self.last_command_s: float | None = None
+        mm = robot.raw.get(MODE_MACHINE_KEY)
+        if mm is not None and not (isinstance(mm, list) and mm and all(isinstance(x, int) for x in mm)):
+            raise ConfigError(f"{robot.file_label()}: {MODE_MACHINE_KEY}: expected a list of integers, got {mm!r}")
+        self.mode_machine_allowed: list[int] | None = mm
+        self.mode_refusal = ""
+
+    def _modes_refused(self, mode_pr: int | None, mode_machine: int | None) -> str:
+        """'' if the reported modes allow leaving ``wait``, else why not (logged once per reason)."""
+        why = ""
+        if mode_pr is not None and int(mode_pr) != self.config.mode_pr:
+            why = (f"the robot reports mode_pr {int(mode_pr)}, the driver only implements mode_pr "
+                   f"{self.config.mode_pr} (pitch/roll): nothing is sent")
+        elif (mode_machine is not None and self.mode_machine_allowed is not None
+              and int(mode_machine) not in self.mode_machine_allowed):
+            why = (f"the robot reports mode_machine {int(mode_machine)}, {self.robot.file_label()}: "
+                   f"{MODE_MACHINE_KEY} allows {self.mode_machine_allowed}: nothing is sent")
+        if why and why != self.mode_refusal:
+            log.error("%s", why)
+            self.status.mode_refusals += 1
+        self.mode_refusal = why
+        return why
 
     def _transition(self, now_s: float, mode: str, reason: str) -> None:
         if mode == self.mode:
@@ -412,11 +441,15 @@ class UnitreeCommandShaper:
     def latched(self) -> str:
         return self._latched
 
-    def targets(self, now_s: float, q_meas: np.ndarray) -> MotorTargets | None:
-        """The motor targets at ``now_s`` [s] given the measured joints ``q_meas`` (n,) [rad].
+    def targets(self, now_s: float, q_meas: np.ndarray, mode_pr: int | None = None,
+                mode_machine: int | None = None) -> MotorTargets | None:
+        """The motor targets at ``now_s`` [s] given the measured joints ``q_meas`` (n,) [rad] and the
+        ``mode_pr`` / ``mode_machine`` the robot reports (None: not checked).
 
         Returns:
-            None while nothing may be sent (mode ``wait``).
+            None while nothing may be sent (mode ``wait``; it is not left while the reported
+            ``mode_pr`` differs from the configured one, or ``mode_machine`` is not one the robot
+            file's ``unitree_mode_machine`` lists).
         """
         r = self.robot
         with self._lock:
@@ -425,7 +458,7 @@ class UnitreeCommandShaper:
                 q, kp, kd, tau = damping
                 q = q_meas
             elif self.mode == "wait":
-                if self.hold.mode == "start":
+                if self.hold.mode == "start" or self._modes_refused(mode_pr, mode_machine):
                     return None
                 self._q0, self._t0 = np.array(q_meas, dtype=float), now_s
                 self._transition(now_s, "startup", f"first command: ramp from the measured posture over "
