@@ -499,3 +499,20 @@ def test_sim_robot_cli_refuses_in_one_line(argv, needle, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1
+
+
+def test_shaper_refuses_gains_above_three_times_the_nominal(g1):
+    sh = UnitreeCommandShaper(g1, UnitreeDriverConfig(startup_ramp_s=0.0))
+    assert np.allclose(sh.hold.kp_max, 3.0 * g1.K) and np.all(sh.hold.kd_max >= 3.0 * g1.kd)
+    assert np.all(sh.hold.kd_max >= sh.hold.kd_damping)
+    assert sh.offer({**_cmd(g1), "kp": 2.9 * g1.K, "kd": 2.9 * g1.kd}, 0.0)
+    j = list(g1.joint_names).index("left_knee_joint")
+    kp = 2.9 * g1.K
+    kp[j] = 3.1 * g1.K[j]
+    assert not sh.offer({**_cmd(g1), "kp": kp}, 0.01)
+    assert "kp" in sh.hold.last_reason and f"[{j}]" in sh.hold.last_reason
+    kd = g1.kd.copy()
+    kd[j] = 1e3
+    assert not sh.offer({**_cmd(g1), "kd": kd}, 0.02) and sh.status.rejected_commands == 2
+    t = sh.targets(0.03, g1.theta_default)
+    assert np.allclose(t.kp, 2.9 * g1.K)  # the last safe command stays

@@ -87,6 +87,30 @@ def motor_slots(robot: Robot) -> np.ndarray:
     return slots.astype(int)
 
 
+GAIN_CAP_KEY = "unitree_gain_cap_factor"
+GAIN_CAP_DEFAULT = 3.0
+
+
+def gain_caps(robot: Robot, kd_damping: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(kp_max, kd_max), (n,) each [N m/rad, N m s/rad]: the largest gains a command may ask for on hardware.
+
+    ``factor`` x the robot file's nominal per-joint ``kp`` / ``kd`` (``factor`` = the robot file's
+    ``unitree_gain_cap_factor``, default 3: room for a controller that stiffens a joint, not for a
+    wrong unit or a runaway gain; the simulator's stability-derived caps do not apply to real motors);
+    ``kd_max`` is at least the damping-mode ``kd_damping``. A command above a cap is refused (the
+    last safe one stays, :class:`contactflow.safety.PDCommandHold`).
+
+    Raises:
+        ConfigError: the factor is not a number >= 1.
+    """
+    f = robot.raw.get(GAIN_CAP_KEY, GAIN_CAP_DEFAULT)
+    if isinstance(f, bool) or not isinstance(f, (int, float)) or not (np.isfinite(f) and f >= 1.0):
+        raise ConfigError(f"{robot.file_label()}: {GAIN_CAP_KEY}: expected a number >= 1, got {f!r}")
+    kp_max = float(f) * np.asarray(robot.K, float)
+    kd_max = np.maximum(float(f) * np.asarray(robot.kd, float), np.asarray(kd_damping, float))
+    return kp_max, kd_max
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class UnitreeDriverConfig:
     """Configuration of the hardware driver (times in seconds).
@@ -366,9 +390,10 @@ class UnitreeCommandShaper:
     def __init__(self, robot: Robot, config: UnitreeDriverConfig):
         self.robot, self.config = robot, config
         kdd = damping_mode_kd(robot)
+        self.kp_max, self.kd_max = gain_caps(robot, kdd)
         self.hold = PDCommandHold(robot.theta_default, robot.K, robot.kd, None, timeout_s=config.command_timeout_s,
                                   q_min=robot.q_min, q_max=robot.q_max, tau_max=robot.tau_max, kd_damping=kdd,
-                                  recovery_ramp_s=config.recovery_ramp_s)
+                                  recovery_ramp_s=config.recovery_ramp_s, kp_max=self.kp_max, kd_max=self.kd_max)
         self.status = HardwareStatus()
         self.mode = "wait"
         self._lock = threading.Lock()
