@@ -224,11 +224,15 @@ def test_shaper_waits_ramps_from_the_measured_posture_then_follows(g1):
     assert sh.offer(_cmd(g1, tau=np.full(g1.n, 1.0)), 0.0)
     t = sh.targets(0.0, q_meas)
     assert sh.mode == "startup" and np.allclose(t.q, q_meas)  # s = 0: the measured posture
+    assert np.all(t.kp == 0) and np.all(t.tau == 0) and np.allclose(t.kd, sh.hold.kd_damping)  # damped
     t = sh.targets(1.0, q_meas)
     assert np.allclose(t.q, q_meas - 0.05)  # halfway
-    assert np.allclose(t.kp, g1.K) and np.allclose(t.tau, 1.0)
+    # stiffness, damping and feed-forward ramp with the same factor (no jump of the gains)
+    assert np.allclose(t.kp, 0.5 * g1.K) and np.allclose(t.tau, 0.5)
+    assert np.allclose(t.kd, 0.5 * (sh.hold.kd_damping + g1.kd))
     t = sh.targets(2.0, q_meas)
     assert sh.mode == "normal" and np.allclose(t.q, g1.theta_default)
+    assert np.allclose(t.kp, g1.K) and np.allclose(t.kd, g1.kd) and np.allclose(t.tau, 1.0)
     assert [m for _, m, _ in sh.status.transitions] == ["startup", "normal"]
 
 

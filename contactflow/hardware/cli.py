@@ -13,6 +13,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--status-json", default=None, help="write the counters to this JSON file at the end")
     p.add_argument("--corrupt-state-every", type=int, default=0,
                    help="fault injection: every k-th rt/lowstate with a wrong CRC (0 = none)")
+    p.add_argument("--harness-s", type=float, default=2.0,
+                   help="the base is held at its start pose (feet on the ground) for this long after the first "
+                        "command, while the driver's start-up ramp raises the gains [s] (0 = no harness)")
     p.set_defaults(func=_run)
 
 
@@ -23,7 +26,7 @@ def _run(args) -> int:
     from contactflow.robot import load_robot
 
     emu = UnitreeEmulator(load_robot(args.robot), args.domain, args.interface,
-                          corrupt_state_every=args.corrupt_state_every)
+                          corrupt_state_every=args.corrupt_state_every, harness_s=args.harness_s)
     stopped = []
     signal.signal(signal.SIGTERM, lambda *_: stopped.append(1))
     log.info("%s on DDS domain %d, interface %s: publishing rt/lowstate at %.0f Hz", args.robot, args.domain,

@@ -52,7 +52,8 @@ class EmulatorStatus:
         for the CRC. commands_invalid: rejected by the simulator (gains out of its stability
         limits). overruns: steps that started more than 10 ms late (the clock was reset).
         first_command_mono_s / first_damping_mono_s: ``time.monotonic()`` of the first valid
-        command and of the first damping command (every enabled motor kp = 0, kd > 0).
+        command and of the first damping command (every enabled motor kp = 0, kd > 0, after a command
+        with some kp > 0: the start-up ramp also begins at kp = 0).
         t_s: simulated time [s]. fell: the base went below the robot file's fall height.
     """
 
@@ -77,13 +78,17 @@ class UnitreeEmulator:
         domain_id: DDS domain. interface: network interface (``lo``).
         mode_machine: the ``mode_machine`` reported in ``rt/lowstate``.
         corrupt_state_every: 0, or k: every k-th state is sent with a wrong CRC.
+        harness_s: for this long [s] of simulated time after the first command, the base is held at
+            its start pose (feet on the ground, the harness carrying the weight: the start-up
+            procedure of docs/hardware.md, during which the driver ramps the gains up from damping);
+            then released. 0: no harness.
 
     Raises:
         ConfigError: bad slots, interface or DDS domain.
     """
 
     def __init__(self, robot: Robot, domain_id: int = 1, interface: str = "lo", *, mode_machine: int = 1,
-                 corrupt_state_every: int = 0):
+                 corrupt_state_every: int = 0, harness_s: float = 0.0):
         from contactflow.hardware.dds import UnitreeChannels
         from contactflow.hardware.unitree import motor_slots
         from contactflow.hardware.unitree_msgs import TOPIC_LOWCMD, TOPIC_LOWSTATE, LowCmd_, LowState_
@@ -99,6 +104,9 @@ class UnitreeEmulator:
         self.corrupt_state_every = int(corrupt_state_every)
         self.status = EmulatorStatus()
         self.readings = self.sim.reset()
+        self.harness_s = float(harness_s)
+        self._stiff_seen = False
+        self._base0 = (self.sim.data.qpos[:7].copy(), self.sim.data.time)
         self._tick_ms = 0
         n = robot.n
         self._cmd = (robot.theta_default.copy(), robot.K.copy(), robot.kd.copy(), np.zeros(n))
@@ -128,7 +136,11 @@ class UnitreeEmulator:
         if self.status.first_command_mono_s is None:
             self.status.first_command_mono_s = now
             log.info("first valid rt/lowcmd received")
-        if self.status.first_damping_mono_s is None and np.any(on) and np.all(kp[on] == 0) and np.all(kd[on] > 0):
+        stiff = bool(np.any(kp[on] > 0))
+        self._stiff_seen = self._stiff_seen or stiff
+        # damping = kp 0, kd > 0 AFTER a stiff command (the driver's start-up ramp also begins at kp 0)
+        if (self.status.first_damping_mono_s is None and self._stiff_seen and np.any(on) and not stiff
+                and np.all(kd[on] > 0)):
             self.status.first_damping_mono_s = now
             log.info("damping command received")
         self._cmd = (q, kp, kd, tff)
@@ -166,6 +178,10 @@ class UnitreeEmulator:
             self._publish()  # held until the first command
             return
         self.readings = self.sim.step(*self._cmd)
+        if self.readings.t - self._base0[1] < self.harness_s:  # the harness holds the base
+            d = self.sim.data
+            d.qpos[:7] = self._base0[0]
+            d.qvel[:6] = 0.0
         self.status.steps += 1
         self.status.t_s = self.readings.t
         if self.sim.fell() and not self.status.fell:

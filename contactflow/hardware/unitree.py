@@ -370,10 +370,11 @@ class UnitreeCommandShaper:
     """Joint commands of the graph -> safe motor targets at the ``rt/lowcmd`` rate.
 
     Modes (:attr:`mode`; module docstring): ``wait`` (no state or no command yet: nothing is
-    sent), ``startup`` (ramp from the posture measured at the first command: ``q = (1 - s) q0 +
-    s q_cmd``, ``s = (t - t0) / startup_ramp_s``, with the command's gains and feed-forward: the
-    position target does not jump, and a model-based controller's gravity feed-forward is not
-    withheld from a robot that already stands; the torque clamp still applies), then the modes of
+    sent), ``startup`` (ramp from the posture measured at the first command, like the damping-recovery
+    ramp: ``q = (1 - s) q0 + s q_cmd``, ``kp = s kp_cmd``, ``kd = (1 - s) kd_damping + s kd_cmd``,
+    ``tau = s tau_cmd``, ``s = (t - t0) / startup_ramp_s``: neither the target nor the stiffness or
+    the feed-forward jumps; the robot starts damped, so it must hang in its harness or be held; the
+    torque clamp still applies), then the modes of
     :class:`PDCommandHold` (``normal``, ``damping`` on the watchdog, ``ramp`` on recovery), and the
     latched ``estop`` / ``lost_state`` / ``command_lost`` / ``end`` (damping until the process ends). Thread-safe: the graph
     thread offers commands, the 500 Hz thread asks for targets.
@@ -512,7 +513,10 @@ class UnitreeCommandShaper:
         s = 1.0 if T == 0 else min(max((now_s - self._t0) / T, 0.0), 1.0)
         if s >= 1.0:
             self._transition(now_s, "normal", "start-up ramp done")
-        return (1.0 - s) * self._q0 + s * q_c, kp, kd, tau
+        # the damping-recovery ramp's blend (PDCommandHold): stiffness and feed-forward from 0, kd from
+        # the damping value, with the same factor as the position
+        kdd = self.hold.kd_damping
+        return (1.0 - s) * self._q0 + s * q_c, s * kp, (1.0 - s) * kdd + s * kd, s * tau
 
     def _clamp(self, q, kp, tau, q_meas):
         r = self.robot
