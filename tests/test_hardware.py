@@ -413,6 +413,7 @@ def test_link_damping_on_lost_commands_and_lost_state_timed_on_the_wire(g1, tmp_
         t_damp = next(t for t, m, _ in link.status.transitions if m == "damping")
         # CI bound (2 loaded cores): timeout + 60 ms; measured ~2 ms past the timeout (docs/hardware.md)
         assert cfg.command_timeout_s <= t_damp - last <= cfg.command_timeout_s + SLACK_S
+        time.sleep(0.3)  # let the emulator receive the damping commands (another process, loaded cores)
         emu.terminate()
         emu.wait(timeout=10)
         assert _wait(lambda: link.failure != "", 2.0)
@@ -520,3 +521,43 @@ def test_shaper_refuses_gains_above_three_times_the_nominal(g1):
     assert not sh.offer({**_cmd(g1), "kd": kd}, 0.02) and sh.status.rejected_commands == 2
     t = sh.targets(0.03, g1.theta_default)
     assert np.allclose(t.kp, 2.9 * g1.K)  # the last safe command stays
+
+
+def test_link_ignores_non_finite_and_frozen_states(g1):
+    from contactflow.hardware.emulator import UnitreeEmulator
+    from contactflow.hardware.link import UnitreeLink
+
+    dom = _domain()
+    emu = UnitreeEmulator(g1, dom, "lo")
+    link = UnitreeLink(g1, UnitreeDriverConfig(), dom, "lo")
+    time.sleep(0.3)
+    seen = lambda: link.status.states + link.status.states_stale + link.status.states_nonfinite  # noqa: E731
+
+    def publish(k):
+        emu._publish()
+        assert _wait(lambda: link._take_states(time.monotonic()) is not None and seen() == k), k
+
+    import dataclasses
+
+    emu._tick_ms += 2
+    publish(1)  # a valid state
+    assert link.status.states == 1
+    m0, q0 = link.latest_mono, link.latest.q.copy()
+    publish(2)  # same tick: frozen
+    assert link.status.states_stale == 1 and link.latest_mono == m0
+    good = emu.readings
+    for k, (field, i) in enumerate([("q", 7 + 3), ("v", 6 + 2), ("imu_quat", 0), ("imu_quat", None)]):
+        x = np.array(getattr(good, field), dtype=float)
+        if i is None:
+            x[:] = 0.0  # a zero quaternion is no orientation either
+        else:
+            x[i] = np.nan
+        emu.readings = dataclasses.replace(good, **{field: x})
+        emu._tick_ms += 2
+        publish(3 + k)
+        assert link.status.states_nonfinite == k + 1 and link.latest_mono == m0, field
+    assert np.array_equal(link.latest.q, q0) and link.status.states == 1
+    emu.readings = good
+    emu._tick_ms += 2
+    publish(7)
+    assert link.status.states == 2 and link.latest_mono > m0

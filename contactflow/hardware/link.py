@@ -2,7 +2,10 @@
 
 :class:`UnitreeLink` owns the DDS channels, the :class:`~contactflow.hardware.unitree.UnitreeCommandShaper`
 (safety) and the estimators. Its thread waits for ``rt/lowstate``; each state is CRC-checked
-(a mismatch is rejected and counted in ``status.states_bad_crc``), and a ``rt/lowcmd`` is sent
+(a mismatch is rejected and counted in ``status.states_bad_crc``; a state with a non-finite
+joint position / velocity / IMU value or a zero quaternion in ``states_nonfinite``; a state whose
+``tick`` does not advance in ``states_stale``: none of them feeds the estimators or the targets,
+nor refreshes the lost-state timer), and a ``rt/lowcmd`` is sent
 right after it (and, if states stop, every ``1 / lowcmd_rate_hz`` anyway), built from the
 newest graph command, with ``mode_machine`` / ``mode_pr`` copied from the newest state. Nothing is
 sent before a state was seen. Once commands are being sent (not in mode ``wait``, when a gap in
@@ -26,7 +29,7 @@ from contactflow.errors import ConfigError
 from contactflow.robot import Robot
 from contactflow.hardware.unitree import (BaseStateEstimator, SoleWrenchEstimator, UnitreeCommandShaper,
                                           UnitreeDriverConfig, fill_lowcmd, motor_slots, reading_from_lowstate,
-                                          readings_from_state)
+                                          readings_from_state, state_problem)
 
 __all__ = ["UnitreeLink"]
 
@@ -73,7 +76,7 @@ class UnitreeLink:
         self.record_latency = record_latency
         self.latency_s: list[float] = []
         self.send_mono: list[float] = []
-        self._crc_logged = False
+        self._crc_logged = self._stale_logged = self._nonfinite_logged = False
 
     # ------------------------------------------------------------------ graph side
     def start(self) -> None:
@@ -119,11 +122,26 @@ class UnitreeLink:
                     self._crc_logged = True
                     log.warning("rt/lowstate with a wrong CRC rejected (counted in states_bad_crc)")
                 continue
-            if self._last_tick is not None and msg.tick == self._last_tick:
+            if self._last_tick is not None and not 0 < (int(msg.tick) - self._last_tick) & 0xFFFFFFFF < 1 << 31:
+                # the robot's ms counter did not advance (a repeated or old message): not a sign of life,
+                # the lost-state timer is not refreshed
                 self.status.states_stale += 1
-            self._last_tick = msg.tick
+                if not self._stale_logged:
+                    self._stale_logged = True
+                    log.warning("rt/lowstate whose tick did not advance (%d after %d) ignored (counted in "
+                                "states_stale)", msg.tick, self._last_tick)
+                continue
+            reading = reading_from_lowstate(msg, self.slots)
+            bad = state_problem(reading)
+            if bad:
+                self.status.states_nonfinite += 1
+                if not self._nonfinite_logged:
+                    self._nonfinite_logged = True
+                    log.warning("rt/lowstate rejected (counted in states_nonfinite): %s", bad)
+                continue
+            self._last_tick = int(msg.tick)
             self.status.states += 1
-            self.latest = reading_from_lowstate(msg, self.slots)
+            self.latest = reading
             if self.first_state_mono is not None and int(msg.mode_machine) != self._mode_machine:
                 log.warning("rt/lowstate mode_machine changed %d -> %d", self._mode_machine, msg.mode_machine)
             self._mode_machine, self._mode_pr = int(msg.mode_machine), int(msg.mode_pr)

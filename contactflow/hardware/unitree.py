@@ -44,7 +44,7 @@ from contactflow.safety import PDCommandHold
 from contactflow.sim.driver import damping_mode_kd
 from contactflow.sim.mujoco_robot import SensorReadings
 
-__all__ = ["BASE_STATE", "SOLE_WRENCH", "motor_slots", "UnitreeDriverConfig", "LowStateReading", "reading_from_lowstate",
+__all__ = ["BASE_STATE", "SOLE_WRENCH", "motor_slots", "UnitreeDriverConfig", "LowStateReading", "reading_from_lowstate", "state_problem",
            "BaseStateEstimator", "SoleWrenchEstimator", "HardwareStatus", "MotorTargets", "UnitreeCommandShaper",
            "fill_lowcmd", "readings_from_state"]
 
@@ -181,6 +181,16 @@ class LowStateReading:
     mode_pr: int
 
 
+def state_problem(reading: LowStateReading) -> str:
+    """Why ``reading`` must not be used ('' if it may): a non-finite joint position or velocity, IMU
+    quaternion (or one of norm ~0), gyroscope or accelerometer value (the field and joint indices named)."""
+    for name in ("q", "dq", "quat_xyzw", "gyro", "acc"):
+        bad = ~np.isfinite(getattr(reading, name))
+        if np.any(bad):
+            return f"non-finite {name} at index {np.flatnonzero(bad).tolist()} (tick {reading.tick_ms})"
+    return ""
+
+
 def reading_from_lowstate(msg, slots: np.ndarray) -> LowStateReading:
     """A :class:`LowStateReading` from a ``LowState_`` (``slots``: (n,) from :func:`motor_slots`)."""
     ms = msg.motor_state
@@ -190,7 +200,7 @@ def reading_from_lowstate(msg, slots: np.ndarray) -> LowStateReading:
     w, x, y, z = msg.imu_state.quaternion
     quat = np.array([x, y, z, w], dtype=float)
     nq = np.linalg.norm(quat)
-    quat = quat / nq if nq > 0 else np.array([0.0, 0.0, 0.0, 1.0])
+    quat = quat / nq if nq > 1e-6 else np.full(4, np.nan)  # a zero quaternion is no orientation
     return LowStateReading(q, dq, tau, quat, np.array(msg.imu_state.gyroscope, dtype=float),
                            np.array(msg.imu_state.accelerometer, dtype=float), int(msg.tick), int(msg.mode_machine),
                            int(msg.mode_pr))
@@ -326,7 +336,9 @@ class HardwareStatus:
 
     Attributes:
         states: ``rt/lowstate`` messages accepted. states_bad_crc: rejected for their CRC.
-        states_stale: accepted messages whose ``tick`` did not advance (repeated/old).
+        states_stale: messages whose ``tick`` did not advance (repeated/old): ignored, they do not
+            refresh the lost-state timer.
+        states_nonfinite: messages rejected for a non-finite joint/IMU value (:func:`state_problem`).
         lowcmds: ``rt/lowcmd`` messages sent. commands: joint commands accepted from the graph.
         rejected_commands: joint commands refused (malformed, non-finite, out of limits).
         clamped: lowcmds in which a target or torque was clamped.
@@ -339,6 +351,7 @@ class HardwareStatus:
     states: int = 0
     states_bad_crc: int = 0
     states_stale: int = 0
+    states_nonfinite: int = 0
     lowcmds: int = 0
     commands: int = 0
     rejected_commands: int = 0
