@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import time
 
 from _runtime import Sender, UpstreamError, base_parser, connect, declared_inputs, node_main
@@ -90,6 +91,9 @@ def main() -> int:
 
     sender = Sender(node, {"sensors": sspec}, meta)
     failure, ended, late = "", "", 0
+    terminated: list[int] = []
+    # SIGTERM (dora stop, systemd, kill): the normal end of the run, damping burst included
+    signal.signal(signal.SIGTERM, lambda signum, _frame: terminated.append(signum))
     link.start()  # after the imports and the dora connection: the 500 Hz thread shares the GIL
     try:
         if not link.wait_first_state(cfg.first_state_timeout_s):
@@ -148,6 +152,8 @@ def main() -> int:
                     ended = "dataflow stopped"
             if link.failure and not failure:
                 failure = link.failure
+            if terminated and not ended:
+                ended = "SIGTERM received"
     finally:
         reason = failure or ended or "driver stopped"
         link.shaper.latch("end", f"run ended: {reason}", time.monotonic())

@@ -561,3 +561,29 @@ def test_link_ignores_non_finite_and_frozen_states(g1):
     emu._tick_ms += 2
     publish(7)
     assert link.status.states == 2 and link.latest_mono > m0
+
+
+def test_a_crashing_lowcmd_thread_sends_damping_before_it_dies(g1, monkeypatch):
+    from contactflow.hardware.emulator import UnitreeEmulator
+    from contactflow.hardware.link import UnitreeLink
+
+    dom = _domain()
+    emu = UnitreeEmulator(g1, dom, "lo")
+    link = UnitreeLink(g1, UnitreeDriverConfig(startup_ramp_s=0.0, exit_damping_s=0.05), dom, "lo")
+    time.sleep(0.3)
+    link.start()
+    try:
+        link.offer_command(_cmd(g1))
+        assert _wait(lambda: emu.step() or emu.status.commands > 5, 5.0)  # stiff commands arrive
+        assert emu.status.first_damping_mono_s is None
+
+        def boom(*_a, **_k):
+            raise RuntimeError("injected fault")
+
+        monkeypatch.setattr(link.shaper, "targets", boom)
+        assert _wait(lambda: emu.step() or emu.status.first_damping_mono_s is not None, 5.0)
+        assert "lowcmd thread failed: RuntimeError: injected fault" in link.failure
+        assert link.shaper.latched == "link_failed"
+        assert link._cmd.motor_cmd[0].kp == 0.0 and link._cmd.motor_cmd[0].kd == pytest.approx(8.0)
+    finally:
+        link.stop()

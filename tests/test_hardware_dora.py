@@ -234,3 +234,19 @@ def test_no_robot_fails_in_one_line_naming_topic_domain_and_interface(tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert f"node 'unitree_driver' failed: no rt/lowstate within 2 s on DDS domain {domain}, interface 'lo'" in out, out[-3000:]
+
+
+def test_sigterm_to_the_driver_runs_the_normal_shutdown_with_damping(tmp_path):
+    run = Run(tmp_path, "stand.yaml")
+    run.wait_commands()
+    pid = run.node_pid("unitree_driver.py")
+    time.sleep(3.0)  # past the start-up ramp
+    t_term = time.monotonic()
+    os.kill(pid, signal.SIGTERM)
+    rc, out, status, emu, runs = run.finish()
+    assert status is not None, out[-5000:]  # the status line of the normal end
+    ends = [t for t in status["transitions"] if " end: " in t]
+    assert len(ends) == 1 and "SIGTERM received" in ends[0], status["transitions"]
+    # the damping burst reached the robot after the signal
+    assert emu["first_damping_mono_s"] is not None and emu["first_damping_mono_s"] >= t_term
+    assert runs and read_recording(runs[0]).stream("unitree_driver.sensors")

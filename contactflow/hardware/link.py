@@ -194,3 +194,33 @@ class UnitreeLink:
         except Exception as exc:  # noqa: BLE001 - the graph side must learn why the link died
             self.failure = self.status.failure = f"unitree lowcmd thread failed: {type(exc).__name__}: {exc}"
             log.exception("unitree lowcmd thread failed")
+            self._damping_burst()
+
+    def _damping_burst(self) -> None:
+        """Last words of a dying 500 Hz thread: damping ``rt/lowcmd`` (kp = 0, kd = the damping kd,
+        tau = 0) for ``exit_damping_s`` (at least one message), so the motors do not keep a stiff
+        target nobody updates. Nothing is sent before a state was seen."""
+        from contactflow.hardware.unitree import MotorTargets
+        from contactflow.hardware.unitree_msgs import lowcmd_crc
+
+        if self.latest is None:
+            return
+        try:
+            self.shaper.latch("link_failed", self.failure, time.monotonic())
+            n = self.robot.n
+            q = self.latest.q
+            t = MotorTargets(np.where(np.isfinite(q), q, 0.0), np.zeros(n), self.shaper.hold.kd_damping.copy(),
+                             np.zeros(n), "link_failed")
+            period = 1.0 / self.config.lowcmd_rate_hz
+            t_end = time.monotonic() + self.config.exit_damping_s
+            while True:
+                fill_lowcmd(self._cmd, t, self.slots, self._mode_machine, self.config.mode_pr)
+                self._cmd.crc = lowcmd_crc(self._cmd)
+                self.channels.write(self._cmd)
+                self.status.lowcmds += 1
+                if time.monotonic() >= t_end or self._stop.is_set():
+                    break
+                time.sleep(period)
+            log.error("lowcmd thread: damping sent for %.2f s before the thread ended", self.config.exit_damping_s)
+        except Exception:  # noqa: BLE001 - nothing more can be done from this thread
+            log.exception("lowcmd thread: the damping burst failed too")

@@ -443,7 +443,7 @@ class UnitreeCommandShaper:
             return
         self.mode = mode
         self.status.transitions.append((now_s, mode, reason))
-        if mode in ("damping", "estop", "lost_state", "command_lost", "end"):
+        if mode in ("damping", "estop", "lost_state", "command_lost", "end", "link_failed"):
             self.status.damping_entries += 1
             log.warning("%s: damping mode (kp = 0, kd = damping, tau = 0): %s", mode, reason)
         else:
