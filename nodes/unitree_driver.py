@@ -28,7 +28,7 @@ no valid command for ``--command-timeout-s`` -> damping mode (kp = 0, kd = the r
 clamps; non-finite or out-of-limit commands refused; no ``rt/lowstate`` for ``--state-timeout-s``
 -> damping latched and the run ends with a message naming the topic, domain and interface; the
 command source closing (its node stopped) -> damping and the run ends naming that node; at the
-end of a run, damping for ``exit_damping_s`` before the process exits. Every transition is logged
+end of a run (SIGTERM included), damping for ``exit_damping_s`` before the process exits. Every transition is logged
 once with its reason; the counters (states, bad CRC, stale, commands, rejected, clamps, damping
 entries, transitions) are printed at the end as ``unitree_driver status: {json}``.
 
