@@ -6,7 +6,8 @@ A Unitree G1 speaks ``rt/lowstate`` (joints + IMU, 500 Hz) and ``rt/lowcmd`` (pe
 ``LowCmd_`` messages, with the safety layer a robot owner expects:
 
 * **Motor slots** (:func:`motor_slots`): joints are mapped BY NAME to the 35 motor slots with the
-  robot file's ``unitree_motor_slots`` (29-DoF: slots 0-28; 23-DoF: the 23-DoF IDL order).
+  robot file's ``unitree_motor_slots`` (Unitree's G1JointIndex: 29-DoF slots 0-28; the 23-DoF
+  robot keeps those numbers, its absent joints' slots stay empty).
 * **Base state** (:class:`BaseStateEstimator`, ``base_state`` = :data:`BASE_STATE`): LowState has no
   base position. Orientation = the IMU quaternion; base position from leg kinematics assuming
   BOTH soles stay where they were at start-up on flat ground (standing, teleoperated upper body;
@@ -18,8 +19,10 @@ A Unitree G1 speaks ``rt/lowstate`` (joints + IMU, 500 Hz) and ``rt/lowcmd`` (pe
   ``J_sole^T w = g_leg(q) - tau_leg`` (LOCAL sole frame, leg subtree gravity, no inertia).
 * **Safety** (:class:`UnitreeCommandShaper`, built on :class:`contactflow.safety.PDCommandHold`):
   nothing is sent before a state was seen and before the first valid command (the robot stays
-  under the vendor's mode or its harness); then a start-up ramp from the measured posture to the
-  commands over ``startup_ramp_s``; command watchdog (no valid command for ``command_timeout_s`` ->
+  under the vendor's mode or its harness; not while the robot reports a ``mode_pr`` other than
+  pitch/roll); then a start-up ramp from damping at the measured posture to the commands over
+  ``startup_ramp_s`` (target, kp, kd and feed-forward with one factor); gains capped per joint
+  (:func:`gain_caps`); command watchdog (no valid command for ``command_timeout_s`` ->
   damping mode ``kp = 0``, ``kd`` = the robot file's ``damping_mode_kd_nms_per_rad``, ``tau = 0``,
   with a gain ramp on recovery); non-finite / out-of-limit commands refused
   (``PDCommandHold``); per-joint clamps of the sent target to the joint limits and of the torque
@@ -44,7 +47,7 @@ from contactflow.safety import PDCommandHold
 from contactflow.sim.driver import damping_mode_kd
 from contactflow.sim.mujoco_robot import SensorReadings
 
-__all__ = ["BASE_STATE", "SOLE_WRENCH", "motor_slots", "UnitreeDriverConfig", "LowStateReading", "reading_from_lowstate", "state_problem",
+__all__ = ["BASE_STATE", "SOLE_WRENCH", "motor_slots", "UnitreeDriverConfig", "LowStateReading", "reading_from_lowstate", "state_problem", "gain_caps",
            "BaseStateEstimator", "SoleWrenchEstimator", "HardwareStatus", "MotorTargets", "UnitreeCommandShaper",
            "fill_lowcmd", "readings_from_state"]
 
