@@ -67,6 +67,8 @@ def main() -> int:
     p.add_argument("--state-timeout-s", type=float, default=0.04, help="no rt/lowstate -> damping and failure [s]")
     p.add_argument("--first-state-timeout-s", type=float, default=10.0, help="wait for the first rt/lowstate [s]")
     p.add_argument("--startup-ramp-s", type=float, default=2.0, help="ramp from the measured posture to the commands [s]")
+    p.add_argument("--startup-ramp-gains", action="store_true",
+                   help="also ramp kp and tau_ff from zero during the start-up ramp (robot started hanging in its harness)")
     p.add_argument("--damping-recovery-s", type=float, default=1.0, help="gain ramp after damping mode [s]")
     p.add_argument("--exit-damping-s", type=float, default=0.5, help="damping sent before the process exits [s]")
     args = p.parse_args()
@@ -75,6 +77,7 @@ def main() -> int:
     robot = load_robot(args.robot)
     cfg = UnitreeDriverConfig(command_timeout_s=args.command_timeout_s, state_timeout_s=args.state_timeout_s,
                               first_state_timeout_s=args.first_state_timeout_s, startup_ramp_s=args.startup_ramp_s,
+                              startup_ramp_gains=args.startup_ramp_gains,
                               recovery_ramp_s=args.damping_recovery_s, exit_damping_s=args.exit_damping_s)
     specs = port_specs(robot)
     sspec, jc, es = specs["sensors"], specs["joint_command"], specs["estop"]

@@ -217,19 +217,26 @@ def _cmd(g1, q=None, tau=None):
             "tau_ff": np.zeros(g1.n) if tau is None else tau}
 
 
-def test_shaper_waits_ramps_from_the_measured_posture_then_follows(g1):
-    sh = UnitreeCommandShaper(g1, UnitreeDriverConfig(startup_ramp_s=2.0, command_timeout_s=10.0))
+@pytest.mark.parametrize("ramp_gains", [False, True])
+def test_shaper_waits_ramps_from_the_measured_posture_then_follows(g1, ramp_gains):
+    sh = UnitreeCommandShaper(g1, UnitreeDriverConfig(startup_ramp_s=2.0, command_timeout_s=10.0,
+                                                      startup_ramp_gains=ramp_gains))
     q_meas = g1.theta_default + 0.1
     assert sh.targets(0.0, q_meas) is None and sh.mode == "wait"  # nothing before a command
     assert sh.offer(_cmd(g1, tau=np.full(g1.n, 1.0)), 0.0)
     t = sh.targets(0.0, q_meas)
     assert sh.mode == "startup" and np.allclose(t.q, q_meas)  # s = 0: the measured posture
-    assert np.all(t.kp == 0) and np.all(t.tau == 0) and np.allclose(t.kd, sh.hold.kd_damping)  # damped
+    if ramp_gains:  # a robot started hanging: damped at s = 0
+        assert np.all(t.kp == 0) and np.all(t.tau == 0) and np.allclose(t.kd, sh.hold.kd_damping)
+    else:  # a robot standing on its feet: the command's gains and feed-forward from the first tick
+        assert np.allclose(t.kp, g1.K) and np.allclose(t.kd, g1.kd) and np.allclose(t.tau, 1.0)
     t = sh.targets(1.0, q_meas)
     assert np.allclose(t.q, q_meas - 0.05)  # halfway
-    # stiffness, damping and feed-forward ramp with the same factor (no jump of the gains)
-    assert np.allclose(t.kp, 0.5 * g1.K) and np.allclose(t.tau, 0.5)
-    assert np.allclose(t.kd, 0.5 * (sh.hold.kd_damping + g1.kd))
+    if ramp_gains:  # stiffness, damping and feed-forward ramp with the position's factor
+        assert np.allclose(t.kp, 0.5 * g1.K) and np.allclose(t.tau, 0.5)
+        assert np.allclose(t.kd, 0.5 * (sh.hold.kd_damping + g1.kd))
+    else:
+        assert np.allclose(t.kp, g1.K) and np.allclose(t.tau, 1.0)
     t = sh.targets(2.0, q_meas)
     assert sh.mode == "normal" and np.allclose(t.q, g1.theta_default)
     assert np.allclose(t.kp, g1.K) and np.allclose(t.kd, g1.kd) and np.allclose(t.tau, 1.0)

@@ -13,9 +13,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--status-json", default=None, help="write the counters to this JSON file at the end")
     p.add_argument("--corrupt-state-every", type=int, default=0,
                    help="fault injection: every k-th rt/lowstate with a wrong CRC (0 = none)")
-    p.add_argument("--harness-s", type=float, default=2.0,
+    p.add_argument("--harness-s", type=float, default=0.0,
                    help="the base is held at its start pose (feet on the ground) for this long after the first "
-                        "command, while the driver's start-up ramp raises the gains [s] (0 = no harness)")
+                        "command, for a driver run with --startup-ramp-gains (the robot starts damped) [s] (0 = no harness: the robot stands on its feet)")
     p.set_defaults(func=_run)
 
 

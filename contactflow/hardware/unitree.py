@@ -123,6 +123,11 @@ class UnitreeDriverConfig:
         state_timeout_s: no ``rt/lowstate`` for this long -> damping (latched) and failure.
         first_state_timeout_s: the driver fails when no ``rt/lowstate`` came this long after start.
         startup_ramp_s: interpolation from the measured posture to the commands [s] (>= 0).
+        startup_ramp_gains: also ramp kp and tau_ff from 0 (and kd from the damping value) with the
+            position's factor. Off (default): the command's gains and feed-forward apply from the first
+            tick, so a robot already standing on its feet keeps standing (ramping the stiffness of a
+            standing G1 from zero dropped the emulated robot in about one run in three). On: for a
+            robot started hanging in its harness with the feet off the ground.
         recovery_ramp_s: gain ramp after damping mode (:class:`PDCommandHold`).
         lowcmd_rate_hz: ``rt/lowcmd`` rate (500 Hz on the G1).
         velocity_cutoff_hz: low-pass cutoff of the base velocity estimate (None: unfiltered; a 10 Hz
@@ -139,6 +144,7 @@ class UnitreeDriverConfig:
     state_timeout_s: float = 0.04
     first_state_timeout_s: float = 10.0
     startup_ramp_s: float = 2.0
+    startup_ramp_gains: bool = False
     recovery_ramp_s: float = 1.0
     lowcmd_rate_hz: float = 500.0
     velocity_cutoff_hz: float | None = None
@@ -386,11 +392,10 @@ class UnitreeCommandShaper:
     """Joint commands of the graph -> safe motor targets at the ``rt/lowcmd`` rate.
 
     Modes (:attr:`mode`; module docstring): ``wait`` (no state or no command yet: nothing is
-    sent), ``startup`` (ramp from the posture measured at the first command, like the damping-recovery
-    ramp: ``q = (1 - s) q0 + s q_cmd``, ``kp = s kp_cmd``, ``kd = (1 - s) kd_damping + s kd_cmd``,
-    ``tau = s tau_cmd``, ``s = (t - t0) / startup_ramp_s``: neither the target nor the stiffness or
-    the feed-forward jumps; the robot starts damped, so it must hang in its harness or be held; the
-    torque clamp still applies), then the modes of
+    sent), ``startup`` (ramp from the posture measured at the first command: ``q = (1 - s) q0 + s
+    q_cmd``, ``s = (t - t0) / startup_ramp_s``, with the command's gains and feed-forward; with
+    ``startup_ramp_gains`` also ``kp = s kp_cmd``, ``kd = (1 - s) kd_damping + s kd_cmd``, ``tau = s
+    tau_cmd``, for a robot started hanging; the torque clamp still applies), then the modes of
     :class:`PDCommandHold` (``normal``, ``damping`` on the watchdog, ``ramp`` on recovery), and the
     latched ``estop`` / ``lost_state`` / ``command_lost`` / ``end`` (damping until the process ends). Thread-safe: the graph
     thread offers commands, the 500 Hz thread asks for targets.
@@ -531,8 +536,11 @@ class UnitreeCommandShaper:
             self._transition(now_s, "normal", "start-up ramp done")
         # the damping-recovery ramp's blend (PDCommandHold): stiffness and feed-forward from 0, kd from
         # the damping value, with the same factor as the position
+        q = (1.0 - s) * self._q0 + s * q_c
+        if not self.config.startup_ramp_gains:
+            return q, kp, kd, tau
         kdd = self.hold.kd_damping
-        return (1.0 - s) * self._q0 + s * q_c, s * kp, (1.0 - s) * kdd + s * kd, s * tau
+        return q, s * kp, (1.0 - s) * kdd + s * kd, s * tau
 
     def _clamp(self, q, kp, tau, q_meas):
         r = self.robot
