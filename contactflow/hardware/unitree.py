@@ -20,8 +20,9 @@ A Unitree G1 speaks ``rt/lowstate`` (joints + IMU, 500 Hz) and ``rt/lowcmd`` (pe
 * **Safety** (:class:`UnitreeCommandShaper`, built on :class:`contactflow.safety.PDCommandHold`):
   nothing is sent before a state was seen and before the first valid command (the robot stays
   under the vendor's mode or its harness; not while the robot reports a ``mode_pr`` other than
-  pitch/roll); then a start-up ramp from damping at the measured posture to the commands over
-  ``startup_ramp_s`` (target, kp, kd and feed-forward with one factor); gains capped per joint
+  pitch/roll); then a start-up ramp of the target from the measured posture to the commands over
+  ``startup_ramp_s`` with the command's gains (``startup_ramp_gains``: also kp, kd and feed-forward
+  from damping with the same factor, for a robot started hanging); gains capped per joint
   (:func:`gain_caps`); command watchdog (no valid command for ``command_timeout_s`` ->
   damping mode ``kp = 0``, ``kd`` = the robot file's ``damping_mode_kd_nms_per_rad``, ``tau = 0``,
   with a gain ramp on recovery); non-finite / out-of-limit commands refused
