@@ -33,6 +33,7 @@ import pyarrow as pa
 from contactflow.errors import ContactflowError
 
 __all__ = [
+    "recorded_scenario",
     "StreamWriter", "RecordingWriter", "Stream", "Recording", "read_recording", "git_revision", "RecordingError",
     "recordings_root", "resolve_run", "list_runs", "STREAM_COLUMNS",
 ]
@@ -415,3 +416,26 @@ def resolve_run(run: str | Path, root: str | Path | None = None, *, require_stre
     if len(p.parts) == 1 and (root / run_s).exists():
         return root / run_s
     raise RecordingError(f"no recording {run_s!r} (neither a path nor a run under {root})")
+
+
+def recorded_scenario(run: str | Path, node: str, *, robot: str | None = None) -> str:
+    """The scenario file that the scenario node ``node`` of a recorded run played.
+
+    Read from the run manifest's ``configs.<node>.scenario`` (the node's resolved config on its
+    first message); used by ``--scenario-from-recording`` of the operator and teleop nodes.
+
+    Args:
+        run: run directory, name or ``latest`` (:func:`resolve_run`; ``latest`` = the newest complete
+            run holding ``<node>.command``, of ``robot`` when given).
+        node: the recorded node id (``operator``, ``teleop``).
+        robot: only runs of this robot (see :func:`resolve_run`).
+
+    Raises:
+        RecordingError: no such run, or its node played no scenario file (a live source).
+    """
+    run_dir = resolve_run(run, require_streams=[f"{node}.command"], robot=robot)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    scenario = ((manifest.get("configs") or {}).get(node) or {}).get("scenario")
+    if not scenario:
+        raise RecordingError(f"{run_dir}/manifest.json: configs.{node}.scenario missing (no scenario file was played)")
+    return str(scenario)

@@ -25,6 +25,7 @@ from _runtime import connect, REPO_ROOT, Lockstep, Sender, base_parser, drain_af
 def main() -> int:
     from contactflow.messages import port_specs
     from contactflow.operator.scenario import ScenarioPlayer, load_scenario
+    from contactflow.recording import recorded_scenario
     from contactflow.robot import load_robot
 
     p = base_parser(__doc__.splitlines()[0])
@@ -36,7 +37,7 @@ def main() -> int:
     robot = load_robot(args.robot)
     recorded = None
     if args.scenario_from_recording and not os.environ.get("CONTACTFLOW_SCENARIO"):
-        recorded = _recorded_scenario(args.scenario_from_recording)
+        recorded = recorded_scenario(args.scenario_from_recording, "operator")
     scenario_path = (os.environ.get("CONTACTFLOW_SCENARIO") or recorded or args.scenario
                      or str(robot.directory / "scenarios" / "hand_forward.yaml"))
     sp = Path(scenario_path)
@@ -67,24 +68,6 @@ def main() -> int:
     if finished:
         drain_after_finish(node)
     return 0
-
-
-def _recorded_scenario(run: str) -> str:
-    """The scenario file the operator of a recorded run played (its manifest's operator config).
-
-    Raises:
-        RecordingError: no such run, or its operator played no scenario file (a live operator).
-    """
-    import json
-
-    from contactflow.recording import RecordingError, resolve_run
-
-    run_dir = resolve_run(run, require_streams=["operator.command"])
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    scenario = ((manifest.get("configs") or {}).get("operator") or {}).get("scenario")
-    if not scenario:
-        raise RecordingError(f"{run_dir}/manifest.json: configs.operator.scenario missing (no scenario file was played)")
-    return str(scenario)
 
 
 if __name__ == "__main__":

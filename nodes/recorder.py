@@ -140,33 +140,25 @@ def main() -> int:
     if gaps:
         print(f"[recorder] WARNING: messages missing in seq: {gaps}", flush=True)
 
-    if args.summary == "seiko":
+    if args.summary != "none":
         from contactflow.robot import load_robot
-        from contactflow.summary import format_summary, json_safe, seiko_summary
+        from contactflow.summary import json_safe
 
+        if args.summary == "seiko":
+            from contactflow.summary import format_summary as fmt, seiko_summary as compute
+            title = f"SEIKO run {run_dir.name}"
+        else:
+            from contactflow.lac.summary import format_g1_summary as fmt, g1_summary as compute
+            title = f"G1 run {run_dir.name}"
         try:
-            summary = seiko_summary(read_recording(run_dir), load_robot(args.robot))
+            summary = compute(read_recording(run_dir), load_robot(args.robot))
         except Exception as exc:  # noqa: BLE001 - report, don't hide the recording
             print(f"[recorder] summary could not be computed: {exc}", flush=True)
             return 1
         (run_dir / "summary.json").write_text(json.dumps(json_safe(summary), indent=2))
         # through dora's log (INFO) rather than stdout, so that `dora run --log-level info`, which
         # hides the daemon's DEBUG lines and the nodes' raw stdout, still shows the summary
-        for line in format_summary(summary, f"SEIKO run {run_dir.name}").splitlines():
-            _log_info(node, line)
-        _log_info(node, f"[recorder] summary written to {run_dir / 'summary.json'}")
-    if args.summary == "g1":
-        from contactflow.lac.summary import format_g1_summary, g1_summary
-        from contactflow.summary import json_safe
-        from contactflow.robot import load_robot
-
-        try:
-            summary = g1_summary(read_recording(run_dir), load_robot(args.robot))
-        except Exception as exc:  # noqa: BLE001 - report, don't hide the recording
-            print(f"[recorder] summary could not be computed: {exc}", flush=True)
-            return 1
-        (run_dir / "summary.json").write_text(json.dumps(json_safe(summary), indent=2))
-        for line in format_g1_summary(summary, f"G1 run {run_dir.name}").splitlines():
+        for line in fmt(summary, title).splitlines():
             _log_info(node, line)
         _log_info(node, f"[recorder] summary written to {run_dir / 'summary.json'}")
     _ = stopped, time

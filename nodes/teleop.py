@@ -37,24 +37,13 @@ def scenario_file(arg: str | None, robot, recorded: str | None = None) -> Path:
         RecordingError: ``recorded`` names no run, or its teleop played no scenario file (a live teleop).
     """
     if recorded and not os.environ.get("CONTACTFLOW_SCENARIO"):
-        arg = _recorded_scenario(os.environ.get("CONTACTFLOW_RECORDING") or recorded, robot.name)
+        from contactflow.recording import recorded_scenario
+
+        arg = recorded_scenario(os.environ.get("CONTACTFLOW_RECORDING") or recorded, "teleop", robot=robot.name)
     sp = Path(os.environ.get("CONTACTFLOW_SCENARIO") or arg or str(Path(robot.directory) / "scenarios" / "stand.yaml"))
     if not sp.is_absolute() and not sp.exists() and (REPO_ROOT / sp).exists():
         sp = REPO_ROOT / sp
     return sp
-
-
-def _recorded_scenario(run: str, robot: str) -> str:
-    import json
-
-    from contactflow.recording import RecordingError, resolve_run
-
-    run_dir = resolve_run(run, require_streams=["teleop.command"], robot=robot)
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    scenario = ((manifest.get("configs") or {}).get("teleop") or {}).get("scenario")
-    if not scenario:
-        raise RecordingError(f"{run_dir}/manifest.json: configs.teleop.scenario missing (no scenario file was played)")
-    return str(scenario)
 
 
 def main() -> int:
