@@ -109,7 +109,7 @@ class UnitreeEmulator:
         self._base0 = (self.sim.data.qpos[:7].copy(), self.sim.data.time)
         self._tick_ms = 0
         n = robot.n
-        self._cmd = (robot.theta_default.copy(), robot.K.copy(), robot.kd.copy(), np.zeros(n))
+        self._cmd = self.sim.check_command(robot.theta_default, robot.K, robot.kd, np.zeros(n))
 
     def _accept(self, msg) -> None:
         from contactflow.hardware.unitree_msgs import lowcmd_crc
@@ -126,7 +126,7 @@ class UnitreeEmulator:
         kp, kd = np.where(on, kp, 0.0), np.where(on, kd, 0.0)
         tff = np.where(on, tau + kd * dq, 0.0)
         try:
-            self.sim.check_command(q, kp, kd, tff)
+            cmd = self.sim.check_command(q, kp, kd, tff)
         except ContractError as exc:
             self.status.commands_invalid += 1
             log.warning("rt/lowcmd refused by the simulator: %s", exc)
@@ -143,7 +143,7 @@ class UnitreeEmulator:
                 and np.all(kd[on] > 0)):
             self.status.first_damping_mono_s = now
             log.info("damping command received")
-        self._cmd = (q, kp, kd, tff)
+        self._cmd = cmd
 
     def _publish(self) -> None:
         from contactflow.hardware.unitree_msgs import lowstate_crc
@@ -177,7 +177,7 @@ class UnitreeEmulator:
         if self.status.first_command_mono_s is None:
             self._publish()  # held until the first command
             return
-        self.readings = self.sim.step(*self._cmd)
+        self.readings = self.sim.step_command(self._cmd)
         if self.readings.t - self._base0[1] < self.harness_s:  # the harness holds the base
             d = self.sim.data
             d.qpos[:7] = self._base0[0]

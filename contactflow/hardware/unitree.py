@@ -501,10 +501,8 @@ class UnitreeCommandShaper:
         """
         r = self.robot
         with self._lock:
-            damping = (self.hold.theta, np.zeros(r.n), self.hold.kd_damping, np.zeros(r.n))
-            if self._latched:
-                q, kp, kd, tau = damping
-                q = q_meas
+            if self._latched:  # damping at the measured posture
+                q, kp, kd, tau = q_meas, np.zeros(r.n), self.hold.kd_damping, np.zeros(r.n)
             elif self.mode == "wait":
                 if self.hold.mode == "start" or self._modes_refused(mode_pr, mode_machine):
                     return None

@@ -44,9 +44,8 @@ from contactflow.lac.config import GROUP_CHANNELS
 from contactflow.lac.model import link_com_local as _link_com_local
 from contactflow.recording import Recording, RecordingError
 from contactflow.sim.state import base_rotation, yaw
-from contactflow.summary import json_safe  # noqa: F401  (re-exported: NaN -> null at any depth)
 
-__all__ = ["g1_summary", "format_g1_summary", "json_safe", "link_com_local", "STIFFNESS_CHANNEL"]
+__all__ = ["g1_summary", "format_g1_summary", "link_com_local", "STIFFNESS_CHANNEL"]
 
 #: lac_links group -> index of its linear / angular stiffness channel in the 5-D command (LAC layout).
 STIFFNESS_CHANNEL = GROUP_CHANNELS

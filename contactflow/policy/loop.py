@@ -129,7 +129,8 @@ def run_policy_loop(spec: PolicySpec, robot, commands: Sequence[tuple[float, Map
 
 def _summarise(rows, robot, specs, run_dir) -> dict:
     """Write the rows as a recording (graph stream names) and return its G1 summary."""
-    from contactflow.lac.summary import g1_summary, json_safe
+    from contactflow.lac.summary import g1_summary
+    from contactflow.summary import json_safe
     from contactflow.recording import RecordingWriter, read_recording
 
     tmp = None

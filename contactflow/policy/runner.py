@@ -95,7 +95,6 @@ class PolicyRunner:
         self._standing = False
         self._tick = 0
         self.n_rejected = 0
-        self._ok = True
         self._safe = self._command(spec.default_robot.copy(), True)
 
     def _command(self, q_target: np.ndarray, ok: bool) -> dict[str, np.ndarray]:
@@ -170,7 +169,7 @@ class PolicyRunner:
         tick = self._tick
         self._tick += 1
         if tick % self.decimation:
-            return self._out(self._safe, self._ok, False, "", 0.0, 0.0, tick)
+            return self._out(self._safe, bool(self._safe["ok"][0]), False, "", 0.0, 0.0, tick)
         if sensors is None or command is None:
             return self._reject("missing or malformed input message", 0.0, 0.0, tick)
         t0 = time.perf_counter()
@@ -204,7 +203,6 @@ class PolicyRunner:
             names = [self.spec.robot_joint_names[i] for i in np.flatnonzero(out)]
             return self._reject(f"q_target outside the joint limits at {names}", obs_s, inf_s, tick)
         self.last_action = a
-        self._ok = True
         self._safe = self._command(q, True)
         return self._out(self._safe, True, True, "", obs_s, inf_s, tick)
 
@@ -213,7 +211,6 @@ class PolicyRunner:
         if self.n_rejected == 1 or self.n_rejected % 50 == 0:
             log.warning("policy %s tick %d: output refused (%s); holding the last safe command (%d refused so far)",
                         self.spec.cfg.name, tick, reason, self.n_rejected)
-        self._ok = False
         self._safe = dict(self._safe, ok=np.array([0.0]))
         return self._out(self._safe, False, True, reason, obs_s, inf_s, tick)
 

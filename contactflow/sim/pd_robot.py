@@ -256,7 +256,12 @@ class PDRobotSim(MujocoSimBase):
             ContractError: invalid command (the state is not advanced; a driver holds its last
                 safe command and reports it).
         """
-        self._apply(self.check_command(q_target, kp, kd, tau_ff))
+        return self.step_command(self.check_command(q_target, kp, kd, tau_ff))
+
+    def step_command(self, cmd: PDCommand) -> SensorReadings:
+        """:meth:`step` with a command already validated by :meth:`check_command` (a caller that
+        holds one command over many ticks checks it once)."""
+        self._apply(cmd)
         m, d = self.model, self.data
         mujoco.mj_step(m, d, nstep=self.n_substeps)
         # sensors of mj_step refer to the state before the last integration: recompute them
