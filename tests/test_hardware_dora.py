@@ -43,6 +43,12 @@ def _graph(tmp: Path, domain: int, extra: str = "") -> Path:
     return path
 
 
+# Tests that are not about the lost-state timeout run the driver with a 0.2 s state timeout: the
+# real-time emulator on a loaded 2-core machine missed the 40 ms default (a run with a second test
+# suite beside it); the lost-state test keeps the default.
+_LOADED_MACHINE_STATE_TIMEOUT = "--state-timeout-s 0.2"
+
+
 class Run:
     """The emulator and `dora run` of the hardware graph, started together."""
 
@@ -121,7 +127,7 @@ def _sim_summary(tmp: Path, scenario: str) -> dict:
 @pytest.mark.slow
 def test_hw_graph_stands_and_follows_the_scenario_like_the_simulated_graph(tmp_path):
     scenario = "teleop_posture_10s.yaml"  # 10 s: base height, forearms, waist yaw; no wrench
-    run = Run(tmp_path / "hw", scenario)
+    run = Run(tmp_path / "hw", scenario, _LOADED_MACHINE_STATE_TIMEOUT)
     rc, out, status, emu, runs = run.finish()
     assert rc == 0, out[-5000:]
     assert status is not None and status["failure"] == "" and status["states_bad_crc"] == 0, out[-3000:]
@@ -183,7 +189,7 @@ def test_hw_graph_stands_and_follows_the_scenario_like_the_simulated_graph(tmp_p
 
 
 def test_killing_the_expert_puts_the_robot_in_damping_and_names_the_node(tmp_path):
-    run = Run(tmp_path, "stand.yaml")
+    run = Run(tmp_path, "stand.yaml", _LOADED_MACHINE_STATE_TIMEOUT)
     run.wait_commands()
     pid = run.node_pid("lac_expert.py")
     time.sleep(3.0)  # past the start-up ramp
@@ -237,7 +243,7 @@ def test_no_robot_fails_in_one_line_naming_topic_domain_and_interface(tmp_path):
 
 
 def test_sigterm_to_the_driver_runs_the_normal_shutdown_with_damping(tmp_path):
-    run = Run(tmp_path, "stand.yaml")
+    run = Run(tmp_path, "stand.yaml", _LOADED_MACHINE_STATE_TIMEOUT)
     run.wait_commands()
     pid = run.node_pid("unitree_driver.py")
     time.sleep(3.0)  # past the start-up ramp
