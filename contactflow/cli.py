@@ -33,6 +33,7 @@ _SUBCOMMANDS = [
     "contactflow.lac.cli",
     "contactflow.prime.cli",
     "contactflow.hardware.cli",
+    "contactflow.graphs",
 ]
 
 
