@@ -1,15 +1,26 @@
-"""Dense convex QP on quadprog, with an explicit status and constraint residuals.
+"""Dense convex QPs on daqp or quadprog, with an explicit status and constraint residuals.
 
-Problem (all arrays float64)::
+Two forms. :func:`solve_qp_box` (the control loops' form, solved by daqp by default or by
+quadprog)::
+
+    minimise    1/2 x^T H x + g^T x
+    subject to  lo <= A x <= hi        (a row with lo == hi is an equality)
+                lb <= x <= ub
+
+and :func:`solve_qp` / :func:`solve_qp_stacked` (quadprog's stacked form)::
 
     minimise    1/2 x^T H x + g^T x
     subject to  A_eq x = b_eq
                 A_in x >= b_in
 
-quadprog needs a strictly positive definite Hessian; a regularisation relative to the Hessian
-scale (``reg * max(1, max|diag H|)``) is added. Empty constraint blocks are omitted. A failed
-solve never raises inside a control loop: ``solve_qp`` returns ``QPSolution(found=False, ...)``
-with the status, and the caller degrades to a safe output.
+Both solvers need a strictly positive definite Hessian; a regularisation relative to the
+Hessian scale (``reg * max(1, max|diag H|)``) is added. Empty constraint blocks are omitted. A
+failed solve never raises inside a control loop: the functions return
+``QPSolution(found=False, ...)`` with the status, and the caller degrades to a safe output.
+
+Solvers: daqp (D. Arnström, A. Bemporad, D. Axehill, "A dual active-set solver for embedded
+quadratic programming using recursive LDL^T updates", IEEE TAC 2022; MIT) is the default;
+quadprog (Goldfarb-Idnani, GPL-2.0-or-later) stays selectable as the reference.
 """
 
 from __future__ import annotations
@@ -17,10 +28,26 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import daqp
 import numpy as np
 import quadprog
 
-__all__ = ["QPSolution", "solve_qp", "solve_qp_stacked"]
+__all__ = ["QP_SOLVERS", "QPSolution", "solve_qp", "solve_qp_box", "solve_qp_stacked"]
+
+QP_SOLVERS = ("daqp", "quadprog")
+"""The solvers :func:`solve_qp_box` accepts (the ``qp_solver`` config key of the SEIKO stages)."""
+
+# daqp exit flags (daqp/include/constants.h) -> QPSolution.status
+_DAQP_STATUS = {
+    -1: ("infeasible", "daqp: infeasible constraints"),
+    -2: ("error", "daqp: cycling detected"),
+    -3: ("not_pd", "daqp: unbounded problem (Hessian not positive definite)"),
+    -4: ("error", "daqp: iteration limit reached"),
+    -5: ("not_pd", "daqp: non-convex problem (Hessian not positive definite)"),
+    -6: ("error", "daqp: overdetermined initial active set"),
+}
+_DAQP_OPTIMAL = (1, 2)  # EXIT_OPTIMAL, EXIT_SOFT_OPTIMAL (no soft constraints are posed here)
+_INF = math.inf
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,13 +56,14 @@ class QPSolution:
 
     Attributes:
         found: True when quadprog returned a solution whose residuals are within tolerance.
-        status: ``"optimal"``, ``"infeasible"``, ``"not_pd"``, ``"non_finite"`` or
-            ``"residual"`` (a solution came back but violates constraints beyond ``tol``).
+        status: ``"optimal"``, ``"infeasible"``, ``"not_pd"``, ``"non_finite"``,
+            ``"residual"`` (a solution came back but violates constraints beyond ``tol``) or
+            ``"error"`` (another solver failure: cycling, iteration limit; see ``message``).
         x: (n,) solution; zeros when not found.
         cost: objective value at ``x`` (without the regularisation).
         eq_residual: max |A_eq x - b_eq| (0 without equalities).
         ineq_violation: max(0, max(b_in - A_in x)) (0 without inequalities).
-        n_active: number of active constraints reported by quadprog.
+        n_active: number of active constraints reported by the solver (rows and bounds).
         message: solver message for failures.
     """
 
@@ -146,3 +174,153 @@ def solve_qp(
     C = np.vstack(blocks_C) if blocks_C else np.zeros((0, n))
     b = np.concatenate(blocks_b) if blocks_b else np.zeros(0)
     return solve_qp_stacked(0.5 * (H + H.T), g, C, b, meq, reg=reg, tol=tol)
+
+
+def _box_to_stacked(A, bl, bu, eq):
+    """The box form (bounds ``bl, bu`` on ``[x; A x]`` or on ``A x``) as quadprog's
+    ``C x >= b`` with the equalities first."""
+    n = A.shape[1]
+    M = A if len(bl) == A.shape[0] else np.vstack((np.eye(n), A))
+    has_lo = ~eq & (bl > -_INF)
+    has_hi = ~eq & (bu < _INF)
+    C = np.concatenate((M[eq], M[has_lo], -M[has_hi]))
+    b = np.concatenate((bl[eq], bl[has_lo], -bu[has_hi]))
+    return C, b, int(np.count_nonzero(eq))
+
+
+def _box_data_finite(H, g, A, lo, hi, lb, ub) -> bool:
+    """False when the box-form data hold NaN, an infinite H/g/A entry, lo = +inf or hi = -inf."""
+    return (math.isfinite(float(H.sum())) and math.isfinite(float(g.sum()))
+            and math.isfinite(float(A.sum())) and float(lo.sum()) < _INF and float(hi.sum()) > -_INF
+            and (lb is None or float(lb.sum()) < _INF) and (ub is None or float(ub.sum()) > -_INF))
+
+
+def _box_failure(H, g, A, lo, hi, lb, ub, status: str, message: str) -> QPSolution:
+    """A failed solve; non-finite data take precedence over the solver's own status. The data
+    are checked here, on the failure path only: a NaN or inf in the data either makes the
+    solver fail or x non-finite, or it fails the residual check (NaN compares false)."""
+    if not _box_data_finite(H, g, A, lo, hi, lb, ub):
+        status, message = "non_finite", "non-finite entry in the QP data"
+    return QPSolution(False, status, np.zeros(g.shape[0]), message=message)
+
+
+def _box_residuals(A, x, bl, bu, eq, has_eq, tol):
+    """(eq_residual, ineq_violation, ok) of x for the box form, with ``bl <= [x; A x] <= bu``
+    (or ``bl <= A x <= bu`` without variable bounds) and ``eq`` the equality mask.
+
+    Lean (a handful of numpy calls): the tolerance is ``tol * (1 + max|[x; A x]|)``, relative
+    to the size of the constrained quantities at the solution (for an active bound the same as
+    relative to the bound; an inactive huge bound does not loosen it)."""
+    r = A @ x
+    if len(bl) != len(r):
+        r = np.concatenate((x, r))
+    if not len(r):
+        return 0.0, 0.0, True
+    d = np.maximum(bl - r, r - bu)  # |r - b| on equality rows; > 0 = violation elsewhere
+    worst = float(d.max())
+    eq_res = viol = 0.0
+    if has_eq:
+        eq_res = float(d[eq].max())
+        if worst > eq_res:
+            viol = worst
+        elif not eq.all():
+            viol = max(0.0, float(d[~eq].max()))
+    else:
+        viol = max(0.0, worst)
+    ok = worst <= tol * (1.0 + float(np.abs(r).max()))
+    return eq_res, viol, ok
+
+
+def solve_qp_box(
+    H: np.ndarray,
+    g: np.ndarray,
+    A: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    lb: np.ndarray | None = None,
+    ub: np.ndarray | None = None,
+    *,
+    solver: str = "daqp",
+    reg: float = 1e-9,
+    tol: float = 1e-6,
+) -> QPSolution:
+    """Solve ``min 1/2 x^T H x + g^T x`` s.t. ``lo <= A x <= hi``, ``lb <= x <= ub``.
+
+    A row (or a variable) with ``lo == hi`` is an equality; ``-inf`` / ``+inf`` make it
+    one-sided. The compact form (a row and its negation as one two-sided row, unit rows as
+    variable bounds) is what makes daqp fast (its simple bounds cost no row).
+
+    Args:
+        H: (n, n) symmetric positive (semi)definite Hessian, float64; not modified.
+        g: (n,) linear term.
+        A: (m, n) constraint rows (m may be 0), float64.
+        lo, hi: (m,) row bounds, ``lo <= hi``; ``lo`` may hold ``-inf``, ``hi`` ``+inf``.
+        lb, ub: (n,) variable bounds, or None (unbounded); may hold infinities.
+        solver: ``"daqp"`` (default) or ``"quadprog"`` (converted to the stacked form; the
+            reference). One of :data:`QP_SOLVERS`.
+        reg: relative Tikhonov regularisation ``reg * max(1, max|diag H|)`` added to the
+            diagonal of a copy of H (0 = none: H must then be positive definite).
+        tol: residual tolerance for ``found``: every equality within ``tol * s`` and every
+            bound violated by at most ``tol * s``, with ``s = 1 + max|[x; A x]|`` at the solution.
+
+    Returns:
+        QPSolution (``x`` zeros when no solution came back; ``cost`` without the
+        regularisation). Never raises for infeasible, ill-posed or non-finite problems (status
+        ``"infeasible"``, ``"not_pd"``, ``"non_finite"``, ``"residual"``, ``"error"``).
+
+    Raises:
+        ValueError: ``solver`` is not one of :data:`QP_SOLVERS` (a programming error, caught
+            when a stage is configured, never in the loop).
+    """
+    if solver not in QP_SOLVERS:
+        raise ValueError(f"solve_qp_box: solver {solver!r} is not one of {QP_SOLVERS}")
+    n = g.shape[0]
+    zeros = np.zeros(n)
+    added = reg * max(1.0, float(np.abs(np.diagonal(H)).max())) if (reg and n) else 0.0
+    if added:
+        H = H.copy()
+        np.einsum("ii->i", H)[:] += added
+    if lb is None and ub is None:
+        bl, bu = lo, hi
+    else:
+        bl = np.concatenate((np.full(n, -_INF) if lb is None else lb, lo))
+        bu = np.concatenate((np.full(n, _INF) if ub is None else ub, hi))
+    eq = bl == bu
+    has_eq = bool(eq.any())
+    if solver == "daqp":
+        sense = np.zeros(len(bl), dtype=np.intc)
+        if has_eq:
+            sense[eq] = 5
+        x, fval, flag, info = daqp.solve(H, g, A, bu, bl, sense)
+        if flag not in _DAQP_OPTIMAL:
+            status, msg = _DAQP_STATUS.get(flag, ("error", f"daqp: exit flag {flag}"))
+            return _box_failure(H, g, A, lo, hi, lb, ub, status, msg)
+        n_active = int(np.count_nonzero(info["lam"]))
+    else:
+        C, b, n_eq = _box_to_stacked(A, bl, bu, eq)
+        try:
+            if len(b):
+                x, fval, _, _, _, active = quadprog.solve_qp(H, -g, C.T, b, n_eq)
+            else:
+                x, fval, _, _, _, active = quadprog.solve_qp(H, -g)
+        except ValueError as exc:
+            msg = str(exc)
+            status = ("infeasible" if "constraints are inconsistent" in msg
+                      else "not_pd" if "positive definite" in msg else "error")
+            return _box_failure(H, g, A, lo, hi, lb, ub, status, msg)
+        n_active = int(np.count_nonzero(np.asarray(active) > 0))
+    if not math.isfinite(float(x.sum())):
+        return _box_failure(H, g, A, lo, hi, lb, ub, "non_finite", "solver returned non-finite x")
+    eq_res, viol, ok = _box_residuals(A, x, bl, bu, eq, has_eq, tol)
+    if not ok and not _box_data_finite(H, g, A, lo, hi, lb, ub):
+        return QPSolution(False, "non_finite", zeros, message="non-finite entry in the QP data")
+    return QPSolution(
+        found=ok,
+        status="optimal" if ok else "residual",
+        x=x,
+        cost=float(fval) - 0.5 * added * float(x @ x),  # cost without the regularisation
+        eq_residual=eq_res,
+        ineq_violation=viol,
+        n_active=n_active,
+        message="" if ok else f"residuals eq {eq_res:.3g}, ineq {viol:.3g} above tolerance",
+    )

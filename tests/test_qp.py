@@ -1,0 +1,131 @@
+"""contactflow.qp.solve_qp_box: hand-made QPs with known solutions, on both solvers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from contactflow.qp import QP_SOLVERS, solve_qp, solve_qp_box
+
+INF = np.inf
+
+
+def _ok(sol, x_expected, atol=1e-7):
+    assert sol.found and sol.status == "optimal", sol
+    np.testing.assert_allclose(sol.x, x_expected, atol=atol)
+    assert sol.eq_residual <= 1e-9 and sol.ineq_violation <= 1e-9
+
+
+@pytest.mark.parametrize("solver", QP_SOLVERS)
+def test_unconstrained_and_bounds_known_solutions(solver):
+    H = np.diag([2.0, 4.0, 1.0])
+    g = np.array([-4.0, 8.0, -1.0])
+    x_free = -g / np.diag(H)  # (2, -2, 1)
+    none = np.zeros((0, 3)), np.zeros(0), np.zeros(0)
+    sol = solve_qp_box(H, g, *none, solver=solver, reg=0.0)
+    _ok(sol, x_free)
+    assert sol.cost == pytest.approx(0.5 * g @ x_free)  # = -1/2 g^T H^-1 g
+    assert sol.n_active == 0
+    # a diagonal Hessian with box bounds: the solution is the clipped free minimum
+    lb, ub = np.array([-1.0, -1.0, -INF]), np.array([1.0, 1.0, 0.5])
+    sol = solve_qp_box(H, g, *none, lb, ub, solver=solver, reg=0.0)
+    _ok(sol, np.clip(x_free, lb, ub))
+    assert sol.n_active == 3
+    # one side only
+    _ok(solve_qp_box(H, g, *none, None, ub, solver=solver, reg=0.0), np.minimum(x_free, ub))
+    _ok(solve_qp_box(H, g, *none, lb, None, solver=solver, reg=0.0), np.maximum(x_free, lb))
+    # a fixed variable (lb == ub) is an equality
+    sol = solve_qp_box(H, g, *none, np.array([0.3, -INF, -INF]), np.array([0.3, INF, INF]), solver=solver, reg=0.0)
+    _ok(sol, [0.3, -2.0, 1.0])
+
+
+@pytest.mark.parametrize("solver", QP_SOLVERS)
+def test_equality_and_two_sided_rows(solver):
+    H, g = np.eye(2), np.zeros(2)
+    # min |x|^2 s.t. x1 + x2 = 2 -> (1, 1)
+    sol = solve_qp_box(H, g, np.array([[1.0, 1.0]]), np.array([2.0]), np.array([2.0]), solver=solver, reg=0.0)
+    _ok(sol, [1.0, 1.0])
+    assert sol.cost == pytest.approx(1.0)
+    # min 1/2 |x - (5, 0)|^2 s.t. -1 <= x1 - x2 <= 1 -> projection on the band: (3, 2)
+    g = np.array([-5.0, 0.0])
+    A = np.array([[1.0, -1.0]])
+    sol = solve_qp_box(H, g, A, np.array([-1.0]), np.array([1.0]), solver=solver, reg=0.0)
+    _ok(sol, [3.0, 2.0])
+    assert sol.n_active == 1
+    # the same row from below is inactive: the free minimum
+    _ok(solve_qp_box(H, -g, A, np.array([-1.0]), np.array([1.0]), solver=solver, reg=0.0), [-3.0, -2.0])
+    # one-sided rows (infinite bounds) and an equality together with variable bounds:
+    # x1 + x2 = 1, x1 - x2 >= 0.6 (hi = +inf), x2 >= 0 -> the target (5, 0) projects to (1, 0)
+    A = np.array([[1.0, 1.0], [1.0, -1.0]])
+    sol = solve_qp_box(H, g, A, np.array([1.0, 0.6]), np.array([1.0, INF]), np.array([-INF, 0.0]), None, solver=solver, reg=0.0)
+    _ok(sol, [1.0, 0.0])
+    # x1 + x2 <= 1 written with lo = -inf: the target (0.2, 0.3) is feasible and returned
+    sol = solve_qp_box(H, np.array([-0.2, -0.3]), A[:1], np.array([-INF]), np.array([1.0]), solver=solver, reg=0.0)
+    _ok(sol, [0.2, 0.3])
+
+
+@pytest.mark.parametrize("solver", QP_SOLVERS)
+def test_random_qps_agree_with_the_stacked_reference(solver):
+    """Random QPs in box form against quadprog on the same rows written out by hand."""
+    rng = np.random.default_rng(12)
+    for _ in range(20):
+        n, m = 8, 10
+        M = rng.standard_normal((n, n))
+        H = M @ M.T + 0.1 * np.eye(n)
+        g = rng.standard_normal(n)
+        A = rng.standard_normal((m, n))
+        lo, hi = -rng.uniform(0.1, 1.0, m), rng.uniform(0.1, 1.0, m)
+        lo[:2] = hi[:2] = rng.uniform(-0.2, 0.2, 2)  # two equalities
+        hi[2:4] = INF
+        lo[4:6] = -INF
+        lb, ub = -rng.uniform(0.05, 0.5, n), rng.uniform(0.05, 0.5, n)
+        ineq = slice(2, m)
+        fin_lo, fin_hi = np.isfinite(lo[ineq]), np.isfinite(hi[ineq])
+        A_in = np.vstack([A[ineq][fin_lo], -A[ineq][fin_hi], np.eye(n), -np.eye(n)])
+        b_in = np.concatenate([lo[ineq][fin_lo], -hi[ineq][fin_hi], lb, -ub])
+        ref = solve_qp(H, g, A[:2], lo[:2], A_in, b_in, reg=0.0)
+        sol = solve_qp_box(H, g, A, lo, hi, lb, ub, solver=solver, reg=0.0)
+        assert ref.found
+        _ok(sol, ref.x, atol=1e-7)
+        assert sol.cost == pytest.approx(ref.cost, abs=1e-9)
+        assert sol.n_active == ref.n_active
+
+
+@pytest.mark.parametrize("solver", QP_SOLVERS)
+def test_failures_come_back_as_statuses(solver):
+    H, g = np.eye(2), np.zeros(2)
+    A = np.array([[1.0, 0.0], [1.0, 0.0]])
+    # x1 >= 1 and x1 <= 0: infeasible rows
+    sol = solve_qp_box(H, g, A, np.array([1.0, -INF]), np.array([INF, 0.0]), solver=solver)
+    assert not sol.found and sol.status == "infeasible" and not sol.x.any()
+    # an equality outside the variable bounds
+    sol = solve_qp_box(H, g, A[:1], np.array([2.0]), np.array([2.0]), -np.ones(2), np.ones(2), solver=solver)
+    assert not sol.found and sol.status == "infeasible"
+    # a negative definite Hessian without regularisation
+    sol = solve_qp_box(-H, g, A[:1], np.array([-1.0]), np.array([1.0]), solver=solver, reg=0.0)
+    assert not sol.found and sol.status == "not_pd"
+    # non-finite data: NaN in g, in A, in a bound; lo = +inf
+    for bad in ("g", "A", "hi", "lo"):
+        data = {"g": g.copy(), "A": A[:1].copy(), "lo": np.array([-1.0]), "hi": np.array([1.0])}
+        data[bad].flat[0] = INF if bad == "lo" else np.nan
+        sol = solve_qp_box(H, data["g"], data["A"], data["lo"], data["hi"], solver=solver)
+        assert not sol.found and sol.status == "non_finite", (bad, sol)
+        assert not sol.x.any()
+    # a residual check that cannot be met (negative tolerance) reports "residual" with the x
+    sol = solve_qp_box(H, np.array([-5.0, 0.0]), A[:1], np.array([-1.0]), np.array([1.0]), solver=solver, tol=-1.0)
+    assert not sol.found and sol.status == "residual" and sol.x[0] == pytest.approx(1.0)
+
+
+def test_regularisation_and_inputs_untouched():
+    H = np.array([[1.0, 1.0], [1.0, 1.0]])  # singular: regularised (reg > 0) it solves
+    H0 = H.copy()
+    g = np.array([-1.0, -1.0])
+    A = np.array([[1.0, -1.0]])
+    lo = hi = np.array([0.0])
+    for solver in QP_SOLVERS:
+        sol = solve_qp_box(H, g, A, lo, hi, solver=solver, reg=1e-9)
+        _ok(sol, [0.5, 0.5], atol=1e-6)
+        assert sol.cost == pytest.approx(-0.5, abs=1e-8)
+        np.testing.assert_array_equal(H, H0)
+    with pytest.raises(ValueError, match="osqp"):
+        solve_qp_box(H, g, A, lo, hi, solver="osqp")
