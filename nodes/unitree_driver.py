@@ -44,7 +44,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
+import threading
 import time
 
 from _runtime import Sender, UpstreamError, base_parser, connect, declared_inputs, node_main
@@ -52,9 +54,32 @@ from _runtime import Sender, UpstreamError, base_parser, connect, declared_input
 log = logging.getLogger("contactflow.unitree_driver")
 
 
+def _node_process(node_id: str, pid: int | None = None) -> int | None:
+    """The pid of dora node ``node_id`` of this dataflow among this process's siblings (children of
+    the daemon; dora gives each node its ``DORA_NODE_CONFIG``), or None; with ``pid``: that pid if
+    it is that node, else None."""
+    from contactflow.hardware.process_watch import find_child_with_env, process_env
+
+    def field(text: str, key: str) -> str:
+        m = re.search(rf"^{key}: *(\S+)$", text, re.M)
+        return m.group(1) if m else ""
+
+    me = os.environ.get("DORA_NODE_CONFIG", "")
+    flow = field(me, "dataflow_id")
+    if not flow:
+        return None
+    match = lambda t: field(t, "dataflow_id") == flow and field(t, "node_id") == node_id  # noqa: E731
+    if pid is not None:
+        env = process_env(pid)
+        return pid if env is not None and match(env.get("DORA_NODE_CONFIG", "")) else None
+    found = find_child_with_env(os.getppid(), "DORA_NODE_CONFIG", match, exclude=os.getpid())
+    return found[0] if len(found) == 1 else None
+
+
 def main() -> int:
     from contactflow.errors import ContactflowError, ContractError
     from contactflow.hardware.link import UnitreeLink
+    from contactflow.hardware.process_watch import ProcessMonitor
     from contactflow.hardware.unitree import BASE_STATE, SOLE_WRENCH, UnitreeDriverConfig
     from contactflow.messages import port_specs
     from contactflow.robot import load_robot
@@ -98,6 +123,29 @@ def main() -> int:
     # SIGTERM (dora stop, systemd, kill): the normal end of the run, damping burst included
     signal.signal(signal.SIGTERM, lambda signum, _frame: terminated.append(signum))
     link.start()  # after the imports and the dora connection: the 500 Hz thread shares the GIL
+    source_node = source.split("/")[0]
+
+    def watch_source() -> None:
+        # on its own thread (a /proc scan takes milliseconds): the command source's process, polled
+        # by the 500 Hz thread for the first sign of its death (contactflow.hardware.process_watch)
+        try:
+            pid = _node_process(source_node)
+            mon = ProcessMonitor(pid) if pid is not None else None
+            if mon is not None and _node_process(source_node, pid) != pid:  # reused between scan and open
+                mon.close()
+                mon = None
+        except OSError:
+            mon = None
+        if mon is None:
+            log.info("node %r: its process is not watched (not found among this node's siblings): dora's "
+                     "INPUT_CLOSED is the notice of its end", source_node)
+            return
+        if not (ended or failure):
+            link.watch_source(mon, lambda why: f"command source {source} closed: node {source_node!r} stopped "
+                                               f"(process {mon.pid}: {why}); damping mode")
+            log.info("node %r: process %d watched for its end", source_node, mon.pid)
+
+    watcher = threading.Thread(target=watch_source, name="watch-command-source", daemon=True)
     try:
         if not link.wait_first_state(cfg.first_state_timeout_s):
             raise ContactflowError(f"no rt/lowstate within {cfg.first_state_timeout_s:g} s on DDS domain {domain}, "
@@ -133,8 +181,11 @@ def main() -> int:
                             log.warning("malformed command refused: %s", exc)
                             f = None
                         link.offer_command(f)
+                        if watcher.ident is None:  # the source runs: look for its process
+                            watcher.start()
                         if ev["metadata"].get("finished", False):
                             ended = "end of the scenario (the command says finished)"
+                            link.watch_source(None, None)  # its process may now end normally
                     elif iid == "estop":
                         try:
                             stop = es.unpack(ev["value"].to_numpy(zero_copy_only=False))["stop"][0] >= 0.5
@@ -146,20 +197,26 @@ def main() -> int:
                         wrench_logged = True
                         log.info("input 'wrench' ignored: on hardware external wrenches are physical (still recorded)")
                 elif kind == "INPUT_CLOSED" and ev["id"] == "command":
-                    # the controller is gone: damping now, not after the watchdog
-                    failure = (f"command source {source} closed: node {source.split('/')[0]!r} stopped; "
-                               f"damping mode")
-                    link.shaper.latch("command_lost", failure, time.monotonic())
+                    # the controller is gone: damping now, not after the watchdog (dora's notice; the
+                    # process watcher usually latched it already)
+                    failure = f"command source {source} closed: node {source_node!r} stopped; damping mode"
+                    link.latch("command_lost", failure)
                     link.status.failure = failure
+                elif kind == "INPUT_CLOSED" and ev["id"] == "estop":
+                    # a dead e-stop source cannot stop the robot any more: stop it now
+                    link.estop(f"estop source {wired.get('estop', 'estop')} closed: the e-stop is gone")
                 elif kind == "STOP":
                     ended = "dataflow stopped"
             if link.failure and not failure:
                 failure = link.failure
+            if link.watch_failure and not (failure or ended):
+                failure = link.status.failure = link.watch_failure
             if terminated and not ended:
                 ended = "SIGTERM received"
     finally:
         reason = failure or ended or "driver stopped"
-        link.shaper.latch("end", f"run ended: {reason}", time.monotonic())
+        link.watch_source(None, None)
+        link.latch("end", f"run ended: {reason}")
         time.sleep(cfg.exit_damping_s)
         link.stop()
         print(f"[contactflow] unitree_driver status: {json.dumps({**link.status.summary(), 'late_ticks': late, 'last_command_mono_s': link.shaper.last_command_s})}",

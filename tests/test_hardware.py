@@ -594,3 +594,58 @@ def test_a_crashing_lowcmd_thread_sends_damping_before_it_dies(g1, monkeypatch):
         assert link._cmd.motor_cmd[0].kp == 0.0 and link._cmd.motor_cmd[0].kd == pytest.approx(8.0)
     finally:
         link.stop()
+
+
+# ------------------------------------------------------------------ the command source's process
+def _sleeper(exit_on_stdin: bool = False):
+    """A child process with a dora-like environment variable; it sleeps, or (``exit_on_stdin``)
+    raises SystemExit when a line comes on its stdin."""
+    import subprocess
+    import sys
+
+    body = "import sys\nsys.stdin.readline()\nraise SystemExit(3)" if exit_on_stdin else "import time\ntime.sleep(60)"
+    p = subprocess.Popen([sys.executable, "-c", f"print('ok', flush=True)\n{body}"], stdout=subprocess.PIPE,
+                         stdin=subprocess.PIPE, env={"CF_TEST_NODE": "dataflow_id: 1\nnode_id: expert\n"})
+    assert p.stdout.readline().strip() == b"ok"
+    return p
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM", "exit"])
+def test_process_monitor_sees_a_dying_process_and_never_a_live_one(how):
+    import os
+    import signal
+
+    from contactflow.hardware.process_watch import ProcessMonitor, find_child_with_env
+
+    p = _sleeper(exit_on_stdin=how == "exit")
+    try:
+        assert find_child_with_env(os.getpid(), "CF_TEST_NODE", lambda v: "node_id: expert" in v) == [p.pid]
+        assert find_child_with_env(os.getpid(), "CF_TEST_NODE", lambda v: "node_id: other" in v) == []
+        mon = ProcessMonitor(p.pid)
+        t_end = time.monotonic() + 0.3  # a live process is never "dying"
+        while time.monotonic() < t_end:
+            assert mon.dying() == ""
+        if how == "exit":  # its own end (an uncaught SystemExit): PF_EXITING, then a zombie
+            p.stdin.write(b"end\n")
+            p.stdin.flush()
+            assert _wait(lambda: mon.dying() != "", 5.0)
+        else:  # a fatal signal is seen as soon as it is sent, before the process has run again
+            os.kill(p.pid, getattr(signal, how))
+            assert mon.dying() in ("SIGKILL pending", "exiting", "exited")
+        p.wait(timeout=10)
+        assert mon.dying() == "exited"  # reaped: the descriptors read ESRCH, never another process
+        mon.close()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_process_monitor_refuses_a_process_that_does_not_exist():
+    from contactflow.hardware.process_watch import ProcessMonitor
+
+    p = _sleeper()
+    p.kill()
+    p.wait()
+    with pytest.raises(OSError):
+        ProcessMonitor(p.pid)

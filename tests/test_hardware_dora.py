@@ -193,19 +193,26 @@ def test_killing_the_expert_puts_the_robot_in_damping_and_names_the_node(tmp_pat
     run.wait_commands()
     pid = run.node_pid("lac_expert.py")
     time.sleep(3.0)  # past the start-up ramp
+    t_kill = time.monotonic()
     os.kill(pid, signal.SIGKILL)
     rc, out, status, emu, runs = run.finish()
     assert rc != 0
     assert "node 'lac_expert' stopped" in out, out[-5000:]
     assert status is not None and status["failure"].startswith("command source lac_expert/command closed")
+    # the driver saw the process die (/proc: a pending SIGKILL or PF_EXITING), before dora's INPUT_CLOSED
+    assert f"(process {pid}: " in status["failure"], status["failure"]
     modes = [t.split(" ")[2].rstrip(":") for t in status["transitions"]]
-    assert "command_lost" in modes or "damping" in modes, status["transitions"]
-    # measured on the wire: the emulator's first damping command after the last valid command
-    gap = emu["first_damping_mono_s"] - status["last_command_mono_s"]
-    print(f"damping {1e3 * gap:.1f} ms after the last valid command")
-    # measured 40-70 ms (docs/hardware.md); at worst the watchdog (100 ms) + a command period; CI bound
-    # (2 loaded cores, dora + emulator + graph) 3x that
-    assert 0.0 < gap <= 3 * (0.1 + 0.02)
+    assert "command_lost" in modes, status["transitions"]
+    # measured on the wire: the emulator's first damping command (its state of that step is published
+    # right after) after the kill and after the last valid command
+    kill_to_damping = emu["first_damping_mono_s"] - t_kill
+    last_to_kill = t_kill - status["last_command_mono_s"]
+    print(f"damping {1e3 * kill_to_damping:.1f} ms after the kill, {1e3 * (kill_to_damping + last_to_kill):.1f} ms "
+          f"after the last valid command")
+    # measured 1-5 ms after the kill (docs/hardware.md, benchmarks/bench_unitree_kill.py); a kill falls at
+    # a random phase of the 20 ms command period, so "after the last command" adds that phase. CI
+    # bound 60 ms (2 loaded cores, dora + emulator + graph)
+    assert 0.0 < kill_to_damping <= 0.06
     assert runs and read_recording(runs[0]).stream("unitree_driver.sensors")
 
 

@@ -73,6 +73,9 @@ class UnitreeChannels:
         except DDSException as exc:
             raise ConfigError(f"Cyclone DDS: cannot open domain {domain_id} on interface {interface!r}: {exc}") from None
         self.read_topic, self.write_topic = read_topic, write_topic
+        from cyclonedds.core import GuardCondition
+
+        self._guard = GuardCondition(self.participant)
 
     def take_newest(self):
         """The newest message received since the last call, or None (older ones are dropped)."""
@@ -80,15 +83,23 @@ class UnitreeChannels:
         return msgs[-1] if msgs else None
 
     def wait(self, timeout_s: float) -> bool:
-        """Block until data is available or ``timeout_s`` [s] passed; True if data is available."""
-        from cyclonedds.core import ReadCondition, SampleState, ViewState, InstanceState, WaitSet
+        """Block until data is available, :meth:`wake` was called, or ``timeout_s`` [s] passed; True
+        if data is available or a wake-up came."""
+        from cyclonedds.core import InstanceState, ReadCondition, SampleState, ViewState, WaitSet
         from cyclonedds.util import duration
 
         if not hasattr(self, "_ws"):
             self._ws = WaitSet(self.participant)
             self._rc = ReadCondition(self.reader, SampleState.NotRead | ViewState.Any | InstanceState.Any)
             self._ws.attach(self._rc)
-        return bool(self._ws.wait(duration(microseconds=max(int(timeout_s * 1e6), 0))))
+            self._ws.attach(self._guard)
+        got = bool(self._ws.wait(duration(microseconds=max(int(timeout_s * 1e6), 0))))
+        self._guard.take()  # reset the wake-up
+        return got
+
+    def wake(self) -> None:
+        """Make a :meth:`wait` in progress (or the next one) return at once (thread-safe)."""
+        self._guard.set(True)
 
     def write(self, msg) -> None:
         """Publish ``msg`` on the write topic."""

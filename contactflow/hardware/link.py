@@ -77,6 +77,15 @@ class UnitreeLink:
         self.latency_s: list[float] = []
         self.send_mono: list[float] = []
         self._crc_logged = self._stale_logged = self._nonfinite_logged = False
+        self._watch = None  # (ProcessMonitor, describe) of the command source's process
+        self.watch_failure = ""
+
+    def watch_source(self, monitor, describe) -> None:
+        """Poll ``monitor`` (:class:`contactflow.hardware.process_watch.ProcessMonitor` of the command
+        source's process) before every ``rt/lowcmd``: once it says the process is dying, latch
+        ``command_lost`` with the reason ``describe(why)`` (also in :attr:`watch_failure`), so the
+        same ``rt/lowcmd`` already carries damping. ``None`` stops watching (a normal end under way)."""
+        self._watch = None if monitor is None else (monitor, describe)
 
     # ------------------------------------------------------------------ graph side
     def start(self) -> None:
@@ -99,9 +108,15 @@ class UnitreeLink:
         """Offer a ``joint_command`` (fields dict or None when malformed); see :meth:`UnitreeCommandShaper.offer`."""
         return self.shaper.offer(fields, time.monotonic() if now_s is None else now_s)
 
+    def latch(self, mode: str, reason: str) -> None:
+        """Latch damping mode until the process ends (:meth:`UnitreeCommandShaper.latch`) and wake the
+        500 Hz thread: the damping ``rt/lowcmd`` is written at once, not at the next state. Thread-safe."""
+        self.shaper.latch(mode, reason, time.monotonic())
+        self.channels.wake()
+
     def estop(self, reason: str) -> None:
         """Latch damping mode (e-stop) until the process ends."""
-        self.shaper.latch("estop", reason, time.monotonic())
+        self.latch("estop", reason)
 
     def readings(self, t: float):
         """:class:`SensorReadings` at time ``t`` [s] from the newest state (None before the first)."""
@@ -174,7 +189,14 @@ class UnitreeLink:
                     self.status.failure = self.failure
                     self.shaper.latch("lost_state", self.failure, now)
                     log.error("%s: damping mode latched", self.failure)
-                if not fresh and now < next_send:
+                # a latch not on the wire yet is sent now (the thread was woken), not at the next period
+                urgent = bool(self.shaper.latched) and self.status.latched_lowcmd_mono_s is None
+                watch = self._watch
+                if watch is not None and not self.shaper.latched and (why := watch[0].dying()):
+                    self.watch_failure = watch[1](why)
+                    self.shaper.latch("command_lost", self.watch_failure, now)
+                    urgent = True
+                if not fresh and now < next_send and not urgent:
                     continue
                 next_send = max(next_send + period, now + 0.5 * period) if not fresh else now + period
                 if self.latest is None:
@@ -186,6 +208,9 @@ class UnitreeLink:
                 self._cmd.crc = lowcmd_crc(self._cmd)
                 self.channels.write(self._cmd)
                 self.status.lowcmds += 1
+                if self.shaper.latched and self.status.latched_lowcmd_mono_s is None \
+                        and targets.mode == self.shaper.latched:
+                    self.status.latched_lowcmd_mono_s = time.monotonic()
                 if self.record_latency:
                     t_done = time.monotonic()
                     self.send_mono.append(t_done)

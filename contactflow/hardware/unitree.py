@@ -356,6 +356,9 @@ class HardwareStatus:
         mode_refusals: reported ``mode_pr`` / ``mode_machine`` refused (the driver stays in ``wait``).
         transitions: list of (time [s], mode, reason), one per transition.
         failure: '' or why the driver gave up (lost state, no state at start).
+        latched_mono_s: ``time.monotonic()`` when damping was latched (e-stop, lost state, command
+            source closed, end), None before. latched_lowcmd_mono_s: when the first ``rt/lowcmd``
+            with the latched damping targets was written (the latency of the latch to the wire).
     """
 
     states: int = 0
@@ -370,6 +373,8 @@ class HardwareStatus:
     mode_refusals: int = 0
     transitions: list = dataclasses.field(default_factory=list)
     failure: str = ""
+    latched_mono_s: float | None = None
+    latched_lowcmd_mono_s: float | None = None
 
     def summary(self) -> dict:
         d = dataclasses.asdict(self)
@@ -483,6 +488,7 @@ class UnitreeCommandShaper:
         with self._lock:
             if not self._latched:
                 self._latched = mode
+                self.status.latched_mono_s = now_s
                 self._transition(now_s, mode, reason)
 
     @property
