@@ -5,11 +5,15 @@ Each stage turns the unpacked input messages of one tick (``dict`` field -> arra
 message) into the values of its output messages (``dict`` field -> array, for
 :meth:`~contactflow.messages.PortSpec.pack`). The nodes ``nodes/input_filter.py``,
 ``nodes/seiko_retargeting.py`` and ``nodes/seiko_controller.py`` run one stage each;
-``nodes/seiko_stack.py`` runs the three in one process. Both feed a stage exactly the same
-messages for a tick, so both give the same outputs, bit for bit (``tests/test_dataflow.py``).
+``nodes/seiko_stack.py`` and the in-process closed loop :mod:`contactflow.seiko.loop` (tests,
+benchmarks) run them in one process through :class:`contactflow.seiko.loop.SeikoPipeline`. All
+feed a stage exactly the same messages for a tick, so all give the same outputs, bit for bit
+(``tests/test_replay.py``, ``tests/test_seiko_loop.py``).
 
 * :class:`InputFilterStage`: operator command (tick k) + Retargeting output (tick k - lag) ->
   effector targets; SEIKO eq. (8) (:class:`contactflow.operator.input_filter.InputFilter`).
+* :class:`AdmittanceStage`: sensors (tick k) + Retargeting output (tick k - 1) -> admittance
+  twists of the disabled effectors; eq. (14) (``nodes/admittance.py``).
 * :class:`RetargetingStage`: effector targets + operator command (tick k) -> ``desired``; QP (9),
   contact switching and pushing mode (:class:`contactflow.seiko.retargeting.SeikoRetargeting`).
 * :class:`ControllerStage`: sensors (tick k) + ``desired`` (tick k - lag) -> joint command and
@@ -25,7 +29,8 @@ from typing import Mapping
 import numpy as np
 import pinocchio as pin
 
-__all__ = ["InputFilterStage", "RetargetingStage", "ControllerStage", "pack_desired"]
+__all__ = ["InputFilterStage", "AdmittanceStage", "RetargetingStage", "ControllerStage", "pack_desired",
+           "operator_command_values"]
 
 log = logging.getLogger("contactflow.seiko.stages")
 
@@ -87,6 +92,99 @@ class InputFilterStage:
             if enabled[e]:
                 self.targets[e] = centers[e]
         return {f"pose.{e}": pin.SE3ToXYZQUAT(self.targets[e]) for e in effs}
+
+
+def operator_command_values(robot, cmd) -> dict:
+    """``operator_command`` message values of a :class:`contactflow.operator.scenario.OperatorCommand`.
+
+    Returns:
+        ``twist.<effector>`` (6,) world [v; omega] [m/s, rad/s] (zeros when the command has none);
+        ``enable``, ``push`` (n_effectors,) 1.0 / 0.0 (an effector missing from ``cmd.enable``
+        keeps the robot file's initial state); ``force_rate`` (n_effectors,) [N/s].
+    """
+    effs = robot.contacts
+    zero = (0.0,) * 6
+    values = {f"twist.{e}": cmd.velocities.get(e, zero) for e in effs}
+    values["enable"] = [1.0 if cmd.enable.get(e, effs[e].enabled) else 0.0 for e in effs]
+    values["push"] = [1.0 if cmd.push.get(e, False) else 0.0 for e in effs]
+    values["force_rate"] = [cmd.force_rates.get(e, 0.0) for e in effs]
+    return values
+
+
+class AdmittanceStage:
+    """Effector admittance, SEIKO RA-L 2024 eq. (14) (seiko.md §6.8), on the disabled effectors.
+
+    The measured wrench of a plane effector (sole, LOCAL frame) is rotated into world axes with
+    the orientation of its desired pose; a point effector's force is already in world axes. An
+    enabled contact, an effector without admittance parameters, or one without a measurement
+    gets a zero twist.
+
+    Args:
+        robot: the :class:`contactflow.robot.Robot`.
+        params: effector -> :class:`contactflow.seiko.admittance.AdmittanceParams` (the effectors
+            with admittance); see :meth:`default_params`.
+
+    Raises:
+        ConfigError: an effector of ``params`` is not a contact of the robot.
+    """
+
+    def __init__(self, robot, params):
+        from contactflow.errors import ConfigError
+        from contactflow.seiko.admittance import EffectorAdmittance
+
+        self.effs = list(robot.contacts)
+        unknown = set(params) - set(self.effs)
+        if unknown:
+            raise ConfigError(f"admittance effectors: unknown effector(s) {sorted(unknown)}; expected some of {self.effs}")
+        self.adm = {e: EffectorAdmittance(p) for e, p in params.items()}
+        self.enabled = {e: robot.contacts[e].enabled for e in self.effs}
+        data = robot.model.createData()
+        pin.framesForwardKinematics(robot.model, data, robot.q_default)
+        self.rot = {e: data.oMf[robot.contacts[e].frame_id].rotation.copy() for e in self.effs}
+        self._zero = np.zeros(6)
+
+    @staticmethod
+    def default_params(robot, effectors=None, feet_angular: bool = True) -> dict:
+        """The Talos gains of seiko.md §6.8: plane effectors
+        :meth:`~contactflow.seiko.admittance.AdmittanceParams.foot` (without the angular part when
+        ``feet_angular`` is False), point effectors ``hand()``; ``effectors``: a subset (default all).
+
+        Raises:
+            ConfigError: an unknown effector name.
+        """
+        from contactflow.seiko.admittance import AdmittanceParams
+
+        foot = AdmittanceParams.foot()
+        if not feet_angular:
+            foot = AdmittanceParams(deadband_lin_n=foot.deadband_lin_n, gain_lin=foot.gain_lin, clamp_lin_mps=foot.clamp_lin_mps)
+        from contactflow.errors import ConfigError
+
+        names = list(robot.contacts) if effectors is None else list(effectors)
+        unknown = [e for e in names if e not in robot.contacts]
+        if unknown:
+            raise ConfigError(f"admittance effectors: unknown effector(s) {unknown}; expected some of {list(robot.contacts)}")
+        return {e: (foot if robot.contacts[e].type == "plane" else AdmittanceParams.hand()) for e in names}
+
+    def tick(self, sensors: Fields | None, desired: Fields | None) -> dict:
+        """One tick: ``sensors`` (tick k) and ``desired`` (tick k - 1, or None) -> ``admittance_command``
+        values ``twist.<effector>`` (6,) world [v; omega] [m/s, rad/s]."""
+        effs, rot, enabled = self.effs, self.rot, self.enabled
+        if desired is not None:
+            for i, e in enumerate(effs):
+                enabled[e] = bool(desired["enabled"][i] > 0.5)
+                rot[e] = pin.Quaternion(*np.roll(desired[f"pose_d.{e}"][3:7], 1)).toRotationMatrix()
+        out = {}
+        for e in effs:
+            w = None
+            a = self.adm.get(e)
+            if a is not None and sensors is not None:
+                if f"wrench.{e}" in sensors:
+                    s = sensors[f"wrench.{e}"]
+                    w = np.concatenate([rot[e] @ s[:3], rot[e] @ s[3:]])
+                elif f"force.{e}" in sensors:
+                    w = np.asarray(sensors[f"force.{e}"])
+            out[f"twist.{e}"] = self._zero if w is None else a.step(w, enabled[e])
+        return out
 
 
 def pack_desired(robot, out, n_refused: int = 0) -> dict:
@@ -217,10 +315,13 @@ class ControllerStage:
         d = self.desired
         self.ctrl.reset(d["q_d"], d["lam"], d["enabled"], theta_start=np.array(theta_measured))
 
-    def tick(self, k: int, sensors: Fields | None, desired: Fields | None, t_start: float | None = None) -> tuple[dict, dict]:
+    def tick(self, k: int, sensors: Fields | None, desired: Fields | None, t_start: float | None = None,
+             integrating: bool = True) -> tuple[dict, dict]:
         """One tick: ``sensors`` (tick k) and ``desired`` (tick k - lag) -> (``joint_command``,
         ``controller_state``) values. ``t_start``: ``time.perf_counter()`` at the start of the
-        tick (for the state's ``solve_time``; default now)."""
+        tick (for the state's ``solve_time``; default now). ``integrating=False`` runs the
+        Controller in shadow (no QP integration, :meth:`SeikoController.step`), for runs that send
+        the Retargeting's ahead posture instead of the Controller's command."""
         t0 = time.perf_counter() if t_start is None else t_start
         effs, dims, ctrl, des = self.effs, self.dims, self.ctrl, self.desired
         if desired is not None:
@@ -247,6 +348,7 @@ class ControllerStage:
         out = ctrl.step(
             q_d=des["q_d"], v_d=des["v_d"], lam_d=des["lam"], lam_d_dot=des["lam_dot"],
             enabled=des["enabled"], lam_read=self.lam_read, tau_read=self.tau_read, theta_ahead=des["theta_ahead"],
+            integrating=integrating,
         )
         if out.ok and np.all(np.isfinite(out.theta_cmd)):
             self.theta_safe = np.array(out.theta_cmd)

@@ -1,0 +1,316 @@
+"""The SEIKO pipeline in one process, tick by tick (no dora): the stages of the dataflow nodes,
+fed the messages the nodes would receive (SEIKO RA-L 2024 §IV; seiko.md §7).
+
+* :class:`SeikoPipeline`: the SEIKO part of one tick of ``dataflows/seiko_talos*.yml`` --
+  admittance (14) (optional), input filter (8), Retargeting QP (9), Controller QP (11) -- from the
+  ``sensors`` and ``operator_command`` of tick k to the ``effector_targets``, ``desired``,
+  ``joint_command`` and ``controller_state`` of tick k. It runs the very stage objects of the
+  nodes (:mod:`contactflow.seiko.stages`); the fused node ``nodes/seiko_stack.py`` is a thin
+  adapter around it.
+* :func:`run_loop`: the closed loop of a graph in one process: scenario player (the ``operator``
+  node), :class:`SeikoPipeline`, and the simulated robot with its command safety
+  (:class:`contactflow.sim.driver.RobotDriver`, the ``mujoco_driver`` node). With ``lag`` equal to
+  the graph's ``--lag`` it computes what the lockstep graph computes, bit for bit
+  (``tests/test_seiko_loop.py``). Used by the paper-claim tests and the benchmarks.
+
+Timing within a tick, as in the lockstep graph: the operator command of tick k comes from the
+scenario at t_k = k dt (``dt`` = 2 ms); the input filter is centred on the desired poses of tick
+k - lag; the Retargeting uses the targets and command of tick k; the Controller uses the sensors
+of tick k and the Retargeting output of tick k - lag; the admittance (when on) the sensors of tick k
+and the desired of tick k - 1 (as ``nodes/admittance.py``); the robot then simulates [t_k, t_k+1)
+under the Controller's command.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Callable, Mapping
+
+import numpy as np
+
+from contactflow.errors import ConfigError
+
+__all__ = ["DT_S", "PipelineTick", "SeikoPipeline", "LoopLog", "run_loop"]
+
+DT_S = 0.002
+"""SEIKO control period [s] (500 Hz)."""
+
+
+@dataclasses.dataclass
+class PipelineTick:
+    """Outputs of one :meth:`SeikoPipeline.tick` (message values, ``dict`` field -> array).
+
+    Attributes:
+        targets: ``effector_targets`` of tick k.
+        desired: ``desired`` of tick k (views into ``desired_vec``).
+        desired_vec: the packed ``desired`` message of tick k (float64).
+        command: ``joint_command`` of tick k (the last safe command when the Controller QP failed).
+        state: ``controller_state`` of tick k.
+        admittance: ``admittance_command`` of tick k, or None without admittance.
+        delayed_finished: the ``finished`` flag of the tick whose ``desired`` the Controller used
+            (k - lag): the Controller's outputs end the run ``lag`` ticks after the operator.
+    """
+
+    targets: dict
+    desired: dict
+    desired_vec: np.ndarray
+    command: dict
+    state: dict
+    admittance: dict | None
+    delayed_finished: bool
+
+
+class SeikoPipeline:
+    """The SEIKO stages of one tick, in one process, as the split graph's nodes run them.
+
+    Args:
+        robot: the :class:`contactflow.robot.Robot`.
+        filter_config: :class:`contactflow.operator.input_filter.InputFilterConfig` (default: defaults).
+        retargeting_config: :class:`contactflow.seiko.retargeting.RetargetingConfig` (default: defaults).
+        controller_config: :class:`contactflow.seiko.controller.ControllerConfig` (default: defaults).
+        environment: surfaces for the Retargeting's enable-distance check, or None.
+        lag: ticks between the Retargeting output used by the input filter and the Controller and
+            the current tick (the nodes' ``--lag``; >= 1 since the stages run in order).
+        admittance: effector -> :class:`contactflow.seiko.admittance.AdmittanceParams` for the
+            admittance (14) of those effectors (``nodes/admittance.py``), or None (no admittance).
+        stages: a module with ``InputFilterStage``, ``RetargetingStage`` and ``ControllerStage`` of
+            the same contracts (default :mod:`contactflow.seiko.stages`; a benchmark passes an older
+            version of the package to time it in the same loop). With it, pass the three configs
+            of that version.
+
+    Attributes:
+        filter, retargeting, controller: the stage objects (``retargeting.failures``,
+            ``controller.failures`` count the failed QPs); admittance: the
+            :class:`~contactflow.seiko.stages.AdmittanceStage` or None.
+        times: (3,) wall time of the last tick [s]: input filter (and admittance), Retargeting,
+            Controller (``time.perf_counter``).
+
+    Raises:
+        ConfigError: ``lag`` < 1, a config missing with ``stages``, an unknown admittance effector.
+    """
+
+    def __init__(self, robot, *, filter_config=None, retargeting_config=None, controller_config=None,
+                 environment=None, lag: int = 2, admittance: Mapping | None = None, stages: ModuleType | None = None):
+        from contactflow.messages import port_specs
+
+        if int(lag) < 1:
+            raise ConfigError(f"lag must be >= 1 (the stages run in order within a tick), got {lag}")
+        if stages is None:
+            from contactflow.operator.input_filter import InputFilterConfig
+            from contactflow.seiko import stages
+            from contactflow.seiko.controller import ControllerConfig
+            from contactflow.seiko.retargeting import RetargetingConfig
+
+            filter_config = filter_config or InputFilterConfig()
+            retargeting_config = retargeting_config or RetargetingConfig()
+            controller_config = controller_config or ControllerConfig()
+        elif None in (filter_config, retargeting_config, controller_config):
+            raise ConfigError("SeikoPipeline: with `stages`, pass filter_config, retargeting_config and controller_config")
+        self.robot = robot
+        self.lag = int(lag)
+        self.dspec = port_specs(robot)["desired"]
+        self.filter = stages.InputFilterStage(robot, filter_config)
+        self.retargeting = stages.RetargetingStage(robot, retargeting_config, environment)
+        self.controller = stages.ControllerStage(robot, controller_config, retargeting_config)
+        self.admittance = None
+        if admittance:
+            from contactflow.seiko.stages import AdmittanceStage
+
+            self.admittance = AdmittanceStage(robot, admittance)
+        # (desired fields, finished) of ticks k - lag .. k - 1
+        self._past: collections.deque = collections.deque(maxlen=self.lag)
+        self.times = np.zeros(3)
+
+    def tick(self, k: int, t: float, sensors: Mapping | None, command: Mapping | None, *,
+             command_error: str | None = None, finished: bool = False, integrating: bool = True,
+             t_start: float | None = None) -> PipelineTick:
+        """One tick.
+
+        Args:
+            k: tick index. t: its time [s].
+            sensors: ``sensors`` values of tick k (None: the Controller keeps its last readings).
+            command: ``operator_command`` values of tick k (None: no operator input this tick).
+            command_error: why the operator command of this tick was unusable (logged by the
+                Retargeting stage), or None.
+            finished: the tick's ``finished`` flag (end of the scenario), returned ``lag`` ticks
+                later as :attr:`PipelineTick.delayed_finished`.
+            integrating: False runs the Controller in shadow (``ControllerStage.tick``).
+            t_start: ``time.perf_counter()`` at the start of the tick (the state's ``solve_time``).
+
+        Returns:
+            :class:`PipelineTick`.
+        """
+        past = self._past
+        t0 = time.perf_counter() if t_start is None else t_start
+        delayed, delayed_fin = past[0] if len(past) == self.lag else (None, False)
+        adm = None
+        if self.admittance is not None:
+            adm = self.admittance.tick(sensors, past[-1][0] if past else None)
+        targets = self.filter.tick(command, delayed, adm)
+        t1 = time.perf_counter()
+        dvals = self.retargeting.tick(k, t, targets, command, command_error)
+        dvec = self.dspec.pack(dvals)  # a copy: the next ticks read it while the Retargeting moves on
+        desired = self.dspec.unpack(dvec, check_finite=False)
+        t2 = time.perf_counter()
+        if integrating:
+            cmd, state = self.controller.tick(k, sensors, delayed, t_start=t0)
+        else:
+            cmd, state = self.controller.tick(k, sensors, delayed, t_start=t0, integrating=False)
+        t3 = time.perf_counter()
+        self.times[:] = (t1 - t0, t2 - t1, t3 - t2)
+        past.append((desired, bool(finished)))
+        return PipelineTick(targets, desired, dvec, cmd, state, adm, delayed_fin)
+
+
+@dataclasses.dataclass
+class LoopLog:
+    """What :func:`run_loop` records, one row per simulated tick (T rows).
+
+    Attributes:
+        t: (T,) simulated time at the end of the tick [s].
+        q: (T, nq) measured configuration. gyro: (T, 3) pelvis IMU rate [rad/s].
+        tau: (T, n) measured joint torques [N m]. tau_limit: (T, n) the Controller's torque limits (12) [N m].
+        fell: the robot fell (the run stopped there).
+        wrench: plane effector -> (T, 6) measured sole wrench [N, N m] (LOCAL).
+        pose_d: effector -> (T, 3) the Retargeting's desired world position [m] at tick k (the
+            output the Controller uses at tick k + lag).
+        stage_s: (T, 3) wall time per tick [s] of the input filter (+ admittance), the Retargeting
+            and the Controller stage.
+        wall_s: wall time of the ticks [s] (scenario, stages, simulation; the recording included).
+        retargeting_failures, controller_failures: failed QPs (a safe output was used).
+        rejected_commands: commands the robot's command safety did not apply (held the last one).
+    """
+
+    t: np.ndarray
+    q: np.ndarray
+    gyro: np.ndarray
+    tau: np.ndarray
+    tau_limit: np.ndarray
+    fell: bool
+    wrench: dict = dataclasses.field(default_factory=dict)
+    pose_d: dict = dataclasses.field(default_factory=dict)
+    stage_s: np.ndarray | None = None
+    wall_s: float = 0.0
+    retargeting_failures: int = 0
+    controller_failures: int = 0
+    rejected_commands: int = 0
+
+    @property
+    def realtime_factor(self) -> float:
+        """Simulated seconds per wall second (1.0 = the 500 Hz loop in real time)."""
+        return float(len(self.t) * DT_S / self.wall_s) if self.wall_s > 0 else float("nan")
+
+
+def run_loop(robot, scenario, *, ccfg=None, rcfg=None, fcfg=None, environment: bool = False,
+             disturb: Callable | None = None, controller_on: bool = True, duration_s: float | None = None,
+             sim_hook: Callable | None = None, extra_bodies: list | None = None, admittance: Mapping | None = None,
+             operator_hook: Callable | None = None, lag: int = 1, stages: ModuleType | None = None,
+             sim_config=None, pipeline: SeikoPipeline | None = None) -> LoopLog:
+    """Run the SEIKO closed loop in one process: scenario -> :class:`SeikoPipeline` -> simulated robot.
+
+    Args:
+        robot: the :class:`contactflow.robot.Robot` (position actuation: Talos).
+        scenario: scenario file (``contactflow/operator/scenario.py`` format) or a loaded
+            :class:`~contactflow.operator.scenario.Scenario`.
+        ccfg, rcfg, fcfg: Controller, Retargeting, input filter configs (default: defaults).
+        environment: add the robot file's ``environment:`` (walls, supports, hand force sensing and
+            the right hand's joint-torque force estimate, SEIKO §6.7), as ``--environment`` on the
+            driver and the Retargeting.
+        disturb: ``disturb(sim, t)`` called before simulating each tick (external wrenches, mass
+            changes; ``sim`` is the :class:`~contactflow.sim.mujoco_robot.MujocoRobotSim`).
+        controller_on: False sends the Retargeting's ahead posture ``theta_ahead`` (tick k - lag)
+            instead of the Controller's command and runs the Controller in shadow.
+        duration_s: simulated time [s] (default: the scenario's duration).
+        sim_hook: ``sim_hook(sim)`` called once before the reset (e.g. change the compiled model).
+        extra_bodies: unmodelled :class:`~contactflow.sim.mujoco_model.PointMass` es (simulation only).
+        admittance: effector -> :class:`~contactflow.seiko.admittance.AdmittanceParams`: the
+            admittance (14) on those effectors (as ``nodes/admittance.py`` in the multi-contact graph).
+        operator_hook: ``operator_hook(t, cmd, reading) -> cmd`` may change the scenario's
+            :class:`~contactflow.operator.scenario.OperatorCommand` of each tick from the latest
+            :class:`~contactflow.sim.mujoco_robot.SensorReadings` (an operator model).
+        lag: the nodes' ``--lag`` (``seiko_talos_multicontact.yml``: 1, the default; ``seiko_talos.yml``: 2).
+        stages, sim_config: see :class:`SeikoPipeline`; the simulator's
+            :class:`~contactflow.sim.mujoco_robot.SimConfig` (default: defaults).
+        pipeline: a ready :class:`SeikoPipeline` (then ``ccfg``, ``rcfg``, ``fcfg``,
+            ``admittance``, ``lag``, ``stages`` are not used).
+
+    Returns:
+        :class:`LoopLog` (the run stops at a fall).
+
+    Raises:
+        ConfigError, ModelError, ContractError: bad configuration or scenario (before the first tick).
+    """
+    from contactflow.environment import load_environment
+    from contactflow.messages import port_specs
+    from contactflow.operator.scenario import ScenarioPlayer, load_scenario
+    from contactflow.seiko.estimation import JointTorqueForceEstimator
+    from contactflow.sim.driver import RobotDriver
+    from contactflow.sim.mujoco_robot import sensor_values
+    from contactflow.seiko.stages import operator_command_values
+
+    env = load_environment(robot.raw.get("environment"), f"{robot.name}:environment") if environment else None
+    scn = load_scenario(scenario, robot) if isinstance(scenario, (str, Path)) else scenario
+    player = ScenarioPlayer(scn)
+    player.reset()
+    if pipeline is None:
+        pipeline = SeikoPipeline(robot, filter_config=fcfg, retargeting_config=rcfg, controller_config=ccfg,
+                                 environment=env, lag=lag, admittance=admittance, stages=stages)
+    driver = RobotDriver(robot, sim_config, payloads=list(extra_bodies or ()), environment=env)
+    sim = driver.sim
+    if sim_hook is not None:
+        sim_hook(sim)
+    estimators = {}
+    if env is not None:
+        for e, c in robot.contacts.items():
+            if c.frame in env.force_joints:
+                estimators[e] = JointTorqueForceEstimator(robot.model, c.frame, env.force_joints[c.frame])
+    sensor_fields = [f.name for f in port_specs(robot)["sensors"].fields]
+    r = driver.reset()
+    n = int(round((duration_s if duration_s is not None else scn.duration_s) / DT_S))
+    effs = list(robot.contacts)
+    planes = [e for e, c in robot.contacts.items() if c.type == "plane"]
+    T, nq, nj = n, robot.model.nq, robot.n
+    t_log, q_log, gyro_log = np.empty(T), np.empty((T, nq)), np.empty((T, 3))
+    tau_log, lim_log, stage_log = np.empty((T, nj)), np.empty((T, nj)), np.empty((T, 3))
+    w_log = {e: np.empty((T, 6)) for e in planes}
+    p_log = {e: np.empty((T, 3)) for e in effs}
+    ctrl_des = pipeline.controller.desired
+    fell = False
+    i = 0
+    wall0 = time.perf_counter()
+    for k in range(n):
+        t = k * DT_S
+        cmd = player.step(t, dt_s=DT_S)
+        if operator_hook is not None:
+            cmd = operator_hook(t, cmd, r)
+        sensors = sensor_values(r, robot, fields=sensor_fields, estimators=estimators)
+        out = pipeline.tick(k, t, sensors, operator_command_values(robot, cmd), finished=cmd.finished,
+                            integrating=controller_on)
+        theta = out.command if controller_on else {"theta_cmd": np.array(ctrl_des["theta_ahead"])}
+        driver.offer_command(theta, r.t)
+        if disturb is not None:
+            disturb(sim, t)
+        r, done = driver.advance()
+        t_log[i] = r.t
+        q_log[i] = r.q
+        gyro_log[i] = r.imu_gyro
+        tau_log[i] = r.tau
+        lim_log[i] = out.state["tau_limit"]
+        stage_log[i] = pipeline.times
+        for e in planes:
+            w_log[e][i] = r.wrenches[e]
+        for e in effs:
+            p_log[e][i] = out.desired[f"pose_d.{e}"][:3]
+        i += 1
+        if driver.status.fell:
+            fell = True
+            break
+    wall = time.perf_counter() - wall0
+    return LoopLog(t=t_log[:i], q=q_log[:i], gyro=gyro_log[:i], tau=tau_log[:i], tau_limit=lim_log[:i], fell=fell,
+                   wrench={e: v[:i] for e, v in w_log.items()}, pose_d={e: v[:i] for e, v in p_log.items()},
+                   stage_s=stage_log[:i], wall_s=wall, retargeting_failures=pipeline.retargeting.failures,
+                   controller_failures=pipeline.controller.failures, rejected_commands=driver.status.rejected_commands)

@@ -1,0 +1,156 @@
+"""The in-process SEIKO loop (contactflow.seiko.loop): the nodes' stages, wired as the graph wires them.
+
+The fast tests check the wiring of one tick (which tick's ``desired`` each stage uses), the safe
+command on a Controller QP failure and the admittance stage (14); the dora test checks that the
+loop computes what the lockstep graph ``dataflows/seiko_talos.yml`` computes, bit for bit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from contactflow.errors import ConfigError
+from contactflow.messages import port_specs
+from contactflow.robot import load_robot
+from contactflow.seiko.admittance import AdmittanceParams, EffectorAdmittance
+from contactflow.seiko.loop import SeikoPipeline, run_loop
+from contactflow.seiko.stages import AdmittanceStage
+from contactflow.sim.mujoco_robot import MujocoRobotSim, SimConfig, sensor_values
+
+ROOT = Path(__file__).resolve().parent.parent
+DORA = shutil.which("dora") or str(Path(sys.executable).parent / "dora")
+SMOKE = ROOT / "robots/talos/scenarios/smoke_2s.yaml"
+
+
+@pytest.fixture(scope="module")
+def robot():
+    return load_robot("talos")
+
+
+@pytest.fixture(scope="module")
+def standing(robot):
+    """``sensors`` values of the robot at reset (standing, default posture)."""
+    r = MujocoRobotSim(SimConfig(), robot).reset()
+    return sensor_values(r, robot, fields=[f.name for f in port_specs(robot)["sensors"].fields])
+
+
+def _command(robot, k):
+    """``operator_command`` values: the left hand moving up at 2 cm/s (a different target every tick)."""
+    effs = list(robot.contacts)
+    vals = {f"twist.{e}": np.zeros(6) for e in effs}
+    vals["twist.left_hand"] = np.array([0.0, 0.0, 0.02, 0.0, 0.0, 0.0])
+    vals["enable"] = np.array([1.0 if robot.contacts[e].enabled else 0.0 for e in effs])
+    vals["push"] = np.zeros(len(effs))
+    vals["force_rate"] = np.zeros(len(effs))
+    return vals
+
+
+def test_lag_must_be_positive(robot):
+    with pytest.raises(ConfigError, match="lag must be >= 1"):
+        SeikoPipeline(robot, lag=0)
+
+
+@pytest.mark.parametrize("lag", [1, 2])
+def test_the_controller_and_the_input_filter_use_the_desired_of_tick_k_minus_lag(robot, standing, lag):
+    p = SeikoPipeline(robot, lag=lag)
+    outs = []
+    for k in range(lag + 3):
+        out = p.tick(k, k * 0.002, standing, _command(robot, k), finished=(k == 1))
+        outs.append(out)
+        used = p.controller.desired["q_d"]
+        if k < lag:  # before the first delayed message: the Retargeting's reset state
+            assert out.delayed_finished is False
+        else:
+            np.testing.assert_array_equal(used, outs[k - lag].desired["q_d"])
+            assert out.delayed_finished == (k - lag == 1)
+            # the input filter's clamp centre: the desired pose of tick k - lag
+            c = p.filter.centers["left_hand"]
+            np.testing.assert_allclose(pin.SE3ToXYZQUAT(c), outs[k - lag].desired["pose_d.left_hand"], atol=1e-12)
+        assert out.command["ok"] == 1.0
+        assert np.all(np.isfinite(out.command["theta_cmd"]))
+    # the hand target moves: each tick's desired differs from the previous one
+    assert not np.array_equal(outs[-1].desired["pose_d.left_hand"], outs[-2].desired["pose_d.left_hand"])
+    assert p.times.shape == (3,) and np.all(p.times >= 0.0)
+
+
+def test_a_failed_controller_qp_sends_the_last_safe_command(robot, standing):
+    p = SeikoPipeline(robot, lag=1)
+    good = p.tick(0, 0.0, standing, _command(robot, 0)).command["theta_cmd"].copy()
+    real_step = p.controller.ctrl.step
+
+    def failing(**kw):
+        o = real_step(**kw)
+        return dataclasses.replace(o, ok=False, theta_cmd=np.full_like(o.theta_cmd, np.nan))
+
+    p.controller.ctrl.step = failing
+    out = p.tick(1, 0.002, standing, _command(robot, 1))
+    assert out.command["ok"] == 0.0
+    np.testing.assert_array_equal(out.command["theta_cmd"], good)
+    assert p.controller.failures == 1
+
+
+def test_admittance_stage_rotates_sole_wrenches_into_world_axes(robot):
+    params = AdmittanceStage.default_params(robot, ["right_foot", "left_hand"])
+    assert params["right_foot"] == AdmittanceParams.foot() and params["left_hand"] == AdmittanceParams.hand()
+    with pytest.raises(ConfigError, match="unknown effector"):
+        AdmittanceStage.default_params(robot, ["tail"])
+    st = AdmittanceStage(robot, params)
+    effs = list(robot.contacts)
+    dspec = port_specs(robot)["desired"]
+    R = pin.rpy.rpyToMatrix(0.1, -0.2, 0.3)
+    desired = {f.name: np.zeros(f.size) for f in dspec.fields}
+    for e in effs:
+        desired[f"pose_d.{e}"] = pin.SE3ToXYZQUAT(pin.SE3(R, np.zeros(3)))
+    desired["enabled"] = np.array([0.0 if e == "right_foot" else 1.0 for e in effs])  # only the right foot lifted
+    w_local = np.array([10.0, -20.0, 120.0, 1.0, 5.0, -2.0])
+    sensors = {f"wrench.{e}": w_local for e in effs if robot.contacts[e].type == "plane"}
+    sensors |= {f"force.{e}": np.array([0.0, 30.0, 0.0]) for e in effs if robot.contacts[e].type == "point"}
+    out = st.tick(sensors, desired)
+    want = EffectorAdmittance(params["right_foot"]).step(np.concatenate([R @ w_local[:3], R @ w_local[3:]]), False)
+    np.testing.assert_allclose(out["twist.right_foot"], want, atol=1e-12)
+    assert np.linalg.norm(out["twist.right_foot"][:3]) > 0  # the sole force is above its deadband
+    for e in effs:
+        if e != "right_foot":  # enabled contacts, and effectors without admittance: zero
+            np.testing.assert_array_equal(out[f"twist.{e}"], np.zeros(6))
+    desired["enabled"][effs.index("left_hand")] = 0.0  # the hand released: its world force yields it
+    out = st.tick(sensors, desired)
+    np.testing.assert_allclose(out["twist.left_hand"],
+                               EffectorAdmittance(params["left_hand"]).step(np.array([0.0, 30.0, 0.0]), False))
+    assert out["twist.left_hand"][1] > 0
+
+
+@pytest.mark.dora
+def test_the_loop_computes_what_the_lockstep_graph_computes(robot, tmp_path):
+    """``dora run dataflows/seiko_talos.yml`` (lag 2) and ``run_loop(lag=2)`` on the 2 s scenario:
+    the same measured states and desired poses, bit for bit."""
+    from contactflow.recording import read_recording
+
+    env = dict(os.environ, CONTACTFLOW_RECORDINGS=str(tmp_path), CONTACTFLOW_SCENARIO=str(SMOKE))
+    proc = subprocess.run([DORA, "run", str(ROOT / "dataflows/seiko_talos.yml")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    run = next(p for p in sorted(tmp_path.iterdir()) if p.is_dir() and not p.is_symlink())
+    rec = read_recording(run)
+    L = run_loop(robot, SMOKE, lag=2)
+    assert not L.fell and L.retargeting_failures == 0 and L.controller_failures == 0
+    s = rec.stream("mujoco_driver.sensors")
+    # the loop's row i is the state after tick i = the graph's sensors message seq i + 1
+    rows = {int(q): i for i, q in enumerate(s.seq)}
+    idx = [rows[i + 1] for i in range(len(L.t)) if i + 1 in rows]
+    n = len(idx)
+    assert n >= 990
+    np.testing.assert_array_equal(s.field("q")[idx], L.q[:n])
+    np.testing.assert_array_equal(s.field("tau")[idx], L.tau[:n])
+    d = rec.stream("seiko_retargeting.desired")
+    rows = {int(q): i for i, q in enumerate(d.seq)}
+    idx = [rows[i] for i in range(n) if i in rows]
+    np.testing.assert_array_equal(d.field("pose_d.left_hand")[idx, :3], L.pose_d["left_hand"][: len(idx)])
