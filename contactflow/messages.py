@@ -288,6 +288,23 @@ def port_specs(robot, rate_hz: float | None = None) -> dict[str, PortSpec]:
         rate_hz,
         "SEIKO Controller internal state (diagnostics)",
     )
+    specs["driver_timing"] = PortSpec(
+        "driver_timing",
+        (
+            Field("command_seq", 1, "-", description="seq of the command applied in this period (-1: none yet, "
+                  "the default posture)"),
+            Field("command_t", 1, "s", description="t of the sensors message that command was computed from"),
+            Field("new_command", 1, "-", description="1 if that command was not applied in the previous period"),
+            Field("paced", 1, "-", description="1 = wall-clock period; 0 = start-up (warm-up) tick, waited for"),
+            Field("late_s", 1, "s", description="wall time of the period start minus its deadline (paced)"),
+            Field("wall_s", 1, "s", description="wall time of the period start since the first period"),
+            Field("step_s", 1, "s", description="wall time the driver spent on the period (publish the sensors, "
+                  "take the command, physics step)"),
+        ),
+        rate_hz,
+        "robot driver timing, one row per control period (message seq = period k, t = t_k): the command "
+        "in force and the deadline it met or missed (contactflow.summary.realtime_metrics)",
+    )
     return specs
 
 

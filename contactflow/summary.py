@@ -19,6 +19,32 @@ Metrics (all SI):
 * ``contact_switches``: ``"<effector> on|off at <t> s"`` for every change of the Retargeting's
   ``enabled`` flags (a disabled foot is "off" once released, after its unloading). In runs with
   switches, ``foot_fz_tracking_rmse_n`` includes the release and reload transients.
+
+Real-time keys (:func:`realtime_metrics`), from the driver's ``timing`` stream (contract
+``driver_timing``: one row per control period, recorded by the real-time graph
+``dataflows/seiko_talos_realtime.yml``); NaN (``null``) and ``realtime: false`` for a run without it
+(the lockstep graph, where every command is waited for and applied in the tick it was computed for).
+A *period* is one control period of the driver on the wall clock (2 ms for Talos) after the start-up
+warm-up; in period k the driver publishes the sensors of t_k, takes the newest command received
+before that moment and simulates [t_k, t_k+1) with it (a command acts from the period after the
+sensors it was computed from arrived: a hardware driver's zero-order hold).
+
+* ``periods``: wall-clock periods of the run (``warmup_periods``: the start-up ticks before them, in
+  which the driver waited for each command; not counted). A period that the driver itself started
+  j >= 1 periods late (the simulator fell behind the wall clock) re-anchors its deadlines: the j
+  periods lost are counted in ``periods`` and as misses.
+* ``deadline_misses``: periods in which the driver had no new command (the newest command at the
+  period start was the one already applied in the previous period, or none: the last safe command
+  was held), in which the driver itself started the period one period or more after its deadline,
+  and the periods lost that way.
+  ``deadline_miss_ratio`` = deadline_misses / periods.
+* ``command_age_ms_p50`` / ``_p99``: per period, t_k minus the time ``t`` of the sensors message the
+  applied command was computed from (the command's ``t``), on the driver's clock [ms]; a command that
+  arrives in time has age one period (2 ms), each period it is held adds one.
+* ``longest_stall_ms``: the longest wall time the same command stayed applied beyond its own period:
+  max over consecutive periods a < b that applied new commands of (wall(b) - wall(a)) - period [ms];
+  0 when every period had a new command on time (the driver's own lateness counts).
+* ``driver_late_ms_p99`` / ``_max``: wall lateness of the period starts against their deadlines [ms].
 """
 
 from __future__ import annotations
@@ -28,7 +54,7 @@ import pinocchio as pin
 
 from contactflow.recording import Recording, RecordingError
 
-__all__ = ["seiko_summary", "format_summary"]
+__all__ = ["seiko_summary", "format_summary", "realtime_metrics", "REALTIME_KEYS"]
 
 
 def _fk_positions(robot, qs: np.ndarray, frame_id: int) -> np.ndarray:
@@ -55,6 +81,78 @@ def _hold_mask(twist: np.ndarray, t: np.ndarray, settle_s: float) -> np.ndarray:
             sel = np.arange(i + 1, end)
             mask[sel[t[sel] >= t_stop + settle_s]] = True
     return mask
+
+
+REALTIME_KEYS = ("realtime", "periods", "warmup_periods", "deadline_misses", "deadline_miss_ratio", "command_age_ms_p50",
+                 "command_age_ms_p99", "longest_stall_ms", "driver_late_ms_p99", "driver_late_ms_max")
+"""The summary keys of :func:`realtime_metrics` (module docstring)."""
+
+
+def realtime_metrics(timing, dt_s: float | None = None) -> dict:
+    """Real-time keys of a run from the driver's per-period timing rows (module docstring).
+
+    Args:
+        timing: mapping field -> (N,) arrays with the ``driver_timing`` fields (``command_seq``,
+            ``command_t``, ``new_command``, ``paced``, ``late_s``, ``wall_s``) and ``t`` (t_k [s]),
+            one row per period in period order; or None (no timing: NaN keys, ``realtime`` False).
+        dt_s: control period [s]; None = the median step of ``t``.
+
+    Returns:
+        dict with the keys :data:`REALTIME_KEYS`.
+
+    Raises:
+        KeyError: a field is missing.
+    """
+    nan = float("nan")
+    out = {k: nan for k in REALTIME_KEYS}
+    out["realtime"] = False
+    if timing is None:
+        return out
+    col = {k: np.asarray(timing[k], dtype=float).reshape(-1) for k in
+           ("t", "command_seq", "command_t", "new_command", "paced", "late_s", "wall_s")}
+    t = col["t"]
+    if dt_s is None:
+        dt_s = float(np.median(np.diff(t))) if len(t) > 1 else nan
+    paced = col["paced"] > 0.5
+    n = int(paced.sum())
+    out["realtime"] = n > 0
+    out["periods"] = n
+    out["warmup_periods"] = int((~paced).sum())
+    if n == 0:
+        return out
+    has = col["command_seq"][paced] >= 0
+    new = (col["new_command"][paced] > 0.5) & has
+    late = col["late_s"][paced]
+    overrun = late >= dt_s * (1.0 - 1e-9)
+    # a period started k >= 1 periods late: the driver re-anchored its deadlines, k periods were lost
+    lost = int(np.sum(np.floor(late[overrun] / dt_s + 1e-9)))
+    misses = int(np.sum(~new | overrun)) + lost
+    out["periods"] = n + lost
+    out["deadline_misses"] = misses
+    out["deadline_miss_ratio"] = misses / (n + lost)
+    age_ms = (t[paced] - col["command_t"][paced])[has] * 1e3
+    if len(age_ms):
+        out["command_age_ms_p50"] = float(np.percentile(age_ms, 50))
+        out["command_age_ms_p99"] = float(np.percentile(age_ms, 99))
+    wall = col["wall_s"][paced]
+    # wall times of the periods that applied a new command, bracketed by the period before the first
+    # one (the last warm-up tick applied a new command by construction) and the end of the last one
+    marks = np.concatenate([[wall[0] - dt_s], wall[new], [wall[-1] + dt_s]])
+    out["longest_stall_ms"] = float(max(0.0, np.max(np.diff(marks)) - dt_s) * 1e3)
+    out["driver_late_ms_p99"] = float(np.percentile(late, 99) * 1e3)
+    out["driver_late_ms_max"] = float(np.max(late) * 1e3)
+    return out
+
+
+def _timing_rows(rec: Recording, driver: str):
+    try:
+        st = rec.stream(f"{driver}.timing")
+    except RecordingError:
+        return None
+    order = np.argsort(st.seq, kind="stable")
+    rows = {f: st.field(f)[order, 0] for f in ("command_seq", "command_t", "new_command", "paced", "late_s", "wall_s")}
+    rows["t"] = st.t[order]
+    return rows
 
 
 def seiko_summary(rec: Recording, robot, *, driver: str = "mujoco_driver", retargeting: str = "seiko_retargeting",
@@ -127,6 +225,7 @@ def seiko_summary(rec: Recording, robot, *, driver: str = "mujoco_driver", retar
         "retargeting_failures": int(np.sum(desired.field("ok")[:, 0] < 0.5)),
         "requests_refused": n_refused,
         "contact_switches": switches,
+        **realtime_metrics(_timing_rows(rec, driver)),
     }
 
 

@@ -42,7 +42,8 @@ from contactflow.sim.mujoco_model import PointMass
 from contactflow.sim.mujoco_robot import MujocoRobotSim, SensorReadings, SimConfig
 from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
 
-__all__ = ["parse_payload", "sim_config_class", "damping_mode_kd", "RobotDriver", "DriverStatus", "BASE_STATE"]
+__all__ = ["parse_payload", "sim_config_class", "damping_mode_kd", "RobotDriver", "DriverStatus", "BASE_STATE",
+           "NewestCommand"]
 
 log = logging.getLogger("contactflow.mujoco_driver")
 
@@ -295,3 +296,52 @@ class RobotDriver:
                       self.readings.t, self.readings.base_height, self.sim.fall_height_m)
         self.status.fell = self.status.fell or fell
         return self.readings, fell or self.readings.t >= self.max_sim_time_s - 1e-9
+
+
+class NewestCommand:
+    """Latest-value command slot of a real-time driver: the newest command received wins.
+
+    Commands are offered as they arrive (any order); :meth:`take` is called once per control
+    period, at its start, and says whether a command newer than the one taken last is there. A
+    real-time driver never waits for a command: when none is new, the last safe command stays in
+    force (a *miss*, ``contactflow.summary.realtime_metrics``).
+
+    Attributes:
+        seq: seq of the newest command received (-1: none yet).
+        taken_seq: seq of the command taken last (-1: none).
+        finished: a received command carried ``finished`` (the run is ending).
+        stale: commands received older than the newest one (out of order), ignored.
+    """
+
+    def __init__(self):
+        self.seq = -1
+        self.t = float("nan")
+        self.fields = None
+        self.taken_seq = -1
+        self.finished = False
+        self.stale = 0
+
+    def offer(self, seq: int, t: float, fields: Mapping[str, np.ndarray] | None, finished: bool = False) -> bool:
+        """Keep a received command if it is newer than the newest one; returns True if kept.
+
+        Args:
+            seq: the command's ``seq`` (tick of the sensors it was computed from).
+            t: the command's ``t`` [s] (time of those sensors).
+            fields: ``joint_command`` fields, or None for a malformed message (it still counts as
+                the newest: the driver then refuses it and holds the last safe command).
+            finished: the command's ``finished`` metadata.
+        """
+        self.finished = self.finished or bool(finished)
+        if seq <= self.seq:
+            self.stale += 1
+            return False
+        self.seq, self.t, self.fields = int(seq), float(t), fields
+        return True
+
+    def take(self) -> tuple[bool, Mapping[str, np.ndarray] | None, int, float]:
+        """At a period start: (new, fields, seq, t) of the newest command; ``new`` is False when it
+        was already taken (or there is none), and then ``fields`` is None."""
+        if self.seq <= self.taken_seq:
+            return False, None, self.seq, self.t
+        self.taken_seq = self.seq
+        return True, self.fields, self.seq, self.t
