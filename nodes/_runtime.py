@@ -41,6 +41,12 @@ class UpstreamError(ContactflowError):
     """An upstream node stopped, failed or went silent before the run ended."""
 
 
+#: Start-up ticks of a real-time graph that run in lockstep before the wall clock starts: the
+#: driver waits for each of their commands (``mujoco_driver --warmup-ticks``) and a :class:`Lockstep`
+#: in real-time mode waits for its inputs on them, so every node has run before the clock starts.
+REALTIME_WARMUP_TICKS = 10
+
+
 @dataclasses.dataclass
 class Tick:
     """The inputs of one tick.
@@ -53,6 +59,8 @@ class Tick:
         raw: input id -> flat vector as received (or None).
         finished: True if any input of this tick carries ``finished``.
         errors: input id -> reason, for malformed messages of this tick.
+        seqs: input id -> ``seq`` of the message used (None: none). In lockstep always ``k - offset``;
+            in real-time mode the newest one available (see :class:`Lockstep`).
     """
 
     k: int
@@ -61,22 +69,42 @@ class Tick:
     raw: dict[str, np.ndarray | None]
     finished: bool
     errors: dict[str, str]
+    seqs: dict[str, int | None] = dataclasses.field(default_factory=dict)
 
 
 class Lockstep:
     """Iterate ticks of a dora node whose inputs are matched by ``seq``.
+
+    Lockstep (default): tick ``k`` waits for the message of seq ``k - offset`` of every input; a
+    run is deterministic whatever the timing.
+
+    Real-time mode (``skip_missing=True``, the nodes' ``--realtime``): the node never waits for a
+    particular seq. One input is the *clock* (``clock``, default the first input with offset 0):
+    each of its messages that the node receives is a tick, with ``k`` = its seq; every other input
+    is sampled and held: the newest message received with seq <= k - offset (None before the first
+    one; a message is reused until a newer one comes). If the clock input's queue is a latest-value
+    queue in the dataflow (``queue_size: 1``), a tick takes the newest clock message received and
+    skips older unprocessed ones (counted in ``skipped``); on any other queue (backpressure) every
+    delivered clock message is a tick, in order (a stage that integrates per tick, such as the
+    input filter, loses nothing). The first ``warmup_ticks`` ticks wait, as in lockstep, until every
+    input has reached seq k - offset (the driver waits for their commands then:
+    :data:`REALTIME_WARMUP_TICKS`). Determinism is lost; the latency is the smallest possible.
 
     Args:
         node: the dora ``Node``.
         inputs: input id -> (PortSpec, offset). Every listed input is required for each tick.
         dt: tick period [s] used when no message gives the time.
         timeout_s: how long to wait for the inputs of a tick before raising UpstreamError.
-        skip_missing: realtime mode: when messages were dropped, skip to the newest complete tick
-            instead of waiting (loses determinism, keeps up with the robot's clock).
+        skip_missing: real-time mode (above).
+        clock: real-time mode: the input whose messages are the ticks.
+        warmup_ticks: real-time mode: ticks that wait for every input first.
+        latest_clock: real-time mode: skip to the newest clock message (None: from the dataflow's
+            queue of the clock input, ``queue_size: 1``).
     """
 
     def __init__(self, node, inputs: Mapping[str, tuple[PortSpec, int]], *, dt: float = 0.002, timeout_s: float = 30.0,
-                 skip_missing: bool = False):
+                 skip_missing: bool = False, clock: str | None = None, warmup_ticks: int = REALTIME_WARMUP_TICKS,
+                 latest_clock: bool | None = None):
         self.node = node
         self.specs = {k: v[0] for k, v in inputs.items()}
         self.offsets = {k: int(v[1]) for k, v in inputs.items()}
@@ -88,6 +116,16 @@ class Lockstep:
         self.finished_seen = False
         self.stopped = False
         self.skip_missing = skip_missing
+        if clock is None:
+            clock = next((i for i, o in self.offsets.items() if o == 0), next(iter(self.offsets), None))
+        if clock not in self.offsets:
+            raise ValueError(f"clock input {clock!r} is not among the inputs {sorted(self.offsets)}")
+        self.clock = clock
+        self.warmup_ticks = int(warmup_ticks)
+        self.latest_clock = _latest_value_queue(node, clock) if latest_clock is None else bool(latest_clock)
+        self.newest: dict[str, int] = {k: -1 for k in inputs}  # newest seq received per input
+        self.finished_inputs: set[str] = set()  # inputs that sent a message with `finished`
+        self.skipped = 0
 
     def _ready(self) -> bool:
         for i, off in self.offsets.items():
@@ -99,8 +137,19 @@ class Lockstep:
     def _missing(self) -> list[str]:
         return [f"{i} (seq {self.k - o})" for i, o in self.offsets.items() if self.k - o >= 0 and self.k - o not in self.buffers[i]]
 
+    def _unpack(self, i: str, value, meta: dict, inputs: dict, raw: dict, errors: dict) -> bool:
+        try:
+            vec = value.to_numpy(zero_copy_only=False) if hasattr(value, "to_numpy") else np.asarray(value)
+            inputs[i] = self.specs[i].unpack(vec)
+            raw[i] = vec
+        except (ContractError, pa.ArrowException, ValueError, TypeError) as exc:
+            inputs[i] = raw[i] = None
+            errors[i] = str(exc)
+            log.warning("input %r tick %d: malformed message ignored, keeping the last safe values: %s", i, self.k, exc)
+        return bool(meta.get("finished", False))
+
     def _pop_tick(self) -> Tick:
-        inputs, raw, errors = {}, {}, {}
+        inputs, raw, errors, seqs = {}, {}, {}, {}
         finished = False
         t = None
         for i, off in self.offsets.items():
@@ -109,43 +158,141 @@ class Lockstep:
             for s in [s for s in buf if s < need]:
                 del buf[s]
             if need < 0:
-                inputs[i] = raw[i] = None
+                inputs[i] = raw[i] = seqs[i] = None
                 continue
             value, meta = buf.pop(need)
-            finished = finished or bool(meta.get("finished", False))
+            seqs[i] = need
             if off == 0 and "t" in meta:
                 t = float(meta["t"])
-            try:
-                vec = value.to_numpy(zero_copy_only=False) if hasattr(value, "to_numpy") else np.asarray(value)
-                inputs[i] = self.specs[i].unpack(vec)
-                raw[i] = vec
-            except (ContractError, pa.ArrowException, ValueError, TypeError) as exc:
-                inputs[i] = raw[i] = None
-                errors[i] = str(exc)
-                log.warning("input %r tick %d: malformed message ignored, keeping the last safe values: %s", i, self.k, exc)
-        tick = Tick(self.k, t if t is not None else self.k * self.dt, inputs, raw, finished, errors)
+            finished = self._unpack(i, value, meta, inputs, raw, errors) or finished
+        tick = Tick(self.k, t if t is not None else self.k * self.dt, inputs, raw, finished, errors, seqs)
         self.finished_seen = self.finished_seen or finished
         self.k += 1
         return tick
 
-    def _skip_ahead(self) -> None:
-        # realtime mode: if every input already has a message newer than the one the current
-        # tick needs, the needed ones were dropped: jump to the newest tick that is complete.
-        newest = []
-        for i, off in self.offsets.items():
-            if not self.buffers[i]:
-                return
-            newest.append(max(self.buffers[i]) + off)
-        k = min(newest)
-        if k > self.k:
-            log.warning("realtime: skipping ticks %d..%d (inputs missing)", self.k, k - 1)
-            self.k = k
+    # ---------------------------------------------------------------- real-time mode
+    def _next_clock(self) -> int | None:
+        """The clock seq of the next real-time tick, or None if it cannot run yet."""
+        pending = [s for s in self.buffers[self.clock] if s >= self.k]
+        if not pending:
+            return None
+        c = max(pending) if self.latest_clock else min(pending)
+        if c < self.warmup_ticks:  # start-up: wait until every input has reached seq c - offset
+            for i, off in self.offsets.items():
+                if i != self.clock and c - off >= 0 and self.newest[i] < c - off:
+                    return None
+        return c
 
-    def __iter__(self):
+    def _pop_realtime(self, c: int) -> Tick:
+        inputs, raw, errors, seqs = {}, {}, {}, {}
+        finished = False
+        t = None
+        self.skipped += c - self.k
+        self.k = c
+        for i, off in self.offsets.items():
+            need = c - off
+            buf = self.buffers[i]
+            if i == self.clock:
+                for s in [s for s in buf if s <= c]:
+                    value, meta = buf.pop(s)
+            else:
+                older = [s for s in buf if s <= need]
+                if need < 0 or not older:
+                    inputs[i] = raw[i] = seqs[i] = None
+                    continue
+                use = max(older)
+                for s in older:
+                    if s < use:
+                        del buf[s]
+                value, meta = buf[use]  # kept: held until a newer message comes
+                need = use
+            seqs[i] = need
+            if i == self.clock and "t" in meta:
+                t = float(meta["t"])
+            finished = self._unpack(i, value, meta, inputs, raw, errors) or finished
+        tick = Tick(c, t if t is not None else c * self.dt, inputs, raw, finished, errors, seqs)
+        self.finished_seen = self.finished_seen or finished
+        self.k = c + 1
+        return tick
+
+    def _drain(self, waited_since: float) -> None:
+        # events already received: taken before a real-time tick so that it uses the newest of each input
+        try_recv = getattr(self.node, "try_recv", None)
+        if try_recv is None:
+            return
+        for _ in range(1000):
+            ev = try_recv()
+            if ev is None:
+                return
+            self._handle(ev, waited_since)
+
+    def _iter_realtime(self):
         waited_since = time.monotonic()
         while True:
-            if self.skip_missing and not self._ready():
-                self._skip_ahead()
+            c = self._next_clock()
+            if c is not None:
+                self._drain(waited_since)
+                c = self._next_clock()
+            if c is not None:
+                waited_since = time.monotonic()
+                yield self._pop_realtime(c)
+                continue
+            waiting_for = [self.clock] if not any(s >= self.k for s in self.buffers[self.clock]) else [
+                i for i, o in self.offsets.items() if i != self.clock and self.newest[i] < self.k - o]
+            dead = sorted(i for i in self.closed if i not in self.finished_inputs)
+            if dead and not self.finished_seen and not self.stopped:
+                raise UpstreamError(f"input(s) {', '.join(dead)} closed before the run ended (real-time tick {self.k}): "
+                                    "the upstream node stopped")
+            if self.stopped or any(i in self.closed for i in waiting_for):
+                return
+            ev = self.node.next(timeout=1.0)
+            if ev is None:
+                if self.finished_seen:
+                    return
+                raise UpstreamError(f"event stream ended before the run ended (real-time, waiting for {', '.join(waiting_for)})")
+            self._handle(ev, waited_since, waiting_for)
+
+    # ---------------------------------------------------------------- events
+    def _handle(self, ev, waited_since: float, waiting_for: list[str] | None = None) -> None:
+        typ = ev["type"]
+        if typ == "INPUT":
+            iid = ev["id"]
+            if iid not in self.buffers:
+                return
+            seq = ev["metadata"].get("seq")
+            if not isinstance(seq, int):
+                log.warning("input %r: message without integer 'seq' metadata ignored", iid)
+                return
+            self.buffers[iid][seq] = (ev["value"], ev["metadata"])
+            if seq > self.newest[iid]:
+                self.newest[iid] = seq
+            if ev["metadata"].get("finished", False):
+                self.finished_inputs.add(iid)
+        elif typ == "INPUT_CLOSED":
+            self.closed.add(ev["id"])
+        elif typ == "STOP":
+            self.stopped = True
+        elif typ == "NODE_FAILED":
+            val = ev.get("value")
+            try:
+                val = val.to_pylist()
+            except AttributeError:
+                pass
+            raise UpstreamError(f"upstream node failed: {val}")
+        elif typ == "ERROR":
+            err = str(ev.get("error", ""))
+            if "timed out" not in err.lower():
+                log.warning("dora error event: %s", err)
+            if time.monotonic() - waited_since > self.timeout_s:
+                what = ", ".join(waiting_for) if waiting_for is not None else ", ".join(self._missing())
+                raise UpstreamError(f"no input for {self.timeout_s:.0f} s while waiting for {what}")
+
+    def __iter__(self):
+        if self.skip_missing:
+            yield from self._iter_realtime()
+            return
+        waited_since = time.monotonic()
+        while True:
             if self._ready():
                 waited_since = time.monotonic()
                 yield self._pop_tick()
@@ -163,35 +310,19 @@ class Lockstep:
                 if self.finished_seen:
                     return
                 raise UpstreamError(f"event stream ended before the run ended (waiting for {', '.join(self._missing())})")
-            typ = ev["type"]
-            if typ == "INPUT":
-                iid = ev["id"]
-                if iid not in self.buffers:
-                    continue
-                seq = ev["metadata"].get("seq")
-                if not isinstance(seq, int):
-                    log.warning("input %r: message without integer 'seq' metadata ignored", iid)
-                    continue
-                self.buffers[iid][seq] = (ev["value"], ev["metadata"])
-            elif typ == "INPUT_CLOSED":
-                self.closed.add(ev["id"])
-            elif typ == "STOP":
-                self.stopped = True
-            elif typ == "NODE_FAILED":
-                val = ev.get("value")
-                try:
-                    val = val.to_pylist()
-                except AttributeError:
-                    pass
-                raise UpstreamError(f"upstream node failed: {val}")
-            elif typ == "ERROR":
-                err = str(ev.get("error", ""))
-                if "timed out" not in err.lower():
-                    log.warning("dora error event: %s", err)
-                if time.monotonic() - waited_since > self.timeout_s:
-                    raise UpstreamError(
-                        f"no input for {self.timeout_s:.0f} s while waiting for {', '.join(self._missing())}"
-                    )
+            self._handle(ev, waited_since)
+
+
+def _latest_value_queue(node, input_id: str) -> bool:
+    """True if the dataflow gives ``input_id`` a latest-value queue (``queue_size: 1``, not backpressure)."""
+    try:
+        cfg = node.node_config()
+        spec = (cfg.get("inputs") or {}).get(input_id) if isinstance(cfg, dict) else None
+    except Exception:  # noqa: BLE001 - older dora or a test double: not known
+        return False
+    if not isinstance(spec, dict):
+        return False
+    return spec.get("queue_size") == 1 and spec.get("queue_policy", "drop_oldest") != "backpressure"
 
 
 class Sender:
