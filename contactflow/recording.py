@@ -35,7 +35,7 @@ from contactflow.errors import ContactflowError
 __all__ = [
     "recorded_scenario",
     "StreamWriter", "RecordingWriter", "Stream", "Recording", "read_recording", "git_revision", "RecordingError",
-    "recordings_root", "resolve_run", "list_runs", "STREAM_COLUMNS",
+    "recordings_root", "resolve_run", "list_runs", "STREAM_COLUMNS", "pack_log", "unpack_log", "LogBlock",
 ]
 
 #: The columns of every contactflow stream file, in order.
@@ -110,7 +110,45 @@ class StreamWriter:
         if time.monotonic() - self._last_flush >= self.flush_period_s:
             self.flush()
 
-    def flush(self):
+    def append_block(self, seq: np.ndarray, t: np.ndarray, values: np.ndarray, finished: np.ndarray,
+                     t_wall_ns: np.ndarray) -> None:
+        """Append ``n`` messages at once (the rows of a log batch, :func:`unpack_log`).
+
+        Args:
+            seq: (n,) int tick indices; t: (n,) times [s]; values: (n, size); finished: (n,) bool;
+            t_wall_ns: (n,) int wall-clock times [ns].
+
+        Raises:
+            RecordingError: ``values`` has the wrong number of columns.
+        """
+        values = np.asarray(values, dtype=np.float64)
+        seq = np.asarray(seq, dtype=np.int64).reshape(-1)
+        if values.ndim != 2 or values.shape[1] != self.size or values.shape[0] != seq.size:
+            raise RecordingError(f"{self.path.name}: block of shape {values.shape}, expected ({seq.size}, {self.size})")
+        if seq.size == 0:
+            return
+        prev = seq[0] - 1 if self.last_seq is None else self.last_seq
+        run_max = np.maximum.accumulate(np.concatenate([[prev], seq]))  # as append(): gaps above the highest seq
+        d = seq - run_max[:-1]
+        self.missing += int(np.sum(d[d > 1] - 1))
+        self.last_seq = int(run_max[-1])
+        self._flush_rows()
+        batch = pa.record_batch(
+            [
+                pa.array(seq, pa.int64()),
+                pa.array(np.asarray(t, dtype=np.float64), pa.float64()),
+                pa.array(np.asarray(t_wall_ns, dtype=np.int64), pa.int64()),
+                pa.array(np.asarray(finished, dtype=bool), pa.bool_()),
+                pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1), type=pa.float64()), self.size),
+            ],
+            schema=self.schema,
+        )
+        self._w.write_batch(batch)
+        self.count += int(seq.size)
+        if time.monotonic() - self._last_flush >= self.flush_period_s:
+            self.flush()
+
+    def _flush_rows(self):
         if self._rows:
             seq, t, tw, fin, vals = zip(*self._rows)
             flat = pa.array(np.concatenate(vals), type=pa.float64())
@@ -126,6 +164,9 @@ class StreamWriter:
             )
             self._w.write_batch(batch)
             self._rows.clear()
+
+    def flush(self):
+        self._flush_rows()
         self._f.flush()
         now = time.monotonic()
         if now - self._last_fsync >= self.fsync_period_s:
@@ -210,6 +251,90 @@ class RecordingWriter:
         self.manifest["complete"] = True
         self.manifest["end_time_utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat()
         self.write_manifest()
+
+
+#: Columns before the values in each row of a log batch: seq, t, finished, wall time offset [ns].
+_LOG_HEAD = 4
+
+
+@dataclasses.dataclass
+class LogBlock:
+    """The messages of one output in a log batch (:func:`unpack_log`).
+
+    Attributes:
+        output: the producer's output id.
+        head: ``contract``, ``layout`` ([[field, size], ...]) and, in the output's first batch,
+            ``config`` (the node's resolved configuration, JSON text).
+        seq, t, finished, t_wall_ns: (n,) per message (``t_wall_ns``: the sender's wall clock at send).
+        values: (n, size) the message values.
+    """
+
+    output: str
+    head: dict
+    seq: np.ndarray
+    t: np.ndarray
+    finished: np.ndarray
+    t_wall_ns: np.ndarray
+    values: np.ndarray
+
+
+def pack_log(blocks: dict[str, tuple[dict, list[tuple]]], batch: int) -> tuple[np.ndarray, dict]:
+    """Pack the kept messages of a node's outputs into one flat message (the node's ``log`` output).
+
+    Args:
+        blocks: output id -> (head, rows); head: ``contract``, ``layout`` and optionally ``config``;
+            rows: (seq, t, finished, t_wall_ns, values (size,)) per message, all of one size.
+        batch: index of this batch (0, 1, ...; the receiver counts lost batches from it).
+
+    Returns:
+        (values, metadata): float64 (sum of rows * (4 + size),): per output, per message
+        ``[seq, t, finished, t_wall_ns - t0, values...]``; metadata ``seq`` (= batch), ``t`` (the last
+        message's), ``log`` (JSON [[output, rows, size, head], ...]) and ``log_t0_ns`` (t0, int).
+
+    Raises:
+        RecordingError: messages of one output with different sizes.
+    """
+    t0 = min(r[3] for _, rows in blocks.values() for r in rows)
+    parts, layout, t_last = [], [], 0.0
+    for out, (head, rows) in blocks.items():
+        size = int(np.asarray(rows[0][4]).size)
+        arr = np.empty((len(rows), _LOG_HEAD + size))
+        for i, (seq, t, fin, tw, vec) in enumerate(rows):
+            vec = np.asarray(vec, dtype=np.float64).reshape(-1)
+            if vec.size != size:
+                raise RecordingError(f"log of output {out!r}: messages of {vec.size} and {size} values")
+            arr[i, 0], arr[i, 1], arr[i, 2], arr[i, 3] = seq, t, float(fin), tw - t0
+            arr[i, _LOG_HEAD:] = vec
+            t_last = max(t_last, float(t))
+        parts.append(arr.reshape(-1))
+        layout.append([out, len(rows), size, head])
+    md = {"seq": int(batch), "t": t_last, "finished": False, "log": json.dumps(layout), "log_t0_ns": int(t0)}
+    return np.concatenate(parts), md
+
+
+def unpack_log(values: np.ndarray, metadata: dict) -> list[LogBlock]:
+    """Unpack a ``log`` message (:func:`pack_log`) into its blocks, one per output.
+
+    Raises:
+        RecordingError: metadata without ``log`` / ``log_t0_ns``, or a size that does not match.
+    """
+    try:
+        layout = json.loads(metadata["log"])
+        t0 = int(metadata["log_t0_ns"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RecordingError(f"log message without a readable 'log' / 'log_t0_ns' metadata: {exc}") from None
+    values = np.asarray(values, dtype=np.float64).reshape(-1)
+    need = sum(int(n) * (_LOG_HEAD + int(size)) for _, n, size, _ in layout)
+    if need != values.size:
+        raise RecordingError(f"log message of {values.size} values, its layout says {need}")
+    out, i = [], 0
+    for name, n, size, head in layout:
+        n, size = int(n), int(size)
+        arr = values[i:i + n * (_LOG_HEAD + size)].reshape(n, _LOG_HEAD + size)
+        i += arr.size
+        out.append(LogBlock(str(name), dict(head), arr[:, 0].astype(np.int64), arr[:, 1].copy(), arr[:, 2] != 0.0,
+                            arr[:, 3].astype(np.int64) + t0, arr[:, _LOG_HEAD:]))
+    return out
 
 
 @dataclasses.dataclass

@@ -11,6 +11,10 @@ Checked: every contract input of a known node is wired and no unknown input is; 
 output is declared (an undeclared output is silently dropped by dora); every edge's source node
 and output exist; both ends of an edge carry the same contract and size. Dataflows that use dora
 modules (``module:``) are expanded with ``dora expand`` first.
+
+A node may declare the output ``log`` (``LOG_OUTPUT``: its outputs batched for the recorder, see
+``nodes/_runtime.py`` Sender); such a node sends the outputs it does not declare only in its log, so
+an undeclared contract output is then not a problem (an edge from it still is).
 """
 
 from __future__ import annotations
@@ -29,7 +33,10 @@ import yaml
 from contactflow.errors import ConfigError
 from contactflow.messages import NODE_PORTS, PortSpec
 
-__all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "load_dataflow", "OPTIONAL_INPUTS"]
+__all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "load_dataflow", "OPTIONAL_INPUTS", "LOG_OUTPUT"]
+
+#: The batched-log output every contactflow node may declare (nodes/_runtime.py Sender).
+LOG_OUTPUT = "log"
 
 #: Inputs a node works without (its docstring says "optional"). A ``NODE_PORTS`` entry may also
 #: list them under the key ``"optional"``.
@@ -146,11 +153,11 @@ def check_descriptor(flow: dict) -> list[WiringProblem]:
         specs = _specs(_arg(args, "--robot", "talos"))
         for out, contract in ports["outputs"].items():
             out_specs[(nid, out)] = specs[contract]
-            if out not in declared:
+            if out not in declared and LOG_OUTPUT not in declared:
                 problems.append(WiringProblem(nid, out, f"output not declared in 'outputs' {declared}: the node sends "
                                                         f"{_schema(specs[contract])} and dora would drop it"))
         for out in declared:
-            if out not in ports["outputs"]:
+            if out not in ports["outputs"] and out != LOG_OUTPUT:
                 problems.append(WiringProblem(nid, out, f"{kind} has no output {out!r}; its outputs: {sorted(ports['outputs'])}"))
         wired = n.get("inputs") or {}
         optional = OPTIONAL_INPUTS.get(kind, set()) | set(ports.get("optional", ()))

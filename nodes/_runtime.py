@@ -325,24 +325,69 @@ def _latest_value_queue(node, input_id: str) -> bool:
     return spec.get("queue_size") == 1 and spec.get("queue_policy", "drop_oldest") != "backpressure"
 
 
+#: Output id on which a node sends its batched log (see :class:`Sender`).
+LOG_OUTPUT = "log"
+#: Default ticks per log batch (``CONTACTFLOW_LOG_EVERY`` overrides; 1 = a batch per tick).
+LOG_EVERY_DEFAULT = 50
+_SENDERS: list["Sender"] = []
+
+
 class Sender:
-    """Sends a node's outputs with contactflow metadata.
+    """Sends a node's outputs with contactflow metadata, and their batched log for the recorder.
+
+    Each :meth:`send` sends one message on ``output`` with the metadata ``seq``, ``t``,
+    ``finished`` (and ``contract``, ``layout``, ``config`` on the first message of each output).
+
+    Batched log: when the node's dataflow entry declares the output ``log`` (:data:`LOG_OUTPUT`), every
+    message of every output is also kept and sent to the recorder in one ``log`` message per
+    ``log_every`` ticks (``$CONTACTFLOW_LOG_EVERY``, default 50), at the end of the run
+    (:func:`drain_after_finish`) and when the node ends on an error (:func:`node_main` calls
+    :func:`flush_senders`). dora's cost is per message, not per byte, so the recorder then receives one
+    message per node per ``log_every`` ticks instead of one per output per tick. Outputs that the
+    entry does NOT declare are then only logged, never sent over dora (an output read only by the
+    recorder costs nothing per tick). Batch layout: :func:`contactflow.recording.pack_log`.
 
     Args:
         node: the dora Node.
         outputs: output id -> PortSpec.
         config: the node's resolved configuration (attached to the first message of each output).
+        log_every: ticks per log batch (None: the environment / default).
     """
 
-    def __init__(self, node, outputs: Mapping[str, PortSpec], config: Any = None):
+    def __init__(self, node, outputs: Mapping[str, PortSpec], config: Any = None, *, log_every: int | None = None):
+        import os
+
         self.node = node
         self.specs = dict(outputs)
         self.first = {k: True for k in outputs}
         self.config_json = json.dumps(_plain(config)) if config is not None else None
+        declared = declared_outputs(node)
+        self.logging = declared is not None and LOG_OUTPUT in declared
+        # with a log, undeclared outputs go to the log only (dora would drop them with a warning)
+        self.wire = {k for k in outputs if not self.logging or k in declared}
+        if log_every is None:
+            env = os.environ.get("CONTACTFLOW_LOG_EVERY", "")
+            log_every = int(env) if env.strip().isdigit() and int(env) > 0 else LOG_EVERY_DEFAULT
+        self.log_every = max(1, int(log_every))
+        self._rows: dict[str, list[tuple]] = {k: [] for k in outputs}
+        self._log_first = {k: True for k in outputs}
+        self._batch_seq0: int | None = None
+        self.batches_sent = 0
+        _SENDERS.append(self)
 
     def send(self, output: str, values: Mapping[str, Any] | np.ndarray, *, seq: int, t: float, finished: bool = False, **meta):
         spec = self.specs[output]
         vec = values if isinstance(values, np.ndarray) else spec.pack(values)
+        if self.logging:
+            seq = int(seq)
+            if self._batch_seq0 is None:
+                self._batch_seq0 = seq
+            elif seq - self._batch_seq0 >= self.log_every:  # a new tick past the batch: send the batch first
+                self.flush()
+                self._batch_seq0 = seq
+            self._rows[output].append((seq, float(t), bool(finished), time.time_ns(), np.array(vec, dtype=np.float64)))
+            if output not in self.wire:
+                return
         md = {"seq": int(seq), "t": float(t), "finished": bool(finished), **meta}
         if self.first[output]:
             md["contract"] = spec.name
@@ -351,6 +396,56 @@ class Sender:
                 md["config"] = self.config_json
             self.first[output] = False
         self.node.send_output(output, pa.array(vec, type=pa.float64()), md)
+
+    @property
+    def pending(self) -> int:
+        """Messages kept for the log and not sent yet."""
+        return sum(len(r) for r in self._rows.values())
+
+    def flush(self) -> bool:
+        """Send the kept messages as one ``log`` message now; returns True if one was sent."""
+        if not self.logging or not self.pending:
+            return False
+        from contactflow.recording import pack_log
+
+        blocks = {}
+        for out, rows in self._rows.items():
+            if not rows:
+                continue
+            spec = self.specs[out]
+            head = {"contract": spec.name, "layout": [[f.name, f.size] for f in spec.fields]}
+            if self._log_first[out] and self.config_json is not None:
+                head["config"] = self.config_json
+            self._log_first[out] = False
+            blocks[out] = (head, rows)
+        values, md = pack_log(blocks, self.batches_sent)
+        for rows in self._rows.values():
+            rows.clear()
+        self._batch_seq0 = None
+        self.node.send_output(LOG_OUTPUT, pa.array(values, type=pa.float64()), md)
+        self.batches_sent += 1
+        return True
+
+
+def flush_senders() -> bool:
+    """Flush the log of every :class:`Sender` of this process; True if anything was sent."""
+    sent = False
+    for s in _SENDERS:
+        try:
+            sent = s.flush() or sent
+        except Exception as exc:  # noqa: BLE001 - at the end of a run: report, keep flushing the others
+            log.warning("log of %s not sent: %s", sorted(s.specs), exc)
+    return sent
+
+
+def declared_outputs(node) -> set[str] | None:
+    """Output ids declared by this node's dataflow entry (``node.node_config()``), None if unknown."""
+    try:
+        cfg = node.node_config()
+    except Exception:  # noqa: BLE001 - older dora or a test double
+        return None
+    outs = cfg.get("outputs") if isinstance(cfg, dict) else None
+    return {str(o) for o in outs} if isinstance(outs, (list, tuple, set)) else None
 
 
 def _plain(obj):
@@ -370,7 +465,9 @@ def _plain(obj):
 
 
 def drain_after_finish(node, grace_s: float = 0.5) -> None:
-    """Keep reading events for up to ``grace_s`` so that the last outputs are delivered before exit."""
+    """Send the pending logs (:func:`flush_senders`), then keep reading events for up to ``grace_s``
+    so that the last outputs are delivered before exit."""
+    flush_senders()
     end = time.monotonic() + grace_s
     while time.monotonic() < end:
         ev = node.next(timeout=max(0.01, end - time.monotonic()))
@@ -504,5 +601,25 @@ def node_main(name: str, body: Callable[[], int | None]) -> None:
     except Exception:  # noqa: BLE001 - report any crash with the node's name, then fail
         print(f"[contactflow] node {name!r} crashed:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
         rc = 1
+    _flush_at_exit(name)
     sys.stdout.flush()
     sys.exit(rc)
+
+
+def _flush_at_exit(name: str) -> None:
+    # the last partial log batch of a run that ended without drain_after_finish (an error, a node
+    # without it): send it, then give dora a moment to deliver it (a send right before exit is lost)
+    if not any(s.pending for s in _SENDERS):
+        return
+    try:
+        if flush_senders():
+            for s in _SENDERS:
+                node = s.node
+                break
+            end = time.monotonic() + 0.5
+            while time.monotonic() < end:
+                ev = node.next(timeout=max(0.01, end - time.monotonic()))
+                if ev is None or ev["type"] == "STOP":
+                    break
+    except Exception as exc:  # noqa: BLE001 - the node is ending anyway
+        print(f"[contactflow] node {name!r}: last log batch not delivered: {exc}", file=sys.stderr, flush=True)

@@ -2,7 +2,16 @@
 
 Inputs: any (declare one input per stream to record, e.g. ``sensors: mujoco_driver/sensors``;
 use ``queue_policy: backpressure`` so no message is dropped). Stream files are named after the
-*source* ``<node>.<output>``. Outputs: none.
+*source* ``<node>.<output>``. An input wired to a node's batched ``log`` output (e.g.
+``seiko_controller: seiko_controller/log``, see ``nodes/_runtime.py`` Sender) is unpacked into one
+stream per output of that node (``seiko_controller.command``, ``seiko_controller.state``), the same
+streams as when each output is wired on its own. Outputs: none.
+
+Gaps: the recorder counts the ``seq`` numbers missing in each stream (a message lost on the way, or
+ticks a real-time node skipped) and the log batches lost (a gap in the batches' ``seq``); both go to
+the manifest (``missing_seq`` per stream, ``recording_gaps``, ``recording_lost_batches``) and, with
+``--summary``, to the summary (``recording_gaps``: total, ``recording_gaps_by_stream``,
+``recording_lost_batches``), and a warning is printed: nothing is lost silently.
 
 Args: ``--out DIR`` (default ``<repo>/recordings``, or ``$CONTACTFLOW_RECORDINGS``), ``--name``
 (run name prefix, default the dataflow's name), ``--dataflow FILE`` (recorded in the manifest),
@@ -32,7 +41,7 @@ log = logging.getLogger("contactflow.recorder")
 
 
 def main() -> int:
-    from contactflow.recording import RecordingWriter, git_revision, read_recording
+    from contactflow.recording import RecordingWriter, git_revision, read_recording, unpack_log
 
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--out", default=os.environ.get("CONTACTFLOW_RECORDINGS", str(REPO_ROOT / "recordings")))
@@ -107,6 +116,44 @@ def main() -> int:
 
     stopped = False
     n_msgs = 0
+    last_batch: dict[str, int] = {}
+    lost_batches = 0
+
+    def record_one(iid, src, vec, md):
+        meta = {"source": src}
+        for key in ("contract", "layout", "config"):
+            if key in md:
+                meta[key] = md[key]
+        name = src.replace("/", ".")
+        w = writer.stream(name, vec.size, meta)
+        missing = w.missing
+        w.append(int(md.get("seq", n_msgs)), float(md.get("t", float("nan"))), vec, bool(md.get("finished", False)))
+        _warn_gap(name, w.missing - missing, md.get("seq"))
+
+    def record_log(iid, src, vec, md):
+        nonlocal lost_batches
+        batch = int(md.get("seq", 0))
+        prev = last_batch.get(iid)
+        if prev is not None and batch > prev + 1:
+            lost_batches += batch - prev - 1
+            log.warning("input %r: %d log batch(es) lost before batch %d", iid, batch - prev - 1, batch)
+        last_batch[iid] = batch if prev is None else max(prev, batch)
+        src_node = src.rpartition("/")[0] or src
+        count = 0
+        for b in unpack_log(vec, md):
+            stream_src = renames.get(f"{src_node}/{b.output}", f"{src_node}/{b.output}")
+            meta = {"source": stream_src, "contract": b.head.get("contract", ""),
+                    "layout": json.dumps(b.head.get("layout", []))}
+            if "config" in b.head:
+                meta["config"] = b.head["config"]
+            name = stream_src.replace("/", ".")
+            w = writer.stream(name, b.values.shape[1], meta)
+            missing = w.missing
+            w.append_block(b.seq, b.t, b.values, b.finished, b.t_wall_ns)
+            _warn_gap(name, w.missing - missing, int(b.seq[0]) if len(b.seq) else None)
+            count += len(b.seq)
+        return count
+
     while True:
         ev = node.next(timeout=0.05)
         if ev is None:
@@ -114,31 +161,25 @@ def main() -> int:
         typ = ev["type"]
         if typ == "INPUT":
             iid = ev["id"]
-            src = sources.get(iid, iid).replace("/", ".")
+            src = sources.get(iid, iid)
             md = ev["metadata"]
             try:
                 vec = ev["value"].to_numpy(zero_copy_only=False)
-                meta = {"source": sources.get(iid, iid)}
-                for key in ("contract", "layout", "config"):
-                    if key in md:
-                        meta[key] = md[key]
-                w = writer.stream(src, vec.size, meta)
-                missing = w.missing
-                w.append(int(md.get("seq", n_msgs)), float(md.get("t", float("nan"))), vec, bool(md.get("finished", False)))
-                if w.missing > missing:
-                    log.warning("stream %s: %d message(s) missing before seq %s (lost on the way or skipped by "
-                                "the producer); counted in the manifest as missing_seq", src, w.missing - missing, md.get("seq"))
-                n_msgs += 1
+                if "log" in md:
+                    n_msgs += record_log(iid, src, vec, md)
+                else:
+                    record_one(iid, src, vec, md)
+                    n_msgs += 1
             except Exception as exc:  # noqa: BLE001 - a bad message must not stop the recording
                 log.warning("input %r: message not recorded: %s", iid, exc)
         elif typ == "STOP":
             stopped = True  # keep draining: queued inputs still arrive after STOP
         writer.flush()
-    writer.close(messages=n_msgs)
-    print(f"[recorder] wrote {n_msgs} messages in {len(writer.streams)} streams to {run_dir}", flush=True)
     gaps = {name: w.missing for name, w in writer.streams.items() if w.missing}
-    if gaps:
-        print(f"[recorder] WARNING: messages missing in seq: {gaps}", flush=True)
+    writer.close(messages=n_msgs, recording_gaps=sum(gaps.values()), recording_lost_batches=lost_batches)
+    print(f"[recorder] wrote {n_msgs} messages in {len(writer.streams)} streams to {run_dir}", flush=True)
+    if gaps or lost_batches:
+        print(f"[recorder] WARNING: messages missing in seq: {gaps}; log batches lost: {lost_batches}", flush=True)
 
     if args.summary != "none":
         from contactflow.robot import load_robot
@@ -155,6 +196,9 @@ def main() -> int:
         except Exception as exc:  # noqa: BLE001 - report, don't hide the recording
             print(f"[recorder] summary could not be computed: {exc}", flush=True)
             return 1
+        summary["recording_gaps"] = int(sum(gaps.values()))
+        summary["recording_gaps_by_stream"] = gaps
+        summary["recording_lost_batches"] = int(lost_batches)
         (run_dir / "summary.json").write_text(json.dumps(json_safe(summary), indent=2))
         # through dora's log (INFO) rather than stdout, so that `dora run --log-level info`, which
         # hides the daemon's DEBUG lines and the nodes' raw stdout, still shows the summary
@@ -163,6 +207,12 @@ def main() -> int:
         _log_info(node, f"[recorder] summary written to {run_dir / 'summary.json'}")
     _ = stopped, time
     return 0
+
+
+def _warn_gap(name: str, n: int, seq) -> None:
+    if n > 0:
+        log.warning("stream %s: %d message(s) missing before seq %s (lost on the way or skipped by the producer); "
+                    "counted in the manifest as missing_seq and in recording_gaps", name, n, seq)
 
 
 def _log_info(node, line: str) -> None:

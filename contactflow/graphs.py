@@ -1,0 +1,459 @@
+"""The SEIKO dataflow graphs, from one description (``contactflow graphs --check | --write``).
+
+Every SEIKO graph shipped in ``dataflows/`` (``seiko_talos*.yml``, ``prime_seiko_talos_payload.yml``,
+``seiko_controller_replay.yml``) is rendered from the builders in :data:`GRAPHS`, which compose the
+same node pieces (:func:`driver`, :func:`operator`, :func:`seiko_stages`, :func:`recorder`, ...), so a
+change to a stage's wiring (its ``--lag``, a new input) is made once and reaches every graph. The
+rendered files are flat dora YAML (no dora modules): ``dora run dataflows/<graph>.yml`` runs them as
+they are, and ``contactflow check`` reads them without ``dora expand``. Do not edit them by hand:
+change the description here and run ``contactflow graphs --write``; ``contactflow graphs --check``
+(and ``tests/test_graph_sources.py``) fails naming every file that differs from its source.
+
+Recording: every node that sends with ``nodes/_runtime.py``'s Sender declares the output ``log``
+(its outputs batched every ``$CONTACTFLOW_LOG_EVERY`` ticks) and the recorder reads that one input
+per node instead of one per output per tick; outputs that only the recorder reads (the Controller's
+``state``) are then not declared and not sent per tick. Nodes that do not use the Sender (a replay
+node, a dynamic operator) are recorded output by output, as before.
+
+Lockstep control edges use backpressure queues (no tick is ever dropped: drop-oldest queues lose
+messages in bursts); observers (the viewer) use drop-oldest queues so they never hold back the loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+from typing import Callable
+
+__all__ = ["Node", "Graph", "GRAPHS", "render", "check_graphs", "write_graphs", "driver", "replay_node", "operator",
+           "seiko_stages", "recorder", "viewer", "DATAFLOWS"]
+
+#: Where the rendered graphs live.
+DATAFLOWS = Path(__file__).resolve().parent.parent / "dataflows"
+
+#: Queue of a lockstep control edge: never drop a tick.
+LOCKSTEP = {"queue_size": 100, "queue_policy": "backpressure"}
+#: Queue of a recorder input (lossless; deep enough for a burst of log batches).
+RECORD = {"queue_size": 1000, "queue_policy": "backpressure"}
+#: Queue of an observer (viewer): never hold back the loop.
+OBSERVE = {"queue_size": 100, "queue_policy": "drop_oldest"}
+
+LOG = "log"
+SCENARIOS = "../robots/talos/scenarios"
+
+
+@dataclasses.dataclass
+class Node:
+    """One node of a graph.
+
+    Attributes:
+        id: dora node id.
+        path: node path (relative to ``dataflows/``) or ``dynamic``.
+        args: the node's arguments (None: no ``args`` key).
+        inputs: port -> (source ``node/output``, queue settings).
+        outputs: declared outputs (``log`` included when the node batches its log).
+        record: output -> recorder input id, for outputs the recorder reads one by one (nodes
+            without a ``log``).
+        comment: comment lines written above the node.
+        path_comment / args_comment: end-of-line comments.
+        folded_args: write ``args`` as a folded block (long argument lists).
+    """
+
+    id: str
+    path: str
+    args: str | None = None
+    inputs: dict[str, tuple[str, dict]] = dataclasses.field(default_factory=dict)
+    outputs: list[str] = dataclasses.field(default_factory=list)
+    record: dict[str, str] = dataclasses.field(default_factory=dict)
+    comment: str = ""
+    path_comment: str = ""
+    args_comment: str = ""
+    folded_args: bool = False
+
+
+@dataclasses.dataclass
+class Graph:
+    """A graph: the header comment (without ``#``) and its nodes."""
+
+    header: str
+    nodes: list[Node]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Pieces
+# ---------------------------------------------------------------------------------------------------
+
+def driver(command: str, *, args: str = "--robot talos", args_comment: str = "") -> Node:
+    """The MuJoCo driver (the graph's clock), commanded by ``command`` (a ``joint_command`` output)."""
+    return Node("mujoco_driver", "../nodes/mujoco_driver.py", args, {"command": (command, LOCKSTEP)},
+                ["sensors", LOG], args_comment=args_comment)
+
+
+def replay_node(node_id: str, streams: str, output: str, ack: str, record_as: str) -> Node:
+    """A replay node standing in for ``node_id`` (re-publishes the newest recording's ``streams``)."""
+    return Node(node_id, "../nodes/replay.py", f"--recording latest --streams {streams} --mode lockstep",
+                {"ack": (ack, LOCKSTEP)}, [output], record={output: record_as})
+
+
+def operator(mode: str = "scenario", scenario: str = "hand_forward.yaml") -> Node:
+    """The operator: ``scenario`` (plays a file), ``recording`` (the scenario of the replayed run)
+    or ``dynamic`` (a live program, examples/live_operator.py)."""
+    tick = {"tick": ("mujoco_driver/sensors", LOCKSTEP)}
+    if mode == "dynamic":
+        return Node("operator", "dynamic", None, tick, ["command"], record={"command": "operator_command"},
+                    path_comment="started by your program: python examples/live_operator.py")
+    args = ("--robot talos --scenario-from-recording latest" if mode == "recording"
+            else f"--robot talos --scenario {SCENARIOS}/{scenario}")
+    return Node("operator", "../nodes/operator.py", args, tick, ["command", LOG])
+
+
+def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | None = None,
+                 controller_config: str | None = None, controller_outputs: tuple[str, ...] = ("command",)) -> list[Node]:
+    """Input filter (8) -> Retargeting QP (9) -> Controller QP (11), each its own node.
+
+    Args:
+        lag: ticks between the Retargeting output the Controller / input filter use and the current
+            tick (pipelining: the stages run concurrently).
+        environment: the Retargeting refuses contacts far from the robot file's surfaces.
+        admittance: effectors of an effector-admittance node (eq. 14) feeding the input filter.
+        controller_config: the Controller's config file (relative to dataflows/).
+        controller_outputs: the Controller's outputs sent over dora (``state`` only for a consumer
+            other than the recorder: the recorder reads the log).
+    """
+    filt = Node("input_filter", "../nodes/input_filter.py", f"--robot talos --lag {lag}",
+                {"command": ("operator/command", LOCKSTEP), "desired": ("seiko_retargeting/desired", LOCKSTEP)},
+                ["targets", LOG])
+    nodes = [filt]
+    if admittance:
+        filt.inputs["admittance"] = ("admittance/twist", LOCKSTEP)
+        nodes.append(Node("admittance", "../nodes/admittance.py", f"--robot talos --effectors {admittance}",
+                          {"sensors": ("mujoco_driver/sensors", LOCKSTEP), "desired": ("seiko_retargeting/desired", LOCKSTEP)},
+                          ["twist", LOG], comment="Effector admittance (eq. 14) on the disabled effectors, from the measured wrenches.",
+                          args_comment="right ball hand: see the node doc"))
+    nodes.append(Node("seiko_retargeting", "../nodes/seiko_retargeting.py",
+                      "--robot talos --environment" if environment else "--robot talos",
+                      {"targets": ("input_filter/targets", LOCKSTEP), "command": ("operator/command", LOCKSTEP)},
+                      ["desired", LOG]))
+    cargs = f"--robot talos --lag {lag}" + (f" --config {controller_config}" if controller_config else "")
+    nodes.append(Node("seiko_controller", "../nodes/seiko_controller.py", cargs,
+                      {"sensors": ("mujoco_driver/sensors", LOCKSTEP), "desired": ("seiko_retargeting/desired", LOCKSTEP)},
+                      [*controller_outputs, LOG]))
+    return nodes
+
+
+def recorder(nodes: list[Node], name: str, dataflow: str, *, summary: str | None = "seiko",
+             renames: dict[str, str] | None = None) -> Node:
+    """The recorder: one input per logging node (``<id>: <id>/log``), one per output of the others."""
+    inputs: dict[str, tuple[str, dict]] = {}
+    for n in nodes:
+        if LOG in n.outputs:
+            inputs[n.id] = (f"{n.id}/{LOG}", RECORD)
+        for out, rid in n.record.items():
+            inputs[rid] = (f"{n.id}/{out}", RECORD)
+    args = f"--robot talos --name {name} --dataflow {dataflow}" + (f" --summary {summary}" if summary else "")
+    for src, dst in (renames or {}).items():
+        args += f" --rename {src}={dst}"
+    return Node("recorder", "../nodes/recorder.py", args, inputs, [], folded_args=bool(renames))
+
+
+def viewer() -> Node:
+    """The rerun viewer: an observer on drop-oldest queues."""
+    return Node("viewer", "../nodes/viewer.py", "--robot talos --name seiko_talos --every 25",
+                {"sensors": ("mujoco_driver/sensors", OBSERVE), "desired": ("seiko_retargeting/desired", OBSERVE),
+                 "controller_state": ("seiko_controller/state", OBSERVE)}, [])
+
+
+# ---------------------------------------------------------------------------------------------------
+# The graphs
+# ---------------------------------------------------------------------------------------------------
+
+_LOCKSTEP_NOTE = """The MuJoCo driver is the clock: lockstep by default (deterministic). Every lockstep input uses
+backpressure queues so that no tick is ever dropped. The run ends by itself at the end of the
+scenario; the recorder then writes recordings/<run>/ and prints the summary. Each node batches its
+outputs for the recorder (output `log`, every $CONTACTFLOW_LOG_EVERY = 50 ticks and at the end)."""
+
+
+def _main_graph(name: str, dataflow: str, *, driver_args: str = "--robot talos", op: str = "scenario",
+                controller_config: str | None = None, extra: tuple[Node, ...] = (),
+                controller_outputs: tuple[str, ...] = ("command",), driver_comment: str = "") -> list[Node]:
+    nodes = [driver("seiko_controller/command", args=driver_args, args_comment=driver_comment), operator(op),
+             *seiko_stages(controller_config=controller_config, controller_outputs=controller_outputs)]
+    return [*nodes, recorder(nodes, name, dataflow), *extra]
+
+
+def seiko_talos() -> Graph:
+    return Graph(f"""SEIKO on PAL Talos in MuJoCo (double support): operator -> input filter -> Retargeting QP (9)
+-> Controller QP (11) -> robot driver, closed by the measured sole wrenches and joint torques.
+
+  dora run dataflows/seiko_talos.yml
+  CONTACTFLOW_SCENARIO=robots/talos/scenarios/smoke_2s.yaml dora run dataflows/seiko_talos.yml
+
+{_LOCKSTEP_NOTE}""", _main_graph("seiko_talos", "seiko_talos.yml"))
+
+
+def seiko_talos_sim() -> Graph:
+    return Graph(f"""SEIKO on Talos in MuJoCo: the simulation half of the sim / replay pair. Same graph as
+seiko_talos_replay.yml except the driver node (and the operator's scenario source); its recordings
+have the same stream names as seiko_talos.yml's.
+
+  dora run dataflows/seiko_talos_sim.yml
+
+A hardware graph replaces the `mujoco_driver` node by the robot's driver node (same id, same
+`command` input and `sensors` output, `--realtime` on the SEIKO nodes).
+
+{_LOCKSTEP_NOTE}""", _main_graph("seiko_talos", "seiko_talos_sim.yml"))
+
+
+def seiko_talos_replay() -> Graph:
+    drv = replay_node("mujoco_driver", "mujoco_driver.sensors", "sensors", "seiko_controller/command", "sensors")
+    nodes = [drv, operator("recording"), *seiko_stages()]
+    return Graph("""SEIKO on Talos, open loop on a recorded run: the MuJoCo driver is replaced by a replay of the
+sensors of a recorded seiko_talos run (the replay node takes the id `mujoco_driver`, so the
+wiring is unchanged) and the operator and the SEIKO stages (input filter, Retargeting,
+Controller) run live on them. Lockstep: the replay publishes the sensors of tick k once the
+Controller's command of tick k-1 has arrived (input `ack`), so the run is deterministic and, with
+the same scenario and configs, reproduces the recorded commands exactly.
+
+  dora run dataflows/seiko_talos.yml            # record a run (recordings/<run>/)
+  dora run dataflows/seiko_talos_replay.yml     # replay the newest complete run holding the sensors
+
+Change `--recording latest` to a run directory or name to replay another run. The operator plays
+the scenario of that run (`--scenario-from-recording`, from its manifest), so the commands match
+(the robot does not react: open loop). Same graph as seiko_talos_sim.yml except the driver node.""",
+                 [*nodes, recorder(nodes, "seiko_talos_replay", "seiko_talos_replay.yml")])
+
+
+def seiko_talos_live() -> Graph:
+    return Graph(f"""Live-operated variant of seiko_talos.yml: the `operator` node is dynamic (examples/live_operator.py
+or any program using contactflow.operator.live.LiveOperator); everything else is identical.
+  dora up && dora start dataflows/seiko_talos_live.yml --detach && python examples/live_operator.py
+
+{_LOCKSTEP_NOTE}""", _main_graph("seiko_talos_live", "seiko_talos_live.yml", op="dynamic"))
+
+
+def seiko_talos_far_reach() -> Graph:
+    return Graph("""Far reach with an unmodelled 9 kg load (SEIKO RA-L 2024 Fig. 6), live-operated: seiko_talos_live.yml
+plus 9 kg welded at the right (ball) hand in MuJoCo only (the SEIKO model does not know it; from
+t = 0, where benchmarks/bench_seiko_reach_load.py ramps it in at 1-1.5 s) and the Controller
+settings of robots/talos/seiko_far_reach.yaml (ratio 0.6, 5 Hz tau_read, the lowering extension).
+  dora up && dora start dataflows/seiko_talos_far_reach.yml --detach && python examples/live_operator.py
+Select the right hand, move it forward (and up), and stop when the Controller logs
+"torque limit (12): arm_right_2_joint ... stop moving this way" (dora logs: `dora logs <dataflow> seiko_controller`).""",
+                 _main_graph("seiko_talos_far_reach", "seiko_talos_far_reach.yml", op="dynamic",
+                             driver_args="--robot talos --payload arm_right_5_link:9:0:0:-0.10",
+                             driver_comment="= right_hand_frame (robot.yaml extra_frames)",
+                             controller_config="../robots/talos/seiko_far_reach.yaml"))
+
+
+def prime_seiko_talos_payload() -> Graph:
+    return Graph("""SEIKO on Talos in MuJoCo with 6.3 kg the controller's model does not know (like the real Talos:
+99.7 kg against the model's 93.4 kg), recorded for PRIME ("beyond the paper", issue 5):
+
+  CONTACTFLOW_SCENARIO=robots/talos/scenarios/stand_7s.yaml dora run dataflows/prime_seiko_talos_payload.yml
+  contactflow prime estimate recordings/latest --robot talos --stream mujoco_driver.sensors --dt 0.01
+
+Same graph as seiko_talos.yml; only the driver's --payload and the recorder's name differ.""",
+                 _main_graph("prime_talos_payload", "prime_seiko_talos_payload.yml",
+                             driver_args="--robot talos --payload base_link:6.3:0:0:0.05"))
+
+
+def seiko_talos_view() -> Graph:
+    return Graph("""SEIKO on PAL Talos in MuJoCo (double support), as seiko_talos.yml, plus a rerun `viewer` node that
+draws the robot (URDF meshes driven by the measured joint state), the sole wrenches (arrows,
+1 mm/N), the desired vs measured effector positions and the tracking signals (sole fz desired /
+measured / filtered, effector position errors) on the simulation-time timeline `t`. The Controller
+sends its `state` over dora here (the viewer reads it).
+
+  dora run dataflows/seiko_talos_view.yml      # headless: writes recordings/seiko_talos-<UTC>.rrd
+  rerun recordings/seiko_talos-<UTC>.rrd       # look at it afterwards
+  CONTACTFLOW_SCENARIO=robots/talos/scenarios/smoke_2s.yaml dora run dataflows/seiko_talos_view.yml
+
+Add `--spawn` to the viewer's args for a live viewer when a display is available (it falls back to
+the file otherwise). The viewer is an observer, not a lockstep stage: its inputs use drop_oldest
+queues (never backpressure), so it can never hold back the 500 Hz loop; it logs one tick in
+`--every` (25: 20 Hz). The queues hold 100 messages (~70 ms of the three inputs) so that the
+viewer rides through its periodic send to rerun (tens of ms) without dora discarding messages
+and printing a warning for each. The recorder records the run as in seiko_talos.yml;
+`contactflow view RUN` turns any recording into an .rrd file offline.""",
+                 _main_graph("seiko_talos", "seiko_talos_view.yml", controller_outputs=("command", "state"),
+                             extra=(viewer(),)))
+
+
+def seiko_talos_multicontact() -> Graph:
+    nodes = [driver("seiko_controller/command", args="--robot talos --environment"), operator("scenario", "wall_push.yaml"),
+             *seiko_stages(lag=1, environment=True, admittance="left_foot right_foot left_hand")]
+    return Graph(f"""SEIKO multi-contact on PAL Talos in MuJoCo: the seiko_talos.yml graph in a scene with a wall in
+front of the robot and a support on its right (robots/talos/robot.yaml `environment:`), hand
+collision spheres, a left wrist FT sensor and the right ball hand's force from its joint
+torques. Contact switches and pushing mode come from the scenario (`contacts:`, `push:`).
+
+  dora run dataflows/seiko_talos_multicontact.yml          # wall push (paper Fig. 3)
+  CONTACTFLOW_SCENARIO=robots/talos/scenarios/foot_lift.yaml dora run dataflows/seiko_talos_multicontact.yml
+
+{_LOCKSTEP_NOTE}""", [*nodes, recorder(nodes, "seiko_talos_multicontact", "seiko_talos_multicontact.yml")])
+
+
+def seiko_talos_stack() -> Graph:
+    stack = Node("seiko_stack", "../nodes/seiko_stack.py", "--robot talos --lag 2",
+                 {"sensors": ("mujoco_driver/sensors", LOCKSTEP), "command": ("operator/command", LOCKSTEP)},
+                 ["command", LOG])
+    nodes = [driver("seiko_stack/command"), operator(), stack]
+    renames = {"seiko_stack/targets": "input_filter/targets", "seiko_stack/desired": "seiko_retargeting/desired",
+               "seiko_stack/command": "seiko_controller/command", "seiko_stack/state": "seiko_controller/state"}
+    return Graph("""seiko_talos.yml with the input filter, the SEIKO Retargeting and the SEIKO Controller fused in one
+process (nodes/seiko_stack.py): same stages, same messages, same `--lag 2`, so a run gives the same
+outputs bit for bit (the recorder names the streams as in seiko_talos.yml); it saves the dora
+messaging between the three stages and loses running the two QPs concurrently. Compared in
+docs/benchmarks.md.
+
+  dora run dataflows/seiko_talos_stack.yml
+  CONTACTFLOW_SCENARIO=robots/talos/scenarios/smoke_2s.yaml dora run dataflows/seiko_talos_stack.yml""",
+                 [*nodes, recorder(nodes, "seiko_talos_stack", "seiko_talos_stack.yml", renames=renames)])
+
+
+def seiko_controller_replay() -> Graph:
+    ack = "seiko_controller/command"
+    nodes = [replay_node("mujoco_driver", "mujoco_driver.sensors", "sensors", ack, "sensors"),
+             replay_node("seiko_retargeting", "seiko_retargeting.desired", "desired", ack, "desired"),
+             Node("seiko_controller", "../nodes/seiko_controller.py", "--robot talos --lag 2",
+                  {"sensors": ("mujoco_driver/sensors", LOCKSTEP), "desired": ("seiko_retargeting/desired", LOCKSTEP)},
+                  ["command", LOG])]
+    return Graph("""Record -> replay regression of the SEIKO Controller alone: the recorded robot sensors and the
+recorded Retargeting output of a seiko_talos run are re-published, in lockstep, by two replay
+nodes that take the ids of the nodes they stand in for; the Controller runs live on them and its
+outputs are recorded. They reproduce the recorded ones exactly (tests/test_replay.py).
+
+  dora run dataflows/seiko_talos.yml                       # record a run
+  dora run dataflows/seiko_controller_replay.yml           # replay its newest complete run
+
+--recording takes a run directory, a run name under $CONTACTFLOW_RECORDINGS, or `latest`.""",
+                 [*nodes, recorder(nodes, "seiko_controller_replay", "seiko_controller_replay.yml", summary=None)])
+
+
+#: graph name (file stem in dataflows/) -> builder.
+GRAPHS: dict[str, Callable[[], Graph]] = {
+    "seiko_talos": seiko_talos,
+    "seiko_talos_sim": seiko_talos_sim,
+    "seiko_talos_replay": seiko_talos_replay,
+    "seiko_talos_live": seiko_talos_live,
+    "seiko_talos_far_reach": seiko_talos_far_reach,
+    "seiko_talos_view": seiko_talos_view,
+    "seiko_talos_multicontact": seiko_talos_multicontact,
+    "seiko_talos_stack": seiko_talos_stack,
+    "prime_seiko_talos_payload": prime_seiko_talos_payload,
+    "seiko_controller_replay": seiko_controller_replay,
+}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Rendering
+# ---------------------------------------------------------------------------------------------------
+
+def _queue(spec: dict) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in spec.items())
+
+
+def _node_lines(n: Node) -> list[str]:
+    lines = [f"  # {c}" if c else "  #" for c in n.comment.splitlines()] if n.comment else []
+    lines.append(f"  - id: {n.id}")
+    lines.append(f"    path: {n.path}" + (f"   # {n.path_comment}" if n.path_comment else ""))
+    if n.args is not None:
+        if n.folded_args:
+            lines.append("    args: >-")
+            words, line = n.args.split(" --"), ""
+            parts = [words[0]] + ["--" + w for w in words[1:]]
+            for part in parts:
+                if line and len(line) + 1 + len(part) > 100:
+                    lines.append(f"      {line}")
+                    line = part
+                else:
+                    line = f"{line} {part}" if line else part
+            lines.append(f"      {line}")
+        else:
+            lines.append(f"    args: {n.args}" + (f"   # {n.args_comment}" if n.args_comment else ""))
+    if n.inputs:
+        lines.append("    inputs:")
+        for port, (src, q) in n.inputs.items():
+            lines.append(f"      {port}: {{source: {src}, {_queue(q)}}}")
+    if n.outputs:
+        lines.append(f"    outputs: [{', '.join(n.outputs)}]")
+    return lines
+
+
+def render(name: str) -> str:
+    """The YAML text of graph ``name``.
+
+    Raises:
+        KeyError: no such graph (naming the known ones).
+    """
+    if name not in GRAPHS:
+        raise KeyError(f"no graph {name!r}; graphs: {sorted(GRAPHS)}")
+    g = GRAPHS[name]()
+    out = [f"# GENERATED from contactflow/graphs.py ({name}) by `contactflow graphs --write`: do not edit by hand.", "#"]
+    out += [f"# {line}" if line else "#" for line in g.header.splitlines()]
+    out.append("nodes:")
+    for i, n in enumerate(g.nodes):
+        if i:
+            out.append("")
+        out += _node_lines(n)
+    return "\n".join(out) + "\n"
+
+
+def check_graphs(directory: Path = DATAFLOWS) -> list[str]:
+    """Names of the graphs whose file in ``directory`` is missing or differs from its source."""
+    stale = []
+    for name in GRAPHS:
+        path = Path(directory) / f"{name}.yml"
+        if not path.exists() or path.read_text() != render(name):
+            stale.append(name)
+    return stale
+
+
+def write_graphs(directory: Path = DATAFLOWS) -> list[str]:
+    """Render every graph into ``directory``; returns the names of the files that changed."""
+    changed = []
+    for name in GRAPHS:
+        path = Path(directory) / f"{name}.yml"
+        text = render(name)
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+            changed.append(name)
+    return changed
+
+
+def _run(args: argparse.Namespace) -> int:
+    directory = Path(args.dir)
+    if args.write:
+        changed = write_graphs(directory)
+        print(f"wrote {len(changed)} graph(s): {', '.join(changed) or 'none changed'}")
+        return 0
+    if args.list:
+        for name in GRAPHS:
+            print(f"{directory / (name + '.yml')}")
+        return 0
+    stale = check_graphs(directory)
+    if stale:
+        print(f"{len(stale)} graph(s) differ from contactflow/graphs.py: {', '.join(f'{s}.yml' for s in stale)}; "
+              f"run `contactflow graphs --write` (do not edit them by hand)")
+        return 1
+    print(f"{len(GRAPHS)} graphs match contactflow/graphs.py")
+    return 0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("graphs", help="check or write the SEIKO dataflow graphs from their one description")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="fail if a graph file differs from its source (default)")
+    mode.add_argument("--write", action="store_true", help="write the graph files")
+    mode.add_argument("--list", action="store_true", help="list the generated files")
+    p.add_argument("--dir", default=str(DATAFLOWS), help="dataflows directory (default: the checkout's)")
+    p.set_defaults(func=_run)
+
+
+if __name__ == "__main__":
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m contactflow.graphs", description=__doc__.splitlines()[0])
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    sys.exit(_run(parser.parse_args(["graphs", *sys.argv[1:]])))

@@ -1,0 +1,105 @@
+"""The SEIKO graphs in dataflows/ are rendered from one description (contactflow/graphs.py)."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from contactflow import graphs
+from contactflow.cli import main
+from contactflow.wiring import check_descriptor
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _nodes(name: str) -> dict[str, dict]:
+    return {n["id"]: n for n in yaml.safe_load(graphs.render(name))["nodes"]}
+
+
+def test_every_shipped_graph_matches_its_source():
+    assert graphs.check_graphs(ROOT / "dataflows") == [], "run `contactflow graphs --write` (do not edit them by hand)"
+    assert main(["graphs", "--check"]) == 0
+
+
+def test_a_hand_edited_graph_is_reported_by_name(tmp_path, capsys):
+    assert main(["graphs", "--write", "--dir", str(tmp_path)]) == 0
+    assert graphs.check_graphs(tmp_path) == []
+    p = tmp_path / "seiko_talos_view.yml"
+    p.write_text(p.read_text().replace("--lag 2", "--lag 3", 1))
+    (tmp_path / "seiko_talos_live.yml").unlink()
+    assert graphs.check_graphs(tmp_path) == ["seiko_talos_live", "seiko_talos_view"]
+    capsys.readouterr()
+    assert main(["graphs", "--check", "--dir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "seiko_talos_view.yml" in out and "seiko_talos_live.yml" in out and "--write" in out
+
+
+@pytest.mark.parametrize("name", list(graphs.GRAPHS))
+def test_every_graph_passes_the_wiring_check_and_is_flat(name):
+    flow = yaml.safe_load(graphs.render(name))
+    assert not any("module" in n for n in flow["nodes"])  # `dora run` needs no expansion
+    assert check_descriptor(flow) == []
+
+
+@pytest.mark.parametrize("name", list(graphs.GRAPHS))
+def test_a_live_retargeting_gets_the_operator_command(name):
+    """dataflows/modules/seiko.yml dropped it: contact switches and pushing mode were ignored."""
+    nodes = _nodes(name)
+    ret = nodes.get("seiko_retargeting")
+    if ret is None or ret["path"].endswith("replay.py"):
+        pytest.skip("no live Retargeting in this graph")
+    assert ret["inputs"]["command"]["source"] == "operator/command"
+
+
+@pytest.mark.parametrize("name", list(graphs.GRAPHS))
+def test_every_node_output_is_recorded_once_and_control_edges_keep_backpressure(name):
+    nodes = _nodes(name)
+    rec = nodes["recorder"]["inputs"]
+    sources = [v["source"] for v in rec.values()]
+    assert len(sources) == len(set(sources))
+    for nid, n in nodes.items():
+        if nid in ("recorder", "viewer"):
+            continue
+        outs = n.get("outputs", [])
+        if "log" in outs:
+            assert f"{nid}/log" in sources, (name, nid)
+        else:  # recorded output by output (replay nodes, a dynamic operator)
+            assert all(f"{nid}/{o}" in sources for o in outs), (name, nid)
+        for port, spec in (n.get("inputs") or {}).items():
+            assert spec["queue_policy"] == "backpressure", (name, nid, port)
+    for spec in rec.values():
+        assert spec["queue_policy"] == "backpressure" and spec["queue_size"] >= 1000
+    for spec in (nodes.get("viewer") or {}).get("inputs", {}).values():
+        assert spec["queue_policy"] == "drop_oldest"  # an observer never holds back the loop
+
+
+@pytest.mark.parametrize("variant, changed", [
+    # node id -> the keys allowed to differ from seiko_talos (None: absent in the variant)
+    ("prime_seiko_talos_payload", {"mujoco_driver": {"args"}, "recorder": {"args"}}),
+    ("seiko_talos_live", {"operator": {"path", "args", "outputs"}, "recorder": {"args", "inputs"}}),
+    ("seiko_talos_far_reach", {"operator": {"path", "args", "outputs"}, "recorder": {"args", "inputs"},
+                               "mujoco_driver": {"args"}, "seiko_controller": {"args"}}),
+    ("seiko_talos_sim", {"recorder": {"args"}}),
+    ("seiko_talos_view", {"seiko_controller": {"outputs"}, "recorder": {"args"}, "viewer": None}),
+])
+def test_variants_differ_from_the_main_graph_only_where_intended(variant, changed):
+    base, var = _nodes("seiko_talos"), _nodes(variant)
+    assert set(var) - set(base) == {k for k, v in changed.items() if v is None}
+    assert set(base) <= set(var)
+    for nid, node in base.items():
+        keys = set(node) | set(var[nid])
+        differ = {k for k in keys if node.get(k) != var[nid].get(k)}
+        assert differ <= (changed.get(nid) or set()), (variant, nid, differ)
+    if variant == "seiko_talos_view":
+        assert var["seiko_controller"]["outputs"] == ["command", "state", "log"]
+
+
+def test_the_dora_module_is_gone_and_nothing_refers_to_it():
+    assert not (ROOT / "dataflows" / "modules" / "seiko.yml").exists()
+    for p in (ROOT / "dataflows").glob("*.yml"):
+        assert "modules/seiko.yml" not in p.read_text(), p.name
+
+
+def test_an_unknown_graph_is_refused_naming_the_known_ones():
+    with pytest.raises(KeyError, match="seiko_talos"):
+        graphs.render("seiko_tales")

@@ -1,0 +1,184 @@
+"""The nodes' batched log (nodes/_runtime.py Sender) and its unpacking by the recorder."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "nodes"))
+
+import _runtime  # noqa: E402
+from _runtime import Sender  # noqa: E402
+
+from contactflow.messages import Field, PortSpec  # noqa: E402
+from contactflow.recording import RecordingError, RecordingWriter, pack_log, read_recording, unpack_log  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DORA = shutil.which("dora") or str(Path(sys.executable).parent / "dora")
+A = PortSpec("a", (Field("x", 2, "m"),), 500.0)
+B = PortSpec("b", (Field("y", 3, "m"),), 500.0)
+
+
+class FakeNode:
+    def __init__(self, outputs):
+        self.outputs = outputs
+        self.sent = []
+
+    def node_config(self):
+        return {"inputs": {}, "outputs": self.outputs}
+
+    def next(self, timeout=None):
+        return None
+
+    def send_output(self, output, value, metadata):
+        self.sent.append((output, value.to_numpy(), dict(metadata)))
+
+
+@pytest.fixture(autouse=True)
+def _no_global_senders():
+    _runtime._SENDERS.clear()
+    yield
+    _runtime._SENDERS.clear()
+
+
+def test_pack_unpack_round_trip_keeps_every_value_and_wall_time():
+    rows_a = [(k, k * 0.002, k == 2, 1_700_000_000_000_000_000 + 1000 * k + 7, np.array([k, -k / 3])) for k in range(3)]
+    rows_b = [(5, 0.01, False, 1_700_000_000_000_000_001, np.array([np.pi, 1e-300, -2.5]))]
+    values, md = pack_log({"a": ({"contract": "a", "layout": [["x", 2]]}, rows_a),
+                           "b": ({"contract": "b", "layout": [["y", 3]], "config": "{}"}, rows_b)}, batch=4)
+    assert md["seq"] == 4
+    blocks = unpack_log(pa.array(values).to_numpy(), md)
+    assert [b.output for b in blocks] == ["a", "b"]
+    a, b = blocks
+    np.testing.assert_array_equal(a.seq, [0, 1, 2])
+    np.testing.assert_array_equal(a.t, [0.0, 0.002, 0.004])
+    np.testing.assert_array_equal(a.finished, [False, False, True])
+    np.testing.assert_array_equal(a.t_wall_ns, [r[3] for r in rows_a])  # exact, not rounded through float64
+    np.testing.assert_array_equal(a.values, np.stack([r[4] for r in rows_a]))
+    np.testing.assert_array_equal(b.values[0], rows_b[0][4])
+    assert b.head["config"] == "{}" and "config" not in a.head
+    with pytest.raises(RecordingError, match="layout says"):
+        unpack_log(values[:-1], md)
+
+
+def test_append_block_counts_gaps_as_append_does(tmp_path):
+    w = RecordingWriter(tmp_path / "run", {})
+    s1 = w.stream("x.one", 1, {"source": "x/one"})
+    s2 = w.stream("x.block", 1, {"source": "x/block"})
+    seqs = [0, 1, 2, 5, 6, 6, 4, 9, 10]
+    for k in seqs:
+        s1.append(k, k * 0.1, np.array([k]))
+    a = np.array(seqs)
+    s2.append_block(a[:4], a[:4] * 0.1, a[:4, None].astype(float), np.zeros(4, bool), np.zeros(4, int))
+    s2.append_block(a[4:], a[4:] * 0.1, a[4:, None].astype(float), np.zeros(5, bool), np.zeros(5, int))
+    assert s1.missing == s2.missing == 4
+    w.close()
+    rec = read_recording(tmp_path / "run")
+    np.testing.assert_array_equal(rec.stream("x.block").seq, seqs)
+    np.testing.assert_array_equal(rec.stream("x.block").values[:, 0], seqs)
+    assert rec.manifest["streams"]["x.block"]["missing_seq"] == 4
+
+
+def test_sender_without_a_log_output_sends_every_message_as_before():
+    node = FakeNode(["a", "b"])
+    s = Sender(node, {"a": A, "b": B}, log_every=2)
+    for k in range(3):
+        s.send("a", np.zeros(2), seq=k, t=0.0)
+        s.send("b", np.zeros(3), seq=k, t=0.0)
+    assert [o for o, _, _ in node.sent] == ["a", "b"] * 3
+    assert not s.flush()
+
+
+def test_sender_batches_every_n_ticks_and_sends_undeclared_outputs_only_in_the_log():
+    node = FakeNode(["a", "log"])
+    s = Sender(node, {"a": A, "b": B}, {"k": 1}, log_every=4)
+    for k in range(10):
+        s.send("a", np.array([k, k]), seq=k, t=k * 0.002)
+        s.send("b", np.array([k, k, k]), seq=k, t=k * 0.002, finished=k == 9)
+    kinds = [o for o, _, _ in node.sent]
+    assert kinds.count("a") == 10 and "b" not in kinds  # b: not declared -> only in the log
+    logs = [(v, md) for o, v, md in node.sent if o == "log"]
+    assert len(logs) == 2 and s.pending == 4  # ticks 0-3, 4-7 sent; 8-9 wait for the end of the run
+    _runtime.drain_after_finish(node, grace_s=0.0)  # the end of a run flushes the partial batch
+    logs = [(v, md) for o, v, md in node.sent if o == "log"]
+    assert [md["seq"] for _, md in logs] == [0, 1, 2] and s.pending == 0
+    blocks = [unpack_log(v, md) for v, md in logs]
+    seq_b = np.concatenate([bl[1].seq for bl in blocks])
+    np.testing.assert_array_equal(seq_b, np.arange(10))
+    assert blocks[-1][1].finished[-1] and not blocks[0][1].finished.any()
+    assert "config" in blocks[0][0].head and "config" not in blocks[1][0].head
+    assert blocks[0][0].head["layout"] == [["x", 2]] and blocks[0][1].head["contract"] == "b"
+
+
+def test_node_main_sends_the_last_partial_batch_when_the_node_fails():
+    node = FakeNode(["a", "log"])
+
+    def body():
+        s = Sender(node, {"a": A}, log_every=50)
+        for k in range(3):
+            s.send("a", np.zeros(2), seq=k, t=0.0)
+        raise _runtime.UpstreamError("upstream gone")
+
+    with pytest.raises(SystemExit) as exc:
+        _runtime.node_main("fixture", body)
+    assert exc.value.code == 3
+    logs = [(v, md) for o, v, md in node.sent if o == "log"]
+    assert len(logs) == 1 and len(unpack_log(*logs[0])[0].seq) == 3
+
+
+def _graph(tmp_path, source_args):
+    fixture = ROOT / "tests" / "fixtures" / "log_source.py"
+    text = f"""nodes:
+  - id: src
+    path: {fixture}
+    args: {source_args}
+    inputs:
+      tick: dora/timer/millis/2
+    outputs: [a, log]
+  - id: sink
+    path: {ROOT / 'nodes' / 'recorder.py'}
+    args: --name logtest
+    inputs:
+      src: {{source: src/log, queue_size: 1000, queue_policy: backpressure}}
+"""
+    df = tmp_path / "g.yml"
+    df.write_text(text)
+    env = dict(os.environ, CONTACTFLOW_RECORDINGS=str(tmp_path / "rec"), CONTACTFLOW_LOG_EVERY="25")
+    proc = subprocess.run([DORA, "run", str(df), "--stop-after", "60s"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    runs = [p for p in (tmp_path / "rec").iterdir() if p.is_dir() and not p.is_symlink()]
+    assert len(runs) == 1, (proc.stdout + proc.stderr)[-3000:]
+    return proc, read_recording(runs[0])
+
+
+@pytest.mark.dora
+def test_recorder_unpacks_logs_into_streams_and_counts_gaps(tmp_path):
+    """A node that skipped ticks 40-44 (as a real-time node may): every sent message is recorded,
+    in the streams of a per-output recording, and the gap is counted, not hidden."""
+    proc, rec = _graph(tmp_path, "--count 110 --skip 40,41,42,43,44")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert rec.stream_names == ["src.a", "src.b"]
+    a, b = rec.stream("src.a"), rec.stream("src.b")
+    want = np.array([k for k in range(110) if not 40 <= k <= 44])
+    np.testing.assert_array_equal(a.seq, want)
+    np.testing.assert_array_equal(b.values[:, 2], 3 * want)
+    assert a.layout == [("x", 2)] and b.metadata["contract"] == "b"
+    assert b.finished[-1] and not b.finished[:-1].any()
+    assert rec.manifest["configs"]["src"] == {"fixture": True}
+    assert rec.manifest["streams"]["src.a"]["missing_seq"] == 5
+    assert rec.manifest["recording_gaps"] == 10 and rec.manifest["recording_lost_batches"] == 0
+    assert "messages missing in seq" in out
+
+
+@pytest.mark.dora
+def test_the_last_partial_batch_is_recorded_when_the_node_fails(tmp_path):
+    proc, rec = _graph(tmp_path, "--count 60 --fail")
+    assert proc.returncode != 0
+    np.testing.assert_array_equal(rec.stream("src.a").seq, np.arange(60))  # 2 full batches of 25 + 10
+    assert rec.manifest["recording_gaps"] == 0
