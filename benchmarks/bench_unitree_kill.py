@@ -47,10 +47,11 @@ def one_run(tmp: Path, extra: str) -> dict:
     t_kill = time.monotonic()
     os.kill(pid, signal.SIGKILL)
     rc, out, status, emu, _ = run.finish()
-    if status is None or emu is None or emu.get("first_damping_mono_s") is None:
+    if status is None or emu is None or not emu.get("damping_mono_s"):
         raise RuntimeError(f"run without the timestamps (rc {rc}):\n{out[-3000:]}")
     t_last, t_latch = status["last_command_mono_s"], status["latched_mono_s"]
-    t_wire, t_emu = status["latched_lowcmd_mono_s"], emu["first_damping_mono_s"]
+    t_wire = status["latched_lowcmd_mono_s"]
+    t_emu = min((t for t in emu["damping_mono_s"] if t >= t_kill), default=float("nan"))
     ms = lambda a, b: 1e3 * (b - a)  # noqa: E731
     return {"phase_ms": ms(t_last, t_kill), "a_kill_to_latch_ms": ms(t_kill, t_latch),
             "b_latch_to_lowcmd_ms": ms(t_latch, t_wire), "c_lowcmd_to_emulator_ms": ms(t_wire, t_emu),

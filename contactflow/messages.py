@@ -344,6 +344,8 @@ NODE_PORTS: dict[str, dict[str, dict[str, str]]] = {
         "optional": {"wrench": "external_wrench", "estop": "estop"},
         "outputs": {"sensors": "sensors"},
     },
+    # software e-stop of the hardware graph (nodes/estop.py), ticked by the driver
+    "estop": {"inputs": {"tick": "sensors"}, "outputs": {"estop": "estop"}},
     # LAC teleop pipeline (Unitree G1)
     "teleop": {"inputs": {"tick": "sensors"}, "outputs": {"command": "teleop_command"}},
     "wrench_injector": {"inputs": {"tick": "sensors"}, "outputs": {"wrench": "external_wrench"}},

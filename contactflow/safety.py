@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CommandHold", "PDCommandHold"]
+__all__ = ["CommandHold", "PDCommandHold", "FileEstop"]
 
 log = logging.getLogger("contactflow.safety")
 
@@ -252,3 +253,26 @@ class PDCommandHold(CommandHold):
             self.mode = "normal"
             self._resume_s = None
         return self.theta, self.kp, self.kd, self.tau_ff
+
+
+class FileEstop:
+    """A software e-stop a person can trigger from any shell: the stop is on once ``path`` exists
+    (``touch PATH``) and stays on (latched) for the life of the object, even if the file goes away.
+
+    A file left over from an earlier stop keeps the robot stopped from the start: removing it is
+    the deliberate reset (like turning a mushroom button back).
+
+    Args:
+        path: the trigger file.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.reason = ""
+
+    def stop(self) -> bool:
+        """True once the trigger file was seen (then always)."""
+        if not self.reason and self.path.exists():
+            self.reason = f"e-stop file {self.path} exists"
+            log.warning("%s: emergency stop (remove the file before the next run)", self.reason)
+        return bool(self.reason)

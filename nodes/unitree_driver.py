@@ -192,7 +192,8 @@ def main() -> int:
                         except ContractError:
                             stop = True  # a malformed e-stop message is an e-stop
                         if stop:
-                            link.estop("estop input")
+                            link.estop(f"estop input from {wired.get('estop', 'estop')}: "
+                                       f"{ev['metadata'].get('reason', 'stop')}")
                     elif iid == "wrench" and not wrench_logged:
                         wrench_logged = True
                         log.info("input 'wrench' ignored: on hardware external wrenches are physical (still recorded)")

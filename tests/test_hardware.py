@@ -450,7 +450,11 @@ def test_hardware_graph_differs_from_the_simulated_one_in_the_driver_only():
     hw = yaml.safe_load((ROOT / "dataflows/lac_g1_hw.yml").read_text())["nodes"]
     sim_nodes = {n["id"]: n for n in sim}
     hw_nodes = {n["id"]: n for n in hw}
-    assert set(sim_nodes) - {"mujoco_driver"} == set(hw_nodes) - {"unitree_driver"}
+    # exactly what differs: the driver, and the e-stop node wired to its `estop` input
+    assert set(sim_nodes) - {"mujoco_driver"} == set(hw_nodes) - {"unitree_driver", "estop"}
+    es = hw_nodes["estop"]
+    assert es["path"] == "../nodes/estop.py" and es["outputs"] == ["estop"]
+    assert es["inputs"]["tick"]["source"] == "unitree_driver/sensors"
 
     def rename(n):
         text = yaml.safe_dump(n).replace("unitree_driver/", "mujoco_driver/")
@@ -463,6 +467,7 @@ def test_hardware_graph_differs_from_the_simulated_one_in_the_driver_only():
             a, b = {**a, "args": ""}, {**b, "args": ""}
         assert a == b, nid
     ds, dh = sim_nodes["mujoco_driver"], hw_nodes["unitree_driver"]
+    assert dh["inputs"].pop("estop")["source"] == "estop/estop"
     assert ds["inputs"] == dh["inputs"] and ds["outputs"] == dh["outputs"]
     assert dh["path"] == "../nodes/unitree_driver.py" and "--domain 1 --interface lo" in dh["args"]
     assert check_dataflow(ROOT / "dataflows/lac_g1_hw.yml") == []
@@ -499,6 +504,72 @@ def test_estop_latches_damping_on_the_wire(g1, tmp_path):
         emu.wait(timeout=10)
     s = json.loads(status.read_text())
     assert 0.0 <= s["first_damping_mono_s"] - t_estop <= SLACK_S  # measured < 20 ms idle; CI bound
+
+
+def test_wireless_remote_layout_and_combos():
+    from contactflow.hardware.remote import BUTTONS, combo_pressed, parse_combo, pressed_buttons, remote_bytes
+
+    # the SDK example's layout: byte 2 = R1 L1 Start Select R2 L2 F1 F3, byte 3 = A B X Y Up Right Down Left
+    data = bytearray(40)
+    data[2], data[3] = 0b0010_0000, 0b0000_0010  # L2 (byte 2, bit 5) and B (byte 3, bit 1)
+    assert pressed_buttons(data) == {"L2", "B"} and remote_bytes(["L2", "B"]) == bytes(data)
+    assert pressed_buttons(bytes([0, 0, 0xFF, 0xFF] + [0] * 36)) == set(BUTTONS) and len(BUTTONS) == 16
+    assert parse_combo("L2+B") == {"L2", "B"} and parse_combo("none") == frozenset()
+    assert combo_pressed(data, parse_combo("L2+B")) and not combo_pressed(remote_bytes(["L2"]), parse_combo("L2+B"))
+    assert not combo_pressed(data, parse_combo("none"))  # no combo: never an e-stop
+    with pytest.raises(ConfigError, match=r"unknown button\(s\) \['L3'\] in 'L2\+L3'"):
+        parse_combo("L2+L3")
+    with pytest.raises(ConfigError, match="remote_estop"):
+        UnitreeDriverConfig(remote_estop="B+Q")
+
+
+def test_file_estop_latches_once_the_file_exists(tmp_path):
+    from contactflow.safety import FileEstop
+
+    f = tmp_path / "stop"
+    e = FileEstop(f)
+    assert not e.stop()
+    f.touch()
+    assert e.stop() and str(f) in e.reason
+    f.unlink()
+    assert e.stop()  # latched: the file going away does not release it
+
+
+def test_remote_estop_latches_damping_on_the_wire(g1, tmp_path):
+    """The emulator shows L2+B pressed on its wireless remote 0.5 s after the first command; the
+    driver link latches damping from its own thread, commands keep coming."""
+    import json
+    import subprocess
+    import sys
+
+    from contactflow.hardware.link import UnitreeLink
+
+    dom = _domain()
+    status = tmp_path / "emu.json"
+    emu = subprocess.Popen([sys.executable, "-m", "contactflow.cli", "sim-robot", "g1", "--domain", str(dom),
+                            "--duration-s", "30", "--status-json", str(status), "--press-remote", "L2+B",
+                            "--press-at-s", "0.5"], cwd=ROOT)
+    link = UnitreeLink(g1, UnitreeDriverConfig(startup_ramp_s=0.0, state_timeout_s=0.2), dom, "lo")
+    link.start()
+    try:
+        assert link.wait_first_state(20.0)
+        t_end = time.monotonic() + 20.0
+        while link.shaper.latched != "estop" and time.monotonic() < t_end:
+            link.offer_command(_cmd(g1))
+            time.sleep(0.02)
+        assert link.shaper.latched == "estop", link.status.transitions
+        for _ in range(10):
+            link.offer_command(_cmd(g1))
+            time.sleep(0.02)
+        assert link.shaper.mode == "estop" and link._cmd.motor_cmd[0].kp == 0.0
+        assert link.status.transitions[-1][2] == "wireless remote: L2+B pressed"
+    finally:
+        link.stop()
+        emu.terminate()
+        emu.wait(timeout=10)
+    s = json.loads(status.read_text())
+    # the state showing the buttons -> the damping command applied: measured 1-3 ms; CI bound
+    assert 0.0 <= s["first_damping_mono_s"] - s["remote_pressed_mono_s"] <= SLACK_S
 
 
 @pytest.mark.parametrize("argv, needle", [

@@ -55,6 +55,9 @@ class EmulatorStatus:
         command and of the first damping command (every enabled motor kp = 0, kd > 0, after a command
         with some kp > 0: the start-up ramp also begins at kp = 0).
         t_s: simulated time [s]. fell: the base went below the robot file's fall height.
+        remote_pressed_mono_s: ``time.monotonic()`` of the first state showing ``press_remote``.
+        damping_mono_s: ``time.monotonic()`` of every damping command that follows a stiff one (each
+        entry into damping: watchdog, latch).
     """
 
     steps: int = 0
@@ -68,6 +71,8 @@ class EmulatorStatus:
     first_damping_mono_s: float | None = None
     t_s: float = 0.0
     fell: bool = False
+    remote_pressed_mono_s: float | None = None
+    damping_mono_s: list = dataclasses.field(default_factory=list)
 
 
 class UnitreeEmulator:
@@ -78,6 +83,9 @@ class UnitreeEmulator:
         domain_id: DDS domain. interface: network interface (``lo``).
         mode_machine: the ``mode_machine`` reported in ``rt/lowstate``.
         corrupt_state_every: 0, or k: every k-th state is sent with a wrong CRC.
+        press_remote: buttons of the wireless remote (``"L2+B"``, :mod:`contactflow.hardware.remote`)
+            shown pressed in ``rt/lowstate`` from ``press_at_s`` [s] of simulated time (since the first
+            command) on ('': never).
         harness_s: for this long [s] of simulated time after the first command, the base is held at
             its start pose (feet on the ground, the harness carrying the weight: the start-up
             procedure of docs/hardware.md, during which the driver ramps the gains up from damping);
@@ -88,7 +96,8 @@ class UnitreeEmulator:
     """
 
     def __init__(self, robot: Robot, domain_id: int = 1, interface: str = "lo", *, mode_machine: int = 1,
-                 corrupt_state_every: int = 0, harness_s: float = 0.0):
+                 corrupt_state_every: int = 0, harness_s: float = 0.0, press_remote: str = "",
+                 press_at_s: float = 0.0):
         from contactflow.hardware.dds import UnitreeChannels
         from contactflow.hardware.unitree import motor_slots
         from contactflow.hardware.unitree_msgs import TOPIC_LOWCMD, TOPIC_LOWSTATE, LowCmd_, LowState_
@@ -105,9 +114,13 @@ class UnitreeEmulator:
         self.status = EmulatorStatus()
         self.readings = self.sim.reset()
         self.harness_s = float(harness_s)
-        self._stiff_seen = False
+        self._prev_stiff = False
         self._base0 = (self.sim.data.qpos[:7].copy(), self.sim.data.time)
         self._tick_ms = 0
+        from contactflow.hardware.remote import parse_combo, remote_bytes
+
+        self._press = remote_bytes(parse_combo(press_remote, "sim-robot --press-remote")) if press_remote else None
+        self.press_at_s, self.press_remote = float(press_at_s), press_remote
         n = robot.n
         self._cmd = self.sim.check_command(robot.theta_default, robot.K, robot.kd, np.zeros(n))
 
@@ -137,12 +150,13 @@ class UnitreeEmulator:
             self.status.first_command_mono_s = now
             log.info("first valid rt/lowcmd received")
         stiff = bool(np.any(kp[on] > 0))
-        self._stiff_seen = self._stiff_seen or stiff
         # damping = kp 0, kd > 0 AFTER a stiff command (the driver's start-up ramp also begins at kp 0)
-        if (self.status.first_damping_mono_s is None and self._stiff_seen and np.any(on) and not stiff
-                and np.all(kd[on] > 0)):
-            self.status.first_damping_mono_s = now
-            log.info("damping command received")
+        if self._prev_stiff and np.any(on) and not stiff and np.all(kd[on] > 0):
+            if self.status.first_damping_mono_s is None:
+                self.status.first_damping_mono_s = now
+                log.info("damping command received")
+            self.status.damping_mono_s.append(now)
+        self._prev_stiff = stiff
         self._cmd = cmd
 
     def _publish(self) -> None:
@@ -161,6 +175,11 @@ class UnitreeEmulator:
             m = ms[s]
             m.mode, m.q, m.dq, m.tau_est = 1, q[j], dq[j], tau[j]
         st.tick = self._tick_ms & 0xFFFFFFFF
+        if self._press is not None and self.status.steps > 0 and r.t >= self.press_at_s:
+            if self.status.remote_pressed_mono_s is None:
+                self.status.remote_pressed_mono_s = time.monotonic()
+                log.info("wireless remote: %s pressed", self.press_remote)
+            st.wireless_remote = self._press
         st.crc = lowstate_crc(st)
         self.status.states += 1
         if self.corrupt_state_every and self.status.states % self.corrupt_state_every == 0:

@@ -78,6 +78,9 @@ class UnitreeLink:
         self.send_mono: list[float] = []
         self._crc_logged = self._stale_logged = self._nonfinite_logged = False
         self._watch = None  # (ProcessMonitor, describe) of the command source's process
+        from contactflow.hardware.remote import parse_combo
+
+        self._remote_estop = parse_combo(config.remote_estop)
         self.watch_failure = ""
 
     def watch_source(self, monitor, describe) -> None:
@@ -125,6 +128,7 @@ class UnitreeLink:
 
     # ------------------------------------------------------------------ 500 Hz thread
     def _take_states(self, now: float) -> bool:
+        from contactflow.hardware.remote import combo_pressed
         from contactflow.hardware.unitree_msgs import LowState_, lowstate_crc
 
         got = False
@@ -156,6 +160,8 @@ class UnitreeLink:
                 continue
             self._last_tick = int(msg.tick)
             self.status.states += 1
+            if self._remote_estop and not self.shaper.latched and combo_pressed(msg.wireless_remote, self._remote_estop):
+                self.shaper.latch("estop", f"wireless remote: {self.config.remote_estop} pressed", now)
             self.latest = reading
             if self.first_state_mono is not None and int(msg.mode_machine) != self._mode_machine:
                 log.warning("rt/lowstate mode_machine changed %d -> %d", self._mode_machine, msg.mode_machine)

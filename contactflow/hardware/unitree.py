@@ -139,6 +139,9 @@ class UnitreeDriverConfig:
         mode_pr: the ankle/waist mode the driver's targets are written for, sent in every ``rt/lowcmd``
             (0 = pitch/roll, the only one implemented: the targets are joint angles of the robot
             file). The driver refuses to leave ``wait`` while the robot reports another one.
+        remote_estop: buttons of the robot's wireless remote (``rt/lowstate`` ``wireless_remote``,
+            :mod:`contactflow.hardware.remote`) that latch damping, joined by ``+`` (default
+            ``L2+B``, the remote's own damping combination); ``none``: no e-stop on the remote.
     """
 
     command_timeout_s: float = 0.1
@@ -151,8 +154,12 @@ class UnitreeDriverConfig:
     velocity_cutoff_hz: float | None = None
     exit_damping_s: float = 0.5
     mode_pr: int = 0
+    remote_estop: str = "L2+B"
 
     def __post_init__(self):
+        from contactflow.hardware.remote import parse_combo
+
+        parse_combo(self.remote_estop, "unitree_driver: remote_estop")
         for name in ("command_timeout_s", "state_timeout_s", "first_state_timeout_s", "lowcmd_rate_hz",
                      "velocity_cutoff_hz"):
             x = getattr(self, name)
