@@ -208,8 +208,8 @@ def _box_residuals(A, x, bl, bu, eq, has_eq, tol):
     """(eq_residual, ineq_violation, ok) of x for the box form, with ``bl <= [x; A x] <= bu``
     (or ``bl <= A x <= bu`` without variable bounds) and ``eq`` the equality mask.
 
-    Lean (a handful of numpy calls): the tolerance is ``tol * (1 + max|[x; A x]|)``, relative
-    to the size of the constrained quantities at the solution (for an active bound the same as
+    Lean (about ten numpy calls): the tolerance is ``tol * (1 + max|[x; A x]|)``, relative to
+    the size of the constrained quantities at the solution (for an active bound the same as
     relative to the bound; an inactive huge bound does not loosen it)."""
     r = A @ x
     if len(bl) != len(r):
@@ -217,17 +217,16 @@ def _box_residuals(A, x, bl, bu, eq, has_eq, tol):
     if not len(r):
         return 0.0, 0.0, True
     d = np.maximum(bl - r, r - bu)  # |r - b| on equality rows; > 0 = violation elsewhere
-    worst = float(d.max())
-    eq_res = viol = 0.0
+    eq_res = 0.0
     if has_eq:
         eq_res = float(d[eq].max())
-        if worst > eq_res:
-            viol = worst
-        elif not eq.all():
-            viol = max(0.0, float(d[~eq].max()))
-    else:
-        viol = max(0.0, worst)
-    ok = worst <= tol * (1.0 + float(np.abs(r).max()))
+        d[eq] = -_INF
+    viol = float(d.max())
+    if viol != viol:  # NaN (NaN data): fails
+        return eq_res, viol, False
+    viol = max(0.0, viol)
+    worst = max(eq_res, viol)  # a NaN eq_res stays NaN here and fails both comparisons below
+    ok = worst <= tol or worst <= tol * (1.0 + float(np.abs(r).max()))
     return eq_res, viol, ok
 
 

@@ -17,6 +17,7 @@ Conventions:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Sequence
 
 import numpy as np
@@ -40,7 +41,6 @@ class EquilibriumTerms:
     """Equilibrium quantities at ``(q, lam)`` (SEIKO eqs. 1-2).
 
     Attributes:
-        gravity: (nv,) generalised gravity g(q) [N, N m].
         r: (nv,) residual g(q) - J^T lam [N, N m]; its joint rows are the joint torques tau
             that hold the posture, its 6 base rows vanish at equilibrium.
         dr_dq: (nv, nv) dr/dq on the tangent space (``pin.integrate`` convention), with every
@@ -49,16 +49,53 @@ class EquilibriumTerms:
         J: (m, nv) stacked contact Jacobian, contacts in the given order, such that J^T lam is
             the generalised contact force. Plane rows: LOCAL frame Jacobian (6 rows, [v; w]);
             point rows: ``R_c^T @ J_LOCAL_WORLD_ALIGNED[:3]`` (3 rows).
+        lam: (m,) the stacked wrenches the terms were computed with.
+        gravity: (nv,) generalised gravity g(q) = r + J^T lam [N, N m] (computed on first use).
     """
 
-    gravity: np.ndarray
     r: np.ndarray
     dr_dq: np.ndarray
     J: np.ndarray
+    lam: np.ndarray
+
+    @functools.cached_property
+    def gravity(self) -> np.ndarray:
+        return self.r + self.J.T @ self.lam if len(self.lam) else self.r.copy()
 
 
 def _skew(v: np.ndarray) -> np.ndarray:
     return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
+
+
+class _ModelCache:
+    """Per-model constants of :func:`equilibrium_terms`: a zero external-force vector (entries
+    set for the call and reset after it) and each contact frame's parent joint and placement
+    (``model.frames[i]`` copies the whole frame at every access)."""
+
+    def __init__(self, model: pin.Model):
+        self.model = model  # held: the cache key id(model) cannot be reused while the entry lives
+        self.zero = pin.Force.Zero()
+        self.fext = pin.StdVec_Force()
+        for _ in range(model.njoints):
+            self.fext.append(pin.Force.Zero())
+        self.frames: dict[int, tuple[int, pin.SE3]] = {}
+
+    def frame(self, frame_id: int) -> tuple[int, pin.SE3]:
+        entry = self.frames.get(frame_id)
+        if entry is None:
+            fr = self.model.frames[frame_id]
+            entry = self.frames[frame_id] = (fr.parentJoint, fr.placement.copy())
+        return entry
+
+
+_CACHES: dict[int, _ModelCache] = {}
+
+
+def _model_cache(model: pin.Model) -> _ModelCache:
+    cache = _CACHES.get(id(model))
+    if cache is None or cache.model is not model:
+        cache = _CACHES[id(model)] = _ModelCache(model)
+    return cache
 
 
 def equilibrium_terms(
@@ -80,7 +117,7 @@ def equilibrium_terms(
     :func:`effector_jacobian_world` and ``data.oMf`` can be used right after this call.
 
     Args:
-        model: pinocchio model (FreeFlyer root).
+        model: pinocchio model (FreeFlyer root); treated as constant (its frames are cached).
         data: its data (reused; overwritten).
         q: (nq,) configuration.
         contacts: the contacts whose wrenches enter the equilibrium (usually the enabled ones).
@@ -104,47 +141,53 @@ def equilibrium_terms(
     pin.computeJointJacobians(model, data, q)
     pin.updateFramePlacements(model, data)
 
-    fext = pin.StdVec_Force()
-    for _ in range(model.njoints):
-        fext.append(pin.Force.Zero())
-    m = sum(c.dim for c in contacts)
+    cache = _model_cache(model)
+    fext = cache.fext
+    lams = [np.asarray(lam, dtype=float) for lam in lams]
+    m = 0
+    for c, lam in zip(contacts, lams):
+        m += c.dim
+        want = 6 if c.type == "plane" else 3 if c.type == "point" else None
+        if want is None:
+            raise ModelError(f"contact {c.name!r}: unknown type {c.type!r}")
+        if lam.shape != (want,):
+            what = "plane wrench" if want == 6 else "point force"
+            raise ModelError(f"contact {c.name!r}: {what} must have shape ({want},), got {lam.shape}")
     J = np.zeros((m, nv))
     rot_terms = []
+    touched = []
     row = 0
-    for c, lam, R_c in zip(contacts, lams, R_cs):
-        lam = np.asarray(lam, dtype=float)
-        frame = model.frames[c.frame_id]
-        if c.type == "plane":
-            if lam.shape != (6,):
-                raise ModelError(f"contact {c.name!r}: plane wrench must have shape (6,), got {lam.shape}")
-            J_L = pin.getFrameJacobian(model, data, c.frame_id, pin.LOCAL)
-            J[row : row + 6] = J_L
-            f_local = pin.Force(lam)
-            row += 6
-        elif c.type == "point":
-            if lam.shape != (3,):
-                raise ModelError(f"contact {c.name!r}: point force must have shape (3,), got {lam.shape}")
-            if R_c is None:
-                raise ModelError(f"contact {c.name!r}: a point contact needs its surface frame R_c")
-            R_c = np.asarray(R_c, dtype=float)
-            R = data.oMf[c.frame_id].rotation
-            J_lwa = pin.getFrameJacobian(model, data, c.frame_id, pin.LOCAL_WORLD_ALIGNED)
-            J[row : row + 3] = R_c.T @ J_lwa[:3]
-            f_l = R.T @ (R_c @ lam)
-            f_local = pin.Force(f_l, np.zeros(3))
-            J_L = pin.getFrameJacobian(model, data, c.frame_id, pin.LOCAL)
-            rot_terms.append(J_L[:3].T @ (_skew(f_l) @ J_L[3:]))
-            row += 3
-        else:
-            raise ModelError(f"contact {c.name!r}: unknown type {c.type!r}")
-        fext[frame.parentJoint] = fext[frame.parentJoint] + frame.placement.act(f_local)
-
-    r = np.array(pin.computeStaticTorque(model, data, q, fext))
-    dr_dq = np.array(pin.computeStaticTorqueDerivatives(model, data, q, fext))
+    try:
+        for c, lam, R_c in zip(contacts, lams, R_cs):
+            parent, placement = cache.frame(c.frame_id)
+            if c.type == "plane":
+                J[row : row + 6] = pin.getFrameJacobian(model, data, c.frame_id, pin.LOCAL)
+                f_local = pin.Force(lam)
+                row += 6
+            else:
+                if R_c is None:
+                    raise ModelError(f"contact {c.name!r}: a point contact needs its surface frame R_c")
+                R_c = np.asarray(R_c, dtype=float)
+                R = data.oMf[c.frame_id].rotation
+                J_lwa = pin.getFrameJacobian(model, data, c.frame_id, pin.LOCAL_WORLD_ALIGNED)
+                J[row : row + 3] = R_c.T @ J_lwa[:3]
+                f_l = R.T @ (R_c @ lam)
+                f_local = pin.Force(f_l, np.zeros(3))
+                J_L = pin.getFrameJacobian(model, data, c.frame_id, pin.LOCAL)
+                rot_terms.append(J_L[:3].T @ (_skew(f_l) @ J_L[3:]))
+                row += 3
+            touched.append(parent)
+            fext[parent] = fext[parent] + placement.act(f_local)
+        r = np.array(pin.computeStaticTorque(model, data, q, fext))
+        dr_dq = np.array(pin.computeStaticTorqueDerivatives(model, data, q, fext))
+    finally:
+        zero = cache.zero
+        for j in touched:
+            fext[j] = zero
     for term in rot_terms:
         dr_dq -= term
-    gravity = r + J.T @ np.concatenate([np.asarray(lam, float) for lam in lams]) if m else r.copy()
-    return EquilibriumTerms(gravity=gravity, r=r, dr_dq=dr_dq, J=J)
+    lam = np.concatenate(lams) if m else np.zeros(0)
+    return EquilibriumTerms(r=r, dr_dq=dr_dq, J=J, lam=lam)
 
 
 def effector_jacobian_world(model: pin.Model, data: pin.Data, frame_id: int) -> np.ndarray:

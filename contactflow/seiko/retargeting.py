@@ -19,7 +19,12 @@ Each step solves, in rate form (x = [qdot (nv); lam_dot (m)], increments = dt x,
          C (lam + dt lam_dot) + c >= 0                                  (9k)
 
 with T = [dr/dq | -J^T], t = r = g - J^T lam (eq. 2, :mod:`contactflow.seiko.equilibrium`),
-tau_0 = t_J. World-frame Cartesian quantities use the LOCAL_WORLD_ALIGNED Jacobian, linear rows
+tau_0 = t_J.
+
+The QP is posed in compact (box) form for :func:`contactflow.qp.solve_qp_box`: (9i) and (9l) are
+one pair of bounds on theta_dot, (9m) and the unit rows of (9k) (the normal-force bounds) are
+bounds on lam_dot, (9j) is one two-sided row per joint; the constant identity rows of the cost
+(b, c, g) enter the Hessian as a diagonal computed once per contact layout. World-frame Cartesian quantities use the LOCAL_WORLD_ALIGNED Jacobian, linear rows
 first. After a successful solve the rates are clamped, the torque is integrated, every rate is
 scaled by the 2 s init ramp, q and lam are integrated and the "ahead" command
 theta + 0.006 theta_dot is formed (seiko.md §4.4).
@@ -37,7 +42,7 @@ import dataclasses
 import logging
 import math
 import time
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 import pinocchio as pin
@@ -45,7 +50,7 @@ import pinocchio as pin
 from contactflow.environment import Environment
 from contactflow.errors import ConfigError
 from contactflow.operator.input_filter import BangBangFilter, exponential_alpha
-from contactflow.qp import solve_qp
+from contactflow.qp import QP_SOLVERS, QPSolution, solve_qp_box
 from contactflow.robot import ContactSpec, Robot
 from contactflow.seiko.equilibrium import contact_constraints, effector_jacobian_world, equilibrium_terms
 from contactflow.seiko.static_id import static_inverse_dynamics
@@ -214,6 +219,8 @@ class RetargetingConfig:
             the reset posture.
         settle_max_steps: maximum number of settling steps.
         settle_tol_rad: settling stops when no coordinate moves more than this in one step [rad, m].
+        qp_solver: QP solver of QP (9), one of :data:`contactflow.qp.QP_SOLVERS`: ``"daqp"``
+            (default, MIT) or ``"quadprog"`` (GPL, the reference; the same QP in stacked form).
     """
 
     dt_s: float = 0.002
@@ -242,8 +249,11 @@ class RetargetingConfig:
     settle_at_reset: bool = True
     settle_max_steps: int = 5000
     settle_tol_rad: float = 1e-9
+    qp_solver: str = "daqp"
 
     def __post_init__(self):
+        if self.qp_solver not in QP_SOLVERS:
+            raise ConfigError(f"qp_solver: expected one of {', '.join(QP_SOLVERS)}, got {self.qp_solver!r}")
         for name in ("push_clamp_n", "push_cutoff_hz", "push_max_rate_n_per_s", "push_max_acc_n_per_s2",
                      "max_push_rate_command_n_per_s", "enable_max_distance_m"):
             if not getattr(self, name) > 0:
@@ -282,7 +292,9 @@ class RetargetingOutput:
         poses: effector -> desired world pose (FK of q).
         ok: False when the QP failed (rates are then zero and the state is unchanged).
         diagnostics: status, message, solve_time_s, eq_residual, ineq_violation, n_active,
-            n_var, n_eq, n_in, init_ratio.
+            n_var, n_eq, n_in (inequalities of QP (9) as written, each side of a bound
+            counted: seiko.md §10.2), n_rows and n_bounds (its compact form: inequality rows,
+            bounded variables), init_ratio.
         switching: effector -> ``"enabling"`` (minimum normal force still ratcheting up, §7.3),
             ``"disabling"`` (unloading, §7.4) or ``""``.
         push: effector -> pushing mode active (§7.2).
@@ -353,9 +365,17 @@ class NormalForceCommandFilter:
         return self.out
 
 
-def _clamp_norm(v: np.ndarray, c: float) -> np.ndarray:
-    nrm = float(np.linalg.norm(v))
-    return v * (c / nrm) if nrm > c else v
+def _clamped_rate(v: np.ndarray, c: float, dt: float) -> np.ndarray:
+    """``clampNorm(v, c) / dt``: the error ``v`` with its norm clamped to ``c``, as a rate."""
+    nrm = math.sqrt(float(v @ v))  # = np.linalg.norm(v), without its Python overhead
+    return v * ((c / nrm if nrm > c else 1.0) / dt)
+
+
+def _clip(a: np.ndarray, lo, hi, out: np.ndarray) -> np.ndarray:
+    """``np.clip(a, lo, hi, out=out)`` for lo <= hi, as two ufunc calls (np.clip's Python
+    wrapper costs more than the work on these small vectors)."""
+    np.maximum(a, lo, out=out)
+    return np.minimum(out, hi, out=out)
 
 
 class SeikoRetargeting:
@@ -411,6 +431,7 @@ class SeikoRetargeting:
         self._theta_min = robot.q_min + robot.position_margin
         self._theta_max = robot.q_max - robot.position_margin
         self._vel_lim = config.joint_vel_limit_ratio * robot.v_max
+        self._neg_vel_lim = -self._vel_lim
         self._tau_lim = config.joint_torque_limit_ratio * robot.tau_max
         self._w_tau = np.array(
             [config.joint_torque_weight_arms if j.startswith(config.arm_joint_prefixes) else config.joint_torque_weight
@@ -423,6 +444,10 @@ class SeikoRetargeting:
         self._reset_done = False
         self.n_refused = 0
         self._n_steps = 0
+        self.qp_hook: Callable[..., None] | None = None
+        """Optional ``qp_hook(H, g, A, lo, hi, lb, ub, solution)`` called after every solve of
+        QP (9) with the box form of :func:`contactflow.qp.solve_qp_box` (reused buffers: copy
+        what you keep). Used to dump QPs (tests/fixtures) and compare solvers."""
 
     # ------------------------------------------------------------------ public API
 
@@ -577,77 +602,95 @@ class SeikoRetargeting:
         A_G = pin.computeCentroidalMap(model, data, q)
         terms = equilibrium_terms(model, data, q, [c for _, c in on], [self._lam[k] for k, _ in on],
                                   [self._R_c[k] for k, _ in on])
-        tau0 = terms.r[6:]
-        A, w, b = self._A, self._w, self._b
-        A_eq, b_eq, A_in, b_in = self._A_eq, self._b_eq, self._A_in, self._b_in
-        # (a) centroidal momentum
-        A[0:6, :nv] = A_G
-        # (c) posture target (b rows are constant)
-        b[6 + n : 6 + 2 * n] = np.clip(self._theta_target - theta, -cfg.joint_pos_clamp_rad, cfg.joint_pos_clamp_rad) / dt
-        # (d), (e), (9h)
+        r, dr_dq, JT = terms.r, terms.dr_dq, terms.J.T
+        tau0 = r[6:]
+        Ad, bd = self._Ad, self._bd
+        Ac, lo, hi, lb, ub = self._Ac, self._lo, self._hi, self._lb, self._ub
+        # cost rows that change: (a) centroidal momentum
+        Ad[0:6, :nv] = A_G
+        # (d), (e) pose tasks, (9h) contact equalities
         row_eq = 0
-        for k, c, row in self._pose_rows:
+        oMf, targets, enabled = data.oMf, self._targets, self._enabled
+        for k, c, row, clamp_pos, clamp_rot in self._pose_rows:
             J = effector_jacobian_world(model, data, c.frame_id)
-            M = data.oMf[c.frame_id]
-            Tg = self._targets[k]
+            M = oMf[c.frame_id]
+            Tg = targets[k]
             p_err = Tg.translation - M.translation
             r_err = pin.log3(Tg.rotation @ M.rotation.T)
-            par = cfg.effector(c.type)
-            if not self._enabled[k]:
-                A[row : row + 6, :nv] = J
-                b[row : row + 3] = _clamp_norm(p_err, par.pose_clamp_pos_m) / dt
-                b[row + 3 : row + 6] = _clamp_norm(r_err, par.pose_clamp_rot_rad) / dt
+            if not enabled[k]:
+                Ad[row : row + 6, :nv] = J
+                bd[row : row + 3] = _clamped_rate(p_err, clamp_pos, dt)
+                bd[row + 3 : row + 6] = _clamped_rate(r_err, clamp_rot, dt)
             elif c.type == "plane":
-                A_eq[row_eq : row_eq + 6, :nv] = J
-                b_eq[row_eq : row_eq + 3] = p_err / dt
-                b_eq[row_eq + 3 : row_eq + 6] = r_err / dt
+                Ac[row_eq : row_eq + 6, :nv] = J
+                lo[row_eq : row_eq + 3] = p_err / dt
+                lo[row_eq + 3 : row_eq + 6] = r_err / dt
                 row_eq += 6
             else:
-                A[row : row + 3, :nv] = J[3:]
-                b[row : row + 3] = _clamp_norm(r_err, par.pose_clamp_rot_rad) / dt
-                A_eq[row_eq : row_eq + 3, :nv] = J[:3]
-                b_eq[row_eq : row_eq + 3] = p_err / dt
+                Ad[row : row + 3, :nv] = J[3:]
+                bd[row : row + 3] = _clamped_rate(r_err, clamp_rot, dt)
+                Ac[row_eq : row_eq + 3, :nv] = J[:3]
+                lo[row_eq : row_eq + 3] = p_err / dt
                 row_eq += 3
-        # (f) torque: T_J x + tau0/dt -> 0
-        rt = self._row_tau
-        JT = terms.J.T
-        A[rt : rt + n, :nv] = terms.dr_dq[6:]
-        A[rt : rt + n, nv:] = -JT[6:]
-        b[rt : rt + n] = -tau0 / dt
-        # (g) wrench target
-        rl = rt + n
-        lam = self._stack(self._lam)
-        b[rl : rl + self._m] = (self._stack(self._lam_target) - lam) / dt
         # (9g) base rows of the equilibrium
-        A_eq[row_eq : row_eq + 6, :nv] = terms.dr_dq[:6]
-        A_eq[row_eq : row_eq + 6, nv:] = -JT[:6]
-        b_eq[row_eq : row_eq + 6] = -terms.r[:6] / dt
+        Ac[row_eq : row_eq + 6, :nv] = dr_dq[:6]
+        Ac[row_eq : row_eq + 6, nv:] = -JT[:6]
+        lo[row_eq : row_eq + 6] = -r[:6] / dt
+        n_eq = row_eq + 6
+        hi[:n_eq] = lo[:n_eq]
+        # (f) torque task T_J x + tau0/dt -> 0 and (9j) -tau_max <= tau0 + dt T_J x <= tau_max:
+        # the same rows T_J
+        rt = self._row_tau
+        T_J = Ad[rt : rt + n]
+        T_J[:, :nv] = dr_dq[6:]
+        T_J[:, nv:] = -JT[6:]
+        bd[rt : rt + n] = -tau0 / dt
+        Ac[n_eq : n_eq + n] = T_J
+        lo[n_eq : n_eq + n] = (-self._tau_lim - tau0) / dt
+        hi[n_eq : n_eq + n] = (self._tau_lim - tau0) / dt
         # (9i) position bounds, limited to the velocity bounds so the QP stays feasible when
-        # theta starts outside [theta_min, theta_max] (no effect inside).
-        vl = self._vel_lim
-        b_in[0:n] = np.minimum((self._theta_min - theta) / dt, vl)
-        b_in[n : 2 * n] = np.minimum((theta - self._theta_max) / dt, vl)
-        # (9l), (9m) are constant; (9j) torque bounds
-        ri = self._row_in_tau
-        A_in[ri : ri + n, :nv] = terms.dr_dq[6:]
-        A_in[ri : ri + n, nv:] = -JT[6:]
-        A_in[ri + n : ri + 2 * n] = -A_in[ri : ri + n]
-        b_in[ri : ri + n] = (-self._tau_lim - tau0) / dt
-        b_in[ri + n : ri + 2 * n] = (-self._tau_lim + tau0) / dt
-        # (9m) of disabling contacts: smooth ramp-in and normal-force taper (EffectorParams)
+        # theta starts outside [theta_min, theta_max] (no effect inside), with (9l)
+        vl, neg_vl = self._vel_lim, self._neg_vel_lim
+        _clip((self._theta_min - theta) / dt, neg_vl, vl, lb[6:nv])
+        _clip((self._theta_max - theta) / dt, neg_vl, vl, ub[6:nv])
+        # (9m) wrench-rate bounds (disabling contacts: ramp-in and taper, EffectorParams) and
+        # (9k) contact constraints C (lam + dt lam_dot) + c >= 0: general rows as one-sided rows,
+        # unit rows (normal-force bounds) merged into the bounds of lam_dot
+        lam = self._stack(self._lam)
         self._disabling_rate_bounds(lam)
-        # (9k) contact constraints, divided by dt: C lam_dot >= -(C lam + c)/dt
-        for row, col, k in self._contact_rows:
-            C, c = self._constraints[k]
-            b_in[row : row + C.shape[0]] = -(C @ lam[col : col + C.shape[1]] + c) / dt
+        rate = self._lam_rate_lim
+        if self._m:
+            Clam = self._C_all @ lam
+            Clam += self._c_all
+            ng, nl = self._n_gen, self._n_gen + len(self._unit_lo_var)
+            lo[n_eq + n :] = Clam[:ng] / -dt
+            lam_lb, lam_ub = lb[nv:], ub[nv:]
+            np.negative(rate, out=lam_lb)
+            lam_ub[:] = rate
+            lam_lb[self._unit_lo_var] = np.maximum(lam_lb[self._unit_lo_var], Clam[ng:nl] * self._unit_lo_fac)
+            lam_ub[self._unit_hi_var] = np.minimum(lam_ub[self._unit_hi_var], Clam[nl:] * self._unit_hi_fac)
 
-        Aw = A * w[:, None]
-        H = A.T @ Aw
-        H[np.diag_indices_from(H)] += cfg.hessian_regularisation
-        g = -(Aw.T @ b)
+        # H = A_d^T W_d A_d + the constant diagonal of the identity rows (b, c, g) and the
+        # regularisation; g = -A^T W b
+        Ad_s = Ad * self._sqrt_wd  # W^1/2 A: H = (W^1/2 A)^T (W^1/2 A), exactly symmetric
+        H = Ad_s.T @ Ad_s
+        H.flat[:: self._nx + 1] += self._hdiag
+        g = Ad.T @ (self._wd * bd)
+        np.negative(g, out=g)
+        # (c) posture target: b = clip(theta_t - theta)/dt on the identity rows of weight w_pos
+        b_c = self._theta_target - theta
+        c_theta = cfg.joint_pos_clamp_rad
+        _clip(b_c, -c_theta, c_theta, b_c)
+        b_c *= cfg.joint_pos_weight / dt
+        g[6:nv] -= b_c
+        # (g) wrench target: b = (lam_t - lam)/dt on the identity rows of weight w_lam
+        if self._m:
+            g[nv:] -= self._w_lam * ((self._stack(self._lam_target) - lam) / dt)
         t0 = time.perf_counter()
-        sol = solve_qp(H, g, A_eq, b_eq, A_in, b_in, reg=0.0)
+        sol = solve_qp_box(H, g, Ac, lo, hi, lb, ub, solver=cfg.qp_solver, reg=0.0)
         solve_time = time.perf_counter() - t0
+        if self.qp_hook is not None:
+            self.qp_hook(H, g, Ac, lo, hi, lb, ub, sol)
         diag = {
             "status": sol.status,
             "message": sol.message,
@@ -655,35 +698,39 @@ class SeikoRetargeting:
             "eq_residual": sol.eq_residual,
             "ineq_violation": sol.ineq_violation,
             "n_active": sol.n_active,
-            "n_var": nv + self._m,
-            "n_eq": A_eq.shape[0],
-            "n_in": A_in.shape[0],
+            "n_var": self._nx,
+            "n_eq": n_eq,
+            "n_in": self._n_in_paper,
+            "n_rows": Ac.shape[0] - n_eq,
+            "n_bounds": self._nx - 6,
             "init_ratio": self._init_ratio,
         }
-        zero_rates = {k: np.zeros(c.dim) for k, c in zip(self._names, self._specs)}
         if not sol.found:
             log.warning("SEIKO retargeting QP failed (%s): %s; holding the last posture", sol.status, sol.message)
-            return self._output(np.zeros(nv), zero_rates, False, diag)
+            return self._output(np.zeros(nv), self._zero_rates(), False, diag)
 
         # §4.4 post-processing.
         x = sol.x.copy()
         v = x[:nv]
         lam_dot = x[nv:]
-        np.clip(v[6:], -vl, vl, out=v[6:])
-        np.clip(lam_dot, -self._lam_rate_lim, self._lam_rate_lim, out=lam_dot)
-        self._tau = tau0 + dt * (A[rt : rt + n] @ x)
+        _clip(v[6:], neg_vl, vl, v[6:])
+        _clip(lam_dot, -rate, rate, lam_dot)
+        self._tau = tau0 + dt * (T_J @ x)
         ratio = self._init_ratio
         v *= ratio
         lam_dot *= ratio
         self._init_ratio = min(1.0, ratio + dt / cfg.init_ramp_s)
         q_new = pin.integrate(model, q, dt * v)
-        np.clip(q_new[7:], self._theta_min, self._theta_max, out=q_new[7:])
+        _clip(q_new[7:], self._theta_min, self._theta_max, q_new[7:])
         self._q = q_new
-        rates = dict(zero_rates)
-        for k, c in on:
-            col = self._col[k]
-            rates[k] = lam_dot[col : col + c.dim].copy()
-            self._lam[k] = self._lam[k] + dt * rates[k]
+        rates = {}
+        for k, c in zip(self._names, self._specs):
+            if enabled[k]:
+                col = self._col[k]
+                rates[k] = rate_k = lam_dot[col : col + c.dim].copy()
+                self._lam[k] = self._lam[k] + dt * rate_k
+            else:
+                rates[k] = np.zeros(c.dim)
         self._post_step()
         return self._output(v, rates, True, diag)
 
@@ -872,7 +919,7 @@ class SeikoRetargeting:
         """
         if not any(self._disabling.values()):
             return
-        m, r0, dt = self._m, self._row_in_rate, self.config.dt_s
+        dt = self.config.dt_s
         for k, c in self._on:
             if not self._disabling[k]:
                 continue
@@ -890,8 +937,6 @@ class SeikoRetargeting:
                 if u < 1.0:
                     rate[2] = min(rate[2], par.force_rate_max_n_per_s * math.sqrt(u * (2.0 - u)))
             self._lam_rate_lim[sl] = rate
-            self._b_in[r0 + col : r0 + col + c.dim] = -rate
-            self._b_in[r0 + m + col : r0 + m + col + c.dim] = -rate
 
     def _wrench_weights(self, k: str) -> np.ndarray:
         c = self.robot.contacts[k]
@@ -911,12 +956,10 @@ class SeikoRetargeting:
             c.type, par.friction_mu, self._fz_min[k], par.fz_max_n, par.cop_half_x_m, par.cop_half_y_m
         )
         if self._enabled[k]:
-            rl = self._row_tau + self._n + self._col[k]
-            self._w[rl : rl + c.dim] = self._wrench_weights(k)
-            for i, (row, col, kk) in enumerate(self._contact_rows):
-                if kk == k:
-                    C = self._constraints[k][0]
-                    self._A_in[row : row + C.shape[0], self._nv + col : self._nv + col + c.dim] = C
+            col = self._col[k]
+            self._w_lam[col : col + c.dim] = self._wrench_weights(k)
+            self._hdiag[self._nv :] = self._w_lam + self.config.hessian_regularisation
+            self._contact_block()
 
     # ------------------------------------------------------------------ internals
 
@@ -930,8 +973,12 @@ class SeikoRetargeting:
             return np.zeros(0)
         return np.concatenate([d[k] for k, _ in self._on])
 
+    def _zero_rates(self) -> dict[str, np.ndarray]:
+        return {k: np.zeros(c.dim) for k, c in zip(self._names, self._specs)}
+
     def _layout(self) -> None:
-        """Preallocate the QP blocks for the current contact set (called on reset/switch)."""
+        """Preallocate the QP blocks for the current contact set and compute the parts that are
+        constant for it (called on reset/switch)."""
         cfg = self.config
         n, nv = self._n, self._nv
         self._on = [(k, c) for k, c in zip(self._names, self._specs) if self._enabled[k]]
@@ -940,7 +987,7 @@ class SeikoRetargeting:
             self._col[k] = col
             col += c.dim
         m = self._m = col
-        nx = nv + m
+        nx = self._nx = nv + m
         self._constraints = {}
         fz_min = getattr(self, "_fz_min", {})
         for k, c in zip(self._names, self._specs):
@@ -949,60 +996,48 @@ class SeikoRetargeting:
                 c.type, par.friction_mu, fz_min.get(k, par.fz_min_n), par.fz_max_n, par.cop_half_x_m, par.cop_half_y_m
             )
 
-        # Cost rows: a (6) | b (n) | c (n) | d/e (6 per disabled, 3 per enabled point) | f (n) | g (m)
+        # Cost rows that change every step: a (6) | d/e (6 per disabled, 3 per enabled point) | f (n).
+        # The identity rows b (joint velocity), c (posture) and g (wrench target) only add a
+        # constant diagonal to H (self._hdiag) and a term to g.
         self._pose_rows = []
-        row = 6 + 2 * n
+        row = 6
         for k, c in zip(self._names, self._specs):
+            par = cfg.effector(c.type)
+            clamps = (par.pose_clamp_pos_m, par.pose_clamp_rot_rad)
             if not self._enabled[k]:
-                self._pose_rows.append((k, c, row))
+                self._pose_rows.append((k, c, row, *clamps))
                 row += 6
             elif c.type == "point":
-                self._pose_rows.append((k, c, row))
+                self._pose_rows.append((k, c, row, *clamps))
                 row += 3
             else:
-                self._pose_rows.append((k, c, -1))
+                self._pose_rows.append((k, c, -1, *clamps))
         self._row_tau = row
-        n_cost = row + n + m
-        A = self._A = np.zeros((n_cost, nx))
-        w = self._w = np.zeros(n_cost)
-        self._b = np.zeros(n_cost)
-        w[0:3] = cfg.momentum_weight_lin
-        w[3:6] = cfg.momentum_weight_ang
-        A[6 : 6 + n, 6:nv] = np.eye(n)
-        w[6 : 6 + n] = cfg.joint_vel_weight
-        A[6 + n : 6 + 2 * n, 6:nv] = np.eye(n)
-        w[6 + n : 6 + 2 * n] = cfg.joint_pos_weight
-        for k, c, r in self._pose_rows:
+        n_d = row + n
+        self._Ad = np.zeros((n_d, nx))
+        self._bd = np.zeros(n_d)
+        wd = self._wd = np.zeros(n_d)
+        wd[0:3] = cfg.momentum_weight_lin
+        wd[3:6] = cfg.momentum_weight_ang
+        for k, c, r, _, _ in self._pose_rows:
             par = cfg.effector(c.type)
             if not self._enabled[k]:
-                w[r : r + 3] = par.pose_weight_pos
-                w[r + 3 : r + 6] = par.pose_weight_rot
+                wd[r : r + 3] = par.pose_weight_pos
+                wd[r + 3 : r + 6] = par.pose_weight_rot
             elif c.type == "point":
-                w[r : r + 3] = par.pose_weight_rot
-        w[row : row + n] = self._w_tau
-        rl = row + n
-        A[rl : rl + m, nv:] = np.eye(m)
+                wd[r : r + 3] = par.pose_weight_rot
+        wd[row : row + n] = self._w_tau
+        self._sqrt_wd = np.sqrt(wd)[:, None]
+        self._w_lam = np.zeros(m)
         for k, c in self._on:
-            w[rl + self._col[k] : rl + self._col[k] + c.dim] = self._wrench_weights(k)
+            self._w_lam[self._col[k] : self._col[k] + c.dim] = self._wrench_weights(k)
+        hdiag = self._hdiag = np.full(nx, cfg.hessian_regularisation)
+        hdiag[6:nv] += cfg.joint_vel_weight + cfg.joint_pos_weight
+        hdiag[nv:] = self._w_lam + cfg.hessian_regularisation
 
-        # Equalities: contacts (6 per plane, 3 per point) then the 6 base rows.
-        n_eq = sum(c.dim for _, c in self._on) + 6
-        self._A_eq = np.zeros((n_eq, nx))
-        self._b_eq = np.zeros(n_eq)
-
-        # Inequalities: pos (2n) | vel (2n) | torque (2n) | wrench rate (2m) | contact (18 / 6)
-        n_c = sum(self._constraints[k][0].shape[0] for k, _ in self._on)
-        n_in = 6 * n + 2 * m + n_c
-        A_in = self._A_in = np.zeros((n_in, nx))
-        b_in = self._b_in = np.zeros(n_in)
-        I = np.eye(n)
-        A_in[0:n, 6:nv] = I
-        A_in[n : 2 * n, 6:nv] = -I
-        A_in[2 * n : 3 * n, 6:nv] = I
-        A_in[3 * n : 4 * n, 6:nv] = -I
-        b_in[2 * n : 4 * n] = -np.tile(self._vel_lim, 2)
-        self._row_in_tau = 4 * n
-        r0 = 6 * n
+        # Variable bounds: base free | (9i) + (9l) on theta_dot | (9m) + unit rows of (9k) on lam_dot
+        self._lb = np.full(nx, -np.inf)
+        self._ub = np.full(nx, np.inf)
         rate = np.zeros(m)
         for k, c in self._on:
             par = cfg.effector(c.type)
@@ -1010,42 +1045,80 @@ class SeikoRetargeting:
             rate[self._col[k] : self._col[k] + c.dim] = lim
         self._lam_rate_lim = rate
         self._lam_rate_base = rate.copy()
-        self._row_in_rate = r0
-        A_in[r0 : r0 + m, nv:] = np.eye(m)
-        A_in[r0 + m : r0 + 2 * m, nv:] = -np.eye(m)
-        b_in[r0 : r0 + 2 * m] = -np.tile(rate, 2)
-        row = r0 + 2 * m
-        self._contact_rows = []
+        self._contact_block()
+
+    def _contact_block(self) -> None:
+        """The constraint rows: equalities (9h) (6 per plane, 3 per point) and (9g) (6 base rows) |
+        (9j) (n two-sided rows) | the general rows of (9k) (one-sided); and the split of (9k)
+        into those rows and its unit rows (bounds on one lam_dot component)."""
+        n, nv, nx = self._n, self._nv, self._nx
+        blocks, consts = [], []
         for k, c in self._on:
             C, cc = self._constraints[k]
-            col = self._col[k]
-            A_in[row : row + C.shape[0], nv + col : nv + col + c.dim] = C
-            self._contact_rows.append((row, col, k))
-            row += C.shape[0]
+            B = np.zeros((C.shape[0], self._m))
+            B[:, self._col[k] : self._col[k] + c.dim] = C
+            blocks.append(B)
+            consts.append(cc)
+        C_all = np.concatenate(blocks) if blocks else np.zeros((0, self._m))
+        c_all = np.concatenate(consts) if consts else np.zeros(0)
+        nnz = np.count_nonzero(C_all, axis=1)
+        gen, low, high, low_var, high_var = [], [], [], set(), set()
+        for i in range(C_all.shape[0]):
+            if nnz[i] == 1:
+                j = int(np.flatnonzero(C_all[i])[0])
+                if C_all[i, j] > 0 and j not in low_var:
+                    low.append(i)
+                    low_var.add(j)
+                    continue
+                if C_all[i, j] < 0 and j not in high_var:
+                    high.append(i)
+                    high_var.add(j)
+                    continue
+            gen.append(i)
+        order = gen + low + high
+        self._C_all = np.ascontiguousarray(C_all[order])
+        self._c_all = c_all[order]
+        self._n_gen = len(gen)
+        # a unit row s y_j >= beta (beta = -(C lam + c)_i / dt) bounds y_j by beta / s
+        self._unit_lo_var = np.array([int(np.flatnonzero(C_all[i])[0]) for i in low], dtype=np.intp)
+        self._unit_hi_var = np.array([int(np.flatnonzero(C_all[i])[0]) for i in high], dtype=np.intp)
+        dt = self.config.dt_s
+        self._unit_lo_fac = np.array([-1.0 / (C_all[i, j] * dt) for i, j in zip(low, self._unit_lo_var)])
+        self._unit_hi_fac = np.array([-1.0 / (C_all[i, j] * dt) for i, j in zip(high, self._unit_hi_var)])
+
+        n_eq = sum(c.dim for _, c in self._on) + 6
+        n_rows = n_eq + n + len(gen)
+        # (9i), (9l), (9j): 2n each; (9m): 2m; (9k): every row of C
+        self._n_in_paper = 6 * n + 2 * self._m + C_all.shape[0]
+        Ac = self._Ac = np.zeros((n_rows, nx))
+        self._lo = np.zeros(n_rows)
+        self._hi = np.full(n_rows, np.inf)
+        Ac[n_eq + n :, nv:] = self._C_all[: len(gen)]
 
     def _output(self, v: np.ndarray, lam_dot: dict, ok: bool, diag: dict) -> RetargetingOutput:
         q = self._q.copy()
-        pin.framesForwardKinematics(self.model, self.data, q)
-        poses = {k: self.data.oMf[c.frame_id].copy() for k, c in zip(self._names, self._specs)}
-        lam = {
-            k: (self._lam[k].copy() if self._enabled[k] else np.zeros(c.dim)) for k, c in zip(self._names, self._specs)
-        }
+        model, data = self.model, self.data
+        pin.forwardKinematics(model, data, q)
+        poses = {k: pin.updateFramePlacement(model, data, c.frame_id).copy() for k, c in zip(self._names, self._specs)}
+        enabled, cfg = self._enabled, self.config
+        lam, switching = {}, {}
+        for k, c in zip(self._names, self._specs):
+            on = enabled[k]
+            lam[k] = self._lam[k].copy() if on else np.zeros(c.dim)
+            switching[k] = ("disabling" if self._disabling[k] else
+                            "enabling" if on and self._fz_min[k] < cfg.effector(c.type).fz_min_n else "")
         return RetargetingOutput(
             q=q,
             v=v.copy(),
-            theta_ahead=q[7:] + self.config.ahead_time_s * v[6:],
+            theta_ahead=q[7:] + cfg.ahead_time_s * v[6:],
             tau=self._tau.copy(),
             lam=lam,
             lam_dot=lam_dot,
-            enabled=dict(self._enabled),
+            enabled=dict(enabled),
             poses=poses,
             ok=ok,
             diagnostics=diag,
-            switching={
-                k: ("disabling" if self._disabling[k] else
-                    "enabling" if self._enabled[k] and self._fz_min[k] < self.config.effector(c.type).fz_min_n else "")
-                for k, c in zip(self._names, self._specs)
-            },
+            switching=switching,
             push=dict(self._push),
             lam_target={k: self._lam_target[k].copy() for k in self._names},
             fz_min=dict(self._fz_min),
