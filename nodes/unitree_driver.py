@@ -6,7 +6,8 @@ Inputs:  ``command`` (``joint_command``): per joint q_target [rad], kp [N m/rad]
          tau_ff [N m], ok; the newest valid one is sent to the motors.
          ``wrench`` (``external_wrench``, OPTIONAL): accepted for wiring compatibility and ignored
          (on hardware external wrenches are physical; the recorder still records the stream).
-         ``estop`` (``estop``, OPTIONAL): a message with stop >= 0.5 latches damping mode.
+         ``estop`` (``estop``, OPTIONAL): a message with stop >= 0.5 latches damping mode, and so
+         does the input closing (the e-stop's node died: ``nodes/estop.py``).
 Outputs: ``sensors`` (``sensors``) every control tick (the robot file's ``control_rate_hz``, 50 Hz),
          wall-clock paced (a tick more than one period late is not made up: no burst of stale
          ticks; counted as ``late_ticks``), ``seq`` contiguous, ``t`` = the robot's clock (the
@@ -27,7 +28,11 @@ no valid command for ``--command-timeout-s`` -> damping mode (kp = 0, kd = the r
 ``damping_mode_kd_nms_per_rad``, tau = 0), recovery ramp when commands resume; limit and torque
 clamps; non-finite or out-of-limit commands refused; no ``rt/lowstate`` for ``--state-timeout-s``
 -> damping latched and the run ends with a message naming the topic, domain and interface; the
-command source closing (its node stopped) -> damping and the run ends naming that node; at the
+command source's process dying (seen in ``/proc`` by the 500 Hz thread: a pending SIGKILL or the
+kernel's exiting flag, :mod:`contactflow.hardware.process_watch`; otherwise dora closing the input)
+-> damping in the same ``rt/lowcmd`` and the run ends naming that node; the wireless remote's
+``--remote-estop`` buttons (L2+B) -> damping latched; a watchdog during the start-up ramp ramps
+again from the measured posture when commands resume; at the
 end of a run (SIGTERM included), damping for ``exit_damping_s`` before the process exits. Every transition is logged
 once with its reason; the counters (states, bad CRC, stale, commands, rejected, clamps, damping
 entries, transitions) are printed at the end as ``unitree_driver status: {json}``.
@@ -96,6 +101,8 @@ def main() -> int:
                    help="also ramp kp and tau_ff from zero during the start-up ramp (robot started hanging in its harness)")
     p.add_argument("--damping-recovery-s", type=float, default=1.0, help="gain ramp after damping mode [s]")
     p.add_argument("--exit-damping-s", type=float, default=0.5, help="damping sent before the process exits [s]")
+    p.add_argument("--remote-estop", default="L2+B",
+                   help="wireless-remote buttons that latch damping, joined by '+' ('none': no remote e-stop)")
     args = p.parse_args()
     domain = int(os.environ.get("CONTACTFLOW_UNITREE_DOMAIN", args.domain))
     interface = os.environ.get("CONTACTFLOW_UNITREE_INTERFACE", args.interface)
@@ -103,7 +110,8 @@ def main() -> int:
     cfg = UnitreeDriverConfig(command_timeout_s=args.command_timeout_s, state_timeout_s=args.state_timeout_s,
                               first_state_timeout_s=args.first_state_timeout_s, startup_ramp_s=args.startup_ramp_s,
                               startup_ramp_gains=args.startup_ramp_gains,
-                              recovery_ramp_s=args.damping_recovery_s, exit_damping_s=args.exit_damping_s)
+                              recovery_ramp_s=args.damping_recovery_s, exit_damping_s=args.exit_damping_s,
+                              remote_estop=args.remote_estop)
     specs = port_specs(robot)
     sspec, jc, es = specs["sensors"], specs["joint_command"], specs["estop"]
     fields = [f.name for f in sspec.fields]

@@ -265,6 +265,30 @@ def test_watchdog_damping_then_recovery_ramp(g1):
     assert [m for _, m, _ in sh.status.transitions] == ["startup", "normal", "damping", "ramp", "normal"]
 
 
+def test_watchdog_during_the_startup_ramp_ramps_again_from_the_measured_posture(g1):
+    cfg = UnitreeDriverConfig(startup_ramp_s=2.0, command_timeout_s=0.1, recovery_ramp_s=1.0)
+    sh = UnitreeCommandShaper(g1, cfg)
+    q0 = g1.theta_default + 0.2
+    sh.offer(_cmd(g1), 0.0)
+    assert np.allclose(sh.targets(0.0, q0).q, q0)
+    assert np.allclose(sh.targets(0.1, q0).q, q0 - 0.01)  # 5 % of the way
+    t = sh.targets(0.15, q0)  # no command since 0.0: the watchdog
+    assert t.mode == "damping" and np.all(t.kp == 0)
+    q1 = g1.theta_default + 0.15  # the robot sagged while damped
+    sh.targets(0.5, q1)
+    sh.offer(_cmd(g1), 0.6)  # commands are back
+    t = sh.targets(0.6, q1)
+    # the position ramp starts again from the posture measured now, not from the command
+    assert t.mode == "startup" and np.allclose(t.q, q1) and np.all(t.kp == 0)  # gains: recovery ramp, s = 0
+    sh.offer(_cmd(g1), 1.6)
+    t = sh.targets(1.6, q1)
+    assert t.mode == "startup" and np.allclose(t.q, q1 - 0.075) and np.allclose(t.kp, g1.K)  # halfway; gains back
+    sh.offer(_cmd(g1), 2.6)
+    t = sh.targets(2.6, q1)
+    assert t.mode == "normal" and np.allclose(t.q, g1.theta_default)
+    assert [m for _, m, _ in sh.status.transitions] == ["startup", "damping", "startup", "normal"]
+
+
 def test_bad_commands_refused_and_clamps_counted(g1):
     sh = UnitreeCommandShaper(g1, UnitreeDriverConfig(startup_ramp_s=0.0, command_timeout_s=10.0))
     bad = _cmd(g1)

@@ -435,6 +435,7 @@ class UnitreeCommandShaper:
         self._q0: np.ndarray | None = None
         self._t0 = 0.0
         self._latched = ""
+        self._ramp_unfinished = False
         self._reasons: set[str] = set()
         self.last_command_s: float | None = None
         mm = robot.raw.get(MODE_MACHINE_KEY)
@@ -525,6 +526,15 @@ class UnitreeCommandShaper:
                 q, kp, kd, tau = self._startup(now_s)
             elif self.mode == "startup":
                 q, kp, kd, tau = self._startup(now_s)
+            elif self._ramp_unfinished and self.hold.mode != "damping":  # offer() left damping
+                # commands are back after a watchdog during the start-up ramp: the position ramp starts
+                # again from the posture measured now (the gains ramp back from damping as after any
+                # watchdog: PDCommandHold's recovery ramp)
+                self._ramp_unfinished = False
+                self._q0, self._t0 = np.array(q_meas, dtype=float), now_s
+                self._transition(now_s, "startup", f"commands resumed during the start-up ramp: ramp again from "
+                                                   f"the measured posture over {self.config.startup_ramp_s:.2f} s")
+                q, kp, kd, tau = self._startup(now_s)
             else:
                 q, kp, kd, tau = self.hold.pd_command(now_s)
                 hm = self.hold.mode
@@ -541,6 +551,7 @@ class UnitreeCommandShaper:
         q_c, kp, kd, tau = self.hold.pd_command(now_s)
         if self.hold.mode == "damping":  # the watchdog also runs during the start-up ramp
             self._transition(now_s, "damping", self.hold.damping_reason)
+            self._ramp_unfinished = True  # resumed from the measured posture when commands come back
             return self.hold.theta, np.zeros_like(kp), self.hold.kd_damping, np.zeros_like(kp)
         T = self.config.startup_ramp_s
         s = 1.0 if T == 0 else min(max((now_s - self._t0) / T, 0.0), 1.0)
