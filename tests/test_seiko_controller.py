@@ -125,9 +125,10 @@ def _leaning_posture(robot):
 @pytest.mark.parametrize(
     "posture, enabled, sizes",
     [
-        ("default", FEET, (43, 18, 150)),
-        ("leaning", FEET, (43, 18, 150)),
-        ("default", {**FEET, "left_hand": True, "right_hand": True}, (49, 24, 150)),
+        # n_ineq: 2 n two-sided rows (command/offset and joint torque per joint; 6 n one-sided rows before)
+        ("default", FEET, (43, 18, 50)),
+        ("leaning", FEET, (43, 18, 50)),
+        ("default", {**FEET, "left_hand": True, "right_hand": True}, (49, 24, 50)),
     ],
 )
 def test_qp_status_and_residuals(robot, posture, enabled, sizes):

@@ -38,10 +38,10 @@ import numpy as np
 import pinocchio as pin
 
 from contactflow.errors import ConfigError, ContractError
-from contactflow.qp import QPSolution, solve_qp, solve_qp_stacked
+from contactflow.qp import QP_SOLVERS, QPSolution, solve_qp_box
 from contactflow.robot import ContactSpec, Robot
-from contactflow.seiko.equilibrium import effector_jacobian_world, equilibrium_terms
-from contactflow.seiko.filters import ComplementaryWrenchFilter, TorqueLimitAdapter, WrenchRateEstimator, alpha_from_cutoff
+from contactflow.seiko.equilibrium import equilibrium_terms
+from contactflow.seiko.filters import ComplementaryWrenchFilterBank, TorqueLimitAdapter, WrenchRateEstimator, alpha_from_cutoff
 
 __all__ = [
     "ControllerConfig",
@@ -144,8 +144,10 @@ class ControllerConfig:
             timeout, or set down on an obstacle, does not climb further).
         release_ramp_s: its raised-cosine ramp-in [s].
         release_timeout_s: the switch runs anyway (with a warning) after this long held [s].
-        qp_tol: relative residual tolerance of the QP solutions (as :func:`contactflow.qp.solve_qp`).
-        qp_reg: relative Tikhonov regularisation of the QP Hessian (as :func:`contactflow.qp.solve_qp`).
+        qp_tol: relative residual tolerance of the QP solutions (as :func:`contactflow.qp.solve_qp_box`).
+        qp_reg: relative Tikhonov regularisation of the QP Hessian (as :func:`contactflow.qp.solve_qp_box`).
+        qp_solver: QP solver of (11) and runInit, one of :data:`contactflow.qp.QP_SOLVERS`:
+            ``"daqp"`` (default, MIT) or ``"quadprog"`` (GPL, the reference).
     """
 
     dt_s: float = 0.002
@@ -187,8 +189,11 @@ class ControllerConfig:
     release_timeout_s: float = 5.0
     qp_tol: float = 1e-6
     qp_reg: float = 1e-9
+    qp_solver: str = "daqp"
 
     def __post_init__(self):
+        if self.qp_solver not in QP_SOLVERS:
+            raise ConfigError(f"qp_solver must be one of {QP_SOLVERS}, got {self.qp_solver!r}")
         if not self.dt_s > 0.0:
             raise ValueError(f"dt_s must be > 0, got {self.dt_s}")
         if self.kd_sign not in (-1.0, 1.0):
@@ -278,9 +283,13 @@ class ControllerOutput:
 # --------------------------------------------------------------------------------------------
 
 
-def _pose_error(target: pin.SE3, current: pin.SE3) -> tuple[np.ndarray, np.ndarray]:
-    """(p_t - p, log3(R_t R^T)): world position and world rotation-vector errors."""
-    return target.translation - current.translation, pin.log3(target.rotation @ current.rotation.T)
+def _pose_error(target: pin.SE3, current: pin.SE3, out: np.ndarray, rotation: bool = True) -> None:
+    """Write the world pose error of ``current`` towards ``target`` into ``out``: ``out[:3] =
+    p_t - p`` [m] and, with ``rotation``, ``out[3:6] = log3(R_t R^T)`` [rad] (world rotation
+    vector). Reads the SE3 translation/rotation in place (views, no SE3 copy)."""
+    np.subtract(target.translation, current.translation, out=out[:3])
+    if rotation:
+        out[3:6] = pin.log3(target.rotation @ current.rotation.T)
 
 
 def flexible_equilibrium_residual(
@@ -327,6 +336,7 @@ def flexible_equilibrium_step(
     weight_reg_base: float = 1e-6,
     weight_elastic_energy: float = 1.0,
     tol: float = 1e-6,
+    solver: str = "daqp",
 ) -> tuple[np.ndarray, list[np.ndarray], QPSolution]:
     """``runInit``: one full Newton step on the flexible equilibrium for a fixed command (§6.3).
 
@@ -351,6 +361,7 @@ def flexible_equilibrium_step(
         weight_reg_base: base regularisation weight.
         weight_elastic_energy: elastic energy weight (times K).
         tol: relative residual tolerance of the QP.
+        solver: QP solver (:data:`contactflow.qp.QP_SOLVERS`).
 
     Returns:
         ``(q_new, lams_new, solution)``; on failure ``q`` and ``lams`` are returned unchanged
@@ -368,21 +379,16 @@ def flexible_equilibrium_step(
     T[:, :nv] = terms.dr_dq
     T[6:, 6:nv] += np.diag(K)
     T[:, nv:] = -terms.J.T
-    A_c = np.zeros((m, nx))
-    b_c = np.zeros(m)
+    A_eq = np.zeros((m + nv, nx))
+    b_eq = np.zeros(m + nv)
     row = 0
     for c, tgt in zip(contacts, targets):
-        Jw = effector_jacobian_world(model, data, c.frame_id)
-        dp, dR = _pose_error(tgt, data.oMf[c.frame_id])
-        if c.type == "plane":
-            A_c[row : row + 6, :nv] = Jw
-            b_c[row : row + 3] = dp
-            b_c[row + 3 : row + 6] = dR
-            row += 6
-        else:
-            A_c[row : row + 3, :nv] = Jw[:3]
-            b_c[row : row + 3] = dp
-            row += 3
+        d = c.dim  # plane: 6 pose rows; point: 3 position rows
+        A_eq[row : row + d, :nv] = pin.getFrameJacobian(model, data, c.frame_id, pin.LOCAL_WORLD_ALIGNED)[:d]
+        _pose_error(tgt, data.oMf[c.frame_id], b_eq[row : row + d], rotation=d == 6)
+        row += d
+    A_eq[m:] = T
+    np.negative(t, out=b_eq[m:])
     H = np.zeros((nx, nx))
     g = np.zeros(nx)
     H[range(6), range(6)] = weight_reg_base
@@ -396,9 +402,7 @@ def flexible_equilibrium_step(
         H[range(col, col + d), range(col, col + d)] += w
         g[col : col + d] += w * np.asarray(lam)
         col += d
-    A_eq = np.vstack([A_c, T])
-    b_eq = np.concatenate([b_c, -t])
-    sol = solve_qp(H, g, A_eq, b_eq, tol=tol)
+    sol = solve_qp_box(H, g, A_eq, b_eq, b_eq, solver=solver, tol=tol)
     if not sol.found:
         return q.copy(), [np.array(lam, dtype=float) for lam in lams], sol
     q_new = pin.integrate(model, q, sol.x[:nv])
@@ -416,41 +420,77 @@ def flexible_equilibrium_step(
 
 
 class _Workspace:
-    """Preallocated QP buffers for one set of enabled contacts.
+    """Preallocated QP (11) buffers and the constant parts of one contact layout (which contacts
+    are enabled), built once per layout.
 
-    The constraint rows live in one array ``Ct`` (n_eq + n_in, nx): equalities first, then the
-    inequalities, so that ``Ct.T`` is quadprog's ``C`` without any stacking or copying here.
+    Compact box form for :func:`contactflow.qp.solve_qp_box` (``lo <= A x <= hi``): rows
+    ``[contacts (m, equalities); base (6, equalities); command (n); joint torque (n)]``. The
+    command rows merge (11h) and the offset bound, which constrain the same ``dt theta_cmd_dot``
+    (one two-sided row with the intersection of both intervals); the torque rows are (11i) as
+    one two-sided row per joint (quadprog's stacked form had 6 n one-sided rows).
     """
 
-    def __init__(self, nv: int, n: int, contacts_on: list[ContactSpec]):
+    def __init__(self, ctrl: "SeikoController", enabled: tuple[bool, ...]):
+        cfg = ctrl.config
+        nv, n = ctrl.nv, ctrl.n
+        contacts_on = [c for c, on in zip(ctrl.contacts, enabled) if on]
         self.contacts = contacts_on
-        self.m = sum(c.dim for c in contacts_on)
-        self.nx = nv + self.m
-        self.n_eq = self.m + 6
-        self.n_in = 6 * n
-        self.T = np.zeros((nv, self.nx))
-        self.M = np.zeros((n, self.nx))
-        self.H = np.zeros((self.nx, self.nx))
-        self.g = np.zeros(self.nx)
-        self.Ct = np.zeros((self.n_eq + self.n_in, self.nx))
-        self.b = np.zeros(self.n_eq + self.n_in)
-        self.A_eq, self.A_in = self.Ct[: self.n_eq], self.Ct[self.n_eq :]
-        self.b_eq, self.b_in = self.b[: self.n_eq], self.b[self.n_eq :]
+        self.names_on = [c.name for c in contacts_on]
+        self.names_off = [c.name for c, on in zip(ctrl.contacts, enabled) if not on]
+        self.idx_on = [i for i, on in enumerate(enabled) if on]
+        self.m = m = sum(c.dim for c in contacts_on)
+        self.nx = nx = nv + m
+        self.n_eq = n_eq = m + 6
+        self.n_in = 2 * n
+        self.T = np.zeros((nv, nx))
+        self.T_jdiag = np.einsum("ii->i", self.T[6:, 6:nv])  # writable diagonal views
         self.t = np.zeros(nv)
-        self.cols = []
+        self.M = np.zeros((n, nx))
+        self.H = np.zeros((nx, nx))
+        self.H_diag = np.einsum("ii->i", self.H)
+        self.g = np.zeros(nx)
+        self.A = np.zeros((n_eq + 2 * n, nx))  # the wrench columns of the contact rows stay zero
+        self.lo = np.zeros(n_eq + 2 * n)
+        self.hi = np.zeros(n_eq + 2 * n)
+        self.A_c, self.A_B = self.A[:m, :nv], self.A[m:n_eq]
+        self.A_P, self.A_N = self.A[n_eq : n_eq + n], self.A[n_eq + n :]
+        self.A_N_jdiag = np.einsum("ii->i", self.A_N[:, 6:nv])
+        self.cols, self.dims = [], []
         col = nv
         for c in contacts_on:
             self.cols.append(slice(col, col + c.dim))
+            self.dims.append(c.dim)
             col += c.dim
-        self.diag = np.arange(self.nx)
-        self.jdiag = np.arange(6, nv)
-        self.res = np.zeros(self.n_eq + self.n_in)
-
-
-def _solve_prepared(ws: _Workspace, reg: float, tol: float) -> QPSolution:
-    """QP (11) on the workspace's preallocated H, g, Ct, b (no stacking, no copies):
-    :func:`contactflow.qp.solve_qp_stacked`, which regularises ``ws.H`` in place."""
-    return solve_qp_stacked(ws.H, ws.g, ws.Ct, ws.b, ws.n_eq, reg=reg, tol=tol, residual=ws.res)
+        # x[nv:] <-> the flattened (n_eff, 6) per-effector rows (lam_flex, lam_flex_dot, effort)
+        self.flat_idx = np.array([6 * i + k for i, c in zip(self.idx_on, contacts_on) for k in range(c.dim)], dtype=np.intp)
+        # Constant diagonal of H: base regularisation and the (11b) weights.
+        w = np.concatenate([np.full(c.dim, cfg.weight_wrench_plane if c.type == "plane" else cfg.weight_force_point)
+                            for c in contacts_on]) if contacts_on else np.zeros(0)
+        self.w_wrench = w
+        self.H_const_diag = np.zeros(nx)
+        self.H_const_diag[:6] = cfg.weight_reg_base
+        self.H_const_diag[nv:] = w
+        self.effort = np.zeros(m)
+        # (11c) pose rows: disabled effectors (planes 6-D, points position) and the orientation of
+        # the enabled points; (contact, position rows?, orientation rows?) and the row weights.
+        self.pose: list[tuple[ContactSpec, bool, bool]] = []
+        wp = []
+        for c, on in zip(ctrl.contacts, enabled):
+            if on and c.type == "plane":
+                continue
+            pos, rot = not on, c.type == "plane" or on
+            self.pose.append((c, pos, rot))
+            if pos:
+                wp += [cfg.weight_pose_plane_pos if c.type == "plane" else cfg.weight_pose_point_pos] * 3
+            if rot:
+                wp += [cfg.weight_pose_plane_rot if c.type == "plane" else cfg.weight_point_orientation] * 3
+        self.w_pose = np.array(wp)
+        self.w_pose_col = self.w_pose[:, None]
+        self.J_pose = np.zeros((len(wp), nv))
+        self.e_pose = np.zeros(len(wp))
+        self.WJ_pose = np.zeros((len(wp), nv))
+        self.H_pose = np.zeros((nv, nv))
+        self.g_pose = np.zeros(nv)
 
 
 class SeikoController:
@@ -501,6 +541,8 @@ class SeikoController:
         self.nq, self.nv, self.n = self.model.nq, self.model.nv, robot.n
         self.K = np.asarray(robot.K, dtype=float).copy()
         self.K_inv = 1.0 / self.K
+        self._K_inv_col = self.K_inv[:, None]
+        self._sdtK = (config.weight_ineq * config.dt_s) * self.K
         self.theta_min = robot.q_min + robot.position_margin
         self.theta_max = robot.q_max - robot.position_margin
         self.contacts: list[ContactSpec] = list(robot.contacts.values())
@@ -512,8 +554,29 @@ class SeikoController:
         for name, R in (surface_rotations or {}).items():
             self.set_surface_rotation(name, R)
         dt = config.dt_s
-        self._cfilt = {c.name: ComplementaryWrenchFilter(c.dim, config.complementary_cutoff_hz, dt) for c in self.contacts}
+        n_eff = len(self.contacts)
+        self._index = {c.name: i for i, c in enumerate(self.contacts)}
+        self._dims = [c.dim for c in self.contacts]
+        # (13) for every effector at once, on (n_eff, 6) rows (points use the first 3 values).
+        self._cfilt = ComplementaryWrenchFilterBank(n_eff, config.complementary_cutoff_hz, dt)
+        # lam_dot_read of (10): needed only with a derivative gain.
         self._rate = {c.name: WrenchRateEstimator(c.dim, dt, config.rate_window_s, config.rate_cutoff_hz) for c in self.contacts}
+        # Step inputs, copied into one buffer and checked for finiteness at once: q_d, v_d,
+        # theta_ahead, tau_read, then (n_eff, 6) rows of lam_read, lam_d, lam_d_dot and the
+        # external lam_tilde.
+        nq, nv, n = self.model.nq, self.model.nv, robot.n
+        self._in = np.zeros(nq + nv + 2 * n + 4 * n_eff * 6)
+        o = 0
+        self._in_vecs = []
+        for size in (nq, nv, n, n):
+            self._in_vecs.append(self._in[o : o + size])
+            o += size
+        self._in_w = self._in[o:].reshape(4, n_eff, 6)
+        self._in_names = ("lam_read", "lam_d", "lam_d_dot", "lam_tilde")
+        self._in_views = [{c.name: (i, self._in_w[j, i, : c.dim], (c.dim,)) for i, c in enumerate(self.contacts)}
+                          for j in range(4)]
+        self._has = np.zeros((4, n_eff), dtype=bool)
+        self._active = np.zeros(n_eff, dtype=bool)
         self._tau_adapt = TorqueLimitAdapter(
             robot.tau_max,
             rho=config.max_tau_ratio,
@@ -528,12 +591,20 @@ class SeikoController:
         self._tau_read_alpha = (
             alpha_from_cutoff(config.tau_read_cutoff_hz, dt) if config.tau_read_cutoff_hz > 0.0 else 0.0
         )
-        self._ws_cache: dict[tuple[str, ...], _Workspace] = {}
+        self._ws_cache: dict[tuple[bool, ...], _Workspace] = {}
         # State
         self.q_flex = robot.q_default.copy()
-        self.lam_flex = {c.name: np.zeros(c.dim) for c in self.contacts}
-        self._lam_flex_dot = {c.name: np.zeros(c.dim) for c in self.contacts}
+        # lam_flex: (n_eff, 6) rows (points: the first 3 values) and a view per effector
+        self._lam_flex_rows = np.zeros((n_eff, 6))
+        self.lam_flex = {c.name: self._lam_flex_rows[i, : c.dim] for i, c in enumerate(self.contacts)}
+        self._effort_rows = np.zeros((n_eff, 6))  # (10) per effector
+        # theta_min - theta_d, theta_max - theta_d of this step
+        self._dmin, self._dmax = np.zeros(self.n), np.zeros(self.n)
+        # lam_flex_dot of the last step, (n_eff, 6) rows (what (13) uses next step), and views per effector
+        self._lam_flex_dot_rows = np.zeros((n_eff, 6))
+        self._lam_flex_dot = {c.name: self._lam_flex_dot_rows[i, : c.dim] for i, c in enumerate(self.contacts)}
         self.enabled = {c.name: False for c in self.contacts}
+        self._enabled_key = tuple(False for _ in self.contacts)  # the values of self.enabled, in order
         self.targets: dict[str, pin.SE3] = {}
         self.offset = np.zeros(self.n)
         self.theta_d = robot.q_default[7:].copy()
@@ -597,6 +668,50 @@ class SeikoController:
         if unknown:
             raise ContractError(f"SeikoController: {what} has unknown effector(s) {sorted(unknown)}; expected some of {self.names}")
 
+    _VEC_NAMES = ("q_d", "v_d", "theta_ahead", "tau_read")
+
+    def _load_step_inputs(self, vecs: tuple, maps: tuple) -> None:
+        """Copy the inputs of :meth:`step` into the one input buffer (a shape check per entry),
+        then check the finiteness of all of them at once (the offending entry is looked up only
+        on failure). ``vecs``: (q_d, v_d, theta_ahead, tau_read), None = not given; ``maps``:
+        (lam_read, lam_d, lam_d_dot, lam_tilde) effector -> array, or None. Fills ``self._has``.
+
+        Raises:
+            ContractError: a wrong shape, an unknown effector or a non-finite entry.
+        """
+        for j, value in enumerate(vecs):
+            if value is None:
+                continue
+            buf = self._in_vecs[j]
+            a = value if type(value) is np.ndarray else np.asarray(value, dtype=float)
+            if a.shape != buf.shape:
+                raise ContractError(f"SeikoController: {self._VEC_NAMES[j]} must have shape {buf.shape}, got {a.shape}")
+            buf[:] = a
+        has = self._has
+        has[:] = False
+        self._in_w[2] = 0.0  # lam_d_dot: a missing entry means zero
+        for j, mapping in enumerate(maps):
+            if not mapping:
+                continue
+            views, has_j = self._in_views[j], has[j]
+            for name, value in mapping.items():
+                entry = views.get(name)
+                if entry is None:
+                    self._check_names(self._in_names[j], mapping)
+                i, view, shape = entry
+                a = value if type(value) is np.ndarray else np.asarray(value, dtype=float)
+                if a.shape != shape:
+                    raise ContractError(f"SeikoController: {self._in_names[j]}[{name!r}] must have shape {shape}, got {a.shape}")
+                view[:] = a
+                has_j[i] = True
+        rows = self._in_w
+        if not np.isfinite(self._in).all():
+            bad = [self._VEC_NAMES[j] for j, v in enumerate(vecs) if v is not None and not np.isfinite(self._in_vecs[j]).all()]
+            bad += [f"{self._in_names[j]}[{self.names[i]!r}]" for j, i in zip(*np.nonzero(has))
+                    if not np.isfinite(rows[j, i]).all()]
+            self._in[:] = 0.0  # no stale non-finite value stays in the buffer
+            raise ContractError(f"SeikoController: non-finite entries in {', '.join(bad)}")
+
     # ---------------------------------------------------------------- runInit
 
     def _run_init(self, theta_cmd: np.ndarray) -> QPSolution:
@@ -617,11 +732,12 @@ class SeikoController:
             weight_reg_base=cfg.weight_reg_base,
             weight_elastic_energy=cfg.weight_elastic_energy,
             tol=cfg.qp_tol,
+            solver=cfg.qp_solver,
         )
         if sol.found:
             self.q_flex = q_new
             for c, lam in zip(on, lams_new):
-                self.lam_flex[c.name] = lam
+                self.lam_flex[c.name][:] = lam
         for c in self.contacts:
             if not self.enabled[c.name]:
                 self.lam_flex[c.name][:] = 0.0
@@ -682,15 +798,17 @@ class SeikoController:
         t0 = time.perf_counter()
         for name in self.names:
             self.enabled[name] = bool(enabled.get(name, False))
+        self._enabled_key = tuple(self.enabled[name] for name in self.names)
         self.q_flex = q_d.copy()
         self.theta_d = q_d[7:].copy()
         self.offset[:] = 0.0
         for c in self.contacts:
             w = self._wrench("lam_d", lam_d, c.name, self.enabled[c.name])
-            self.lam_flex[c.name] = w.copy() if (w is not None and self.enabled[c.name]) else np.zeros(c.dim)
+            self.lam_flex[c.name][:] = w if (w is not None and self.enabled[c.name]) else 0.0
             self._lam_flex_dot[c.name][:] = 0.0
-            self._cfilt[c.name].reset()
             self._rate[c.name].reset()
+        self._cfilt.reset()
+        self._active[:] = False
         for name in self._fn_lp:
             self._fn_lp[name] = None
         self._held_s = {}
@@ -732,6 +850,7 @@ class SeikoController:
         tau_read: np.ndarray | None,
         theta_ahead: np.ndarray | None = None,
         integrating: bool = True,
+        lam_tilde: Mapping[str, np.ndarray] | None = None,
     ) -> ControllerOutput:
         """One control step (seiko.md §9.2 items 5-10).
 
@@ -757,6 +876,13 @@ class SeikoController:
             integrating: False runs the controller in shadow: no QP integration, the offset is
                 held, the complementary filter passes lam_read, and one runInit per step keeps
                 the flexible state tracking the command.
+            lam_tilde: effector -> complementary-filtered measured wrench (13) computed outside
+                (the ``wrench_filter`` node, :class:`contactflow.seiko.stages.WrenchFilterStage`:
+                same layout as ``lam_read``), used instead of the internal filter for the
+                effectors listed whose filter is active this step (enabled and integrating;
+                otherwise ``lam_read`` passes through, as inside). The internal filter's state
+                is set to the value used, so a step without it continues seamlessly. None = the
+                internal filter (default).
 
         Returns:
             ControllerOutput. On QP failure ``ok=False``, the offset and flexible state are
@@ -771,34 +897,33 @@ class SeikoController:
         t0 = time.perf_counter()
         cfg = self.config
         dt = cfg.dt_s
-        q_d = self._vec("q_d", q_d, (self.nq,))
-        self._vec("v_d", v_d, (self.nv,))
-        self._check_names("enabled", enabled)
-        self._check_names("lam_d", lam_d)
-        self._check_names("lam_read", lam_read)
-        self._check_names("lam_d_dot", lam_d_dot)
-        if theta_ahead is not None:
-            theta_ahead = self._vec("theta_ahead", theta_ahead, (self.n,))
-        if tau_read is not None:
-            tau_read = self._vec("tau_read", tau_read, (self.n,))
+        if not self._index.keys() >= enabled.keys():
+            self._check_names("enabled", enabled)
+        self._load_step_inputs((q_d, v_d, theta_ahead, tau_read), (lam_read, lam_d, lam_d_dot, lam_tilde))
+        vin, rows, has = self._in_vecs, self._in_w, self._has
+        q_d = vin[0]
+        theta_ahead = None if theta_ahead is None else vin[2]
+        tau_read = None if tau_read is None else vin[3]
         self.theta_d = q_d[7:].copy()
 
         # Contact switching (TaskSEIKO.cpp l.530-593); a released plane contact is first held
         # until its measured normal force is low (release_max_force_n, not in the paper).
-        self._filter_normal_forces(lam_read)
+        self._filter_normal_forces()
         switched = False
-        for name in self.names:
+        key = tuple(bool(enabled.get(name, False)) for name in self.names)
+        for name in (self.names if (key != self._enabled_key or self._held_s or self._rise_m) else ()):
             want = bool(enabled.get(name, False))
+            was = self.enabled[name]
             if want and name in self._held_s:  # enabled again while held: the contact stays
                 del self._held_s[name]
                 rise = self._rise_m.pop(name, 0.0)
                 T = self.targets[name]  # back to the contact target before the hold's rise
                 T.translation = T.translation - np.array([0.0, 0.0, rise])
-            if not want and self.enabled[name] and self._hold_for_release(name):
+            if not want and was and self._hold_for_release(name):
                 continue
-            if want and not self.enabled[name]:
+            if want and not was:
                 self._rise_m.pop(name, None)
-            elif not want and not self.enabled[name] and name in self._rise_m:
+            elif not want and not was and name in self._rise_m:
                 # after the switch: keep rising while touching (admittance on the measured f_z),
                 # sink back to the Retargeting's pose once off the ground (< 0.2 x threshold)
                 fn = self._fn_lp.get(name) or 0.0
@@ -807,16 +932,17 @@ class SeikoController:
                     self._rise_m[name] = min(cfg.release_lift_max_m, self._rise_m[name] + dt * v)
                 elif fn < 0.2 * cfg.release_max_force_n:
                     self._rise_m[name] = max(0.0, self._rise_m[name] - dt * cfg.release_lift_max_m_per_s)
-            if want != self.enabled[name]:
+            if want != was:
                 switched = True
                 self.enabled[name] = want
-                if self.enabled[name]:
+                if want:
                     self._freeze_target(name)
-                    self.lam_flex[name][:] = 0.0
                 else:
                     self.targets.pop(name, None)
-                    self.lam_flex[name][:] = 0.0
+                self.lam_flex[name][:] = 0.0
                 self._lam_flex_dot[name][:] = 0.0
+        if switched:
+            self._enabled_key = tuple(self.enabled[name] for name in self.names)
         init_sol = None
         if switched:
             init_sol = self._run_init_n(self.theta_d + self.offset, cfg.init_iterations)
@@ -824,26 +950,43 @@ class SeikoController:
         if integrating and not self.integrating:
             self._start_blend(self._last_cmd)
         self.integrating = bool(integrating)
-        on = self.contacts_on
 
         # (6.6) wrench rates, (13) complementary filter, (10) feedback law.
-        lam_tilde = {}
-        effort = {}
-        for c in self.contacts:
-            read = self._wrench("lam_read", lam_read, c.name, self.enabled[c.name])
-            if read is None:
-                continue
-            rate = self._rate[c.name].update(read, dt)
-            lt = self._cfilt[c.name].update(read, self._lam_flex_dot[c.name], self.enabled[c.name] and self.integrating)
-            lam_tilde[c.name] = lt.copy()
-            if self.enabled[c.name]:
-                held = c.name in self._held_s
-                ld = np.zeros(c.dim) if held else self._wrench("lam_d", lam_d, c.name, True)
-                ldd = None if held else self._wrench("lam_d_dot", lam_d_dot, c.name, False)
-                e = cfg.kp_per_s * (ld - lt) + (cfg.kd_sign * cfg.kd) * rate
-                if ldd is not None:
-                    e += ldd
-                effort[c.name] = e
+        active = self._active
+        for i, name in enumerate(self.names):
+            on = self.enabled[name]
+            if on and not has[0, i]:
+                raise ContractError(f"SeikoController: lam_read has no entry for enabled effector {name!r}")
+            active[i] = on and self.integrating
+        read = rows[0]
+        lt_rows = self._cfilt.update(read, self._lam_flex_dot_rows, active, has[0],
+                                     external=rows[3] if lam_tilde is not None else None, has_external=has[3])
+        lt_copy = lt_rows.copy()
+        lam_tilde_out = {name: lt_copy[i, : self._dims[i]] for i, name in enumerate(self.names) if has[0, i]}
+        ws = self._workspace()
+        # (10) on every effector's row at once, gathered for the enabled ones:
+        # lam_d_dot + K_p (lam_d - lam_tilde) + kd_sign K_d lam_dot_read; a contact held for its
+        # release has lam_d = 0 and no lam_d_dot.
+        E = self._effort_rows
+        np.subtract(rows[1], lt_rows, out=E)
+        E *= cfg.kp_per_s
+        kdr = cfg.kd_sign * cfg.kd
+        if cfg.kd > 0.0:
+            for i, name in enumerate(self.names):
+                if has[0, i]:
+                    rate = self._rate[name].update(read[i, : self._dims[i]], dt)
+                    if self.enabled[name]:
+                        E[i, : self._dims[i]] += kdr * rate
+        E += rows[2]
+        for i in ws.idx_on:
+            name = self.names[i]
+            if name in self._held_s:
+                np.multiply(lt_rows[i], -cfg.kp_per_s, out=E[i])
+                if kdr != 0.0:
+                    E[i, : self._dims[i]] += kdr * self._rate[name].value
+            elif not has[1, i]:
+                raise ContractError(f"SeikoController: lam_d has no entry for enabled effector {name!r}")
+        np.take(E.reshape(-1), ws.flat_idx, out=ws.effort)
 
         # (12) torque-limit update, from the previous tau_flex.
         if cfg.torque_limit_adaptation and tau_read is not None:
@@ -856,7 +999,8 @@ class SeikoController:
                     self._tau_read_lp += (1.0 - a) * tau_read
                 tau_read = self._tau_read_lp
             self._tau_adapt.update(tau_read, self.tau_flex, allow_lowering=self._qp_ok_prev)
-            self._report_torque_limits(tau_read)
+            if self._tau_adapt.modified:
+                self._report_torque_limits(tau_read)
 
         if init_sol is not None and not init_sol.found:
             sol = init_sol
@@ -864,16 +1008,13 @@ class SeikoController:
         elif not self.integrating:
             sol = self._run_init(self.theta_d + self.offset)
             ws = None
-            for c in self.contacts:
-                self._lam_flex_dot[c.name][:] = 0.0
+            self._lam_flex_dot_rows[:] = 0.0
         else:
-            ws = self._workspace(on)
-            sol = self._solve_qp11(ws, q_d, effort)
+            sol = self._solve_qp11(ws, q_d)
             if sol.found:
                 self._integrate(ws, sol.x)
             else:
-                for c in self.contacts:
-                    self._lam_flex_dot[c.name][:] = 0.0
+                self._lam_flex_dot_rows[:] = 0.0
                 self.tau_flex = self.K * (self.theta_d + self.offset - self.q_flex[7:])
         if not sol.found:
             _log.warning("SEIKO controller QP failed (%s): %s; holding the last offset", sol.status, sol.message)
@@ -882,7 +1023,17 @@ class SeikoController:
         cmd = self._blend_output(raw, advance=True)
         step_time = time.perf_counter() - t0
         diag = self._diagnostics(sol, t0, step_time, switched=switched, ws=ws)
-        return self._output(cmd, lam_tilde, sol.found, diag)
+        return self._output(cmd, lam_tilde_out, sol.found, diag)
+
+    @property
+    def filter_feedback(self) -> tuple[np.ndarray, np.ndarray]:
+        """What the complementary filter (13) of the next step uses, for an external filter
+        (:class:`contactflow.seiko.stages.WrenchFilterStage`): ``(lam_flex_dot, active)``, the
+        (n_eff, 6) flexible-model wrench rates of the last step (rows in robot-file order; LOCAL
+        for planes, R_c for points in the first 3 values) [N/s, N m/s] and the (n_eff,) flags
+        "(13) filtered this effector in the last step" (enabled and integrating). Views: copy
+        them to keep them."""
+        return self._lam_flex_dot_rows, self._active
 
     def _report_torque_limits(self, tau_read: np.ndarray) -> None:
         """Log when (12) first lowers a joint's limit and when it is back at the URDF limit (an
@@ -903,16 +1054,17 @@ class SeikoController:
 
     # ---------------------------------------------------------------- release on the measured force
 
-    def _filter_normal_forces(self, lam_read: Mapping[str, np.ndarray]) -> None:
+    def _filter_normal_forces(self) -> None:
+        """Low-pass the measured normal force of the plane contacts (this step's ``lam_read``)."""
         a = self._fn_alpha
+        read, has = self._in_w[0], self._has[0]
         for name in self._fn_lp:
-            w = lam_read.get(name)
-            if w is None:
+            i = self._index[name]
+            if not has[i]:
                 continue
-            fn = float(np.asarray(w, dtype=float).reshape(-1)[2])
-            if math.isfinite(fn):
-                prev = self._fn_lp[name]
-                self._fn_lp[name] = fn if prev is None else a * prev + (1.0 - a) * fn
+            fn = float(read[i, 2])
+            prev = self._fn_lp[name]
+            self._fn_lp[name] = fn if prev is None else a * prev + (1.0 - a) * fn
 
     def _hold_for_release(self, name: str) -> bool:
         """True while the released plane contact ``name`` stays enabled (measured f_z too high);
@@ -946,123 +1098,124 @@ class SeikoController:
 
     # ---------------------------------------------------------------- QP (11)
 
-    def _workspace(self, on: list[ContactSpec]) -> _Workspace:
-        key = tuple(c.name for c in on)
+    def _workspace(self) -> _Workspace:
+        key = self._enabled_key
         ws = self._ws_cache.get(key)
         if ws is None:
-            ws = _Workspace(self.nv, self.n, on)
+            ws = _Workspace(self, key)
             self._ws_cache[key] = ws
         return ws
 
-    def _solve_qp11(self, ws: _Workspace, q_d: np.ndarray, effort: Mapping[str, np.ndarray]) -> QPSolution:
+    def _solve_qp11(self, ws: _Workspace, q_d: np.ndarray) -> QPSolution:
+        """Assemble QP (11) in the workspace (effort of (10) in ``ws.effort``) and solve it."""
         cfg = self.config
         dt = cfg.dt_s
         nv, n = self.nv, self.n
         on = ws.contacts
         model, data = self.model, self.data
         terms = equilibrium_terms(
-            model,
-            data,
-            self.q_flex,
-            on,
-            [self.lam_flex[c.name] for c in on],
-            [self.R_c.get(c.name) for c in on],
+            model, data, self.q_flex, on, [self.lam_flex[name] for name in ws.names_on], [self.R_c.get(name) for name in ws.names_on]
         )
-        theta_flex = self.q_flex[7:]
         theta_cmd = self.theta_d + self.offset
-        tau_flex = self.K * (theta_cmd - theta_flex)
+        tau_flex = self.K * (theta_cmd - self.q_flex[7:])
         self.tau_flex = tau_flex
+        dmin, dmax = self._dmin, self._dmax  # joint-limit margins of the offset (also for _integrate)
+        np.subtract(self.theta_min, self.theta_d, out=dmin)
+        np.subtract(self.theta_max, self.theta_d, out=dmax)
         # T = [dr/dq + S K S^T | -J^T], t = r - S tau_flex (eq. 5).
         T, t = ws.T, ws.t
         T[:, :nv] = terms.dr_dq
-        T[ws.jdiag, ws.jdiag] += self.K
-        T[:, nv:] = -terms.J.T
+        ws.T_jdiag += self.K
+        np.negative(terms.J.T, out=T[:, nv:])
         np.copyto(t, terms.r)
         t[6:] -= tau_flex
         T_J, t_J = T[6:], t[6:]
         # theta_cmd_dot = M x + c / dt (eq. 7).
         M = ws.M
-        np.multiply(self.K_inv[:, None], T_J, out=M)
+        np.multiply(self._K_inv_col, T_J, out=M)
         c_vec = self.K_inv * t_J
+        oc = self.offset + c_vec
         H, g = ws.H, ws.g
         # (11e) + (11d): w_e ||M x + c/dt||^2 + w_d ||dt M x + offset + c||^2.
         w_e, w_d = cfg.weight_cmd_change, cfg.weight_cmd_offset
         np.matmul(M.T, M, out=H)
         H *= w_e + w_d * dt * dt
-        np.matmul(M.T, w_e * c_vec / dt + w_d * dt * (self.offset + c_vec), out=g)
-        # Base regularisation.
-        H[ws.diag[:6], ws.diag[:6]] += cfg.weight_reg_base
-        # (11b) wrench-rate tracking.
-        for c, sl in zip(on, ws.cols):
-            w = cfg.weight_wrench_plane if c.type == "plane" else cfg.weight_force_point
-            d = ws.diag[sl]
-            H[d, d] += w
-            g[sl] -= w * effort[c.name]
-        # (11c) disabled effectors and enabled-point orientation, targets = FK of q_d.
-        need_d = any((not self.enabled[c.name]) or c.type == "point" for c in self.contacts)
-        if need_d:
-            pin.framesForwardKinematics(model, self._data_d, q_d)
-        Hq, gq = H[:nv, :nv], g[:nv]
-        for c in self.contacts:
-            if self.enabled[c.name] and c.type == "plane":
-                continue
-            Jw = effector_jacobian_world(model, data, c.frame_id)
-            dp, dR = _pose_error(self._data_d.oMf[c.frame_id], data.oMf[c.frame_id])
-            if c.name in self._rise_m and not self.enabled[c.name]:
-                dp = dp + np.array([0.0, 0.0, self._rise_m[c.name]])
-            k = cfg.gain_pose / dt
-            if not self.enabled[c.name]:
-                wp = cfg.weight_pose_plane_pos if c.type == "plane" else cfg.weight_pose_point_pos
-                Jl = Jw[:3]
-                Hq += wp * (Jl.T @ Jl)
-                gq -= (wp * k) * (Jl.T @ dp)
-            if c.type == "plane" or self.enabled[c.name]:
-                wr = cfg.weight_pose_plane_rot if c.type == "plane" else cfg.weight_point_orientation
-                Ja = Jw[3:]
-                Hq += wr * (Ja.T @ Ja)
-                gq -= (wr * k) * (Ja.T @ dR)
-        # Equalities: (11g) contacts stay at their frozen targets, (11f) base rows.
-        A_eq, b_eq = ws.A_eq, ws.b_eq
-        row = 0  # (the wrench columns of the contact rows stay zero from allocation)
-        for c in on:
-            Jw = effector_jacobian_world(model, data, c.frame_id)
-            dp, dR = _pose_error(self.targets[c.name], data.oMf[c.frame_id])
-            if c.type == "plane":
-                A_eq[row : row + 6, :nv] = Jw
-                b_eq[row : row + 3] = dp / dt
-                b_eq[row + 3 : row + 6] = dR / dt
-                row += 6
-            else:
-                A_eq[row : row + 3, :nv] = Jw[:3]
-                b_eq[row : row + 3] = dp / dt
-                row += 3
-        A_eq[row : row + 6] = T[:6]
-        b_eq[row : row + 6] = -t[:6] / dt
-        # Inequalities A_in x >= b_in, 6n rows scaled by weight_ineq.
+        v = oc * (w_d * dt)
+        v += c_vec * (w_e / dt)
+        np.matmul(M.T, v, out=g)
+        # Base regularisation and (11b) wrench-rate tracking: constant diagonal, - w effort.
+        ws.H_diag += ws.H_const_diag
+        g[nv:] -= ws.w_wrench * ws.effort
+        # (11c) disabled effectors and enabled-point orientation, targets = FK of q_d: all the
+        # pose rows stacked, one weighted product.
+        if ws.pose:
+            data_d = self._data_d
+            pin.framesForwardKinematics(model, data_d, q_d)
+            Jp, ep = ws.J_pose, ws.e_pose
+            row = 0
+            for c, pos, rot in ws.pose:
+                fid = c.frame_id
+                Jw = pin.getFrameJacobian(model, data, fid, pin.LOCAL_WORLD_ALIGNED)
+                cur, tgt = data.oMf[fid], data_d.oMf[fid]
+                if pos:
+                    Jp[row : row + 3] = Jw[:3]
+                    np.subtract(tgt.translation, cur.translation, out=ep[row : row + 3])
+                    rise = self._rise_m.get(c.name)
+                    if rise is not None:
+                        ep[row + 2] += rise
+                    row += 3
+                if rot:
+                    Jp[row : row + 3] = Jw[3:]
+                    ep[row : row + 3] = pin.log3(tgt.rotation @ cur.rotation.T)
+                    row += 3
+            WJ = ws.WJ_pose
+            np.multiply(ws.w_pose_col, Jp, out=WJ)
+            np.matmul(Jp.T, WJ, out=ws.H_pose)
+            H[:nv, :nv] += ws.H_pose
+            np.matmul(WJ.T, ep, out=ws.g_pose)
+            ws.g_pose *= cfg.gain_pose / dt
+            g[:nv] -= ws.g_pose
+        # Equalities (lo = hi): (11g) contacts stay at their frozen targets, (11f) base rows.
+        A, lo, hi = ws.A, ws.lo, ws.hi
+        row = 0
+        for c, d in zip(on, ws.dims):
+            fid = c.frame_id
+            ws.A_c[row : row + d] = pin.getFrameJacobian(model, data, fid, pin.LOCAL_WORLD_ALIGNED)[:d]
+            _pose_error(self.targets[c.name], data.oMf[fid], lo[row : row + d], rotation=d == 6)
+            row += d
+        m = ws.m
+        lo[:m] /= dt
+        ws.A_B[:] = T[:6]
+        np.divide(t[:6], -dt, out=lo[m : m + 6])
+        n_eq = ws.n_eq
+        hi[:n_eq] = lo[:n_eq]
+        # Inequalities, scaled by weight_ineq: command rows (11h) and |offset| bound, one
+        # two-sided row per joint on dt theta_cmd_dot (the intersection of both intervals) ...
         s = cfg.weight_ineq
-        A_in, b_in = ws.A_in, ws.b_in
         L = cfg.max_pos_cmd_offset_rad
-        np.multiply(M, s * dt, out=A_in[0:n])  # (11h) lower
-        b_in[0:n] = s * (self.theta_min - theta_cmd - c_vec)
-        np.negative(A_in[0:n], out=A_in[n : 2 * n])  # (11h) upper
-        b_in[n : 2 * n] = -s * (self.theta_max - theta_cmd - c_vec)
-        A_in[2 * n : 3 * n] = A_in[0:n]  # offset lower
-        b_in[2 * n : 3 * n] = s * (-L - self.offset - c_vec)
-        A_in[3 * n : 4 * n] = A_in[n : 2 * n]  # offset upper
-        b_in[3 * n : 4 * n] = -s * (L - self.offset - c_vec)
-        # (11i): tau_flex + t_J + dt (T_J x - K theta_dot) in [-tau_lim, tau_lim].
-        N = A_in[4 * n : 5 * n]
-        np.multiply(T_J, s * dt, out=N)
-        N[ws.jdiag - 6, ws.jdiag] -= (s * dt) * self.K
-        np.negative(N, out=A_in[5 * n : 6 * n])
+        np.multiply(M, s * dt, out=ws.A_P)
+        lo_P, hi_P = lo[n_eq : n_eq + n], hi[n_eq : n_eq + n]
+        np.maximum(dmin, -L, out=lo_P)  # max(theta_min - theta_cmd, -L - offset) - c
+        lo_P -= oc
+        lo_P *= s
+        np.minimum(dmax, L, out=hi_P)
+        hi_P -= oc
+        hi_P *= s
+        # ... and (11i): |tau_flex + t_J + dt (T_J x - K theta_dot)| <= tau_lim.
+        np.multiply(T_J, s * dt, out=ws.A_N)
+        ws.A_N_jdiag -= self._sdtK
         # Without (11i) the rows stay (fixed QP size) with a bound that never binds.
         tau_lim = self._tau_adapt.value if cfg.torque_limit_constraint else _NO_TORQUE_LIMIT_NM
-        b_in[4 * n : 5 * n] = s * (-tau_lim - tau_flex - t_J)
-        b_in[5 * n : 6 * n] = -s * (tau_lim - tau_flex - t_J)
-        self._last_bias = (float(np.linalg.norm(t[:6])), float(np.linalg.norm(c_vec)))
+        tt = tau_flex + t_J
+        np.add(tau_lim, tt, out=lo[n_eq + n :])
+        lo[n_eq + n :] *= -s
+        np.subtract(tau_lim, tt, out=hi[n_eq + n :])
+        hi[n_eq + n :] *= s
+        t6 = t[:6]
+        self._last_bias = (math.sqrt(float(t6 @ t6)), math.sqrt(float(c_vec @ c_vec)))
         self._c_vec = c_vec
         t_solve = time.perf_counter()
-        sol = _solve_prepared(ws, cfg.qp_reg, cfg.qp_tol)
+        sol = solve_qp_box(H, g, A, lo, hi, solver=cfg.qp_solver, reg=cfg.qp_reg, tol=cfg.qp_tol)
         self._solve_time = time.perf_counter() - t_solve
         return sol
 
@@ -1070,21 +1223,27 @@ class SeikoController:
         cfg = self.config
         dt = cfg.dt_s
         nv = self.nv
-        theta_cmd_dot = ws.M @ x + self._c_vec / dt
+        theta_cmd_dot = ws.M @ x
+        theta_cmd_dot += self._c_vec / dt
         self._theta_cmd_dot = theta_cmd_dot
         self.q_flex = pin.integrate(self.model, self.q_flex, dt * x[:nv])
-        for c, sl in zip(ws.contacts, ws.cols):
-            np.copyto(self._lam_flex_dot[c.name], x[sl])
-            self.lam_flex[c.name] += dt * x[sl]
-        for c in self.contacts:
-            if not self.enabled[c.name]:
-                self.lam_flex[c.name][:] = 0.0
-                self._lam_flex_dot[c.name][:] = 0.0
+        # enabled effectors: lam_flex += dt lam_flex_dot; disabled ones keep lam_flex = 0 (set
+        # at their switch) and get lam_flex_dot = 0
+        xl = x[nv:]
+        ldot = self._lam_flex_dot_rows.reshape(-1)
+        ldot[:] = 0.0
+        ldot[ws.flat_idx] = xl
+        lam = self._lam_flex_rows.reshape(-1)
+        lam[ws.flat_idx] += dt * xl
         off = self.offset
         off += dt * theta_cmd_dot
+        # clip to +-L, then to [theta_min - theta_d, theta_max - theta_d] (np.clip's wrapper
+        # costs more than these four ufuncs)
         L = cfg.max_pos_cmd_offset_rad
-        np.clip(off, -L, L, out=off)
-        np.clip(off, self.theta_min - self.theta_d, self.theta_max - self.theta_d, out=off)
+        np.maximum(off, -L, out=off)
+        np.minimum(off, L, out=off)
+        np.maximum(off, self._dmin, out=off)
+        np.minimum(off, self._dmax, out=off)
         self.tau_flex = self.K * (self.theta_d + off - self.q_flex[7:])
 
     # ---------------------------------------------------------------- output
@@ -1126,12 +1285,16 @@ class SeikoController:
             "message": sol.message,
         }
 
+    def _lam_flex_copy(self) -> dict:
+        rows = self._lam_flex_rows.copy()
+        return {name: rows[i, :d] for i, (name, d) in enumerate(zip(self.names, self._dims))}
+
     def _output(self, cmd: np.ndarray, lam_tilde: dict, ok: bool, diag: dict) -> ControllerOutput:
         return ControllerOutput(
             theta_cmd=cmd,
             offset=self.offset.copy(),
             q_flex=self.q_flex.copy(),
-            lam_flex={k: v.copy() for k, v in self.lam_flex.items()},
+            lam_flex=self._lam_flex_copy(),
             lam_tilde=lam_tilde,
             tau_flex=self.tau_flex.copy(),
             tau_limit=self._tau_adapt.value.copy(),

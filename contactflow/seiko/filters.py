@@ -3,7 +3,9 @@
 Three small stateful units, each with ``reset`` and ``update`` (numpy in, numpy out), used by
 :class:`contactflow.seiko.controller.SeikoController` at the control rate (500 Hz on Talos):
 
-* :class:`ComplementaryWrenchFilter` — SEIKO RA-L 2024 eq. (13) (seiko.md §6.5);
+* :class:`ComplementaryWrenchFilter` — SEIKO RA-L 2024 eq. (13) (seiko.md §6.5), and
+  :class:`ComplementaryWrenchFilterBank`, the same filter on every effector at once (the
+  Controller's and the ``wrench_filter`` node's);
 * :class:`WrenchRateEstimator` — the wrench rate lam_dot_read of eq. (10) (seiko.md §6.6);
 * :class:`TorqueLimitAdapter` — the joint-torque limit update of eq. (12) (seiko.md §6.4).
 
@@ -22,6 +24,7 @@ from contactflow.errors import ConfigError
 __all__ = [
     "alpha_from_cutoff",
     "ComplementaryWrenchFilter",
+    "ComplementaryWrenchFilterBank",
     "WrenchRateEstimator",
     "TorqueLimitAdapter",
 ]
@@ -112,6 +115,94 @@ class ComplementaryWrenchFilter:
         self._state *= self.alpha
         self._state += (1.0 - self.alpha) * np.asarray(lam_read)
         return self._state
+
+
+class ComplementaryWrenchFilterBank:
+    """:class:`ComplementaryWrenchFilter` (SEIKO eq. (13)) on the wrenches of all effectors at once.
+
+    State: (n_eff, 6) rows ``lam_tilde`` (a point effector uses the first 3 values of its row and
+    keeps zeros in the rest). For each effector given a reading, one :meth:`update` does what
+    :meth:`ComplementaryWrenchFilter.update` does, with the same floating-point operations:
+    ``lam_tilde <- alpha (lam_tilde + dt lam_flex_dot_prev) + (1 - alpha) lam_read`` while the
+    effector is active (enabled and the Controller integrating) and initialised, else
+    ``lam_tilde <- lam_read``.
+
+    Args:
+        n_eff: number of effectors (rows).
+        cutoff_hz: cutoff frequency [Hz] (default 0.2).
+        dt_s: control period [s] (default 0.002).
+    """
+
+    def __init__(self, n_eff: int, cutoff_hz: float = 0.2, dt_s: float = 0.002):
+        if n_eff < 0:
+            raise ConfigError(f"ComplementaryWrenchFilterBank: n_eff must be >= 0, got {n_eff}")
+        self.dt_s = float(dt_s)
+        self.alpha = alpha_from_cutoff(cutoff_hz, dt_s)
+        self._state = np.zeros((n_eff, 6))
+        self._tmp = np.zeros((n_eff, 6))
+        self._init = np.zeros(n_eff, dtype=bool)
+
+    @property
+    def value(self) -> np.ndarray:
+        """(n_eff, 6) current lam_tilde rows (a view; copy it to keep it)."""
+        return self._state
+
+    @property
+    def initialised(self) -> np.ndarray:
+        """(n_eff,) flags: the row has been seeded by a reading since :meth:`reset` (a view)."""
+        return self._init
+
+    def reset(self) -> None:
+        """Forget the state of every row; the next reading of each seeds it."""
+        self._state[:] = 0.0
+        self._init[:] = False
+
+    def seed(self, rows: np.ndarray, which: np.ndarray) -> None:
+        """Set the state of the effectors flagged in ``which`` (n_eff,) to ``rows`` (n_eff, 6)."""
+        self._state[which] = rows[which]
+        self._init |= which
+
+    def update(
+        self,
+        lam_read: np.ndarray,
+        lam_flex_dot_prev: np.ndarray,
+        active: np.ndarray,
+        has_read: np.ndarray,
+        *,
+        external: np.ndarray | None = None,
+        has_external: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """One step of eq. (13) on every effector with a reading.
+
+        Args:
+            lam_read: (n_eff, 6) measured wrenches [N, N m] (rows without a reading are ignored).
+            lam_flex_dot_prev: (n_eff, 6) flexible-model wrench rates of the previous controller
+                step [N/s, N m/s].
+            active: (n_eff,) bool, contact enabled and controller integrating.
+            has_read: (n_eff,) bool, the effector has a reading this step.
+            external: optional (n_eff, 6) filtered values computed outside (the ``wrench_filter``
+                node): used as the new state of the active rows flagged in ``has_external``.
+            has_external: (n_eff,) bool, required with ``external``.
+
+        Returns:
+            (n_eff, 6) lam_tilde (a view of the internal state).
+        """
+        st, tmp = self._state, self._tmp
+        filt = has_read & active & self._init
+        seed = has_read & ~filt
+        if external is not None:
+            ext = has_read & active & has_external
+            filt &= ~ext
+            st[ext] = external[ext]
+        if filt.any():
+            np.multiply(lam_flex_dot_prev, self.dt_s, out=tmp)
+            tmp += st
+            tmp *= self.alpha
+            tmp += (1.0 - self.alpha) * lam_read
+            st[filt] = tmp[filt]
+        st[seed] = lam_read[seed]
+        self._init |= has_read
+        return st
 
 
 class WrenchRateEstimator:
@@ -265,6 +356,7 @@ class TorqueLimitAdapter:
         self.eps3 = float(eps3)
         self.lower_nm = float(lower_nm)
         self._limit = tau_urdf.copy()
+        self.modified = False  # the last update may have changed a limit
         self._ratio = np.zeros_like(tau_urdf)
         self._abs_flex = np.zeros_like(tau_urdf)
 
@@ -291,6 +383,14 @@ class TorqueLimitAdapter:
         """
         np.divide(tau_read, self.tau_urdf, out=self._ratio)
         np.abs(self._ratio, out=self._ratio)
+        over = self._ratio > self.rho
+        if not over.any():  # nothing to lower (the common case): only the raise rule can act
+            below = self._limit < self.tau_urdf
+            self.modified = bool(below.any())
+            if self.modified:
+                self._limit[below & (self._ratio < self.rho - self.eps3)] += self.eps2
+            return self._limit
+        self.modified = True
         np.abs(tau_flex, out=self._abs_flex)
         self._abs_flex += self.eps1
         lower = (self._ratio > self.rho) & (self._abs_flex < self._limit)
