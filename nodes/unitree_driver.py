@@ -228,7 +228,7 @@ def main() -> int:
         link.latch("end", f"run ended: {reason}")
         time.sleep(cfg.exit_damping_s)
         link.stop()
-        print(f"[contactflow] unitree_driver status: {json.dumps({**link.status.summary(), 'late_ticks': late, 'last_command_mono_s': link.shaper.last_command_s})}",
+        print(f"[contactflow] unitree_driver status: {json.dumps({**link.status.summary(), 'late_ticks': late, 'last_command_mono_s': link.shaper.last_command_s, 'first_state_mono_s': link.first_state_mono})}",
               flush=True)
     if failure:
         raise UpstreamError(failure)

@@ -530,6 +530,35 @@ def test_estop_latches_damping_on_the_wire(g1, tmp_path):
     assert 0.0 <= s["first_damping_mono_s"] - t_estop <= SLACK_S  # measured < 20 ms idle; CI bound
 
 
+def test_emulator_applies_the_scenario_wrenches_of_the_wrench_injector(g1, tmp_path):
+    """`sim-robot --scenario`: the wrench events the wrench_injector node plays, from the same
+    library call, applied on the emulator's clock (since the first command), held per control tick."""
+    import mujoco
+
+    from contactflow.hardware.emulator import UnitreeEmulator
+    from contactflow.lac.teleop import load_teleop_scenario
+    from contactflow.lac.wrench_injector import WrenchInjector, wrench_links
+
+    sc = tmp_path / "push.yaml"
+    sc.write_text("duration_s: 1.0\nwrenches:\n  - {link: left_wrist_roll_link, start_s: 0.1, ramp_s: 0.1, "
+                  "hold_s: 0.1, release_s: 0.05, force_n: [10.0, 0.0, 0.0]}\n")
+    emu = UnitreeEmulator(g1, _domain(), scenario=sc)
+    ref = WrenchInjector(load_teleop_scenario(sc, g1).wrenches, wrench_links(g1))
+    bid = mujoco.mj_name2id(emu.sim.model, mujoco.mjtObj.mjOBJ_BODY, "left_wrist_roll_link")
+    emu.status.first_command_mono_s = time.monotonic()  # the physics runs (the default stiff command)
+    seen = {}
+    while emu.sim.data.time < 0.3:
+        t = emu.sim.data.time
+        emu.step()
+        seen[round(t, 3)] = emu.sim.data.xfrc_applied[bid].copy()
+    assert np.allclose(seen[0.05], 0.0) and np.allclose(seen[0.25], [10, 0, 0, 0, 0, 0])  # before / in the hold
+    for t in (0.12, 0.144, 0.158, 0.162, 0.196, 0.262, 0.29):  # ramp and release: held over each 20 ms tick
+        t_k = np.floor(t / 0.02 + 1e-9) * 0.02
+        assert np.allclose(seen[t], ref.wrenches(t_k)["left_wrist_roll_link"]), t
+    assert 0 < seen[0.142][0] < 10 and np.allclose(seen[0.142], seen[0.158])  # one tick: one value
+    assert not np.allclose(seen[0.158], seen[0.162])  # the next tick: the next sample of the ramp
+
+
 def test_wireless_remote_layout_and_combos():
     from contactflow.hardware.remote import BUTTONS, combo_pressed, parse_combo, pressed_buttons, remote_bytes
 

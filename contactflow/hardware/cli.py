@@ -16,6 +16,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--harness-s", type=float, default=0.0,
                    help="the base is held at its start pose (feet on the ground) for this long after the first "
                         "command, for a driver run with --startup-ramp-gains (the robot starts damped) [s] (0 = no harness: the robot stands on its feet)")
+    p.add_argument("--scenario", default=None,
+                   help="apply the external wrenches (wrenches:) of this teleop scenario file, the one the graph's "
+                        "wrench_injector plays (clock: since the first command)")
     p.add_argument("--press-remote", default="",
                    help="test: wireless-remote buttons shown pressed in rt/lowstate (e.g. L2+B, the driver's e-stop)")
     p.add_argument("--press-at-s", type=float, default=0.0, help="when --press-remote is pressed: simulated time since the first command [s]")
@@ -30,7 +33,7 @@ def _run(args) -> int:
 
     emu = UnitreeEmulator(load_robot(args.robot), args.domain, args.interface,
                           corrupt_state_every=args.corrupt_state_every, harness_s=args.harness_s,
-                          press_remote=args.press_remote, press_at_s=args.press_at_s)
+                          press_remote=args.press_remote, press_at_s=args.press_at_s, scenario=args.scenario)
     stopped = []
     signal.signal(signal.SIGTERM, lambda *_: stopped.append(1))
     log.info("%s on DDS domain %d, interface %s: publishing rt/lowstate at %.0f Hz", args.robot, args.domain,

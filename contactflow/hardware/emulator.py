@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import time
 from pathlib import Path
 
@@ -83,6 +84,13 @@ class UnitreeEmulator:
         domain_id: DDS domain. interface: network interface (``lo``).
         mode_machine: the ``mode_machine`` reported in ``rt/lowstate``.
         corrupt_state_every: 0, or k: every k-th state is sent with a wrong CRC.
+        scenario: a teleop scenario file (or a bare name, no ``.yaml``, in ``robots/<robot>/scenarios``) whose
+            ``wrenches:`` events are applied to the links (:class:`contactflow.lac.wrench_injector.
+            WrenchInjector` of :func:`contactflow.lac.teleop.load_teleop_scenario`, the same source
+            as the ``wrench_injector`` node): the profile sampled on the control grid
+            (``control_rate_hz``) and held for the control period, as the simulated graph applies
+            it, on the emulator's clock: simulated time since the first valid command. None: no
+            external wrench.
         press_remote: buttons of the wireless remote (``"L2+B"``, :mod:`contactflow.hardware.remote`)
             shown pressed in ``rt/lowstate`` from ``press_at_s`` [s] of simulated time (since the first
             command) on ('': never).
@@ -97,7 +105,7 @@ class UnitreeEmulator:
 
     def __init__(self, robot: Robot, domain_id: int = 1, interface: str = "lo", *, mode_machine: int = 1,
                  corrupt_state_every: int = 0, harness_s: float = 0.0, press_remote: str = "",
-                 press_at_s: float = 0.0):
+                 press_at_s: float = 0.0, scenario: str | Path | None = None):
         from contactflow.hardware.dds import UnitreeChannels
         from contactflow.hardware.unitree import motor_slots
         from contactflow.hardware.unitree_msgs import TOPIC_LOWCMD, TOPIC_LOWSTATE, LowCmd_, LowState_
@@ -121,6 +129,16 @@ class UnitreeEmulator:
 
         self._press = remote_bytes(parse_combo(press_remote, "sim-robot --press-remote")) if press_remote else None
         self.press_at_s, self.press_remote = float(press_at_s), press_remote
+        self.injector = None
+        if scenario is not None:
+            from contactflow.lac.teleop import load_teleop_scenario
+            from contactflow.lac.wrench_injector import WrenchInjector, wrench_links
+
+            self.injector = WrenchInjector(load_teleop_scenario(scenario, robot).wrenches, wrench_links(robot))
+            self._control_dt = 1.0 / float(robot.raw.get("control_rate_hz", 50.0))
+            for e in self.injector.events:
+                log.info("wrench event on %s from %g s to %g s (emulator clock: since the first command)", e.link,
+                         e.start_s, e.end_s)
         n = robot.n
         self._cmd = self.sim.check_command(robot.theta_default, robot.K, robot.kd, np.zeros(n))
 
@@ -196,6 +214,11 @@ class UnitreeEmulator:
         if self.status.first_command_mono_s is None:
             self._publish()  # held until the first command
             return
+        if self.injector is not None:  # the wrench of the control tick the step is in (zero-order hold)
+            t = self.sim.data.time - self._base0[1]
+            t_k = math.floor(t / self._control_dt + 1e-9) * self._control_dt
+            for link, w in self.injector.wrenches(t_k).items():
+                self.sim.set_external_wrench(link, w)
         self.readings = self.sim.step_command(self._cmd)
         if self.readings.t - self._base0[1] < self.harness_s:  # the harness holds the base
             d = self.sim.data
