@@ -46,7 +46,8 @@ _DAQP_STATUS = {
     -5: ("not_pd", "daqp: non-convex problem (Hessian not positive definite)"),
     -6: ("error", "daqp: overdetermined initial active set"),
 }
-_DAQP_OPTIMAL = (1, 2)  # EXIT_OPTIMAL, EXIT_SOFT_OPTIMAL (no soft constraints are posed here)
+_DAQP_OPTIMAL = (1, 2)
+_DAQP_EQUALITY = np.intc(5)  # daqp's constraint "sense" of an equality  # EXIT_OPTIMAL, EXIT_SOFT_OPTIMAL (no soft constraints are posed here)
 _INF = math.inf
 
 
@@ -214,8 +215,8 @@ def _box_residuals(A, x, bl, bu, eq, has_eq, tol):
     r = A @ x
     if len(bl) != len(r):
         r = np.concatenate((x, r))
-    if not len(r):
-        return 0.0, 0.0, True
+    if not len(r):  # no row, no bound: only x itself to check
+        return 0.0, 0.0, math.isfinite(float(x.sum()))
     d = np.maximum(bl - r, r - bu)  # |r - b| on equality rows; > 0 = violation elsewhere
     eq_res = 0.0
     if has_eq:
@@ -287,9 +288,7 @@ def solve_qp_box(
     eq = bl == bu
     has_eq = bool(eq.any())
     if solver == "daqp":
-        sense = np.zeros(len(bl), dtype=np.intc)
-        if has_eq:
-            sense[eq] = 5
+        sense = eq * _DAQP_EQUALITY  # int (C int) array: 5 on equalities, 0 on inequalities
         x, fval, flag, info = daqp.solve(H, g, A, bu, bl, sense)
         if flag not in _DAQP_OPTIMAL:
             status, msg = _DAQP_STATUS.get(flag, ("error", f"daqp: exit flag {flag}"))
@@ -308,16 +307,17 @@ def solve_qp_box(
                       else "not_pd" if "positive definite" in msg else "error")
             return _box_failure(H, g, A, lo, hi, lb, ub, status, msg)
         n_active = int(np.count_nonzero(np.asarray(active) > 0))
-    if not math.isfinite(float(x.sum())):
-        return _box_failure(H, g, A, lo, hi, lb, ub, "non_finite", "solver returned non-finite x")
     eq_res, viol, ok = _box_residuals(A, x, bl, bu, eq, has_eq, tol)
-    if not ok and not _box_data_finite(H, g, A, lo, hi, lb, ub):
-        return QPSolution(False, "non_finite", zeros, message="non-finite entry in the QP data")
+    if not ok:  # a NaN in x or in the data makes the residual NaN, which fails: find out which
+        if not math.isfinite(float(x.sum())):
+            return _box_failure(H, g, A, lo, hi, lb, ub, "non_finite", "solver returned non-finite x")
+        if not _box_data_finite(H, g, A, lo, hi, lb, ub):
+            return QPSolution(False, "non_finite", zeros, message="non-finite entry in the QP data")
     return QPSolution(
         found=ok,
         status="optimal" if ok else "residual",
         x=x,
-        cost=float(fval) - 0.5 * added * float(x @ x),  # cost without the regularisation
+        cost=float(fval) - 0.5 * added * float(x @ x) if added else float(fval),  # without the regularisation
         eq_residual=eq_res,
         ineq_violation=viol,
         n_active=n_active,

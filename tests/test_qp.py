@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -129,3 +131,99 @@ def test_regularisation_and_inputs_untouched():
         np.testing.assert_array_equal(H, H0)
     with pytest.raises(ValueError, match="osqp"):
         solve_qp_box(H, g, A, lo, hi, solver="osqp")
+
+
+def test_nan_without_any_constraint():
+    for solver in QP_SOLVERS:
+        sol = solve_qp_box(np.eye(2), np.array([np.nan, 0.0]), np.zeros((0, 2)), np.zeros(0), np.zeros(0), solver=solver)
+        assert not sol.found and sol.status == "non_finite"
+
+
+# ---------------------------------------------------------------- real SEIKO QPs (fixtures)
+
+FIXTURE_DIR = Path(__file__).parent / "fixtures"
+FIXTURES = ("seiko_qps_retargeting.npz", "seiko_qps_controller.npz")
+X_TOL = 1e-6
+"""Largest |x_daqp - x_quadprog| accepted on a SEIKO QP (x: rates [m/s, rad/s, N/s, N m/s] and
+torques [N m]; measured on the fixtures: 3e-8 Retargeting, 3e-11 Controller)."""
+
+
+def _load_qps(name):
+    with np.load(FIXTURE_DIR / name) as z:
+        return [{key: (z[f"{key}_{k}"] if f"{key}_{k}" in z else None) for key in ("H", "g", "A", "lo", "hi", "lb", "ub")}
+                for k in range(int(z["n_qps"]))]
+
+
+def _max_violation(qp, x):
+    r = qp["A"] @ x
+    v = max(0.0, float(np.max(np.maximum(qp["lo"] - r, r - qp["hi"]), initial=0.0)))
+    if qp["lb"] is not None:
+        v = max(v, float(np.max(qp["lb"] - x)), float(np.max(x - qp["ub"])))
+    return v
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_daqp_matches_quadprog_on_dumped_seiko_qps(name):
+    """Every QP dumped from the default scenario (benchmarks/bench_seiko_qp.py --write-fixture):
+    same solution, status and residuals with both solvers, and the constraints hold when
+    recomputed here."""
+    qps = _load_qps(name)
+    assert len(qps) >= 20
+    worst = 0.0
+    for qp in qps:
+        args = [qp[k] for k in ("H", "g", "A", "lo", "hi", "lb", "ub")]
+        sols = {s: solve_qp_box(*args, solver=s, reg=0.0) for s in QP_SOLVERS}
+        for s, sol in sols.items():
+            assert sol.found and sol.status == "optimal", (name, s, sol.status, sol.message)
+            scale = 1.0 + float(np.max(np.abs(qp["A"] @ sol.x), initial=0.0))
+            assert sol.eq_residual <= 1e-6 * scale and sol.ineq_violation <= 1e-6 * scale
+            assert _max_violation(qp, sol.x) <= 1e-6 * scale
+        dx = float(np.max(np.abs(sols["daqp"].x - sols["quadprog"].x)))
+        worst = max(worst, dx)
+        assert sols["daqp"].cost == pytest.approx(sols["quadprog"].cost, rel=1e-8, abs=1e-9)
+    assert worst <= X_TOL, worst
+
+
+def test_retargeting_qp_solver_key_and_both_solvers_agree(monkeypatch):
+    """The Retargeting on daqp and on quadprog: the same motion over a reach, to solver tolerance."""
+    import pinocchio as pin
+
+    from contactflow.config import load_config
+    from contactflow.errors import ConfigError
+    from contactflow.robot import load_robot
+    from contactflow.seiko.retargeting import RetargetingConfig, SeikoRetargeting
+
+    assert RetargetingConfig().qp_solver == "daqp"
+    with pytest.raises(ConfigError, match="qp_solver"):
+        load_config(RetargetingConfig, {"qp_solver": "osqp"}, "test")
+    import contactflow.qp as qp_module
+
+    calls = {s: 0 for s in QP_SOLVERS}
+    for s, mod, fn in (("daqp", qp_module.daqp, "solve"), ("quadprog", qp_module.quadprog, "solve_qp")):
+        def counting(*a, _s=s, _f=getattr(mod, fn), **kw):
+            calls[_s] += 1
+            return _f(*a, **kw)
+        monkeypatch.setattr(mod, fn, counting)
+    robot = load_robot("talos")
+    runs = {}
+    for solver in QP_SOLVERS:
+        r = SeikoRetargeting(RetargetingConfig(qp_solver=solver, settle_at_reset=False, init_ramp_s=0.1), robot)
+        out = r.reset()  # (its static inverse dynamics is a quadprog QP of contactflow.seiko.static_id)
+        before = dict(calls)
+        target = out.poses["left_hand"].copy()
+        qs, taus = [], []
+        for k in range(150):
+            target.translation = target.translation + np.array([2e-4, 0.0, 1e-4])  # 10 cm/s forward, 5 up
+            out = r.step({"left_hand": pin.SE3(target)})
+            assert out.ok and out.diagnostics["status"] == "optimal"
+            qs.append(out.q)
+            taus.append(out.tau)
+        runs[solver] = np.array(qs), np.array(taus), out
+        other = next(s for s in QP_SOLVERS if s != solver)
+        assert calls[solver] - before[solver] >= 150 and calls[other] == before[other]  # the key selects the solver
+    (q_d, tau_d, out_d), (q_q, tau_q, out_q) = runs["daqp"], runs["quadprog"]
+    assert np.max(np.abs(q_d[-1] - q_d[0])) > 1e-3  # it moved
+    np.testing.assert_allclose(q_d, q_q, atol=1e-9)
+    np.testing.assert_allclose(tau_d, tau_q, atol=1e-6)
+    for k in out_d.lam:
+        np.testing.assert_allclose(out_d.lam[k], out_q.lam[k], atol=1e-6)

@@ -1,0 +1,216 @@
+"""SEIKO QPs, solver against solver: per-QP time and agreement of daqp and quadprog.
+
+Usage::
+
+    python benchmarks/bench_seiko_qp.py                 # the fixture QPs (tests/fixtures/seiko_qps_*.npz)
+    python benchmarks/bench_seiko_qp.py --run 6         # every QP of a 6 s closed-loop run, solved both ways
+    python benchmarks/bench_seiko_qp.py --write-fixture # regenerate the fixtures (default scenario)
+
+For each QP, in the same process and interleaved (so the machine's drift hits both alike):
+
+* ``quadprog``: the QP in quadprog's stacked form (equalities, then ``C x >= b``: every two-sided
+  row and every variable bound written as two rows), solved by :func:`contactflow.qp.solve_qp`
+  with its full checks, as the stages called it before the compact form (the Retargeting's rows
+  there were 210; in the stacked form rebuilt here from the compact one the position and velocity
+  bounds of a joint are already merged, 174 rows: quadprog's time is if anything flattered);
+* ``daqp``: the compact form (two-sided rows, variable bounds) through
+  :func:`contactflow.qp.solve_qp_box` (status and lean residual checks);
+* ``daqp_raw``: ``daqp.solve`` alone on the same arrays (the wrapper's cost is the difference).
+
+Times are thread CPU time (``time.thread_time_ns``: a loaded 2-core machine preempts the process;
+CPU time is what the QP costs), median and p99 per QP, and the largest ``|x_daqp - x_quadprog|``.
+
+The fixture files hold, for QP ``k``, the arrays ``H_k, g_k, A_k, lo_k, hi_k`` and, when the
+QP has variable bounds, ``lb_k, ub_k`` (the arguments of :func:`contactflow.qp.solve_qp_box`),
+plus ``t_k`` (the simulation time of the tick [s]). They are written only by ``--write-fixture``:
+the default scenario (``robots/talos/scenarios/hand_forward.yaml``) through the in-process loop
+(:func:`contactflow.seiko.loop.run_loop`), every QP of each stage captured, ``--per-stage`` of
+them kept at evenly spaced ticks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from contactflow.qp import _box_to_stacked, solve_qp, solve_qp_box  # noqa: E402
+
+FIXTURES = ROOT / "tests" / "fixtures"
+STAGES = ("retargeting", "controller")
+KEYS = ("H", "g", "A", "lo", "hi", "lb", "ub")
+
+
+def fixture_path(stage: str) -> Path:
+    return FIXTURES / f"seiko_qps_{stage}.npz"
+
+
+def load_fixture(path: Path) -> list[dict]:
+    """The QPs of a fixture file: a list of dicts with the :func:`solve_qp_box` arguments."""
+    with np.load(path) as z:
+        n = int(z["n_qps"])
+        return [{key: (z[f"{key}_{k}"] if f"{key}_{k}" in z else None) for key in (*KEYS, "t")} for k in range(n)]
+
+
+def save_fixture(path: Path, qps: list[dict]) -> None:
+    arrays = {"n_qps": np.array(len(qps))}
+    for k, qp in enumerate(qps):
+        for key in (*KEYS, "t"):
+            if qp.get(key) is not None:
+                arrays[f"{key}_{k}"] = np.asarray(qp[key], dtype=float)
+    np.savez_compressed(path, **arrays)
+
+
+def capture_run(seconds: float, scenario: str = "hand_forward") -> dict[str, list[dict]]:
+    """Every QP of both stages over ``seconds`` of the closed loop on the default scenario."""
+    import contactflow.qp as qp_module
+    import contactflow.seiko.controller as controller_module
+    from contactflow.robot import load_robot
+    from contactflow.seiko.loop import SeikoPipeline, run_loop
+    from contactflow.operator.scenario import scenario_path
+
+    robot = load_robot("talos")
+    pipeline = SeikoPipeline(robot)
+    qps: dict[str, list[dict]] = {s: [] for s in STAGES}
+    clock = {"t": 0.0}
+
+    def keep(stage, H, g, A, lo, hi, lb, ub):
+        qps[stage].append({"H": np.array(H), "g": np.array(g), "A": np.array(A), "lo": np.array(lo),
+                           "hi": np.array(hi), "lb": None if lb is None else np.array(lb),
+                           "ub": None if ub is None else np.array(ub), "t": clock["t"]})
+
+    ret = pipeline.retargeting.retargeting
+    ret.qp_hook = lambda H, g, A, lo, hi, lb, ub, sol: keep("retargeting", H, g, A, lo, hi, lb, ub)
+    # The Controller's QPs: its module's solve_qp_box, wrapped (arguments bound by name).
+    signature = inspect.signature(qp_module.solve_qp_box)
+    original = controller_module.solve_qp_box
+
+    def controller_solve(*args, **kwargs):
+        b = signature.bind(*args, **kwargs)
+        b.apply_defaults()
+        a = b.arguments
+        keep("controller", a["H"], a["g"], a["A"], a["lo"], a["hi"], a["lb"], a["ub"])
+        return original(*args, **kwargs)
+
+    def operator_hook(t, cmd, reading):
+        clock["t"] = t
+        return cmd
+
+    controller_module.solve_qp_box = controller_solve
+    try:
+        log = run_loop(robot, scenario_path(robot, scenario), pipeline=pipeline, duration_s=seconds,
+                       operator_hook=operator_hook)
+    finally:
+        controller_module.solve_qp_box = original
+    if log.fell:
+        raise RuntimeError("the robot fell during the capture run")
+    return qps
+
+
+def stacked(qp: dict):
+    """quadprog's stacked form of a box-form QP: (A_eq, b_eq, A_in, b_in) for :func:`solve_qp`."""
+    A, lo, hi, lb, ub = qp["A"], qp["lo"], qp["hi"], qp["lb"], qp["ub"]
+    n = A.shape[1]
+    if lb is None and ub is None:
+        bl, bu = lo, hi
+    else:
+        bl = np.concatenate((np.full(n, -np.inf) if lb is None else lb, lo))
+        bu = np.concatenate((np.full(n, np.inf) if ub is None else ub, hi))
+    C, b, n_eq = _box_to_stacked(A, bl, bu, bl == bu)
+    return C[:n_eq], b[:n_eq], C[n_eq:], b[n_eq:]
+
+
+def compare(qps: list[dict], repeats: int = 3) -> dict:
+    """Solve every QP with quadprog (stacked, :func:`solve_qp`), daqp (:func:`solve_qp_box`) and
+    raw daqp, interleaved; per-QP CPU times and the solution differences."""
+    import daqp
+
+    t = {"quadprog": [], "daqp": [], "daqp_raw": []}
+    dx, dcost, bad = 0.0, 0.0, []
+    for i, qp in enumerate(qps):
+        H, g, A, lo, hi, lb, ub = (qp[k] for k in KEYS)
+        A_eq, b_eq, A_in, b_in = stacked(qp)
+        n = len(g)
+        bl = lo if lb is None else np.concatenate((lb, lo))
+        bu = hi if ub is None else np.concatenate((ub, hi))
+        sense = np.zeros(len(bl), dtype=np.intc)
+        sense[bl == bu] = 5
+        run = {
+            "quadprog": lambda: solve_qp(H, g, A_eq, b_eq, A_in, b_in, reg=0.0),
+            "daqp": lambda: solve_qp_box(H, g, A, lo, hi, lb, ub, reg=0.0),
+            "daqp_raw": lambda: daqp.solve(H, g, A, bu, bl, sense),
+        }
+        out = {}
+        for rep in range(repeats):
+            # rotate the order: the solver that runs first after another pays the cold caches
+            names = list(run)
+            names = names[rep % 3:] + names[: rep % 3]
+            for name in names:
+                a = time.thread_time_ns()
+                out[name] = run[name]()
+                t[name].append(time.thread_time_ns() - a)
+        ref, sol = out["quadprog"], out["daqp"]
+        if not (ref.found and sol.found):
+            bad.append((i, ref.status, sol.status))
+            continue
+        dx = max(dx, float(np.max(np.abs(sol.x - ref.x))) if n else 0.0)
+        dcost = max(dcost, abs(sol.cost - ref.cost) / (1.0 + abs(ref.cost)))
+    stats = {k: {"median_us": float(np.median(v)) / 1e3, "p99_us": float(np.percentile(v, 99)) / 1e3}
+             for k, v in t.items()}
+    stats["speedup_median"] = stats["quadprog"]["median_us"] / stats["daqp"]["median_us"]
+    return {"n_qps": len(qps), "times": stats, "max_abs_dx": dx, "max_rel_dcost": dcost, "failures": bad,
+            "size": {"n_var": int(len(qps[0]["g"])), "n_rows": int(qps[0]["A"].shape[0]),
+                     "n_stacked_rows": int(sum(len(b) for b in stacked(qps[0])[1::2]))} if qps else {}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run", type=float, default=None, metavar="SECONDS",
+                    help="capture every QP of a closed-loop run of this length instead of reading the fixtures")
+    ap.add_argument("--write-fixture", action="store_true", help="regenerate tests/fixtures/seiko_qps_*.npz")
+    ap.add_argument("--fixture-seconds", type=float, default=10.0, help="length of the fixture capture run [s]")
+    ap.add_argument("--per-stage", type=int, default=24, help="QPs kept per stage in the fixture")
+    ap.add_argument("--repeats", type=int, default=3, help="solves of each QP per solver")
+    ap.add_argument("--out", default=None, help="write the results as JSON")
+    args = ap.parse_args()
+
+    if args.write_fixture:
+        qps = capture_run(args.fixture_seconds)
+        for stage, all_qps in qps.items():
+            # evenly spaced over the run, the init ramp included
+            idx = np.unique(np.linspace(0, len(all_qps) - 1, args.per_stage).round().astype(int))
+            save_fixture(fixture_path(stage), [all_qps[i] for i in idx])
+            print(f"{fixture_path(stage).relative_to(ROOT)}: {len(idx)} of {len(all_qps)} QPs, "
+                  f"{fixture_path(stage).stat().st_size / 1024:.0f} KiB")
+        return
+    if args.run is not None:
+        sets = capture_run(args.run)
+        source = f"every QP of a {args.run:g} s closed-loop run (default scenario)"
+    else:
+        sets = {s: load_fixture(fixture_path(s)) for s in STAGES if fixture_path(s).exists()}
+        source = "the fixture QPs (tests/fixtures/seiko_qps_*.npz)"
+    res = {"source": source, "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}
+    print(f"{source}; per-QP thread CPU time, {args.repeats} solves each, interleaved")
+    for stage, qps in sets.items():
+        r = res[stage] = compare(qps, args.repeats)
+        tm = r["times"]
+        print(f"  {stage:12s} {r['n_qps']:5d} QPs, {r['size']}")
+        for k in ("quadprog", "daqp", "daqp_raw"):
+            print(f"    {k:9s} median {tm[k]['median_us']:7.1f} us  p99 {tm[k]['p99_us']:7.1f} us")
+        print(f"    daqp (compact, checked) x{tm['speedup_median']:.2f} faster than quadprog (stacked, checked); "
+              f"max |x_daqp - x_quadprog| = {r['max_abs_dx']:.2e}, max rel. cost difference {r['max_rel_dcost']:.1e}, "
+              f"failures {r['failures']}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(res, indent=2))
+
+
+if __name__ == "__main__":
+    main()
