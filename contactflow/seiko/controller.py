@@ -472,14 +472,16 @@ class _Workspace:
         self.H_const_diag[nv:] = w
         self.effort = np.zeros(m)
         # (11c) pose rows: disabled effectors (planes 6-D, points position) and the orientation of
-        # the enabled points; (contact, position rows?, orientation rows?) and the row weights.
-        self.pose: list[tuple[ContactSpec, bool, bool]] = []
+        # the enabled points, in each effector's LOCAL frame (the weights are isotropic per 3-row
+        # block, so the cost is the same as in world axes): per effector (name, frame, rows of J,
+        # J rows, position error rows or None, rotation error rows or None), and the row weights.
         wp = []
+        rows = []
         for c, on in zip(ctrl.contacts, enabled):
             if on and c.type == "plane":
                 continue
             pos, rot = not on, c.type == "plane" or on
-            self.pose.append((c, pos, rot))
+            rows.append((c, pos, rot, len(wp)))
             if pos:
                 wp += [cfg.weight_pose_plane_pos if c.type == "plane" else cfg.weight_pose_point_pos] * 3
             if rot:
@@ -488,6 +490,21 @@ class _Workspace:
         self.w_pose_col = self.w_pose[:, None]
         self.J_pose = np.zeros((len(wp), nv))
         self.e_pose = np.zeros(len(wp))
+        self.pose = []
+        for c, pos, rot, r in rows:
+            k = 3 * (pos + rot)
+            src = slice(0, 6) if pos and rot else slice(0, 3) if pos else slice(3, 6)
+            self.pose.append((c.name, c.frame_id, src, self.J_pose[r : r + k],
+                              self.e_pose[r : r + 3] if pos else None, self.e_pose[r + 3 * pos : r + k] if rot else None))
+        # (11g) contact rows in each contact's own frame (the rows of J: planes LOCAL, points R_c):
+        # per contact (name, frame, plane?, position error rows, rotation error rows or None)
+        self.contact_rows = []
+        row = 0
+        for c in contacts_on:
+            plane = c.type == "plane"
+            self.contact_rows.append((c.name, c.frame_id, plane, self.lo[row : row + 3], self.lo[row + 3 : row + 6] if plane else None))
+            row += c.dim
+        self.tmp3 = np.zeros(3)
         self.WJ_pose = np.zeros((len(wp), nv))
         self.H_pose = np.zeros((nv, nv))
         self.g_pose = np.zeros(nv)
@@ -670,11 +687,13 @@ class SeikoController:
 
     _VEC_NAMES = ("q_d", "v_d", "theta_ahead", "tau_read")
 
-    def _load_step_inputs(self, vecs: tuple, maps: tuple) -> None:
+    def _load_step_inputs(self, vecs: tuple, maps: tuple, want: tuple[bool, ...]) -> None:
         """Copy the inputs of :meth:`step` into the one input buffer (a shape check per entry),
         then check the finiteness of all of them at once (the offending entry is looked up only
         on failure). ``vecs``: (q_d, v_d, theta_ahead, tau_read), None = not given; ``maps``:
-        (lam_read, lam_d, lam_d_dot, lam_tilde) effector -> array, or None. Fills ``self._has``.
+        (lam_read, lam_d, lam_d_dot, lam_tilde) effector -> array, or None; lam_d and lam_d_dot
+        are read (and checked) only for the effectors ``want`` enables (the others are unused).
+        Fills ``self._has``.
 
         Raises:
             ContractError: a wrong shape, an unknown effector or a non-finite entry.
@@ -694,11 +713,13 @@ class SeikoController:
             if not mapping:
                 continue
             views, has_j = self._in_views[j], has[j]
+            if not self._index.keys() >= mapping.keys():
+                self._check_names(self._in_names[j], mapping)
+            skip = j in (1, 2)
             for name, value in mapping.items():
-                entry = views.get(name)
-                if entry is None:
-                    self._check_names(self._in_names[j], mapping)
-                i, view, shape = entry
+                i, view, shape = views[name]
+                if skip and not want[i]:
+                    continue
                 a = value if type(value) is np.ndarray else np.asarray(value, dtype=float)
                 if a.shape != shape:
                     raise ContractError(f"SeikoController: {self._in_names[j]}[{name!r}] must have shape {shape}, got {a.shape}")
@@ -899,7 +920,8 @@ class SeikoController:
         dt = cfg.dt_s
         if not self._index.keys() >= enabled.keys():
             self._check_names("enabled", enabled)
-        self._load_step_inputs((q_d, v_d, theta_ahead, tau_read), (lam_read, lam_d, lam_d_dot, lam_tilde))
+        key = tuple(bool(enabled.get(name, False)) for name in self.names)
+        self._load_step_inputs((q_d, v_d, theta_ahead, tau_read), (lam_read, lam_d, lam_d_dot, lam_tilde), key)
         vin, rows, has = self._in_vecs, self._in_w, self._has
         q_d = vin[0]
         theta_ahead = None if theta_ahead is None else vin[2]
@@ -910,7 +932,6 @@ class SeikoController:
         # until its measured normal force is low (release_max_force_n, not in the paper).
         self._filter_normal_forces()
         switched = False
-        key = tuple(bool(enabled.get(name, False)) for name in self.names)
         for name in (self.names if (key != self._enabled_key or self._held_s or self._rise_m) else ()):
             want = bool(enabled.get(name, False))
             was = self.enabled[name]
@@ -1040,7 +1061,7 @@ class SeikoController:
         operator reaching "as far as allowed by the controller" should stop at the first)."""
         lim = self._tau_adapt.value
         engaged = lim < self._tau_adapt.tau_urdf
-        if np.array_equal(engaged, self._tau_engaged):
+        if not (engaged != self._tau_engaged).any():
             return
         names = self.robot.joint_names
         for i in np.flatnonzero(engaged & ~self._tau_engaged):
@@ -1147,43 +1168,43 @@ class SeikoController:
         ws.H_diag += ws.H_const_diag
         g[nv:] -= ws.w_wrench * ws.effort
         # (11c) disabled effectors and enabled-point orientation, targets = FK of q_d: all the
-        # pose rows stacked, one weighted product.
+        # pose rows stacked (LOCAL Jacobians, LOCAL errors), one weighted product.
+        oMf = data.oMf
         if ws.pose:
-            data_d = self._data_d
-            pin.framesForwardKinematics(model, data_d, q_d)
-            Jp, ep = ws.J_pose, ws.e_pose
-            row = 0
-            for c, pos, rot in ws.pose:
-                fid = c.frame_id
-                Jw = pin.getFrameJacobian(model, data, fid, pin.LOCAL_WORLD_ALIGNED)
-                cur, tgt = data.oMf[fid], data_d.oMf[fid]
-                if pos:
-                    Jp[row : row + 3] = Jw[:3]
-                    np.subtract(tgt.translation, cur.translation, out=ep[row : row + 3])
-                    rise = self._rise_m.get(c.name)
+            pin.framesForwardKinematics(model, self._data_d, q_d)
+            oMf_d = self._data_d.oMf
+            for name, fid, src, Jrows, e_pos, e_rot in ws.pose:
+                Jrows[:] = pin.getFrameJacobian(model, data, fid, pin.LOCAL)[src]
+                cur = oMf[fid]
+                D = cur.actInv(oMf_d[fid])  # R^T (p_t - p), R^T R_t
+                if e_pos is not None:
+                    e_pos[:] = D.translation
+                    rise = self._rise_m.get(name)
                     if rise is not None:
-                        ep[row + 2] += rise
-                    row += 3
-                if rot:
-                    Jp[row : row + 3] = Jw[3:]
-                    ep[row : row + 3] = pin.log3(tgt.rotation @ cur.rotation.T)
-                    row += 3
-            WJ = ws.WJ_pose
+                        e_pos += rise * cur.rotation[2]  # R^T [0, 0, rise]
+                if e_rot is not None:
+                    e_rot[:] = pin.log3(D.rotation)
+            Jp, WJ = ws.J_pose, ws.WJ_pose
             np.multiply(ws.w_pose_col, Jp, out=WJ)
             np.matmul(Jp.T, WJ, out=ws.H_pose)
             H[:nv, :nv] += ws.H_pose
-            np.matmul(WJ.T, ep, out=ws.g_pose)
+            np.matmul(WJ.T, ws.e_pose, out=ws.g_pose)
             ws.g_pose *= cfg.gain_pose / dt
             g[:nv] -= ws.g_pose
-        # Equalities (lo = hi): (11g) contacts stay at their frozen targets, (11f) base rows.
+        # Equalities (lo = hi): (11g) contacts stay at their frozen targets, in the rows of J
+        # (planes: LOCAL [R^T (p_t - p); log3(R^T R_t)], points: R_c^T (p_t - p)); (11f) base rows.
         A, lo, hi = ws.A, ws.lo, ws.hi
-        row = 0
-        for c, d in zip(on, ws.dims):
-            fid = c.frame_id
-            ws.A_c[row : row + d] = pin.getFrameJacobian(model, data, fid, pin.LOCAL_WORLD_ALIGNED)[:d]
-            _pose_error(self.targets[c.name], data.oMf[fid], lo[row : row + d], rotation=d == 6)
-            row += d
+        for name, fid, plane, e_pos, e_rot in ws.contact_rows:
+            tgt = self.targets[name]
+            if plane:
+                D = oMf[fid].actInv(tgt)
+                e_pos[:] = D.translation
+                e_rot[:] = pin.log3(D.rotation)
+            else:
+                np.subtract(tgt.translation, oMf[fid].translation, out=ws.tmp3)
+                np.dot(ws.tmp3, self.R_c[name], out=e_pos)
         m = ws.m
+        ws.A_c[:] = terms.J
         lo[:m] /= dt
         ws.A_B[:] = T[:6]
         np.divide(t[:6], -dt, out=lo[m : m + 6])
@@ -1296,7 +1317,7 @@ class SeikoController:
             q_flex=self.q_flex.copy(),
             lam_flex=self._lam_flex_copy(),
             lam_tilde=lam_tilde,
-            tau_flex=self.tau_flex.copy(),
+            tau_flex=self.tau_flex,  # a new array every step, never modified in place
             tau_limit=self._tau_adapt.value.copy(),
             ok=bool(ok),
             diagnostics=diag,
