@@ -557,11 +557,54 @@ def load_node_config(cls, path: str | None, section: str | None = None, *, requi
     return load_config(cls, data[section], source=f"{path}:{section}")
 
 
+def apply_scheduling(name: str, env: Mapping[str, str] | None = None) -> str:
+    """Apply the CPU scheduling that the node's environment asks for (set per node in a dataflow's ``env:``).
+
+    ``CONTACTFLOW_RT_PRIORITY=N`` (1-99): the POSIX real-time policy SCHED_FIFO at priority N, for the
+    nodes of a real-time control loop (the robot driver and the controller of
+    ``dataflows/seiko_talos_realtime.yml``), as on a robot computer: they run whenever they are ready,
+    before every normal process. Needs CAP_SYS_NICE (root); otherwise a warning and the normal policy.
+    ``CONTACTFLOW_NICE=N``: ``os.nice(N)`` (N > 0 lowers the node's priority: the stages a real-time
+    loop may sample at a lower rate). A malformed value is refused with a warning naming the variable.
+
+    Returns:
+        what was applied (``""``: nothing), for the log.
+    """
+    import os
+
+    env = os.environ if env is None else env
+    done = []
+    for var in ("CONTACTFLOW_NICE", "CONTACTFLOW_RT_PRIORITY"):
+        raw = str(env.get(var, "")).strip()
+        if not raw:
+            continue
+        try:
+            val = int(raw)
+        except ValueError:
+            log.warning("%s=%r: expected an integer; ignored", var, raw)
+            continue
+        try:
+            if var == "CONTACTFLOW_NICE":
+                os.nice(val)
+                done.append(f"nice {val:+d}")
+            else:
+                if not 1 <= val <= 99:
+                    raise ValueError(f"expected a priority in 1..99, got {val}")
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(val))
+                done.append(f"SCHED_FIFO {val}")
+        except (OSError, ValueError, AttributeError) as exc:
+            log.warning("node %s: %s=%s not applied (%s); normal scheduling", name, var, raw, exc)
+    if done:
+        log.info("node %s: %s", name, ", ".join(done))
+    return ", ".join(done)
+
+
 def node_main(name: str, body: Callable[[], int | None]) -> None:
     """Run a node body; log and exit non-zero with a message naming the node on failure."""
     logging.basicConfig(level=logging.INFO, format=f"%(levelname)s {name}: %(message)s", stream=sys.stderr)
     import os
 
+    apply_scheduling(name)
     prof_dir = os.environ.get("CONTACTFLOW_PROFILE_DIR")
     if prof_dir:  # profile the node body with cProfile: <dir>/<node kind>-<pid>.prof (docs/benchmarks.md)
         import cProfile

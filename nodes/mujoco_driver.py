@@ -22,9 +22,15 @@ Modes:
 * lockstep (default): publish the sensors of tick k, wait for the command of tick k, step the
   physics (1 kHz, command linearly interpolated across the substeps), publish tick k+1. The
   simulation is the clock, so a run is deterministic and runs as fast as the graph allows.
-* ``--realtime``: step at wall-clock pace; use the newest command received; if no command arrives
-  for ``--command-timeout-s`` the last safe command is held (and reported), as a hardware
-  driver must.
+* ``--realtime``: paced by the wall clock (:func:`run_realtime`): at the start of each control
+  period the driver publishes the sensors, takes the newest command received (latest value, never
+  waits for one: without a new command the last safe command stays in force, a deadline miss) and
+  simulates the period with it; the first ``--warmup-ticks`` ticks are a start-up handshake in which
+  it waits for each command. If no command arrives for ``--command-timeout-s`` the last safe
+  command is held and reported (PD robots: damping mode), as a hardware driver must. With an
+  output ``log`` (or ``timing``) declared, one ``driver_timing`` row per period (the command in
+  force, its age, the deadline met or missed) goes to the recorder; ``contactflow.summary``
+  turns them into ``deadline_misses``, ``command_age_ms_p50/p99`` and ``longest_stall_ms``.
 
 PD robots, both modes: when no VALID command has come for ``--command-timeout-s`` (wall time in
 realtime, simulated time in lockstep) after commands had started, the driver enters Unitree's
@@ -52,8 +58,8 @@ import time
 
 import numpy as np
 
-from _runtime import (connect, Lockstep, Sender, UpstreamError, base_parser, declared_inputs, drain_after_finish,
-                      load_node_config, node_main)
+from _runtime import (REALTIME_WARMUP_TICKS, connect, Lockstep, Sender, UpstreamError, base_parser, declared_inputs,
+                      declared_outputs, drain_after_finish, load_node_config, node_main)
 
 log = logging.getLogger("contactflow.mujoco_driver")
 
@@ -80,6 +86,9 @@ def main() -> int:
                    help="PD robots: gain ramp after damping mode [s] (0 = full gains at once)")
     p.add_argument("--max-sim-time-s", type=float, default=600.0)
     p.add_argument("--lockstep-timeout-s", type=float, default=60.0)
+    p.add_argument("--warmup-ticks", type=int, default=REALTIME_WARMUP_TICKS,
+                   help="realtime: start-up ticks in which the driver waits for each command before the wall "
+                        "clock starts (every node of the graph has then run)")
     p.add_argument("--environment", action="store_true",
                    help="add the robot file's walls/supports, hand spheres and hand force sensing")
     p.add_argument("--payload", action="append", default=[],
@@ -112,9 +121,12 @@ def main() -> int:
     if driver.pd:
         meta.update(command_timeout_s=args.command_timeout_s, damping_recovery_s=args.damping_recovery_s,
                     damping_mode_kd_nms_per_rad=driver.hold.kd_damping)
-    sender = Sender(node, {"sensors": specs["sensors"]}, meta)
+    if args.realtime:
+        meta["warmup_ticks"] = args.warmup_ticks
+    sender = Sender(node, {"sensors": specs["sensors"], "timing": specs["driver_timing"]}, meta)
     mode = (lambda: {"command_mode": driver.command_mode}) if driver.pd else (lambda: {})
-    sender.send("sensors", readings_values(robot, r, sspec, estimators), seq=0, t=r.t, **mode())
+    if not args.realtime:
+        sender.send("sensors", readings_values(robot, r, sspec, estimators), seq=0, t=r.t, **mode())
     finished = False
 
     def advance(fin: bool) -> bool:
@@ -140,33 +152,8 @@ def main() -> int:
                 finished = True
                 break
     else:
-        jc, ew = specs["joint_command"], specs["external_wrench"]
-        next_deadline = time.monotonic() + dt
-        while not finished:
-            fin = False
-            while True:
-                remaining = next_deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                ev = node.next(timeout=remaining)
-                if ev is None:
-                    raise UpstreamError("event stream closed")
-                if ev["type"] == "INPUT" and ev["id"] in ("command", "wrench"):
-                    spec = jc if ev["id"] == "command" else ew
-                    try:
-                        fields = spec.unpack(ev["value"].to_numpy(zero_copy_only=False))
-                    except ContractError as exc:
-                        log.warning("malformed %s ignored: %s", ev["id"], exc)
-                        fields = None
-                    if ev["id"] == "command":
-                        driver.offer_command(fields, time.monotonic())
-                    elif use_wrench:
-                        driver.set_wrenches(fields)
-                    fin = fin or bool(ev["metadata"].get("finished", False))
-                elif ev["type"] == "STOP":
-                    fin = True
-            finished = advance(fin)
-            next_deadline += dt
+        run_realtime(node, driver, sender, specs, lambda rr: readings_values(robot, rr, sspec, estimators), mode,
+                     use_wrench=use_wrench, warmup_ticks=args.warmup_ticks, timeout_s=args.lockstep_timeout_s)
     st = driver.status
     if st.rejected_commands:
         log.warning("%d commands were not applied (malformed, non-finite or out of limits): the last safe command "
@@ -178,9 +165,126 @@ def main() -> int:
                     st.damping_entries, st.damping_ticks, args.command_timeout_s)
     if st.malformed_wrenches:
         log.warning("%d malformed external-wrench messages: wrenches cleared for those ticks", st.malformed_wrenches)
-    log.info("simulation ended at t = %.3f s after %d ticks%s", r.t, st.ticks, " (the robot fell)" if st.fell else "")
+    log.info("simulation ended at t = %.3f s after %d ticks%s", driver.readings.t, st.ticks,
+             " (the robot fell)" if st.fell else "")
     drain_after_finish(node, 1.0)
     return 0
+
+
+def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bool, warmup_ticks: int,
+                 timeout_s: float) -> None:
+    """The real-time loop: the driver paced by the wall clock (module docstring, ``--realtime``).
+
+    Period k (control period ``dt``): at its deadline the driver publishes the sensors of t_k, takes
+    the newest command received so far (:class:`contactflow.sim.driver.NewestCommand`; none new:
+    the last safe command stays in force, a miss) and simulates [t_k, t_k+1) with it; so a command
+    acts from the period after the sensors it was computed from, as on a robot whose joint
+    controllers latch the newest command at their period start. The deadlines are t0 + k dt on
+    the monotonic clock; a period started less than one period late does not move the later ones;
+    one started a period late or more (the simulator itself fell behind) re-anchors them one
+    period after its start (no burst of catch-up periods without commands), and its ``late_s``
+    counts the periods lost. The first ``warmup_ticks`` periods are a start-up handshake: the
+    driver waits for the command of the previous sensors (every node has run and warmed up) and
+    the wall clock starts after them. One ``timing`` row (contract ``driver_timing``) per period
+    goes to the node's batched log when the entry declares ``log`` (or on ``timing`` if declared).
+    """
+    from contactflow.errors import ContractError
+    from contactflow.sim.driver import NewestCommand
+
+    jc, ew = specs["joint_command"], specs["external_wrench"]
+    dt = driver.sim.control_dt_s
+    declared = declared_outputs(node) or set()
+    send_timing = "log" in declared or "timing" in declared
+    latch = NewestCommand()
+    stopped = False
+
+    def handle(ev) -> None:
+        nonlocal stopped
+        typ = ev["type"]
+        if typ == "INPUT" and ev["id"] in ("command", "wrench"):
+            spec = jc if ev["id"] == "command" else ew
+            md = ev["metadata"]
+            try:
+                fields = spec.unpack(ev["value"].to_numpy(zero_copy_only=False))
+            except ContractError as exc:
+                log.warning("malformed %s ignored: %s", ev["id"], exc)
+                fields = None
+            if ev["id"] == "command":
+                seq = md.get("seq")
+                if isinstance(seq, int):
+                    latch.offer(seq, float(md.get("t", float("nan"))), fields, bool(md.get("finished", False)))
+                else:
+                    log.warning("command without integer 'seq' metadata ignored")
+            elif use_wrench:
+                driver.set_wrenches(fields)
+        elif typ == "STOP":
+            stopped = True
+        elif typ == "INPUT_CLOSED" and ev["id"] == "command" and not latch.finished:
+            raise UpstreamError("input 'command' closed before the run ended: the controller stopped")
+        elif typ == "NODE_FAILED":
+            raise UpstreamError(f"upstream node failed: {ev.get('value')}")
+
+    pending, done = driver.readings, False  # the state of t_k, published at the start of period k
+    applied_seq, applied_t = -1, float("nan")
+    deadline = wall0 = None
+    k = 0
+    while True:
+        if k < warmup_ticks:  # start-up handshake: wait for the command of the previous sensors
+            waited = time.monotonic()
+            while k >= 1 and latch.seq < k - 1 and not stopped:
+                ev = node.next(timeout=1.0)
+                if ev is None:
+                    raise UpstreamError("event stream closed before the run ended")
+                handle(ev)
+                if latch.seq < k - 1 and time.monotonic() - waited > timeout_s:
+                    raise UpstreamError(f"no command for tick {k - 1} within {timeout_s:.0f} s (start-up)")
+        else:
+            if deadline is None:  # the wall clock starts one period after the last start-up tick
+                deadline = last_start + dt if k > 0 else time.monotonic()
+            while not stopped:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                ev = node.next(timeout=remaining)
+                if ev is None:
+                    raise UpstreamError("event stream closed before the run ended")
+                handle(ev)
+            for _ in range(1000):  # late or not: what has arrived by now counts (never blocks)
+                ev = node.try_recv()
+                if ev is None:
+                    break
+                handle(ev)
+        start = time.monotonic()
+        if wall0 is None:
+            wall0 = start
+        new, fields, seq, t_cmd = latch.take()
+        # the run ends at the sensors after the last period (fell, max time), on STOP, or when the
+        # newest command says the scenario finished (as in lockstep: the same number of ticks)
+        finishing = done or stopped or latch.finished
+        sender.send("sensors", values_of(pending), seq=k, t=pending.t, finished=finishing, **mode())
+        if finishing:
+            break
+        if new and driver.offer_command(fields, start):
+            applied_seq, applied_t = seq, t_cmd
+        else:
+            new = False
+        t_k = pending.t
+        pending, done = driver.advance(start)
+        step_s = time.monotonic() - start
+        if send_timing:
+            sender.send("timing", {"command_seq": applied_seq, "command_t": applied_t if applied_seq >= 0 else 0.0,
+                                   "new_command": float(new), "paced": float(deadline is not None),
+                                   "late_s": start - deadline if deadline is not None else 0.0,
+                                   "wall_s": start - wall0, "step_s": step_s}, seq=k, t=t_k)
+            if sender.logging and sender.pending >= 2 * sender.log_every:
+                sender.flush()  # here, in the slack of the period, not inside the next sensors publish
+        last_start = start
+        if deadline is not None:
+            # a period started a whole period late or more (the driver was descheduled or overran):
+            # the next deadline is one period from now, not a burst of catch-up periods (the rows'
+            # late_s says how many periods were lost; contactflow.summary counts them as misses)
+            deadline = deadline + dt if start - deadline < dt else start + dt
+        k += 1
 
 
 if __name__ == "__main__":

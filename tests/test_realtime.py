@@ -1,0 +1,208 @@
+"""The real-time SEIKO graph: the summary's real-time keys, the driver's newest-command slot, the
+nodes' real-time Lockstep mode (fake dora node) and a short real `dora run` of
+dataflows/seiko_talos_realtime.yml (its summary has the keys with consistent values; no miss rate is
+asserted: the CI machine is loaded, speed figures go to the benchmark)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from contactflow.messages import Field, PortSpec
+from contactflow.sim.driver import NewestCommand
+from contactflow.summary import REALTIME_KEYS, realtime_metrics
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "nodes"))
+
+from _runtime import Lockstep, UpstreamError, apply_scheduling  # noqa: E402
+
+DORA = shutil.which("dora") or str(Path(sys.executable).parent / "dora")
+DT = 0.002
+SPEC = PortSpec("test", (Field("x", 1, "-"),), 500.0)
+
+
+# ---------------------------------------------------------------- summary keys
+def _rows(new, late=None, seqs=None, warmup=2):
+    """Timing rows: `warmup` start-up rows, then one paced row per entry of `new` (1 = a new command)."""
+    n = warmup + len(new)
+    new = np.concatenate([np.ones(warmup), np.asarray(new, float)])
+    late = np.concatenate([np.zeros(warmup), np.zeros(len(new) - warmup) if late is None else np.asarray(late, float)])
+    t = np.arange(n) * DT
+    # the command in force: computed from the sensors of the period before the last new one
+    cmd_seq = np.full(n, -1.0)
+    last = -1
+    for k in range(n):
+        if new[k]:
+            last = k - 1
+        cmd_seq[k] = last
+    wall, shift = np.zeros(n), 0.0
+    for k in range(n):  # deadlines k dt, re-anchored after a period started a whole period late or more
+        wall[k] = k * DT + shift + late[k]
+        if late[k] >= DT:
+            shift += late[k]
+    return {"t": t, "command_seq": cmd_seq, "command_t": np.maximum(cmd_seq, 0) * DT, "new_command": new,
+            "paced": (np.arange(n) >= warmup).astype(float), "late_s": late, "wall_s": wall}
+
+
+def test_realtime_metrics_of_a_run_that_meets_every_deadline():
+    m = realtime_metrics(_rows([1] * 100), DT)
+    assert set(m) == set(REALTIME_KEYS)
+    assert m["realtime"] is True and m["periods"] == 100 and m["warmup_periods"] == 2
+    assert m["deadline_misses"] == 0 and m["deadline_miss_ratio"] == 0.0
+    assert m["command_age_ms_p50"] == pytest.approx(2.0) and m["command_age_ms_p99"] == pytest.approx(2.0)
+    assert m["longest_stall_ms"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_realtime_metrics_count_held_commands_and_the_longest_stall():
+    new = [1] * 10 + [0, 0, 0] + [1] * 10 + [0] + [1] * 6  # a 3-period hole and a 1-period hole
+    m = realtime_metrics(_rows(new), DT)
+    assert m["periods"] == 30 and m["deadline_misses"] == 4
+    assert m["deadline_miss_ratio"] == pytest.approx(4 / 30)
+    assert m["longest_stall_ms"] == pytest.approx(6.0)  # the same command for 3 periods beyond its own
+    # ages: 2 ms when on time, then 4, 6, 8 ms while the command is held
+    assert m["command_age_ms_p50"] == pytest.approx(2.0)
+    assert 6.0 < m["command_age_ms_p99"] <= 8.0
+
+
+def test_realtime_metrics_count_the_periods_a_late_driver_lost():
+    late = np.zeros(20)
+    late[5] = 2.5 * DT  # the driver itself started period 5 2.5 periods late: 2 periods lost
+    m = realtime_metrics(_rows([1] * 20, late=late), DT)
+    assert m["periods"] == 22 and m["deadline_misses"] == 3  # the late period and the 2 lost ones
+    assert m["driver_late_ms_max"] == pytest.approx(5.0)
+    assert m["longest_stall_ms"] == pytest.approx(5.0)  # wall time without a new command
+
+
+def test_realtime_metrics_without_timing_are_nan():
+    m = realtime_metrics(None)
+    assert m["realtime"] is False and np.isnan(m["deadline_misses"]) and np.isnan(m["command_age_ms_p50"])
+
+
+# ---------------------------------------------------------------- driver command slot
+def test_newest_command_wins_and_a_held_command_is_not_new():
+    slot = NewestCommand()
+    assert slot.take()[0] is False  # nothing yet: the driver holds its default command
+    slot.offer(3, 0.006, {"theta_cmd": np.zeros(2)})
+    slot.offer(5, 0.010, {"theta_cmd": np.ones(2)})
+    slot.offer(4, 0.008, {"theta_cmd": np.zeros(2)})  # late arrival, older: ignored
+    new, fields, seq, t = slot.take()
+    assert new and seq == 5 and t == 0.010 and fields["theta_cmd"][0] == 1.0 and slot.stale == 1
+    assert slot.take()[0] is False  # no newer command: a miss, the last safe command is held
+    slot.offer(6, 0.012, None, finished=True)  # malformed but newest: taken (the driver refuses it)
+    new, fields, seq, _ = slot.take()
+    assert new and fields is None and seq == 6 and slot.finished
+
+
+# ---------------------------------------------------------------- Lockstep real-time mode
+class FakeNode:
+    """Replays dora-like events; `try_recv` returns what `next` would, or None when none is left."""
+
+    def __init__(self, events, queues=None):
+        self.events = list(events)
+        self.queues = queues or {}
+
+    def next(self, timeout=None):
+        return self.events.pop(0) if self.events else None
+
+    def try_recv(self):
+        if self.events and self.events[0]["type"] == "INPUT":
+            return self.events.pop(0)
+        return None
+
+    def node_config(self):
+        return {"inputs": {k: {"source": "x/y", **q} for k, q in self.queues.items()}, "outputs": []}
+
+
+def msg(iid, seq, finished=False):
+    return {"type": "INPUT", "id": iid, "value": pa.array([float(seq)]),
+            "metadata": {"seq": seq, "t": seq * DT, "finished": finished}}
+
+
+def test_realtime_lockstep_samples_and_holds_the_other_inputs():
+    ev = [msg("s", 0), msg("d", 0), msg("s", 1), msg("s", 2), msg("s", 3), msg("d", 2), msg("s", 4, finished=True),
+          {"type": "INPUT_CLOSED", "id": "s"}, {"type": "INPUT_CLOSED", "id": "d"}]
+    ticks = list(Lockstep(FakeNode(ev), {"s": (SPEC, 0), "d": (SPEC, 1)}, skip_missing=True, warmup_ticks=0,
+                          latest_clock=False))
+    assert [t.k for t in ticks] == [0, 1, 2, 3, 4]
+    assert [t.seqs["d"] for t in ticks] == [None, 0, 0, 2, 2]  # newest <= k - 1, held, never waited for
+    assert ticks[2].inputs["d"]["x"][0] == 0.0 and ticks[-1].finished
+
+
+def test_realtime_lockstep_latest_value_clock_skips_to_the_newest():
+    ev = [msg("s", 0), msg("s", 1), msg("s", 2), msg("s", 5), msg("s", 6, finished=True), {"type": "INPUT_CLOSED", "id": "s"}]
+    node = FakeNode(ev, queues={"s": {"queue_size": 1}})
+    lock = Lockstep(node, {"s": (SPEC, 0)}, skip_missing=True, warmup_ticks=0)
+    assert lock.latest_clock  # from the dataflow's queue: queue_size 1
+    ticks = list(lock)
+    assert [t.k for t in ticks] == [6] and lock.skipped == 6  # everything had arrived: only the newest runs
+    lock2 = Lockstep(FakeNode(ev, queues={"s": {"queue_size": 100, "queue_policy": "backpressure"}}), {"s": (SPEC, 0)},
+                     skip_missing=True, warmup_ticks=0)
+    assert [t.k for t in lock2] == [0, 1, 2, 5, 6]  # backpressure clock: every delivered message, in order
+
+
+def test_realtime_lockstep_waits_for_every_input_during_warmup():
+    # tick 1 is a warm-up tick: it waits for d (offset 1) to reach seq 0, even though s 2 is there
+    ev = [msg("s", 0), msg("s", 1), {"type": "ERROR", "error": "Receiver timed out"}, msg("d", 0), msg("s", 2),
+          msg("d", 1, finished=True), msg("s", 3, finished=True), {"type": "INPUT_CLOSED", "id": "s"},
+          {"type": "INPUT_CLOSED", "id": "d"}]
+    lock = Lockstep(FakeNode(ev), {"s": (SPEC, 0), "d": (SPEC, 1)}, skip_missing=True, warmup_ticks=2,
+                    latest_clock=False)
+    ticks = list(lock)
+    assert [t.k for t in ticks] == [0, 1, 2, 3]
+    assert ticks[1].seqs["d"] == 0  # waited for (warm-up)
+    assert ticks[2].seqs["d"] == 1 and ticks[3].seqs["d"] == 1  # already received (drained before the tick)
+
+
+def test_realtime_lockstep_reports_an_input_that_closed_before_the_end():
+    ev = [msg("s", 0), msg("d", 0), {"type": "INPUT_CLOSED", "id": "d"}, msg("s", 1)]
+    with pytest.raises(UpstreamError, match="input\\(s\\) d closed before the run ended"):
+        list(Lockstep(FakeNode(ev), {"s": (SPEC, 0), "d": (SPEC, 1)}, skip_missing=True, warmup_ticks=0))
+
+
+def test_scheduling_from_the_node_environment(caplog):
+    assert apply_scheduling("x", {}) == ""
+    assert apply_scheduling("x", {"CONTACTFLOW_NICE": "0"}) == "nice +0"
+    assert apply_scheduling("x", {"CONTACTFLOW_RT_PRIORITY": "fast"}) == ""
+    assert apply_scheduling("x", {"CONTACTFLOW_RT_PRIORITY": "150"}) == ""
+    assert "CONTACTFLOW_RT_PRIORITY='fast': expected an integer" in caplog.text
+    assert "CONTACTFLOW_RT_PRIORITY=150 not applied (expected a priority in 1..99" in caplog.text
+
+
+# ---------------------------------------------------------------- real dora run
+@pytest.mark.dora
+def test_realtime_graph_summary_has_consistent_realtime_keys(tmp_path):
+    env = dict(os.environ)
+    env["CONTACTFLOW_RECORDINGS"] = str(tmp_path / "recordings")
+    env["CONTACTFLOW_SCENARIO"] = str(ROOT / "robots/talos/scenarios/smoke_2s.yaml")
+    proc = subprocess.run([DORA, "run", str(ROOT / "dataflows" / "seiko_talos_realtime.yml"), "--stop-after", "120s"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    (run,) = [p for p in (tmp_path / "recordings").iterdir() if p.is_dir() and not p.is_symlink()]
+    s = json.loads((run / "summary.json").read_text())
+    assert s["fell"] is False, s
+    assert s["realtime"] is True and s["warmup_periods"] == 10
+    # the scenario (2 s) ended the run by itself (its end reaches the driver through the whole chain:
+    # later than 2 s of simulated time when the chain lags on a loaded machine)
+    assert "scenario finished at t = 2.0" in out and s["sim_time_s"] >= 1.95
+    assert s["periods"] >= s["ticks"] - 1 - s["warmup_periods"] - 1
+    assert 0 <= s["deadline_misses"] <= s["periods"]
+    assert s["deadline_miss_ratio"] == pytest.approx(s["deadline_misses"] / s["periods"])
+    assert 2.0 - 1e-6 <= s["command_age_ms_p50"] <= s["command_age_ms_p99"]  # one period at least
+    assert s["longest_stall_ms"] >= 0 and s["driver_late_ms_max"] >= s["driver_late_ms_p99"] >= 0
+    assert s["longest_stall_ms"] == 0 or s["deadline_misses"] > 0
+    assert isinstance(s["recording_gaps"], int) and s["recording_gaps"] >= 0  # real-time stages skip ticks: counted
+    # every driver period is recorded, without a gap
+    from contactflow.recording import read_recording
+
+    rec = read_recording(run)
+    timing = rec.stream("mujoco_driver.timing")
+    assert np.array_equal(timing.seq, np.arange(len(timing)))
+    assert len(rec.stream("mujoco_driver.sensors")) == len(timing) + 1
