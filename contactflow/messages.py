@@ -288,6 +288,25 @@ def port_specs(robot, rate_hz: float | None = None) -> dict[str, PortSpec]:
         rate_hz,
         "SEIKO Controller internal state (diagnostics)",
     )
+    # SEIKO eq. (13) as its own node (nodes/wrench_filter.py, contactflow.seiko.stages.WrenchFilterStage):
+    # its output to the Controller, and the Controller's feedback it filters with.
+    specs["filtered_wrench"] = PortSpec(
+        "filtered_wrench",
+        tuple(Field(f"lam_tilde.{c}", 6, "N, N m", "sole LOCAL (plane) / world (point, first 3)",
+                    "complementary-filtered measured wrench (eq. 13) of tick k, as if the contact's filter "
+                    "is active at tick k") for c in effs),
+        rate_hz,
+        "SEIKO complementary wrench filter (eq. 13) output, for the Controller",
+    )
+    specs["flex_wrench_rate"] = PortSpec(
+        "flex_wrench_rate",
+        tuple(Field(f"lam_flex_dot.{c}", 6, "N/s, N m/s", "sole LOCAL (plane) / world (point, first 3)",
+                    "flexible-model wrench rate at the end of the Controller's tick k") for c in effs)
+        + (Field("active", len(effs), "-", description="per effector: 1 = (13) filtered its wrench at tick k "
+                 "(contact enabled and the Controller integrating), 0 = it passed lam_read through"),),
+        rate_hz,
+        "SEIKO Controller feedback to the complementary wrench filter (eq. 13), one message per tick",
+    )
     specs["driver_timing"] = PortSpec(
         "driver_timing",
         (
@@ -309,7 +328,8 @@ def port_specs(robot, rate_hz: float | None = None) -> dict[str, PortSpec]:
 
 
 # Which contract each node port uses: node kind -> {"inputs": {port: contract}, "outputs": {port: contract}},
-# plus "optional": {port: contract} for inputs a node works without.
+# plus "optional": {port: contract} for inputs a node works without and "optional_outputs": [port] for
+# outputs it sends only in some wirings.
 NODE_PORTS: dict[str, dict[str, dict[str, str]]] = {
     "operator": {"inputs": {"tick": "sensors"}, "outputs": {"command": "operator_command"}},
     "admittance": {"inputs": {"sensors": "sensors", "desired": "desired"}, "outputs": {"twist": "admittance_command"}},
@@ -324,8 +344,15 @@ NODE_PORTS: dict[str, dict[str, dict[str, str]]] = {
         "optional": {"command": "operator_command"},
     },
     "seiko_controller": {
-        "inputs": {"desired": "desired", "sensors": "sensors"},
-        "outputs": {"command": "joint_command", "state": "controller_state"},
+        "inputs": {"desired": "desired", "sensors": "sensors", "wrench": "filtered_wrench"},
+        "optional": {"wrench": "filtered_wrench"},
+        "outputs": {"command": "joint_command", "state": "controller_state", "flex_rate": "flex_wrench_rate"},
+        "optional_outputs": ["flex_rate"],  # sent only when `wrench` is wired
+    },
+    # SEIKO eq. (13) as its own node: sensors of tick k + the Controller's feedback of tick k - 1
+    "wrench_filter": {
+        "inputs": {"sensors": "sensors", "flex_rate": "flex_wrench_rate"},
+        "outputs": {"wrench": "filtered_wrench"},
     },
     # input_filter + seiko_retargeting + seiko_controller in one process (nodes/seiko_stack.py)
     "seiko_stack": {

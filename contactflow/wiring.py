@@ -153,7 +153,7 @@ def check_descriptor(flow: dict) -> list[WiringProblem]:
         specs = _specs(_arg(args, "--robot", "talos"))
         for out, contract in ports["outputs"].items():
             out_specs[(nid, out)] = specs[contract]
-            if out not in declared and LOG_OUTPUT not in declared:
+            if out not in declared and LOG_OUTPUT not in declared and out not in ports.get("optional_outputs", ()):
                 problems.append(WiringProblem(nid, out, f"output not declared in 'outputs' {declared}: the node sends "
                                                         f"{_schema(specs[contract])} and dora would drop it"))
         for out in declared:

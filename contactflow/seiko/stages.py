@@ -18,6 +18,8 @@ feed a stage exactly the same messages for a tick, so all give the same outputs,
   contact switching and pushing mode (:class:`contactflow.seiko.retargeting.SeikoRetargeting`).
 * :class:`ControllerStage`: sensors (tick k) + ``desired`` (tick k - lag) -> joint command and
   controller state; (10), (11), (13), (12) (:class:`contactflow.seiko.controller.SeikoController`).
+* :class:`WrenchFilterStage`: sensors (tick k) + the Controller's ``flex_rate`` (tick k - 1) ->
+  ``filtered_wrench``; the complementary filter (13) as its own stage (``nodes/wrench_filter.py``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import numpy as np
 import pinocchio as pin
 
 __all__ = ["InputFilterStage", "AdmittanceStage", "RetargetingStage", "ControllerStage", "pack_desired",
-           "operator_command_values"]
+           "operator_command_values", "WrenchFilterStage"]
 
 log = logging.getLogger("contactflow.seiko.stages")
 
@@ -316,12 +318,14 @@ class ControllerStage:
         self.ctrl.reset(d["q_d"], d["lam"], d["enabled"], theta_start=np.array(theta_measured))
 
     def tick(self, k: int, sensors: Fields | None, desired: Fields | None, t_start: float | None = None,
-             integrating: bool = True) -> tuple[dict, dict]:
+             integrating: bool = True, filtered: Fields | None = None) -> tuple[dict, dict]:
         """One tick: ``sensors`` (tick k) and ``desired`` (tick k - lag) -> (``joint_command``,
         ``controller_state``) values. ``t_start``: ``time.perf_counter()`` at the start of the
         tick (for the state's ``solve_time``; default now). ``integrating=False`` runs the
         Controller in shadow (no QP integration, :meth:`SeikoController.step`), for runs that send
-        the Retargeting's ahead posture instead of the Controller's command."""
+        the Retargeting's ahead posture instead of the Controller's command. ``filtered``: the
+        ``wrench_filter`` node's ``filtered_wrench`` message (:class:`WrenchFilterStage`), used
+        instead of the Controller's internal filter (13); None = the internal filter."""
         t0 = time.perf_counter() if t_start is None else t_start
         effs, dims, ctrl, des = self.effs, self.dims, self.ctrl, self.desired
         if desired is not None:
@@ -348,7 +352,7 @@ class ControllerStage:
         out = ctrl.step(
             q_d=des["q_d"], v_d=des["v_d"], lam_d=des["lam"], lam_d_dot=des["lam_dot"],
             enabled=des["enabled"], lam_read=self.lam_read, tau_read=self.tau_read, theta_ahead=des["theta_ahead"],
-            integrating=integrating,
+            integrating=integrating, lam_tilde=None if filtered is None else self._external_lam_tilde(filtered),
         )
         if out.ok and np.all(np.isfinite(out.theta_cmd)):
             self.theta_safe = np.array(out.theta_cmd)
@@ -367,3 +371,93 @@ class ControllerStage:
                 v[: val.size] = val
                 state[f"{name}.{e}"] = v
         return {"theta_cmd": self.theta_safe, "ok": 1.0 if out.ok else 0.0}, state
+
+    # -------------------------------------------------------------- the wrench_filter node (13)
+
+    def _external_lam_tilde(self, filtered: Fields) -> dict:
+        """``filtered_wrench`` values -> effector -> lam_tilde in the Controller's frames (point
+        forces: world -> surface frame R_c)."""
+        ctrl, dims = self.ctrl, self.dims
+        return {e: (v[:6] if dims[e] == 6 else ctrl.R_c[e].T @ v[:3])
+                for e, v in ((e, filtered[f"lam_tilde.{e}"]) for e in self.effs)}
+
+    def flex_rate_values(self) -> dict:
+        """``flex_wrench_rate`` values of the last tick, for the ``wrench_filter`` node: the
+        Controller's lam_flex_dot (planes LOCAL, points rotated into the world frame) and which
+        effectors (13) filtered (:attr:`contactflow.seiko.controller.SeikoController.filter_feedback`)."""
+        ldot, active = self.ctrl.filter_feedback
+        vals = {"active": active.astype(float)}
+        for i, e in enumerate(self.effs):
+            if self.dims[e] == 6:
+                vals[f"lam_flex_dot.{e}"] = ldot[i].copy()
+            else:
+                v = np.zeros(6)
+                v[:3] = self.ctrl.R_c[e] @ ldot[i, :3]
+                vals[f"lam_flex_dot.{e}"] = v
+        return vals
+
+
+class WrenchFilterStage:
+    """SEIKO complementary wrench filter, eq. (13) (seiko.md §6.5), as its own stage.
+
+    ``lam_tilde_k = alpha (lam_tilde_{k-1} + dt lam_flex_dot_{k-1}) + (1 - alpha) lam_read_k``
+    while the contact is enabled and the Controller integrates, ``lam_read_k`` otherwise.
+    ``lam_flex_dot`` and "active" are the Controller's, so the stage takes its ``flex_rate``
+    feedback (``flex_wrench_rate``) of tick k - 1 beside the sensors of tick k:
+
+    1. commit tick k - 1: an effector the Controller did not filter at k - 1 restarts from its
+       ``lam_read_{k-1}`` (as the Controller's own filter does);
+    2. filter tick k's measured wrenches with ``lam_flex_dot_{k-1}``, as if every effector is
+       active at tick k; the Controller uses the value of an active effector and its
+       ``lam_read_k`` for the others (:meth:`SeikoController.step` ``lam_tilde``).
+
+    Fed this way (sensors offset 0, feedback offset 1, the Controller taking this output at
+    offset 0), the Controller gets the same lam_tilde as with its internal filter: bit for bit
+    for plane contacts, to rounding for point contacts (filtered in the world frame here, in R_c
+    there; the same while R_c is constant, i.e. except the first tick of a point contact whose
+    R_c is set when it is enabled) (``tests/test_wrench_filter.py``). Same arithmetic:
+    :class:`contactflow.seiko.filters.ComplementaryWrenchFilterBank`.
+
+    Args:
+        robot: the robot (effectors in robot-file order).
+        config: :class:`contactflow.seiko.controller.ControllerConfig` (``complementary_cutoff_hz``,
+            ``dt_s``: one source with the Controller).
+    """
+
+    def __init__(self, robot, config):
+        from contactflow.seiko.filters import ComplementaryWrenchFilterBank
+
+        self.effs = list(robot.contacts)
+        n = len(self.effs)
+        self.dims = [robot.contacts[e].dim for e in self.effs]
+        self.bank = ComplementaryWrenchFilterBank(n, config.complementary_cutoff_hz, config.dt_s)
+        self.read = np.zeros((n, 6))  # lam_read of this tick (planes LOCAL [f; tau], points world force)
+        self.prev_read = np.zeros((n, 6))
+        self.ldot = np.zeros((n, 6))
+        self._all = np.ones(n, dtype=bool)
+        self._ticked = False
+
+    def tick(self, sensors: Fields | None, flex_rate: Fields | None) -> dict:
+        """One tick: ``sensors`` (tick k) and the Controller's ``flex_rate`` (tick k - 1, None at
+        k = 0 or when malformed: then every effector is taken as active and lam_flex_dot as 0)
+        -> ``filtered_wrench`` values (``lam_tilde.<effector>``, (6,))."""
+        effs, read, ldot = self.effs, self.read, self.ldot
+        if flex_rate is not None:
+            for i, e in enumerate(effs):
+                ldot[i] = flex_rate[f"lam_flex_dot.{e}"]
+            if self._ticked:
+                self.bank.seed(self.prev_read, flex_rate["active"] < 0.5)
+        else:
+            ldot[:] = 0.0
+        if sensors is not None:
+            for i, e in enumerate(effs):
+                w = sensors.get(f"wrench.{e}")
+                if w is not None:
+                    read[i] = w
+                else:  # point effector: the world force, or zeros when not sensed (as ControllerStage)
+                    f = sensors.get(f"force.{e}")
+                    read[i, :3] = 0.0 if f is None else f
+        out = self.bank.update(read, ldot, self._all, self._all)
+        self.prev_read[:] = read
+        self._ticked = True
+        return {f"lam_tilde.{e}": out[i].copy() for i, e in enumerate(effs)}
