@@ -14,7 +14,7 @@ fed the messages the nodes would receive (SEIKO RA-L 2024 §IV; seiko.md §7).
   (``tests/test_seiko_loop.py``). Used by the paper-claim tests and the benchmarks.
 
 Timing within a tick, as in the lockstep graph: the operator command of tick k comes from the
-scenario at t_k = k dt (``dt`` = 2 ms); the input filter is centred on the desired poses of tick
+scenario at t_k, the time of the sensors of tick k (k dt up to rounding, ``dt`` = 2 ms); the input filter is centred on the desired poses of tick
 k - lag; the Retargeting uses the targets and command of tick k; the Controller uses the sensors
 of tick k and the Retargeting output of tick k - lag; the admittance (when on) the sensors of tick k
 and the desired of tick k - 1 (as ``nodes/admittance.py``); the robot then simulates [t_k, t_k+1)
@@ -221,7 +221,8 @@ def run_loop(robot, scenario, *, ccfg=None, rcfg=None, fcfg=None, environment: b
             the right hand's joint-torque force estimate, SEIKO §6.7), as ``--environment`` on the
             driver and the Retargeting.
         disturb: ``disturb(sim, t)`` called before simulating each tick (external wrenches, mass
-            changes; ``sim`` is the :class:`~contactflow.sim.mujoco_robot.MujocoRobotSim`).
+            changes; ``sim`` is the :class:`~contactflow.sim.mujoco_robot.MujocoRobotSim`; ``t``
+            the tick's sensor time [s], as ``nodes/wrench_injector.py`` samples its profile).
         controller_on: False sends the Retargeting's ahead posture ``theta_ahead`` (tick k - lag)
             instead of the Controller's command and runs the Controller in shadow.
         duration_s: simulated time [s] (default: the scenario's duration).
@@ -283,7 +284,7 @@ def run_loop(robot, scenario, *, ccfg=None, rcfg=None, fcfg=None, environment: b
     i = 0
     wall0 = time.perf_counter()
     for k in range(n):
-        t = k * DT_S
+        t = r.t  # the sensors' time, as the graph's nodes see it (k dt up to rounding)
         cmd = player.step(t, dt_s=DT_S)
         if operator_hook is not None:
             cmd = operator_hook(t, cmd, r)
