@@ -8,9 +8,9 @@ Outputs: ``wrench`` (``filtered_wrench``): lam_tilde of tick k for the Controlle
          or at tick k + 1 with ``seiko_controller --wrench-lag 1``, beside the Controller's QP).
 
 The cutoff and period are the Controller's (``complementary_cutoff_hz``, ``dt_s`` of the
-``seiko_controller`` section of ``--config``; defaults without it). Protocol and costs:
-docs/seiko_realtime.md (wrench_filter). A malformed ``flex_rate`` message is reported and the tick
-filtered as if every effector were active with a zero wrench rate.
+``seiko_controller`` section of ``--config``; defaults without it). Protocol:
+:class:`contactflow.seiko.stages.WrenchFilterStage`. A malformed ``flex_rate`` message is reported
+and the tick filtered as if every effector were active with a zero wrench rate.
 """
 
 from __future__ import annotations
