@@ -82,6 +82,26 @@ def test_the_controller_and_the_input_filter_use_the_desired_of_tick_k_minus_lag
     assert p.times.shape == (3,) and np.all(p.times >= 0.0)
 
 
+@pytest.mark.parametrize("wrench_lag", [0, 1])
+def test_the_wrench_filter_stage_stands_in_for_the_controllers_filter(robot, standing, wrench_lag):
+    """wrench_lag 0: the Controller gets the filter (13) of tick k from the WrenchFilterStage, the
+    same as its own (the standing robot's feet: plane contacts, bit for bit); wrench_lag 1: the
+    filter's tick k - 1 output, a different but close command."""
+    with pytest.raises(ConfigError, match="wrench_lag"):
+        SeikoPipeline(robot, wrench_lag=2)
+    own, split = SeikoPipeline(robot, lag=2), SeikoPipeline(robot, lag=2, wrench_lag=wrench_lag)
+    assert own.wrench_filter is None and split.wrench_filter is not None
+    diff = 0.0
+    for k in range(12):
+        a = own.tick(k, k * 0.002, standing, _command(robot, k)).command["theta_cmd"]
+        b = split.tick(k, k * 0.002, standing, _command(robot, k)).command["theta_cmd"]
+        diff = max(diff, float(np.max(np.abs(a - b))))
+    if wrench_lag == 0:
+        assert diff == 0.0
+    else:
+        assert diff < 1e-3
+
+
 def test_a_failed_controller_qp_sends_the_last_safe_command(robot, standing):
     p = SeikoPipeline(robot, lag=1)
     good = p.tick(0, 0.0, standing, _command(robot, 0)).command["theta_cmd"].copy()

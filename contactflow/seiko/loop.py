@@ -77,28 +77,36 @@ class SeikoPipeline:
             the current tick (the nodes' ``--lag``; >= 1 since the stages run in order).
         admittance: effector -> :class:`contactflow.seiko.admittance.AdmittanceParams` for the
             admittance (14) of those effectors (``nodes/admittance.py``), or None (no admittance).
+        wrench_lag: None: the Controller's own complementary filter (13); 0 or 1: the filter as
+            its own stage (:class:`~contactflow.seiko.stages.WrenchFilterStage`, ``nodes/wrench_filter.py``)
+            fed the sensors of tick k and the Controller's ``flex_rate`` of tick k - 1, its output of
+            tick k - ``wrench_lag`` used by the Controller (``seiko_controller --wrench-lag``).
         stages: a module with ``InputFilterStage``, ``RetargetingStage`` and ``ControllerStage`` of
             the same contracts (default :mod:`contactflow.seiko.stages`; a benchmark passes an older
             version of the package to time it in the same loop). With it, pass the three configs
             of that version.
 
     Attributes:
-        filter, retargeting, controller: the stage objects (``retargeting.failures``,
+        filter, retargeting, controller, wrench_filter (or None): the stage objects (``retargeting.failures``,
             ``controller.failures`` count the failed QPs); admittance: the
             :class:`~contactflow.seiko.stages.AdmittanceStage` or None.
         times: (3,) wall time of the last tick [s]: input filter (and admittance), Retargeting,
-            Controller (``time.perf_counter``).
+            Controller (and the wrench filter) (``time.perf_counter``).
 
     Raises:
-        ConfigError: ``lag`` < 1, a config missing with ``stages``, an unknown admittance effector.
+        ConfigError: ``lag`` < 1, ``wrench_lag`` not None, 0 or 1, a config missing with ``stages``,
+            an unknown admittance effector.
     """
 
     def __init__(self, robot, *, filter_config=None, retargeting_config=None, controller_config=None,
-                 environment=None, lag: int = 2, admittance: Mapping | None = None, stages: ModuleType | None = None):
+                 environment=None, lag: int = 2, admittance: Mapping | None = None, wrench_lag: int | None = None,
+                 stages: ModuleType | None = None):
         from contactflow.messages import port_specs
 
         if int(lag) < 1:
             raise ConfigError(f"lag must be >= 1 (the stages run in order within a tick), got {lag}")
+        if wrench_lag not in (None, 0, 1):
+            raise ConfigError(f"wrench_lag must be None, 0 or 1, got {wrench_lag}")
         if stages is None:
             from contactflow.operator.input_filter import InputFilterConfig
             from contactflow.seiko import stages
@@ -116,6 +124,10 @@ class SeikoPipeline:
         self.filter = stages.InputFilterStage(robot, filter_config)
         self.retargeting = stages.RetargetingStage(robot, retargeting_config, environment)
         self.controller = stages.ControllerStage(robot, controller_config, retargeting_config)
+        self.wrench_lag = wrench_lag
+        self.wrench_filter = None if wrench_lag is None else stages.WrenchFilterStage(robot, controller_config)
+        self._flex_rate = None  # the Controller's flex_rate of tick k - 1
+        self._filtered_prev = None  # the wrench filter's output of tick k - 1
         self.admittance = None
         if admittance:
             from contactflow.seiko.stages import AdmittanceStage
@@ -156,10 +168,16 @@ class SeikoPipeline:
         dvec = self.dspec.pack(dvals)  # a copy: the next ticks read it while the Retargeting moves on
         desired = self.dspec.unpack(dvec, check_finite=False)
         t2 = time.perf_counter()
-        if integrating:
-            cmd, state = self.controller.tick(k, sensors, delayed, t_start=t0)
+        if self.wrench_filter is None:
+            kw = {} if integrating else {"integrating": False}  # (an older stage may not take it)
+            cmd, state = self.controller.tick(k, sensors, delayed, t_start=t0, **kw)
         else:
-            cmd, state = self.controller.tick(k, sensors, delayed, t_start=t0, integrating=False)
+            filtered = self.wrench_filter.tick(sensors, self._flex_rate)
+            if self.wrench_lag == 1:
+                filtered, self._filtered_prev = self._filtered_prev, filtered
+            cmd, state = self.controller.tick(k, sensors, delayed, t_start=t0, integrating=integrating,
+                                              filtered=filtered)
+            self._flex_rate = self.controller.flex_rate_values()
         t3 = time.perf_counter()
         self.times[:] = (t1 - t0, t2 - t1, t3 - t2)
         past.append((desired, bool(finished)))
@@ -208,7 +226,8 @@ class LoopLog:
 def run_loop(robot, scenario, *, ccfg=None, rcfg=None, fcfg=None, environment: bool = False,
              disturb: Callable | None = None, controller_on: bool = True, duration_s: float | None = None,
              sim_hook: Callable | None = None, extra_bodies: list | None = None, admittance: Mapping | None = None,
-             operator_hook: Callable | None = None, lag: int = 1, stages: ModuleType | None = None,
+             operator_hook: Callable | None = None, lag: int = 1, wrench_lag: int | None = None,
+             stages: ModuleType | None = None,
              sim_config=None, pipeline: SeikoPipeline | None = None) -> LoopLog:
     """Run the SEIKO closed loop in one process: scenario -> :class:`SeikoPipeline` -> simulated robot.
 
@@ -234,10 +253,11 @@ def run_loop(robot, scenario, *, ccfg=None, rcfg=None, fcfg=None, environment: b
             :class:`~contactflow.operator.scenario.OperatorCommand` of each tick from the latest
             :class:`~contactflow.sim.mujoco_robot.SensorReadings` (an operator model).
         lag: the nodes' ``--lag`` (``seiko_talos_multicontact.yml``: 1, the default; ``seiko_talos.yml``: 2).
+        wrench_lag: see :class:`SeikoPipeline` (None: the Controller's own filter (13)).
         stages, sim_config: see :class:`SeikoPipeline`; the simulator's
             :class:`~contactflow.sim.mujoco_robot.SimConfig` (default: defaults).
         pipeline: a ready :class:`SeikoPipeline` (then ``ccfg``, ``rcfg``, ``fcfg``,
-            ``admittance``, ``lag``, ``stages`` are not used).
+            ``admittance``, ``lag``, ``wrench_lag``, ``stages`` are not used).
 
     Returns:
         :class:`LoopLog` (the run stops at a fall).
@@ -259,7 +279,8 @@ def run_loop(robot, scenario, *, ccfg=None, rcfg=None, fcfg=None, environment: b
     player.reset()
     if pipeline is None:
         pipeline = SeikoPipeline(robot, filter_config=fcfg, retargeting_config=rcfg, controller_config=ccfg,
-                                 environment=env, lag=lag, admittance=admittance, stages=stages)
+                                 environment=env, lag=lag, admittance=admittance, wrench_lag=wrench_lag,
+                                 stages=stages)
     driver = RobotDriver(robot, sim_config, payloads=list(extra_bodies or ()), environment=env)
     sim = driver.sim
     if sim_hook is not None:
