@@ -491,6 +491,7 @@ class _Workspace:
         self.J_pose = np.zeros((len(wp), nv))
         self.e_pose = np.zeros(len(wp))
         self.pose = []
+        self.pose_frames = [c.frame_id for c, _, _, _ in rows]
         for c, pos, rot, r in rows:
             k = 3 * (pos + rot)
             src = slice(0, 6) if pos and rot else slice(0, 3) if pos else slice(3, 6)
@@ -620,6 +621,8 @@ class SeikoController:
         # lam_flex_dot of the last step, (n_eff, 6) rows (what (13) uses next step), and views per effector
         self._lam_flex_dot_rows = np.zeros((n_eff, 6))
         self._lam_flex_dot = {c.name: self._lam_flex_dot_rows[i, : c.dim] for i, c in enumerate(self.contacts)}
+        self._lam_flex_dot_flat = self._lam_flex_dot_rows.reshape(-1)  # views
+        self._lam_flex_flat = self._lam_flex_rows.reshape(-1)
         self.enabled = {c.name: False for c in self.contacts}
         self._enabled_key = tuple(False for _ in self.contacts)  # the values of self.enabled, in order
         self.targets: dict[str, pin.SE3] = {}
@@ -974,11 +977,13 @@ class SeikoController:
 
         # (6.6) wrench rates, (13) complementary filter, (10) feedback law.
         active = self._active
-        for i, name in enumerate(self.names):
-            on = self.enabled[name]
-            if on and not has[0, i]:
-                raise ContractError(f"SeikoController: lam_read has no entry for enabled effector {name!r}")
-            active[i] = on and self.integrating
+        active[:] = self._enabled_key
+        missing = active & ~has[0]
+        if missing.any():
+            name = self.names[int(np.flatnonzero(missing)[0])]
+            raise ContractError(f"SeikoController: lam_read has no entry for enabled effector {name!r}")
+        if not self.integrating:
+            active[:] = False
         read = rows[0]
         lt_rows = self._cfilt.update(read, self._lam_flex_dot_rows, active, has[0],
                                      external=rows[3] if lam_tilde is not None else None, has_external=has[3])
@@ -1171,8 +1176,11 @@ class SeikoController:
         # pose rows stacked (LOCAL Jacobians, LOCAL errors), one weighted product.
         oMf = data.oMf
         if ws.pose:
-            pin.framesForwardKinematics(model, self._data_d, q_d)
-            oMf_d = self._data_d.oMf
+            data_d = self._data_d
+            pin.forwardKinematics(model, data_d, q_d)
+            for fid in ws.pose_frames:
+                pin.updateFramePlacement(model, data_d, fid)
+            oMf_d = data_d.oMf
             for name, fid, src, Jrows, e_pos, e_rot in ws.pose:
                 Jrows[:] = pin.getFrameJacobian(model, data, fid, pin.LOCAL)[src]
                 cur = oMf[fid]
@@ -1235,8 +1243,10 @@ class SeikoController:
         t6 = t[:6]
         self._last_bias = (math.sqrt(float(t6 @ t6)), math.sqrt(float(c_vec @ c_vec)))
         self._c_vec = c_vec
+        # Tikhonov regularisation qp_reg * max(1, max|diag H|), in place (H is rebuilt every step)
+        ws.H_diag += cfg.qp_reg * max(1.0, float(ws.H_diag.max()))
         t_solve = time.perf_counter()
-        sol = solve_qp_box(H, g, A, lo, hi, solver=cfg.qp_solver, reg=cfg.qp_reg, tol=cfg.qp_tol)
+        sol = solve_qp_box(H, g, A, lo, hi, solver=cfg.qp_solver, reg=0.0, tol=cfg.qp_tol)
         self._solve_time = time.perf_counter() - t_solve
         return sol
 
@@ -1251,11 +1261,10 @@ class SeikoController:
         # enabled effectors: lam_flex += dt lam_flex_dot; disabled ones keep lam_flex = 0 (set
         # at their switch) and get lam_flex_dot = 0
         xl = x[nv:]
-        ldot = self._lam_flex_dot_rows.reshape(-1)
+        ldot = self._lam_flex_dot_flat
         ldot[:] = 0.0
         ldot[ws.flat_idx] = xl
-        lam = self._lam_flex_rows.reshape(-1)
-        lam[ws.flat_idx] += dt * xl
+        self._lam_flex_flat[ws.flat_idx] += dt * xl
         off = self.offset
         off += dt * theta_cmd_dot
         # clip to +-L, then to [theta_min - theta_d, theta_max - theta_d] (np.clip's wrapper

@@ -140,6 +140,7 @@ class ComplementaryWrenchFilterBank:
         self.alpha = alpha_from_cutoff(cutoff_hz, dt_s)
         self._state = np.zeros((n_eff, 6))
         self._tmp = np.zeros((n_eff, 6))
+        self._tmp2 = np.zeros((n_eff, 6))
         self._init = np.zeros(n_eff, dtype=bool)
 
     @property
@@ -187,20 +188,20 @@ class ComplementaryWrenchFilterBank:
         Returns:
             (n_eff, 6) lam_tilde (a view of the internal state).
         """
-        st, tmp = self._state, self._tmp
-        filt = has_read & active & self._init
-        seed = has_read & ~filt
+        st, tmp, tmp2 = self._state, self._tmp, self._tmp2
+        # (13) on every row (the same operations as ComplementaryWrenchFilter.update), then the
+        # new state row by row: filtered (active and initialised), the reading (no filter), the
+        # external value, or unchanged (no reading)
+        np.multiply(lam_flex_dot_prev, self.dt_s, out=tmp)
+        tmp += st
+        tmp *= self.alpha
+        np.multiply(lam_read, 1.0 - self.alpha, out=tmp2)
+        tmp += tmp2
+        filt = has_read & active
+        np.copyto(st, lam_read, where=has_read[:, None])
+        np.copyto(st, tmp, where=(filt & self._init)[:, None])
         if external is not None:
-            ext = has_read & active & has_external
-            filt &= ~ext
-            st[ext] = external[ext]
-        if filt.any():
-            np.multiply(lam_flex_dot_prev, self.dt_s, out=tmp)
-            tmp += st
-            tmp *= self.alpha
-            tmp += (1.0 - self.alpha) * lam_read
-            st[filt] = tmp[filt]
-        st[seed] = lam_read[seed]
+            np.copyto(st, external, where=(filt & has_external)[:, None])
         self._init |= has_read
         return st
 
