@@ -371,11 +371,8 @@ def _clamped_rate(v: np.ndarray, c: float, dt: float) -> np.ndarray:
     return v * ((c / nrm if nrm > c else 1.0) / dt)
 
 
-def _clip(a: np.ndarray, lo, hi, out: np.ndarray) -> np.ndarray:
-    """``np.clip(a, lo, hi, out=out)`` for lo <= hi, as two ufunc calls (np.clip's Python
-    wrapper costs more than the work on these small vectors)."""
-    np.maximum(a, lo, out=out)
-    return np.minimum(out, hi, out=out)
+# the pose rows of an effector (SeikoRetargeting._layout)
+_FREE, _PLANE_ON, _POINT_ON = 0, 1, 2
 
 
 class SeikoRetargeting:
@@ -432,7 +429,10 @@ class SeikoRetargeting:
         self._theta_max = robot.q_max - robot.position_margin
         self._vel_lim = config.joint_vel_limit_ratio * robot.v_max
         self._neg_vel_lim = -self._vel_lim
+        self._inv_dt = 1.0 / config.dt_s
+        self._theta_lims = np.stack([self._theta_min, self._theta_max])  # (2, n) rows: lower, upper
         self._tau_lim = config.joint_torque_limit_ratio * robot.tau_max
+        self._tau_lims = np.stack([-self._tau_lim, self._tau_lim])
         self._w_tau = np.array(
             [config.joint_torque_weight_arms if j.startswith(config.arm_joint_prefixes) else config.joint_torque_weight
              for j in robot.joint_names]
@@ -591,106 +591,102 @@ class SeikoRetargeting:
                 if not self._enabled[k]:
                     self._targets[k] = T
         cfg = self.config
-        dt = cfg.dt_s
+        dt, inv_dt = cfg.dt_s, self._inv_dt
         self._pre_step(normal_force_rates or {})
         n, nv = self._n, self._nv
         model, data, q = self.model, self.data, self._q
         theta = q[7:]
-        on = self._on
+        lam = self._stack(self._lam)
 
         # Kinematics and equilibrium terms at (q, lam).
         A_G = pin.computeCentroidalMap(model, data, q)
-        terms = equilibrium_terms(model, data, q, [c for _, c in on], [self._lam[k] for k, _ in on],
-                                  [self._R_c[k] for k, _ in on])
+        terms = equilibrium_terms(model, data, q, self._on_specs, [self._lam[k] for k in self._on_names], self._on_R_c)
         r, dr_dq, JT = terms.r, terms.dr_dq, terms.J.T
         tau0 = r[6:]
-        Ad, bd = self._Ad, self._bd
-        Ac, lo, hi, lb, ub = self._Ac, self._lo, self._hi, self._lb, self._ub
-        # cost rows that change: (a) centroidal momentum
+        # Cost rows that change, A_d x ~ b with bn = -b stored: (a) centroidal momentum (b = 0)
+        Ad, bn, lohi = self._Ad, self._bn, self._lohi
         Ad[0:6, :nv] = A_G
-        # (d), (e) pose tasks, (9h) contact equalities
-        row_eq = 0
-        oMf, targets, enabled = data.oMf, self._targets, self._enabled
-        for k, c, row, clamp_pos, clamp_rot in self._pose_rows:
-            J = effector_jacobian_world(model, data, c.frame_id)
-            M = oMf[c.frame_id]
-            Tg = targets[k]
-            p_err = Tg.translation - M.translation
-            r_err = pin.log3(Tg.rotation @ M.rotation.T)
-            if not enabled[k]:
+        # (d), (e) pose tasks and (9h) contact equalities
+        oMf, targets = data.oMf, self._targets
+        for k, fid, mode, row, row_eq, clamp_pos, clamp_rot, target in self._pose_rows:
+            J = effector_jacobian_world(model, data, fid)
+            M = oMf[fid]
+            if target is None:  # disabled: this step's target
+                Tg = targets[k]
+                t_g, R_g = Tg.translation, Tg.rotation
+            else:  # enabled: the contact pose, fixed while enabled
+                t_g, R_g = target
+            p_err = t_g - M.translation
+            r_err = pin.log3(R_g @ M.rotation.T)
+            if mode == _FREE:
                 Ad[row : row + 6, :nv] = J
-                bd[row : row + 3] = _clamped_rate(p_err, clamp_pos, dt)
-                bd[row + 3 : row + 6] = _clamped_rate(r_err, clamp_rot, dt)
-            elif c.type == "plane":
-                Ac[row_eq : row_eq + 6, :nv] = J
-                lo[row_eq : row_eq + 3] = p_err / dt
-                lo[row_eq + 3 : row_eq + 6] = r_err / dt
-                row_eq += 6
-            else:
+                bn[row : row + 3] = _clamped_rate(p_err, clamp_pos, -dt)
+                bn[row + 3 : row + 6] = _clamped_rate(r_err, clamp_rot, -dt)
+            elif mode == _PLANE_ON:
+                self._Ac[row_eq : row_eq + 6, :nv] = J
+                lohi[:, row_eq : row_eq + 3] = p_err * inv_dt
+                lohi[:, row_eq + 3 : row_eq + 6] = r_err * inv_dt
+            else:  # enabled point: orientation task (e), position equality (9h)
                 Ad[row : row + 3, :nv] = J[3:]
-                bd[row : row + 3] = _clamped_rate(r_err, clamp_rot, dt)
-                Ac[row_eq : row_eq + 3, :nv] = J[:3]
-                lo[row_eq : row_eq + 3] = p_err / dt
-                row_eq += 3
+                bn[row : row + 3] = _clamped_rate(r_err, clamp_rot, -dt)
+                self._Ac[row_eq : row_eq + 3, :nv] = J[:3]
+                lohi[:, row_eq : row_eq + 3] = p_err * inv_dt
         # (9g) base rows of the equilibrium
-        Ac[row_eq : row_eq + 6, :nv] = dr_dq[:6]
-        Ac[row_eq : row_eq + 6, nv:] = -JT[:6]
-        lo[row_eq : row_eq + 6] = -r[:6] / dt
-        n_eq = row_eq + 6
-        hi[:n_eq] = lo[:n_eq]
+        self._Ac_base_q[:] = dr_dq[:6]
+        np.negative(JT[:6], out=self._Ac_base_lam)
+        self._lohi_base[:] = r[:6] * -inv_dt
         # (f) torque task T_J x + tau0/dt -> 0 and (9j) -tau_max <= tau0 + dt T_J x <= tau_max:
         # the same rows T_J
-        rt = self._row_tau
-        T_J = Ad[rt : rt + n]
-        T_J[:, :nv] = dr_dq[6:]
-        T_J[:, nv:] = -JT[6:]
-        bd[rt : rt + n] = -tau0 / dt
-        Ac[n_eq : n_eq + n] = T_J
-        lo[n_eq : n_eq + n] = (-self._tau_lim - tau0) / dt
-        hi[n_eq : n_eq + n] = (self._tau_lim - tau0) / dt
+        self._T_J_q[:] = dr_dq[6:]
+        np.negative(JT[6:], out=self._T_J_lam)
+        T_J = self._T_J
+        self._bn_tau[:] = tau0 * inv_dt
+        self._Ac_tau[:] = T_J
+        np.subtract(self._tau_lims, tau0, out=self._lohi_tau)
+        self._lohi_tau *= inv_dt
         # (9i) position bounds, limited to the velocity bounds so the QP stays feasible when
         # theta starts outside [theta_min, theta_max] (no effect inside), with (9l)
-        vl, neg_vl = self._vel_lim, self._neg_vel_lim
-        _clip((self._theta_min - theta) / dt, neg_vl, vl, lb[6:nv])
-        _clip((self._theta_max - theta) / dt, neg_vl, vl, ub[6:nv])
+        lu = self._lu_theta
+        np.subtract(self._theta_lims, theta, out=lu)
+        lu *= inv_dt
+        np.maximum(lu, self._neg_vel_lim, out=lu)
+        np.minimum(lu, self._vel_lim, out=lu)
         # (9m) wrench-rate bounds (disabling contacts: ramp-in and taper, EffectorParams) and
-        # (9k) contact constraints C (lam + dt lam_dot) + c >= 0: general rows as one-sided rows,
-        # unit rows (normal-force bounds) merged into the bounds of lam_dot
-        lam = self._stack(self._lam)
+        # (9k) contact constraints C (lam + dt lam_dot) + c >= 0: its general rows as one-sided
+        # rows, its unit rows (normal-force bounds) merged into the bounds of lam_dot
         self._disabling_rate_bounds(lam)
-        rate = self._lam_rate_lim
         if self._m:
-            Clam = self._C_all @ lam
-            Clam += self._c_all
-            ng, nl = self._n_gen, self._n_gen + len(self._unit_lo_var)
-            lo[n_eq + n :] = Clam[:ng] / -dt
-            lam_lb, lam_ub = lb[nv:], ub[nv:]
-            np.negative(rate, out=lam_lb)
-            lam_ub[:] = rate
-            lam_lb[self._unit_lo_var] = np.maximum(lam_lb[self._unit_lo_var], Clam[ng:nl] * self._unit_lo_fac)
-            lam_ub[self._unit_hi_var] = np.minimum(lam_ub[self._unit_hi_var], Clam[nl:] * self._unit_hi_fac)
+            ng, m = self._n_gen, self._m
+            v = self._Q @ lam
+            v += self._q0
+            self._lo_contact[:] = v[:ng]
+            np.maximum(self._neg_rate, v[ng : ng + m], out=self._lu_lam[0])
+            np.minimum(self._rate, v[ng + m :], out=self._lu_lam[1])
 
-        # H = A_d^T W_d A_d + the constant diagonal of the identity rows (b, c, g) and the
-        # regularisation; g = -A^T W b
-        Ad_s = Ad * self._sqrt_wd  # W^1/2 A: H = (W^1/2 A)^T (W^1/2 A), exactly symmetric
+        # H = (W^1/2 A_d)^T (W^1/2 A_d) + the constant diagonal of the identity rows (b, c, g) and
+        # the regularisation (exactly symmetric); g = -A^T W b
+        Ad_s = Ad * self._sqrt_wd
         H = Ad_s.T @ Ad_s
-        H.flat[:: self._nx + 1] += self._hdiag
-        g = Ad.T @ (self._wd * bd)
-        np.negative(g, out=g)
-        # (c) posture target: b = clip(theta_t - theta)/dt on the identity rows of weight w_pos
+        H += self._Hdiag
+        g = Ad.T @ (self._wd * bn)
+        # (c) posture target: b = clip(theta_t - theta, c_theta)/dt on identity rows of weight w_pos
         b_c = self._theta_target - theta
-        c_theta = cfg.joint_pos_clamp_rad
-        _clip(b_c, -c_theta, c_theta, b_c)
-        b_c *= cfg.joint_pos_weight / dt
+        np.maximum(b_c, -cfg.joint_pos_clamp_rad, out=b_c)
+        np.minimum(b_c, cfg.joint_pos_clamp_rad, out=b_c)
+        b_c *= cfg.joint_pos_weight * inv_dt
         g[6:nv] -= b_c
-        # (g) wrench target: b = (lam_t - lam)/dt on the identity rows of weight w_lam
+        # (g) wrench target: b = (lam_t - lam)/dt on identity rows of weight w_lam
         if self._m:
-            g[nv:] -= self._w_lam * ((self._stack(self._lam_target) - lam) / dt)
+            b_g = self._stack(self._lam_target) - lam
+            b_g *= self._w_lam_inv_dt
+            g[nv:] -= b_g
+        lo, hi = lohi
+        lb, ub = self._lu
         t0 = time.perf_counter()
-        sol = solve_qp_box(H, g, Ac, lo, hi, lb, ub, solver=cfg.qp_solver, reg=0.0)
+        sol = solve_qp_box(H, g, self._Ac, lo, hi, lb, ub, solver=cfg.qp_solver, reg=0.0)
         solve_time = time.perf_counter() - t0
         if self.qp_hook is not None:
-            self.qp_hook(H, g, Ac, lo, hi, lb, ub, sol)
+            self.qp_hook(H, g, self._Ac, lo, hi, lb, ub, sol)
         diag = {
             "status": sol.status,
             "message": sol.message,
@@ -699,9 +695,9 @@ class SeikoRetargeting:
             "ineq_violation": sol.ineq_violation,
             "n_active": sol.n_active,
             "n_var": self._nx,
-            "n_eq": n_eq,
+            "n_eq": self._n_eq,
             "n_in": self._n_in_paper,
-            "n_rows": Ac.shape[0] - n_eq,
+            "n_rows": len(lo) - self._n_eq,
             "n_bounds": self._nx - 6,
             "init_ratio": self._init_ratio,
         }
@@ -709,25 +705,27 @@ class SeikoRetargeting:
             log.warning("SEIKO retargeting QP failed (%s): %s; holding the last posture", sol.status, sol.message)
             return self._output(np.zeros(nv), self._zero_rates(), False, diag)
 
-        # §4.4 post-processing.
-        x = sol.x.copy()
-        v = x[:nv]
-        lam_dot = x[nv:]
-        _clip(v[6:], neg_vl, vl, v[6:])
-        _clip(lam_dot, -rate, rate, lam_dot)
+        # §4.4 post-processing: rates clamped to (9l), (9m) (sol.x is ours: modified in place)
+        x = sol.x
+        np.maximum(x, self._x_clip[0], out=x)
+        np.minimum(x, self._x_clip[1], out=x)
         self._tau = tau0 + dt * (T_J @ x)
         ratio = self._init_ratio
-        v *= ratio
-        lam_dot *= ratio
-        self._init_ratio = min(1.0, ratio + dt / cfg.init_ramp_s)
+        if ratio != 1.0:
+            x *= ratio
+            self._init_ratio = min(1.0, ratio + dt / cfg.init_ramp_s)
+        v = x[:nv]
         q_new = pin.integrate(model, q, dt * v)
-        _clip(q_new[7:], self._theta_min, self._theta_max, q_new[7:])
+        q_theta = q_new[7:]
+        np.maximum(q_theta, self._theta_min, out=q_theta)
+        np.minimum(q_theta, self._theta_max, out=q_theta)
         self._q = q_new
         rates = {}
+        enabled = self._enabled
         for k, c in zip(self._names, self._specs):
             if enabled[k]:
                 col = self._col[k]
-                rates[k] = rate_k = lam_dot[col : col + c.dim].copy()
+                rates[k] = rate_k = x[nv + col : nv + col + c.dim].copy()
                 self._lam[k] = self._lam[k] + dt * rate_k
             else:
                 rates[k] = np.zeros(c.dim)
@@ -937,6 +935,7 @@ class SeikoRetargeting:
                 if u < 1.0:
                     rate[2] = min(rate[2], par.force_rate_max_n_per_s * math.sqrt(u * (2.0 - u)))
             self._lam_rate_lim[sl] = rate
+        self._rate_changed()
 
     def _wrench_weights(self, k: str) -> np.ndarray:
         c = self.robot.contacts[k]
@@ -958,7 +957,7 @@ class SeikoRetargeting:
         if self._enabled[k]:
             col = self._col[k]
             self._w_lam[col : col + c.dim] = self._wrench_weights(k)
-            self._hdiag[self._nv :] = self._w_lam + self.config.hessian_regularisation
+            self._wrench_weights_changed()
             self._contact_block()
 
     # ------------------------------------------------------------------ internals
@@ -976,12 +975,21 @@ class SeikoRetargeting:
     def _zero_rates(self) -> dict[str, np.ndarray]:
         return {k: np.zeros(c.dim) for k, c in zip(self._names, self._specs)}
 
+    def _rate_changed(self) -> None:
+        """Propagate the wrench-rate limits (9m) to the arrays derived from them."""
+        np.negative(self._rate, out=self._neg_rate)
+        self._x_clip[0, self._nv :] = self._neg_rate
+        self._x_clip[1, self._nv :] = self._rate
+
     def _layout(self) -> None:
         """Preallocate the QP blocks for the current contact set and compute the parts that are
         constant for it (called on reset/switch)."""
         cfg = self.config
         n, nv = self._n, self._nv
         self._on = [(k, c) for k, c in zip(self._names, self._specs) if self._enabled[k]]
+        self._on_names = [k for k, _ in self._on]
+        self._on_specs = [c for _, c in self._on]
+        self._on_R_c = [self._R_c[k] for k in self._on_names]
         self._col, col = {}, 0
         for k, c in self._on:
             self._col[k] = col
@@ -998,102 +1006,133 @@ class SeikoRetargeting:
 
         # Cost rows that change every step: a (6) | d/e (6 per disabled, 3 per enabled point) | f (n).
         # The identity rows b (joint velocity), c (posture) and g (wrench target) only add a
-        # constant diagonal to H (self._hdiag) and a term to g.
+        # constant diagonal to H (self._Hdiag) and a term to g.
+        # Pose rows: (name, frame, mode, cost row, equality row, clamps, fixed target of a contact)
         self._pose_rows = []
-        row = 6
+        row, row_eq = 6, 0
         for k, c in zip(self._names, self._specs):
             par = cfg.effector(c.type)
             clamps = (par.pose_clamp_pos_m, par.pose_clamp_rot_rad)
             if not self._enabled[k]:
-                self._pose_rows.append((k, c, row, *clamps))
+                self._pose_rows.append((k, c.frame_id, _FREE, row, -1, *clamps, None))
                 row += 6
-            elif c.type == "point":
-                self._pose_rows.append((k, c, row, *clamps))
-                row += 3
+                continue
+            T = self._targets[k]
+            target = (T.translation.copy(), T.rotation.copy())
+            if c.type == "plane":
+                self._pose_rows.append((k, c.frame_id, _PLANE_ON, -1, row_eq, *clamps, target))
+                row_eq += 6
             else:
-                self._pose_rows.append((k, c, -1, *clamps))
-        self._row_tau = row
+                self._pose_rows.append((k, c.frame_id, _POINT_ON, row, row_eq, *clamps, target))
+                row += 3
+                row_eq += 3
+        rt = self._row_tau = row
         n_d = row + n
-        self._Ad = np.zeros((n_d, nx))
-        self._bd = np.zeros(n_d)
+        Ad = self._Ad = np.zeros((n_d, nx))
+        bn = self._bn = np.zeros(n_d)
+        self._T_J, self._T_J_q, self._T_J_lam = Ad[rt : rt + n], Ad[rt : rt + n, :nv], Ad[rt : rt + n, nv:]
+        self._bn_tau = bn[rt : rt + n]
         wd = self._wd = np.zeros(n_d)
         wd[0:3] = cfg.momentum_weight_lin
         wd[3:6] = cfg.momentum_weight_ang
-        for k, c, r, _, _ in self._pose_rows:
-            par = cfg.effector(c.type)
-            if not self._enabled[k]:
+        for k, _, mode, r, _, _, _, _ in self._pose_rows:
+            par = cfg.effector(self.robot.contacts[k].type)
+            if mode == _FREE:
                 wd[r : r + 3] = par.pose_weight_pos
                 wd[r + 3 : r + 6] = par.pose_weight_rot
-            elif c.type == "point":
+            elif mode == _POINT_ON:
                 wd[r : r + 3] = par.pose_weight_rot
-        wd[row : row + n] = self._w_tau
+        wd[rt : rt + n] = self._w_tau
         self._sqrt_wd = np.sqrt(wd)[:, None]
         self._w_lam = np.zeros(m)
         for k, c in self._on:
             self._w_lam[self._col[k] : self._col[k] + c.dim] = self._wrench_weights(k)
-        hdiag = self._hdiag = np.full(nx, cfg.hessian_regularisation)
-        hdiag[6:nv] += cfg.joint_vel_weight + cfg.joint_pos_weight
-        hdiag[nv:] = self._w_lam + cfg.hessian_regularisation
+        self._Hdiag = np.diag(np.full(nx, cfg.hessian_regularisation))
+        self._Hdiag.flat[6 * (nx + 1) : nv * (nx + 1) : nx + 1] += cfg.joint_vel_weight + cfg.joint_pos_weight
+        self._wrench_weights_changed()
 
-        # Variable bounds: base free | (9i) + (9l) on theta_dot | (9m) + unit rows of (9k) on lam_dot
-        self._lb = np.full(nx, -np.inf)
-        self._ub = np.full(nx, np.inf)
+        # Variable bounds, rows lower / upper: base free | (9i) + (9l) on theta_dot | (9m) + the
+        # unit rows of (9k) on lam_dot
+        lu = self._lu = np.empty((2, nx))
+        lu[0], lu[1] = -np.inf, np.inf
+        self._lu_theta, self._lu_lam = lu[:, 6:nv], lu[:, nv:]
         rate = np.zeros(m)
         for k, c in self._on:
             par = cfg.effector(c.type)
             lim = [par.force_rate_max_n_per_s] * 3 + ([par.torque_rate_max_nm_per_s] * 3 if c.dim == 6 else [])
             rate[self._col[k] : self._col[k] + c.dim] = lim
-        self._lam_rate_lim = rate
+        self._rate = self._lam_rate_lim = rate
         self._lam_rate_base = rate.copy()
+        self._neg_rate = -rate
+        # the clamps of the §4.4 post-processing: (9l) on theta_dot, (9m) on lam_dot
+        self._x_clip = np.empty((2, nx))
+        self._x_clip[0, :6], self._x_clip[1, :6] = -np.inf, np.inf
+        self._x_clip[0, 6:nv], self._x_clip[1, 6:nv] = self._neg_vel_lim, self._vel_lim
+        self._rate_changed()
+        self._contact_rows_cache = None
         self._contact_block()
+
+    def _wrench_weights_changed(self) -> None:
+        nv, reg = self._nv, self.config.hessian_regularisation
+        np.einsum("ii->i", self._Hdiag)[nv:] = self._w_lam + reg
+        self._w_lam_inv_dt = self._w_lam / self.config.dt_s
 
     def _contact_block(self) -> None:
         """The constraint rows: equalities (9h) (6 per plane, 3 per point) and (9g) (6 base rows) |
         (9j) (n two-sided rows) | the general rows of (9k) (one-sided); and the split of (9k)
-        into those rows and its unit rows (bounds on one lam_dot component)."""
-        n, nv, nx = self._n, self._nv, self._nx
+        into those rows and its unit rows (bounds on one lam_dot component), as the affine map
+        ``v = Q lam + q0`` that gives, per step, the lower bounds of the general rows and the
+        lower and upper bounds that the unit rows put on lam_dot (+-inf where none)."""
+        n, nv, nx, m, dt = self._n, self._nv, self._nx, self._m, self.config.dt_s
         blocks, consts = [], []
         for k, c in self._on:
             C, cc = self._constraints[k]
-            B = np.zeros((C.shape[0], self._m))
+            B = np.zeros((C.shape[0], m))
             B[:, self._col[k] : self._col[k] + c.dim] = C
             blocks.append(B)
             consts.append(cc)
-        C_all = np.concatenate(blocks) if blocks else np.zeros((0, self._m))
+        C_all = np.concatenate(blocks) if blocks else np.zeros((0, m))
         c_all = np.concatenate(consts) if consts else np.zeros(0)
-        nnz = np.count_nonzero(C_all, axis=1)
-        gen, low, high, low_var, high_var = [], [], [], set(), set()
-        for i in range(C_all.shape[0]):
-            if nnz[i] == 1:
-                j = int(np.flatnonzero(C_all[i])[0])
-                if C_all[i, j] > 0 and j not in low_var:
-                    low.append(i)
-                    low_var.add(j)
-                    continue
-                if C_all[i, j] < 0 and j not in high_var:
-                    high.append(i)
-                    high_var.add(j)
-                    continue
-            gen.append(i)
-        order = gen + low + high
-        self._C_all = np.ascontiguousarray(C_all[order])
-        self._c_all = c_all[order]
-        self._n_gen = len(gen)
-        # a unit row s y_j >= beta (beta = -(C lam + c)_i / dt) bounds y_j by beta / s
-        self._unit_lo_var = np.array([int(np.flatnonzero(C_all[i])[0]) for i in low], dtype=np.intp)
-        self._unit_hi_var = np.array([int(np.flatnonzero(C_all[i])[0]) for i in high], dtype=np.intp)
-        dt = self.config.dt_s
-        self._unit_lo_fac = np.array([-1.0 / (C_all[i, j] * dt) for i, j in zip(low, self._unit_lo_var)])
-        self._unit_hi_fac = np.array([-1.0 / (C_all[i, j] * dt) for i, j in zip(high, self._unit_hi_var)])
+        cache = self._contact_rows_cache
+        if cache is None or cache[0].shape != C_all.shape or not np.array_equal(cache[0], C_all):
+            # split the rows (once per layout; a new fz_min only changes c)
+            nnz = np.count_nonzero(C_all, axis=1)
+            gen, low, high = [], {}, {}  # unit rows: variable -> (row, coefficient)
+            for i in range(C_all.shape[0]):
+                if nnz[i] == 1:
+                    j = int(np.flatnonzero(C_all[i])[0])
+                    side = low if C_all[i, j] > 0 else high
+                    if j not in side:
+                        side[j] = (i, float(C_all[i, j]))
+                        continue
+                gen.append(i)
+            cache = self._contact_rows_cache = (C_all.copy(), gen, low, high)
+        _, gen, low, high = cache
+        ng = self._n_gen = len(gen)
+        # general rows: lo = -(C lam + c) / dt; a unit row s lam_dot_j >= -(s lam_j + c_i) / dt
+        # bounds lam_dot_j by -lam_j / dt - c_i / (s dt) (below for s > 0, above for s < 0)
+        Q = self._Q = np.zeros((ng + 2 * m, m))
+        q0 = self._q0 = np.empty(ng + 2 * m)
+        Q[:ng] = C_all[gen] / -dt
+        q0[:ng] = c_all[gen] / -dt
+        q0[ng : ng + m], q0[ng + m :] = -np.inf, np.inf
+        for off, side in ((ng, low), (ng + m, high)):
+            for j, (i, s) in side.items():
+                Q[off + j, j] = -1.0 / dt
+                q0[off + j] = -c_all[i] / (s * dt)
 
-        n_eq = sum(c.dim for _, c in self._on) + 6
-        n_rows = n_eq + n + len(gen)
+        n_eq = self._n_eq = sum(c.dim for _, c in self._on) + 6
+        n_rows = n_eq + n + ng
         # (9i), (9l), (9j): 2n each; (9m): 2m; (9k): every row of C
-        self._n_in_paper = 6 * n + 2 * self._m + C_all.shape[0]
+        self._n_in_paper = 6 * n + 2 * m + C_all.shape[0]
         Ac = self._Ac = np.zeros((n_rows, nx))
-        self._lo = np.zeros(n_rows)
-        self._hi = np.full(n_rows, np.inf)
-        Ac[n_eq + n :, nv:] = self._C_all[: len(gen)]
+        Ac[n_eq + n :, nv:] = C_all[gen]
+        lohi = self._lohi = np.zeros((2, n_rows))
+        lohi[1, n_eq + n :] = np.inf
+        self._Ac_base_q, self._Ac_base_lam = Ac[n_eq - 6 : n_eq, :nv], Ac[n_eq - 6 : n_eq, nv:]
+        self._lohi_base = lohi[:, n_eq - 6 : n_eq]
+        self._Ac_tau, self._lohi_tau = Ac[n_eq : n_eq + n], lohi[:, n_eq : n_eq + n]
+        self._lo_contact = lohi[0, n_eq + n :]
 
     def _output(self, v: np.ndarray, lam_dot: dict, ok: bool, diag: dict) -> RetargetingOutput:
         q = self._q.copy()
