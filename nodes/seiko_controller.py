@@ -9,6 +9,11 @@ Inputs:  ``sensors`` (``sensors``, tick k): measured sole wrenches, hand forces 
 Outputs: ``command`` (``joint_command``): theta_cmd = theta_d + offset;
          ``state`` (``controller_state``): flexible state and filter values (diagnostics).
 
+Optional, with a ``wrench_filter`` node (SEIKO eq. 13 as its own stage, nodes/wrench_filter.py):
+input ``wrench`` (``filtered_wrench``, tick k - ``--wrench-lag``, default 0) replaces the internal
+complementary filter, and output ``flex_rate`` (``flex_wrench_rate``, tick k) feeds the filter back.
+Both are used only when the graph wires ``wrench``.
+
 Before the first Retargeting message arrives the node uses the Retargeting's reset state (the
 same computation as the seiko_retargeting node). If the QP fails, the previous offset is kept
 (a safe command: the desired posture plus the last compensation), ``ok = 0`` is sent and a
@@ -20,7 +25,8 @@ from __future__ import annotations
 import logging
 import time
 
-from _runtime import connect, Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
+from _runtime import (connect, declared_inputs, Lockstep, Sender, base_parser, drain_after_finish, load_node_config,
+                      node_main)
 
 log = logging.getLogger("contactflow.seiko_controller")
 
@@ -38,6 +44,8 @@ def main() -> int:
     p.add_argument("--lag", type=int, default=2, help="ticks between the Retargeting output used and the current tick")
     p.add_argument("--retargeting-config", default=None, help="config of the Retargeting (for its reset state)")
     p.add_argument("--realtime", action="store_true")
+    p.add_argument("--wrench-lag", type=int, default=0,
+                   help="with a wrench_filter node: ticks between its filtered wrench used and the current tick")
     p.add_argument("--blend-from-measured", action="store_true",
                    help="blend the first command_blend_s of commands from the measured joint positions "
                         "(for a robot that does not start at the default posture)")
@@ -52,16 +60,27 @@ def main() -> int:
     stage = ControllerStage(robot, cfg, rcfg)
 
     node = connect()
-    sender = Sender(node, {"command": specs["joint_command"], "state": specs["controller_state"]}, {"controller": cfg, "lag": args.lag})
-    lock = Lockstep(node, {"sensors": (specs["sensors"], 0), "desired": (specs["desired"], args.lag)}, skip_missing=args.realtime)
+    outputs = {"command": specs["joint_command"], "state": specs["controller_state"]}
+    inputs = {"sensors": (specs["sensors"], 0), "desired": (specs["desired"], args.lag)}
+    filtered = "wrench" in declared_inputs(node, "seiko_controller")
+    if filtered:  # eq. (13) in the wrench_filter node: its output in, our flexible wrench rates out
+        inputs["wrench"] = (specs["filtered_wrench"], args.wrench_lag)
+        outputs["flex_rate"] = specs["flex_wrench_rate"]
+    sender = Sender(node, outputs, {"controller": cfg, "lag": args.lag, "wrench_lag": args.wrench_lag if filtered else None})
+    lock = Lockstep(node, inputs, skip_missing=args.realtime)
     for tick in lock:
         t0 = time.perf_counter()
         s = tick.inputs["sensors"]
         if tick.k == 0 and s is not None and args.blend_from_measured:
             stage.reset_from_measured(np.array(s["q"][7:]))
-        command, state = stage.tick(tick.k, s, tick.inputs["desired"], t_start=t0)
+        if filtered:
+            command, state = stage.tick(tick.k, s, tick.inputs["desired"], t_start=t0, filtered=tick.inputs["wrench"])
+        else:
+            command, state = stage.tick(tick.k, s, tick.inputs["desired"], t_start=t0)
         sender.send("command", command, seq=tick.k, t=tick.t, finished=tick.finished)
         sender.send("state", state, seq=tick.k, t=tick.t, finished=tick.finished)
+        if filtered:
+            sender.send("flex_rate", stage.flex_rate_values(), seq=tick.k, t=tick.t, finished=tick.finished)
     if lock.finished_seen:
         drain_after_finish(node)
     if stage.failures:
