@@ -23,8 +23,8 @@ imported in this process, so both versions run on the same machine state, interl
    run just before it.
 4. Real-time graph: ``dora run dataflows/seiko_talos_realtime.yml`` (the driver paced by the wall
    clock), the summary's deadline misses, command ages, longest stall and recording gaps.
-5. The QP solvers per QP: ``benchmarks/bench_seiko_qp.py`` (daqp vs quadprog on dumped QPs), when
-   present.
+5. The QP solvers per QP: ``benchmarks/bench_seiko_qp.py --run QP_SECONDS`` (every QP of a
+   closed-loop run solved by daqp and by quadprog, interleaved).
 
 Writes a JSON file and a markdown table (the SEIKO section of docs/benchmarks.md is written from it).
 The machine's speed drifts ~2x from day to day: compare the ratios, each taken in one run.
@@ -235,14 +235,14 @@ def realtime_graph(lockstep_summary: dict | None) -> dict:
     return res
 
 
-def qp_bench() -> dict | None:
+def qp_bench(seconds: float) -> dict | None:
     script = ROOT / "benchmarks" / "bench_seiko_qp.py"
     if not script.exists():
         return None
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "qp.json"
-        proc = subprocess.run([sys.executable, str(script), "--out", str(out)], cwd=ROOT, capture_output=True,
-                              text=True, timeout=900)
+        proc = subprocess.run([sys.executable, str(script), "--run", f"{seconds:g}", "--out", str(out)], cwd=ROOT,
+                              capture_output=True, text=True, timeout=900)
         if proc.returncode != 0 or not out.exists():
             return {"error": (proc.stdout + proc.stderr)[-2000:]}
         return json.loads(out.read_text())
@@ -296,8 +296,22 @@ def markdown(res: dict) -> str:
     lines = [f"Machine: {res['machine']}; {res['date_utc']} UTC; commit {res['commit']} vs baseline {res['baseline']}; "
              f"load average before {res['load_before']}, after {res.get('load_after')}.", "", *rows]
     q = res.get("qp")
-    if q:
-        lines += ["", "QP solvers per QP (`benchmarks/bench_seiko_qp.py`):", "", "```", json.dumps(q, indent=1)[:3000], "```"]
+    if q and "error" not in q:
+        lines += ["", f"QP solvers per QP (`benchmarks/bench_seiko_qp.py`, {q.get('source')}; thread CPU time, "
+                  "interleaved):", "",
+                  "| stage (QPs; variables, compact rows / stacked rows) | quadprog stacked + checks, median / p99 | "
+                  "daqp compact + checks | daqp alone | ratio | max abs(x_daqp - x_quadprog) | failures |",
+                  "|---|---|---|---|---|---|---|"]
+        for stage in ("retargeting", "controller"):
+            r = q.get(stage)
+            if not r:
+                continue
+            tm, sz = r["times"], r.get("size", {})
+            lines.append(f"| {stage} ({r['n_qps']}; {sz.get('n_var')}, {sz.get('n_rows')} / {sz.get('n_stacked_rows')}) | "
+                         + " | ".join(f"{tm[k]['median_us']:.0f} / {tm[k]['p99_us']:.0f} us" for k in ("quadprog", "daqp", "daqp_raw"))
+                         + f" | x{tm['speedup_median']:.2f} | {r['max_abs_dx']:.1e} | {len(r['failures'])} |")
+    elif q:
+        lines += ["", f"QP solvers: failed: {q['error'][-300:]!r}"]
     return "\n".join(lines) + "\n"
 
 
@@ -309,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-dora", action="store_true", help="skip both dora graphs")
     ap.add_argument("--no-realtime", action="store_true", help="skip the real-time graph")
     ap.add_argument("--no-qp", action="store_true", help="skip benchmarks/bench_seiko_qp.py")
+    ap.add_argument("--qp-seconds", type=float, default=4.0, help="closed-loop seconds whose every QP is solved both ways")
     ap.add_argument("--out", default=None, help="write the results as JSON")
     ap.add_argument("--md", default=None, help="write the markdown table")
     args = ap.parse_args(argv)
@@ -335,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_realtime:
             step("realtime", lambda: realtime_graph((res.get("lockstep") or {}).get("summary")))
     if not args.no_qp:
-        step("qp", qp_bench)
+        step("qp", lambda: qp_bench(args.qp_seconds))
     res["load_after"] = [round(x, 2) for x in os.getloadavg()]
     for k in ("per_step", "loop", "lockstep", "realtime"):
         if isinstance(res.get(k), dict) and "error" in res[k]:

@@ -3,7 +3,7 @@
     python benchmarks/bench_seiko_damping.py            # ~2 min on 2 cores; docs/damping.{png,json}
 
 Talos stands in double support (``robots/talos/scenarios/stand_7s.yaml``, in-process closed loop
-:mod:`seiko_loop`); at t = 3 s a short push (``--force-n`` for 0.1 s along +x) hits the torso.
+:func:`contactflow.seiko.loop.run_loop`); at t = 3 s a short push (``--force-n`` for 0.1 s along +x) hits the torso.
 The pelvis pitch rate (IMU gyro y, unfiltered) is recorded; the logarithmic decrement is
 ``delta = mean(log(|w_i| / |w_{i+1}|))`` over successive extrema of the same sign after the
 push whose amplitude exceeds 5 % of the first one (the paper's definition, Fig. 5 right).
@@ -20,11 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from seiko_loop import ROOT, run_loop  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from contactflow.robot import load_robot  # noqa: E402
 from contactflow.seiko.controller import ControllerConfig  # noqa: E402
+from contactflow.seiko.loop import run_loop  # noqa: E402
 
 
 def log_decrement(t: np.ndarray, w: np.ndarray, t0: float) -> tuple[float, list[float]]:

@@ -181,8 +181,8 @@ def foot_lift(rec, robot, plt):
         "right_foot_fz_rmse_n": float(np.sqrt(np.mean((fz - fz_d) ** 2))),
     }
     # the same scenario without the Controller (Retargeting ahead posture sent directly),
-    # in-process (benchmarks/seiko_loop.py, no admittance)
-    from seiko_loop import run_loop
+    # in-process (contactflow.seiko.loop, no admittance)
+    from contactflow.seiko.loop import run_loop
 
     L0 = run_loop(robot, ROOT / "robots/talos/scenarios/foot_lift.yaml", environment=True, controller_on=False)
     fz0 = L0.wrench["right_foot"][:, 2]
@@ -240,7 +240,7 @@ def foot_touchdown(rec, robot, plt):
         "desired_foot_z_final_m": float(z_d[-1] - z_d[0]),
         "desired_foot_rise_after_lowering_m": float(z_d[-1] - z_d[i_end:].min()),
     }
-    from seiko_loop import run_loop
+    from contactflow.seiko.loop import run_loop
 
     L0 = run_loop(robot, TOUCHDOWN_SCENARIO, environment=True)
     fz0 = L0.wrench["right_foot"][:, 2]

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_seiko_reach_load.py      # ~6 min on 2 cores; docs/reach_load.{png,json}
 
-In-process closed loop (:mod:`seiko_loop`) of ``robots/talos/scenarios/far_reach.yaml``: the right
+In-process closed loop (:func:`contactflow.seiko.loop.run_loop`) of ``robots/talos/scenarios/far_reach.yaml``: the right
 ball hand reaches 0.40 m forward and 0.25 m up at 2 cm/s, holds 4 s and comes back. A 9 kg point
 mass is welded at the ball hand (``right_hand_frame``) in MuJoCo only (the SEIKO model does not
 know it); it is ~0 at reset and ramped to 9 kg over 1-1.5 s ("added during operation"). The
@@ -41,12 +41,13 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from seiko_loop import ROOT, run_loop  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from contactflow.operator.live import TorqueRatioMonitor  # noqa: E402
 from contactflow.robot import load_robot  # noqa: E402
 from contactflow.seiko.controller import ControllerConfig  # noqa: E402
+from contactflow.seiko.loop import run_loop  # noqa: E402
 from contactflow.sim.mujoco_model import PointMass  # noqa: E402
 
 LOAD_KG = 9.0

@@ -19,7 +19,7 @@ from contactflow.seiko.controller import ControllerConfig
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_seiko_damping import log_decrement  # noqa: E402
-from seiko_loop import run_loop  # noqa: E402
+from contactflow.seiko.loop import run_loop  # noqa: E402
 
 PUSH_N, PUSH_START_S, PUSH_S = 60.0, 3.0, 0.1
 

@@ -27,7 +27,7 @@ from contactflow.seiko.controller import ControllerConfig
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCH))
 from bench_seiko_reach_load import LOADED_JOINT, StopAtRatioOperator, hand_load  # noqa: E402
-from seiko_loop import run_loop  # noqa: E402
+from contactflow.seiko.loop import run_loop  # noqa: E402
 
 RATIO = 0.3
 SCENARIO = """description: shortened far reach (tests/test_seiko_reach_load.py)

@@ -23,7 +23,7 @@ from contactflow.seiko.admittance import AdmittanceParams
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_seiko_experiments import TOUCHDOWN_SCENARIO as SCENARIO, touchdown_lowering  # noqa: E402
-from seiko_loop import run_loop  # noqa: E402
+from contactflow.seiko.loop import run_loop  # noqa: E402
 
 ADMITTANCE = {"left_foot": AdmittanceParams.foot(), "right_foot": AdmittanceParams.foot(),
               "left_hand": AdmittanceParams.hand()}
