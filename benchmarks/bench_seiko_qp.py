@@ -5,6 +5,7 @@ Usage::
     python benchmarks/bench_seiko_qp.py                 # the fixture QPs (tests/fixtures/seiko_qps_*.npz)
     python benchmarks/bench_seiko_qp.py --run 6         # every QP of a 6 s closed-loop run, solved both ways
     python benchmarks/bench_seiko_qp.py --write-fixture # regenerate the fixtures (default scenario)
+    python benchmarks/bench_seiko_qp.py --step 4        # Retargeting step: this code vs d633261, same run
 
 For each QP, in the same process and interleaved (so the machine's drift hits both alike):
 
@@ -19,6 +20,15 @@ For each QP, in the same process and interleaved (so the machine's drift hits bo
 
 Times are thread CPU time (``time.thread_time_ns``: a loaded 2-core machine preempts the process;
 CPU time is what the QP costs), median and p99 per QP, and the largest ``|x_daqp - x_quadprog|``.
+
+With ``--step SECONDS``: the whole Retargeting step (QP (9) assembly, solve, integration, output)
+of this code against the baseline commit's (``--baseline``, default d633261: quadprog and the
+assembly before the compact form), imported in the same process (``load_baseline`` of
+``benchmarks/bench_seiko.py``) and fed the same targets (the default scenario's operator commands
+through the input filter), (a) in alternating blocks of 100 steps (each implementation with warm
+caches) and (b) alternating tick by tick (each step after the other implementation's: cold caches,
+as in a loop that runs other stages between two steps). Thread CPU time per step, median and p99,
+and the largest ``|q_new - q_baseline|`` over the run.
 
 The fixture files hold, for QP ``k``, the arrays ``H_k, g_k, A_k, lo_k, hi_k`` and, when the
 QP has variable bounds, ``lb_k, ub_k`` (the arguments of :func:`contactflow.qp.solve_qp_box`),
@@ -41,6 +51,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from contactflow.qp import _box_to_stacked, solve_qp, solve_qp_box  # noqa: E402
 
@@ -171,6 +182,74 @@ def compare(qps: list[dict], repeats: int = 3) -> dict:
                      "n_stacked_rows": int(sum(len(b) for b in stacked(qps[0])[1::2]))} if qps else {}}
 
 
+def step_targets(robot, seconds: float, scenario: str = "hand_forward") -> list[dict]:
+    """The Retargeting's effector targets over ``seconds`` of the default scenario: operator
+    twists through the input filter (SEIKO eq. (8)), centred on the Retargeting's own output."""
+    import pinocchio as pin
+
+    from contactflow.operator.input_filter import InputFilter, InputFilterConfig
+    from contactflow.operator.scenario import ScenarioPlayer, load_scenario, scenario_path
+    from contactflow.seiko.retargeting import RetargetingConfig, SeikoRetargeting
+
+    dt = RetargetingConfig().dt_s
+    player = ScenarioPlayer(load_scenario(scenario_path(robot, scenario), robot))
+    ret = SeikoRetargeting(RetargetingConfig(), robot)
+    out = ret.reset()
+    free = [e for e in robot.contacts if not out.enabled[e]]
+    filt = InputFilter(InputFilterConfig(), free)
+    filt.reset({e: out.poses[e] for e in free})
+    zero, seq = np.zeros(6), []
+    for k in range(int(round(seconds / dt))):
+        cmd = player.step(k * dt, dt_s=dt)
+        targets = filt.step({e: np.asarray(cmd.velocities.get(e, zero)) for e in free}, {e: out.poses[e] for e in free})
+        seq.append({e: pin.SE3(T) for e, T in targets.items()})
+        out = ret.step(seq[-1])
+    return seq
+
+
+def step_compare(seconds: float, baseline: str) -> dict:
+    """Per-step CPU time of the Retargeting, this code vs the baseline commit's, same targets."""
+    import importlib
+    import tempfile
+
+    from bench_seiko import load_baseline  # noqa: the one baseline loader of the SEIKO benchmarks
+
+    from contactflow.robot import load_robot
+    from contactflow.seiko.retargeting import RetargetingConfig, SeikoRetargeting
+
+    robot = load_robot("talos")
+    seq = step_targets(robot, seconds)
+    with tempfile.TemporaryDirectory() as tmp:
+        base = load_baseline(baseline, Path(tmp))
+        old_mod = importlib.import_module(f"{base.__name__}.seiko.retargeting")
+        res = {}
+        for mode in ("blocks", "interleaved"):
+            new, old = SeikoRetargeting(RetargetingConfig(), robot), old_mod.SeikoRetargeting(old_mod.RetargetingConfig(), robot)
+            new.reset()
+            old.reset()
+            t = {"new": [], "baseline": []}
+            dq = 0.0
+            impl = {"new": new, "baseline": old}
+            block = 100 if mode == "blocks" else 1
+            for b0 in range(0, len(seq), block):
+                order = ("new", "baseline") if (b0 // block) % 2 == 0 else ("baseline", "new")
+                outs = {}
+                for name in order:
+                    for T in seq[b0 : b0 + block]:
+                        a = time.thread_time_ns()
+                        outs[name] = impl[name].step(T)
+                        t[name].append(time.thread_time_ns() - a)
+                        if not outs[name].ok:
+                            raise RuntimeError(f"{name} Retargeting failed: {outs[name].diagnostics}")
+                dq = max(dq, float(np.max(np.abs(outs["new"].q - outs["baseline"].q))))
+            st = {k: {"median_us": float(np.median(v)) / 1e3, "p99_us": float(np.percentile(v, 99)) / 1e3}
+                  for k, v in t.items()}
+            res[mode] = {**st, "speedup_median": st["baseline"]["median_us"] / st["new"]["median_us"],
+                         "max_abs_dq": dq}
+    res["steps"] = len(seq)
+    return res
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", type=float, default=None, metavar="SECONDS",
@@ -179,8 +258,24 @@ def main() -> None:
     ap.add_argument("--fixture-seconds", type=float, default=10.0, help="length of the fixture capture run [s]")
     ap.add_argument("--per-stage", type=int, default=24, help="QPs kept per stage in the fixture")
     ap.add_argument("--repeats", type=int, default=3, help="solves of each QP per solver")
+    ap.add_argument("--step", type=float, default=None, metavar="SECONDS",
+                    help="time the whole Retargeting step against --baseline over this much of the scenario")
+    ap.add_argument("--baseline", default="d633261", help="baseline commit of --step (default d633261)")
     ap.add_argument("--out", default=None, help="write the results as JSON")
     args = ap.parse_args()
+
+    if args.step is not None:
+        res = step_compare(args.step, args.baseline)
+        print(f"Retargeting step, {res['steps']} steps of the default scenario, thread CPU time, "
+              f"this code vs {args.baseline} in the same process")
+        for mode in ("blocks", "interleaved"):
+            r = res[mode]
+            print(f"  {mode:11s} new median {r['new']['median_us']:6.1f} us p99 {r['new']['p99_us']:6.1f} us | "
+                  f"baseline median {r['baseline']['median_us']:6.1f} us p99 {r['baseline']['p99_us']:6.1f} us | "
+                  f"x{r['speedup_median']:.2f}; max |q_new - q_baseline| {r['max_abs_dq']:.1e}")
+        if args.out:
+            Path(args.out).write_text(json.dumps(res, indent=2))
+        return
 
     if args.write_fixture:
         qps = capture_run(args.fixture_seconds)
