@@ -10,8 +10,11 @@ Inputs:  ``command`` (``joint_command``): per joint q_target [rad], kp [N m/rad]
          does the input closing (the e-stop's node died: ``nodes/estop.py``).
 Outputs: ``sensors`` (``sensors``) every control tick (the robot file's ``control_rate_hz``, 50 Hz),
          wall-clock paced (a tick more than one period late is not made up: no burst of stale
-         ticks; counted as ``late_ticks``), ``seq`` contiguous, ``t`` = the robot's clock (the
-         LowState ``tick`` [ms]) since the first state; metadata
+         ticks; counted as ``late_ticks``), ``seq`` contiguous; tick 0 at the first state, then a
+         warm-up: tick 1 only once the graph's first valid command came (every node has run once;
+         no backlog of sensors forms in a controller's queue while it loads); ``t`` = the robot's
+         clock (the LowState ``tick`` [ms]) counted so that the first command falls at t = 0 (tick 1
+         at one period); metadata
          ``command_mode`` (wait / startup / normal / damping / ramp / estop / lost_state /
          command_lost / end).
 
@@ -174,8 +177,11 @@ def main() -> int:
             if deadline < time.monotonic() - dt:  # more than a tick late: no burst of stale ticks
                 late += 1
                 deadline = time.monotonic()
-            while (remaining := deadline - time.monotonic()) > 0 and not (failure or ended):
-                ev = node.next(timeout=remaining)
+            # warm-up: after tick 0 the driver waits for the graph's first valid command (every node has
+            # run once; no backlog of sensors forms while a controller loads)
+            while (((remaining := deadline - time.monotonic()) > 0 or (seq == 1 and link.shaper.last_command_s is None))
+                   and not (failure or ended or terminated)):
+                ev = node.next(timeout=max(remaining, 0.01))
                 if ev is None:
                     ended = "event stream closed"
                     break
@@ -216,6 +222,11 @@ def main() -> int:
                     link.estop(f"estop source {wired.get('estop', 'estop')} closed: the e-stop is gone")
                 elif kind == "STOP":
                     ended = "dataflow stopped"
+            if seq == 1 and link.shaper.last_command_s is not None:
+                # the clock starts with the first command: it answered tick 0, so t of tick 1 is one
+                # period later (the emulator's scenario clock also starts with the robot's first command)
+                tick0 = (link.latest.tick_ms - round(1000 * dt)) & 0xFFFFFFFF
+                deadline = time.monotonic()
             if link.failure and not failure:
                 failure = link.failure
             if link.watch_failure and not (failure or ended):
