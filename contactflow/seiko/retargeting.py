@@ -50,7 +50,7 @@ import pinocchio as pin
 from contactflow.environment import Environment
 from contactflow.errors import ConfigError
 from contactflow.operator.input_filter import BangBangFilter, exponential_alpha
-from contactflow.qp import QP_SOLVERS, QPSolution, solve_qp_box
+from contactflow.qp import QP_SOLVERS, solve_qp_box
 from contactflow.robot import ContactSpec, Robot
 from contactflow.seiko.equilibrium import contact_constraints, effector_jacobian_world, equilibrium_terms
 from contactflow.seiko.static_id import static_inverse_dynamics
@@ -705,8 +705,8 @@ class SeikoRetargeting:
             log.warning("SEIKO retargeting QP failed (%s): %s; holding the last posture", sol.status, sol.message)
             return self._output(np.zeros(nv), self._zero_rates(), False, diag)
 
-        # §4.4 post-processing: rates clamped to (9l), (9m) (sol.x is ours: modified in place)
-        x = sol.x
+        # §4.4 post-processing: rates clamped to (9l), (9m)
+        x = sol.x.copy()
         np.maximum(x, self._x_clip[0], out=x)
         np.minimum(x, self._x_clip[1], out=x)
         self._tau = tau0 + dt * (T_J @ x)
