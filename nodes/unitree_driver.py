@@ -180,7 +180,7 @@ def main() -> int:
             # warm-up: after tick 0 the driver waits for the graph's first valid command (every node has
             # run once; no backlog of sensors forms while a controller loads)
             while (((remaining := deadline - time.monotonic()) > 0 or (seq == 1 and link.shaper.last_command_s is None))
-                   and not (failure or ended or terminated)):
+                   and not (failure or ended or terminated or link.watch_failure)):
                 ev = node.next(timeout=max(remaining, 0.01))
                 if ev is None:
                     ended = "event stream closed"
@@ -214,7 +214,7 @@ def main() -> int:
                 elif kind == "INPUT_CLOSED" and ev["id"] == "command":
                     # the controller is gone: damping now, not after the watchdog (dora's notice; the
                     # process watcher usually latched it already)
-                    failure = f"command source {source} closed: node {source_node!r} stopped; damping mode"
+                    failure = link.watch_failure or f"command source {source} closed: node {source_node!r} stopped; damping mode"
                     link.latch("command_lost", failure)
                     link.status.failure = failure
                 elif kind == "INPUT_CLOSED" and ev["id"] == "estop":
