@@ -263,6 +263,15 @@ class Lockstep:
             if not isinstance(seq, int):
                 log.warning("input %r: message without integer 'seq' metadata ignored", iid)
                 return
+            if isinstance(ev["metadata"].get("rows"), int):  # several ticks in one message (Sender.send_rows)
+                try:
+                    parts = split_rows(ev["value"], ev["metadata"])
+                except (ContractError, KeyError, TypeError, ValueError) as exc:
+                    log.warning("input %r: malformed multi-tick message ignored: %s", iid, exc)
+                    return
+                for s, value, meta in parts:
+                    self._handle({"type": "INPUT", "id": iid, "value": value, "metadata": meta}, waited_since, waiting_for)
+                return
             self.buffers[iid][seq] = (ev["value"], ev["metadata"])
             if seq > self.newest[iid]:
                 self.newest[iid] = seq
@@ -379,16 +388,45 @@ class Sender:
         spec = self.specs[output]
         vec = values if isinstance(values, np.ndarray) else spec.pack(values)
         if self.logging:
-            seq = int(seq)
-            if self._batch_seq0 is None:
-                self._batch_seq0 = seq
-            elif seq - self._batch_seq0 >= self.log_every:  # a new tick past the batch: send the batch first
-                self.flush()
-                self._batch_seq0 = seq
-            self._rows[output].append((seq, float(t), bool(finished), time.time_ns(), np.array(vec, dtype=np.float64)))
+            self._log_row(output, int(seq), t, finished, vec)
             if output not in self.wire:
                 return
         md = {"seq": int(seq), "t": float(t), "finished": bool(finished), **meta}
+        self._send(output, vec, md)
+
+    def send_rows(self, output: str, rows: list[tuple[int, float, bool, Mapping[str, Any] | np.ndarray]], **meta):
+        """Send the messages of several consecutive ticks of ``output`` as ONE dora message.
+
+        ``rows``: (seq, t, finished, values) per tick, seqs consecutive. The message carries the
+        metadata ``seq`` (the first row's), ``rows`` (n), ``row_t`` and ``row_finished`` (per row);
+        :class:`Lockstep` splits it back into one message per seq (:func:`split_rows`), so a consumer
+        sees what :meth:`send` per row would give, for the cost of one message (dora's cost is per
+        message). For a producer that runs ahead of the graph's clock (the scenario operator). Each
+        row also goes to the log as a message of its own.
+
+        Raises:
+            ValueError: no rows, or seqs that are not consecutive.
+        """
+        if not rows:
+            raise ValueError("send_rows: no rows")
+        spec = self.specs[output]
+        seqs = [int(r[0]) for r in rows]
+        if seqs != list(range(seqs[0], seqs[0] + len(seqs))):
+            raise ValueError(f"send_rows: seqs {seqs[0]}..{seqs[-1]} are not consecutive")
+        vecs = []
+        for seq, t, fin, values in rows:
+            vec = values if isinstance(values, np.ndarray) else spec.pack(values)
+            if self.logging:
+                self._log_row(output, int(seq), t, fin, vec)
+            vecs.append(np.asarray(vec, dtype=np.float64).reshape(-1))
+        if self.logging and output not in self.wire:
+            return
+        md = {"seq": seqs[0], "t": float(rows[0][1]), "finished": any(bool(r[2]) for r in rows), "rows": len(rows),
+              "row_t": [float(r[1]) for r in rows], "row_finished": [int(bool(r[2])) for r in rows], **meta}
+        self._send(output, np.concatenate(vecs), md)
+
+    def _send(self, output: str, vec: np.ndarray, md: dict) -> None:
+        spec = self.specs[output]
         if self.first[output]:
             md["contract"] = spec.name
             md["layout"] = json.dumps([[f.name, f.size] for f in spec.fields])
@@ -396,6 +434,14 @@ class Sender:
                 md["config"] = self.config_json
             self.first[output] = False
         self.node.send_output(output, pa.array(vec, type=pa.float64()), md)
+
+    def _log_row(self, output: str, seq: int, t: float, finished: bool, vec) -> None:
+        if self._batch_seq0 is None:
+            self._batch_seq0 = seq
+        elif seq - self._batch_seq0 >= self.log_every:  # a new tick past the batch: send the batch first
+            self.flush()
+            self._batch_seq0 = seq
+        self._rows[output].append((seq, float(t), bool(finished), time.time_ns(), np.array(vec, dtype=np.float64)))
 
     @property
     def pending(self) -> int:
@@ -425,6 +471,24 @@ class Sender:
         self.node.send_output(LOG_OUTPUT, pa.array(values, type=pa.float64()), md)
         self.batches_sent += 1
         return True
+
+
+def split_rows(value, metadata: Mapping[str, Any]) -> list[tuple[int, np.ndarray, dict]]:
+    """The per-seq messages of a :meth:`Sender.send_rows` message: [(seq, values, metadata)].
+
+    Raises:
+        ContractError: ``rows`` / ``row_t`` / ``row_finished`` inconsistent with the values.
+    """
+    n = int(metadata["rows"])
+    vec = value.to_numpy(zero_copy_only=False) if hasattr(value, "to_numpy") else np.asarray(value)
+    row_t, row_fin = list(metadata.get("row_t") or []), list(metadata.get("row_finished") or [])
+    if n <= 0 or vec.size % n or len(row_t) != n or len(row_fin) != n:
+        raise ContractError(f"message of {vec.size} values with rows={n}, {len(row_t)} row_t, {len(row_fin)} row_finished")
+    size = vec.size // n
+    seq0 = int(metadata["seq"])
+    extra = {k: v for k, v in metadata.items() if k not in ("seq", "t", "finished", "rows", "row_t", "row_finished")}
+    return [(seq0 + j, vec[j * size:(j + 1) * size], {**extra, "seq": seq0 + j, "t": float(row_t[j]),
+                                                      "finished": bool(row_fin[j])}) for j in range(n)]
 
 
 def flush_senders() -> bool:
