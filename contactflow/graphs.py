@@ -96,10 +96,14 @@ def replay_node(node_id: str, streams: str, output: str, ack: str, record_as: st
                 {"ack": (ack, LOCKSTEP)}, [output], record={output: record_as})
 
 
-def operator(mode: str = "scenario", scenario: str = "hand_forward.yaml") -> Node:
+def operator(mode: str = "scenario", scenario: str = "hand_forward.yaml", *, clock: str = "mujoco_driver/log") -> Node:
     """The operator: ``scenario`` (plays a file), ``recording`` (the scenario of the replayed run)
-    or ``dynamic`` (a live program, examples/live_operator.py)."""
-    tick = {"tick": ("mujoco_driver/sensors", LOCKSTEP)}
+    or ``dynamic`` (a live program, examples/live_operator.py).
+
+    ``clock``: the operator's ``tick`` input. The driver's batched ``log`` puts a scenario operator in
+    ahead mode (commands sent 50 ticks per message, ahead of the driver: nodes/operator.py); the
+    driver's ``sensors`` (a replay driver, a live operator) give one command per tick."""
+    tick = {"tick": (clock if mode != "dynamic" else "mujoco_driver/sensors", LOCKSTEP)}
     if mode == "dynamic":
         return Node("operator", "dynamic", None, tick, ["command"], record={"command": "operator_command"},
                     path_comment="started by your program: python examples/live_operator.py")
@@ -171,7 +175,10 @@ def viewer() -> Node:
 _LOCKSTEP_NOTE = """The MuJoCo driver is the clock: lockstep by default (deterministic). Every lockstep input uses
 backpressure queues so that no tick is ever dropped. The run ends by itself at the end of the
 scenario; the recorder then writes recordings/<run>/ and prints the summary. Each node batches its
-outputs for the recorder (output `log`, every $CONTACTFLOW_LOG_EVERY = 50 ticks and at the end)."""
+outputs for the recorder (output `log`, every $CONTACTFLOW_LOG_EVERY = 50 ticks and at the end);
+the scenario operator, clocked by the driver's log, sends its commands 50 ticks per message, ahead
+of the driver (a scenario depends only on time), so the input filter and the Retargeting run ahead
+on the free core and the driver <-> Controller exchange is the only per-tick round trip."""
 
 
 def _main_graph(name: str, dataflow: str, *, driver_args: str = "--robot talos", op: str = "scenario",
@@ -207,7 +214,7 @@ A hardware graph replaces the `mujoco_driver` node by the robot's driver node (s
 
 def seiko_talos_replay() -> Graph:
     drv = replay_node("mujoco_driver", "mujoco_driver.sensors", "sensors", "seiko_controller/command", "sensors")
-    nodes = [drv, operator("recording"), *seiko_stages()]
+    nodes = [drv, operator("recording", clock="mujoco_driver/sensors"), *seiko_stages()]
     return Graph("""SEIKO on Talos, open loop on a recorded run: the MuJoCo driver is replaced by a replay of the
 sensors of a recorded seiko_talos run (the replay node takes the id `mujoco_driver`, so the
 wiring is unchanged) and the operator and the SEIKO stages (input filter, Retargeting,

@@ -289,7 +289,8 @@ def pack_log(blocks: dict[str, tuple[dict, list[tuple]]], batch: int) -> tuple[n
     Returns:
         (values, metadata): float64 (sum of rows * (4 + size),): per output, per message
         ``[seq, t, finished, t_wall_ns - t0, values...]``; metadata ``seq`` (= batch), ``t`` (the last
-        message's), ``log`` (JSON [[output, rows, size, head], ...]) and ``log_t0_ns`` (t0, int).
+        message's), ``log`` (JSON [[output, rows, size, head], ...]), ``log_t0_ns`` (t0, int),
+        ``last_seq`` (the highest seq in the batch) and ``log_finished`` (a message carries ``finished``).
 
     Raises:
         RecordingError: messages of one output with different sizes.
@@ -308,7 +309,10 @@ def pack_log(blocks: dict[str, tuple[dict, list[tuple]]], batch: int) -> tuple[n
             t_last = max(t_last, float(t))
         parts.append(arr.reshape(-1))
         layout.append([out, len(rows), size, head])
-    md = {"seq": int(batch), "t": t_last, "finished": False, "log": json.dumps(layout), "log_t0_ns": int(t0)}
+    last_seq = max(int(r[0]) for _, rows in blocks.values() for r in rows)
+    any_fin = any(bool(r[2]) for _, rows in blocks.values() for r in rows)
+    md = {"seq": int(batch), "t": t_last, "finished": False, "log": json.dumps(layout), "log_t0_ns": int(t0),
+          "last_seq": last_seq, "log_finished": any_fin}
     return np.concatenate(parts), md
 
 

@@ -5,6 +5,15 @@ Outputs: ``command`` (``operator_command``): twist per effector (world frame), r
          state, pushing mode and normal-force velocity per effector; the message of the tick
          where the scenario ends carries ``finished: true``, which ends the run.
 
+Ahead mode (lockstep graphs that wire ``tick`` to the driver's batched ``log`` output): a scenario
+depends only on time, so the node plays it ``--ahead`` ticks (default 200) ahead of the driver's
+last logged tick at t_k = k * 2 ms and sends ``--ahead-batch`` ticks (default 50) per message
+(``Sender.send_rows``; the consumers' Lockstep splits them): the graph then pays one message per 50
+ticks instead of one receive of the sensors, one send and two receives of the command per tick, and
+the input filter and the Retargeting run ahead of the driver on the free core. The window is kept
+above two log batches (``$CONTACTFLOW_LOG_EVERY``) so the driver never waits for a command. If the
+driver ends first (a fall), a last command with ``finished`` ends the stages that ran ahead.
+
 Args: ``--scenario FILE`` (default: the robot's ``scenarios/hand_forward.yaml``). The environment
 variable ``CONTACTFLOW_SCENARIO`` overrides it, so another scenario runs without editing the
 dataflow: ``CONTACTFLOW_SCENARIO=robots/talos/scenarios/smoke_2s.yaml dora run dataflows/seiko_talos.yml``.
@@ -19,7 +28,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from _runtime import connect, REPO_ROOT, Lockstep, Sender, base_parser, drain_after_finish, node_main
+from _runtime import connect, declared_inputs, REPO_ROOT, Lockstep, Sender, base_parser, drain_after_finish, node_main
+
+DT_S = 0.002  # the control period [s]: one command per tick
 
 
 def main() -> int:
@@ -27,12 +38,15 @@ def main() -> int:
     from contactflow.operator.scenario import ScenarioPlayer, load_scenario
     from contactflow.recording import recorded_scenario
     from contactflow.robot import load_robot
+    from contactflow.seiko.stages import operator_command_values
 
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--scenario", default=None)
     p.add_argument("--scenario-from-recording", default=None, metavar="RUN",
                    help="play the scenario of a recorded run (run directory, name, or latest)")
     p.add_argument("--realtime", action="store_true", help="skip ticks instead of waiting when inputs were dropped")
+    p.add_argument("--ahead", type=int, default=200, help="ahead mode: ticks played ahead of the driver's last logged tick")
+    p.add_argument("--ahead-batch", type=int, default=50, help="ahead mode: ticks per command message")
     args = p.parse_args()
     robot = load_robot(args.robot)
     recorded = None
@@ -53,20 +67,61 @@ def main() -> int:
     origin = ("CONTACTFLOW_SCENARIO" if os.environ.get("CONTACTFLOW_SCENARIO") else
               f"recording {args.scenario_from_recording}" if recorded else ("--scenario" if args.scenario else "default"))
     print(f"[operator] scenario {sp} ({scenario.duration_s:.2f} s, from {origin})", flush=True)
+    if not args.realtime and declared_inputs(node, "operator").get("tick", "").endswith("/log"):
+        return _play_ahead(node, sender, player, robot, args)
     finished = False
     for tick in Lockstep(node, {"tick": (specs["sensors"], 0)}, skip_missing=args.realtime):
-        cmd = player.step(tick.t, dt_s=0.002)
-        effs = list(robot.contacts)
-        values = {f"twist.{e}": cmd.velocities.get(e, (0.0,) * 6) for e in effs}
-        values["enable"] = [1.0 if cmd.enable.get(e, robot.contacts[e].enabled) else 0.0 for e in effs]
-        values["push"] = [1.0 if cmd.push.get(e, False) else 0.0 for e in effs]
-        values["force_rate"] = [cmd.force_rates.get(e, 0.0) for e in effs]
-        sender.send("command", values, seq=tick.k, t=tick.t, finished=cmd.finished or tick.finished)
+        cmd = player.step(tick.t, dt_s=DT_S)
+        sender.send("command", operator_command_values(robot, cmd), seq=tick.k, t=tick.t, finished=cmd.finished or tick.finished)
         if cmd.finished and not finished:
             finished = True
             print(f"[operator] scenario finished at t = {tick.t:.3f} s", flush=True)
     if finished:
         drain_after_finish(node)
+    return 0
+
+
+def _play_ahead(node, sender, player, robot, args) -> int:
+    """Ahead mode (module docstring): commands in batches, ahead of the driver's logged ticks."""
+    from contactflow.seiko.stages import operator_command_values
+
+    window = max(int(args.ahead), 2 * sender.log_every + 4)
+    batch = max(1, int(args.ahead_batch))
+    k, done = 0, False
+
+    def play(upto: int) -> None:
+        nonlocal k, done
+        while k <= upto and not done:
+            rows = []
+            while len(rows) < batch and k <= upto and not done:
+                t = k * DT_S
+                cmd = player.step(t, dt_s=DT_S)
+                rows.append((k, t, cmd.finished, operator_command_values(robot, cmd)))
+                if cmd.finished:
+                    done = True
+                    print(f"[operator] scenario finished at t = {t:.3f} s", flush=True)
+                k += 1
+            sender.send_rows("command", rows)
+
+    play(window - 1)
+    driver_done = False
+    while not driver_done:
+        ev = node.next(timeout=1.0)
+        if ev is None:
+            break
+        typ = ev["type"]
+        if typ == "INPUT" and ev["id"] == "tick":
+            md = ev["metadata"]
+            driver_done = bool(md.get("log_finished", False))
+            if not driver_done:
+                play(int(md.get("last_seq", 0)) + window)
+        elif typ in ("STOP", "INPUT_CLOSED"):
+            driver_done = True
+    if not done:  # the driver ended first (a fall, its time limit): end the stages that ran ahead
+        t = k * DT_S
+        sender.send_rows("command", [(k, t, True, operator_command_values(robot, player.step(t, dt_s=DT_S)))])
+        print(f"[operator] the robot driver ended first: run ended at tick {k}", flush=True)
+    drain_after_finish(node)
     return 0
 
 

@@ -76,8 +76,8 @@ def test_every_node_output_is_recorded_once_and_control_edges_keep_backpressure(
 @pytest.mark.parametrize("variant, changed", [
     # node id -> the keys allowed to differ from seiko_talos (None: absent in the variant)
     ("prime_seiko_talos_payload", {"mujoco_driver": {"args"}, "recorder": {"args"}}),
-    ("seiko_talos_live", {"operator": {"path", "args", "outputs"}, "recorder": {"args", "inputs"}}),
-    ("seiko_talos_far_reach", {"operator": {"path", "args", "outputs"}, "recorder": {"args", "inputs"},
+    ("seiko_talos_live", {"operator": {"path", "args", "outputs", "inputs"}, "recorder": {"args", "inputs"}}),
+    ("seiko_talos_far_reach", {"operator": {"path", "args", "outputs", "inputs"}, "recorder": {"args", "inputs"},
                                "mujoco_driver": {"args"}, "seiko_controller": {"args"}}),
     ("seiko_talos_sim", {"recorder": {"args"}}),
     ("seiko_talos_view", {"seiko_controller": {"outputs"}, "recorder": {"args"}, "viewer": None}),

@@ -182,3 +182,37 @@ def test_the_last_partial_batch_is_recorded_when_the_node_fails(tmp_path):
     assert proc.returncode != 0
     np.testing.assert_array_equal(rec.stream("src.a").seq, np.arange(60))  # 2 full batches of 25 + 10
     assert rec.manifest["recording_gaps"] == 0
+
+
+def test_send_rows_is_one_message_that_lockstep_splits_into_the_ticks_of_per_tick_sends():
+    node = FakeNode(["a", "log"])
+    s = Sender(node, {"a": A}, {"k": 1}, log_every=50)
+    rows = [(k, k * 0.002, k == 4, np.array([k, -k], float)) for k in range(5)]
+    s.send_rows("a", rows[:3])
+    s.send_rows("a", rows[3:])
+    sent = [(v, md) for o, v, md in node.sent if o == "a"]
+    assert len(sent) == 2 and sent[0][1]["rows"] == 3 and sent[0][1]["contract"] == "a"
+    events = [{"type": "INPUT", "id": "a", "value": pa.array(v), "metadata": md} for v, md in reversed(sent)]
+    lock = _runtime.Lockstep(FakeEvents(events), {"a": (A, 0)})
+    ticks = list(lock)
+    assert [t.k for t in ticks] == [0, 1, 2, 3, 4]
+    np.testing.assert_array_equal([t.inputs["a"]["x"] for t in ticks], [r[3] for r in rows])
+    assert [t.t for t in ticks] == [r[1] for r in rows] and [t.finished for t in ticks] == [False] * 4 + [True]
+    _runtime.drain_after_finish(node, grace_s=0.0)
+    (v, md), = [(v, md) for o, v, md in node.sent if o == "log"]
+    np.testing.assert_array_equal(unpack_log(v, md)[0].seq, np.arange(5))  # the log has one row per tick
+    with pytest.raises(ValueError, match="consecutive"):
+        s.send_rows("a", [rows[0], rows[2]])
+
+
+def test_a_malformed_multi_tick_message_is_refused_by_split_rows():
+    with pytest.raises(_runtime.ContractError):
+        _runtime.split_rows(np.zeros(5), {"seq": 0, "rows": 2, "row_t": [0, 1], "row_finished": [0, 0]})
+
+
+class FakeEvents:
+    def __init__(self, events):
+        self.events = list(events)
+
+    def next(self, timeout=None):
+        return self.events.pop(0) if self.events else None
