@@ -275,11 +275,10 @@ def solve_qp_box(
     if solver not in QP_SOLVERS:
         raise ValueError(f"solve_qp_box: solver {solver!r} is not one of {QP_SOLVERS}")
     n = g.shape[0]
-    zeros = np.zeros(n)
-    added = reg * max(1.0, float(np.abs(np.diagonal(H)).max())) if (reg and n) else 0.0
+    added = reg * max(1.0, float(np.abs(H.diagonal()).max())) if (reg and n) else 0.0
     if added:
-        H = H.copy()
-        np.einsum("ii->i", H)[:] += added
+        H = np.array(H, order="C")  # a contiguous copy: ravel() below is a view
+        H.ravel()[:: n + 1] += added
     if lb is None and ub is None:
         bl, bu = lo, hi
     else:
@@ -312,7 +311,7 @@ def solve_qp_box(
         if not math.isfinite(float(x.sum())):
             return _box_failure(H, g, A, lo, hi, lb, ub, "non_finite", "solver returned non-finite x")
         if not _box_data_finite(H, g, A, lo, hi, lb, ub):
-            return QPSolution(False, "non_finite", zeros, message="non-finite entry in the QP data")
+            return QPSolution(False, "non_finite", np.zeros(n), message="non-finite entry in the QP data")
     return QPSolution(
         found=ok,
         status="optimal" if ok else "residual",
