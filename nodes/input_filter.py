@@ -10,11 +10,21 @@ Optional input ``admittance`` (``admittance_command``, tick k): admittance twist
 to the operator's twists of the disabled effectors.
 
 A malformed input message is reported and the previous targets are sent again.
+
+``--realtime``: the operator's command is sampled (latest value); when commands were skipped, the
+filter steps once per skipped tick with the newest command (a zero-order hold of the twist), so
+the targets integrate the operator's motion over the elapsed time (at most ``MAX_CATCH_UP_TICKS``
+at once).
 """
 
 from __future__ import annotations
 
 from _runtime import declared_inputs, connect, Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
+
+
+#: real-time mode: at most this many skipped ticks are integrated at once (0.1 s at 500 Hz; a longer
+#: gap loses the rest of the operator's motion instead of making this tick slower still)
+MAX_CATCH_UP_TICKS = 50
 
 
 def main() -> int:
@@ -40,6 +50,8 @@ def main() -> int:
         inputs["admittance"] = (specs["admittance_command"], 0)
     lock = Lockstep(node, inputs, skip_missing=args.realtime)
     for tick in lock:
+        for _ in range(min(tick.ticks, MAX_CATCH_UP_TICKS) - 1):  # real-time: the ticks skipped before this one
+            stage.tick(tick.inputs["command"], tick.inputs["desired"], tick.inputs.get("admittance"))
         targets = stage.tick(tick.inputs["command"], tick.inputs["desired"], tick.inputs.get("admittance"))
         sender.send("targets", targets, seq=tick.k, t=tick.t, finished=tick.finished)
     if lock.finished_seen:

@@ -128,7 +128,7 @@ def msg(iid, seq, finished=False):
 def test_realtime_lockstep_samples_and_holds_the_other_inputs():
     ev = [msg("s", 0), msg("d", 0), msg("s", 1), msg("s", 2), msg("s", 3), msg("d", 2), msg("s", 4, finished=True),
           {"type": "INPUT_CLOSED", "id": "s"}, {"type": "INPUT_CLOSED", "id": "d"}]
-    ticks = list(Lockstep(FakeNode(ev), {"s": (SPEC, 0), "d": (SPEC, 1)}, skip_missing=True, warmup_ticks=0,
+    ticks = list(Lockstep(FakeNode(ev), {"s": (SPEC, 0), "d": (SPEC, 1)}, skip_missing=True,
                           latest_clock=False))
     assert [t.k for t in ticks] == [0, 1, 2, 3, 4]
     assert [t.seqs["d"] for t in ticks] == [None, 0, 0, 2, 2]  # newest <= k - 1, held, never waited for
@@ -137,33 +137,31 @@ def test_realtime_lockstep_samples_and_holds_the_other_inputs():
 
 def test_realtime_lockstep_latest_value_clock_skips_to_the_newest():
     ev = [msg("s", 0), msg("s", 1), msg("s", 2), msg("s", 5), msg("s", 6, finished=True), {"type": "INPUT_CLOSED", "id": "s"}]
-    node = FakeNode(ev, queues={"s": {"queue_size": 1}})
-    lock = Lockstep(node, {"s": (SPEC, 0)}, skip_missing=True, warmup_ticks=0)
-    assert lock.latest_clock  # from the dataflow's queue: queue_size 1
+    lock = Lockstep(FakeNode(ev), {"s": (SPEC, 0)}, skip_missing=True)
     ticks = list(lock)
     assert [t.k for t in ticks] == [6] and lock.skipped == 6  # everything had arrived: only the newest runs
-    lock2 = Lockstep(FakeNode(ev, queues={"s": {"queue_size": 100, "queue_policy": "backpressure"}}), {"s": (SPEC, 0)},
-                     skip_missing=True, warmup_ticks=0)
-    assert [t.k for t in lock2] == [0, 1, 2, 5, 6]  # backpressure clock: every delivered message, in order
+    assert ticks[0].ticks == 7  # it stands for ticks 0..6 (the input filter steps 7 times)
+    ticks2 = list(Lockstep(FakeNode(ev), {"s": (SPEC, 0)}, skip_missing=True, latest_clock=False))
+    assert [t.k for t in ticks2] == [0, 1, 2, 5, 6]  # every delivered message, in order
+    assert [t.ticks for t in ticks2] == [1, 1, 1, 3, 1]
 
 
-def test_realtime_lockstep_waits_for_every_input_during_warmup():
-    # tick 1 is a warm-up tick: it waits for d (offset 1) to reach seq 0, even though s 2 is there
+def test_realtime_lockstep_never_waits_for_the_other_inputs():
+    # tick 1 needs d (offset 1) but d has sent nothing yet: reset state (None), no waiting
     ev = [msg("s", 0), msg("s", 1), {"type": "ERROR", "error": "Receiver timed out"}, msg("d", 0), msg("s", 2),
           msg("d", 1, finished=True), msg("s", 3, finished=True), {"type": "INPUT_CLOSED", "id": "s"},
           {"type": "INPUT_CLOSED", "id": "d"}]
-    lock = Lockstep(FakeNode(ev), {"s": (SPEC, 0), "d": (SPEC, 1)}, skip_missing=True, warmup_ticks=2,
-                    latest_clock=False)
+    lock = Lockstep(FakeNode(ev), {"s": (SPEC, 0), "d": (SPEC, 1)}, skip_missing=True, latest_clock=False)
     ticks = list(lock)
     assert [t.k for t in ticks] == [0, 1, 2, 3]
-    assert ticks[1].seqs["d"] == 0  # waited for (warm-up)
-    assert ticks[2].seqs["d"] == 1 and ticks[3].seqs["d"] == 1  # already received (drained before the tick)
+    assert ticks[1].inputs["d"] is None and ticks[1].seqs["d"] is None
+    assert ticks[2].seqs["d"] == 1 and ticks[3].seqs["d"] == 1  # d 1 drained before tick 2 (newest <= k - 1)
 
 
 def test_realtime_lockstep_reports_an_input_that_closed_before_the_end():
     ev = [msg("s", 0), msg("d", 0), {"type": "INPUT_CLOSED", "id": "d"}, msg("s", 1)]
     with pytest.raises(UpstreamError, match="input\\(s\\) d closed before the run ended"):
-        list(Lockstep(FakeNode(ev), {"s": (SPEC, 0), "d": (SPEC, 1)}, skip_missing=True, warmup_ticks=0))
+        list(Lockstep(FakeNode(ev), {"s": (SPEC, 0), "d": (SPEC, 1)}, skip_missing=True))
 
 
 def test_scheduling_from_the_node_environment(caplog):
