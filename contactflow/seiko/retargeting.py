@@ -439,6 +439,8 @@ class SeikoRetargeting:
         )
         self._names = list(robot.contacts)
         self._specs: list[ContactSpec] = [robot.contacts[k] for k in self._names]
+        # (name, frame, wrench size, desired minimum normal force) of every effector
+        self._effectors = [(k, c.frame_id, c.dim, config.effector(c.type).fz_min_n) for k, c in zip(self._names, self._specs)]
         self._enabled = {k: False for k in self._names}
         self._q = robot.q_default.copy()
         self._reset_done = False
@@ -1138,17 +1140,17 @@ class SeikoRetargeting:
         q = self._q.copy()
         model, data = self.model, self.data
         pin.forwardKinematics(model, data, q)
-        poses = {k: pin.updateFramePlacement(model, data, c.frame_id).copy() for k, c in zip(self._names, self._specs)}
-        enabled, cfg = self._enabled, self.config
-        lam, switching = {}, {}
-        for k, c in zip(self._names, self._specs):
+        enabled, fz_min, disabling = self._enabled, self._fz_min, self._disabling
+        poses, lam, switching = {}, {}, {}
+        for k, frame_id, dim, fz_min_desired in self._effectors:
+            poses[k] = pin.updateFramePlacement(model, data, frame_id).copy()
             on = enabled[k]
-            lam[k] = self._lam[k].copy() if on else np.zeros(c.dim)
-            switching[k] = ("disabling" if self._disabling[k] else
-                            "enabling" if on and self._fz_min[k] < cfg.effector(c.type).fz_min_n else "")
+            lam[k] = self._lam[k].copy() if on else np.zeros(dim)
+            switching[k] = ("disabling" if disabling[k] else "enabling" if on and fz_min[k] < fz_min_desired else "")
+        cfg = self.config
         return RetargetingOutput(
             q=q,
-            v=v.copy(),
+            v=v,  # a view of this step's own array (never written afterwards)
             theta_ahead=q[7:] + cfg.ahead_time_s * v[6:],
             tau=self._tau.copy(),
             lam=lam,
