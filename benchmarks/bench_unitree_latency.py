@@ -7,7 +7,8 @@ G1 publishing ``rt/lowstate`` at 500 Hz) and, in this process, the driver's 500 
 (:class:`contactflow.hardware.link.UnitreeLink`, the thread of the ``unitree_driver`` node) with
 the graph side played by this script: the robot's default posture offered as the joint command
 at 50 Hz and the ``sensors`` readings (base estimator, sole wrenches) built at 50 Hz, as the node
-does. Reports, over the run:
+does; the link checks a stand-in command-source process in ``/proc`` before every command, as the
+node's does (:mod:`contactflow.hardware.process_watch`). Reports, over the run:
 
 * the latency from taking a state off the reader to the end of writing the command that answers
   it (CRC check, safety layer, packing, CRC, DDS write): p50 / p99 / max [ms];
@@ -35,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without install
 
 from contactflow.hardware.link import UnitreeLink  # noqa: E402
+from contactflow.hardware.process_watch import ProcessMonitor  # noqa: E402
 from contactflow.hardware.unitree import UnitreeDriverConfig  # noqa: E402
 from contactflow.robot import load_robot  # noqa: E402
 from contactflow.sim.mujoco_robot import sensor_values  # noqa: E402
@@ -54,6 +56,10 @@ def main() -> int:
                             "--duration-s", str(args.duration_s + 30), "--status-json", str(emu_status)], cwd=ROOT,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     link = UnitreeLink(robot, UnitreeDriverConfig(startup_ramp_s=1.0), domain, "lo", record_latency=True)
+    # as in the node: the 500 Hz thread checks the command source's process before every rt/lowcmd
+    # (a stand-in child process here: it sleeps, as the controller does between its ticks)
+    source = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1e6)"])
+    link.watch_source(ProcessMonitor(source.pid), lambda why: f"stand-in source {why}")
     link.start()
     try:
         if not link.wait_first_state(30.0):
@@ -69,6 +75,8 @@ def main() -> int:
             time.sleep(max(0.0, deadline - time.monotonic()))
     finally:
         link.stop()
+        source.kill()
+        source.wait()
         emu.terminate()
         emu.wait(timeout=30)
     lat = np.array(link.latency_s) * 1e3
