@@ -329,6 +329,10 @@ class Lockstep:
 LOG_OUTPUT = "log"
 #: Default ticks per log batch (``CONTACTFLOW_LOG_EVERY`` overrides; 1 = a batch per tick).
 LOG_EVERY_DEFAULT = 50
+#: Suffix of an output that carries another output's messages in multi-tick batches (see :class:`Sender`).
+ROWS_SUFFIX = "_rows"
+#: Default ticks per ``<output>_rows`` message (``CONTACTFLOW_ROWS_EVERY`` overrides).
+ROWS_EVERY_DEFAULT = 10
 _SENDERS: list["Sender"] = []
 
 
@@ -346,6 +350,13 @@ class Sender:
     message per node per ``log_every`` ticks instead of one per output per tick. Outputs that the
     entry does NOT declare are then only logged, never sent over dora (an output read only by the
     recorder costs nothing per tick). Batch layout: :func:`contactflow.recording.pack_log`.
+
+    Multi-tick edge: when the entry declares ``<output>_rows`` (:data:`ROWS_SUFFIX`), the messages of
+    ``output`` are also sent there ``rows_every`` ticks per message (``$CONTACTFLOW_ROWS_EVERY``,
+    default 10; :meth:`send_rows` format, split back per seq by :class:`Lockstep`), at a message
+    with ``finished`` and at the end of the run. For a consumer that lags the producer by more than
+    ``rows_every`` ticks (the Controller reading a Retargeting that runs ahead): wired where the
+    producer would wait on the consumer, it deadlocks (the graph source decides where it is safe).
 
     Args:
         node: the dora Node.
@@ -370,6 +381,10 @@ class Sender:
             log_every = int(env) if env.strip().isdigit() and int(env) > 0 else LOG_EVERY_DEFAULT
         self.log_every = max(1, int(log_every))
         self._rows: dict[str, list[tuple]] = {k: [] for k in outputs}
+        self.row_outputs = {k for k in outputs if declared is not None and k + ROWS_SUFFIX in declared}
+        env = os.environ.get("CONTACTFLOW_ROWS_EVERY", "")
+        self.rows_every = int(env) if env.strip().isdigit() and int(env) > 0 else ROWS_EVERY_DEFAULT
+        self._edge_rows: dict[str, list[tuple]] = {k: [] for k in self.row_outputs}
         self._log_first = {k: True for k in outputs}
         self._batch_seq0: int | None = None
         self.batches_sent = 0
@@ -380,10 +395,25 @@ class Sender:
         vec = values if isinstance(values, np.ndarray) else spec.pack(values)
         if self.logging:
             self._log_row(output, int(seq), t, finished, vec)
-            if output not in self.wire:
-                return
+        if output in self.row_outputs:
+            rows = self._edge_rows[output]
+            rows.append((int(seq), float(t), bool(finished), np.array(vec, dtype=np.float64)))
+            if len(rows) >= self.rows_every or finished:
+                self._send_edge_rows(output)
+        if self.logging and output not in self.wire:
+            return
         md = {"seq": int(seq), "t": float(t), "finished": bool(finished), **meta}
         self._send(output, vec, md)
+
+    def _send_edge_rows(self, output: str) -> None:
+        rows = self._edge_rows[output]
+        if not rows:
+            return
+        md = {"seq": rows[0][0], "t": rows[0][1], "finished": any(r[2] for r in rows), "rows": len(rows),
+              "row_t": [r[1] for r in rows], "row_finished": [int(r[2]) for r in rows]}
+        values = np.concatenate([r[3] for r in rows])
+        rows.clear()
+        self._send(output + ROWS_SUFFIX, values, md, contract_of=output)
 
     def send_rows(self, output: str, rows: list[tuple[int, float, bool, Mapping[str, Any] | np.ndarray]], **meta):
         """Send the messages of several consecutive ticks of ``output`` as ONE dora message.
@@ -416,9 +446,9 @@ class Sender:
               "row_t": [float(r[1]) for r in rows], "row_finished": [int(bool(r[2])) for r in rows], **meta}
         self._send(output, np.concatenate(vecs), md)
 
-    def _send(self, output: str, vec: np.ndarray, md: dict) -> None:
-        spec = self.specs[output]
-        if self.first[output]:
+    def _send(self, output: str, vec: np.ndarray, md: dict, contract_of: str | None = None) -> None:
+        spec = self.specs[contract_of or output]
+        if self.first.get(output, True):
             md["contract"] = spec.name
             md["layout"] = json.dumps([[f.name, f.size] for f in spec.fields])
             if self.config_json is not None:
@@ -430,18 +460,24 @@ class Sender:
         if self._batch_seq0 is None:
             self._batch_seq0 = seq
         elif seq - self._batch_seq0 >= self.log_every:  # a new tick past the batch: send the batch first
-            self.flush()
+            self._flush_log()
             self._batch_seq0 = seq
         self._rows[output].append((seq, float(t), bool(finished), time.time_ns(), np.array(vec, dtype=np.float64)))
 
     @property
     def pending(self) -> int:
-        """Messages kept for the log and not sent yet."""
-        return sum(len(r) for r in self._rows.values())
+        """Messages kept for the log or a ``_rows`` output and not sent yet."""
+        return sum(len(r) for r in self._rows.values()) + sum(len(r) for r in self._edge_rows.values())
 
     def flush(self) -> bool:
-        """Send the kept messages as one ``log`` message now; returns True if one was sent."""
-        if not self.logging or not self.pending:
+        """Send the kept messages now (one ``log`` message, the ``_rows`` outputs); True if any was sent."""
+        edge = any(self._edge_rows.values())
+        for out in self.row_outputs:
+            self._send_edge_rows(out)
+        return self._flush_log() or edge
+
+    def _flush_log(self) -> bool:
+        if not self.logging or not any(self._rows.values()):
             return False
         from contactflow.recording import pack_log
 
