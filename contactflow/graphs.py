@@ -113,7 +113,8 @@ def operator(mode: str = "scenario", scenario: str = "hand_forward.yaml", *, clo
 
 
 def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | None = None,
-                 controller_config: str | None = None, controller_outputs: tuple[str, ...] = ("command",)) -> list[Node]:
+                 controller_config: str | None = None, controller_outputs: tuple[str, ...] = ("command",),
+                 desired_rows: bool = False) -> list[Node]:
     """Input filter (8) -> Retargeting QP (9) -> Controller QP (11), each its own node.
 
     Args:
@@ -124,6 +125,11 @@ def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | N
         controller_config: the Controller's config file (relative to dataflows/).
         controller_outputs: the Controller's outputs sent over dora (``state`` only for a consumer
             other than the recorder: the recorder reads the log).
+        desired_rows: the Controller reads the Retargeting output 10 ticks per message
+            (``desired_rows``: one receive per 10 ticks on the driver <-> Controller loop). Only
+            where the Retargeting runs ahead of the driver (a scenario operator in ahead mode, no
+            admittance): were the Retargeting paced by the driver, the Controller would wait for a
+            batch that waits for the driver, which waits for the Controller (deadlock).
     """
     filt = Node("input_filter", "../nodes/input_filter.py", f"--robot talos --lag {lag}",
                 {"command": ("operator/command", LOCKSTEP), "desired": ("seiko_retargeting/desired", LOCKSTEP)},
@@ -138,10 +144,11 @@ def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | N
     nodes.append(Node("seiko_retargeting", "../nodes/seiko_retargeting.py",
                       "--robot talos --environment" if environment else "--robot talos",
                       {"targets": ("input_filter/targets", LOCKSTEP), "command": ("operator/command", LOCKSTEP)},
-                      ["desired", LOG]))
+                      ["desired", "desired_rows", LOG] if desired_rows else ["desired", LOG]))
     cargs = f"--robot talos --lag {lag}" + (f" --config {controller_config}" if controller_config else "")
+    desired = "seiko_retargeting/desired_rows" if desired_rows else "seiko_retargeting/desired"
     nodes.append(Node("seiko_controller", "../nodes/seiko_controller.py", cargs,
-                      {"sensors": ("mujoco_driver/sensors", LOCKSTEP), "desired": ("seiko_retargeting/desired", LOCKSTEP)},
+                      {"sensors": ("mujoco_driver/sensors", LOCKSTEP), "desired": (desired, LOCKSTEP)},
                       [*controller_outputs, LOG]))
     return nodes
 
@@ -178,14 +185,16 @@ scenario; the recorder then writes recordings/<run>/ and prints the summary. Eac
 outputs for the recorder (output `log`, every $CONTACTFLOW_LOG_EVERY = 50 ticks and at the end);
 the scenario operator, clocked by the driver's log, sends its commands 50 ticks per message, ahead
 of the driver (a scenario depends only on time), so the input filter and the Retargeting run ahead
-on the free core and the driver <-> Controller exchange is the only per-tick round trip."""
+on the free core; the Controller reads the Retargeting 10 ticks per message (`desired_rows`), so the
+driver <-> Controller exchange is the only per-tick round trip."""
 
 
 def _main_graph(name: str, dataflow: str, *, driver_args: str = "--robot talos", op: str = "scenario",
                 controller_config: str | None = None, extra: tuple[Node, ...] = (),
                 controller_outputs: tuple[str, ...] = ("command",), driver_comment: str = "") -> list[Node]:
     nodes = [driver("seiko_controller/command", args=driver_args, args_comment=driver_comment), operator(op),
-             *seiko_stages(controller_config=controller_config, controller_outputs=controller_outputs)]
+             *seiko_stages(controller_config=controller_config, controller_outputs=controller_outputs,
+                           desired_rows=op == "scenario")]
     return [*nodes, recorder(nodes, name, dataflow), *extra]
 
 

@@ -14,7 +14,8 @@ modules (``module:``) are expanded with ``dora expand`` first.
 
 A node may declare the output ``log`` (``LOG_OUTPUT``: its outputs batched for the recorder, see
 ``nodes/_runtime.py`` Sender); such a node sends the outputs it does not declare only in its log, so
-an undeclared contract output is then not a problem (an edge from it still is).
+an undeclared contract output is then not a problem (an edge from it still is). An output
+``<output>_rows`` carries ``<output>``'s messages several ticks per message: same contract.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ __all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "load_dataflow
 
 #: The batched-log output every contactflow node may declare (nodes/_runtime.py Sender).
 LOG_OUTPUT = "log"
+#: ``<output>_rows``: the messages of ``<output>`` several ticks per message (same contract).
+ROWS_SUFFIX = "_rows"
 
 #: Inputs a node works without (its docstring says "optional"). A ``NODE_PORTS`` entry may also
 #: list them under the key ``"optional"``.
@@ -157,6 +160,10 @@ def check_descriptor(flow: dict) -> list[WiringProblem]:
                 problems.append(WiringProblem(nid, out, f"output not declared in 'outputs' {declared}: the node sends "
                                                         f"{_schema(specs[contract])} and dora would drop it"))
         for out in declared:
+            base = out[: -len(ROWS_SUFFIX)] if out.endswith(ROWS_SUFFIX) else None
+            if base in ports["outputs"]:  # the same messages, several ticks per message
+                out_specs[(nid, out)] = specs[ports["outputs"][base]]
+                continue
             if out not in ports["outputs"] and out != LOG_OUTPUT:
                 problems.append(WiringProblem(nid, out, f"{kind} has no output {out!r}; its outputs: {sorted(ports['outputs'])}"))
         wired = n.get("inputs") or {}

@@ -76,9 +76,13 @@ def test_every_node_output_is_recorded_once_and_control_edges_keep_backpressure(
 @pytest.mark.parametrize("variant, changed", [
     # node id -> the keys allowed to differ from seiko_talos (None: absent in the variant)
     ("prime_seiko_talos_payload", {"mujoco_driver": {"args"}, "recorder": {"args"}}),
-    ("seiko_talos_live", {"operator": {"path", "args", "outputs", "inputs"}, "recorder": {"args", "inputs"}}),
+    # a live operator runs per tick: the Retargeting is then paced by the driver and the Controller
+    # reads its per-tick `desired` (not `desired_rows`, which would deadlock)
+    ("seiko_talos_live", {"operator": {"path", "args", "outputs", "inputs"}, "recorder": {"args", "inputs"},
+                          "seiko_retargeting": {"outputs"}, "seiko_controller": {"inputs"}}),
     ("seiko_talos_far_reach", {"operator": {"path", "args", "outputs", "inputs"}, "recorder": {"args", "inputs"},
-                               "mujoco_driver": {"args"}, "seiko_controller": {"args"}}),
+                               "mujoco_driver": {"args"}, "seiko_controller": {"args", "inputs"},
+                               "seiko_retargeting": {"outputs"}}),
     ("seiko_talos_sim", {"recorder": {"args"}}),
     ("seiko_talos_view", {"seiko_controller": {"outputs"}, "recorder": {"args"}, "viewer": None}),
 ])
@@ -92,6 +96,20 @@ def test_variants_differ_from_the_main_graph_only_where_intended(variant, change
         assert differ <= (changed.get(nid) or set()), (variant, nid, differ)
     if variant == "seiko_talos_view":
         assert var["seiko_controller"]["outputs"] == ["command", "state", "log"]
+    if "operator" in changed and var["operator"]["path"] == "dynamic":
+        assert var["seiko_controller"]["inputs"]["desired"]["source"] == "seiko_retargeting/desired"
+
+
+def test_multi_tick_edges_only_where_the_retargeting_runs_ahead_of_the_driver():
+    """`desired_rows` deadlocks unless the Retargeting is free of the driver's pace: a scenario
+    operator in ahead mode (clocked by the driver's log) and no admittance input on the filter."""
+    for name in graphs.GRAPHS:
+        nodes = _nodes(name)
+        ctrl = nodes.get("seiko_controller", {}).get("inputs", {}).get("desired", {})
+        if ctrl.get("source", "").endswith("_rows"):
+            assert nodes["operator"]["inputs"]["tick"]["source"] == "mujoco_driver/log", name
+            assert "admittance" not in nodes["input_filter"]["inputs"], name
+    assert _nodes("seiko_talos")["seiko_controller"]["inputs"]["desired"]["source"] == "seiko_retargeting/desired_rows"
 
 
 def test_the_dora_module_is_gone_and_nothing_refers_to_it():
