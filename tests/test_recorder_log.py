@@ -216,3 +216,22 @@ class FakeEvents:
 
     def next(self, timeout=None):
         return self.events.pop(0) if self.events else None
+
+
+def test_a_rows_output_carries_the_messages_ten_ticks_per_message_and_flushes_at_the_end():
+    node = FakeNode(["a", "a_rows", "log"])
+    s = Sender(node, {"a": A}, log_every=50)
+    s.rows_every = 4
+    for k in range(10):
+        s.send("a", np.array([k, k], float), seq=k, t=k * 0.002)
+    rows = [(v, md) for o, v, md in node.sent if o == "a_rows"]
+    assert [md["seq"] for _, md in rows] == [0, 4] and all(md["rows"] == 4 for _, md in rows)
+    assert rows[0][1]["contract"] == "a" and "contract" not in rows[1][1]
+    assert [o for o, _, _ in node.sent].count("a") == 10  # the per-tick output is still sent
+    s.send("a", np.array([10, 10], float), seq=10, t=0.02, finished=True)  # finished: sent at once
+    rows = [(v, md) for o, v, md in node.sent if o == "a_rows"]
+    assert rows[-1][1]["seq"] == 8 and rows[-1][1]["rows"] == 3 and rows[-1][1]["row_finished"] == [0, 0, 1]
+    events = [{"type": "INPUT", "id": "a", "value": pa.array(v), "metadata": md} for v, md in rows]
+    ticks = list(_runtime.Lockstep(FakeEvents(events), {"a": (A, 0)}))
+    np.testing.assert_array_equal([t.inputs["a"]["x"][0] for t in ticks], np.arange(11))
+    assert ticks[-1].finished
