@@ -14,7 +14,7 @@ fed the messages the nodes would receive (SEIKO RA-L 2024 §IV; seiko.md §7).
   (``tests/test_seiko_loop.py``). Used by the paper-claim tests and the benchmarks.
 
 Timing within a tick, as in the lockstep graph: the operator command of tick k comes from the
-scenario at t_k, the time of the sensors of tick k (k dt up to rounding, ``dt`` = 2 ms); the input filter is centred on the desired poses of tick
+scenario at t_k = k dt (``dt`` = 2 ms; the sensors' time is k dt up to rounding); the input filter is centred on the desired poses of tick
 k - lag; the Retargeting uses the targets and command of tick k; the Controller uses the sensors
 of tick k and the Retargeting output of tick k - lag; the admittance (when on) the sensors of tick k
 and the desired of tick k - 1 (as ``nodes/admittance.py``); the robot then simulates [t_k, t_k+1)
@@ -34,7 +34,7 @@ import numpy as np
 
 from contactflow.errors import ConfigError
 
-__all__ = ["DT_S", "PipelineTick", "SeikoPipeline", "LoopLog", "run_loop"]
+__all__ = ["DT_S", "PipelineTick", "SeikoPipeline", "LoopLog", "SeikoLoop", "run_loop"]
 
 DT_S = 0.002
 """SEIKO control period [s] (500 Hz)."""
@@ -223,13 +223,125 @@ class LoopLog:
         return float(len(self.t) * DT_S / self.wall_s) if self.wall_s > 0 else float("nan")
 
 
+class SeikoLoop:
+    """The SEIKO closed loop in one process, one tick per :meth:`step`: scenario (the ``operator``
+    node) -> :class:`SeikoPipeline` -> simulated robot with its command safety
+    (:class:`contactflow.sim.driver.RobotDriver`, the ``mujoco_driver`` node). :func:`run_loop`
+    runs one to its end; a benchmark may step two alternately.
+
+    Args: as :func:`run_loop`.
+
+    Attributes:
+        pipeline, driver, n_ticks (ticks of the run), k (ticks done), done (the run ended: all
+        ticks done or the robot fell), wall_s (wall time spent in :meth:`step` [s]).
+    """
+
+    def __init__(self, robot, scenario, *, ccfg=None, rcfg=None, fcfg=None, environment: bool = False,
+                 disturb: Callable | None = None, controller_on: bool = True, duration_s: float | None = None,
+                 sim_hook: Callable | None = None, extra_bodies: list | None = None, admittance: Mapping | None = None,
+                 operator_hook: Callable | None = None, lag: int = 1, wrench_lag: int | None = None,
+                 stages: ModuleType | None = None, sim_config=None, pipeline: SeikoPipeline | None = None):
+        from contactflow.environment import load_environment
+        from contactflow.messages import port_specs
+        from contactflow.operator.scenario import ScenarioPlayer, load_scenario
+        from contactflow.seiko.estimation import JointTorqueForceEstimator
+        from contactflow.seiko.stages import operator_command_values
+        from contactflow.sim.driver import RobotDriver
+        from contactflow.sim.mujoco_robot import sensor_values
+
+        self._sensor_values, self._command_values = sensor_values, operator_command_values
+        self.robot = robot
+        env = load_environment(robot.raw.get("environment"), f"{robot.name}:environment") if environment else None
+        scn = load_scenario(scenario, robot) if isinstance(scenario, (str, Path)) else scenario
+        self.player = ScenarioPlayer(scn)
+        self.player.reset()
+        if pipeline is None:
+            pipeline = SeikoPipeline(robot, filter_config=fcfg, retargeting_config=rcfg, controller_config=ccfg,
+                                     environment=env, lag=lag, admittance=admittance, wrench_lag=wrench_lag,
+                                     stages=stages)
+        self.pipeline = pipeline
+        self.driver = RobotDriver(robot, sim_config, payloads=list(extra_bodies or ()), environment=env)
+        if sim_hook is not None:
+            sim_hook(self.driver.sim)
+        self.estimators = {}
+        if env is not None:
+            for e, c in robot.contacts.items():
+                if c.frame in env.force_joints:
+                    self.estimators[e] = JointTorqueForceEstimator(robot.model, c.frame, env.force_joints[c.frame])
+        self.sensor_fields = [f.name for f in port_specs(robot)["sensors"].fields]
+        self.disturb, self.operator_hook, self.controller_on = disturb, operator_hook, controller_on
+        self.readings = self.driver.reset()
+        self.n_ticks = T = int(round((duration_s if duration_s is not None else scn.duration_s) / DT_S))
+        self.effs = list(robot.contacts)
+        self.planes = [e for e, c in robot.contacts.items() if c.type == "plane"]
+        nq, nj = robot.model.nq, robot.n
+        self._log = {"t": np.empty(T), "q": np.empty((T, nq)), "gyro": np.empty((T, 3)), "tau": np.empty((T, nj)),
+                     "tau_limit": np.empty((T, nj)), "stage_s": np.empty((T, 3))}
+        self._w_log = {e: np.empty((T, 6)) for e in self.planes}
+        self._p_log = {e: np.empty((T, 3)) for e in self.effs}
+        self.k = 0
+        self.fell = False
+        self.wall_s = 0.0
+
+    @property
+    def done(self) -> bool:
+        return self.fell or self.k >= self.n_ticks
+
+    def step(self) -> bool:
+        """Run one tick (nothing once :attr:`done`); returns :attr:`done`."""
+        if self.done:
+            return True
+        t0 = time.perf_counter()
+        k, r, pipeline, robot = self.k, self.readings, self.pipeline, self.robot
+        t = k * DT_S  # the tick's time, as the graph's operator (ahead mode) plays the scenario
+        cmd = self.player.step(t, dt_s=DT_S)
+        if self.operator_hook is not None:
+            cmd = self.operator_hook(t, cmd, r)
+        sensors = self._sensor_values(r, robot, fields=self.sensor_fields, estimators=self.estimators)
+        out = pipeline.tick(k, t, sensors, self._command_values(robot, cmd), finished=cmd.finished,
+                            integrating=self.controller_on)
+        theta = (out.command if self.controller_on
+                 else {"theta_cmd": np.array(pipeline.controller.desired["theta_ahead"])})
+        self.driver.offer_command(theta, r.t)
+        if self.disturb is not None:
+            self.disturb(self.driver.sim, t)
+        r, _ = self.driver.advance()
+        self.readings = r
+        log = self._log
+        log["t"][k] = r.t
+        log["q"][k] = r.q
+        log["gyro"][k] = r.imu_gyro
+        log["tau"][k] = r.tau
+        log["tau_limit"][k] = out.state["tau_limit"]
+        log["stage_s"][k] = pipeline.times
+        for e in self.planes:
+            self._w_log[e][k] = r.wrenches[e]
+        for e in self.effs:
+            self._p_log[e][k] = out.desired[f"pose_d.{e}"][:3]
+        self.k = k + 1
+        self.fell = bool(self.driver.status.fell)
+        self.wall_s += time.perf_counter() - t0
+        return self.done
+
+    def log(self) -> LoopLog:
+        """The :class:`LoopLog` of the ticks done so far."""
+        i = self.k
+        lg = {name: v[:i] for name, v in self._log.items()}
+        return LoopLog(t=lg["t"], q=lg["q"], gyro=lg["gyro"], tau=lg["tau"], tau_limit=lg["tau_limit"], fell=self.fell,
+                       wrench={e: v[:i] for e, v in self._w_log.items()}, pose_d={e: v[:i] for e, v in self._p_log.items()},
+                       stage_s=lg["stage_s"], wall_s=self.wall_s, retargeting_failures=self.pipeline.retargeting.failures,
+                       controller_failures=self.pipeline.controller.failures,
+                       rejected_commands=self.driver.status.rejected_commands)
+
+
 def run_loop(robot, scenario, *, ccfg=None, rcfg=None, fcfg=None, environment: bool = False,
              disturb: Callable | None = None, controller_on: bool = True, duration_s: float | None = None,
              sim_hook: Callable | None = None, extra_bodies: list | None = None, admittance: Mapping | None = None,
              operator_hook: Callable | None = None, lag: int = 1, wrench_lag: int | None = None,
              stages: ModuleType | None = None,
              sim_config=None, pipeline: SeikoPipeline | None = None) -> LoopLog:
-    """Run the SEIKO closed loop in one process: scenario -> :class:`SeikoPipeline` -> simulated robot.
+    """Run the SEIKO closed loop in one process to its end (:class:`SeikoLoop`): scenario ->
+    :class:`SeikoPipeline` -> simulated robot.
 
     Args:
         robot: the :class:`contactflow.robot.Robot` (position actuation: Talos).
@@ -241,7 +353,7 @@ def run_loop(robot, scenario, *, ccfg=None, rcfg=None, fcfg=None, environment: b
             driver and the Retargeting.
         disturb: ``disturb(sim, t)`` called before simulating each tick (external wrenches, mass
             changes; ``sim`` is the :class:`~contactflow.sim.mujoco_robot.MujocoRobotSim`; ``t``
-            the tick's sensor time [s], as ``nodes/wrench_injector.py`` samples its profile).
+            = k dt [s], the time the scenario is played at).
         controller_on: False sends the Retargeting's ahead posture ``theta_ahead`` (tick k - lag)
             instead of the Controller's command and runs the Controller in shadow.
         duration_s: simulated time [s] (default: the scenario's duration).
@@ -265,74 +377,10 @@ def run_loop(robot, scenario, *, ccfg=None, rcfg=None, fcfg=None, environment: b
     Raises:
         ConfigError, ModelError, ContractError: bad configuration or scenario (before the first tick).
     """
-    from contactflow.environment import load_environment
-    from contactflow.messages import port_specs
-    from contactflow.operator.scenario import ScenarioPlayer, load_scenario
-    from contactflow.seiko.estimation import JointTorqueForceEstimator
-    from contactflow.sim.driver import RobotDriver
-    from contactflow.sim.mujoco_robot import sensor_values
-    from contactflow.seiko.stages import operator_command_values
-
-    env = load_environment(robot.raw.get("environment"), f"{robot.name}:environment") if environment else None
-    scn = load_scenario(scenario, robot) if isinstance(scenario, (str, Path)) else scenario
-    player = ScenarioPlayer(scn)
-    player.reset()
-    if pipeline is None:
-        pipeline = SeikoPipeline(robot, filter_config=fcfg, retargeting_config=rcfg, controller_config=ccfg,
-                                 environment=env, lag=lag, admittance=admittance, wrench_lag=wrench_lag,
-                                 stages=stages)
-    driver = RobotDriver(robot, sim_config, payloads=list(extra_bodies or ()), environment=env)
-    sim = driver.sim
-    if sim_hook is not None:
-        sim_hook(sim)
-    estimators = {}
-    if env is not None:
-        for e, c in robot.contacts.items():
-            if c.frame in env.force_joints:
-                estimators[e] = JointTorqueForceEstimator(robot.model, c.frame, env.force_joints[c.frame])
-    sensor_fields = [f.name for f in port_specs(robot)["sensors"].fields]
-    r = driver.reset()
-    n = int(round((duration_s if duration_s is not None else scn.duration_s) / DT_S))
-    effs = list(robot.contacts)
-    planes = [e for e, c in robot.contacts.items() if c.type == "plane"]
-    T, nq, nj = n, robot.model.nq, robot.n
-    t_log, q_log, gyro_log = np.empty(T), np.empty((T, nq)), np.empty((T, 3))
-    tau_log, lim_log, stage_log = np.empty((T, nj)), np.empty((T, nj)), np.empty((T, 3))
-    w_log = {e: np.empty((T, 6)) for e in planes}
-    p_log = {e: np.empty((T, 3)) for e in effs}
-    ctrl_des = pipeline.controller.desired
-    fell = False
-    i = 0
-    wall0 = time.perf_counter()
-    for k in range(n):
-        t = r.t  # the sensors' time, as the graph's nodes see it (k dt up to rounding)
-        cmd = player.step(t, dt_s=DT_S)
-        if operator_hook is not None:
-            cmd = operator_hook(t, cmd, r)
-        sensors = sensor_values(r, robot, fields=sensor_fields, estimators=estimators)
-        out = pipeline.tick(k, t, sensors, operator_command_values(robot, cmd), finished=cmd.finished,
-                            integrating=controller_on)
-        theta = out.command if controller_on else {"theta_cmd": np.array(ctrl_des["theta_ahead"])}
-        driver.offer_command(theta, r.t)
-        if disturb is not None:
-            disturb(sim, t)
-        r, done = driver.advance()
-        t_log[i] = r.t
-        q_log[i] = r.q
-        gyro_log[i] = r.imu_gyro
-        tau_log[i] = r.tau
-        lim_log[i] = out.state["tau_limit"]
-        stage_log[i] = pipeline.times
-        for e in planes:
-            w_log[e][i] = r.wrenches[e]
-        for e in effs:
-            p_log[e][i] = out.desired[f"pose_d.{e}"][:3]
-        i += 1
-        if driver.status.fell:
-            fell = True
-            break
-    wall = time.perf_counter() - wall0
-    return LoopLog(t=t_log[:i], q=q_log[:i], gyro=gyro_log[:i], tau=tau_log[:i], tau_limit=lim_log[:i], fell=fell,
-                   wrench={e: v[:i] for e, v in w_log.items()}, pose_d={e: v[:i] for e, v in p_log.items()},
-                   stage_s=stage_log[:i], wall_s=wall, retargeting_failures=pipeline.retargeting.failures,
-                   controller_failures=pipeline.controller.failures, rejected_commands=driver.status.rejected_commands)
+    loop = SeikoLoop(robot, scenario, ccfg=ccfg, rcfg=rcfg, fcfg=fcfg, environment=environment, disturb=disturb,
+                     controller_on=controller_on, duration_s=duration_s, sim_hook=sim_hook, extra_bodies=extra_bodies,
+                     admittance=admittance, operator_hook=operator_hook, lag=lag, wrench_lag=wrench_lag, stages=stages,
+                     sim_config=sim_config, pipeline=pipeline)
+    while not loop.step():
+        pass
+    return loop.log()
