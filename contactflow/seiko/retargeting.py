@@ -441,6 +441,7 @@ class SeikoRetargeting:
         self._specs: list[ContactSpec] = [robot.contacts[k] for k in self._names]
         # (name, frame, wrench size, desired minimum normal force) of every effector
         self._effectors = [(k, c.frame_id, c.dim, config.effector(c.type).fz_min_n) for k, c in zip(self._names, self._specs)]
+        self._fz_min_desired = {k: fz for k, _, _, fz in self._effectors}
         self._enabled = {k: False for k in self._names}
         self._q = robot.q_default.copy()
         self._reset_done = False
@@ -724,13 +725,13 @@ class SeikoRetargeting:
         self._q = q_new
         rates = {}
         enabled = self._enabled
-        for k, c in zip(self._names, self._specs):
+        for k, _, dim, _ in self._effectors:
             if enabled[k]:
-                col = self._col[k]
-                rates[k] = rate_k = x[nv + col : nv + col + c.dim].copy()
+                col = nv + self._col[k]
+                rates[k] = rate_k = x[col : col + dim].copy()
                 self._lam[k] = self._lam[k] + dt * rate_k
             else:
-                rates[k] = np.zeros(c.dim)
+                rates[k] = np.zeros(dim)
         self._post_step()
         return self._output(v, rates, True, diag)
 
@@ -875,8 +876,8 @@ class SeikoRetargeting:
                     v = 0.0
                 self._lam_target[k][2] = self._push_filter[k].step(v, float(self._lam[k][2]))
         # §7.3 ratchet of the minimum normal force of enabling contacts.
-        for k, c in self._on:
-            want = self.config.effector(c.type).fz_min_n
+        for k in self._on_names:
+            want = self._fz_min_desired[k]
             if not self._disabling[k] and self._fz_min[k] < want:
                 fn = float(self._lam[k][2])
                 if fn > self._fz_min[k] + 0.01:
