@@ -508,7 +508,8 @@ def test_estop_latches_damping_on_the_wire(g1, tmp_path):
     status = tmp_path / "emu.json"
     emu = subprocess.Popen([sys.executable, "-m", "contactflow.cli", "sim-robot", "g1", "--domain", str(dom),
                             "--duration-s", "30", "--status-json", str(status)], cwd=ROOT)
-    link = UnitreeLink(g1, UnitreeDriverConfig(startup_ramp_s=0.0), dom, "lo")
+    # not about the lost-state timeout: 0.2 s, as the graph tests on a loaded machine
+    link = UnitreeLink(g1, UnitreeDriverConfig(startup_ramp_s=0.0, state_timeout_s=0.2), dom, "lo")
     link.start()
     try:
         assert link.wait_first_state(20.0)
@@ -527,7 +528,8 @@ def test_estop_latches_damping_on_the_wire(g1, tmp_path):
         emu.terminate()
         emu.wait(timeout=10)
     s = json.loads(status.read_text())
-    assert 0.0 <= s["first_damping_mono_s"] - t_estop <= SLACK_S  # measured < 20 ms idle; CI bound
+    # (an earlier entry into damping can be the watchdog on a loaded machine: the first one after)
+    assert min(t for t in s["damping_mono_s"] if t >= t_estop) - t_estop <= SLACK_S  # measured < 20 ms idle; CI bound
 
 
 def test_emulator_applies_the_scenario_wrenches_of_the_wrench_injector(g1, tmp_path):
@@ -622,7 +624,8 @@ def test_remote_estop_latches_damping_on_the_wire(g1, tmp_path):
         emu.wait(timeout=10)
     s = json.loads(status.read_text())
     # the state showing the buttons -> the damping command applied: measured 1-3 ms; CI bound
-    assert 0.0 <= s["first_damping_mono_s"] - s["remote_pressed_mono_s"] <= SLACK_S
+    t_press = s["remote_pressed_mono_s"]
+    assert min(t for t in s["damping_mono_s"] if t >= t_press) - t_press <= SLACK_S
 
 
 @pytest.mark.parametrize("argv, needle", [
