@@ -114,7 +114,7 @@ def operator(mode: str = "scenario", scenario: str = "hand_forward.yaml", *, clo
 
 def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | None = None,
                  controller_config: str | None = None, controller_outputs: tuple[str, ...] = ("command",),
-                 desired_rows: bool = False) -> list[Node]:
+                 desired_rows: bool = False, wrench_filter: int | None = None) -> list[Node]:
     """Input filter (8) -> Retargeting QP (9) -> Controller QP (11), each its own node.
 
     Args:
@@ -130,6 +130,9 @@ def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | N
             where the Retargeting runs ahead of the driver (a scenario operator in ahead mode, no
             admittance): were the Retargeting paced by the driver, the Controller would wait for a
             batch that waits for the driver, which waits for the Controller (deadlock).
+        wrench_filter: the complementary wrench filter (13) as its own node (nodes/wrench_filter.py)
+            with the Controller's ``--wrench-lag`` = this value (0: exact, on the critical path;
+            1: pipelined beside the Controller's QP); None: inside the Controller.
     """
     filt = Node("input_filter", "../nodes/input_filter.py", f"--robot talos --lag {lag}",
                 {"command": ("operator/command", LOCKSTEP), "desired": ("seiko_retargeting/desired", LOCKSTEP)},
@@ -147,9 +150,17 @@ def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | N
                       ["desired", "desired_rows", LOG] if desired_rows else ["desired", LOG]))
     cargs = f"--robot talos --lag {lag}" + (f" --config {controller_config}" if controller_config else "")
     desired = "seiko_retargeting/desired_rows" if desired_rows else "seiko_retargeting/desired"
-    nodes.append(Node("seiko_controller", "../nodes/seiko_controller.py", cargs,
-                      {"sensors": ("mujoco_driver/sensors", LOCKSTEP), "desired": (desired, LOCKSTEP)},
-                      [*controller_outputs, LOG]))
+    ctrl = Node("seiko_controller", "../nodes/seiko_controller.py", cargs,
+                {"sensors": ("mujoco_driver/sensors", LOCKSTEP), "desired": (desired, LOCKSTEP)},
+                [*controller_outputs, LOG])
+    if wrench_filter is not None:
+        nodes.append(Node("wrench_filter", "../nodes/wrench_filter.py", "--robot talos",
+                          {"sensors": ("mujoco_driver/sensors", LOCKSTEP), "flex_rate": ("seiko_controller/flex_rate", LOCKSTEP)},
+                          ["wrench", LOG], comment="Complementary wrench filter (13) as its own stage, fed back the Controller's flexible wrench rates."))
+        ctrl.args += f" --wrench-lag {wrench_filter}"
+        ctrl.inputs["wrench"] = ("wrench_filter/wrench", LOCKSTEP)
+        ctrl.outputs.insert(-1, "flex_rate")
+    nodes.append(ctrl)
     return nodes
 
 
@@ -191,10 +202,11 @@ driver <-> Controller exchange is the only per-tick round trip."""
 
 def _main_graph(name: str, dataflow: str, *, driver_args: str = "--robot talos", op: str = "scenario",
                 controller_config: str | None = None, extra: tuple[Node, ...] = (),
-                controller_outputs: tuple[str, ...] = ("command",), driver_comment: str = "") -> list[Node]:
+                controller_outputs: tuple[str, ...] = ("command",), driver_comment: str = "",
+                wrench_filter: int | None = None) -> list[Node]:
     nodes = [driver("seiko_controller/command", args=driver_args, args_comment=driver_comment), operator(op),
              *seiko_stages(controller_config=controller_config, controller_outputs=controller_outputs,
-                           desired_rows=op == "scenario")]
+                           desired_rows=op == "scenario", wrench_filter=wrench_filter)]
     return [*nodes, recorder(nodes, name, dataflow), *extra]
 
 
@@ -347,6 +359,22 @@ outputs are recorded. They reproduce the recorded ones exactly (tests/test_repla
                  [*nodes, recorder(nodes, "seiko_controller_replay", "seiko_controller_replay.yml", summary=None)])
 
 
+def seiko_talos_wrench_filter(lag: int = 0) -> Graph:
+    name = "seiko_talos_wrench_filter" + ("_lag1" if lag else "")
+    how = ("exact: the Controller of tick k uses the filter's tick k output (one more hop on the driver <->\n"
+           "Controller path)" if lag == 0 else
+           "pipelined: the Controller of tick k uses the filter's tick k-1 output, so the filter runs beside\n"
+           "the Controller's QP (lam_tilde one tick older)")
+    return Graph(f"""seiko_talos.yml with the complementary wrench filter (13) as its own node (nodes/wrench_filter.py)
+instead of inside the Controller, --wrench-lag {lag}: {how}.
+The filter gets the Controller's flexible wrench rates back (output flex_rate). Its cost per tick
+is measured against seiko_talos.yml (docs/benchmarks.md).
+
+  dora run dataflows/{name}.yml
+
+{_LOCKSTEP_NOTE}""", _main_graph(name, f"{name}.yml", wrench_filter=lag))
+
+
 #: graph name (file stem in dataflows/) -> builder.
 GRAPHS: dict[str, Callable[[], Graph]] = {
     "seiko_talos": seiko_talos,
@@ -359,6 +387,8 @@ GRAPHS: dict[str, Callable[[], Graph]] = {
     "seiko_talos_stack": seiko_talos_stack,
     "prime_seiko_talos_payload": prime_seiko_talos_payload,
     "seiko_controller_replay": seiko_controller_replay,
+    "seiko_talos_wrench_filter": seiko_talos_wrench_filter,
+    "seiko_talos_wrench_filter_lag1": lambda: seiko_talos_wrench_filter(1),
 }
 
 
