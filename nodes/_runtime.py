@@ -656,7 +656,12 @@ def apply_scheduling(name: str, env: Mapping[str, str] | None = None) -> str:
     ``dataflows/seiko_talos_realtime.yml``), as on a robot computer: they run whenever they are ready,
     before every normal process. Needs CAP_SYS_NICE (root); otherwise a warning and the normal policy.
     ``CONTACTFLOW_NICE=N``: ``os.nice(N)`` (N > 0 lowers the node's priority: the stages a real-time
-    loop may sample at a lower rate). A malformed value is refused with a warning naming the variable.
+    loop may sample at a lower rate). ``CONTACTFLOW_RT_DAEMON=N``: SCHED_FIFO N for every thread of
+    the node's parent process, the dora daemon that spawned it (``dora run``): a send of 4 KB or more
+    (shared memory, e.g. a batched log) waits on the daemon's control channel, so a daemon starved
+    behind the real-time nodes stalled them for up to 0.65 s (priority inversion; ``dora run --rt``
+    promotes the daemon's main thread only). A malformed value is refused with a warning naming the
+    variable.
 
     Returns:
         what was applied (``""``: nothing), for the log.
@@ -665,7 +670,7 @@ def apply_scheduling(name: str, env: Mapping[str, str] | None = None) -> str:
 
     env = os.environ if env is None else env
     done = []
-    for var in ("CONTACTFLOW_NICE", "CONTACTFLOW_RT_PRIORITY"):
+    for var in ("CONTACTFLOW_NICE", "CONTACTFLOW_RT_PRIORITY", "CONTACTFLOW_RT_DAEMON"):
         raw = str(env.get(var, "")).strip()
         if not raw:
             continue
@@ -681,13 +686,30 @@ def apply_scheduling(name: str, env: Mapping[str, str] | None = None) -> str:
             else:
                 if not 1 <= val <= 99:
                     raise ValueError(f"expected a priority in 1..99, got {val}")
-                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(val))
-                done.append(f"SCHED_FIFO {val}")
+                if var == "CONTACTFLOW_RT_PRIORITY":
+                    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(val))
+                    done.append(f"SCHED_FIFO {val}")
+                else:
+                    done.append(_promote_daemon(val))
         except (OSError, ValueError, AttributeError) as exc:
             log.warning("node %s: %s=%s not applied (%s); normal scheduling", name, var, raw, exc)
     if done:
         log.info("node %s: %s", name, ", ".join(done))
     return ", ".join(done)
+
+
+def _promote_daemon(priority: int) -> str:
+    """SCHED_FIFO ``priority`` for every thread of the parent process if it is the dora daemon."""
+    import os
+
+    ppid = os.getppid()
+    comm = Path(f"/proc/{ppid}/comm").read_text().strip()
+    if comm != "dora":
+        raise ValueError(f"the parent process {ppid} is {comm!r}, not the dora daemon")
+    tids = [int(t) for t in os.listdir(f"/proc/{ppid}/task")]
+    for tid in tids:
+        os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
+    return f"dora daemon {ppid} ({len(tids)} threads) SCHED_FIFO {priority}"
 
 
 def node_main(name: str, body: Callable[[], int | None]) -> None:

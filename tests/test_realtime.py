@@ -171,6 +171,8 @@ def test_scheduling_from_the_node_environment(caplog):
     assert apply_scheduling("x", {"CONTACTFLOW_RT_PRIORITY": "150"}) == ""
     assert "CONTACTFLOW_RT_PRIORITY='fast': expected an integer" in caplog.text
     assert "CONTACTFLOW_RT_PRIORITY=150 not applied (expected a priority in 1..99" in caplog.text
+    assert apply_scheduling("x", {"CONTACTFLOW_RT_DAEMON": "30"}) == ""  # pytest's parent is not the dora daemon
+    assert "not the dora daemon" in caplog.text
 
 
 # ---------------------------------------------------------------- real dora run
