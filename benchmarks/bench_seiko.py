@@ -1,7 +1,7 @@
 """SEIKO on Talos: the targets table of the real-time issue, new code against a baseline commit in
 the same run (``contactflow bench seiko`` runs this script).
 
-Usage: python benchmarks/bench_seiko.py [--baseline d633261] [--seconds 8] [--rounds 2]
+Usage: python benchmarks/bench_seiko.py [--baseline d633261] [--seconds 8]
        [--no-dora] [--no-realtime] [--no-qp] [--out docs/benchmarks_seiko.json] [--md FILE]
 
 The baseline ("today's code") is the ``contactflow`` package of ``--baseline``, extracted with
@@ -15,12 +15,13 @@ imported in this process, so both versions run on the same machine state, interl
    of each stage's ``tick`` (a node's work per tick: messages in, QP, messages out), the ratio
    baseline / new, and the largest difference between their outputs over the run (``q_d`` of the
    Retargeting, ``theta_cmd`` of the Controller: same QP solutions within the solvers' tolerance).
-2. In-process closed loop: the same loop with the new stages and with the baseline's stages
-   (everything else -- scenario player, simulator, command safety -- shared), alternated
-   ``--rounds`` times; simulated seconds per wall second, median over the rounds, and the ratio.
+2. In-process closed loop: the same loop (:class:`contactflow.seiko.loop.SeikoLoop`) with the new
+   stages and with the baseline's stages (everything else -- scenario player, simulator, command
+   safety -- shared), the two stepped alternately 100 ticks at a time; simulated seconds per wall
+   second (and per thread CPU second) of each, and the ratio.
 3. Lockstep dora graph: ``dora run dataflows/seiko_talos.yml`` (default scenario, recorder on),
-   its summary's ``realtime_factor`` against the new in-process loop on the same full scenario,
-   run just before it.
+   its summary's ``realtime_factor`` against the new in-process loop on the same full scenario
+   (the mean of one run just before and one just after the graph).
 4. Real-time graph: ``dora run dataflows/seiko_talos_realtime.yml`` (the driver paced by the wall
    clock), the summary's deadline misses, command ages, longest stall and recording gaps.
 5. The QP solvers per QP: ``benchmarks/bench_seiko_qp.py --run QP_SECONDS`` (every QP of a
@@ -124,77 +125,101 @@ def baseline_pipeline(base, robot, environment=None) -> SeikoPipeline:
 
 class PairedStage:
     """Stands in for a stage of the new pipeline: each ``tick`` runs the new stage and the
-    baseline's with the same arguments (alternating which goes first), times both and keeps the
-    largest difference of ``key`` between their outputs; returns the new stage's output."""
+    baseline's with the same arguments (alternating which goes first), times both (wall and
+    thread CPU time) and keeps the largest difference of each of ``keys`` between their outputs;
+    returns the new stage's output."""
 
-    def __init__(self, new, old, key: str):
-        self.new, self.old, self.key = new, old, key
+    def __init__(self, new, old, keys: tuple[str, ...]):
+        self.new, self.old, self.keys = new, old, keys
         self.t_new: list[float] = []
         self.t_old: list[float] = []
-        self.max_diff = 0.0
+        self.c_new: list[float] = []
+        self.c_old: list[float] = []
+        self.max_diff = dict.fromkeys(keys, 0.0)
         self._k = 0
 
     def __getattr__(self, name):
         return getattr(self.new, name)
 
-    def _pick(self, out):
-        d = out[0] if isinstance(out, tuple) else out
-        return np.asarray(d[self.key], dtype=float)
+    def _timed(self, stage, args, kw):
+        w, c = time.perf_counter(), time.thread_time()
+        out = stage.tick(*args, **kw)
+        return out, time.perf_counter() - w, time.thread_time() - c
 
     def tick(self, *args, **kw):
-        pc = time.perf_counter
         if self._k % 2 == 0:
-            a = pc(); rn = self.new.tick(*args, **kw); b = pc(); ro = self.old.tick(*args, **kw); c = pc()
-            tn, to = b - a, c - b
+            rn, tn, cn = self._timed(self.new, args, kw)
+            ro, to, co = self._timed(self.old, args, kw)
         else:
-            a = pc(); ro = self.old.tick(*args, **kw); b = pc(); rn = self.new.tick(*args, **kw); c = pc()
-            to, tn = b - a, c - b
+            ro, to, co = self._timed(self.old, args, kw)
+            rn, tn, cn = self._timed(self.new, args, kw)
         self._k += 1
         self.t_new.append(tn)
         self.t_old.append(to)
-        self.max_diff = max(self.max_diff, float(np.max(np.abs(self._pick(rn) - self._pick(ro)))))
+        self.c_new.append(cn)
+        self.c_old.append(co)
+        dn, do = (rn[0], ro[0]) if isinstance(rn, tuple) else (rn, ro)
+        for key in self.keys:
+            d = float(np.max(np.abs(np.asarray(dn[key], dtype=float) - np.asarray(do[key], dtype=float))))
+            self.max_diff[key] = max(self.max_diff[key], d)
         return rn
 
 
 def per_step(robot, base, seconds: float) -> dict:
     p = SeikoPipeline(robot, lag=LAG)
     old = baseline_pipeline(base, robot)
-    p.retargeting = rt = PairedStage(p.retargeting, old.retargeting, "q_d")
-    p.controller = ct = PairedStage(p.controller, old.controller, "theta_cmd")
+    p.retargeting = rt = PairedStage(p.retargeting, old.retargeting, ("q_d", "v_d", "theta_ahead"))
+    p.controller = ct = PairedStage(p.controller, old.controller, ("theta_cmd",))
     L = run_loop(robot, SCENARIO, duration_s=seconds, pipeline=p)
     res = {"sim_seconds": float(L.t[-1]), "fell": bool(L.fell)}
     for name, st, cpp in (("retargeting", rt, CPP_RETARGETING_MS), ("controller", ct, CPP_CONTROLLER_MS)):
         n, o = stats_ms(st.t_new), stats_ms(st.t_old)
+        cn, co = stats_ms(st.c_new), stats_ms(st.c_old)
         res[name] = {"new": n, "baseline": o, "speedup_median": o["median_ms"] / n["median_ms"],
                      "speedup_p99": o["p99_ms"] / n["p99_ms"], "new_over_cpp": n["median_ms"] / cpp,
                      "baseline_over_cpp": o["median_ms"] / cpp, "cpp_ms": cpp,
-                     "max_abs_output_diff": st.max_diff, "output": st.key}
+                     "cpu_new": cn, "cpu_baseline": co, "cpu_speedup_median": co["median_ms"] / cn["median_ms"],
+                     "max_abs_output_diff": st.max_diff}
     res["retargeting_failures"] = {"new": int(rt.new.failures), "baseline": int(rt.old.failures)}
     res["controller_failures"] = {"new": int(ct.new.failures), "baseline": int(ct.old.failures)}
     return res
 
 
-def loops(robot, base, seconds: float, rounds: int) -> dict:
-    runs = {"new": [], "baseline": []}
-    finals = {}
-    for _ in range(rounds):
-        for which in ("new", "baseline"):
-            pipe = SeikoPipeline(robot, lag=LAG) if which == "new" else baseline_pipeline(base, robot)
-            L = run_loop(robot, SCENARIO, duration_s=seconds, pipeline=pipe)
-            runs[which].append({"realtime_factor": L.realtime_factor, "fell": bool(L.fell),
-                                "stage_median_ms": (np.median(L.stage_s, axis=0) * 1e3).tolist()})
-            finals[which] = L.q[-1]
-    med = {w: float(np.median([r["realtime_factor"] for r in v])) for w, v in runs.items()}
-    return {"sim_seconds": seconds, "rounds": runs, "new_realtime_factor": med["new"],
-            "baseline_realtime_factor": med["baseline"], "speedup": med["new"] / med["baseline"],
-            "final_q_max_abs_diff": float(np.max(np.abs(finals["new"] - finals["baseline"])))}
+def loops(robot, base, seconds: float, chunk: int = 100) -> dict:
+    """The new and the baseline closed loops stepped alternately, ``chunk`` ticks at a time, so that
+    the machine's load drift hits both alike; each one's wall and thread CPU time is its own steps'."""
+    from contactflow.seiko.loop import SeikoLoop
+
+    runs = {"new": SeikoLoop(robot, SCENARIO, duration_s=seconds, lag=LAG),
+            "baseline": SeikoLoop(robot, SCENARIO, duration_s=seconds, pipeline=baseline_pipeline(base, robot))}
+    cpu = dict.fromkeys(runs, 0.0)
+    while not all(lp.done for lp in runs.values()):
+        for which, lp in runs.items():
+            c = time.thread_time()
+            for _ in range(chunk):
+                if lp.step():
+                    break
+            cpu[which] += time.thread_time() - c
+    res = {"sim_seconds": seconds, "chunk_ticks": chunk}
+    for which, lp in runs.items():
+        L = lp.log()
+        sim = len(L.t) * 0.002
+        res[which] = {"realtime_factor": L.realtime_factor, "cpu_realtime_factor": sim / cpu[which], "fell": bool(L.fell),
+                      "stage_median_ms": (np.median(L.stage_s, axis=0) * 1e3).tolist(), "wall_s": L.wall_s,
+                      "cpu_s": cpu[which]}
+    res["speedup"] = res["new"]["realtime_factor"] / res["baseline"]["realtime_factor"]
+    res["cpu_speedup"] = res["new"]["cpu_realtime_factor"] / res["baseline"]["cpu_realtime_factor"]
+    res["final_q_max_abs_diff"] = float(np.max(np.abs(runs["new"].log().q[-1] - runs["baseline"].log().q[-1])))
+    return res
 
 
 # -------------------------------------------------------------------------------------- dora runs
 
 def dora_run(dataflow: str, timeout_s: float = 900.0) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, CONTACTFLOW_RECORDINGS=tmp)
+        # the nodes run with the python of this interpreter's environment (dora starts `python`)
+        env = dict(os.environ, CONTACTFLOW_RECORDINGS=tmp,
+                   PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
         env.pop("CONTACTFLOW_SCENARIO", None)
         dora = shutil.which("dora") or str(Path(sys.executable).parent / "dora")
         t0 = time.perf_counter()
@@ -209,12 +234,15 @@ def dora_run(dataflow: str, timeout_s: float = 900.0) -> dict:
 
 
 def lockstep_graph(robot) -> dict:
-    L = run_loop(robot, SCENARIO, lag=LAG)
+    """The graph between two in-process loops on the same full scenario (their mean is the baseline)."""
+    before = run_loop(robot, SCENARIO, lag=LAG)
     d = dora_run("dataflows/seiko_talos.yml")
+    after = run_loop(robot, SCENARIO, lag=LAG)
+    loop_rt = 0.5 * (before.realtime_factor + after.realtime_factor)
     rt = float(d["summary"]["realtime_factor"])
-    return {"loop_realtime_factor": L.realtime_factor, "loop_fell": bool(L.fell), "graph_realtime_factor": rt,
-            "graph_over_loop": rt / L.realtime_factor, "dora_run_total_wall_s": d["dora_run_total_wall_s"],
-            "summary": d["summary"]}
+    return {"loop_realtime_factor": loop_rt, "loop_realtime_factors": [before.realtime_factor, after.realtime_factor],
+            "loop_fell": bool(before.fell), "graph_realtime_factor": rt, "graph_over_loop": rt / loop_rt,
+            "dora_run_total_wall_s": d["dora_run_total_wall_s"], "summary": d["summary"]}
 
 
 REALTIME_KEYS = ("realtime", "periods", "deadline_misses", "deadline_miss_ratio", "command_age_ms_p50",
@@ -257,44 +285,60 @@ def _yes(ok) -> str:
 def markdown(res: dict) -> str:
     rows = ["| target | new | baseline (same run) | ratio | aim | met |", "|---|---|---|---|---|---|"]
     ps = res.get("per_step")
-    if ps:
+    if ps and "error" not in ps:
         for name, label, key in (("retargeting", "Retargeting stage tick (QP 9)", "retargeting_speedup"),
                                  ("controller", "Controller stage tick (QP 11)", "controller_speedup")):
             s = ps[name]
             n, o = s["new"], s["baseline"]
-            rows.append(f"| {label}, median (p99) | {n['median_ms']:.3f} ({n['p99_ms']:.3f}) ms, "
-                        f"x{s['new_over_cpp']:.2f} the C++ {s['cpp_ms']:.2f} ms | {o['median_ms']:.3f} "
-                        f"({o['p99_ms']:.3f}) ms | x{s['speedup_median']:.2f} (p99 x{s['speedup_p99']:.2f}) | "
+            rows.append(f"| {label}: wall median (p99); thread CPU median | {n['median_ms']:.3f} ({n['p99_ms']:.2f}) ms; "
+                        f"{s['cpu_new']['median_ms']:.3f} ms (x{s['new_over_cpp']:.2f} the C++ {s['cpp_ms']:.2f} ms) | "
+                        f"{o['median_ms']:.3f} ({o['p99_ms']:.2f}) ms; {s['cpu_baseline']['median_ms']:.3f} ms | "
+                        f"x{s['speedup_median']:.2f} (p99 x{s['speedup_p99']:.2f}); CPU x{s['cpu_speedup_median']:.2f} | "
                         f">= x{TARGETS[key]} | {_yes(s['speedup_median'] >= TARGETS[key])} |")
-        rows.append(f"| same solutions: max abs(new - baseline) over {ps['sim_seconds']:.1f} s | Retargeting q_d "
-                    f"{ps['retargeting']['max_abs_output_diff']:.1e}, Controller theta_cmd "
-                    f"{ps['controller']['max_abs_output_diff']:.1e} | failures new {ps['retargeting_failures']['new']}"
-                    f"/{ps['controller_failures']['new']}, baseline {ps['retargeting_failures']['baseline']}"
-                    f"/{ps['controller_failures']['baseline']} | - | - | - |")
+        dr, dc = ps["retargeting"]["max_abs_output_diff"], ps["controller"]["max_abs_output_diff"]
+        rows.append(f"| same solutions: max abs(new - baseline) over {ps['sim_seconds']:.1f} s, fed the same messages | "
+                    f"Retargeting v_d {dr['v_d']:.1e}, q_d {dr['q_d']:.1e}; Controller theta_cmd {dc['theta_cmd']:.1e} | "
+                    f"QP failures new {ps['retargeting_failures']['new']} / {ps['controller_failures']['new']}, baseline "
+                    f"{ps['retargeting_failures']['baseline']} / {ps['controller_failures']['baseline']} | - | - | - |")
     lp = res.get("loop")
-    if lp:
-        rows.append(f"| in-process closed loop, sim s / wall s ({lp['sim_seconds']:.0f} s, median of "
-                    f"{len(lp['rounds']['new'])}) | {lp['new_realtime_factor']:.3f} | {lp['baseline_realtime_factor']:.3f} | "
-                    f"x{lp['speedup']:.2f} | >= x{TARGETS['loop_speedup']} | {_yes(lp['speedup'] >= TARGETS['loop_speedup'])} |")
+    if lp and "error" not in lp:
+        n, o = lp["new"], lp["baseline"]
+        rows.append(f"| in-process closed loop ({lp['sim_seconds']:.0f} s of the default scenario, the two loops "
+                    f"alternated every {lp['chunk_ticks']} ticks), sim s / wall s; / CPU s | {n['realtime_factor']:.3f}; "
+                    f"{n['cpu_realtime_factor']:.3f} | {o['realtime_factor']:.3f}; {o['cpu_realtime_factor']:.3f} | "
+                    f"x{lp['speedup']:.2f}; CPU x{lp['cpu_speedup']:.2f} | >= x{TARGETS['loop_speedup']} | "
+                    f"{_yes(lp['speedup'] >= TARGETS['loop_speedup'])} |")
     g = res.get("lockstep")
-    if g:
-        rows.append(f"| `dora run dataflows/seiko_talos.yml` (lockstep, recorder on), sim s / wall s | "
-                    f"{g['graph_realtime_factor']:.3f} (`dora run` {g['dora_run_total_wall_s']:.1f} s) | in-process loop, "
-                    f"same scenario: {g['loop_realtime_factor']:.3f} | x{g['graph_over_loop']:.2f} | >= x{TARGETS['graph_over_loop']} | "
+    if g and "error" not in g:
+        rows.append(f"| `dora run dataflows/seiko_talos.yml` (lockstep, recorder on, default scenario), sim s / wall s | "
+                    f"{g['graph_realtime_factor']:.3f} (`dora run` {g['dora_run_total_wall_s']:.1f} s in all) | in-process loop, "
+                    f"same scenario, before / after: {g['loop_realtime_factors'][0]:.3f} / {g['loop_realtime_factors'][1]:.3f} | "
+                    f"x{g['graph_over_loop']:.2f} | >= x{TARGETS['graph_over_loop']} | "
                     f"{_yes(g['graph_over_loop'] >= TARGETS['graph_over_loop'])} |")
     r = res.get("realtime")
     if r and "error" not in r:
         ratio = r.get("deadline_miss_ratio")
         ok = None if ratio is None else ratio < TARGETS["realtime_miss_ratio"]
-        rows.append(f"| real-time graph: missed 2 ms periods | {r.get('deadline_misses')} of {r.get('periods')} "
-                    f"({100 * (ratio or 0):.2f} %) | - | - | < 1 % | {_yes(ok)} |")
-        rows.append(f"| real-time graph: command age p50 / p99, longest stall, recording gaps | "
-                    f"{r.get('command_age_ms_p50')} / {r.get('command_age_ms_p99')} ms, {r.get('longest_stall_ms')} ms, "
-                    f"{r.get('recording_gaps')} | - | - | reported | - |")
+
+        def f(x, fmt="{:.2f}"):
+            return "-" if x is None else fmt.format(x)
+        rows.append(f"| real-time graph `seiko_talos_realtime.yml`: missed 2 ms periods | {r.get('deadline_misses')} of "
+                    f"{r.get('periods')} ({f(None if ratio is None else 100 * ratio)} %) | - | - | < 1 % | {_yes(ok)} |")
+        rows.append(f"| real-time graph: command age p50 / p99; longest stall; driver lateness max | "
+                    f"{f(r.get('command_age_ms_p50'))} / {f(r.get('command_age_ms_p99'))} ms; {f(r.get('longest_stall_ms'))} ms; "
+                    f"{f(r.get('driver_late_ms_max'))} ms | - | - | reported | - |")
+        rows.append(f"| real-time graph: recording gaps (seq) / lost batches | {r.get('recording_gaps')} / "
+                    f"{(r.get('summary') or {}).get('recording_lost_batches')} | - | - | counted | - |")
+        for k, (new, old) in (r.get("tracking_vs_lockstep") or {}).items():
+            rows.append(f"| real-time graph: `{k}` | {f(new, '{:.4g}')} | lockstep graph, same run: {f(old, '{:.4g}')} | "
+                        f"- | within stated tolerance | - |")
     elif r:
         rows.append(f"| real-time graph | failed: {r['error'][:200]!r} | - | - | - | - |")
+    failed = [k for k in ("per_step", "loop", "lockstep", "qp") if isinstance(res.get(k), dict) and "error" in res[k]]
     lines = [f"Machine: {res['machine']}; {res['date_utc']} UTC; commit {res['commit']} vs baseline {res['baseline']}; "
              f"load average before {res['load_before']}, after {res.get('load_after')}.", "", *rows]
+    for k in failed:
+        lines.append(f"\n{k} FAILED: `{res[k]['error'][-300:]}`")
     q = res.get("qp")
     if q and "error" not in q:
         lines += ["", f"QP solvers per QP (`benchmarks/bench_seiko_qp.py`, {q.get('source')}; thread CPU time, "
@@ -310,8 +354,6 @@ def markdown(res: dict) -> str:
             lines.append(f"| {stage} ({r['n_qps']}; {sz.get('n_var')}, {sz.get('n_rows')} / {sz.get('n_stacked_rows')}) | "
                          + " | ".join(f"{tm[k]['median_us']:.0f} / {tm[k]['p99_us']:.0f} us" for k in ("quadprog", "daqp", "daqp_raw"))
                          + f" | x{tm['speedup_median']:.2f} | {r['max_abs_dx']:.1e} | {len(r['failures'])} |")
-    elif q:
-        lines += ["", f"QP solvers: failed: {q['error'][-300:]!r}"]
     return "\n".join(lines) + "\n"
 
 
@@ -319,7 +361,6 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--baseline", default="d633261", help="commit of today's code (default d633261)")
     ap.add_argument("--seconds", type=float, default=8.0, help="simulated seconds of the per-step and loop runs")
-    ap.add_argument("--rounds", type=int, default=2, help="alternated loop runs of each version")
     ap.add_argument("--no-dora", action="store_true", help="skip both dora graphs")
     ap.add_argument("--no-realtime", action="store_true", help="skip the real-time graph")
     ap.add_argument("--no-qp", action="store_true", help="skip benchmarks/bench_seiko_qp.py")
@@ -344,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         base = load_baseline(args.baseline, Path(tmp))
         step("per_step", lambda: per_step(robot, base, args.seconds))
-        step("loop", lambda: loops(robot, base, args.seconds, args.rounds))
+        step("loop", lambda: loops(robot, base, args.seconds))
     if not args.no_dora:
         step("lockstep", lambda: lockstep_graph(robot))
         if not args.no_realtime:
@@ -355,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     for k in ("per_step", "loop", "lockstep", "realtime"):
         if isinstance(res.get(k), dict) and "error" in res[k]:
             print(f"[bench seiko] {k} FAILED: {res[k]['error']}", file=sys.stderr)
-    md = markdown({k: v for k, v in res.items() if not (isinstance(v, dict) and "error" in v and k != "realtime")})
+    md = markdown(res)
     print(md)
     if args.out:
         Path(args.out).write_text(json.dumps(res, indent=2, default=float))

@@ -189,32 +189,46 @@ class AdmittanceStage:
         return out
 
 
+_SWITCHING = {"enabling": 1.0, "disabling": -1.0}
+
+
 def pack_desired(robot, out, n_refused: int = 0) -> dict:
-    """``desired`` message values of a :class:`contactflow.seiko.retargeting.RetargetingOutput`."""
-    effs = list(robot.contacts)
+    """``desired`` message values of a :class:`contactflow.seiko.retargeting.RetargetingOutput`
+    (fresh arrays: views of two arrays allocated per call)."""
+    effs = robot.contacts  # robot-file order
+    n = len(effs)
+    flags = np.zeros((3, n))  # enabled, switching, push
+    wr = np.zeros((3, n, 6))  # lam_d, lam_d_dot, lam_target
     vals = {
         "q_d": out.q,
         "v_d": out.v,
         "theta_ahead": out.theta_ahead,
         "tau_d": out.tau,
-        "enabled": np.array([1.0 if out.enabled[e] else 0.0 for e in effs]),
+        "enabled": flags[0],
         "ok": 1.0 if out.ok else 0.0,
-        "switching": np.array([{"enabling": 1.0, "disabling": -1.0}.get(out.switching.get(e, ""), 0.0) for e in effs]),
-        "push": np.array([1.0 if out.push.get(e, False) else 0.0 for e in effs]),
+        "switching": flags[1],
+        "push": flags[2],
         "n_refused": float(n_refused),
     }
-    for e in effs:
-        lam = np.zeros(6)
-        lam[: len(out.lam[e])] = out.lam[e]
-        dlam = np.zeros(6)
-        dlam[: len(out.lam_dot[e])] = out.lam_dot[e]
-        vals[f"lam_d.{e}"] = lam
-        vals[f"lam_d_dot.{e}"] = dlam
-        lt = np.zeros(6)
-        src = out.lam_target.get(e)
+    switching, push, lam_target = out.switching, out.push, out.lam_target
+    for i, e in enumerate(effs):
+        if out.enabled[e]:
+            flags[0, i] = 1.0
+        sw = switching.get(e)
+        if sw:
+            flags[1, i] = _SWITCHING.get(sw, 0.0)
+        if push.get(e, False):
+            flags[2, i] = 1.0
+        lam = out.lam[e]
+        wr[0, i, : len(lam)] = lam
+        dlam = out.lam_dot[e]
+        wr[1, i, : len(dlam)] = dlam
+        src = lam_target.get(e)
         if src is not None:
-            lt[: len(src)] = src
-        vals[f"lam_target.{e}"] = lt
+            wr[2, i, : len(src)] = src
+        vals[f"lam_d.{e}"] = wr[0, i]
+        vals[f"lam_d_dot.{e}"] = wr[1, i]
+        vals[f"lam_target.{e}"] = wr[2, i]
         vals[f"pose_d.{e}"] = pin.SE3ToXYZQUAT(out.poses[e])
     return vals
 
@@ -311,6 +325,7 @@ class ControllerStage:
         self.tau_read = np.zeros(robot.n)
         self.theta_safe = np.array(out.theta_cmd)
         self.failures = 0
+        self._state_keys = [(e, f"lam_flex.{e}", f"lam_tilde.{e}") for e in effs]
 
     def reset_from_measured(self, theta_measured: np.ndarray) -> None:
         """Blend the first commands from measured joint positions (a robot not at the default posture)."""
@@ -354,7 +369,7 @@ class ControllerStage:
             enabled=des["enabled"], lam_read=self.lam_read, tau_read=self.tau_read, theta_ahead=des["theta_ahead"],
             integrating=integrating, lam_tilde=None if filtered is None else self._external_lam_tilde(filtered),
         )
-        if out.ok and np.all(np.isfinite(out.theta_cmd)):
+        if out.ok and np.isfinite(out.theta_cmd).all():
             self.theta_safe = np.array(out.theta_cmd)
         else:
             self.failures += 1
@@ -364,12 +379,17 @@ class ControllerStage:
             "q_flex": out.q_flex, "offset": out.offset, "tau_flex": out.tau_flex, "tau_limit": out.tau_limit,
             "solve_time": time.perf_counter() - t0,
         }
-        for e in effs:
-            for name, src in (("lam_flex", out.lam_flex), ("lam_tilde", out.lam_tilde)):
-                v = np.zeros(6)
-                val = np.asarray(src.get(e, np.zeros(dims[e])))
-                v[: val.size] = val
-                state[f"{name}.{e}"] = v
+        buf = np.zeros((2, len(effs), 6))  # lam_flex, lam_tilde (fresh arrays: views of one per tick)
+        lam_flex, lam_tilde = out.lam_flex, out.lam_tilde
+        for i, (e, k_flex, k_tilde) in enumerate(self._state_keys):
+            val = lam_flex.get(e)
+            if val is not None:
+                buf[0, i, : len(val)] = val
+            val = lam_tilde.get(e)
+            if val is not None:
+                buf[1, i, : len(val)] = val
+            state[k_flex] = buf[0, i]
+            state[k_tilde] = buf[1, i]
         return {"theta_cmd": self.theta_safe, "ok": 1.0 if out.ok else 0.0}, state
 
     # -------------------------------------------------------------- the wrench_filter node (13)
