@@ -138,3 +138,61 @@ def test_contracts_and_ports(robot):
     assert NODE_PORTS["wrench_filter"]["inputs"] == {"sensors": "sensors", "flex_rate": "flex_wrench_rate"}
     assert NODE_PORTS["seiko_controller"]["optional"]["wrench"] == "filtered_wrench"
     assert "flex_rate" in NODE_PORTS["seiko_controller"]["optional_outputs"]
+
+
+@pytest.mark.dora
+@pytest.mark.slow
+def test_node_in_the_lockstep_graph_computes_the_internal_filter(robot, tmp_path):
+    """``dataflows/seiko_talos.yml`` with the wrench_filter node wired (``--wrench-lag 0``) on the
+    2 s scenario: the robot's measured states are those of the in-process loop with the
+    Controller's internal filter, bit for bit; the filter's output is recorded."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    from contactflow.recording import read_recording
+    from contactflow.seiko.loop import run_loop
+
+    root = Path(__file__).resolve().parent.parent
+    dora = shutil.which("dora") or str(Path(sys.executable).parent / "dora")
+    smoke = root / "robots/talos/scenarios/smoke_2s.yaml"
+    flow = yaml.safe_load((root / "dataflows/seiko_talos.yml").read_text())
+    bp = {"queue_size": 100, "queue_policy": "backpressure"}
+    for n in flow["nodes"]:
+        n["path"] = str((root / "dataflows" / n["path"]).resolve())
+        if n["id"] == "seiko_controller":
+            n["args"] += " --wrench-lag 0"
+            n["inputs"]["wrench"] = {"source": "wrench_filter/wrench", **bp}
+            n["outputs"] = ["command", "flex_rate", "log"]
+        if n["id"] == "recorder":
+            n["inputs"]["wrench_filter"] = {"source": "wrench_filter/log", "queue_size": 1000, "queue_policy": "backpressure"}
+        if n.get("args"):
+            n["args"] = n["args"].replace("../robots/", f"{root}/robots/")
+    flow["nodes"].append({"id": "wrench_filter", "path": str(root / "nodes/wrench_filter.py"), "args": "--robot talos",
+                          "inputs": {"sensors": {"source": "mujoco_driver/sensors", **bp},
+                                     "flex_rate": {"source": "seiko_controller/flex_rate", **bp}},
+                          "outputs": ["wrench", "log"]})
+    df = tmp_path / "seiko_talos_wrench_filter.yml"
+    df.write_text(yaml.safe_dump(flow, sort_keys=False))
+    env = dict(os.environ, CONTACTFLOW_RECORDINGS=str(tmp_path / "rec"), CONTACTFLOW_SCENARIO=str(smoke),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    proc = subprocess.run([dora, "run", str(df)], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    run = next(p for p in sorted((tmp_path / "rec").iterdir()) if p.is_dir() and not p.is_symlink())
+    rec = read_recording(run)
+    L = run_loop(robot, smoke, lag=2)  # the internal filter
+    assert not L.fell and L.controller_failures == 0
+    s = rec.stream("mujoco_driver.sensors")
+    rows = {int(q): i for i, q in enumerate(s.seq)}
+    idx = [rows[i + 1] for i in range(len(L.t)) if i + 1 in rows]
+    n = len(idx)
+    assert n >= 990
+    np.testing.assert_array_equal(s.field("q")[idx], L.q[:n])
+    w = rec.stream("wrench_filter.wrench")
+    assert len(w) >= 990
+    fz = w.field("lam_tilde.left_foot")[:, 2]
+    assert np.all(np.isfinite(fz)) and np.all(fz > 100.0)  # the left sole carries about half the weight
