@@ -30,7 +30,6 @@ import math
 
 import daqp
 import numpy as np
-import quadprog
 
 __all__ = ["QP_SOLVERS", "QPSolution", "solve_qp", "solve_qp_box", "solve_qp_stacked"]
 
@@ -46,24 +45,27 @@ _DAQP_STATUS = {
     -5: ("not_pd", "daqp: non-convex problem (Hessian not positive definite)"),
     -6: ("error", "daqp: overdetermined initial active set"),
 }
-_DAQP_OPTIMAL = (1, 2)
-_DAQP_EQUALITY = np.intc(5)  # daqp's constraint "sense" of an equality  # EXIT_OPTIMAL, EXIT_SOFT_OPTIMAL (no soft constraints are posed here)
+_DAQP_OPTIMAL = (1, 2)  # EXIT_OPTIMAL, EXIT_SOFT_OPTIMAL (no soft constraints are posed here)
+_DAQP_EQUALITY = np.intc(5)  # daqp's constraint "sense" of an equality
 _INF = math.inf
 
 
 @dataclasses.dataclass(frozen=True)
 class QPSolution:
-    """Result of :func:`solve_qp`.
+    """Result of :func:`solve_qp_box`, :func:`solve_qp` and :func:`solve_qp_stacked`.
 
     Attributes:
-        found: True when quadprog returned a solution whose residuals are within tolerance.
+        found: True when the solver returned a finite solution whose residuals are within
+            tolerance (and the QP data were finite).
         status: ``"optimal"``, ``"infeasible"``, ``"not_pd"``, ``"non_finite"``,
             ``"residual"`` (a solution came back but violates constraints beyond ``tol``) or
             ``"error"`` (another solver failure: cycling, iteration limit; see ``message``).
         x: (n,) solution; zeros when not found.
         cost: objective value at ``x`` (without the regularisation).
-        eq_residual: max |A_eq x - b_eq| (0 without equalities).
-        ineq_violation: max(0, max(b_in - A_in x)) (0 without inequalities).
+        eq_residual: max |A_eq x - b_eq| (box form: over the rows and variables with
+            ``lo == hi``; 0 without equalities).
+        ineq_violation: max(0, max(b_in - A_in x)) (box form: the largest excess over a bound
+            of ``lo <= A x <= hi``, ``lb <= x <= ub``; 0 without inequalities).
         n_active: number of active constraints reported by the solver (rows and bounds).
         message: solver message for failures.
     """
@@ -76,6 +78,25 @@ class QPSolution:
     ineq_violation: float = 0.0
     n_active: int = 0
     message: str = ""
+
+
+def _quadprog(H, g, C, b, n_eq):
+    """quadprog on ``C[:n_eq] x = b[:n_eq]``, ``C[n_eq:] x >= b[n_eq:]``: ``(x, cost, n_active,
+    None, "")`` or, when it raises, ``(None, nan, 0, status, message)``. quadprog (GPL) is imported
+    here, only when it is the selected solver."""
+    import quadprog
+
+    try:
+        if len(b):
+            x, fval, _, _, _, active = quadprog.solve_qp(H, -g, C.T, b, n_eq)
+        else:
+            x, fval, _, _, _, active = quadprog.solve_qp(H, -g)
+    except ValueError as exc:
+        msg = str(exc)
+        status = ("infeasible" if "constraints are inconsistent" in msg
+                  else "not_pd" if "positive definite" in msg else "error")
+        return None, math.nan, 0, status, msg
+    return x, fval, int(np.count_nonzero(np.asarray(active) > 0)), None, ""
 
 
 def solve_qp_stacked(
@@ -104,14 +125,8 @@ def solve_qp_stacked(
     diag = np.einsum("ii->i", H)  # a writable view of the diagonal
     added = reg * max(1.0, float(np.max(np.abs(diag)))) if n else 0.0
     diag += added
-    try:
-        if len(b):
-            x, _, _, _, _, active = quadprog.solve_qp(H, -g, C.T, b, n_eq)
-        else:
-            x, _, _, _, _, active = quadprog.solve_qp(H, -g)
-    except ValueError as exc:
-        msg = str(exc)
-        status = "infeasible" if "constraints are inconsistent" in msg else "not_pd" if "positive definite" in msg else "error"
+    x, _, n_active, status, msg = _quadprog(H, g, C, b, n_eq)
+    if status is not None:
         return QPSolution(False, status, zeros, message=msg)
     x = np.asarray(x)
     if not np.all(np.isfinite(x)):
@@ -131,7 +146,7 @@ def solve_qp_stacked(
         cost=float(0.5 * x @ H @ x + g @ x - 0.5 * added * (x @ x)),  # cost without the regularisation
         eq_residual=eq_res,
         ineq_violation=viol,
-        n_active=int(np.count_nonzero(np.asarray(active) > 0)),
+        n_active=n_active,
         message="" if ok else f"residuals eq {eq_res:.3g}, ineq {viol:.3g} above tolerance",
     )
 
@@ -190,44 +205,46 @@ def _box_to_stacked(A, bl, bu, eq):
 
 
 def _box_data_finite(H, g, A, lo, hi, lb, ub) -> bool:
-    """False when the box-form data hold NaN, an infinite H/g/A entry, lo = +inf or hi = -inf."""
+    """False when the box-form data hold NaN, an infinite H/g/A entry, lo = +inf or hi = -inf
+    (one sum per array: a few microseconds)."""
     return (math.isfinite(float(H.sum())) and math.isfinite(float(g.sum()))
             and math.isfinite(float(A.sum())) and float(lo.sum()) < _INF and float(hi.sum()) > -_INF
             and (lb is None or float(lb.sum()) < _INF) and (ub is None or float(ub.sum()) > -_INF))
-
-
-def _box_failure(H, g, A, lo, hi, lb, ub, status: str, message: str) -> QPSolution:
-    """A failed solve; non-finite data take precedence over the solver's own status. The data
-    are checked here, on the failure path only: a NaN or inf in the data either makes the
-    solver fail or x non-finite, or it fails the residual check (NaN compares false)."""
-    if not _box_data_finite(H, g, A, lo, hi, lb, ub):
-        status, message = "non_finite", "non-finite entry in the QP data"
-    return QPSolution(False, status, np.zeros(g.shape[0]), message=message)
 
 
 def _box_residuals(A, x, bl, bu, eq, has_eq, tol):
     """(eq_residual, ineq_violation, ok) of x for the box form, with ``bl <= [x; A x] <= bu``
     (or ``bl <= A x <= bu`` without variable bounds) and ``eq`` the equality mask.
 
-    Lean (about ten numpy calls): the tolerance is ``tol * (1 + max|[x; A x]|)``, relative to
-    the size of the constrained quantities at the solution (for an active bound the same as
-    relative to the bound; an inactive huge bound does not loosen it)."""
+    Per-row tolerance (a few vectorised numpy calls): ``ok`` when every row ``i`` satisfies
+    ``bl_i - tol (1 + |bl_i|) <= r_i <= bu_i + tol (1 + |bu_i|)``, each side relative to its own
+    bound, so a row in small units (an equality at 1e-3 m/s) is not loosened by a row in large
+    ones (a bound at 2000 N); infinite bounds never bind. A non-finite x fails."""
     r = A @ x
     if len(bl) != len(r):
         r = np.concatenate((x, r))
     if not len(r):  # no row, no bound: only x itself to check
         return 0.0, 0.0, math.isfinite(float(x.sum()))
-    d = np.maximum(bl - r, r - bu)  # |r - b| on equality rows; > 0 = violation elsewhere
+    e_lo = bl - r  # > 0: below the lower bound
+    e_hi = r - bu  # > 0: above the upper bound
+    if tol:  # (tol == 0 would make 0 * inf = NaN on the infinite bounds)
+        s_lo = np.abs(bl)
+        s_lo += 1.0
+        s_lo *= tol
+        s_hi = np.abs(bu)
+        s_hi += 1.0
+        s_hi *= tol
+    else:
+        s_lo = s_hi = 0.0
+    # ">" is False on NaN: an infinite bound (tol * inf = inf or -inf, e = -inf) never fails here;
+    # a NaN x is caught by its sum
+    ok = not ((e_lo > s_lo).any() or (e_hi > s_hi).any()) and math.isfinite(float(x.sum()))
+    d = np.maximum(e_lo, e_hi, out=e_lo)  # |r - b| on equality rows; > 0 = violation elsewhere
     eq_res = 0.0
     if has_eq:
         eq_res = float(d[eq].max())
         d[eq] = -_INF
-    viol = float(d.max())
-    if viol != viol:  # NaN (NaN data): fails
-        return eq_res, viol, False
-    viol = max(0.0, viol)
-    worst = max(eq_res, viol)  # a NaN eq_res stays NaN here and fails both comparisons below
-    ok = worst <= tol or worst <= tol * (1.0 + float(np.abs(r).max()))
+    viol = max(0.0, float(d.max()))
     return eq_res, viol, ok
 
 
@@ -260,8 +277,8 @@ def solve_qp_box(
             reference). One of :data:`QP_SOLVERS`.
         reg: relative Tikhonov regularisation ``reg * max(1, max|diag H|)`` added to the
             diagonal of a copy of H (0 = none: H must then be positive definite).
-        tol: residual tolerance for ``found``: every equality within ``tol * s`` and every
-            bound violated by at most ``tol * s``, with ``s = 1 + max|[x; A x]|`` at the solution.
+        tol: residual tolerance for ``found``, per row and side: every equality and every bound
+            ``b_i`` (of ``lo``, ``hi``, ``lb``, ``ub``) met within ``tol * (1 + |b_i|)``.
 
     Returns:
         QPSolution (``x`` zeros when no solution came back; ``cost`` without the
@@ -275,6 +292,8 @@ def solve_qp_box(
     if solver not in QP_SOLVERS:
         raise ValueError(f"solve_qp_box: solver {solver!r} is not one of {QP_SOLVERS}")
     n = g.shape[0]
+    if not _box_data_finite(H, g, A, lo, hi, lb, ub):  # checked first: a NaN may still "solve"
+        return QPSolution(False, "non_finite", np.zeros(n), message="non-finite entry in the QP data")
     added = reg * max(1.0, float(np.abs(H.diagonal()).max())) if (reg and n) else 0.0
     if added:
         H = np.array(H, order="C")  # a contiguous copy: ravel() below is a view
@@ -291,27 +310,16 @@ def solve_qp_box(
         x, fval, flag, info = daqp.solve(H, g, A, bu, bl, sense)
         if flag not in _DAQP_OPTIMAL:
             status, msg = _DAQP_STATUS.get(flag, ("error", f"daqp: exit flag {flag}"))
-            return _box_failure(H, g, A, lo, hi, lb, ub, status, msg)
+            return QPSolution(False, status, np.zeros(n), message=msg)
         n_active = int(np.count_nonzero(info["lam"]))
     else:
         C, b, n_eq = _box_to_stacked(A, bl, bu, eq)
-        try:
-            if len(b):
-                x, fval, _, _, _, active = quadprog.solve_qp(H, -g, C.T, b, n_eq)
-            else:
-                x, fval, _, _, _, active = quadprog.solve_qp(H, -g)
-        except ValueError as exc:
-            msg = str(exc)
-            status = ("infeasible" if "constraints are inconsistent" in msg
-                      else "not_pd" if "positive definite" in msg else "error")
-            return _box_failure(H, g, A, lo, hi, lb, ub, status, msg)
-        n_active = int(np.count_nonzero(np.asarray(active) > 0))
+        x, fval, n_active, status, msg = _quadprog(H, g, C, b, n_eq)
+        if status is not None:
+            return QPSolution(False, status, np.zeros(n), message=msg)
     eq_res, viol, ok = _box_residuals(A, x, bl, bu, eq, has_eq, tol)
-    if not ok:  # a NaN in x or in the data makes the residual NaN, which fails: find out which
-        if not math.isfinite(float(x.sum())):
-            return _box_failure(H, g, A, lo, hi, lb, ub, "non_finite", "solver returned non-finite x")
-        if not _box_data_finite(H, g, A, lo, hi, lb, ub):
-            return QPSolution(False, "non_finite", np.zeros(n), message="non-finite entry in the QP data")
+    if not ok and not math.isfinite(float(x.sum())):
+        return QPSolution(False, "non_finite", np.zeros(n), message="solver returned non-finite x")
     return QPSolution(
         found=ok,
         status="optimal" if ok else "residual",

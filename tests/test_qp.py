@@ -106,16 +106,69 @@ def test_failures_come_back_as_statuses(solver):
     # a negative definite Hessian without regularisation
     sol = solve_qp_box(-H, g, A[:1], np.array([-1.0]), np.array([1.0]), solver=solver, reg=0.0)
     assert not sol.found and sol.status == "not_pd"
-    # non-finite data: NaN in g, in A, in a bound; lo = +inf
-    for bad in ("g", "A", "hi", "lo"):
-        data = {"g": g.copy(), "A": A[:1].copy(), "lo": np.array([-1.0]), "hi": np.array([1.0])}
-        data[bad].flat[0] = INF if bad == "lo" else np.nan
-        sol = solve_qp_box(H, data["g"], data["A"], data["lo"], data["hi"], solver=solver)
+    # non-finite data: NaN in H (off the diagonal, symmetric: daqp alone reports it optimal),
+    # in g, in A, in a bound; lo = +inf; NaN in a variable bound
+    for bad in ("H", "g", "A", "hi", "lo", "ub"):
+        data = {"H": H.copy(), "g": g.copy(), "A": A[:1].copy(), "lo": np.array([-1.0]), "hi": np.array([1.0]),
+                "ub": np.ones(2)}
+        if bad == "H":
+            data["H"][0, 1] = data["H"][1, 0] = np.nan
+        else:
+            data[bad].flat[0] = INF if bad == "lo" else np.nan
+        sol = solve_qp_box(data["H"], data["g"], data["A"], data["lo"], data["hi"], -data["ub"] if bad != "ub" else None,
+                           data["ub"], solver=solver)
         assert not sol.found and sol.status == "non_finite", (bad, sol)
         assert not sol.x.any()
     # a residual check that cannot be met (negative tolerance) reports "residual" with the x
     sol = solve_qp_box(H, np.array([-5.0, 0.0]), A[:1], np.array([-1.0]), np.array([1.0]), solver=solver, tol=-1.0)
     assert not sol.found and sol.status == "residual" and sol.x[0] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("solver", QP_SOLVERS)
+def test_residual_tolerance_is_per_row(solver, monkeypatch):
+    """Rows in mixed units: an equality at 1e-3 missed by 1e-4 fails even when another row
+    sits at 2000 (a tolerance relative to the largest row would pass it); each row's own
+    tol * (1 + |bound|) is what counts."""
+    import contactflow.qp as qp_module
+
+    H, g = np.eye(2), np.array([0.0, -3000.0])
+    A = np.eye(2)
+    lo, hi = np.array([1e-3, -INF]), np.array([1e-3, 2000.0])  # x1 = 1e-3 (m/s), x2 <= 2000 (N)
+    sol = solve_qp_box(H, g, A, lo, hi, solver=solver, reg=0.0, tol=1e-6)
+    _ok(sol, [1e-3, 2000.0])
+    # the same rows checked against an x off by 1e-4 on the small equality
+    x_bad = np.array([1.1e-3, 2000.0])
+    eq = lo == hi
+    eq_res, viol, ok = qp_module._box_residuals(A, x_bad, lo, hi, eq, True, 1e-6)
+    assert not ok and eq_res == pytest.approx(1e-4)
+    assert 1e-4 < 1e-6 * (1.0 + 2000.0)  # what the old check tol * (1 + max|A x|) let through
+    # within each row's own tolerance: 2000 + 1e-3 on the large row passes, 1e-3 + 1e-8 too
+    ok_x = np.array([1e-3 + 1e-8, 2000.0 + 1e-3])
+    assert qp_module._box_residuals(A, ok_x, lo, hi, eq, True, 1e-6)[2]
+    # and 2000 + 3e-3 (beyond 1e-6 * 2001) fails
+    assert not qp_module._box_residuals(A, np.array([1e-3, 2000.003]), lo, hi, eq, True, 1e-6)[2]
+    # with variable bounds the same per-side rule applies to lb / ub
+    lb, ub = np.array([-INF, -INF]), np.array([INF, 5e-3])
+    bl, bu = np.concatenate((lb, lo)), np.concatenate((ub, hi))
+    assert not qp_module._box_residuals(A, np.array([1e-3, 5.1e-3]), bl, bu, bl == bu, True, 1e-6)[2]
+    assert qp_module._box_residuals(A, np.array([1e-3, 5e-3]), bl, bu, bl == bu, True, 1e-6)[2]
+    # tol = 0 with infinite bounds: exact feasibility passes (no 0 * inf = NaN)
+    assert qp_module._box_residuals(A, np.array([1e-3, 1.0]), lo, hi, eq, True, 0.0)[2]
+
+
+def test_quadprog_is_imported_only_when_selected():
+    """quadprog (GPL) is not imported by the default path: the QP layer and the Retargeting
+    import without it; selecting it imports it."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import contactflow.qp as q, contactflow.seiko.retargeting, numpy as np; "
+            "assert 'quadprog' not in sys.modules, 'imported'; "
+            "q.solve_qp_box(np.eye(1), np.ones(1), np.zeros((0, 1)), np.zeros(0), np.zeros(0)); "
+            "assert 'quadprog' not in sys.modules, 'daqp solve'; "
+            "q.solve_qp_box(np.eye(1), np.ones(1), np.zeros((0, 1)), np.zeros(0), np.zeros(0), solver='quadprog'); "
+            "assert 'quadprog' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
 def test_regularisation_and_inputs_untouched():
@@ -144,8 +197,9 @@ def test_nan_without_any_constraint():
 FIXTURE_DIR = Path(__file__).parent / "fixtures"
 FIXTURES = ("seiko_qps_retargeting.npz", "seiko_qps_controller.npz")
 X_TOL = 1e-6
-"""Largest |x_daqp - x_quadprog| accepted on a SEIKO QP (x: rates [m/s, rad/s, N/s, N m/s] and
-torques [N m]; measured on the fixtures: 3e-8 Retargeting, 3e-11 Controller)."""
+"""Largest |x_daqp - x_quadprog| accepted on a SEIKO QP (x of both stages: rates, base and joint
+velocities [m/s, rad/s] and wrench rates [N/s, N m/s]; measured on the fixtures: 3e-8
+Retargeting, 3e-11 Controller)."""
 
 
 def _load_qps(name):
@@ -196,10 +250,11 @@ def test_retargeting_qp_solver_key_and_both_solvers_agree(monkeypatch):
     assert RetargetingConfig().qp_solver == "daqp"
     with pytest.raises(ConfigError, match="qp_solver"):
         load_config(RetargetingConfig, {"qp_solver": "osqp"}, "test")
-    import contactflow.qp as qp_module
+    import daqp
+    import quadprog
 
     calls = {s: 0 for s in QP_SOLVERS}
-    for s, mod, fn in (("daqp", qp_module.daqp, "solve"), ("quadprog", qp_module.quadprog, "solve_qp")):
+    for s, mod, fn in (("daqp", daqp, "solve"), ("quadprog", quadprog, "solve_qp")):
         def counting(*a, _s=s, _f=getattr(mod, fn), **kw):
             calls[_s] += 1
             return _f(*a, **kw)
