@@ -68,6 +68,29 @@ def test_config_defaults_and_loader(robot):
         load_config(ControllerConfig, {"kd_sign": 0.5})
 
 
+def test_qp_solver_key_and_both_solvers_give_the_same_commands(robot):
+    """qp_solver: daqp (default) and quadprog (the reference) solve the same QP (11) and runInit;
+    anything else is refused naming the key."""
+    assert ControllerConfig().qp_solver == "daqp"
+    with pytest.raises(ConfigError, match="qp_solver"):
+        load_config(ControllerConfig, {"qp_solver": "osqp"}, source="test.yaml:seiko_controller")
+    cmds = {}
+    for solver in ("daqp", "quadprog"):
+        ctl = SeikoController(ControllerConfig(qp_solver=solver), robot)
+        out = ctl.reset(robot.q_default, _lam0(robot), FEET)
+        lam_d = {k: out.lam_flex[k].copy() for k in FEET}
+        read = {k: v.copy() for k, v in lam_d.items()}
+        read["left_foot"][2] += 20.0
+        read["right_foot"][2] -= 20.0
+        rows = []
+        for _ in range(20):
+            out = _step(ctl, robot, robot.q_default, lam_d, read, tau_read=out.tau_flex)
+            assert out.ok and out.diagnostics["status"] == "optimal", out.diagnostics
+            rows.append(out.theta_cmd)
+        cmds[solver] = np.array(rows)
+    assert np.max(np.abs(cmds["daqp"] - cmds["quadprog"])) < 1e-9
+
+
 def test_far_reach_config_file_loads():
     """robots/talos/seiko_far_reach.yaml (dataflows/seiko_talos_far_reach.yml) is a valid section."""
     from pathlib import Path
