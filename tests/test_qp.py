@@ -263,7 +263,7 @@ def test_retargeting_qp_solver_key_and_both_solvers_agree(monkeypatch):
     runs = {}
     for solver in (*QP_SOLVERS, "daqp"):  # daqp twice: deterministic run to run
         r = SeikoRetargeting(RetargetingConfig(qp_solver=solver, settle_at_reset=False, init_ramp_s=0.1), robot)
-        out = r.reset()  # (its static inverse dynamics is a quadprog QP of contactflow.seiko.static_id)
+        out = r.reset()  # (its static inverse dynamics, contactflow.seiko.static_id, on the same solver)
         before = dict(calls)
         target = out.poses["left_hand"].copy()
         qs, taus = [], []

@@ -511,6 +511,7 @@ class SeikoRetargeting:
             constraints=[self._constraints[k] for k, _ in on],
             lam_targets=[self._lam_target[k] for k, _ in on],
             hessian_regularisation=self.config.hessian_regularisation,
+            solver=self.config.qp_solver,
         )
         for (k, _), lam in zip(on, sid.lams):
             self._lam[k] = lam

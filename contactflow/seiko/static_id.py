@@ -20,7 +20,7 @@ import numpy as np
 import pinocchio as pin
 
 from contactflow.errors import ModelError
-from contactflow.qp import QPSolution, solve_qp
+from contactflow.qp import QPSolution, solve_qp_box
 from contactflow.robot import ContactSpec
 from contactflow.seiko.equilibrium import equilibrium_terms
 
@@ -58,6 +58,7 @@ def static_inverse_dynamics(
     constraints: Sequence[tuple[np.ndarray, np.ndarray]],
     lam_targets: Sequence[np.ndarray] | None = None,
     hessian_regularisation: float = 1e-9,
+    solver: str = "daqp",
 ) -> StaticIDResult:
     """Solve the static inverse dynamics QP of seiko.md §4.5 (never raises on QP failure).
 
@@ -73,6 +74,7 @@ def static_inverse_dynamics(
         constraints: per contact, ``(C, c)`` with ``C @ lam_i + c >= 0``.
         lam_targets: per contact, (dim,) wrench target; zeros when None.
         hessian_regularisation: absolute value added to the Hessian diagonal.
+        solver: QP solver, one of :data:`contactflow.qp.QP_SOLVERS` (the stage's ``qp_solver``).
 
     Returns:
         StaticIDResult.
@@ -106,26 +108,28 @@ def static_inverse_dynamics(
     H[np.diag_indices(m)] += hessian_regularisation
     grad = -Jt_J.T @ (tau_weights * g_J) - w_lam * lam_t
 
-    A_eq = Jt[:6]
-    b_eq = g[:6]
+    # box form of contactflow.qp.solve_qp_box: the 6 base rows as equalities, one two-sided row
+    # per joint  g_J - tau_max <= Jt_J lam <= g_J + tau_max  (|tau| <= tau_max), and the contact
+    # rows  C_i lam_i >= -c_i
     n_c = sum(C.shape[0] for C, _ in constraints)
-    A_in = np.zeros((2 * n + n_c, m))
-    b_in = np.zeros(2 * n + n_c)
-    # g_J - Jt_J lam >= -tau_max  ->  -Jt_J lam >= -tau_max - g_J
-    A_in[:n] = -Jt_J
-    b_in[:n] = -tau_max - g_J
-    # g_J - Jt_J lam <= tau_max   ->  Jt_J lam >= g_J - tau_max
-    A_in[n : 2 * n] = Jt_J
-    b_in[n : 2 * n] = g_J - tau_max
-    row, col = 2 * n, 0
+    A = np.zeros((6 + n + n_c, m))
+    lo = np.empty(6 + n + n_c)
+    hi = np.empty(6 + n + n_c)
+    A[:6] = Jt[:6]
+    lo[:6] = hi[:6] = g[:6]
+    A[6 : 6 + n] = Jt_J
+    lo[6 : 6 + n] = g_J - tau_max
+    hi[6 : 6 + n] = g_J + tau_max
+    hi[6 + n :] = np.inf
+    row, col = 6 + n, 0
     for (C, c), d in zip(constraints, dims):
         k = C.shape[0]
-        A_in[row : row + k, col : col + d] = C
-        b_in[row : row + k] = -c
+        A[row : row + k, col : col + d] = C
+        lo[row : row + k] = -c
         row += k
         col += d
 
-    sol = solve_qp(H, grad, A_eq, b_eq, A_in, b_in, reg=0.0)
+    sol = solve_qp_box(H, grad, A, lo, hi, solver=solver, reg=0.0)
     lam = sol.x if sol.found else np.zeros(m)
     tau = g_J - Jt_J @ lam
     lams, col = [], 0
