@@ -80,8 +80,9 @@ def _node_process(node_id: str, pid: int | None = None) -> int | None:
     if pid is not None:
         env = process_env(pid)
         return pid if env is not None and match(env.get("DORA_NODE_CONFIG", "")) else None
-    found = find_child_with_env(os.getppid(), "DORA_NODE_CONFIG", match, exclude=os.getpid())
-    return found[0] if len(found) == 1 else None
+    # dora runs one process per node: the first match, searched from this process's pid outwards
+    found = find_child_with_env(os.getppid(), "DORA_NODE_CONFIG", match, exclude=os.getpid(), near=os.getpid())
+    return found[0] if found else None
 
 
 def main() -> int:
@@ -129,7 +130,7 @@ def main() -> int:
             "damping_mode_kd_nms_per_rad": link.shaper.hold.kd_damping}
 
     sender = Sender(node, {"sensors": sspec}, meta)
-    failure, ended, late = "", "", 0
+    failure, ended, late, t0_mono = "", "", 0, None
     terminated: list[int] = []
     # SIGTERM (dora stop, systemd, kill): the normal end of the run, damping burst included
     signal.signal(signal.SIGTERM, lambda signum, _frame: terminated.append(signum))
@@ -139,6 +140,7 @@ def main() -> int:
     def watch_source() -> None:
         # on its own thread (a /proc scan takes milliseconds): the command source's process, polled
         # by the 500 Hz thread for the first sign of its death (contactflow.hardware.process_watch)
+        t_search = time.monotonic()
         try:
             pid = _node_process(source_node)
             mon = ProcessMonitor(pid) if pid is not None else None
@@ -154,7 +156,8 @@ def main() -> int:
         if not (ended or failure):
             link.watch_source(mon, lambda why: f"command source {source} closed: node {source_node!r} stopped "
                                                f"(process {mon.pid}: {why}); damping mode")
-            log.info("node %r: process %d watched for its end", source_node, mon.pid)
+            log.info("node %r: process %d watched for its end (found in %.0f ms)", source_node, mon.pid,
+                     1e3 * (time.monotonic() - t_search))
 
     watcher = threading.Thread(target=watch_source, name="watch-command-source", daemon=True)
     try:
@@ -227,6 +230,7 @@ def main() -> int:
                 # period later (the emulator's scenario clock also starts with the robot's first command)
                 tick0 = (link.latest.tick_ms - round(1000 * dt)) & 0xFFFFFFFF
                 deadline = time.monotonic()
+                t0_mono = deadline - dt  # wall-clock time of t = 0 (approximately: the robot's clock)
             if link.failure and not failure:
                 failure = link.failure
             if link.watch_failure and not (failure or ended):
@@ -239,7 +243,7 @@ def main() -> int:
         link.latch("end", f"run ended: {reason}")
         time.sleep(cfg.exit_damping_s)
         link.stop()
-        print(f"[contactflow] unitree_driver status: {json.dumps({**link.status.summary(), 'late_ticks': late, 'last_command_mono_s': link.shaper.last_command_s, 'first_state_mono_s': link.first_state_mono})}",
+        print(f"[contactflow] unitree_driver status: {json.dumps({**link.status.summary(), 'late_ticks': late, 'last_command_mono_s': link.shaper.last_command_s, 't0_mono_s': t0_mono})}",
               flush=True)
     if failure:
         raise UpstreamError(failure)

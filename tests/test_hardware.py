@@ -748,6 +748,8 @@ def test_process_monitor_sees_a_dying_process_and_never_a_live_one(how):
     try:
         assert find_child_with_env(os.getpid(), "CF_TEST_NODE", lambda v: "node_id: expert" in v) == [p.pid]
         assert find_child_with_env(os.getpid(), "CF_TEST_NODE", lambda v: "node_id: other" in v) == []
+        assert find_child_with_env(os.getpid(), "CF_TEST_NODE", lambda v: "node_id: expert" in v,
+                                   near=os.getpid()) == [p.pid]
         mon = ProcessMonitor(p.pid)
         t_end = time.monotonic() + 0.3  # a live process is never "dying"
         while time.monotonic() < t_end:

@@ -208,14 +208,16 @@ def test_hw_graph_with_the_scenario_push_applied_by_the_emulator_deflects_like_t
     (r,) = runs
     hw = json.loads((r / "summary.json").read_text())
     sim = _sim_summary(tmp_path / "sim", scenario)
-    # the emulator's scenario clock starts at the first command, the graph's at the driver's first state
-    lag = emu["first_command_mono_s"] - status["first_state_mono_s"]
+    # the emulator's scenario clock starts at the robot's first command, the graph's (the driver's
+    # warm-up) one period before the driver took that command
+    lag = emu["first_command_mono_s"] - status["t0_mono_s"]
     (ehw,), (esim,) = hw["wrench_events"], sim["wrench_events"]
     print(f"push: hw {ehw}, sim {esim}; emulator clock lag {1e3 * lag:.0f} ms")
     assert hw["fell"] is False and sim["fell"] is False
     assert esim["displacement_m"] > 0.02  # the push moves the compliant hand (10 N / 100 N/m; not settled in 2 s)
     # stated tolerance (docs/hardware.md): within 25 % of the simulated graph's
     assert abs(ehw["displacement_m"] - esim["displacement_m"]) < 0.25 * esim["displacement_m"]
+    assert 0.0 < lag < 0.2  # measured ~20 ms (one period + transport); CI bound
 
 
 def test_killing_the_expert_puts_the_robot_in_damping_and_names_the_node(tmp_path):
@@ -230,7 +232,7 @@ def test_killing_the_expert_puts_the_robot_in_damping_and_names_the_node(tmp_pat
     assert "node 'lac_expert' stopped" in out, out[-5000:]
     assert status is not None and status["failure"].startswith("command source lac_expert/command closed")
     # the driver saw the process die (/proc: a pending SIGKILL or PF_EXITING), before dora's INPUT_CLOSED
-    assert f"(process {pid}: " in status["failure"], status["failure"]
+    assert f"(process {pid}: " in status["failure"], (status, [ln for ln in out.splitlines() if "watched" in ln])
     modes = [t.split(" ")[2].rstrip(":") for t in status["transitions"]]
     assert "command_lost" in modes, status["transitions"]
     # measured on the wire: the emulator's first damping command (its state of that step is published
