@@ -368,7 +368,6 @@ def flexible_equilibrium_step(
         (copies) with ``solution.found == False``.
     """
     nv = model.nv
-    n = nv - 6
     terms = equilibrium_terms(model, data, q, contacts, lams, R_cs)
     m = terms.J.shape[0]
     nx = nv + m
@@ -455,6 +454,10 @@ class _Workspace:
         self.A_c, self.A_B = self.A[:m, :nv], self.A[m:n_eq]
         self.A_P, self.A_N = self.A[n_eq : n_eq + n], self.A[n_eq + n :]
         self.A_N_jdiag = np.einsum("ii->i", self.A_N[:, 6:nv])
+        self.lo_c, self.lo_B, self.hi_eq = self.lo[:m], self.lo[m:n_eq], self.hi[:n_eq]
+        self.lo_eq = self.lo[:n_eq]
+        self.lo_P, self.hi_P = self.lo[n_eq : n_eq + n], self.hi[n_eq : n_eq + n]
+        self.lo_N, self.hi_N = self.lo[n_eq + n :], self.hi[n_eq + n :]
         self.cols, self.dims = [], []
         col = nv
         for c in contacts_on:
@@ -923,7 +926,7 @@ class SeikoController:
         dt = cfg.dt_s
         if not self._index.keys() >= enabled.keys():
             self._check_names("enabled", enabled)
-        key = tuple(bool(enabled.get(name, False)) for name in self.names)
+        key = tuple([bool(enabled.get(name, False)) for name in self.names])
         self._load_step_inputs((q_d, v_d, theta_ahead, tau_read), (lam_read, lam_d, lam_d_dot, lam_tilde), key)
         vin, rows, has = self._in_vecs, self._in_w, self._has
         q_d = vin[0]
@@ -1136,7 +1139,7 @@ class SeikoController:
         """Assemble QP (11) in the workspace (effort of (10) in ``ws.effort``) and solve it."""
         cfg = self.config
         dt = cfg.dt_s
-        nv, n = self.nv, self.n
+        nv = self.nv
         on = ws.contacts
         model, data = self.model, self.data
         terms = equilibrium_terms(
@@ -1211,19 +1214,17 @@ class SeikoController:
             else:
                 np.subtract(tgt.translation, oMf[fid].translation, out=ws.tmp3)
                 np.dot(ws.tmp3, self.R_c[name], out=e_pos)
-        m = ws.m
         ws.A_c[:] = terms.J
-        lo[:m] /= dt
+        ws.lo_c /= dt
         ws.A_B[:] = T[:6]
-        np.divide(t[:6], -dt, out=lo[m : m + 6])
-        n_eq = ws.n_eq
-        hi[:n_eq] = lo[:n_eq]
+        np.divide(t[:6], -dt, out=ws.lo_B)
+        ws.hi_eq[:] = ws.lo_eq
         # Inequalities, scaled by weight_ineq: command rows (11h) and |offset| bound, one
         # two-sided row per joint on dt theta_cmd_dot (the intersection of both intervals) ...
         s = cfg.weight_ineq
         L = cfg.max_pos_cmd_offset_rad
         np.multiply(M, s * dt, out=ws.A_P)
-        lo_P, hi_P = lo[n_eq : n_eq + n], hi[n_eq : n_eq + n]
+        lo_P, hi_P = ws.lo_P, ws.hi_P
         np.maximum(dmin, -L, out=lo_P)  # max(theta_min - theta_cmd, -L - offset) - c
         lo_P -= oc
         lo_P *= s
@@ -1236,10 +1237,10 @@ class SeikoController:
         # Without (11i) the rows stay (fixed QP size) with a bound that never binds.
         tau_lim = self._tau_adapt.value if cfg.torque_limit_constraint else _NO_TORQUE_LIMIT_NM
         tt = tau_flex + t_J
-        np.add(tau_lim, tt, out=lo[n_eq + n :])
-        lo[n_eq + n :] *= -s
-        np.subtract(tau_lim, tt, out=hi[n_eq + n :])
-        hi[n_eq + n :] *= s
+        np.add(tau_lim, tt, out=ws.lo_N)
+        ws.lo_N *= -s
+        np.subtract(tau_lim, tt, out=ws.hi_N)
+        ws.hi_N *= s
         t6 = t[:6]
         self._last_bias = (math.sqrt(float(t6 @ t6)), math.sqrt(float(c_vec @ c_vec)))
         self._c_vec = c_vec
@@ -1310,7 +1311,7 @@ class SeikoController:
             "n_eq": ws.n_eq if ws is not None else 0,
             "n_ineq": ws.n_in if ws is not None else 0,
             "switched": switched,
-            "held": sorted(self._held_s),  # released by the Retargeting, held until unloaded
+            "held": sorted(self._held_s) if self._held_s else [],  # released by the Retargeting, held until unloaded
             "integrating": self.integrating,
             "message": sol.message,
         }
