@@ -51,19 +51,42 @@ def main() -> int:
     sender = Sender(node, {"targets": specs["effector_targets"], "desired": specs["desired"], "command": specs["joint_command"],
                            "state": specs["controller_state"]},
                     {"input_filter": fcfg, "seiko_retargeting": rcfg, "controller": ccfg, "lag": args.lag})
-    lock = Lockstep(node, {"sensors": (specs["sensors"], 0), "command": (specs["operator_command"], 0)})
+    sspec = specs["sensors"]
+    # (the tick's t: the metadata of the last offset-0 input listed, the operator's command)
+    lock = Lockstep(node, {"sensors": (sspec, 0), "command": (specs["operator_command"], 0)})
+    end = None
     for tick in lock:
         t0 = time.perf_counter()
         out = pipeline.tick(tick.k, tick.t, tick.inputs["sensors"], tick.inputs["command"],
                             command_error=tick.errors.get("command"), finished=tick.finished, t_start=t0)
         fin, delayed_fin = tick.finished, out.delayed_finished
+        # stamps as in the split graph: the operator's tick time for the input filter and the
+        # Retargeting, the sensors' time for the Controller
+        s = tick.inputs["sensors"]
+        t_op, t_sens = tick.t, (float(s["t"][0]) if s is not None else tick.t)
         # the Controller's outputs end the run `lag` ticks after the operator, as in the split
         # graph, where the Controller sees `finished` on the desired of tick k - lag
-        sender.send("command", out.command, seq=tick.k, t=tick.t, finished=delayed_fin)
-        sender.send("targets", out.targets, seq=tick.k, t=tick.t, finished=fin)
-        sender.send("desired", out.desired_vec, seq=tick.k, t=tick.t, finished=fin,
+        sender.send("command", out.command, seq=tick.k, t=t_sens, finished=delayed_fin)
+        sender.send("targets", out.targets, seq=tick.k, t=t_op, finished=fin)
+        sender.send("desired", out.desired_vec, seq=tick.k, t=t_op, finished=fin,
                     solve_time_s=float(pipeline.retargeting.out.diagnostics.get("solve_time_s", 0.0)))
-        sender.send("state", out.state, seq=tick.k, t=tick.t, finished=delayed_fin)
+        sender.send("state", out.state, seq=tick.k, t=t_sens, finished=delayed_fin)
+        if fin and not delayed_fin:
+            end = tick.k
+            break
+    if end is not None:
+        # after the operator's last command (which may be its last message: the scenario operator
+        # stops there), only the Controller runs, on the sensors, up to the desired that carries
+        # `finished`: the split graph's input filter and Retargeting end at the operator's end too
+        tail = Lockstep(node, {"sensors": (sspec, 0)})
+        tail.k, tail.finished_seen = end + 1, True
+        tail.buffers["sensors"].update(lock.buffers["sensors"])  # the sensors already received
+        for tick in tail:
+            out = pipeline.tail_tick(tick.k, tick.inputs["sensors"], t_start=time.perf_counter())
+            sender.send("command", out.command, seq=tick.k, t=tick.t, finished=out.delayed_finished)
+            sender.send("state", out.state, seq=tick.k, t=tick.t, finished=out.delayed_finished)
+            if out.delayed_finished:
+                break
     if lock.finished_seen:
         drain_after_finish(node)
     return 0

@@ -80,6 +80,16 @@ def test_the_controller_and_the_input_filter_use_the_desired_of_tick_k_minus_lag
     # the hand target moves: each tick's desired differs from the previous one
     assert not np.array_equal(outs[-1].desired["pose_d.left_hand"], outs[-2].desired["pose_d.left_hand"])
     assert p.times.shape == (3,) and np.all(p.times >= 0.0)
+    # the operator ends at tick K = lag + 2: the Controller alone runs `lag` more ticks, on the
+    # desired of K - lag + 1 .. K, and its last one carries `finished`
+    out = p.tick(lag + 3, 0.0, standing, _command(robot, lag + 3), finished=True)
+    outs.append(out)
+    K = lag + 3
+    for j in range(1, lag + 1):
+        tail = p.tail_tick(K + j, standing)
+        assert tail.targets is None and tail.desired is None
+        np.testing.assert_array_equal(p.controller.desired["q_d"], outs[K + j - lag].desired["q_d"])
+        assert tail.delayed_finished == (j == lag)
 
 
 @pytest.mark.parametrize("wrench_lag", [0, 1])

@@ -133,7 +133,7 @@ class SeikoPipeline:
             from contactflow.seiko.stages import AdmittanceStage
 
             self.admittance = AdmittanceStage(robot, admittance)
-        # (desired fields, finished) of ticks k - lag .. k - 1
+        # (tick, desired fields, finished) of ticks k - lag .. k - 1
         self._past: collections.deque = collections.deque(maxlen=self.lag)
         self.times = np.zeros(3)
 
@@ -158,30 +158,47 @@ class SeikoPipeline:
         """
         past = self._past
         t0 = time.perf_counter() if t_start is None else t_start
-        delayed, delayed_fin = past[0] if len(past) == self.lag else (None, False)
+        delayed, delayed_fin = past[0][1:] if len(past) == self.lag else (None, False)
         adm = None
         if self.admittance is not None:
-            adm = self.admittance.tick(sensors, past[-1][0] if past else None)
+            adm = self.admittance.tick(sensors, past[-1][1] if past else None)
         targets = self.filter.tick(command, delayed, adm)
         t1 = time.perf_counter()
         dvals = self.retargeting.tick(k, t, targets, command, command_error)
         dvec = self.dspec.pack(dvals)  # a copy: the next ticks read it while the Retargeting moves on
         desired = self.dspec.unpack(dvec, check_finite=False)
         t2 = time.perf_counter()
+        cmd, state = self._control(k, sensors, delayed, t0, integrating)
+        self.times[:] = (t1 - t0, t2 - t1, time.perf_counter() - t2)
+        past.append((k, desired, bool(finished)))
+        return PipelineTick(targets, desired, dvec, cmd, state, adm, delayed_fin)
+
+    def tail_tick(self, k: int, sensors: Mapping | None, *, integrating: bool = True,
+                  t_start: float | None = None) -> PipelineTick:
+        """A tick after the operator's last one (the end of a run): the input filter and the
+        Retargeting have ended (as the split graph's nodes after the ``finished`` command) and the
+        Controller runs on, on the ``desired`` of tick k - lag, until the one carrying ``finished``
+        (:attr:`PipelineTick.delayed_finished`). Its ``targets``, ``desired``, ``admittance`` are None.
+        """
+        past = self._past
+        t0 = time.perf_counter() if t_start is None else t_start
+        while past and past[0][0] < k - self.lag:
+            past.popleft()
+        delayed, delayed_fin = past.popleft()[1:] if past and past[0][0] == k - self.lag else (None, False)
+        cmd, state = self._control(k, sensors, delayed, t0, integrating)
+        self.times[:] = (0.0, 0.0, time.perf_counter() - t0)
+        return PipelineTick(None, None, None, cmd, state, None, delayed_fin)
+
+    def _control(self, k, sensors, delayed, t0, integrating):
         if self.wrench_filter is None:
             kw = {} if integrating else {"integrating": False}  # (an older stage may not take it)
-            cmd, state = self.controller.tick(k, sensors, delayed, t_start=t0, **kw)
-        else:
-            filtered = self.wrench_filter.tick(sensors, self._flex_rate)
-            if self.wrench_lag == 1:
-                filtered, self._filtered_prev = self._filtered_prev, filtered
-            cmd, state = self.controller.tick(k, sensors, delayed, t_start=t0, integrating=integrating,
-                                              filtered=filtered)
-            self._flex_rate = self.controller.flex_rate_values()
-        t3 = time.perf_counter()
-        self.times[:] = (t1 - t0, t2 - t1, t3 - t2)
-        past.append((desired, bool(finished)))
-        return PipelineTick(targets, desired, dvec, cmd, state, adm, delayed_fin)
+            return self.controller.tick(k, sensors, delayed, t_start=t0, **kw)
+        filtered = self.wrench_filter.tick(sensors, self._flex_rate)
+        if self.wrench_lag == 1:
+            filtered, self._filtered_prev = self._filtered_prev, filtered
+        out = self.controller.tick(k, sensors, delayed, t_start=t0, integrating=integrating, filtered=filtered)
+        self._flex_rate = self.controller.flex_rate_values()
+        return out
 
 
 @dataclasses.dataclass
