@@ -283,3 +283,50 @@ def test_point_constraint_rows():
     ]
     for lam, ok in cases:
         assert np.all(_rows(C, c, np.array(lam, float)) >= 0) == ok, lam
+
+
+def test_equilibrium_terms_threads_sharing_a_model_and_no_model_kept_alive(robot):
+    """Two threads sharing one model, each with its own data (pinocchio's rule), get the serial
+    results: the external-force scratch belongs to the data, not to the model. The scratch dies
+    with its data: a model and data dropped by the caller are not kept by the module."""
+    import gc
+    import threading
+    import weakref
+
+    rng = np.random.default_rng(5)
+    contacts, _, R_cs = _setup(robot, rng, ("plane", "point"))
+    cases = [(_random_q(robot, rng), [rng.normal(size=c.dim) * 100.0 for c in contacts]) for _ in range(6)]
+    ref_data = robot.model.createData()
+    expected = [equilibrium_terms(robot.model, ref_data, q, contacts, lams, R_cs) for q, lams in cases]
+    results: dict[int, list] = {0: [], 1: []}
+    start = threading.Barrier(2)
+
+    def work(i):
+        data = robot.model.createData()
+        start.wait()
+        for _ in range(30):
+            for q, lams in cases:
+                results[i].append(equilibrium_terms(robot.model, data, q, contacts, lams, R_cs))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in (0, 1):
+        for k, got in enumerate(results[i]):
+            want = expected[k % len(cases)]
+            np.testing.assert_array_equal(got.r, want.r)
+            np.testing.assert_array_equal(got.dr_dq, want.dr_dq)
+
+    import dataclasses
+
+    model = pin.buildSampleModelHumanoid()
+    data = model.createData()
+    spec = dataclasses.replace(contacts[0], frame_id=model.getFrameId("lleg_effector_body"))
+    R_c = None if spec.type == "plane" else np.eye(3)
+    equilibrium_terms(model, data, pin.neutral(model), [spec], [np.ones(spec.dim)], [R_c])
+    alive = weakref.ref(model)
+    del model, data
+    gc.collect()
+    assert alive() is None

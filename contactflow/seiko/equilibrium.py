@@ -68,12 +68,14 @@ def _skew(v: np.ndarray) -> np.ndarray:
 
 
 class _ModelCache:
-    """Per-model constants of :func:`equilibrium_terms`: a zero external-force vector (entries
-    set for the call and reset after it) and each contact frame's parent joint and placement
-    (``model.frames[i]`` copies the whole frame at every access)."""
+    """Scratch and constants of :func:`equilibrium_terms` for one ``(model, data)`` pair: a zero
+    external-force vector (entries set for the call and reset after it) and each contact
+    frame's parent joint and placement (``model.frames[i]`` copies the whole frame at every
+    access). Held by the data object itself (attribute ``_CACHE_ATTR``): it lives as long as the
+    data, and two threads, each with its own data (pinocchio's rule), never share the scratch."""
 
     def __init__(self, model: pin.Model):
-        self.model = model  # held: the cache key id(model) cannot be reused while the entry lives
+        self.model = model  # compared by identity: a data reused with another model gets a new cache
         self.zero = pin.Force.Zero()
         self.fext = pin.StdVec_Force()
         for _ in range(model.njoints):
@@ -88,13 +90,14 @@ class _ModelCache:
         return entry
 
 
-_CACHES: dict[int, _ModelCache] = {}
+_CACHE_ATTR = "_contactflow_equilibrium_cache"
 
 
-def _model_cache(model: pin.Model) -> _ModelCache:
-    cache = _CACHES.get(id(model))
+def _model_cache(model: pin.Model, data: pin.Data) -> _ModelCache:
+    cache = getattr(data, _CACHE_ATTR, None)
     if cache is None or cache.model is not model:
-        cache = _CACHES[id(model)] = _ModelCache(model)
+        cache = _ModelCache(model)
+        setattr(data, _CACHE_ATTR, cache)
     return cache
 
 
@@ -141,7 +144,7 @@ def equilibrium_terms(
     pin.computeJointJacobians(model, data, q)
     pin.updateFramePlacements(model, data)
 
-    cache = _model_cache(model)
+    cache = _model_cache(model, data)
     fext = cache.fext
     lams = [np.asarray(lam, dtype=float) for lam in lams]
     m = 0
