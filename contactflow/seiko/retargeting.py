@@ -24,10 +24,10 @@ tau_0 = t_J.
 The QP is posed in compact (box) form for :func:`contactflow.qp.solve_qp_box`: (9i) and (9l) are
 one pair of bounds on theta_dot, (9m) and the unit rows of (9k) (the normal-force bounds) are
 bounds on lam_dot, (9j) is one two-sided row per joint; the constant identity rows of the cost
-(b, c, g) enter the Hessian as a diagonal computed once per contact layout. World-frame Cartesian quantities use the LOCAL_WORLD_ALIGNED Jacobian, linear rows
-first. After a successful solve the rates are clamped, the torque is integrated, every rate is
-scaled by the 2 s init ramp, q and lam are integrated and the "ahead" command
-theta + 0.006 theta_dot is formed (seiko.md §4.4).
+(b, c, g) enter the Hessian as a diagonal computed once per contact layout. World-frame Cartesian
+quantities use the LOCAL_WORLD_ALIGNED Jacobian, linear rows first. After a successful solve the
+rates are clamped, the torque is integrated, every rate is scaled by the 2 s init ramp, q and lam
+are integrated and the "ahead" command theta + 0.006 theta_dot is formed (seiko.md §4.4).
 
 Contact switching (seiko.md §7.3-7.4, RA-L Supp. E) and pushing mode (§7.2) are requested with
 :meth:`SeikoRetargeting.request_contact`, :meth:`SeikoRetargeting.request_push` and the
@@ -439,9 +439,9 @@ class SeikoRetargeting:
         )
         self._names = list(robot.contacts)
         self._specs: list[ContactSpec] = [robot.contacts[k] for k in self._names]
-        # (name, frame, wrench size, desired minimum normal force) of every effector
-        self._effectors = [(k, c.frame_id, c.dim, config.effector(c.type).fz_min_n) for k, c in zip(self._names, self._specs)]
-        self._fz_min_desired = {k: fz for k, _, _, fz in self._effectors}
+        # (name, frame, wrench size) of every effector, and its desired minimum normal force [N]
+        self._effectors = [(k, c.frame_id, c.dim) for k, c in zip(self._names, self._specs)]
+        self._fz_min_desired = {k: config.effector(c.type).fz_min_n for k, c in zip(self._names, self._specs)}
         self._enabled = {k: False for k in self._names}
         self._q = robot.q_default.copy()
         self._reset_done = False
@@ -607,9 +607,9 @@ class SeikoRetargeting:
         terms = equilibrium_terms(model, data, q, self._on_specs, [self._lam[k] for k in self._on_names], self._on_R_c)
         r, dr_dq, JT = terms.r, terms.dr_dq, terms.J.T
         tau0 = r[6:]
-        # Cost rows that change, A_d x ~ b with bn = -b stored: (a) centroidal momentum (b = 0)
-        Ad, bn, lohi = self._Ad, self._bn, self._lohi
-        Ad[0:6, :nv] = A_G
+        # Cost rows that change, A_d x ~ b_d with neg_b_d = -b_d stored: (a) centroidal momentum (b = 0)
+        A_d, neg_b_d, lo_hi = self._A_d, self._neg_b_d, self._lo_hi
+        A_d[0:6, :nv] = A_G
         # (d), (e) pose tasks and (9h) contact equalities
         oMf, targets = data.oMf, self._targets
         for k, fid, mode, row, row_eq, clamp_pos, clamp_rot, target in self._pose_rows:
@@ -623,38 +623,38 @@ class SeikoRetargeting:
             p_err = t_g - M.translation
             r_err = pin.log3(R_g @ M.rotation.T)
             if mode == _FREE:
-                Ad[row : row + 6, :nv] = J
-                bn[row : row + 3] = _clamped_rate(p_err, clamp_pos, -dt)
-                bn[row + 3 : row + 6] = _clamped_rate(r_err, clamp_rot, -dt)
+                A_d[row : row + 6, :nv] = J
+                neg_b_d[row : row + 3] = _clamped_rate(p_err, clamp_pos, -dt)
+                neg_b_d[row + 3 : row + 6] = _clamped_rate(r_err, clamp_rot, -dt)
             elif mode == _PLANE_ON:
-                self._Ac[row_eq : row_eq + 6, :nv] = J
-                lohi[:, row_eq : row_eq + 3] = p_err * inv_dt
-                lohi[:, row_eq + 3 : row_eq + 6] = r_err * inv_dt
+                self._A_c[row_eq : row_eq + 6, :nv] = J
+                lo_hi[:, row_eq : row_eq + 3] = p_err * inv_dt
+                lo_hi[:, row_eq + 3 : row_eq + 6] = r_err * inv_dt
             else:  # enabled point: orientation task (e), position equality (9h)
-                Ad[row : row + 3, :nv] = J[3:]
-                bn[row : row + 3] = _clamped_rate(r_err, clamp_rot, -dt)
-                self._Ac[row_eq : row_eq + 3, :nv] = J[:3]
-                lohi[:, row_eq : row_eq + 3] = p_err * inv_dt
+                A_d[row : row + 3, :nv] = J[3:]
+                neg_b_d[row : row + 3] = _clamped_rate(r_err, clamp_rot, -dt)
+                self._A_c[row_eq : row_eq + 3, :nv] = J[:3]
+                lo_hi[:, row_eq : row_eq + 3] = p_err * inv_dt
         # (9g) base rows of the equilibrium
-        self._Ac_base_q[:] = dr_dq[:6]
-        np.negative(JT[:6], out=self._Ac_base_lam)
-        self._lohi_base[:] = r[:6] * -inv_dt
+        self._A_c_base_q[:] = dr_dq[:6]
+        np.negative(JT[:6], out=self._A_c_base_lam)
+        self._lo_hi_base[:] = r[:6] * -inv_dt
         # (f) torque task T_J x + tau0/dt -> 0 and (9j) -tau_max <= tau0 + dt T_J x <= tau_max:
         # the same rows T_J
         self._T_J_q[:] = dr_dq[6:]
         np.negative(JT[6:], out=self._T_J_lam)
         T_J = self._T_J
-        self._bn_tau[:] = tau0 * inv_dt
-        self._Ac_tau[:] = T_J
-        np.subtract(self._tau_lims, tau0, out=self._lohi_tau)
-        self._lohi_tau *= inv_dt
+        self._neg_b_d_tau[:] = tau0 * inv_dt
+        self._A_c_tau[:] = T_J
+        np.subtract(self._tau_lims, tau0, out=self._lo_hi_tau)
+        self._lo_hi_tau *= inv_dt
         # (9i) position bounds, limited to the velocity bounds so the QP stays feasible when
         # theta starts outside [theta_min, theta_max] (no effect inside), with (9l)
-        lu = self._lu_theta
-        np.subtract(self._theta_lims, theta, out=lu)
-        lu *= inv_dt
-        np.maximum(lu, self._neg_vel_lim, out=lu)
-        np.minimum(lu, self._vel_lim, out=lu)
+        lb_ub = self._lb_ub_theta
+        np.subtract(self._theta_lims, theta, out=lb_ub)
+        lb_ub *= inv_dt
+        np.maximum(lb_ub, self._neg_vel_lim, out=lb_ub)
+        np.minimum(lb_ub, self._vel_lim, out=lb_ub)
         # (9m) wrench-rate bounds (disabling contacts: ramp-in and taper, EffectorParams) and
         # (9k) contact constraints C (lam + dt lam_dot) + c >= 0: its general rows as one-sided
         # rows, its unit rows (normal-force bounds) merged into the bounds of lam_dot
@@ -664,15 +664,15 @@ class SeikoRetargeting:
             v = self._Q @ lam
             v += self._q0
             self._lo_contact[:] = v[:ng]
-            np.maximum(self._neg_rate, v[ng : ng + m], out=self._lu_lam[0])
-            np.minimum(self._rate, v[ng + m :], out=self._lu_lam[1])
+            np.maximum(self._neg_rate, v[ng : ng + m], out=self._lb_ub_lam[0])
+            np.minimum(self._lam_rate_lim, v[ng + m :], out=self._lb_ub_lam[1])
 
         # H = (W^1/2 A_d)^T (W^1/2 A_d) + the constant diagonal of the identity rows (b, c, g) and
         # the regularisation (exactly symmetric); g = -A^T W b
-        Ad_s = Ad * self._sqrt_wd
-        H = Ad_s.T @ Ad_s
+        A_d_s = A_d * self._sqrt_wd
+        H = A_d_s.T @ A_d_s
         H += self._Hdiag
-        g = Ad.T @ (self._wd * bn)
+        g = A_d.T @ (self._wd * neg_b_d)
         # (c) posture target: b = clip(theta_t - theta, c_theta)/dt on identity rows of weight w_pos
         b_c = self._theta_target - theta
         np.maximum(b_c, -cfg.joint_pos_clamp_rad, out=b_c)
@@ -684,13 +684,13 @@ class SeikoRetargeting:
             b_g = self._stack(self._lam_target) - lam
             b_g *= self._w_lam_inv_dt
             g[nv:] -= b_g
-        lo, hi = lohi
-        lb, ub = self._lu
+        lo, hi = lo_hi
+        lb, ub = self._lb_ub
         t0 = time.perf_counter()
-        sol = solve_qp_box(H, g, self._Ac, lo, hi, lb, ub, solver=cfg.qp_solver, reg=0.0)
+        sol = solve_qp_box(H, g, self._A_c, lo, hi, lb, ub, solver=cfg.qp_solver, reg=0.0)
         solve_time = time.perf_counter() - t0
         if self.qp_hook is not None:
-            self.qp_hook(H, g, self._Ac, lo, hi, lb, ub, sol)
+            self.qp_hook(H, g, self._A_c, lo, hi, lb, ub, sol)
         diag = {
             "status": sol.status,
             "message": sol.message,
@@ -726,7 +726,7 @@ class SeikoRetargeting:
         self._q = q_new
         rates = {}
         enabled = self._enabled
-        for k, _, dim, _ in self._effectors:
+        for k, _, dim in self._effectors:
             if enabled[k]:
                 col = nv + self._col[k]
                 rates[k] = rate_k = x[col : col + dim].copy()
@@ -981,9 +981,9 @@ class SeikoRetargeting:
 
     def _rate_changed(self) -> None:
         """Propagate the wrench-rate limits (9m) to the arrays derived from them."""
-        np.negative(self._rate, out=self._neg_rate)
+        np.negative(self._lam_rate_lim, out=self._neg_rate)
         self._x_clip[0, self._nv :] = self._neg_rate
-        self._x_clip[1, self._nv :] = self._rate
+        self._x_clip[1, self._nv :] = self._lam_rate_lim
 
     def _layout(self) -> None:
         """Preallocate the QP blocks for the current contact set and compute the parts that are
@@ -1032,10 +1032,10 @@ class SeikoRetargeting:
                 row_eq += 3
         rt = self._row_tau = row
         n_d = row + n
-        Ad = self._Ad = np.zeros((n_d, nx))
-        bn = self._bn = np.zeros(n_d)
-        self._T_J, self._T_J_q, self._T_J_lam = Ad[rt : rt + n], Ad[rt : rt + n, :nv], Ad[rt : rt + n, nv:]
-        self._bn_tau = bn[rt : rt + n]
+        A_d = self._A_d = np.zeros((n_d, nx))
+        neg_b_d = self._neg_b_d = np.zeros(n_d)
+        self._T_J, self._T_J_q, self._T_J_lam = A_d[rt : rt + n], A_d[rt : rt + n, :nv], A_d[rt : rt + n, nv:]
+        self._neg_b_d_tau = neg_b_d[rt : rt + n]
         wd = self._wd = np.zeros(n_d)
         wd[0:3] = cfg.momentum_weight_lin
         wd[3:6] = cfg.momentum_weight_ang
@@ -1057,15 +1057,15 @@ class SeikoRetargeting:
 
         # Variable bounds, rows lower / upper: base free | (9i) + (9l) on theta_dot | (9m) + the
         # unit rows of (9k) on lam_dot
-        lu = self._lu = np.empty((2, nx))
-        lu[0], lu[1] = -np.inf, np.inf
-        self._lu_theta, self._lu_lam = lu[:, 6:nv], lu[:, nv:]
+        lb_ub = self._lb_ub = np.empty((2, nx))
+        lb_ub[0], lb_ub[1] = -np.inf, np.inf
+        self._lb_ub_theta, self._lb_ub_lam = lb_ub[:, 6:nv], lb_ub[:, nv:]
         rate = np.zeros(m)
         for k, c in self._on:
             par = cfg.effector(c.type)
             lim = [par.force_rate_max_n_per_s] * 3 + ([par.torque_rate_max_nm_per_s] * 3 if c.dim == 6 else [])
             rate[self._col[k] : self._col[k] + c.dim] = lim
-        self._rate = self._lam_rate_lim = rate
+        self._lam_rate_lim = rate  # (9m) bounds of this step (a disabling contact's tapered)
         self._lam_rate_base = rate.copy()
         self._neg_rate = -rate
         # the clamps of the §4.4 post-processing: (9l) on theta_dot, (9m) on lam_dot
@@ -1129,26 +1129,27 @@ class SeikoRetargeting:
         n_rows = n_eq + n + ng
         # (9i), (9l), (9j): 2n each; (9m): 2m; (9k): every row of C
         self._n_in_paper = 6 * n + 2 * m + C_all.shape[0]
-        Ac = self._Ac = np.zeros((n_rows, nx))
-        Ac[n_eq + n :, nv:] = C_all[gen]
-        lohi = self._lohi = np.zeros((2, n_rows))
-        lohi[1, n_eq + n :] = np.inf
-        self._Ac_base_q, self._Ac_base_lam = Ac[n_eq - 6 : n_eq, :nv], Ac[n_eq - 6 : n_eq, nv:]
-        self._lohi_base = lohi[:, n_eq - 6 : n_eq]
-        self._Ac_tau, self._lohi_tau = Ac[n_eq : n_eq + n], lohi[:, n_eq : n_eq + n]
-        self._lo_contact = lohi[0, n_eq + n :]
+        A_c = self._A_c = np.zeros((n_rows, nx))
+        A_c[n_eq + n :, nv:] = C_all[gen]
+        lo_hi = self._lo_hi = np.zeros((2, n_rows))
+        lo_hi[1, n_eq + n :] = np.inf
+        self._A_c_base_q, self._A_c_base_lam = A_c[n_eq - 6 : n_eq, :nv], A_c[n_eq - 6 : n_eq, nv:]
+        self._lo_hi_base = lo_hi[:, n_eq - 6 : n_eq]
+        self._A_c_tau, self._lo_hi_tau = A_c[n_eq : n_eq + n], lo_hi[:, n_eq : n_eq + n]
+        self._lo_contact = lo_hi[0, n_eq + n :]
 
     def _output(self, v: np.ndarray, lam_dot: dict, ok: bool, diag: dict) -> RetargetingOutput:
         q = self._q.copy()
         model, data = self.model, self.data
         pin.forwardKinematics(model, data, q)
         enabled, fz_min, disabling = self._enabled, self._fz_min, self._disabling
+        fz_min_desired = self._fz_min_desired
         poses, lam, switching = {}, {}, {}
-        for k, frame_id, dim, fz_min_desired in self._effectors:
+        for k, frame_id, dim in self._effectors:
             poses[k] = pin.updateFramePlacement(model, data, frame_id).copy()
             on = enabled[k]
             lam[k] = self._lam[k].copy() if on else np.zeros(dim)
-            switching[k] = ("disabling" if disabling[k] else "enabling" if on and fz_min[k] < fz_min_desired else "")
+            switching[k] = ("disabling" if disabling[k] else "enabling" if on and fz_min[k] < fz_min_desired[k] else "")
         cfg = self.config
         return RetargetingOutput(
             q=q,
