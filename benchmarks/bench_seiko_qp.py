@@ -4,7 +4,7 @@ Usage::
 
     python benchmarks/bench_seiko_qp.py                 # the fixture QPs (tests/fixtures/seiko_qps_*.npz)
     python benchmarks/bench_seiko_qp.py --run 6         # every QP of a 6 s closed-loop run, solved both ways
-    python benchmarks/bench_seiko_qp.py --write-fixture # regenerate the fixtures (default scenario)
+    python benchmarks/bench_seiko_qp.py --write-fixture # regenerate the fixtures (three scenarios, ~10 min)
     python benchmarks/bench_seiko_qp.py --step 4        # Retargeting step: this code vs d633261, same run
 
 For each QP, in the same process and interleaved (so the machine's drift hits both alike):
@@ -32,10 +32,14 @@ and the largest ``|q_new - q_baseline|`` over the run.
 
 The fixture files hold, for QP ``k``, the arrays ``H_k, g_k, A_k, lo_k, hi_k`` and, when the
 QP has variable bounds, ``lb_k, ub_k`` (the arguments of :func:`contactflow.qp.solve_qp_box`),
-plus ``t_k`` (the simulation time of the tick [s]). They are written only by ``--write-fixture``:
-the default scenario (``robots/talos/scenarios/hand_forward.yaml``) through the in-process loop
-(:func:`contactflow.seiko.loop.run_loop`), every QP of each stage captured, ``--per-stage`` of
-them kept at evenly spaced ticks.
+plus ``t_k`` (the simulation time of the tick [s]), ``scenario_k`` (its scenario's name) and
+``x_ref_k``: the solution of the same tick's QP as the baseline commit (``--baseline``, d633261)
+assembled it (stacked rows, quadprog), its stage run beside the new one on the same inputs. They
+are written only by ``--write-fixture``: the scenarios of ``FIXTURE_SCENARIOS`` (the default
+reach, the far reach, the multi-contact wall push with its contact switch and pushing mode)
+through the in-process loop (:func:`contactflow.seiko.loop.run_loop`), every QP of each stage
+captured; per stage and scenario ``--per-stage`` of them kept, half at evenly spaced ticks and
+half those with the most active inequalities.
 """
 
 from __future__ import annotations
@@ -68,37 +72,103 @@ def load_fixture(path: Path) -> list[dict]:
     """The QPs of a fixture file: a list of dicts with the :func:`solve_qp_box` arguments."""
     with np.load(path) as z:
         n = int(z["n_qps"])
-        return [{key: (z[f"{key}_{k}"] if f"{key}_{k}" in z else None) for key in (*KEYS, "t")} for k in range(n)]
+        return [{key: (z[f"{key}_{k}"] if f"{key}_{k}" in z else None) for key in (*KEYS, "t", "x_ref", "scenario")}
+                for k in range(n)]
 
 
 def save_fixture(path: Path, qps: list[dict]) -> None:
     arrays = {"n_qps": np.array(len(qps))}
     for k, qp in enumerate(qps):
-        for key in (*KEYS, "t"):
+        for key in (*KEYS, "t", "x_ref"):
             if qp.get(key) is not None:
                 arrays[f"{key}_{k}"] = np.asarray(qp[key], dtype=float)
+        if qp.get("scenario") is not None:
+            arrays[f"scenario_{k}"] = np.array(str(qp["scenario"]))
     np.savez_compressed(path, **arrays)
 
 
-def capture_run(seconds: float, scenario: str = "hand_forward") -> dict[str, list[dict]]:
-    """Every QP of both stages over ``seconds`` of the closed loop on the default scenario."""
+FIXTURE_SCENARIOS = (("hand_forward", 6.0, False), ("far_reach", 6.0, False), ("wall_push", 7.0, True))
+"""(scenario, seconds, environment) of the fixture runs: the default scenario; the far reach
+(the arm's torque and joint rows); the multi-contact wall push (seiko_talos_multicontact.yml's
+scene: the left hand's point contact enabled at 5 s, the minimum-force ratchet, pushing mode from
+6 s)."""
+
+
+def capture_run(seconds: float, scenario: str = "hand_forward", *, environment: bool = False,
+                baseline: str | None = None) -> dict[str, list[dict]]:
+    """Every QP of both stages over ``seconds`` of the closed loop on ``scenario``.
+
+    With ``baseline`` (a commit, e.g. d633261): the baseline's stages run beside the new ones
+    (``PairedStage`` of ``benchmarks/bench_seiko.py``: each tick both stages get the same inputs,
+    the new one's output drives the loop) and each captured QP gets ``x_ref``, the solution of
+    the baseline's own QP of that tick (its stacked assembly, quadprog), when both stages solved
+    the same number of QPs in the tick (NaN-free ``x_ref``; otherwise absent)."""
     import contactflow.qp as qp_module
     import contactflow.seiko.controller as controller_module
+    from contactflow.environment import load_environment
+    from contactflow.operator.scenario import scenario_path
     from contactflow.robot import load_robot
     from contactflow.seiko.loop import SeikoPipeline, run_loop
-    from contactflow.operator.scenario import scenario_path
 
     robot = load_robot("talos")
-    pipeline = SeikoPipeline(robot)
+    env = load_environment(robot.raw.get("environment"), f"{robot.name}:environment") if environment else None
     qps: dict[str, list[dict]] = {s: [] for s in STAGES}
+    refs: dict[str, list] = {s: [] for s in STAGES}
     clock = {"t": 0.0}
 
     def keep(stage, H, g, A, lo, hi, lb, ub):
         qps[stage].append({"H": np.array(H), "g": np.array(g), "A": np.array(A), "lo": np.array(lo),
                            "hi": np.array(hi), "lb": None if lb is None else np.array(lb),
-                           "ub": None if ub is None else np.array(ub), "t": clock["t"]})
+                           "ub": None if ub is None else np.array(ub), "t": clock["t"], "scenario": scenario})
 
-    ret = pipeline.retargeting.retargeting
+    restore = []
+    if baseline is None:
+        pipeline = SeikoPipeline(robot, environment=env)
+        ret = pipeline.retargeting.retargeting
+    else:
+        import importlib
+        import tempfile
+
+        from bench_seiko import LAG, PairedStage, baseline_pipeline, load_baseline
+
+        tmp = tempfile.TemporaryDirectory()
+        base = load_baseline(baseline, Path(tmp.name))
+        pipeline = SeikoPipeline(robot, environment=env, lag=LAG)
+        old = baseline_pipeline(base, robot, environment=env)
+        ret = pipeline.retargeting.retargeting
+        for stage, names in (("retargeting", ("solve_qp",)), ("controller", ("solve_qp", "solve_qp_stacked"))):
+            mod = importlib.import_module(f"{base.__name__}.seiko.{stage}")
+            for name in names:
+                fn = getattr(mod, name)
+
+                def wrapped(*a, _fn=fn, _stage=stage, **kw):
+                    sol = _fn(*a, **kw)
+                    refs[_stage].append(np.array(sol.x) if sol.found else None)
+                    return sol
+
+                setattr(mod, name, wrapped)
+                restore.append((mod, name, fn))
+
+        class Capturing(PairedStage):
+            """Pairs the QPs of one tick: the new stage's with the baseline's, in order."""
+
+            def __init__(self, stage, new, old_stage):
+                super().__init__(new, old_stage, ())
+                self.stage = stage
+
+            def tick(self, *args, **kw):
+                n0, r0 = len(qps[self.stage]), len(refs[self.stage])
+                out = super().tick(*args, **kw)
+                new_qps, xs = qps[self.stage][n0:], refs[self.stage][r0:]
+                if len(new_qps) == len(xs):
+                    for qp, x in zip(new_qps, xs):
+                        if x is not None and x.shape == qp["g"].shape:
+                            qp["x_ref"] = x
+                return out
+
+        pipeline.retargeting = Capturing("retargeting", pipeline.retargeting, old.retargeting)
+        pipeline.controller = Capturing("controller", pipeline.controller, old.controller)
+
     ret.qp_hook = lambda H, g, A, lo, hi, lb, ub, sol: keep("retargeting", H, g, A, lo, hi, lb, ub)
     # The Controller's QPs: its module's solve_qp_box, wrapped (arguments bound by name).
     signature = inspect.signature(qp_module.solve_qp_box)
@@ -118,12 +188,33 @@ def capture_run(seconds: float, scenario: str = "hand_forward") -> dict[str, lis
     controller_module.solve_qp_box = controller_solve
     try:
         log = run_loop(robot, scenario_path(robot, scenario), pipeline=pipeline, duration_s=seconds,
-                       operator_hook=operator_hook)
+                       operator_hook=operator_hook, environment=environment)
     finally:
         controller_module.solve_qp_box = original
+        for mod, name, fn in restore:
+            setattr(mod, name, fn)
     if log.fell:
-        raise RuntimeError("the robot fell during the capture run")
+        raise RuntimeError(f"the robot fell during the capture run ({scenario})")
     return qps
+
+
+def select_qps(all_qps: list[dict], count: int) -> list[dict]:
+    """``count`` QPs of a run: half evenly spaced over it (the init ramp included), half those
+    with the most active inequalities (rows and bounds at a bound that are not equalities, from
+    a daqp solve), among the QPs with a reference solution when there are any."""
+    pool = [qp for qp in all_qps if "x_ref" in qp] or all_qps
+    even = set(np.unique(np.linspace(0, len(pool) - 1, count - count // 2).round().astype(int)).tolist())
+
+    def n_active_ineq(qp):
+        sol = solve_qp_box(*(qp[k] for k in KEYS), reg=0.0)
+        bl = qp["lo"] if qp["lb"] is None else np.concatenate((qp["lb"], qp["lo"]))
+        bu = qp["hi"] if qp["ub"] is None else np.concatenate((qp["ub"], qp["hi"]))
+        return sol.n_active - int(np.count_nonzero(bl == bu))
+
+    rest = [i for i in range(len(pool)) if i not in even]
+    # every 5th candidate only: enough to find the busy stretches, cheap on a loaded machine
+    busy = sorted(rest[::5], key=lambda i: -n_active_ineq(pool[i]))[: count - len(even)]
+    return [pool[i] for i in sorted(even | set(busy))]
 
 
 def stacked(qp: dict):
@@ -255,12 +346,12 @@ def main() -> None:
     ap.add_argument("--run", type=float, default=None, metavar="SECONDS",
                     help="capture every QP of a closed-loop run of this length instead of reading the fixtures")
     ap.add_argument("--write-fixture", action="store_true", help="regenerate tests/fixtures/seiko_qps_*.npz")
-    ap.add_argument("--fixture-seconds", type=float, default=10.0, help="length of the fixture capture run [s]")
-    ap.add_argument("--per-stage", type=int, default=24, help="QPs kept per stage in the fixture")
+    ap.add_argument("--per-stage", type=int, default=12, help="QPs kept per stage and scenario in the fixture")
     ap.add_argument("--repeats", type=int, default=3, help="solves of each QP per solver")
     ap.add_argument("--step", type=float, default=None, metavar="SECONDS",
                     help="time the whole Retargeting step against --baseline over this much of the scenario")
-    ap.add_argument("--baseline", default="d633261", help="baseline commit of --step (default d633261)")
+    ap.add_argument("--baseline", default="d633261",
+                    help="baseline commit of --step and of the fixtures' x_ref (default d633261)")
     ap.add_argument("--out", default=None, help="write the results as JSON")
     args = ap.parse_args()
 
@@ -278,13 +369,17 @@ def main() -> None:
         return
 
     if args.write_fixture:
-        qps = capture_run(args.fixture_seconds)
-        for stage, all_qps in qps.items():
-            # evenly spaced over the run, the init ramp included
-            idx = np.unique(np.linspace(0, len(all_qps) - 1, args.per_stage).round().astype(int))
-            save_fixture(fixture_path(stage), [all_qps[i] for i in idx])
-            print(f"{fixture_path(stage).relative_to(ROOT)}: {len(idx)} of {len(all_qps)} QPs, "
-                  f"{fixture_path(stage).stat().st_size / 1024:.0f} KiB")
+        chosen: dict[str, list[dict]] = {st: [] for st in STAGES}
+        for scenario, seconds, environment in FIXTURE_SCENARIOS:
+            qps = capture_run(seconds, scenario, environment=environment, baseline=args.baseline)
+            for stage, all_qps in qps.items():
+                chosen[stage] += select_qps(all_qps, args.per_stage)
+                n_ref = sum("x_ref" in qp for qp in all_qps)
+                print(f"{scenario} {stage}: {len(all_qps)} QPs, {n_ref} with the baseline's x_ref", flush=True)
+        for stage, sel in chosen.items():
+            save_fixture(fixture_path(stage), sel)
+            print(f"{fixture_path(stage).relative_to(ROOT)}: {len(sel)} QPs, "
+                  f"{sum('x_ref' in qp for qp in sel)} with x_ref, {fixture_path(stage).stat().st_size / 1024:.0f} KiB")
         return
     if args.run is not None:
         sets = capture_run(args.run)

@@ -202,9 +202,17 @@ velocities [m/s, rad/s] and wrench rates [N/s, N m/s]; measured on the fixtures:
 Retargeting, 3e-11 Controller)."""
 
 
+X_REF_TOL = 1e-6
+"""Largest |x - x_ref| accepted between the compact QP's solution (both solvers) and ``x_ref``, the
+solution of the QP as the code before the compact form (commit d633261: stacked rows, quadprog)
+built it in the same tick, its stage run beside the new one on the same inputs (the two stages'
+states agree to solver precision, not bit for bit)."""
+
+
 def _load_qps(name):
+    keys = ("H", "g", "A", "lo", "hi", "lb", "ub", "x_ref", "scenario")
     with np.load(FIXTURE_DIR / name) as z:
-        return [{key: (z[f"{key}_{k}"] if f"{key}_{k}" in z else None) for key in ("H", "g", "A", "lo", "hi", "lb", "ub")}
+        return [{key: (z[f"{key}_{k}"] if f"{key}_{k}" in z else None) for key in keys}
                 for k in range(int(z["n_qps"]))]
 
 
@@ -218,12 +226,17 @@ def _max_violation(qp, x):
 
 @pytest.mark.parametrize("name", FIXTURES)
 def test_daqp_matches_quadprog_on_dumped_seiko_qps(name):
-    """Every QP dumped from the default scenario (benchmarks/bench_seiko_qp.py --write-fixture):
-    same solution, status and residuals with both solvers, and the constraints hold when
-    recomputed here."""
+    """QPs dumped from three scenarios (benchmarks/bench_seiko_qp.py --write-fixture: the default
+    reach, the far reach, the wall push with a contact switch and pushing mode): same solution,
+    status and residuals with both solvers, the constraints hold when recomputed here, and the
+    solution is the one of the stacked QP of the code before the compact form (x_ref: a dropped
+    row or a flipped sign in the compact assembly would make both solvers agree on a wrong QP)."""
     qps = _load_qps(name)
     assert len(qps) >= 20
-    worst = 0.0
+    assert {str(qp["scenario"]) for qp in qps} == {"hand_forward", "far_reach", "wall_push"}
+    with_ref = [qp for qp in qps if qp["x_ref"] is not None]
+    assert len(with_ref) >= 0.9 * len(qps)
+    worst = worst_ref = 0.0
     for qp in qps:
         args = [qp[k] for k in ("H", "g", "A", "lo", "hi", "lb", "ub")]
         sols = {s: solve_qp_box(*args, solver=s, reg=0.0) for s in QP_SOLVERS}
@@ -234,8 +247,36 @@ def test_daqp_matches_quadprog_on_dumped_seiko_qps(name):
             assert _max_violation(qp, sol.x) <= 1e-6 * scale
         dx = float(np.max(np.abs(sols["daqp"].x - sols["quadprog"].x)))
         worst = max(worst, dx)
+        if qp["x_ref"] is not None:
+            worst_ref = max(worst_ref, *(float(np.max(np.abs(sol.x - qp["x_ref"]))) for sol in sols.values()))
         assert sols["daqp"].cost == pytest.approx(sols["quadprog"].cost, rel=1e-8, abs=1e-9)
     assert worst <= X_TOL, worst
+    assert worst_ref <= X_REF_TOL, worst_ref
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_reference_check_catches_an_assembly_mistake(name):
+    """The x_ref comparison above can fail: a dropped active row or a flipped sign in the compact
+    assembly moves the solution far beyond X_REF_TOL on some fixture QP."""
+    dropped = flipped = 0.0
+    for qp in _load_qps(name):
+        A, lo, hi = qp["A"], qp["lo"], qp["hi"]
+        x = solve_qp_box(*(qp[k] for k in ("H", "g", "A", "lo", "hi", "lb", "ub")), reg=0.0).x
+        r = A @ x
+        active = np.flatnonzero((lo != hi) & ((np.abs(r - lo) < 1e-9) | (np.abs(r - hi) < 1e-9)))
+        for i in active[:2]:  # an active inequality row dropped
+            lo2, hi2 = lo.copy(), hi.copy()
+            lo2[i], hi2[i] = -INF, INF
+            sol = solve_qp_box(qp["H"], qp["g"], A, lo2, hi2, qp["lb"], qp["ub"], reg=0.0)
+            dropped = max(dropped, float(np.max(np.abs(sol.x - qp["x_ref"]))))
+        i = int(np.argmax(np.where(lo == hi, np.abs(lo), -1.0)))
+        if lo[i] == hi[i] and lo[i] != 0.0:  # the sign of the equality row with the largest target flipped
+            A2 = A.copy()
+            A2[i] *= -1.0
+            sol = solve_qp_box(qp["H"], qp["g"], A2, lo, hi, qp["lb"], qp["ub"], reg=0.0)
+            if sol.found:
+                flipped = max(flipped, float(np.max(np.abs(sol.x - qp["x_ref"]))))
+    assert dropped > 100 * X_REF_TOL and flipped > 100 * X_REF_TOL, (dropped, flipped)
 
 
 def test_retargeting_qp_solver_key_and_both_solvers_agree(monkeypatch):
