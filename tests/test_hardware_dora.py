@@ -250,7 +250,7 @@ def test_killing_the_expert_puts_the_robot_in_damping_and_names_the_node(tmp_pat
     assert runs and read_recording(runs[0]).stream("unitree_driver.sensors")
 
 
-@pytest.mark.parametrize("how", ["trigger file", "e-stop node killed"])
+@pytest.mark.parametrize("how", [pytest.param("trigger file", marks=pytest.mark.slow), "e-stop node killed"])
 def test_the_graph_estop_latches_damping(tmp_path, how):
     """The shipped graph's e-stop node: its trigger file, or its death (a dead e-stop must not leave
     the robot unprotected), latches damping; the run goes on to the end of the scenario in damping."""
