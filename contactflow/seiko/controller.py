@@ -531,9 +531,14 @@ class SeikoController:
          enabled points keep the desired orientation;
        * equalities: (11g) enabled contacts stay at their targets (frozen flexible poses);
          (11f) ``T_B x + t_B / dt = 0``;
-       * inequalities (6n rows): (11h) ``theta_min <= theta_cmd + dt theta_cmd_dot <= theta_max``
-         (URDF limits shrunk by the SEIKO margin); ``|offset + dt theta_cmd_dot| <= max offset``;
-         (11i) ``|tau_flex + t_J + dt (T_J x - K theta_dot_flex)| <= tau_limit``;
+       * inequalities (2 n two-sided rows): (11h) ``theta_min <= theta_cmd + dt theta_cmd_dot <=
+         theta_max`` (URDF limits shrunk by the SEIKO margin) and ``|offset + dt theta_cmd_dot| <=
+         max offset`` (one row per joint: the intersection of both intervals); (11i)
+         ``|tau_flex + t_J + dt (T_J x - K theta_dot_flex)| <= tau_limit``;
+
+       solved by :func:`contactflow.qp.solve_qp_box` (``qp_solver``: daqp or quadprog) in the
+       compact form, with the contact rows (11g) and the pose rows (11c) in each effector's own
+       frame (planes LOCAL, points R_c / LOCAL: the same constraints and costs);
 
     6. integration: ``q_flex``, ``lam_flex``, ``offset += dt theta_cmd_dot`` (clamped to
        ``±max offset`` and ``[theta_min - theta_d, theta_max - theta_d]``);
