@@ -204,48 +204,54 @@ def _box_to_stacked(A, bl, bu, eq):
     return C, b, int(np.count_nonzero(eq))
 
 
-def _box_data_finite(H, g, A, lo, hi, lb, ub) -> bool:
-    """False when the box-form data hold NaN, an infinite H/g/A entry, lo = +inf or hi = -inf
-    (one sum per array: a few microseconds)."""
-    return (math.isfinite(float(H.sum())) and math.isfinite(float(g.sum()))
-            and math.isfinite(float(A.sum())) and float(lo.sum()) < _INF and float(hi.sum()) > -_INF
-            and (lb is None or float(lb.sum()) < _INF) and (ub is None or float(ub.sum()) > -_INF))
+def _hga_finite(H, g, A) -> bool:
+    """False when H, g or A hold NaN or inf (one sum each; checked before every solve: a NaN in
+    H may still come back "optimal" from daqp, and H and g enter no residual)."""
+    return math.isfinite(float(H.sum()) + float(g.sum()) + float(A.sum()))
+
+
+def _bounds_finite(bl, bu) -> bool:
+    """False when a lower bound is NaN or +inf or an upper bound NaN or -inf (a sum of lower
+    bounds is -inf when one is -inf, NaN when one is NaN or +inf among -inf, +inf when one is
+    +inf). Checked on the failure path only: such a bound always fails the residual check."""
+    return float(bl.sum()) < _INF and float(bu.sum()) > -_INF
 
 
 def _box_residuals(A, x, bl, bu, eq, has_eq, tol):
     """(eq_residual, ineq_violation, ok) of x for the box form, with ``bl <= [x; A x] <= bu``
     (or ``bl <= A x <= bu`` without variable bounds) and ``eq`` the equality mask.
 
-    Per-row tolerance (a few vectorised numpy calls): ``ok`` when every row ``i`` satisfies
-    ``bl_i - tol (1 + |bl_i|) <= r_i <= bu_i + tol (1 + |bu_i|)``, each side relative to its own
-    bound, so a row in small units (an equality at 1e-3 m/s) is not loosened by a row in large
-    ones (a bound at 2000 N); infinite bounds never bind. A non-finite x fails."""
+    Per-row tolerance: ``ok`` when every row ``i`` satisfies ``bl_i - tol (1 + |bl_i|) <=
+    r_i <= bu_i + tol (1 + |bu_i|)``, each side relative to its own bound, so a row in small
+    units (an equality at 1e-3 m/s) is not loosened by a row in large ones (a bound at 2000 N);
+    infinite bounds never bind. Lean: when the worst residual is within ``tol`` (the usual case)
+    every row passes and the per-row bounds are not computed. NaN (in x or a bound) fails."""
     r = A @ x
     if len(bl) != len(r):
         r = np.concatenate((x, r))
     if not len(r):  # no row, no bound: only x itself to check
         return 0.0, 0.0, math.isfinite(float(x.sum()))
-    e_lo = bl - r  # > 0: below the lower bound
-    e_hi = r - bu  # > 0: above the upper bound
-    if tol:  # (tol == 0 would make 0 * inf = NaN on the infinite bounds)
-        s_lo = np.abs(bl)
-        s_lo += 1.0
-        s_lo *= tol
-        s_hi = np.abs(bu)
-        s_hi += 1.0
-        s_hi *= tol
-    else:
-        s_lo = s_hi = 0.0
-    # ">" is False on NaN: an infinite bound (tol * inf = inf or -inf, e = -inf) never fails here;
-    # a NaN x is caught by its sum
-    ok = not ((e_lo > s_lo).any() or (e_hi > s_hi).any()) and math.isfinite(float(x.sum()))
-    d = np.maximum(e_lo, e_hi, out=e_lo)  # |r - b| on equality rows; > 0 = violation elsewhere
+    d = np.maximum(bl - r, r - bu)  # |r - b| on equality rows; > 0 = violation elsewhere
     eq_res = 0.0
     if has_eq:
         eq_res = float(d[eq].max())
         d[eq] = -_INF
-    viol = max(0.0, float(d.max()))
+    viol = float(d.max())
+    if eq_res != eq_res or viol != viol:  # NaN
+        return eq_res, viol, False
+    viol = max(0.0, viol)
+    ok = max(eq_res, viol) <= tol
+    if not ok and tol > 0.0:  # the per-row tolerance tol (1 + |b_i|) >= tol
+        # an infinite bound: bl - r = -inf < tol (1 + inf) = inf, never binding
+        ok = not ((bl - r > tol * (1.0 + np.abs(bl))).any() or (r - bu > tol * (1.0 + np.abs(bu))).any())
     return eq_res, viol, ok
+
+
+def _box_failure(bl, bu, n: int, status: str, message: str) -> QPSolution:
+    """A failed solve; a non-finite bound takes precedence over the solver's own status."""
+    if not _bounds_finite(bl, bu):
+        status, message = "non_finite", "non-finite entry in the QP data"
+    return QPSolution(False, status, np.zeros(n), message=message)
 
 
 def solve_qp_box(
@@ -292,7 +298,7 @@ def solve_qp_box(
     if solver not in QP_SOLVERS:
         raise ValueError(f"solve_qp_box: solver {solver!r} is not one of {QP_SOLVERS}")
     n = g.shape[0]
-    if not _box_data_finite(H, g, A, lo, hi, lb, ub):  # checked first: a NaN may still "solve"
+    if not _hga_finite(H, g, A):
         return QPSolution(False, "non_finite", np.zeros(n), message="non-finite entry in the QP data")
     added = reg * max(1.0, float(np.abs(H.diagonal()).max())) if (reg and n) else 0.0
     if added:
@@ -310,16 +316,19 @@ def solve_qp_box(
         x, fval, flag, info = daqp.solve(H, g, A, bu, bl, sense)
         if flag not in _DAQP_OPTIMAL:
             status, msg = _DAQP_STATUS.get(flag, ("error", f"daqp: exit flag {flag}"))
-            return QPSolution(False, status, np.zeros(n), message=msg)
+            return _box_failure(bl, bu, n, status, msg)
         n_active = int(np.count_nonzero(info["lam"]))
     else:
         C, b, n_eq = _box_to_stacked(A, bl, bu, eq)
         x, fval, n_active, status, msg = _quadprog(H, g, C, b, n_eq)
         if status is not None:
-            return QPSolution(False, status, np.zeros(n), message=msg)
+            return _box_failure(bl, bu, n, status, msg)
     eq_res, viol, ok = _box_residuals(A, x, bl, bu, eq, has_eq, tol)
-    if not ok and not math.isfinite(float(x.sum())):
-        return QPSolution(False, "non_finite", np.zeros(n), message="solver returned non-finite x")
+    if not ok:  # a non-finite bound or x fails the residual check: find out which
+        if not _bounds_finite(bl, bu):
+            return _box_failure(bl, bu, n, "non_finite", "")
+        if not math.isfinite(float(x.sum())):
+            return QPSolution(False, "non_finite", np.zeros(n), message="solver returned non-finite x")
     return QPSolution(
         found=ok,
         status="optimal" if ok else "residual",
