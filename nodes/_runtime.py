@@ -344,8 +344,8 @@ class Sender:
 
     Batched log: when the node's dataflow entry declares the output ``log`` (:data:`LOG_OUTPUT`), every
     message of every output is also kept and sent to the recorder in one ``log`` message per
-    ``log_every`` ticks (``$CONTACTFLOW_LOG_EVERY``, default 50), at the end of the run
-    (:func:`drain_after_finish`) and when the node ends on an error (:func:`node_main` calls
+    ``log_every`` ticks (``$CONTACTFLOW_LOG_EVERY``, default 50), at a message with ``finished``, at
+    the end of the run (:func:`drain_after_finish`) and when the node ends on an error (:func:`node_main` calls
     :func:`flush_senders`). dora's cost is per message, not per byte, so the recorder then receives one
     message per node per ``log_every`` ticks instead of one per output per tick. Outputs that the
     entry does NOT declare are then only logged, never sent over dora (an output read only by the
@@ -463,6 +463,8 @@ class Sender:
             self._flush_log()
             self._batch_seq0 = seq
         self._rows[output].append((seq, float(t), bool(finished), time.time_ns(), np.array(vec, dtype=np.float64)))
+        if finished:  # the end of the run: the recorder, and a node clocked by this log, see it now
+            self._flush_log()
 
     @property
     def pending(self) -> int:
