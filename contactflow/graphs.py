@@ -235,7 +235,9 @@ A hardware graph replaces the `mujoco_driver` node by the robot's driver node (s
 
 def seiko_talos_replay() -> Graph:
     drv = replay_node("mujoco_driver", "mujoco_driver.sensors", "sensors", "seiko_controller/command", "sensors")
-    nodes = [drv, operator("recording", clock="mujoco_driver/sensors"), *seiko_stages()]
+    # the replay driver has no log: the operator plays ahead of the Controller's log instead (the same
+    # commands, at the same t = k dt, as the recorded run's operator)
+    nodes = [drv, operator("recording", clock="seiko_controller/log"), *seiko_stages()]
     return Graph("""SEIKO on Talos, open loop on a recorded run: the MuJoCo driver is replaced by a replay of the
 sensors of a recorded seiko_talos run (the replay node takes the id `mujoco_driver`, so the
 wiring is unchanged) and the operator and the SEIKO stages (input filter, Retargeting,

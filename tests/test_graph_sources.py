@@ -107,7 +107,7 @@ def test_multi_tick_edges_only_where_the_retargeting_runs_ahead_of_the_driver():
         nodes = _nodes(name)
         ctrl = nodes.get("seiko_controller", {}).get("inputs", {}).get("desired", {})
         if ctrl.get("source", "").endswith("_rows"):
-            assert nodes["operator"]["inputs"]["tick"]["source"] == "mujoco_driver/log", name
+            assert nodes["operator"]["inputs"]["tick"]["source"].endswith("/log"), name
             assert "admittance" not in nodes["input_filter"]["inputs"], name
     assert _nodes("seiko_talos")["seiko_controller"]["inputs"]["desired"]["source"] == "seiko_retargeting/desired_rows"
 

@@ -99,7 +99,7 @@ def test_sender_batches_every_n_ticks_and_sends_undeclared_outputs_only_in_the_l
     s = Sender(node, {"a": A, "b": B}, {"k": 1}, log_every=4)
     for k in range(10):
         s.send("a", np.array([k, k]), seq=k, t=k * 0.002)
-        s.send("b", np.array([k, k, k]), seq=k, t=k * 0.002, finished=k == 9)
+        s.send("b", np.array([k, k, k]), seq=k, t=k * 0.002)
     kinds = [o for o, _, _ in node.sent]
     assert kinds.count("a") == 10 and "b" not in kinds  # b: not declared -> only in the log
     logs = [(v, md) for o, v, md in node.sent if o == "log"]
@@ -110,9 +110,12 @@ def test_sender_batches_every_n_ticks_and_sends_undeclared_outputs_only_in_the_l
     blocks = [unpack_log(v, md) for v, md in logs]
     seq_b = np.concatenate([bl[1].seq for bl in blocks])
     np.testing.assert_array_equal(seq_b, np.arange(10))
-    assert blocks[-1][1].finished[-1] and not blocks[0][1].finished.any()
+    assert not any(bl[1].finished.any() for bl in blocks)
     assert "config" in blocks[0][0].head and "config" not in blocks[1][0].head
     assert blocks[0][0].head["layout"] == [["x", 2]] and blocks[0][1].head["contract"] == "b"
+    s.send("a", np.array([10, 10]), seq=10, t=0.02, finished=True)  # the end: sent at once (a node may be
+    (v, md) = [(v, md) for o, v, md in node.sent if o == "log"][-1]  # clocked by this log)
+    assert md["seq"] == 3 and md["log_finished"] and md["last_seq"] == 10 and s.pending == 0
 
 
 def test_node_main_sends_the_last_partial_batch_when_the_node_fails():
