@@ -14,11 +14,13 @@ fed the messages the nodes would receive (SEIKO RA-L 2024 §IV; seiko.md §7).
   (``tests/test_seiko_loop.py``). Used by the paper-claim tests and the benchmarks.
 
 Timing within a tick, as in the lockstep graph: the operator command of tick k comes from the
-scenario at t_k = k dt (``dt`` = 2 ms; the sensors' time is k dt up to rounding); the input filter is centred on the desired poses of tick
-k - lag; the Retargeting uses the targets and command of tick k; the Controller uses the sensors
-of tick k and the Retargeting output of tick k - lag; the admittance (when on) the sensors of tick k
-and the desired of tick k - 1 (as ``nodes/admittance.py``); the robot then simulates [t_k, t_k+1)
-under the Controller's command.
+scenario at t_k = k dt (``dt`` = 2 ms; the sensors' time is k dt up to rounding); the input filter
+is centred on the desired poses of tick k - lag; the Retargeting uses the targets and command of
+tick k; the Controller uses the sensors of tick k and the Retargeting output of tick k - lag; the
+admittance (when on) the sensors of tick k and the desired of tick k - 1 (as
+``nodes/admittance.py``); the robot then simulates [t_k, t_k+1) under the Controller's command.
+After the operator's last tick only the Controller runs, ``lag`` more ticks
+(:meth:`SeikoPipeline.tail_tick`), as in the split graph.
 """
 
 from __future__ import annotations
