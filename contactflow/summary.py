@@ -13,6 +13,10 @@ Metrics (all SI):
 * ``left_hand_hold_duration_s``: total duration of those holds [s].
 * ``foot_fz_tracking_rmse_n``: RMSE between desired (``lam_d``) and measured vertical sole
   forces, both feet pooled, over the whole run.
+
+Streams are aligned by ``seq``: at each sensors tick k, the newest desired (and operator command)
+message with seq <= k, i.e. the one of tick k in lockstep and the one in force in a real-time run
+whose stages skipped ticks.
 * ``ticks``, ``sim_time_s``, ``wall_time_s`` (first to last sensor message, receive times),
   ``realtime_factor`` (simulated seconds per wall second).
 * ``requests_refused``: operator requests the Retargeting refused (its ``n_refused``).
@@ -64,6 +68,20 @@ def _fk_positions(robot, qs: np.ndarray, frame_id: int) -> np.ndarray:
         pin.forwardKinematics(robot.model, data, q)
         out[i] = pin.updateFramePlacement(robot.model, data, frame_id).translation
     return out
+
+
+def _align_latest(seq: np.ndarray, other: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``i`` of a stream with seqs ``seq`` and, for each, the row of ``other`` with the newest seq
+    <= ``seq[i]``; only rows with such a row and with ``seq[i] <= max(other)`` (a stream that ends
+    earlier is not extended). With every seq present both ways this is the exact match by seq."""
+    seq = np.asarray(seq)
+    other = np.asarray(other)
+    if not len(seq) or not len(other):
+        return np.zeros(0, int), np.zeros(0, int)
+    order = np.argsort(other, kind="stable")
+    pos = np.searchsorted(other[order], seq, side="right") - 1
+    ok = (pos >= 0) & (seq <= other[order[-1]])
+    return np.flatnonzero(ok), order[pos[ok]]
 
 
 def _hold_mask(twist: np.ndarray, t: np.ndarray, settle_s: float) -> np.ndarray:
@@ -171,8 +189,9 @@ def seiko_summary(rec: Recording, robot, *, driver: str = "mujoco_driver", retar
     pelvis_min = float(np.min(heights)) if len(heights) else float("nan")
     fell = bool((not finite.all()) or pelvis_min < fall_height_m)
 
-    # align by seq
-    common, i_s, i_d = np.intersect1d(sensors.seq, desired.seq, return_indices=True)
+    # at each sensors tick k, the newest desired with seq <= k (lockstep: the one of tick k; real time:
+    # the one in force, when the Retargeting skipped ticks)
+    i_s, i_d = _align_latest(sensors.seq, desired.seq)
     fz_err = []
     for foot in [c for c, s in robot.contacts.items() if s.type == "plane"]:
         fz_meas = sensors.field(f"wrench.{foot}")[i_s, 2]
@@ -188,14 +207,16 @@ def seiko_summary(rec: Recording, robot, *, driver: str = "mujoco_driver", retar
     except RecordingError:  # no operator stream (e.g. a replay without operator): metric left NaN
         op = None
     if op is not None:
-        common_h, i_o, i_s2 = np.intersect1d(op.seq, sensors.seq, return_indices=True)
-        _, i_o2, i_d2 = np.intersect1d(op.seq[i_o], desired.seq, return_indices=True)
-        tw = op.field(f"twist.{hand}")[i_o[i_o2]]
-        t = sensors.t[i_s2[i_o2]]
+        i_s2, i_o = _align_latest(sensors.seq, op.seq)
+        keep = np.isin(i_s2, i_s)  # ticks with a desired too
+        i_s2, i_o = i_s2[keep], i_o[keep]
+        i_d2 = i_d[np.searchsorted(i_s, i_s2)]
+        tw = op.field(f"twist.{hand}")[i_o]
+        t = sensors.t[i_s2]
         mask = _hold_mask(tw, t, hold_settle_s)
         if mask.any():
             fid = robot.contact(hand).frame_id
-            qm = q_meas[i_s2[i_o2]][mask]
+            qm = q_meas[i_s2][mask]
             qd = desired.field("q_d")[i_d2][mask]
             e = np.linalg.norm(_fk_positions(robot, qm, fid) - _fk_positions(robot, qd, fid), axis=1)
             hold_s = float(mask.sum() * (np.median(np.diff(t)) if len(t) > 1 else 0.0))

@@ -85,6 +85,15 @@ def test_realtime_metrics_without_timing_are_nan():
     assert m["realtime"] is False and np.isnan(m["deadline_misses"]) and np.isnan(m["command_age_ms_p50"])
 
 
+def test_summary_aligns_each_tick_with_the_newest_message_in_force():
+    from contactflow.summary import _align_latest
+
+    i, j = _align_latest(np.arange(8), np.array([0, 3, 4, 6]))  # a stage that skipped ticks 1, 2, 5
+    assert i.tolist() == [0, 1, 2, 3, 4, 5, 6] and j.tolist() == [0, 0, 0, 1, 2, 2, 3]  # tick 7: after its end
+    i, j = _align_latest(np.arange(5), np.arange(5))  # lockstep: the exact match
+    assert i.tolist() == j.tolist() == [0, 1, 2, 3, 4]
+
+
 # ---------------------------------------------------------------- driver command slot
 def test_newest_command_wins_and_a_held_command_is_not_new():
     slot = NewestCommand()
