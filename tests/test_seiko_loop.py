@@ -184,3 +184,29 @@ def test_the_loop_computes_what_the_lockstep_graph_computes(robot, tmp_path):
     rows = {int(q): i for i, q in enumerate(d.seq)}
     idx = [rows[i] for i in range(n) if i in rows]
     np.testing.assert_array_equal(d.field("pose_d.left_hand")[idx, :3], L.pose_d["left_hand"][: len(idx)])
+
+
+@pytest.mark.dora
+@pytest.mark.slow
+def test_the_loop_with_admittance_computes_what_the_multicontact_graph_computes(robot, tmp_path):
+    """``dataflows/seiko_talos_multicontact.yml`` (lag 1, the admittance node on the feet and the
+    left hand, the environment: wrist FT and the ball hand's joint-torque force estimate) on
+    ``wall_touch_short.yaml`` (a hand contact enabled, then pushing) and ``run_loop`` with the same
+    settings: the same measured states, bit for bit (~30 s)."""
+    from contactflow.recording import read_recording
+
+    scenario = ROOT / "robots/talos/scenarios/wall_touch_short.yaml"
+    env = dict(os.environ, CONTACTFLOW_RECORDINGS=str(tmp_path), CONTACTFLOW_SCENARIO=str(scenario))
+    proc = subprocess.run([DORA, "run", str(ROOT / "dataflows/seiko_talos_multicontact.yml")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    run = next(p for p in sorted(tmp_path.iterdir()) if p.is_dir() and not p.is_symlink())
+    s = read_recording(run).stream("mujoco_driver.sensors")
+    adm = AdmittanceStage.default_params(robot, ["left_foot", "right_foot", "left_hand"])  # the graph's --effectors
+    L = run_loop(robot, scenario, environment=True, admittance=adm, lag=1)
+    assert not L.fell
+    rows = {int(q): i for i, q in enumerate(s.seq)}
+    idx = [rows[i + 1] for i in range(len(L.t)) if i + 1 in rows]
+    assert len(idx) >= 3900
+    np.testing.assert_array_equal(s.field("q")[idx], L.q[: len(idx)])
+    assert np.linalg.norm(s.field("force.left_hand")[idx[-1]]) > 1.0  # the hand touched the wall and pushes
