@@ -46,6 +46,7 @@ class CommandHold:
         self.rejected = 0
         self.last_reason = ""
         self.holding = False
+        self._hold_reported = False  # a "holding" warning was logged and no "resumed" since
 
     def _position_problem(self, theta, name: str = "theta_cmd") -> str:
         """Why ``theta`` is not a safe position command ('' if it is)."""
@@ -69,8 +70,9 @@ class CommandHold:
 
     def _accepted(self, now_s: float) -> bool:
         self.last_time = now_s
-        if self.holding:
+        if self.holding and self._hold_reported:  # not for the first command: nothing was reported held
             log.warning("commands resumed")
+            self._hold_reported = False
         self.holding = False
         return True
 
@@ -91,6 +93,7 @@ class CommandHold:
         stale = self.last_time is None or now_s - self.last_time > self.timeout_s
         if stale and not self.holding and self.last_time is not None:
             log.warning("no command for %.3f s: holding the last safe command", self.timeout_s)
+            self._hold_reported = True
         self.holding = stale
 
     def command(self, now_s: float) -> np.ndarray:

@@ -23,3 +23,17 @@ def test_stale_commands_hold_the_last_safe_command_until_new_ones_arrive():
     h.offer(np.array([0.4, 0.4]), 1.6)
     assert not h.holding
     np.testing.assert_array_equal(h.command(1.61), [0.4, 0.4])
+
+
+def test_resumed_is_logged_only_after_a_reported_hold(caplog):
+    import logging
+
+    hold = CommandHold(np.zeros(3), timeout_s=0.01)
+    with caplog.at_level(logging.WARNING, logger="contactflow.safety"):
+        hold.command(0.0)  # start-up: no command yet (stale, not reported)
+        assert hold.offer(np.ones(3), 0.001)
+        assert not [r for r in caplog.records if "resumed" in r.getMessage()]
+        hold.command(0.1)  # stale after a command: reported
+        assert hold.offer(np.ones(3), 0.102)
+    msgs = [r.getMessage() for r in caplog.records]
+    assert any("holding" in m for m in msgs) and msgs[-1] == "commands resumed"
