@@ -4,7 +4,7 @@ the same run (``contactflow bench seiko`` runs this script).
 Usage: python benchmarks/bench_seiko.py [--baseline d633261] [--seconds 8]
        [--no-dora] [--no-realtime] [--no-qp] [--out docs/benchmarks_seiko.json] [--md FILE]
 
-The baseline ("today's code") is the ``contactflow`` package of ``--baseline``, extracted with
+The baseline (the OLD code, before issue 12) is the ``contactflow`` package of ``--baseline``, extracted with
 ``git archive`` into a temporary directory, renamed textually to ``contactflow_baseline`` and
 imported in this process, so both versions run on the same machine state, interleaved:
 
@@ -358,14 +358,25 @@ def markdown(res: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--baseline", default="d633261", help="commit of today's code (default d633261)")
+    ap = argparse.ArgumentParser(
+        prog="contactflow bench seiko",
+        description="SEIKO on Talos: the targets table of the real-time issue (12), the new code against the OLD "
+                    "code of a baseline commit, both measured in the same run (per-step stage times, in-process "
+                    "loop, lockstep and real-time dora graphs, QP solvers). Takes ~5 min on 2 quiet cores, ~8 min "
+                    "under load (less with --no-dora / --no-qp). Needs the git history (a clone, not an archive): "
+                    "the baseline is extracted with `git archive BASELINE contactflow`. Prints the table; "
+                    "--out / --md write it (docs/benchmarks_seiko.json and the SEIKO section of "
+                    "docs/benchmarks.md came from --out docs/benchmarks_seiko.json --md FILE). Details: the module "
+                    "docstring of benchmarks/bench_seiko.py.")
+    ap.add_argument("--baseline", default="d633261",
+                    help="commit of the OLD code to compare against (default d633261: before issue 12, quadprog)")
     ap.add_argument("--seconds", type=float, default=8.0, help="simulated seconds of the per-step and loop runs")
     ap.add_argument("--no-dora", action="store_true", help="skip both dora graphs")
     ap.add_argument("--no-realtime", action="store_true", help="skip the real-time graph")
     ap.add_argument("--no-qp", action="store_true", help="skip benchmarks/bench_seiko_qp.py")
     ap.add_argument("--qp-seconds", type=float, default=4.0, help="closed-loop seconds whose every QP is solved both ways")
-    ap.add_argument("--out", default=None, help="write the results as JSON")
+    ap.add_argument("--out", default=None, help="write the results as JSON (none by default; the docs' file: "
+                                                "docs/benchmarks_seiko.json)")
     ap.add_argument("--md", default=None, help="write the markdown table")
     args = ap.parse_args(argv)
     robot = load_robot("talos")

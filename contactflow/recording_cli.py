@@ -5,7 +5,7 @@ Sub-commands:
     rec info RUN [--json]                               streams, rates, duration, gaps
     rec export RUN --to parquet|csv|mcap [--out DIR] [--streams a.b,c.d]
     plot RUN SIGNAL... [--out FIG.png] [--separate]     time series (matplotlib PNG)
-    bench NAME [ARGS...] | bench --list                 run benchmarks/bench_NAME.py
+    bench NAME [ARGS...] | bench --list                 run benchmarks/bench_NAME.py (ARGS, --help too, go to it)
     check DATAFLOW...                                   static wiring check against the node contracts
     view RUN [--rrd OUT.rrd] [--every N] [--no-meshes]  convert a run to a rerun .rrd file (robot, wrenches, plots)
 
@@ -19,6 +19,7 @@ file, unknown signal), with a message and no traceback.
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -143,7 +144,10 @@ def _cmd_bench(args) -> int:
         return 0
     if args.name not in benches:
         raise RecordingError(f"no benchmark {args.name!r}; available: {benches}")
-    return subprocess.call([sys.executable, str(BENCH_DIR / f"bench_{args.name}.py"), *args.bench_args], cwd=REPO_ROOT)
+    rest = list(args.bench_args)
+    if rest[:1] == ["--"]:  # `bench NAME -- ARGS` (the older spelling) still works
+        rest = rest[1:]
+    return subprocess.call([sys.executable, str(BENCH_DIR / f"bench_{args.name}.py"), *rest], cwd=REPO_ROOT)
 
 
 def _cmd_check(args) -> int:
@@ -231,9 +235,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--separate", action="store_true", help="one subplot per signal")
     p.set_defaults(func=_cmd_plot)
 
-    p = subparsers.add_parser("bench", help="run a benchmark of benchmarks/")
-    p.add_argument("name", nargs="?", help="benchmark name (bench_NAME.py)")
-    p.add_argument("bench_args", nargs="*", help="arguments passed to the benchmark (after --)")
+    p = subparsers.add_parser("bench", help="run a benchmark of benchmarks/",
+                              description="Run benchmarks/bench_NAME.py; everything after NAME (--help included: "
+                                          "`contactflow bench seiko --help` shows the benchmark's own options) "
+                                          "goes to the script.")
+    p.add_argument("name", nargs="?", help="benchmark name (bench_NAME.py; --list shows them)")
+    p.add_argument("bench_args", nargs=argparse.REMAINDER, help="arguments passed to the benchmark, e.g. --help")
     p.add_argument("--list", action="store_true")
     p.set_defaults(func=_cmd_bench)
 

@@ -126,3 +126,11 @@ def test_bench_lists_and_refuses_unknown(capsys):
     assert rc == 0 and "mujoco" in out and "seiko" in out
     rc, _, err = _cli(capsys, "bench", "nope")
     assert rc == 2 and "no benchmark 'nope'" in err
+
+
+def test_bench_passes_help_to_the_script(capfd):
+    rc = main(["bench", "seiko", "--help"])
+    out = capfd.readouterr().out
+    assert rc == 0 and "--baseline" in out and "OLD code" in out
+    rc = main(["bench", "seiko", "--", "--help"])  # the older spelling still works
+    assert rc == 0 and "--baseline" in capfd.readouterr().out
