@@ -17,6 +17,10 @@ node, a dynamic operator) are recorded output by output, as before.
 
 Lockstep control edges use backpressure queues (no tick is ever dropped: drop-oldest queues lose
 messages in bursts); observers (the viewer) use drop-oldest queues so they never hold back the loop.
+The real-time graph (``seiko_talos_realtime``: the pieces with ``realtime=True``) instead gives every
+node ``--realtime``, drop-oldest queues of 10 between its stages (:data:`REALTIME`: a stage takes the
+newest message and skips the stale ones) and the SCHED_FIFO priorities of :data:`RT_PRIORITY` in each
+stage's ``env``; its recorder inputs stay lossless.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from pathlib import Path
 from typing import Callable
 
 __all__ = ["Node", "Graph", "GRAPHS", "render", "check_graphs", "write_graphs", "driver", "replay_node", "operator",
-           "seiko_stages", "recorder", "viewer", "DATAFLOWS"]
+           "seiko_stages", "recorder", "viewer", "DATAFLOWS", "REALTIME", "RT_PRIORITY", "RT_DAEMON"]
 
 #: Where the rendered graphs live.
 DATAFLOWS = Path(__file__).resolve().parent.parent / "dataflows"
@@ -38,6 +42,16 @@ LOCKSTEP = {"queue_size": 100, "queue_policy": "backpressure"}
 RECORD = {"queue_size": 1000, "queue_policy": "backpressure"}
 #: Queue of an observer (viewer): never hold back the loop.
 OBSERVE = {"queue_size": 100, "queue_policy": "drop_oldest"}
+#: Queue of a real-time edge between stages: the consumer takes the newest message before each tick;
+#: a full queue drops its oldest (dora logs "Discarding event ... due to queue size limit"). dora 1.1's
+#: queue_size 1 dropped ~30 % of a 500 Hz stream at an idle receiver; backpressure routes through the
+#: daemon, which lagged 300 ms (measured on the 2-core machine, commit fffb470).
+REALTIME = {"queue_size": 10, "queue_policy": "drop_oldest"}
+#: SCHED_FIFO priority of each real-time stage (env CONTACTFLOW_RT_PRIORITY, nodes/_runtime.py
+#: apply_scheduling); the recorder is not listed: normal priority.
+RT_PRIORITY = {"mujoco_driver": 20, "seiko_controller": 10, "seiko_retargeting": 7, "operator": 6, "input_filter": 5}
+#: SCHED_FIFO priority the real-time driver gives the dora daemon that spawned it (CONTACTFLOW_RT_DAEMON).
+RT_DAEMON = 30
 
 LOG = "log"
 SCENARIOS = "../robots/talos/scenarios"
@@ -58,6 +72,7 @@ class Node:
         comment: comment lines written above the node.
         path_comment / args_comment: end-of-line comments.
         folded_args: write ``args`` as a folded block (long argument lists).
+        env: the node's environment variables (``env:``).
     """
 
     id: str
@@ -70,6 +85,7 @@ class Node:
     path_comment: str = ""
     args_comment: str = ""
     folded_args: bool = False
+    env: dict[str, int | str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -84,10 +100,26 @@ class Graph:
 # Pieces
 # ---------------------------------------------------------------------------------------------------
 
-def driver(command: str, *, args: str = "--robot talos", args_comment: str = "") -> Node:
-    """The MuJoCo driver (the graph's clock), commanded by ``command`` (a ``joint_command`` output)."""
-    return Node("mujoco_driver", "../nodes/mujoco_driver.py", args, {"command": (command, LOCKSTEP)},
-                ["sensors", LOG], args_comment=args_comment)
+def _robot(realtime: bool) -> str:
+    return "--robot talos --realtime" if realtime else "--robot talos"
+
+
+def _queue_of(realtime: bool) -> dict:
+    return REALTIME if realtime else LOCKSTEP
+
+
+def _rt_env(node_id: str, realtime: bool) -> dict[str, int]:
+    return {"CONTACTFLOW_RT_PRIORITY": RT_PRIORITY[node_id]} if realtime else {}
+
+
+def driver(command: str, *, args: str | None = None, args_comment: str = "", realtime: bool = False) -> Node:
+    """The MuJoCo driver (the graph's clock), commanded by ``command`` (a ``joint_command`` output).
+
+    ``realtime``: paced by the wall clock (``--realtime``), latest-value command queue, SCHED_FIFO for
+    itself and the dora daemon (:data:`RT_PRIORITY`, :data:`RT_DAEMON`)."""
+    env = {**_rt_env("mujoco_driver", realtime), **({"CONTACTFLOW_RT_DAEMON": RT_DAEMON} if realtime else {})}
+    return Node("mujoco_driver", "../nodes/mujoco_driver.py", args or _robot(realtime),
+                {"command": (command, _queue_of(realtime))}, ["sensors", LOG], args_comment=args_comment, env=env)
 
 
 def replay_node(node_id: str, streams: str, output: str, ack: str, record_as: str) -> Node:
@@ -96,25 +128,29 @@ def replay_node(node_id: str, streams: str, output: str, ack: str, record_as: st
                 {"ack": (ack, LOCKSTEP)}, [output], record={output: record_as})
 
 
-def operator(mode: str = "scenario", scenario: str = "hand_forward.yaml", *, clock: str = "mujoco_driver/log") -> Node:
+def operator(mode: str = "scenario", scenario: str = "hand_forward.yaml", *, clock: str = "mujoco_driver/log",
+             realtime: bool = False) -> Node:
     """The operator: ``scenario`` (plays a file), ``recording`` (the scenario of the replayed run)
     or ``dynamic`` (a live program, examples/live_operator.py).
 
     ``clock``: the operator's ``tick`` input. The driver's batched ``log`` puts a scenario operator in
     ahead mode (commands sent 50 ticks per message, ahead of the driver: nodes/operator.py); the
-    driver's ``sensors`` (a replay driver, a live operator) give one command per tick."""
-    tick = {"tick": (clock if mode != "dynamic" else "mujoco_driver/sensors", LOCKSTEP)}
+    driver's ``sensors`` (a replay driver, a live operator, the real-time graph) give one command per
+    tick. ``realtime``: ``--realtime`` (a scenario operator), latest-value clock queue, SCHED_FIFO."""
+    if realtime and mode != "scenario":
+        raise ValueError(f"a real-time operator plays a scenario (mode {mode!r} has no real-time settings)")
+    tick = {"tick": (clock if mode != "dynamic" else "mujoco_driver/sensors", _queue_of(realtime))}
     if mode == "dynamic":
         return Node("operator", "dynamic", None, tick, ["command"], record={"command": "operator_command"},
                     path_comment="started by your program: python examples/live_operator.py")
     args = ("--robot talos --scenario-from-recording latest" if mode == "recording"
-            else f"--robot talos --scenario {SCENARIOS}/{scenario}")
-    return Node("operator", "../nodes/operator.py", args, tick, ["command", LOG])
+            else f"{_robot(realtime)} --scenario {SCENARIOS}/{scenario}")
+    return Node("operator", "../nodes/operator.py", args, tick, ["command", LOG], env=_rt_env("operator", realtime))
 
 
 def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | None = None,
                  controller_config: str | None = None, controller_outputs: tuple[str, ...] = ("command",),
-                 desired_rows: bool = False, wrench_filter: int | None = None) -> list[Node]:
+                 desired_rows: bool = False, wrench_filter: int | None = None, realtime: bool = False) -> list[Node]:
     """Input filter (8) -> Retargeting QP (9) -> Controller QP (11), each its own node.
 
     Args:
@@ -133,10 +169,20 @@ def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | N
         wrench_filter: the complementary wrench filter (13) as its own node (nodes/wrench_filter.py)
             with the Controller's ``--wrench-lag`` = this value (0: exact, on the critical path;
             1: pipelined beside the Controller's QP); None: inside the Controller.
+        realtime: every stage ``--realtime`` (nodes/_runtime.py Lockstep, real-time mode), its inputs
+            on latest-value queues (:data:`REALTIME`) and its SCHED_FIFO priority (:data:`RT_PRIORITY`)
+            in its ``env``. Not with ``admittance``, ``wrench_filter`` or ``desired_rows`` (no
+            real-time settings for them).
+
+    Raises:
+        ValueError: ``realtime`` with ``admittance``, ``wrench_filter`` or ``desired_rows``.
     """
-    filt = Node("input_filter", "../nodes/input_filter.py", f"--robot talos --lag {lag}",
-                {"command": ("operator/command", LOCKSTEP), "desired": ("seiko_retargeting/desired", LOCKSTEP)},
-                ["targets", LOG])
+    if realtime and (admittance or wrench_filter is not None or desired_rows):
+        raise ValueError("seiko_stages(realtime=True) takes no admittance, wrench_filter or desired_rows")
+    q, robot = _queue_of(realtime), _robot(realtime)
+    filt = Node("input_filter", "../nodes/input_filter.py", f"{robot} --lag {lag}",
+                {"command": ("operator/command", q), "desired": ("seiko_retargeting/desired", q)},
+                ["targets", LOG], env=_rt_env("input_filter", realtime))
     nodes = [filt]
     if admittance:
         filt.inputs["admittance"] = ("admittance/twist", LOCKSTEP)
@@ -145,14 +191,15 @@ def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | N
                           ["twist", LOG], comment="Effector admittance (eq. 14) on the disabled effectors, from the measured wrenches.",
                           args_comment="right ball hand: see the node doc"))
     nodes.append(Node("seiko_retargeting", "../nodes/seiko_retargeting.py",
-                      "--robot talos --environment" if environment else "--robot talos",
-                      {"targets": ("input_filter/targets", LOCKSTEP), "command": ("operator/command", LOCKSTEP)},
-                      ["desired", "desired_rows", LOG] if desired_rows else ["desired", LOG]))
-    cargs = f"--robot talos --lag {lag}" + (f" --config {controller_config}" if controller_config else "")
+                      f"{robot} --environment" if environment else robot,
+                      {"targets": ("input_filter/targets", q), "command": ("operator/command", q)},
+                      ["desired", "desired_rows", LOG] if desired_rows else ["desired", LOG],
+                      env=_rt_env("seiko_retargeting", realtime)))
+    cargs = f"{robot} --lag {lag}" + (f" --config {controller_config}" if controller_config else "")
     desired = "seiko_retargeting/desired_rows" if desired_rows else "seiko_retargeting/desired"
     ctrl = Node("seiko_controller", "../nodes/seiko_controller.py", cargs,
-                {"sensors": ("mujoco_driver/sensors", LOCKSTEP), "desired": (desired, LOCKSTEP)},
-                [*controller_outputs, LOG])
+                {"sensors": ("mujoco_driver/sensors", q), "desired": (desired, q)},
+                [*controller_outputs, LOG], env=_rt_env("seiko_controller", realtime))
     if wrench_filter is not None:
         nodes.append(Node("wrench_filter", "../nodes/wrench_filter.py", "--robot talos",
                           {"sensors": ("mujoco_driver/sensors", LOCKSTEP), "flex_rate": ("seiko_controller/flex_rate", LOCKSTEP)},
@@ -377,6 +424,45 @@ is measured against seiko_talos.yml (docs/benchmarks.md).
 {_LOCKSTEP_NOTE}""", _main_graph(name, f"{name}.yml", wrench_filter=lag))
 
 
+def seiko_talos_realtime() -> Graph:
+    name = "seiko_talos_realtime"
+    nodes = [driver("seiko_controller/command", realtime=True),
+             operator(clock="mujoco_driver/sensors", realtime=True), *seiko_stages(realtime=True)]
+    p = RT_PRIORITY
+    return Graph(f"""SEIKO on PAL Talos in MuJoCo, REAL TIME: the driver is paced by the wall clock (500 Hz).
+
+  dora run dataflows/{name}.yml
+  CONTACTFLOW_SCENARIO=robots/talos/scenarios/smoke_2s.yaml dora run dataflows/{name}.yml
+
+The same stages as seiko_talos.yml, each with --realtime (nodes/_runtime.py Lockstep, real-time mode;
+nodes/mujoco_driver.py run_realtime). After a start-up handshake of 10 lockstep ticks the driver
+publishes the sensors at each 2 ms deadline, takes the newest command received and never waits for
+one: without a new command the last safe command stays in force (a deadline miss). The operator
+runs once per driver tick (clocked by the sensors, not ahead) and the Controller reads the per-tick
+`desired` of the Retargeting.
+Queues: every input between stages is a drop-oldest queue of 10 messages. Before each tick a node
+takes what has arrived and uses the newest message of each input (the driver:
+contactflow.sim.driver.NewestCommand), so a stage that falls behind skips stale messages instead of
+accumulating lag, and a full queue drops its oldest message (dora logs "Discarding event ... due to
+queue size limit"). The input filter steps once per tick it skipped (holding the operator's newest
+twist), so the targets still integrate the whole motion. (dora 1.1's queue_size 1 dropped ~30 % of
+a 500 Hz stream at an idle receiver; backpressure routed through the daemon, which lagged 300 ms.)
+Every node sends its outputs to the recorder in batches (output `log`, 50 ticks per message, on
+lossless backpressure queues); the driver's log also carries one `driver_timing` row per period,
+from which the summary computes deadline_misses, command_age_ms_p50/p99 and longest_stall_ms
+(contactflow/summary.py). The recorder counts the ticks the stages skipped as `recording_gaps`
+(missing seq per stream: expected in real time), while `recording_lost_batches` counts real losses
+(log batches that never reached the recorder).
+Priorities: run as root (CAP_SYS_NICE), the graph puts its stages under SCHED_FIFO, as on a robot
+computer: the driver first ({p["mujoco_driver"]}), then the controller ({p["seiko_controller"]}), the Retargeting ({p["seiko_retargeting"]}), the operator ({p["operator"]})
+and the input filter ({p["input_filter"]}); the recorder at normal priority. The driver also puts the dora daemon
+that spawned the graph under SCHED_FIFO {RT_DAEMON}: the nodes' batched-log sends wait on it, and starved
+behind the real-time nodes it stalled them for up to 0.65 s. These are CONTACTFLOW_RT_PRIORITY /
+CONTACTFLOW_RT_DAEMON in each node's env (nodes/_runtime.py apply_scheduling): remove them to opt
+out. Without the privilege each node prints a warning and runs at normal priority.""",
+                 [*nodes, recorder(nodes, name, f"{name}.yml")])
+
+
 #: graph name (file stem in dataflows/) -> builder.
 GRAPHS: dict[str, Callable[[], Graph]] = {
     "seiko_talos": seiko_talos,
@@ -391,6 +477,7 @@ GRAPHS: dict[str, Callable[[], Graph]] = {
     "seiko_controller_replay": seiko_controller_replay,
     "seiko_talos_wrench_filter": seiko_talos_wrench_filter,
     "seiko_talos_wrench_filter_lag1": lambda: seiko_talos_wrench_filter(1),
+    "seiko_talos_realtime": seiko_talos_realtime,
 }
 
 
@@ -426,6 +513,8 @@ def _node_lines(n: Node) -> list[str]:
             lines.append(f"      {port}: {{source: {src}, {_queue(q)}}}")
     if n.outputs:
         lines.append(f"    outputs: [{', '.join(n.outputs)}]")
+    if n.env:
+        lines.append(f"    env: {{{_queue(n.env)}}}")
     return lines
 
 

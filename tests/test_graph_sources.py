@@ -66,7 +66,10 @@ def test_every_node_output_is_recorded_once_and_control_edges_keep_backpressure(
         else:  # recorded output by output (replay nodes, a dynamic operator)
             assert all(f"{nid}/{o}" in sources for o in outs), (name, nid)
         for port, spec in (n.get("inputs") or {}).items():
-            assert spec["queue_policy"] == "backpressure", (name, nid, port)
+            if "--realtime" in n.get("args", "").split():  # latest value between real-time stages
+                assert spec == {"source": spec["source"], **graphs.REALTIME}, (name, nid, port)
+            else:
+                assert spec["queue_policy"] == "backpressure", (name, nid, port)
     for spec in rec.values():
         assert spec["queue_policy"] == "backpressure" and spec["queue_size"] >= 1000
     for spec in (nodes.get("viewer") or {}).get("inputs", {}).values():
@@ -110,6 +113,42 @@ def test_multi_tick_edges_only_where_the_retargeting_runs_ahead_of_the_driver():
             assert nodes["operator"]["inputs"]["tick"]["source"].endswith("/log"), name
             assert "admittance" not in nodes["input_filter"]["inputs"], name
     assert _nodes("seiko_talos")["seiko_controller"]["inputs"]["desired"]["source"] == "seiko_retargeting/desired_rows"
+
+
+def test_the_realtime_graph_is_the_main_graph_with_every_stage_in_real_time():
+    """Same stages and wiring as seiko_talos.yml, but every node --realtime, the operator per tick (no
+    ahead mode, no `desired_rows`), drop-oldest queues of 10 between stages, lossless recorder inputs,
+    and each stage's SCHED_FIFO priority (the driver first, the dora daemon above it) in its env."""
+    rt, base = _nodes("seiko_talos_realtime"), _nodes("seiko_talos")
+    assert set(rt) == set(base)
+    stages = set(rt) - {"recorder"}
+    assert set(graphs.RT_PRIORITY) == stages
+    for nid in stages:
+        node, ref = rt[nid], base[nid]
+        args = node["args"].split()
+        assert args.count("--realtime") == 1, nid
+        assert [a for a in args if a != "--realtime"] == ref["args"].split(), nid
+        assert [o for o in node["outputs"]] == [o for o in ref["outputs"] if o != "desired_rows"], nid
+        assert set(node["inputs"]) == set(ref["inputs"]), nid
+        for port, spec in node["inputs"].items():
+            assert spec["queue_size"] == 10 and spec["queue_policy"] == "drop_oldest", (nid, port)
+        assert node["env"]["CONTACTFLOW_RT_PRIORITY"] == graphs.RT_PRIORITY[nid]
+    assert rt["operator"]["inputs"]["tick"]["source"] == "mujoco_driver/sensors"
+    assert rt["seiko_controller"]["inputs"]["desired"]["source"] == "seiko_retargeting/desired"
+    prio = {nid: rt[nid]["env"]["CONTACTFLOW_RT_PRIORITY"] for nid in stages}
+    assert max(prio, key=prio.get) == "mujoco_driver" and prio["seiko_controller"] == sorted(prio.values())[-2]
+    assert set(rt["mujoco_driver"]["env"]) == {"CONTACTFLOW_RT_PRIORITY", "CONTACTFLOW_RT_DAEMON"}
+    assert rt["mujoco_driver"]["env"]["CONTACTFLOW_RT_DAEMON"] > max(prio.values())
+    assert "env" not in rt["recorder"] and rt["recorder"]["inputs"] == base["recorder"]["inputs"]
+    assert "--name seiko_talos_realtime --dataflow seiko_talos_realtime.yml" in rt["recorder"]["args"]
+
+
+def test_realtime_pieces_refuse_the_stages_without_realtime_settings():
+    for kw in ({"admittance": "left_hand"}, {"wrench_filter": 0}, {"desired_rows": True}):
+        with pytest.raises(ValueError, match="realtime"):
+            graphs.seiko_stages(realtime=True, **kw)
+    with pytest.raises(ValueError, match="scenario"):
+        graphs.operator("dynamic", realtime=True)
 
 
 def test_the_dora_module_is_gone_and_nothing_refers_to_it():
