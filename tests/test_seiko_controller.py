@@ -148,10 +148,12 @@ def _leaning_posture(robot):
 @pytest.mark.parametrize(
     "posture, enabled, sizes",
     [
-        # n_ineq: 2 n two-sided rows (command/offset and joint torque per joint; 6 n one-sided rows before)
-        ("default", FEET, (43, 18, 50)),
-        ("leaning", FEET, (43, 18, 50)),
-        ("default", {**FEET, "left_hand": True, "right_hand": True}, (49, 24, 50)),
+        # (n_var, n_eq, n_ineq, n_rows): n_ineq = 6 n inequalities of (11) as the paper writes
+        # them (seiko.md §10.2, 150 for Talos); n_rows = 2 n two-sided rows actually solved
+        # (command/offset and joint torque per joint)
+        ("default", FEET, (43, 18, 150, 50)),
+        ("leaning", FEET, (43, 18, 150, 50)),
+        ("default", {**FEET, "left_hand": True, "right_hand": True}, (49, 24, 150, 50)),
     ],
 )
 def test_qp_status_and_residuals(robot, posture, enabled, sizes):
@@ -172,7 +174,7 @@ def test_qp_status_and_residuals(robot, posture, enabled, sizes):
         out = _step(ctl, robot, q_d, lam_d, lam_read, tau_read=out.tau_flex, enabled=enabled)
         d = out.diagnostics
         assert out.ok and d["status"] == "optimal", d
-        assert (d["n_var"], d["n_eq"], d["n_ineq"]) == sizes
+        assert (d["n_var"], d["n_eq"], d["n_ineq"], d["n_rows"]) == sizes
         assert d["eq_residual"] < 1e-8 * max(1.0, robot.weight / ctl.config.dt_s)
         assert d["ineq_violation"] < 1e-6
         assert d["bias_base_n"] < 1e-3 and d["bias_joint_rad"] < 1e-3
@@ -400,3 +402,26 @@ def test_tau_read_low_pass_ignores_a_one_tick_spike(robot):
                 tau_read[j] = 0.9 * robot.tau_max[j]
             out = _step(ctl, robot, robot.q_default, lam, lam, tau_read=tau_read)
         assert (out.tau_limit[j] < 0.5 * robot.tau_max[j]) == lowered
+
+
+def test_enabled_and_lam_flex_are_read_only_views(robot):
+    """The QP (11) layout is derived from ``enabled``: neither it nor ``lam_flex`` can be
+    assigned (or written through) from outside; both follow the state set by reset/step."""
+    ctl = SeikoController(ControllerConfig(), robot)
+    out = ctl.reset(robot.q_default, _lam0(robot), FEET)
+    assert dict(ctl.enabled) == {c: c in FEET for c in robot.contacts}
+    np.testing.assert_array_equal(ctl.lam_flex["left_foot"], out.lam_flex["left_foot"])
+    with pytest.raises(AttributeError):
+        ctl.enabled = {}
+    with pytest.raises(AttributeError):
+        ctl.lam_flex = {}
+    with pytest.raises(TypeError):
+        ctl.enabled["left_hand"] = True
+    with pytest.raises(ValueError):
+        ctl.lam_flex["left_foot"][2] = 0.0
+    lam_d = {k: out.lam_flex[k].copy() for k in FEET}
+    lam_read = {k: v.copy() for k, v in lam_d.items()}
+    lam_read["left_foot"][2] += 20.0
+    out = _step(ctl, robot, robot.q_default, lam_d, lam_read, tau_read=out.tau_flex)
+    assert out.ok
+    np.testing.assert_array_equal(ctl.lam_flex["left_foot"], out.lam_flex["left_foot"])  # live view

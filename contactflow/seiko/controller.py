@@ -21,6 +21,17 @@ whose 6 base rows are an equality of the QP and whose n joint rows give the comm
 (new Retargeting posture, previous offset), so the feed-forward of the desired motion is in
 ``t_J``. After the solve, ``offset += dt theta_cmd_dot`` and ``theta_cmd = theta_d + offset``.
 
+Frames of the QP rows. The paper writes the pose costs (11c) and the contact equalities (11g)
+in world axes (seiko.md §6.2: ``J_w q_dot = [log3(R_t R^T); p_t - p] / dt``). Here each
+effector's rows are expressed in its own frame instead: plane contacts and all (11c) pose rows
+in the LOCAL frame of the effector (``pin.LOCAL`` Jacobian rows, errors ``R^T (p_t - p)`` and
+``log3(R^T R_t)``), point contacts (11g) in their surface frame R_c (rows ``R_c^T J_lin``,
+error ``R_c^T (p_t - p)``). Each 3-row block (position or rotation) is rotated by a rotation
+matrix, so the equalities (11g) define the same feasible set, and the weighted costs (11c) are
+the same **because the weights are equal within each 3-row block** (position weight x3,
+rotation weight x3; a per-axis weight would change the QP). Only the diagnostics that read
+single rows differ: ``eq_residual`` (max |row|) is measured in these local frames.
+
 Conventions: ``q`` (7+n,) pinocchio FreeFlyer, ``v`` (6+n,); plane wrenches ``[f; tau]`` (6,)
 in the LOCAL sole frame, point forces (3,) in the world-fixed surface frame R_c; wrenches are
 those of the environment on the robot; SI units.
@@ -32,6 +43,7 @@ import dataclasses
 import logging
 import math
 import time
+import types
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -261,10 +273,14 @@ class ControllerOutput:
         tau_flex: (n,) flexible-model joint torques K (theta_d + offset - theta_flex) [N m].
         tau_limit: (n,) joint-torque limits used by (11i) [N m].
         ok: False when the QP (or runInit) failed; the command then holds the last offset.
-        diagnostics: ``status``, ``solve_time_s``, ``step_time_s``, ``eq_residual``,
-            ``ineq_violation``, ``n_active``, ``bias_base_n`` (|t_B| [N, N m]),
-            ``bias_joint_rad`` (|K^-1 t_J| [rad]), ``n_var``, ``n_eq``, ``n_ineq``,
-            ``switched``, ``integrating``, ``message``.
+        diagnostics: ``status``, ``solve_time_s``, ``step_time_s``, ``eq_residual`` (max
+            |A_eq x - b_eq| of the solved QP, with the (11g) contact rows in each contact's own
+            frame: planes LOCAL, points R_c; see the module docstring), ``ineq_violation``,
+            ``n_active``, ``bias_base_n`` (|t_B| [N, N m]), ``bias_joint_rad`` (|K^-1 t_J|
+            [rad]), ``n_var``, ``n_eq``, ``n_ineq`` (inequalities of QP (11) as the paper
+            writes them, each side of a bound counted: 6 n, seiko.md §10.2, like the
+            Retargeting's ``n_in``), ``n_rows`` (the compact form actually solved: 2 n
+            two-sided rows), ``switched``, ``held``, ``integrating``, ``message``.
     """
 
     theta_cmd: np.ndarray
@@ -440,7 +456,8 @@ class _Workspace:
         self.m = m = sum(c.dim for c in contacts_on)
         self.nx = nx = nv + m
         self.n_eq = n_eq = m + 6
-        self.n_in = 2 * n
+        self.n_rows = 2 * n  # inequality rows of the compact form (two-sided)
+        self.n_in = 6 * n  # inequalities of (11) as the paper writes them (seiko.md §10.2)
         self.T = np.zeros((nv, nx))
         self.T_jdiag = np.einsum("ii->i", self.T[6:, 6:nv])  # writable diagonal views
         self.t = np.zeros(nv)
@@ -528,17 +545,21 @@ class SeikoController:
        * costs: base regularisation; (11b) ``||lam_dot - dlam_effort||^2``; (11e)
          ``||theta_cmd_dot||^2``; (11d) ``||offset + dt theta_cmd_dot||^2``; (11c) disabled
          effectors track the desired poses (FK of ``q_d``; planes 6-D, points position only);
-         enabled points keep the desired orientation;
-       * equalities: (11g) enabled contacts stay at their targets (frozen flexible poses);
-         (11f) ``T_B x + t_B / dt = 0``;
+         enabled points keep the desired orientation; all (11c) rows in the effector's LOCAL
+         frame (paper: world axes; same cost because the weights are equal within each 3-row
+         block);
+       * equalities: (11g) enabled contacts stay at their targets (frozen flexible poses),
+         planes in their LOCAL frame, points in R_c (paper: world axes; same constraint, a
+         rotation of each 3-row block); (11f) ``T_B x + t_B / dt = 0``;
        * inequalities (2 n two-sided rows): (11h) ``theta_min <= theta_cmd + dt theta_cmd_dot <=
          theta_max`` (URDF limits shrunk by the SEIKO margin) and ``|offset + dt theta_cmd_dot| <=
          max offset`` (one row per joint: the intersection of both intervals); (11i)
          ``|tau_flex + t_J + dt (T_J x - K theta_dot_flex)| <= tau_limit``;
 
        solved by :func:`contactflow.qp.solve_qp_box` (``qp_solver``: daqp or quadprog) in the
-       compact form, with the contact rows (11g) and the pose rows (11c) in each effector's own
-       frame (planes LOCAL, points R_c / LOCAL: the same constraints and costs);
+       compact form (diagnostics ``n_ineq`` = 6 n as in the paper, ``n_rows`` = 2 n solved),
+       with the contact rows (11g) and the pose rows (11c) in each effector's own frame (see
+       the module docstring; ``eq_residual`` is measured in these frames);
 
     6. integration: ``q_flex``, ``lam_flex``, ``offset += dt theta_cmd_dot`` (clamped to
        ``±max offset`` and ``[theta_min - theta_d, theta_max - theta_d]``);
@@ -568,7 +589,8 @@ class SeikoController:
         self.K = np.asarray(robot.K, dtype=float).copy()
         self.K_inv = 1.0 / self.K
         self._K_inv_col = self.K_inv[:, None]
-        self._sdtK = (config.weight_ineq * config.dt_s) * self.K
+        # weight_ineq dt K: the -dt K theta_dot_flex part of the (11i) rows, on the joint diagonal
+        self._weight_ineq_dt_K = (config.weight_ineq * config.dt_s) * self.K
         self.theta_min = robot.q_min + robot.position_margin
         self.theta_max = robot.q_max - robot.position_margin
         self.contacts: list[ContactSpec] = list(robot.contacts.values())
@@ -622,7 +644,12 @@ class SeikoController:
         self.q_flex = robot.q_default.copy()
         # lam_flex: (n_eff, 6) rows (points: the first 3 values) and a view per effector
         self._lam_flex_rows = np.zeros((n_eff, 6))
-        self.lam_flex = {c.name: self._lam_flex_rows[i, : c.dim] for i, c in enumerate(self.contacts)}
+        self._lam_flex = {c.name: self._lam_flex_rows[i, : c.dim] for i, c in enumerate(self.contacts)}
+        # read-only views of the same rows, for the public lam_flex property
+        ro = {c.name: self._lam_flex_rows[i, : c.dim] for i, c in enumerate(self.contacts)}
+        for arr in ro.values():
+            arr.flags.writeable = False
+        self._lam_flex_public = types.MappingProxyType(ro)
         self._effort_rows = np.zeros((n_eff, 6))  # (10) per effector
         # theta_min - theta_d, theta_max - theta_d of this step
         self._dmin, self._dmax = np.zeros(self.n), np.zeros(self.n)
@@ -631,8 +658,9 @@ class SeikoController:
         self._lam_flex_dot = {c.name: self._lam_flex_dot_rows[i, : c.dim] for i, c in enumerate(self.contacts)}
         self._lam_flex_dot_flat = self._lam_flex_dot_rows.reshape(-1)  # views
         self._lam_flex_flat = self._lam_flex_rows.reshape(-1)
-        self.enabled = {c.name: False for c in self.contacts}
-        self._enabled_key = tuple(False for _ in self.contacts)  # the values of self.enabled, in order
+        self._enabled = {c.name: False for c in self.contacts}
+        self._enabled_key = tuple(False for _ in self.contacts)  # the values of self._enabled, in order
+        self._enabled_public = types.MappingProxyType(self._enabled)
         self.targets: dict[str, pin.SE3] = {}
         self.offset = np.zeros(self.n)
         self.theta_d = robot.q_default[7:].copy()
@@ -649,6 +677,28 @@ class SeikoController:
         self._fn_lp: dict[str, float | None] = {c.name: None for c in self.contacts if c.type == "plane"}
         self._held_s: dict[str, float] = {}
         self._rise_m: dict[str, float] = {}
+
+    # ---------------------------------------------------------------- public state (read-only)
+
+    @property
+    def enabled(self) -> Mapping[str, bool]:
+        """Effector -> contact enabled in the Controller (read-only live view, robot-file order).
+
+        Set only by :meth:`reset` and :meth:`step` (the ``enabled`` argument, with the release
+        hold of ``release_max_force_n``): the QP (11) layout (``_enabled_key``) is derived from
+        it, so it cannot be assigned from outside.
+        """
+        return self._enabled_public
+
+    @property
+    def lam_flex(self) -> Mapping[str, np.ndarray]:
+        """Effector -> flexible-model wrench, read-only live views: (6,) plane ``[f; tau]`` in the
+        LOCAL sole frame [N, N m], (3,) point force in R_c [N]; zeros for disabled effectors.
+
+        Views of the state rows the QP (11) integrates (seiko.md §6.2, "Integration"); copy them
+        to keep a value. Set only by :meth:`reset` and :meth:`step`.
+        """
+        return self._lam_flex_public
 
     # ---------------------------------------------------------------- public helpers
 
@@ -669,7 +719,7 @@ class SeikoController:
     @property
     def contacts_on(self) -> list[ContactSpec]:
         """Enabled contacts, in robot-file order (the order of the stacked wrench)."""
-        return [c for c in self.contacts if self.enabled[c.name]]
+        return [c for c in self.contacts if self._enabled[c.name]]
 
     # ---------------------------------------------------------------- input checks
 
@@ -757,7 +807,7 @@ class SeikoController:
             theta_cmd,
             self.K,
             on,
-            [self.lam_flex[c.name] for c in on],
+            [self._lam_flex[c.name] for c in on],
             [self.R_c.get(c.name) for c in on],
             [self.targets[c.name] for c in on],
             wrench_weights=weights,
@@ -769,10 +819,10 @@ class SeikoController:
         if sol.found:
             self.q_flex = q_new
             for c, lam in zip(on, lams_new):
-                self.lam_flex[c.name][:] = lam
+                self._lam_flex[c.name][:] = lam
         for c in self.contacts:
-            if not self.enabled[c.name]:
-                self.lam_flex[c.name][:] = 0.0
+            if not self._enabled[c.name]:
+                self._lam_flex[c.name][:] = 0.0
         self.tau_flex = self.K * (theta_cmd - self.q_flex[7:])
         return sol
 
@@ -829,14 +879,14 @@ class SeikoController:
         self._check_names("enabled", enabled)
         t0 = time.perf_counter()
         for name in self.names:
-            self.enabled[name] = bool(enabled.get(name, False))
-        self._enabled_key = tuple(self.enabled[name] for name in self.names)
+            self._enabled[name] = bool(enabled.get(name, False))
+        self._enabled_key = tuple(self._enabled[name] for name in self.names)
         self.q_flex = q_d.copy()
         self.theta_d = q_d[7:].copy()
         self.offset[:] = 0.0
         for c in self.contacts:
-            w = self._wrench("lam_d", lam_d, c.name, self.enabled[c.name])
-            self.lam_flex[c.name][:] = w if (w is not None and self.enabled[c.name]) else 0.0
+            w = self._wrench("lam_d", lam_d, c.name, self._enabled[c.name])
+            self._lam_flex[c.name][:] = w if (w is not None and self._enabled[c.name]) else 0.0
             self._lam_flex_dot[c.name][:] = 0.0
             self._rate[c.name].reset()
         self._cfilt.reset()
@@ -945,7 +995,7 @@ class SeikoController:
         switched = False
         for name in (self.names if (key != self._enabled_key or self._held_s or self._rise_m) else ()):
             want = bool(enabled.get(name, False))
-            was = self.enabled[name]
+            was = self._enabled[name]
             if want and name in self._held_s:  # enabled again while held: the contact stays
                 del self._held_s[name]
                 rise = self._rise_m.pop(name, 0.0)
@@ -966,15 +1016,15 @@ class SeikoController:
                     self._rise_m[name] = max(0.0, self._rise_m[name] - dt * cfg.release_lift_max_m_per_s)
             if want != was:
                 switched = True
-                self.enabled[name] = want
+                self._enabled[name] = want
                 if want:
                     self._freeze_target(name)
                 else:
                     self.targets.pop(name, None)
-                self.lam_flex[name][:] = 0.0
+                self._lam_flex[name][:] = 0.0
                 self._lam_flex_dot[name][:] = 0.0
         if switched:
-            self._enabled_key = tuple(self.enabled[name] for name in self.names)
+            self._enabled_key = tuple(self._enabled[name] for name in self.names)
         init_sol = None
         if switched:
             init_sol = self._run_init_n(self.theta_d + self.offset, cfg.init_iterations)
@@ -1001,26 +1051,26 @@ class SeikoController:
         # (10) on every effector's row at once, gathered for the enabled ones:
         # lam_d_dot + K_p (lam_d - lam_tilde) + kd_sign K_d lam_dot_read; a contact held for its
         # release has lam_d = 0 and no lam_d_dot.
-        E = self._effort_rows
-        np.subtract(rows[1], lt_rows, out=E)
-        E *= cfg.kp_per_s
+        dlam_effort = self._effort_rows
+        np.subtract(rows[1], lt_rows, out=dlam_effort)
+        dlam_effort *= cfg.kp_per_s
         kdr = cfg.kd_sign * cfg.kd
         if cfg.kd > 0.0:
             for i, name in enumerate(self.names):
                 if has[0, i]:
                     rate = self._rate[name].update(read[i, : self._dims[i]], dt)
-                    if self.enabled[name]:
-                        E[i, : self._dims[i]] += kdr * rate
-        E += rows[2]
+                    if self._enabled[name]:
+                        dlam_effort[i, : self._dims[i]] += kdr * rate
+        dlam_effort += rows[2]
         for i in ws.idx_on:
             name = self.names[i]
             if name in self._held_s:
-                np.multiply(lt_rows[i], -cfg.kp_per_s, out=E[i])
+                np.multiply(lt_rows[i], -cfg.kp_per_s, out=dlam_effort[i])
                 if kdr != 0.0:
-                    E[i, : self._dims[i]] += kdr * self._rate[name].value
+                    dlam_effort[i, : self._dims[i]] += kdr * self._rate[name].value
             elif not has[1, i]:
                 raise ContractError(f"SeikoController: lam_d has no entry for enabled effector {name!r}")
-        np.take(E.reshape(-1), ws.flat_idx, out=ws.effort)
+        np.take(dlam_effort.reshape(-1), ws.flat_idx, out=ws.effort)
 
         # (12) torque-limit update, from the previous tau_flex.
         if cfg.torque_limit_adaptation and tau_read is not None:
@@ -1148,7 +1198,7 @@ class SeikoController:
         on = ws.contacts
         model, data = self.model, self.data
         terms = equilibrium_terms(
-            model, data, self.q_flex, on, [self.lam_flex[name] for name in ws.names_on], [self.R_c.get(name) for name in ws.names_on]
+            model, data, self.q_flex, on, [self._lam_flex[name] for name in ws.names_on], [self.R_c.get(name) for name in ws.names_on]
         )
         theta_cmd = self.theta_d + self.offset
         tau_flex = self.K * (theta_cmd - self.q_flex[7:])
@@ -1168,13 +1218,14 @@ class SeikoController:
         M = ws.M
         np.multiply(self._K_inv_col, T_J, out=M)
         c_vec = self.K_inv * t_J
-        oc = self.offset + c_vec
+        # offset + K^-1 t_J: the offset after this step for x = 0 ((11d), (11h) and the offset bound)
+        offset_x0 = self.offset + c_vec
         H, g = ws.H, ws.g
         # (11e) + (11d): w_e ||M x + c/dt||^2 + w_d ||dt M x + offset + c||^2.
         w_e, w_d = cfg.weight_cmd_change, cfg.weight_cmd_offset
         np.matmul(M.T, M, out=H)
         H *= w_e + w_d * dt * dt
-        v = oc * (w_d * dt)
+        v = offset_x0 * (w_d * dt)
         v += c_vec * (w_e / dt)
         np.matmul(M.T, v, out=g)
         # Base regularisation and (11b) wrench-rate tracking: constant diagonal, - w effort.
@@ -1231,14 +1282,14 @@ class SeikoController:
         np.multiply(M, s * dt, out=ws.A_P)
         lo_P, hi_P = ws.lo_P, ws.hi_P
         np.maximum(dmin, -L, out=lo_P)  # max(theta_min - theta_cmd, -L - offset) - c
-        lo_P -= oc
+        lo_P -= offset_x0
         lo_P *= s
         np.minimum(dmax, L, out=hi_P)
-        hi_P -= oc
+        hi_P -= offset_x0
         hi_P *= s
         # ... and (11i): |tau_flex + t_J + dt (T_J x - K theta_dot)| <= tau_lim.
         np.multiply(T_J, s * dt, out=ws.A_N)
-        ws.A_N_jdiag -= self._sdtK
+        ws.A_N_jdiag -= self._weight_ineq_dt_K
         # Without (11i) the rows stay (fixed QP size) with a bound that never binds.
         tau_lim = self._tau_adapt.value if cfg.torque_limit_constraint else _NO_TORQUE_LIMIT_NM
         tt = tau_flex + t_J
@@ -1315,6 +1366,7 @@ class SeikoController:
             "n_var": ws.nx if ws is not None else self.nv + sum(c.dim for c in self.contacts_on),
             "n_eq": ws.n_eq if ws is not None else 0,
             "n_ineq": ws.n_in if ws is not None else 0,
+            "n_rows": ws.n_rows if ws is not None else 0,
             "switched": switched,
             "held": sorted(self._held_s) if self._held_s else [],  # released by the Retargeting, held until unloaded
             "integrating": self.integrating,

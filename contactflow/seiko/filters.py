@@ -3,9 +3,10 @@
 Three small stateful units, each with ``reset`` and ``update`` (numpy in, numpy out), used by
 :class:`contactflow.seiko.controller.SeikoController` at the control rate (500 Hz on Talos):
 
-* :class:`ComplementaryWrenchFilter` — SEIKO RA-L 2024 eq. (13) (seiko.md §6.5), and
-  :class:`ComplementaryWrenchFilterBank`, the same filter on every effector at once (the
-  Controller's and the ``wrench_filter`` node's);
+* :class:`ComplementaryWrenchFilter` — SEIKO RA-L 2024 eq. (13) (seiko.md §6.5) for one
+  effector: the reference implementation the bank is tested against (not used by the
+  Controller), and :class:`ComplementaryWrenchFilterBank`, the same filter on every effector at
+  once (the Controller's and the ``wrench_filter`` node's);
 * :class:`WrenchRateEstimator` — the wrench rate lam_dot_read of eq. (10) (seiko.md §6.6);
 * :class:`TorqueLimitAdapter` — the joint-torque limit update of eq. (12) (seiko.md §6.4).
 
@@ -63,6 +64,11 @@ class ComplementaryWrenchFilter:
     The filter is active only while the contact is enabled **and** the controller integrates;
     otherwise it passes ``lam_read`` through (and re-seeds its state with it). It is initialised
     with the first ``lam_read`` after :meth:`reset`. DC gain from ``lam_read`` is 1.
+
+    Reference implementation: the Controller does not use this class; it runs
+    :class:`ComplementaryWrenchFilterBank`, which applies the same eq. (13) to all effectors at
+    once and is tested against this one-effector form (``tests/test_wrench_filter.py``,
+    bit-identical outputs). Keep the two in step; change the bank only with this reference.
 
     Args:
         dim: wrench dimension (6 for a plane [f; tau] in the LOCAL sole frame, 3 for a point force
