@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from contactflow.config import to_dict
-from contactflow.lac.augment import augment
+from contactflow.lac.augment import augment, episodes_per_min_per_core
 from contactflow.lac.config import GateCfg, LacConfig, ProfileCfg
 from contactflow.lac.dataset import read_episodes
 
@@ -36,8 +36,8 @@ def test_same_seed_same_shard_bytes_and_resume(tmp_path, cfg_file):
     for s in shards:
         assert (a / s).read_bytes() == (b / s).read_bytes()
     assert sa["frames"] == 3 and sa["accepted"] + sa["decayed"] + sa["failed"] == 3
-    assert {k: v for k, v in sa.items() if k not in ("wall_s", "accepted_per_min_per_core")} == {
-        k: v for k, v in sb.items() if k not in ("wall_s", "accepted_per_min_per_core")}
+    assert {k: v for k, v in sa.items() if k not in ("wall_s", "episodes_per_min_per_core")} == {
+        k: v for k, v in sb.items() if k not in ("wall_s", "episodes_per_min_per_core")}
     # resume: an interrupted run (one shard lost) rewrites only what is missing, same bytes
     before = (a / "shard-00001.parquet").read_bytes()
     (a / "shard-00001.parquet").unlink()
@@ -84,8 +84,22 @@ def test_cli_augment(tmp_path, cfg_file, capsys):
     rc = main(["lac", "augment", "--episodes", "1", "--workers", "1", "--out", str(tmp_path), "--seed", "2",
                "--config", str(cfg_file), "--no-progress"])
     assert rc == 0
-    assert "contact frames" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "contact frames" in out
     assert (tmp_path / "shard-00000.parquet").exists() and (tmp_path / "summary.json").exists()
+    # the printed rate counts the episodes written (accepted + decayed), as its label says
+    summ = json.loads((tmp_path / "summary.json").read_text())
+    assert summ["episodes_written"] == summ["accepted"] + summ["decayed"]
+    assert summ["episodes_per_min_per_core"] == pytest.approx(summ["episodes_written"] / (summ["wall_s"] / 60.0))
+    assert f"{summ['episodes_per_min_per_core']:.1f} episodes written (accepted + decayed) / min / core" in out
     rc = main(["lac", "augment", "--episodes", "1", "--out", str(tmp_path / "x"), "--frames", str(tmp_path / "none.yaml"),
                "--no-progress"])
     assert rc == 2
+
+
+def test_episodes_per_min_per_core():
+    assert episodes_per_min_per_core(0, 1.77, 1) == 0.0  # nothing written -> 0, whatever the time
+    assert episodes_per_min_per_core(4, 30.0, 2) == pytest.approx(4.0)  # 4 in half a minute on 2 cores
+    assert episodes_per_min_per_core(4, 0.0, 1) is None
+    with pytest.raises(ValueError, match="cores >= 1"):
+        episodes_per_min_per_core(1, 1.0, 0)

@@ -52,14 +52,16 @@ def test_too_strong_wrench_is_decayed_by_the_right_factors(lac, syn):
     for (sc, g), nxt in zip(trace[:-1], scales[1:]):
         assert nxt == pytest.approx(sc * factors[g.failed])
     last_scale, last = trace[-1]
-    if ep is not None:
-        assert last.passed and ep.scale == pytest.approx(last_scale) and ep.decays == len(trace) - 1
-        assert last.balance_force_n <= 5.0 and last.balance_torque_nm <= 1.5
-        assert s.peak_sum(ep.scale) <= 70.0
-        assert st.decayed == 1
-    else:
-        assert last.weak and s.peak_sum(last_scale) < 15.0
-        assert st.restarts_weak == 1
+    # decay_loop has no randomness (fixed sample, deterministic rollout and gates), so the outcome is
+    # fixed: after the two sum-cap decays the balance gate decays 64 N until a scale passes above the
+    # 15 N weak floor -> one decayed episode (measured trace: 100, 80 sum_cap; 64, 51.2 balance; 41 N pass).
+    assert ep is not None, f"expected a decayed episode, trace ended {last}"
+    assert set(gates[2:-1]) == {"balance"} and last.passed and not last.weak
+    assert ep.scale == pytest.approx(last_scale) and ep.decays == len(trace) - 1 >= 3
+    assert last.balance_force_n <= 5.0 and last.balance_torque_nm <= 1.5
+    assert 15.0 <= s.peak_sum(ep.scale) <= 70.0 and ep.peak_sum == pytest.approx(s.peak_sum(ep.scale))
+    assert (st.accepted, st.decayed, st.restarts_weak, st.restarts_exhausted) == (0, 1, 0, 0)
+    assert st.decays_by_gate["sum_cap"] == 2 and st.decays_by_gate["balance"] == len(trace) - 3
     print(f"\ntrace: {[(round(s.peak_sum(sc), 1), g.failed or ('pass' if g.passed else 'weak')) for sc, g in trace]}")
 
 
@@ -83,10 +85,24 @@ def test_self_collision_halves_until_abandoned_below_weak_floor(lac, syn):
 def test_counts_over_synthetic_frames(lac, syn):
     st = SynthesisStats()
     n = 3
+    eps = []
     for k in range(n):
         rng = np.random.default_rng(100 + k)
-        syn.synthesize(sample_synthetic_frame(lac, rng), rng, st)
-    assert st.frames == n and st.accepted + st.decayed + st.failed == n
+        eps.append(syn.synthesize(sample_synthetic_frame(lac, rng), rng, st))
+    # The frames and samples are random, so the outcome depends on the seeds: with seeds 100..102 (pinned
+    # above; the run is deterministic) every frame yields an episode, one at full scale and two decayed.
+    assert (st.frames, st.accepted, st.decayed, st.failed) == (n, 1, 2, 0)
+    assert all(ep is not None for ep in eps)
+    assert sorted(ep.decays == 0 for ep in eps) == [False, False, True]
+    g = syn.cfg.gates
+    for ep in eps:
+        if ep.decays == 0:
+            assert ep.scale == pytest.approx(1.0)
+        else:
+            assert 0.0 < ep.scale < 1.0
+        cap = g.sum_cap_force_n if ep.sample.event_type == "force" else g.sum_cap_couple_nm
+        assert ep.peak_sum <= cap
+    assert st.rollouts >= n and sum(st.decays_by_gate.values()) >= 2
     print(f"\ncounts: {st.as_dict()}")
 
 

@@ -113,6 +113,22 @@ def _worker(args) -> dict:
     return run_shard(_JOB, Path(out_dir), shard, start, stop, seed, tick=lambda n: _QUEUE.put(n))
 
 
+def episodes_per_min_per_core(n_episodes: int, wall_s: float, cores: int) -> float | None:
+    """Throughput of a run: ``n_episodes / (wall_s / 60) / cores`` [episodes / min / core].
+
+    ``n_episodes`` is what the run wrote (accepted at full scale + decayed, i.e. every episode that
+    passed the gates of LAC Algorithm 1); 0 episodes give 0.0. None when ``wall_s <= 0`` (nothing timed).
+
+    Raises:
+        ValueError: ``n_episodes < 0`` or ``cores < 1``.
+    """
+    if n_episodes < 0 or cores < 1:
+        raise ValueError(f"episodes_per_min_per_core: expected n_episodes >= 0 and cores >= 1, got {n_episodes}, {cores}")
+    if wall_s <= 0:
+        return None
+    return n_episodes / (wall_s / 60.0) / cores
+
+
 def augment(
     out_dir: str | Path,
     episodes: int,
@@ -138,7 +154,8 @@ def augment(
 
     Returns:
         summary dict: counts summed over all shards, shards written now / skipped, wall time,
-        accepted episodes per minute per core for the shards written now.
+        ``episodes_per_min_per_core``: episodes written (accepted at full scale + decayed) per minute
+        per core for the shards written now (None when no shard was written now).
 
     Raises:
         ConfigError: bad arguments, or ``out_dir`` holds a dataset made with other parameters.
@@ -212,14 +229,15 @@ def augment(
         s = SynthesisStats(**{k: v for k, v in m["stats"].items() if k != "decays_by_gate"})
         s.decays_by_gate = dict(m["stats"]["decays_by_gate"])
         total.add(s)
-    new_acc = sum(m["stats"]["accepted"] + m["stats"]["decayed"] for m in new_meta)
+    new_eps = sum(m["stats"]["accepted"] + m["stats"]["decayed"] for m in new_meta)
     summary = {
         **total.as_dict(),
         "episodes_written": total.accepted + total.decayed,
         "shards_written": len(new_meta),
         "shards_skipped": len(done_meta),
         "wall_s": wall,
-        "accepted_per_min_per_core": (new_acc / (wall / 60.0) / min(workers, max(1, len(jobs)))) if new_meta and wall > 0 else None,
+        "episodes_per_min_per_core": (episodes_per_min_per_core(new_eps, wall, min(workers, max(1, len(jobs))))
+                                      if new_meta else None),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
     return summary

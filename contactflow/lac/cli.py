@@ -35,8 +35,8 @@ def _augment(args) -> int:
         "restarts abandoned below the weak floor {restarts_weak}, exhausted {restarts_exhausted}; "
         "decays by gate {decays_by_gate}; rollouts {rollouts}".format(**summary)
     )
-    if summary["accepted_per_min_per_core"] is not None:
-        print(f"{summary['accepted_per_min_per_core']:.1f} accepted episodes / min / core")
+    if summary["episodes_per_min_per_core"] is not None:
+        print(f"{summary['episodes_per_min_per_core']:.1f} episodes written (accepted + decayed) / min / core")
     return 0
 
 
