@@ -192,6 +192,7 @@ def test_command_line_generate_and_estimate(tmp_path, capsys):
 
     rec = tmp_path / "run"
     assert main(["prime", "generate", "--robot", "go2", "--duration", "0.2", "--out", str(rec)]) == 0
+    assert ", 0.2 s simulated (mujoco, generated in " in capsys.readouterr().out  # not the wall time alone
     out = tmp_path / "est"
     assert main(["prime", "estimate", str(rec), "--max-iter", "2", "--out", str(out)]) == 0
     report = json.loads((out / "report.json").read_text())

@@ -72,8 +72,9 @@ def _generate(args) -> int:
     run = (simulate_mujoco if args.simulator == "mujoco" else simulate_smoothed)(pr, cfg)
     out = write_recording(pr, run, Path(args.out))
     fz = run.force_W[1:, :, 2].sum(axis=1)
-    print(f"wrote {out}: {run.t.size} samples of {pr.name} {cfg.motion} ({args.simulator}, "
-          f"{time.perf_counter() - t0:.1f} s); true trunk mass {run.info['trunk_true']['mass_kg']:.3f} kg; "
+    wall = time.perf_counter() - t0
+    print(f"wrote {out}: {run.t.size} samples of {pr.name} {cfg.motion}, {run.t[-1] - run.t[0]:g} s simulated "
+          f"({args.simulator}, generated in {wall:.1f} s wall); true trunk mass {run.info['trunk_true']['mass_kg']:.3f} kg; "
           f"mean total vertical contact force {fz.mean():.1f} N")
     return 0
 
