@@ -53,7 +53,7 @@ RT_PRIORITY = {"mujoco_driver": 20, "seiko_controller": 10, "seiko_retargeting":
 #: SCHED_FIFO priority the real-time driver gives the dora daemon that spawned it (CONTACTFLOW_RT_DAEMON).
 RT_DAEMON = 30
 
-LOG = "log"
+from contactflow.wiring import LOG_OUTPUT as LOG  # noqa: E402 - the batched log output (one source)
 SCENARIOS = "../robots/talos/scenarios"
 
 

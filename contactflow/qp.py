@@ -326,7 +326,7 @@ def solve_qp_box(
     eq_res, viol, ok = _box_residuals(A, x, bl, bu, eq, has_eq, tol)
     if not ok:  # a non-finite bound or x fails the residual check: find out which
         if not _bounds_finite(bl, bu):
-            return _box_failure(bl, bu, n, "non_finite", "")
+            return QPSolution(False, "non_finite", np.zeros(n), message="non-finite entry in the QP data")
         if not math.isfinite(float(x.sum())):
             return QPSolution(False, "non_finite", np.zeros(n), message="solver returned non-finite x")
     return QPSolution(

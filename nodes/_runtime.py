@@ -325,12 +325,9 @@ class Lockstep:
             self._handle(ev, waited_since)
 
 
-#: Output id on which a node sends its batched log (see :class:`Sender`).
-LOG_OUTPUT = "log"
+from contactflow.wiring import LOG_OUTPUT, ROWS_SUFFIX  # noqa: E402 - the log and multi-tick output names (one source)
 #: Default ticks per log batch (``CONTACTFLOW_LOG_EVERY`` overrides; 1 = a batch per tick).
 LOG_EVERY_DEFAULT = 50
-#: Suffix of an output that carries another output's messages in multi-tick batches (see :class:`Sender`).
-ROWS_SUFFIX = "_rows"
 #: Default ticks per ``<output>_rows`` message (``CONTACTFLOW_ROWS_EVERY`` overrides).
 ROWS_EVERY_DEFAULT = 10
 _SENDERS: list["Sender"] = []

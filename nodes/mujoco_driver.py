@@ -59,7 +59,7 @@ import time
 import numpy as np
 
 from _runtime import (REALTIME_WARMUP_TICKS, connect, Lockstep, Sender, UpstreamError, base_parser, declared_inputs,
-                      declared_outputs, drain_after_finish, load_node_config, node_main)
+                      drain_after_finish, load_node_config, node_main)
 
 log = logging.getLogger("contactflow.mujoco_driver")
 
@@ -193,8 +193,7 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
 
     jc, ew = specs["joint_command"], specs["external_wrench"]
     dt = driver.sim.control_dt_s
-    declared = declared_outputs(node) or set()
-    send_timing = "log" in declared or "timing" in declared
+    send_timing = sender.logging or "timing" in sender.wire
     latch = NewestCommand()
     stopped = False
 

@@ -15,9 +15,7 @@ the manifest (``missing_seq`` per stream, ``recording_gaps``, ``recording_lost_b
 
 Args: ``--out DIR`` (default ``<repo>/recordings``, or ``$CONTACTFLOW_RECORDINGS``), ``--name``
 (run name prefix, default the dataflow's name), ``--dataflow FILE`` (recorded in the manifest),
-``--summary seiko|g1`` (compute and print the SEIKO or the G1 teleop run summary at the end), ``--robot``,
-``--strip-prefix P`` (drop a dora module prefix such as ``seiko.`` from source node ids, so that
-stream names do not depend on how the graph was composed).
+``--summary seiko|g1`` (compute and print the SEIKO or the G1 teleop run summary at the end), ``--robot``.
 
 The run directory name is ``<name>-<UTC time>``; ``recordings/latest`` points at the newest run.
 Files are flushed every ``--flush-period-s`` (0.05 s), so a recorder killed with SIGKILL keeps all
@@ -49,9 +47,6 @@ def main() -> int:
     p.add_argument("--dataflow", default="")
     p.add_argument("--summary", choices=["none", "seiko", "g1"], default="none",
                    help="seiko: SEIKO run summary (contactflow.summary); g1: G1 teleop run summary (contactflow.lac.summary)")
-    p.add_argument("--strip-prefix", action="append", default=[],
-                   help="remove this prefix from source node ids (e.g. 'seiko.' for the nodes of a dora "
-                        "module with id seiko), so that stream names match those of a flat graph")
     p.add_argument("--rename", action="append", default=[], metavar="SRC=DST",
                    help="record the output SRC (node/output) under the name of DST (node/output), e.g. "
                         "seiko_stack/desired=seiko_retargeting/desired, so that a fused graph's recording "
@@ -76,9 +71,6 @@ def main() -> int:
         descriptor = None
     sources = {}
     for iid, src in declared_inputs(node, "recorder").items():
-        for prefix in args.strip_prefix:
-            if src and src.startswith(prefix):
-                src = src[len(prefix):]
         sources[iid] = renames.get(src, src)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     out = Path(args.out)

@@ -29,7 +29,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["process_env", "children_of", "find_child_with_env", "ProcessMonitor"]
+__all__ = ["process_env", "find_child_with_env", "ProcessMonitor"]
 
 log = logging.getLogger("contactflow.process_watch")
 
@@ -58,11 +58,6 @@ def _parent(pid: int, proc: Path) -> int | None:
         return int((proc / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, IndexError, ValueError):
         return None
-
-
-def children_of(ppid: int, proc: Path = Path("/proc")) -> list[int]:
-    """Pids of the processes whose parent is ``ppid`` (scans ``/proc/*/stat``)."""
-    return sorted(int(d.name) for d in proc.iterdir() if d.name.isdigit() and _parent(int(d.name), proc) == ppid)
 
 
 def find_child_with_env(ppid: int, var: str, match: Callable[[str], bool], *, exclude: int | None = None,
@@ -116,7 +111,6 @@ class ProcessMonitor:
             return ""
         try:
             stat = os.pread(self._stat, 1024, 0)
-            status = os.pread(self._status, 8192, 0)
         except OSError:  # ESRCH: reaped (the descriptors outlive the process, never another one)
             return "exited"
         if not stat:
@@ -128,6 +122,10 @@ class ProcessMonitor:
             return "exiting"
         if fields[0] != b"R":  # a pending SIGKILL wakes the process (R) until it exits
             return ""
+        try:  # the 8 KB status only for a running process (the common sleeping case reads stat alone)
+            status = os.pread(self._status, 8192, 0)
+        except OSError:
+            return "exited"
         for key in (b"SigPnd:", b"ShdPnd:"):
             i = status.find(key)
             if i >= 0 and int(status[i + len(key):status.index(b"\n", i)].strip(), 16) & _SIGKILL_BIT:

@@ -43,6 +43,7 @@ import numpy as np
 import pinocchio as pin
 
 from contactflow.errors import ConfigError
+from contactflow.hardware.remote import DEFAULT_ESTOP_COMBO
 from contactflow.robot import Robot
 from contactflow.safety import PDCommandHold
 from contactflow.sim.driver import damping_mode_kd
@@ -154,7 +155,7 @@ class UnitreeDriverConfig:
     velocity_cutoff_hz: float | None = None
     exit_damping_s: float = 0.5
     mode_pr: int = 0
-    remote_estop: str = "L2+B"
+    remote_estop: str = DEFAULT_ESTOP_COMBO
 
     def __post_init__(self):
         from contactflow.hardware.remote import parse_combo

@@ -451,7 +451,6 @@ class _Workspace:
         contacts_on = [c for c, on in zip(ctrl.contacts, enabled) if on]
         self.contacts = contacts_on
         self.names_on = [c.name for c in contacts_on]
-        self.names_off = [c.name for c, on in zip(ctrl.contacts, enabled) if not on]
         self.idx_on = [i for i, on in enumerate(enabled) if on]
         self.m = m = sum(c.dim for c in contacts_on)
         self.nx = nx = nv + m

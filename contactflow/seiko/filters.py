@@ -149,16 +149,6 @@ class ComplementaryWrenchFilterBank:
         self._tmp2 = np.zeros((n_eff, 6))
         self._init = np.zeros(n_eff, dtype=bool)
 
-    @property
-    def value(self) -> np.ndarray:
-        """(n_eff, 6) current lam_tilde rows (a view; copy it to keep it)."""
-        return self._state
-
-    @property
-    def initialised(self) -> np.ndarray:
-        """(n_eff,) flags: the row has been seeded by a reading since :meth:`reset` (a view)."""
-        return self._init
-
     def reset(self) -> None:
         """Forget the state of every row; the next reading of each seeds it."""
         self._state[:] = 0.0
