@@ -34,6 +34,7 @@ _SUBCOMMANDS = [
     "contactflow.prime.cli",
     "contactflow.hardware.cli",
     "contactflow.graphs",
+    "contactflow.config_cli",
 ]
 
 

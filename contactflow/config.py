@@ -10,7 +10,10 @@ they are re-raised as ``ConfigError`` with the source attached.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
+import re
+import textwrap
 import types
 import typing
 from pathlib import Path
@@ -165,3 +168,117 @@ def to_dict(cfg: Any) -> Any:
     if isinstance(cfg, dict):
         return {k: to_dict(v) for k, v in cfg.items()}
     return cfg
+
+
+# --------------------------------------------------------------------------------------------
+# Documented defaults (``contactflow config show``)
+# --------------------------------------------------------------------------------------------
+_ENTRY = re.compile(r"^([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*:(?:\s+(.*))?$")
+
+
+def _attribute_docs(doc: str | None, fields: tuple[str, ...] = ()) -> dict[str, str]:
+    """``name -> text`` of the ``Attributes:`` section of one Google-style docstring.
+
+    An entry is ``name: text`` (or ``a, b: text`` for fields documented together) at the
+    section's indentation; more-indented lines continue it. The section ends at the first
+    non-blank line indented less than its entries. An entry's text that goes on with
+    ``. other: text`` for another name of ``fields`` is split there.
+    """
+    lines = inspect.cleandoc(doc or "").splitlines()
+    try:
+        start = next(i for i, ln in enumerate(lines) if ln.strip() == "Attributes:") + 1
+    except StopIteration:
+        return {}
+    out: dict[str, list[str]] = {}
+    names: list[str] = []
+    indent = None
+    for ln in lines[start:]:
+        if not ln.strip():
+            continue
+        ind = len(ln) - len(ln.lstrip())
+        if indent is None:
+            indent = ind
+        if ind < indent:
+            break
+        m = _ENTRY.match(ln.strip()) if ind == indent else None
+        if m:
+            names = [n.strip() for n in m.group(1).split(",")]
+            for n in names:
+                out[n] = [m.group(2) or ""]
+        elif names:
+            for n in names:
+                out[n].append(ln.strip())
+    docs = {k: " ".join(t for t in v if t) for k, v in out.items()}
+    if not fields:
+        return docs
+    # compact entries document several fields in one line: "mass_kg: M. inertia_kgm2: I."
+    split = re.compile(r"(?<=\.)\s+(" + "|".join(map(re.escape, sorted(fields))) + r"):\s+")
+    for name, text in list(docs.items()):
+        parts = split.split(text)
+        if len(parts) > 1:
+            docs[name] = parts[0]
+            for other, rest in zip(parts[1::2], parts[2::2]):
+                docs[other] = rest
+    return docs
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The documentation of each field of the config dataclass ``cls``.
+
+    Read from the ``Attributes:`` sections of the docstrings of ``cls`` and its dataclass bases
+    (a subclass's entry wins), so each field is documented once, next to its definition.
+
+    Returns:
+        field name -> one-paragraph text; fields without an entry are absent.
+    """
+    names = tuple(f.name for f in dataclasses.fields(cls))
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(klass):
+            docs.update(_attribute_docs(klass.__dict__.get("__doc__"), names))
+    return {k: v for k, v in docs.items() if k in names}
+
+
+def _type_name(tp: Any) -> str:
+    if isinstance(tp, type) and not typing.get_args(tp):
+        return tp.__name__
+    return str(tp).replace("typing.", "").replace("NoneType", "None")
+
+
+def _scalar_yaml(value: Any) -> str:
+    text = yaml.safe_dump(value, default_flow_style=True, width=10**9, sort_keys=False).strip()
+    return text[:-3].rstrip() if text.endswith("\n...") else text
+
+
+def _wrap_comment(text: str, pad: str, width: int = 100) -> list[str]:
+    return [pad + "# " + ln for ln in textwrap.wrap(text, max(40, width - len(pad) - 2))]
+
+
+def commented_yaml(cfg: Any, indent: int = 0, width: int = 100) -> str:
+    """The fields of the config dataclass instance ``cfg`` as YAML, each under its documentation.
+
+    Every field is written (nested dataclasses as nested mappings, tuples as lists), preceded by
+    its ``Attributes:`` text (:func:`field_docs`) as ``#`` comments and followed by its type;
+    ``yaml.safe_load`` of the text gives :func:`to_dict` of ``cfg`` (tuples as lists), which
+    :func:`load_config` turns back into ``cfg``.
+
+    Args:
+        cfg: a config dataclass instance (usually the defaults, ``Cls()``).
+        indent: spaces before each line (the keys of a node section are indented by 2).
+        width: target line width of the comments.
+    """
+    pad = " " * indent
+    hints = typing.get_type_hints(type(cfg))
+    docs = field_docs(type(cfg))
+    out: list[str] = []
+    for f in dataclasses.fields(cfg):
+        if not f.init:
+            continue
+        value = getattr(cfg, f.name)
+        out += _wrap_comment(docs.get(f.name, "(undocumented)"), pad, width)
+        if dataclasses.is_dataclass(value):
+            out.append(f"{pad}{f.name}:  # {type(value).__name__}")
+            out.append(commented_yaml(value, indent + 2, width))
+        else:
+            out.append(f"{pad}{f.name}: {_scalar_yaml(to_dict(value))}  # {_type_name(hints[f.name])}")
+    return "\n".join(out)

@@ -1,0 +1,180 @@
+"""``contactflow config show``: every node's documented defaults load back to the defaults.
+
+Also checks that the registry (:data:`contactflow.config_cli.NODE_CONFIGS`) names the sections and
+classes the node files really load (read statically from ``nodes/*.py``), and the docstring parser
+on a synthetic docstring.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from contactflow import cli
+from contactflow.config import field_docs, load_config, to_dict
+from contactflow.config_cli import NODE_CONFIGS, node_sections, render_node_config
+from contactflow.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "nodes"))
+
+CASES = [(n, "talos") for n in NODE_CONFIGS] + [("mujoco_driver", "g1")]
+
+
+def _plain(x):
+    """to_dict output with tuples as lists (what YAML gives back)."""
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+def _rendered(node, robot):
+    try:
+        return render_node_config(node, robot)
+    except ModuleNotFoundError as exc:  # prime_estimator without the [prime] extra
+        pytest.skip(f"optional package missing: {exc.name}")
+
+
+@pytest.mark.parametrize("node,robot", CASES)
+def test_show_loads_back_to_the_defaults(node, robot):
+    text = _rendered(node, robot)
+    data = yaml.safe_load(text)
+    for s, cls in node_sections(node, robot):
+        section = data if s.section is None else data[s.section]
+        assert section == _plain(to_dict(cls())), (node, s.section)
+        assert load_config(cls, section, source=f"show {node}") == cls()
+    expected = {s.section for s, _ in node_sections(node, robot)}
+    if None not in expected:
+        assert set(data) == expected
+
+
+def _key_comments(text: str) -> dict[str, list[str]]:
+    """dotted key -> the comment lines right above it, for every key line of the YAML text."""
+    out, stack, comments = {}, [], []
+    for ln in text.splitlines():
+        body = ln.strip()
+        if not body:
+            comments = []
+            continue
+        indent = len(ln) - len(ln.lstrip())
+        if body.startswith("#"):
+            comments.append(body[1:].strip())
+            continue
+        key = body.split(":", 1)[0]
+        stack = [(i, k) for i, k in stack if i < indent] + [(indent, key)]
+        out[".".join(k for _, k in stack)] = comments
+        comments = []
+    return out
+
+
+def _documented_fields(cls, prefix):
+    docs = field_docs(cls)
+    for f in dataclasses.fields(cls):
+        yield f"{prefix}{f.name}", docs.get(f.name)
+        tp = type(getattr(cls(), f.name))
+        if dataclasses.is_dataclass(tp):
+            yield from _documented_fields(tp, f"{prefix}{f.name}.")
+
+
+@pytest.mark.parametrize("node,robot", CASES)
+def test_every_key_is_shown_under_its_documentation(node, robot):
+    keys = _key_comments(_rendered(node, robot))
+    for s, cls in node_sections(node, robot):
+        prefix = "" if s.section is None else f"{s.section}."
+        for key, doc in _documented_fields(cls, prefix):
+            assert doc, f"{cls.__name__}: field {key} has no entry in an Attributes: docstring section"
+            assert key in keys, key
+            assert " ".join(keys[key]) == " ".join(doc.split()), key
+
+
+def test_field_docs_parses_attributes_sections():
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Base:
+        """Base.
+
+        Attributes:
+            a_m: first line
+                continued [m].
+            b, c: shared text.
+        """
+
+        a_m: float = 1.0
+        b: int = 0
+        c: int = 0
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Child(Base):
+        """Child.
+
+        Attributes:
+            b: overridden. d: compact entry. e_s: another [s].
+
+        Raises:
+            ValueError: not a field.
+        """
+
+        d: float = 0.0
+        e_s: float = 0.0
+        f: float = 0.0
+
+    docs = field_docs(Child)
+    assert docs == {"a_m": "first line continued [m].", "b": "overridden.", "c": "shared text.",
+                    "d": "compact entry.", "e_s": "another [s]."}
+
+
+def test_registry_matches_the_node_files():
+    """Each node's config loads (static read of nodes/*.py) are the sections NODE_CONFIGS lists."""
+    loaders = {"load_teleop_config": ("teleop", "TeleopConfig"), "load_expert_config": ("lac_expert", "ExpertConfig")}
+    found = {}
+    for path in sorted((ROOT / "nodes").glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        for call in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(call, ast.Call):
+                continue
+            name = getattr(call.func, "id", getattr(call.func, "attr", ""))
+            if name == "load_node_config":
+                cls_arg = call.args[0]
+                cls_name = cls_arg.id if isinstance(cls_arg, ast.Name) else cls_arg.func.id
+                section = call.args[2].value if len(call.args) > 2 else None
+                found.setdefault(path.stem, set()).add((section, cls_name))
+            elif name in loaders:
+                found.setdefault(path.stem, set()).add(loaders[name])
+    registry = {node: {(s.section, s.config.split(":")[1]) for s in sections}
+                for node, sections in NODE_CONFIGS.items()}
+    assert found == registry
+
+
+def test_unknown_node_is_one_line_naming_the_known_ones(capsys):
+    with pytest.raises(ConfigError, match="unknown node 'nope'; nodes with a configuration: .*seiko_controller"):
+        render_node_config("nope")
+    assert cli.main(["config", "show", "nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "input_filter" in err and "lac_expert" in err
+
+
+def test_list_names_every_node(capsys):
+    assert cli.main(["config", "show"]) == 0
+    listed = [ln.split()[0] for ln in capsys.readouterr().out.splitlines()]
+    assert listed == list(NODE_CONFIGS)
+    assert cli.main(["config", "show", "--list"]) == 0
+    assert [ln.split()[0] for ln in capsys.readouterr().out.splitlines()] == listed
+
+
+def test_shown_file_configures_the_node(tmp_path):
+    """The printed file, one value edited, is accepted by the node's own loader with that value."""
+    from _runtime import load_node_config
+    from contactflow.seiko.controller import ControllerConfig
+
+    text = render_node_config("seiko_controller").replace("  kp_per_s: 0.2  #", "  kp_per_s: 0.3  #")
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    cfg = load_node_config(ControllerConfig, str(path), "seiko_controller")
+    assert cfg == dataclasses.replace(ControllerConfig(), kp_per_s=0.3)
