@@ -1,6 +1,7 @@
 """Static wiring check of a dataflow YAML against the node contracts (:mod:`contactflow.messages`).
 
-A node's kind is the stem of its ``path`` (``../nodes/seiko_controller.py`` -> ``seiko_controller``);
+A node's kind comes from its ``path`` (``contactflow-seiko-controller`` or ``../nodes/seiko_controller.py`` ->
+``seiko_controller``: :func:`contactflow.paths.node_kind`);
 its ports and their contracts come from ``NODE_PORTS``, the schemas from ``port_specs(robot)`` for the
 robot of the node's ``--robot`` argument (default ``talos``). A ``replay`` node's outputs take the
 contracts of the recorded streams named by its ``--streams`` argument; a ``recorder`` accepts any
@@ -33,13 +34,20 @@ import yaml
 
 from contactflow.errors import ConfigError
 from contactflow.messages import NODE_PORTS, PortSpec
+from contactflow.paths import node_kind
 
-__all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "load_dataflow", "OPTIONAL_INPUTS", "LOG_OUTPUT"]
+__all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "load_dataflow", "OPTIONAL_INPUTS", "LOG_OUTPUT", "HEARTBEAT_INPUT"]
 
 #: The batched-log output every contactflow node may declare (nodes/_runtime.py Sender).
 LOG_OUTPUT = "log"
 #: ``<output>_rows``: the messages of ``<output>`` several ticks per message (same contract).
 ROWS_SUFFIX = "_rows"
+
+#: The keep-alive timer input of the LAC controllers (``heartbeat: dora/timer/millis/5``;
+#: nodes/_runtime.py KeepAlive): optional, wired to a dora timer.
+HEARTBEAT_INPUT = "heartbeat"
+#: Nodes that take :data:`HEARTBEAT_INPUT`.
+HEARTBEAT_NODES = frozenset({"lac_expert", "lac_policy"})
 
 #: Inputs a node works without (its docstring says "optional"). A ``NODE_PORTS`` entry may also
 #: list them under the key ``"optional"``.
@@ -131,7 +139,7 @@ def check_descriptor(flow: dict) -> list[WiringProblem]:
     in_specs: dict[tuple[str, str], PortSpec] = {}
     kinds: dict[str, str] = {}
     for nid, n in nodes.items():
-        kind = Path(str(n.get("path", ""))).stem
+        kind = node_kind(str(n.get("path", "")))
         kinds[nid] = kind
         args = shlex.split(str(n.get("args", "") or ""))
         declared = [str(o) for o in (n.get("outputs") or [])]
@@ -173,6 +181,11 @@ def check_descriptor(flow: dict) -> list[WiringProblem]:
             if port not in wired and port not in optional:
                 problems.append(WiringProblem(nid, port, f"input not wired; expected {_schema(specs[contract])}"))
         for port in wired:
+            if port == HEARTBEAT_INPUT and kind in HEARTBEAT_NODES:
+                if not str(_source(wired[port]) or "").startswith("dora/timer/"):
+                    problems.append(WiringProblem(nid, port, f"wired to {_source(wired[port])!r}; expected a dora timer "
+                                                             "(dora/timer/millis/5: the keep-alive period)"))
+                continue
             if port not in ports["inputs"]:
                 problems.append(WiringProblem(nid, port, f"{kind} has no input {port!r}; its inputs: {sorted(ports['inputs'])}"))
     for nid, n in nodes.items():

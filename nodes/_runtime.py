@@ -109,11 +109,22 @@ class Lockstep:
         clock: real-time mode: the input whose messages are the ticks.
         latest_clock: real-time mode: a tick takes the newest clock message received (default);
             False: every clock message received is a tick, in order.
+        heartbeat: (input id, callback): an input that is not part of the ticks (a dora timer,
+            ``dora/timer/millis/5``); ``callback(lockstep)`` runs on each of its events received while the
+            node waits for a tick (so it stops when the node hangs or dies). A node uses it to re-send
+            its newest command (:meth:`Sender.repeat`) between ticks.
+
+    Messages with the metadata ``repeat`` (:meth:`Sender.repeat`) are ignored: they re-send a seq
+    already delivered. ``configs`` holds each input's ``config`` metadata (its sender's resolved
+    configuration, a JSON string) from its first message.
     """
 
     def __init__(self, node, inputs: Mapping[str, tuple[PortSpec, int]], *, dt: float = 0.002, timeout_s: float = 30.0,
-                 skip_missing: bool = False, clock: str | None = None, latest_clock: bool = True):
+                 skip_missing: bool = False, clock: str | None = None, latest_clock: bool = True,
+                 heartbeat: tuple[str, Callable[["Lockstep"], None]] | None = None):
         self.node = node
+        self.heartbeat = heartbeat
+        self.configs: dict[str, str] = {}
         self.specs = {k: v[0] for k, v in inputs.items()}
         self.offsets = {k: int(v[1]) for k, v in inputs.items()}
         self.dt = dt
@@ -260,8 +271,13 @@ class Lockstep:
         typ = ev["type"]
         if typ == "INPUT":
             iid = ev["id"]
-            if iid not in self.buffers:
+            if self.heartbeat is not None and iid == self.heartbeat[0]:
+                self.heartbeat[1](self)
                 return
+            if iid not in self.buffers or ev["metadata"].get("repeat", False):
+                return
+            if iid not in self.configs and "config" in ev["metadata"]:
+                self.configs[iid] = ev["metadata"]["config"]
             seq = ev["metadata"].get("seq")
             if not isinstance(seq, int):
                 log.warning("input %r: message without integer 'seq' metadata ignored", iid)
@@ -281,7 +297,8 @@ class Lockstep:
             if ev["metadata"].get("finished", False):
                 self.finished_inputs.add(iid)
         elif typ == "INPUT_CLOSED":
-            self.closed.add(ev["id"])
+            if ev["id"] in self.buffers:
+                self.closed.add(ev["id"])
         elif typ == "STOP":
             self.stopped = True
         elif typ == "NODE_FAILED":
@@ -325,7 +342,46 @@ class Lockstep:
             self._handle(ev, waited_since)
 
 
-from contactflow.wiring import LOG_OUTPUT, ROWS_SUFFIX  # noqa: E402 - the log and multi-tick output names (one source)
+class KeepAlive:
+    """A controller's keep-alive: its newest command re-sent on each ``heartbeat`` event between ticks.
+
+    The LAC controllers (``lac_expert``, ``lac_policy``) run at the control rate (50 Hz), so a
+    driver's command watchdog would otherwise hear from them every 20 ms at best. Wired with
+    ``heartbeat: dora/timer/millis/5`` (:data:`contactflow.wiring.HEARTBEAT_INPUT`), the node re-sends
+    its newest command (:meth:`Sender.repeat`, same seq, ``repeat: true``) every 5 ms while it waits
+    for its next tick, so the driver's last command is never more than ~5 ms old while the controller
+    lives, and a dead or hung controller shows within a few milliseconds of its last message. It
+    re-sends only when the ``sensors`` input comes from a driver paced by the wall clock (its config
+    says ``realtime: true``: the hardware driver, ``mujoco_driver --realtime``): a lockstep graph
+    sends nothing more. Used as ``Lockstep(..., heartbeat=(HEARTBEAT_INPUT, KeepAlive(sender)))``.
+    """
+
+    def __init__(self, sender: "Sender", output: str = "command", driver_input: str = "sensors"):
+        self.sender, self.output, self.driver_input = sender, output, driver_input
+        self.active: bool | None = None  # None until the driver's config is seen
+
+    @classmethod
+    def if_wired(cls, node, sender: "Sender", node_id: str) -> "tuple[str, KeepAlive] | None":
+        """The ``heartbeat`` argument of :class:`Lockstep` for a node whose dataflow entry wires
+        :data:`HEARTBEAT_INPUT`, else None."""
+        return (HEARTBEAT_INPUT, cls(sender)) if HEARTBEAT_INPUT in declared_inputs(node, node_id) else None
+
+    def __call__(self, lock: "Lockstep") -> None:
+        if self.active is None:
+            cfg = lock.configs.get(self.driver_input)
+            if cfg is None:
+                return
+            try:
+                self.active = bool(json.loads(cfg).get("realtime", False))
+            except (TypeError, ValueError, AttributeError):
+                self.active = False
+            log.info("keep-alive: %s", f"the newest {self.output!r} is re-sent between ticks (wall-clock driver)"
+                     if self.active else "off (lockstep driver)")
+        if self.active:
+            self.sender.repeat(self.output)
+
+
+from contactflow.wiring import HEARTBEAT_INPUT, LOG_OUTPUT, ROWS_SUFFIX  # noqa: E402 - the log and multi-tick output names (one source)
 #: Default ticks per log batch (``CONTACTFLOW_LOG_EVERY`` overrides; 1 = a batch per tick).
 LOG_EVERY_DEFAULT = 50
 #: Default ticks per ``<output>_rows`` message (``CONTACTFLOW_ROWS_EVERY`` overrides).
@@ -385,6 +441,8 @@ class Sender:
         self._log_first = {k: True for k in outputs}
         self._batch_seq0: int | None = None
         self.batches_sent = 0
+        self._last: dict[str, tuple[np.ndarray, dict]] = {}
+        self.repeats = 0
         _SENDERS.append(self)
 
     def send(self, output: str, values: Mapping[str, Any] | np.ndarray, *, seq: int, t: float, finished: bool = False, **meta):
@@ -401,6 +459,23 @@ class Sender:
             return
         md = {"seq": int(seq), "t": float(t), "finished": bool(finished), **meta}
         self._send(output, vec, md)
+        self._last[output] = (vec, md)
+
+    def repeat(self, output: str) -> bool:
+        """Re-send the newest message of ``output`` (same values, ``seq`` and ``t``) with the metadata
+        ``repeat: true``: a keep-alive for a consumer with a command watchdog (the hardware driver),
+        so that it hears from its controller every few milliseconds although the controller runs at
+        the control rate. Not logged, not sent on ``<output>_rows``; :class:`Lockstep` and the
+        recorder ignore such messages. Returns False (nothing sent) before the first message or
+        after the one that said ``finished``."""
+        last = self._last.get(output)
+        if last is None or last[1].get("finished", False):
+            return False
+        vec, md = last
+        self.node.send_output(output, pa.array(vec, type=pa.float64()),
+                              {"seq": md["seq"], "t": md["t"], "finished": False, "repeat": True})
+        self.repeats += 1
+        return True
 
     def _send_edge_rows(self, output: str) -> None:
         rows = self._edge_rows[output]

@@ -3,6 +3,10 @@
 Inputs:  ``sensors`` (``sensors``, tick k): joint state, applied joint torques, sole wrenches;
          ``command`` (``teleop_command``, tick k): base height, waist yaw, arm references,
          5-D stiffness (base velocity commands are ignored: the expert stands; logged once).
+         ``heartbeat`` (OPTIONAL, a dora timer such as ``dora/timer/millis/5``): the keep-alive: with a
+         wall-clock driver the newest command is re-sent (``repeat``) on each of its events between
+         ticks, so the driver's command watchdog hears from a live controller every few ms
+         (``_runtime.KeepAlive``).
 Outputs: ``command`` (``joint_command``, PD robots): ``q_target``, ``kp``, ``kd``, ``tau_ff``, ``ok``
          in robot joint order, LAC's own PD gains.
 
@@ -20,7 +24,7 @@ import logging
 
 import numpy as np
 
-from _runtime import Lockstep, Sender, base_parser, connect, drain_after_finish, node_main
+from _runtime import KeepAlive, Lockstep, Sender, base_parser, connect, drain_after_finish, node_main
 
 log = logging.getLogger("contactflow.lac_expert")
 
@@ -55,7 +59,7 @@ def main() -> int:
     node = connect()
     sender = Sender(node, {"command": specs["joint_command"]}, {"robot": robot.name, "config": to_dict(cfg)})
     lock = Lockstep(node, {"sensors": (specs["sensors"], 0), "command": (specs["teleop_command"], 0)},
-                    dt=tick_s, skip_missing=args.realtime)
+                    dt=tick_s, skip_missing=args.realtime, heartbeat=KeepAlive.if_wired(node, sender, "lac_expert"))
     times = []
     for tick in lock:
         s, c = tick.inputs["sensors"], tick.inputs["command"]

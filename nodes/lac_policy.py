@@ -3,6 +3,10 @@
 Inputs:  ``sensors`` (``sensors``, tick k): joint state, IMU;
          ``command`` (``teleop_command``, tick k): base velocity, height, waist yaw, arm
          references, 5-D stiffness (the fields the spec reads).
+         ``heartbeat`` (OPTIONAL, a dora timer such as ``dora/timer/millis/5``): the keep-alive: with a
+         wall-clock driver the newest command is re-sent (``repeat``) on each of its events between
+         ticks, so the driver's command watchdog hears from a live controller every few ms
+         (``_runtime.KeepAlive``).
 Outputs: ``command`` (``joint_command``, PD robots): ``q_target``, ``kp``, ``kd``, ``tau_ff``, ``ok``
          in robot joint order.
 
@@ -29,7 +33,7 @@ import os
 
 import numpy as np
 
-from _runtime import Lockstep, Sender, base_parser, connect, drain_after_finish, node_main
+from contactflow.nodes._runtime import KeepAlive, Lockstep, Sender, base_parser, connect, drain_after_finish, node_main
 
 log = logging.getLogger("contactflow.lac_policy")
 
@@ -95,7 +99,7 @@ def main() -> int:
               "layout": spec.layout(), "command_fields": list(spec.command_fields)}
     sender = Sender(node, {"command": specs["joint_command"]}, config)
     lock = Lockstep(node, {"sensors": (specs["sensors"], 0), "command": (specs["teleop_command"], 0)},
-                    dt=tick_s, skip_missing=args.realtime)
+                    dt=tick_s, skip_missing=args.realtime, heartbeat=KeepAlive.if_wired(node, sender, "lac_policy"))
     infer = []
     for tick in lock:
         out = runner.step(tick.inputs["sensors"], tick.inputs["command"])

@@ -32,8 +32,9 @@ import os
 import time
 from pathlib import Path
 
-import _runtime
-from _runtime import connect, declared_inputs, REPO_ROOT, base_parser, node_main
+from contactflow.nodes import _runtime
+from contactflow.nodes._runtime import connect, declared_inputs, base_parser, node_main
+from contactflow.paths import default_recordings_dir, source_checkout
 
 log = logging.getLogger("contactflow.recorder")
 
@@ -42,7 +43,7 @@ def main() -> int:
     from contactflow.recording import RecordingWriter, git_revision, read_recording, unpack_log
 
     p = base_parser(__doc__.splitlines()[0])
-    p.add_argument("--out", default=os.environ.get("CONTACTFLOW_RECORDINGS", str(REPO_ROOT / "recordings")))
+    p.add_argument("--out", default=str(default_recordings_dir()))
     p.add_argument("--name", default="run")
     p.add_argument("--dataflow", default="")
     p.add_argument("--summary", choices=["none", "seiko", "g1"], default="none",
@@ -91,7 +92,7 @@ def main() -> int:
             "dataflow_descriptor": descriptor,
             "dataflow_id": _safe(node.dataflow_id),
             "robot": args.robot,
-            "git_revision": git_revision(REPO_ROOT),
+            "git_revision": git_revision(source_checkout()) if source_checkout() else "unknown (installed package)",
             "recorder_pid": os.getpid(),
             "flush_period_s": args.flush_period_s,
         },
@@ -155,6 +156,8 @@ def main() -> int:
             iid = ev["id"]
             src = sources.get(iid, iid)
             md = ev["metadata"]
+            if md.get("repeat", False):  # a keep-alive re-send of a seq already recorded (Sender.repeat)
+                continue
             try:
                 vec = ev["value"].to_numpy(zero_copy_only=False)
                 if "log" in md:

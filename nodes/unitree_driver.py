@@ -3,7 +3,8 @@
 The same ports as ``mujoco_driver`` for a PD robot, so the graph cannot tell sim from hardware:
 
 Inputs:  ``command`` (``joint_command``): per joint q_target [rad], kp [N m/rad], kd [N m s/rad],
-         tau_ff [N m], ok; the newest valid one is sent to the motors.
+         tau_ff [N m], ok; the newest valid one is sent to the motors. Keep-alive re-sends
+         (``repeat`` metadata, a LAC controller's ``heartbeat``) refresh the watchdog like a command.
          ``wrench`` (``external_wrench``, OPTIONAL): accepted for wiring compatibility and ignored
          (on hardware external wrenches are physical; the recorder still records the stream).
          ``estop`` (``estop``, OPTIONAL): a message with stop >= 0.5 latches damping mode, and so
@@ -197,7 +198,7 @@ def main() -> int:
                         except ContractError as exc:
                             log.warning("malformed command refused: %s", exc)
                             f = None
-                        link.offer_command(f)
+                        link.offer_command(f, repeat=bool(ev["metadata"].get("repeat", False)))
                         if watcher.ident is None:  # the source runs: look for its process
                             watcher.start()
                         if ev["metadata"].get("finished", False):

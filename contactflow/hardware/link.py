@@ -107,9 +107,9 @@ class UnitreeLink:
             time.sleep(0.005)
         return self.latest is not None
 
-    def offer_command(self, fields, now_s: float | None = None) -> bool:
+    def offer_command(self, fields, now_s: float | None = None, repeat: bool = False) -> bool:
         """Offer a ``joint_command`` (fields dict or None when malformed); see :meth:`UnitreeCommandShaper.offer`."""
-        return self.shaper.offer(fields, time.monotonic() if now_s is None else now_s)
+        return self.shaper.offer(fields, time.monotonic() if now_s is None else now_s, repeat)
 
     def latch(self, mode: str, reason: str) -> None:
         """Latch damping mode until the process ends (:meth:`UnitreeCommandShaper.latch`) and wake the

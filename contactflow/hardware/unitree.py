@@ -358,6 +358,8 @@ class HardwareStatus:
             refresh the lost-state timer.
         states_nonfinite: messages rejected for a non-finite joint/IMU value (:func:`state_problem`).
         lowcmds: ``rt/lowcmd`` messages sent. commands: joint commands accepted from the graph.
+        command_repeats: of those, keep-alive re-sends of a command already received (``repeat``
+            metadata: the controller is alive between its ticks; nodes/_runtime.py KeepAlive).
         rejected_commands: joint commands refused (malformed, non-finite, out of limits).
         clamped: lowcmds in which a target or torque was clamped.
         damping_entries: entries into damping mode (watchdog, lost state, e-stop).
@@ -375,6 +377,7 @@ class HardwareStatus:
     states_nonfinite: int = 0
     lowcmds: int = 0
     commands: int = 0
+    command_repeats: int = 0
     rejected_commands: int = 0
     clamped: int = 0
     damping_entries: int = 0
@@ -472,8 +475,9 @@ class UnitreeCommandShaper:
         else:
             log.info("mode %s: %s", mode, reason)
 
-    def offer(self, fields: Mapping[str, np.ndarray] | None, now_s: float) -> bool:
-        """Offer a ``joint_command`` (fields ``q_target``, ``kp``, ``kd``, ``tau_ff``) received at ``now_s``.
+    def offer(self, fields: Mapping[str, np.ndarray] | None, now_s: float, repeat: bool = False) -> bool:
+        """Offer a ``joint_command`` (fields ``q_target``, ``kp``, ``kd``, ``tau_ff``) received at ``now_s``;
+        ``repeat``: a keep-alive re-send of the newest one (validated and timed the same; counted apart).
 
         Returns:
             True if accepted (refused ones are counted and logged once per reason).
@@ -482,6 +486,7 @@ class UnitreeCommandShaper:
             ok = self.hold.offer(fields, now_s)
             if ok:
                 self.status.commands += 1
+                self.status.command_repeats += bool(repeat)
                 self.last_command_s = now_s
             else:
                 self.status.rejected_commands += 1
