@@ -35,6 +35,7 @@ _SUBCOMMANDS = [
     "contactflow.hardware.cli",
     "contactflow.graphs",
     "contactflow.config_cli",
+    "contactflow.run_cli",
 ]
 
 

@@ -1,0 +1,146 @@
+"""``contactflow run``: ``dora run`` with the failed node and its error line at the end.
+
+The parser is checked on excerpts of real ``dora run`` 1.1 output; one real run of a two-node graph
+whose contactflow node has a bad configuration key checks the whole command (a few seconds).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from contactflow import cli
+from contactflow.run_cli import failure_report, parse_failures
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# excerpt of `dora run` on seiko_talos.yml with a bad key in seiko_controller's --config (dora 1.1.0)
+CONFIG_FAILURE = """\
+18:59:35 DEBUG  seiko_retargeting: spawner spawned node with pid 25664
+18:59:44 stdout seiko_controller: [contactflow] node 'seiko_controller' failed: bad.yaml:seiko_controller: unknown key(s) 'kp_per_sec'; expected some of dt_s, kp_per_s
+18:59:45 INFO   input_filter: daemon node is ready
+\x1b[2m2026-12-01T18:59:45.160772Z\x1b[0m \x1b[31mERROR\x1b[0m \x1b[1mnode_failure\x1b[0m: node exited with error: ExitCode(2) node_id=seiko_controller
+18:59:45 ERROR  seiko_controller: daemon exited with code 2 with stderr output:
+---------------------------------------------------------------------------------
+[contactflow] node 'seiko_controller' failed: bad.yaml:seiko_controller: unknown key(s) 'kp_per_sec'; expected some of dt_s, kp_per_s
+---------------------------------------------------------------------------------
+18:59:48 stdout seiko_retargeting: [contactflow] node 'seiko_retargeting' stopping: dataflow start aborted: 2: subscribe failed: Node seiko_controller exited before initializing dora.
+18:59:50 stdout recorder: [contactflow] node 'recorder' stopping: dataflow start aborted: 2: subscribe failed: Node seiko_controller exited before initializing dora.
+18:59:50 INFO   seiko_retargeting: daemon marking `seiko_retargeting` as cascading error caused by `seiko_controller`
+18:59:51 ERROR  seiko_retargeting: daemon exited with code 3. This error occurred because node `seiko_controller` exited before connecting to dora.
+18:59:51 ERROR  recorder: daemon exited with code 3. This error occurred because node `seiko_controller` exited before connecting to dora.
+
+[ERROR]
+Dataflow failed:
+
+Node `seiko_controller` failed: exited with code 2 with stderr output:
+Stack backtrace:
+   0: <unknown>
+"""
+
+# a node that raised an unexpected exception mid-run (node_main's "crashed" form), and a node that
+# is not a contactflow node ending with a traceback because of it
+CRASH = """\
+19:10:01 stdout seiko_controller: [contactflow] node 'seiko_controller' crashed:
+19:10:01 stdout seiko_controller: Traceback (most recent call last):
+19:10:01 stdout seiko_controller:   File "nodes/_runtime.py", line 808, in node_main
+19:10:01 stdout seiko_controller:     rc = body() or 0
+19:10:01 stdout seiko_controller: ValueError: operands could not be broadcast together with shapes (25,) (24,)
+19:10:01 ERROR  seiko_controller: daemon exited with code 1 with stderr output:
+19:10:02 stdout counter: Traceback (most recent call last):
+19:10:02 stdout counter: RuntimeError: Could not initiate node from environment variable.
+19:10:02 stdout counter: Caused by:
+19:10:02 ERROR  counter: daemon exited with code 1 with stderr output:
+19:10:02 INFO   counter: daemon marking `counter` as cascading error caused by `seiko_controller`
+19:10:02 stdout mujoco_driver: [contactflow] node 'mujoco_driver' stopping: input 'command' closed before the end of the run
+19:10:02 ERROR  mujoco_driver: daemon exited with code 3
+"""
+
+
+def test_config_failure_is_reported_with_its_node_and_line():
+    fails = parse_failures(CONFIG_FAILURE.splitlines())
+    c = fails["seiko_controller"]
+    assert (c.kind, c.exit_code, c.consequence) == ("failed", 2, False)
+    assert c.message == "bad.yaml:seiko_controller: unknown key(s) 'kp_per_sec'; expected some of dt_s, kp_per_s"
+    assert fails["seiko_retargeting"].consequence and fails["seiko_retargeting"].exit_code == 3
+    assert fails["recorder"].consequence
+    report = failure_report(CONFIG_FAILURE.splitlines(), 1, "g.yml")
+    assert report[2] == "contactflow run: the dataflow g.yml failed (dora run exit code 1)"
+    assert report[3] == ("  node seiko_controller failed (exit code 2): bad.yaml:seiko_controller: unknown key(s) "
+                         "'kp_per_sec'; expected some of dt_s, kp_per_s")
+    assert report[4] == "  stopped because of it: seiko_retargeting, recorder"
+    assert len(report) == 5
+    assert failure_report(CONFIG_FAILURE.splitlines(), 0) == []  # a run that succeeded: no report
+
+
+def test_crash_is_reported_with_the_last_line_of_its_traceback():
+    report = failure_report(CRASH.splitlines(), 1)
+    assert report[3] == ("  node seiko_controller crashed (exit code 1): ValueError: operands could not be broadcast "
+                         "together with shapes (25,) (24,)")
+    assert report[4] == "  stopped because of it: counter, mujoco_driver"
+
+
+def test_missing_graph_is_one_line(tmp_path, capsys):
+    assert cli.main(["run", str(tmp_path / "nope.yml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"contactflow: error: {tmp_path / 'nope.yml'}: dataflow file not found"
+
+
+def _graph(tmp_path: Path, config: str | None) -> Path:
+    counter = f"""\
+  - id: counter
+    path: {ROOT / 'tests' / 'fixtures' / 'counter_source.py'}
+    args: --count 3 --log {tmp_path / 'counter.log'}
+    inputs:
+      tick: dora/timer/millis/20
+    outputs: [out]
+"""
+    text = "nodes:\n" + counter
+    if config is not None:
+        (tmp_path / "bad.yaml").write_text(config)
+        text += f"""\
+  - id: input_filter
+    path: {ROOT / 'nodes' / 'input_filter.py'}
+    args: --robot talos --config {tmp_path / 'bad.yaml'}
+    inputs:
+      command: counter/out
+      desired: counter/out
+    outputs: [targets, log]
+"""
+    g = tmp_path / "g.yml"
+    g.write_text(text)
+    return g
+
+
+def _contactflow_run(graph: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "contactflow.cli", "run", str(graph), *extra], cwd=graph.parent,
+                          env=dict(os.environ), capture_output=True, text=True, timeout=180)
+
+
+@pytest.mark.dora
+def test_run_ends_with_the_failed_node_and_its_config_error(tmp_path):
+    graph = _graph(tmp_path, "input_filter:\n  cutoff_hz: 2.0\n  max_vel_lin: 0.3\n")
+    proc = _contactflow_run(graph)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-3000:]  # dora run's exit code for a failed dataflow
+    tail = [ln for ln in proc.stdout.splitlines() if ln.strip()][-3:]
+    assert tail[0] == f"contactflow run: the dataflow {graph} failed (dora run exit code 1)", out[-3000:]
+    assert tail[1].startswith(f"  node input_filter failed (exit code 2): {tmp_path / 'bad.yaml'}:input_filter: "
+                              "unknown key(s) 'max_vel_lin'; expected some of"), tail
+    assert tail[2] == "  stopped because of it: counter", tail
+    assert "Stack backtrace" in out  # dora's own output is streamed unchanged, before the report
+
+
+@pytest.mark.dora
+def test_successful_run_passes_dora_arguments_and_prints_no_report(tmp_path):
+    proc = _contactflow_run(_graph(tmp_path, None), "--log-level", "info")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert "contactflow run:" not in proc.stdout
+    # --log-level info reached dora run: of dora's DEBUG lines only "building node" is left (dora 1.1)
+    debug = [ln for ln in proc.stdout.splitlines() if "DEBUG" in ln]
+    assert debug and all("building node" in ln for ln in debug), debug
+    assert len((tmp_path / "counter.log").read_text().splitlines()) == 3
