@@ -10,15 +10,19 @@ contract, Arrow type and rate (:data:`contactflow.messages.NODE_PORTS` and
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
 
 from contactflow.messages import NODE_PORTS, port_specs
+from contactflow.paths import ROBOT_PATH_HELP
 from contactflow.wiring import OPTIONAL_INPUTS
 
 __all__ = ["render_catalogue", "node_parameters"]
 
-NODES_DIR = Path(__file__).resolve().parent.parent / "nodes"
-_BASE = [("--robot", "talos", "robot name under robots/ or path to robot.yaml"),
+#: The node adapters: ``nodes/`` of the checkout, installed as the package ``contactflow.nodes``.
+NODES_DIR = Path(importlib.util.find_spec("contactflow.nodes").origin).parent
+_BASE = [("--robot", "talos", "robot name (robot search path), robot folder or robot YAML file"),
+         ("--robot-path", "None", ROBOT_PATH_HELP),
          ("--config", "None", "YAML file with this node's configuration overrides")]
 
 

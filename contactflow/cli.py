@@ -42,6 +42,9 @@ _SUBCOMMANDS = [
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="contactflow", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    from contactflow.paths import ROBOT_PATH_HELP, RobotPathAction
+
+    parser.add_argument("--robot-path", action=RobotPathAction, metavar="DIR", default=None, help=ROBOT_PATH_HELP)
     sub = parser.add_subparsers(dest="command", required=True)
     for mod in _SUBCOMMANDS:
         try:

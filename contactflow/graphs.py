@@ -54,6 +54,7 @@ RT_PRIORITY = {"mujoco_driver": 20, "seiko_controller": 10, "seiko_retargeting":
 RT_DAEMON = 30
 
 from contactflow.wiring import LOG_OUTPUT as LOG  # noqa: E402 - the batched log output (one source)
+from contactflow.paths import node_script  # noqa: E402 - the nodes' installed executables (one source)
 SCENARIOS = "../robots/talos/scenarios"
 
 
@@ -63,7 +64,8 @@ class Node:
 
     Attributes:
         id: dora node id.
-        path: node path (relative to ``dataflows/``) or ``dynamic``.
+        path: the node's installed executable (:func:`contactflow.paths.node_script`, found on ``PATH``:
+            the graph runs from any folder), a script path relative to ``dataflows/``, or ``dynamic``.
         args: the node's arguments (None: no ``args`` key).
         inputs: port -> (source ``node/output``, queue settings).
         outputs: declared outputs (``log`` included when the node batches its log).
@@ -118,13 +120,13 @@ def driver(command: str, *, args: str | None = None, args_comment: str = "", rea
     ``realtime``: paced by the wall clock (``--realtime``), latest-value command queue, SCHED_FIFO for
     itself and the dora daemon (:data:`RT_PRIORITY`, :data:`RT_DAEMON`)."""
     env = {**_rt_env("mujoco_driver", realtime), **({"CONTACTFLOW_RT_DAEMON": RT_DAEMON} if realtime else {})}
-    return Node("mujoco_driver", "../nodes/mujoco_driver.py", args or _robot(realtime),
+    return Node("mujoco_driver", node_script("mujoco_driver"), args or _robot(realtime),
                 {"command": (command, _queue_of(realtime))}, ["sensors", LOG], args_comment=args_comment, env=env)
 
 
 def replay_node(node_id: str, streams: str, output: str, ack: str, record_as: str) -> Node:
     """A replay node standing in for ``node_id`` (re-publishes the newest recording's ``streams``)."""
-    return Node(node_id, "../nodes/replay.py", f"--recording latest --streams {streams} --mode lockstep",
+    return Node(node_id, node_script("replay"), f"--recording latest --streams {streams} --mode lockstep",
                 {"ack": (ack, LOCKSTEP)}, [output], record={output: record_as})
 
 
@@ -145,7 +147,7 @@ def operator(mode: str = "scenario", scenario: str = "hand_forward.yaml", *, clo
                     path_comment="started by your program: python examples/live_operator.py")
     args = ("--robot talos --scenario-from-recording latest" if mode == "recording"
             else f"{_robot(realtime)} --scenario {SCENARIOS}/{scenario}")
-    return Node("operator", "../nodes/operator.py", args, tick, ["command", LOG], env=_rt_env("operator", realtime))
+    return Node("operator", node_script("operator"), args, tick, ["command", LOG], env=_rt_env("operator", realtime))
 
 
 def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | None = None,
@@ -180,28 +182,28 @@ def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | N
     if realtime and (admittance or wrench_filter is not None or desired_rows):
         raise ValueError("seiko_stages(realtime=True) takes no admittance, wrench_filter or desired_rows")
     q, robot = _queue_of(realtime), _robot(realtime)
-    filt = Node("input_filter", "../nodes/input_filter.py", f"{robot} --lag {lag}",
+    filt = Node("input_filter", node_script("input_filter"), f"{robot} --lag {lag}",
                 {"command": ("operator/command", q), "desired": ("seiko_retargeting/desired", q)},
                 ["targets", LOG], env=_rt_env("input_filter", realtime))
     nodes = [filt]
     if admittance:
         filt.inputs["admittance"] = ("admittance/twist", LOCKSTEP)
-        nodes.append(Node("admittance", "../nodes/admittance.py", f"--robot talos --effectors {admittance}",
+        nodes.append(Node("admittance", node_script("admittance"), f"--robot talos --effectors {admittance}",
                           {"sensors": ("mujoco_driver/sensors", LOCKSTEP), "desired": ("seiko_retargeting/desired", LOCKSTEP)},
                           ["twist", LOG], comment="Effector admittance (eq. 14) on the disabled effectors, from the measured wrenches.",
                           args_comment="right ball hand: see the node doc"))
-    nodes.append(Node("seiko_retargeting", "../nodes/seiko_retargeting.py",
+    nodes.append(Node("seiko_retargeting", node_script("seiko_retargeting"),
                       f"{robot} --environment" if environment else robot,
                       {"targets": ("input_filter/targets", q), "command": ("operator/command", q)},
                       ["desired", "desired_rows", LOG] if desired_rows else ["desired", LOG],
                       env=_rt_env("seiko_retargeting", realtime)))
     cargs = f"{robot} --lag {lag}" + (f" --config {controller_config}" if controller_config else "")
     desired = "seiko_retargeting/desired_rows" if desired_rows else "seiko_retargeting/desired"
-    ctrl = Node("seiko_controller", "../nodes/seiko_controller.py", cargs,
+    ctrl = Node("seiko_controller", node_script("seiko_controller"), cargs,
                 {"sensors": ("mujoco_driver/sensors", q), "desired": (desired, q)},
                 [*controller_outputs, LOG], env=_rt_env("seiko_controller", realtime))
     if wrench_filter is not None:
-        nodes.append(Node("wrench_filter", "../nodes/wrench_filter.py", "--robot talos",
+        nodes.append(Node("wrench_filter", node_script("wrench_filter"), "--robot talos",
                           {"sensors": ("mujoco_driver/sensors", LOCKSTEP), "flex_rate": ("seiko_controller/flex_rate", LOCKSTEP)},
                           ["wrench", LOG], comment="Complementary wrench filter (13) as its own stage, fed back the Controller's flexible wrench rates."))
         ctrl.args += f" --wrench-lag {wrench_filter}"
@@ -223,12 +225,12 @@ def recorder(nodes: list[Node], name: str, dataflow: str, *, summary: str | None
     args = f"--robot talos --name {name} --dataflow {dataflow}" + (f" --summary {summary}" if summary else "")
     for src, dst in (renames or {}).items():
         args += f" --rename {src}={dst}"
-    return Node("recorder", "../nodes/recorder.py", args, inputs, [], folded_args=bool(renames))
+    return Node("recorder", node_script("recorder"), args, inputs, [], folded_args=bool(renames))
 
 
 def viewer() -> Node:
     """The rerun viewer: an observer on drop-oldest queues."""
-    return Node("viewer", "../nodes/viewer.py", "--robot talos --name seiko_talos --every 25",
+    return Node("viewer", node_script("viewer"), "--robot talos --name seiko_talos --every 25",
                 {"sensors": ("mujoco_driver/sensors", OBSERVE), "desired": ("seiko_retargeting/desired", OBSERVE),
                  "controller_state": ("seiko_controller/state", OBSERVE)}, [])
 
@@ -372,7 +374,7 @@ torques. Contact switches and pushing mode come from the scenario (`contacts:`, 
 
 
 def seiko_talos_stack() -> Graph:
-    stack = Node("seiko_stack", "../nodes/seiko_stack.py", "--robot talos --lag 2",
+    stack = Node("seiko_stack", node_script("seiko_stack"), "--robot talos --lag 2",
                  {"sensors": ("mujoco_driver/sensors", LOCKSTEP), "command": ("operator/command", LOCKSTEP)},
                  ["command", LOG])
     nodes = [driver("seiko_stack/command"), operator(), stack]
@@ -393,7 +395,7 @@ def seiko_controller_replay() -> Graph:
     ack = "seiko_controller/command"
     nodes = [replay_node("mujoco_driver", "mujoco_driver.sensors", "sensors", ack, "sensors"),
              replay_node("seiko_retargeting", "seiko_retargeting.desired", "desired", ack, "desired"),
-             Node("seiko_controller", "../nodes/seiko_controller.py", "--robot talos --lag 2",
+             Node("seiko_controller", node_script("seiko_controller"), "--robot talos --lag 2",
                   {"sensors": ("mujoco_driver/sensors", LOCKSTEP), "desired": ("seiko_retargeting/desired", LOCKSTEP)},
                   ["command", LOG])]
     return Graph("""Record -> replay regression of the SEIKO Controller alone: the recorded robot sensors and the

@@ -495,9 +495,11 @@ def list_runs(root: str | Path) -> Iterable[Path]:
 
 
 def recordings_root() -> Path:
-    """Where runs are written and looked up: ``$CONTACTFLOW_RECORDINGS`` or ``<repo>/recordings``."""
-    env = os.environ.get("CONTACTFLOW_RECORDINGS")
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "recordings"
+    """Where runs are written and looked up: ``$CONTACTFLOW_RECORDINGS``, else ``<checkout>/recordings``
+    in a source checkout, else ``./recordings`` (:func:`contactflow.paths.default_recordings_dir`)."""
+    from contactflow.paths import default_recordings_dir
+
+    return default_recordings_dir()
 
 
 def resolve_run(run: str | Path, root: str | Path | None = None, *, require_streams: Iterable[str] = (),

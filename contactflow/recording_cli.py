@@ -25,10 +25,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from contactflow.paths import source_checkout
 from contactflow.recording import RecordingError, list_runs, read_recording, recordings_root, resolve_run
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-BENCH_DIR = REPO_ROOT / "benchmarks"
+#: The checkout holding the benchmarks (``benchmarks/`` is not installed: ``contactflow bench`` needs a checkout).
+REPO_ROOT = source_checkout()
+BENCH_DIR = REPO_ROOT / "benchmarks" if REPO_ROOT is not None else None
 
 
 def _progress(args, desc: str):
@@ -138,6 +140,9 @@ def _cmd_plot(args) -> int:
 
 
 def _cmd_bench(args) -> int:
+    if BENCH_DIR is None:
+        raise RecordingError("contactflow bench runs the benchmarks of a source checkout (benchmarks/ is not "
+                             "installed): run it from a clone with an editable install (pip install -e .)")
     benches = sorted(p.stem[len("bench_"):] for p in BENCH_DIR.glob("bench_*.py"))
     if args.list or not args.name:
         print("benchmarks: " + ", ".join(benches))

@@ -22,15 +22,17 @@ import pinocchio as pin
 
 from contactflow.config import read_yaml
 from contactflow.errors import ConfigError, ModelError
+from contactflow.paths import ROBOT_PATH_ENV, RobotPathAction, add_robot_path, robot_search_path, shipped_robots_dir
 
-__all__ = ["ContactSpec", "Robot", "load_robot", "read_robot_file", "robots_dir", "resolve_package_path"]
+__all__ = ["ContactSpec", "Robot", "ROBOT_PATH_ENV", "RobotPathAction", "add_robot_path", "load_robot", "read_robot_file", "robot_search_path",
+           "robots_dir", "resolve_package_path"]
 
-_REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def robots_dir() -> Path:
-    """Directory holding the robot descriptions (``$CONTACTFLOW_ROBOTS`` or ``<repo>/robots``)."""
-    return Path(os.environ.get("CONTACTFLOW_ROBOTS", _REPO_ROOT / "robots"))
+    """The robot descriptions shipped with the package (``robots/`` of the checkout, installed as
+    ``contactflow/robots``: :func:`contactflow.paths.shipped_robots_dir`)."""
+    return shipped_robots_dir()
 
 
 def resolve_package_path(package: str, path: str) -> Path:
@@ -199,22 +201,31 @@ class Robot:
 
 
 def _robot_file(name_or_path: str | Path) -> Path:
-    p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") and p.exists():
+    """The robot file of a robot name, folder or file (the order is :func:`load_robot`'s)."""
+    p = Path(name_or_path).expanduser()
+    name = str(name_or_path)
+    if p.suffix in (".yaml", ".yml") and p.is_file():
         return p
-    if p.is_dir() and (p / "robot.yaml").exists():
+    if p.is_dir() and (p / "robot.yaml").is_file():
         return p / "robot.yaml"
-    f = robots_dir() / str(name_or_path) / "robot.yaml"
-    if f.exists():
-        return f
-    # a variant file beside another robot's description: robots/*/<name>.yaml
-    # (only robot files: a mapping with ``urdf:`` or ``base:``, not a robot's other YAML files)
-    variants = [v for v in sorted(robots_dir().glob(f"*/{name_or_path}.yaml")) if _is_robot_file(v)]
-    if len(variants) == 1:
-        return variants[0]
-    if len(variants) > 1:
-        raise ConfigError(f"robot {str(name_or_path)!r} is ambiguous: {[str(v) for v in variants]}")
-    raise ConfigError(f"{f}: robot description not found (robot {str(name_or_path)!r}, nor robots/*/{name_or_path}.yaml)")
+    if p.suffix in (".yaml", ".yml") or p.name != name:  # a path (not a bare name) that holds no robot
+        raise ConfigError(f"{name}: robot description not found (expected a robot name, a folder holding "
+                          f"robot.yaml or a robot YAML file; from {Path.cwd()})")
+    search = robot_search_path()
+    for d in search:
+        f = d / name / "robot.yaml"
+        if f.is_file():
+            return f
+        # a variant file beside another robot's description: <folder>/*/<name>.yaml
+        # (only robot files: a mapping with ``urdf:`` or ``base:``, not a robot's other YAML files)
+        variants = [v for v in sorted(d.glob(f"*/{name}.yaml")) if _is_robot_file(v)]
+        if len(variants) == 1:
+            return variants[0]
+        if len(variants) > 1:
+            raise ConfigError(f"robot {name!r} is ambiguous: {[str(v) for v in variants]}")
+    raise ConfigError(f"robot {name!r}: robot description not found (looked for {name}/robot.yaml and "
+                      f"*/{name}.yaml in {', '.join(str(d) for d in search)}; ${ROBOT_PATH_ENV} or --robot-path "
+                      "add folders, or give the robot's folder or robot.yaml path)")
 
 
 def _is_robot_file(path: Path) -> bool:
@@ -243,8 +254,10 @@ def read_robot_file(path: Path, _seen: tuple = ()) -> dict:
         return raw
     base = raw["base"]
     if not isinstance(base, str):
-        raise ConfigError(f"{src}: key 'base' must be a file name relative to {path.parent}")
+        raise ConfigError(f"{src}: key 'base' must be a file name relative to {path.parent} or a robot name")
     base_path = (path.parent / base).resolve()
+    if not base_path.exists() and Path(base).name == base and not Path(base).suffix:
+        base_path = _robot_file(base).resolve()  # a robot name (``base: talos``): the search path
     if base_path in _seen or base_path == path.resolve():
         raise ConfigError(f"{src}: base: cyclic base files ({base})")
     if not base_path.exists():
@@ -268,7 +281,10 @@ def load_robot(name_or_path: str | Path = "talos") -> Robot:
     """Load a robot description and build its pinocchio model.
 
     Args:
-        name_or_path: a robot name (``robots/<name>/robot.yaml``), a directory or a YAML file.
+        name_or_path: a robot folder (holding ``robot.yaml``), a robot YAML file, or a robot name:
+            ``<name>/robot.yaml`` (else a variant file ``*/<name>.yaml``) in the folders of
+            :func:`robot_search_path`: ``$CONTACTFLOW_ROBOT_PATH`` / ``--robot-path``, then the
+            shipped robots. An unknown name is refused with the folders looked in.
 
     Returns:
         Robot.

@@ -27,12 +27,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pyarrow as pa
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:  # running from a source checkout without `pip install -e`
-    sys.path.insert(0, str(REPO_ROOT))
-
-from contactflow.errors import ContactflowError, ContractError  # noqa: E402
-from contactflow.messages import PortSpec  # noqa: E402
+from contactflow.errors import ContactflowError, ContractError
+from contactflow.messages import PortSpec
 
 log = logging.getLogger("contactflow.node")
 
@@ -682,7 +678,10 @@ def connect():
 
 def base_parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--robot", default="talos", help="robot name under robots/ or path to robot.yaml")
+    from contactflow.paths import ROBOT_PATH_HELP, RobotPathAction
+
+    p.add_argument("--robot", default="talos", help="robot name (robot search path), robot folder or robot YAML file")
+    p.add_argument("--robot-path", action=RobotPathAction, metavar="DIR", default=None, help=ROBOT_PATH_HELP)
     p.add_argument("--config", default=None, help="YAML file with this node's configuration overrides")
     return p
 
@@ -703,10 +702,11 @@ def load_node_config(cls, path: str | None, section: str | None = None, *, requi
     from contactflow.config import load_config, read_yaml
     from contactflow.errors import ConfigError
     from contactflow.messages import NODE_PORTS
+    from contactflow.paths import resolve_data_path
 
     if not path:
         return load_config(cls, None, source=cls.__name__)
-    data = read_yaml(path)
+    data = read_yaml(resolve_data_path(path))  # robots/<robot>/... names the shipped data from any folder
     if section is None:
         return load_config(cls, data, source=str(path))
     if not isinstance(data, dict):

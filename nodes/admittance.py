@@ -18,7 +18,7 @@ Talos gains (seiko.md §6.8): hands 10 N deadband, 0.003 (m/s)/N, 0.1 m/s; feet 
 
 from __future__ import annotations
 
-from _runtime import Lockstep, Sender, base_parser, drain_after_finish, node_main
+from contactflow.nodes._runtime import Lockstep, Sender, base_parser, drain_after_finish, node_main
 
 
 def main() -> int:

@@ -18,7 +18,7 @@ import logging
 
 import numpy as np
 
-from _runtime import Lockstep, Sender, base_parser, connect, drain_after_finish, node_main
+from contactflow.nodes._runtime import Lockstep, Sender, base_parser, connect, drain_after_finish, node_main
 
 log = logging.getLogger("contactflow.estop")
 

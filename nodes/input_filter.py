@@ -19,7 +19,7 @@ at once).
 
 from __future__ import annotations
 
-from _runtime import declared_inputs, connect, Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
+from contactflow.nodes._runtime import declared_inputs, connect, Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
 
 
 #: real-time mode: at most this many skipped ticks are integrated at once (0.1 s at 500 Hz; a longer

@@ -58,7 +58,7 @@ import time
 
 import numpy as np
 
-from _runtime import (REALTIME_WARMUP_TICKS, connect, Lockstep, Sender, UpstreamError, base_parser, declared_inputs,
+from contactflow.nodes._runtime import (REALTIME_WARMUP_TICKS, connect, Lockstep, Sender, UpstreamError, base_parser, declared_inputs,
                       drain_after_finish, load_node_config, node_main)
 
 log = logging.getLogger("contactflow.mujoco_driver")

@@ -26,9 +26,8 @@ bad file stops the node (and the run) before anything moves, naming the file, ke
 from __future__ import annotations
 
 import os
-from pathlib import Path
-
-from _runtime import connect, declared_inputs, REPO_ROOT, Lockstep, Sender, base_parser, drain_after_finish, node_main
+from contactflow.nodes._runtime import connect, declared_inputs, Lockstep, Sender, base_parser, drain_after_finish, node_main
+from contactflow.paths import resolve_data_path
 
 DT_S = 0.002  # the control period [s]: one command per tick
 
@@ -54,9 +53,7 @@ def main() -> int:
         recorded = recorded_scenario(args.scenario_from_recording, "operator")
     scenario_path = (os.environ.get("CONTACTFLOW_SCENARIO") or recorded or args.scenario
                      or str(robot.directory / "scenarios" / "hand_forward.yaml"))
-    sp = Path(scenario_path)
-    if not sp.is_absolute() and not sp.exists() and (REPO_ROOT / sp).exists():
-        sp = REPO_ROOT / sp  # paths relative to the repository root work from any directory
+    sp = resolve_data_path(scenario_path)  # robots/<robot>/... paths name the shipped data from any directory
     scenario = load_scenario(sp, robot)  # validates everything before the node connects
     player = ScenarioPlayer(scenario)
     player.reset()

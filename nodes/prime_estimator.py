@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 
 import numpy as np
 
-from _runtime import REPO_ROOT, Sender, UpstreamError, base_parser, connect, drain_after_finish, load_node_config, node_main
+from contactflow.nodes._runtime import Sender, UpstreamError, base_parser, connect, drain_after_finish, load_node_config, node_main
+from contactflow.paths import default_recordings_dir
 
 log = logging.getLogger("contactflow.prime_estimator")
 
@@ -80,7 +80,7 @@ def main() -> int:
             out.send("forces", res.force_W[k - 1].reshape(-1), seq=s, t=t, finished=k == T)
             out.send("torque", res.tau[k - 1], seq=s, t=t, finished=k == T)
     out.send("parameters", parameters_vector(res), seq=int(seq[-1]), t=float(res.t[-1]), finished=True)
-    rec_root = Path(os.environ.get("CONTACTFLOW_RECORDINGS", REPO_ROOT / "recordings"))
+    rec_root = default_recordings_dir()
     report = Path(args.report) if args.report else rec_root / f"prime_report_{pr.name}.json"
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps({**res.report(), "robot": pr.name, "decimation": info["decimation"]}, indent=2))

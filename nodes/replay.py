@@ -37,7 +37,7 @@ import time
 
 import pyarrow as pa
 
-from _runtime import UpstreamError, node_main
+from contactflow.nodes._runtime import UpstreamError, node_main
 
 log = logging.getLogger("contactflow.replay")
 

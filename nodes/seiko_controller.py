@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 
-from _runtime import (connect, declared_inputs, Lockstep, Sender, base_parser, drain_after_finish, load_node_config,
+from contactflow.nodes._runtime import (connect, declared_inputs, Lockstep, Sender, base_parser, drain_after_finish, load_node_config,
                       node_main)
 
 log = logging.getLogger("contactflow.seiko_controller")

@@ -18,7 +18,7 @@ wrenches (zero rates), the message carries ``ok = 0`` and a warning is logged.
 
 from __future__ import annotations
 
-from _runtime import declared_inputs, connect, Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
+from contactflow.nodes._runtime import declared_inputs, connect, Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
 
 
 def main() -> int:

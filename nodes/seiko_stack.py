@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 
-from _runtime import connect, Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
+from contactflow.nodes._runtime import connect, Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
 
 
 def main() -> int:

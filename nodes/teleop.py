@@ -23,7 +23,8 @@ import logging
 import os
 from pathlib import Path
 
-from _runtime import REPO_ROOT, Lockstep, Sender, base_parser, connect, drain_after_finish, node_main
+from contactflow.nodes._runtime import Lockstep, Sender, base_parser, connect, drain_after_finish, node_main
+from contactflow.paths import resolve_data_path
 
 log = logging.getLogger("contactflow.teleop")
 
@@ -40,10 +41,7 @@ def scenario_file(arg: str | None, robot, recorded: str | None = None) -> Path:
         from contactflow.recording import recorded_scenario
 
         arg = recorded_scenario(os.environ.get("CONTACTFLOW_RECORDING") or recorded, "teleop", robot=robot.name)
-    sp = Path(os.environ.get("CONTACTFLOW_SCENARIO") or arg or str(Path(robot.directory) / "scenarios" / "stand.yaml"))
-    if not sp.is_absolute() and not sp.exists() and (REPO_ROOT / sp).exists():
-        sp = REPO_ROOT / sp
-    return sp
+    return resolve_data_path(os.environ.get("CONTACTFLOW_SCENARIO") or arg or Path(robot.directory) / "scenarios" / "stand.yaml")
 
 
 def main() -> int:

@@ -16,7 +16,7 @@ import datetime as dt
 import logging
 import time
 
-from _runtime import base_parser, connect, node_main
+from contactflow.nodes._runtime import base_parser, connect, node_main
 
 log = logging.getLogger("contactflow.viewer")
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 
-from _runtime import Lockstep, Sender, base_parser, connect, drain_after_finish, load_node_config, node_main
+from contactflow.nodes._runtime import Lockstep, Sender, base_parser, connect, drain_after_finish, load_node_config, node_main
 
 
 log = logging.getLogger("contactflow.wrench_filter")

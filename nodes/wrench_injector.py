@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import logging
 
-from _runtime import Lockstep, Sender, base_parser, connect, drain_after_finish, node_main
-from teleop import scenario_file
+from contactflow.nodes._runtime import Lockstep, Sender, base_parser, connect, drain_after_finish, node_main
+from contactflow.nodes.teleop import scenario_file
 
 log = logging.getLogger("contactflow.wrench_injector")
 

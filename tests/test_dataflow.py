@@ -89,7 +89,8 @@ def test_lockstep_runs_are_deterministic(smoke_runs):
 def test_node_crash_ends_run_with_error_and_keeps_recording(tmp_path):
     flow = yaml.safe_load((ROOT / "dataflows" / "seiko_talos.yml").read_text())
     for n in flow["nodes"]:
-        n["path"] = str((ROOT / "dataflows" / n["path"]).resolve())
+        if n["path"].endswith(".py"):  # a script path (installed executables are found on PATH)
+            n["path"] = str((ROOT / "dataflows" / n["path"]).resolve())
         if n["id"] == "seiko_controller":
             n["args"] = f"{n['path']} 400 {n['args']}"
             n["path"] = str(ROOT / "tests" / "fixtures" / "crashing_node.py")

@@ -31,7 +31,8 @@ N_GOOD = 25  # ticks before the fixture model outputs NaN (0.5 s at 50 Hz)
 def _policy_graph(tmp_path: Path, model: Path) -> Path:
     graph = yaml.safe_load((ROOT / "dataflows" / "lac_g1_teleop.yml").read_text())
     for node in graph["nodes"]:
-        node["path"] = str((ROOT / "dataflows" / node["path"]).resolve())
+        if node["path"].endswith(".py"):  # a script path (installed executables are found on PATH)
+            node["path"] = str((ROOT / "dataflows" / node["path"]).resolve())
         if node["id"] == "lac_expert":
             node["id"] = "lac_policy"
             node["path"] = str(ROOT / "nodes" / "lac_policy.py")

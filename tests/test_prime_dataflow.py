@@ -14,6 +14,7 @@ import yaml
 
 from contactflow.prime.datagen import GenerateConfig, simulate_mujoco, write_recording
 from contactflow.prime.model import load_prime_robot
+from contactflow.paths import node_kind
 from contactflow.prime.ports import prime_port_specs
 from contactflow.recording import read_recording
 
@@ -31,7 +32,7 @@ def test_prime_dataflow_yaml_declares_the_estimator_ports(robot, motion):
     assert set(est["outputs"]) == set(specs) - {"sensors"}
     assert set(est["inputs"]) == {"sensors"}
     src = est["inputs"]["sensors"]["source"].split("/")[0]
-    assert nodes[src]["path"].endswith("replay.py") and "ack" in nodes[src]["inputs"]
+    assert node_kind(nodes[src]["path"]) == "replay" and "ack" in nodes[src]["inputs"]
     assert nodes[src]["inputs"]["ack"]["source"] == "prime_estimator/ack"
     assert f"--robot {robot}" in est["args"]
 

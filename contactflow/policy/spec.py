@@ -321,17 +321,11 @@ def policies_dir(robot_name: str = "g1") -> Path:
     return robots_dir() / robot_name / "policies"
 
 
-def _search_dirs() -> list[Path]:
-    """Where a relative spec or model path is looked up, in order: the working directory, the
-    repository root (the parent of :func:`contactflow.robot.robots_dir`)."""
-    from contactflow.robot import robots_dir
-
-    return [Path.cwd(), robots_dir().resolve().parent]
-
-
 def resolve_data_path(path: str | Path, what: str) -> Path:
     """A file given on a command line: absolute, or relative to the working directory, else to the
-    repository root (so ``robots/g1/policies/lac.yaml`` works from a dataflow's working directory).
+    repository root or installed package, else through its ``robots/`` part in the shipped robot data
+    (:func:`contactflow.paths.data_path_candidates`; so ``robots/g1/policies/lac.yaml`` works from a
+    dataflow's working directory, in a checkout or an install).
 
     Args:
         path: the file as given.
@@ -345,9 +339,10 @@ def resolve_data_path(path: str | Path, what: str) -> Path:
         if p.is_file():
             return p
         raise ConfigError(f"{path}: {what} not found")
+    from contactflow.paths import data_path_candidates
+
     tried = []
-    for d in _search_dirs():
-        cand = d / p
+    for cand in data_path_candidates(p):  # the working directory, then the shipped data (checkout or install)
         if cand.is_file():
             return cand
         tried.append(str(cand))

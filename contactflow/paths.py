@@ -1,0 +1,147 @@
+"""Where contactflow finds its files, installed or in a source checkout (one place for every such rule).
+
+The distribution ships three folders of the repository as parts of the package (``setup.py``):
+``contactflow/`` itself, ``nodes/`` as :mod:`contactflow.nodes` (the dora node adapters, also installed
+as the ``contactflow-<node>`` executables) and ``robots/`` as ``contactflow/robots`` (robot descriptions,
+scenarios, configurations: package data). An editable install (``pip install -e .``) maps the same
+names onto the checkout, so the rules below hold in both cases:
+
+* :func:`shipped_robots_dir`: the robot data that came with the package.
+* :func:`data_root`: the folder holding that ``robots/`` folder (the checkout's root, or the installed
+  package's folder), against which a relative path ``robots/<robot>/...`` is looked up
+  (:func:`resolve_data_path`), so the paths written in the shipped graphs and the README
+  (``robots/talos/scenarios/smoke_2s.yaml``) work from any folder.
+* :func:`source_checkout`: the repository root when running from a checkout (benchmarks, git
+  revision), ``None`` in a non-editable install.
+* :func:`default_recordings_dir`: ``$CONTACTFLOW_RECORDINGS``, else ``<checkout>/recordings`` in a
+  checkout, else ``./recordings`` (the current directory: for ``dora run``, the dataflow's folder).
+* :func:`node_script` / :func:`node_kind`: the installed executable of a node kind and back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+__all__ = ["NODE_SCRIPT_PREFIX", "ROBOT_PATH_ENV", "ROBOT_PATH_HELP", "RobotPathAction", "add_robot_path", "data_path_candidates", "data_root", "default_recordings_dir", "node_kind", "node_script",
+           "package_dir", "resolve_data_path", "robot_search_path", "shipped_robots_dir", "source_checkout"]
+
+#: Environment variable: folders (``os.pathsep``-separated) searched for a robot given by name, before
+#: the shipped robots (:func:`contactflow.robot.robot_search_path`); ``--robot-path DIR`` prepends to it.
+ROBOT_PATH_ENV = "CONTACTFLOW_ROBOT_PATH"
+#: Help text of the ``--robot-path`` flag (the nodes' ``base_parser``, the ``contactflow`` command, the catalogue).
+ROBOT_PATH_HELP = ("a folder of robot descriptions (<DIR>/<name>/robot.yaml) searched before the shipped robots; "
+                   f"repeatable; adds to ${ROBOT_PATH_ENV}")
+
+#: Prefix of the nodes' console scripts: node kind ``seiko_controller`` -> ``contactflow-seiko-controller``.
+NODE_SCRIPT_PREFIX = "contactflow-"
+
+
+def package_dir() -> Path:
+    """The folder of the imported ``contactflow`` package."""
+    return Path(__file__).resolve().parent
+
+
+def source_checkout() -> Path | None:
+    """The repository root if ``contactflow`` is imported from a source checkout (editable install or
+    ``PYTHONPATH``), else ``None`` (a non-editable install: the package lives in site-packages)."""
+    root = package_dir().parent
+    return root if (root / "pyproject.toml").is_file() and (root / "nodes").is_dir() else None
+
+
+def shipped_robots_dir() -> Path:
+    """The robot descriptions shipped with the package: ``<site-packages>/contactflow/robots`` in an
+    install, ``<checkout>/robots`` in a checkout."""
+    installed = package_dir() / "robots"
+    if installed.is_dir():
+        return installed
+    return package_dir().parent / "robots"
+
+
+def data_root() -> Path:
+    """The folder holding :func:`shipped_robots_dir` (relative ``robots/...`` paths are resolved there)."""
+    return shipped_robots_dir().parent
+
+
+def data_path_candidates(path: str | Path) -> list[Path]:
+    """Where a data file given as ``path`` is looked for, in order (see :func:`resolve_data_path`):
+    as given (absolute, or from the current directory), then from :func:`data_root`, then, for a
+    relative path through a ``robots`` folder, its part from ``robots/`` on under :func:`data_root`."""
+    p = Path(path).expanduser()
+    if p.is_absolute():
+        return [p]
+    out = [Path.cwd() / p, data_root() / p]
+    if "robots" in p.parts:
+        out.append(data_root().joinpath(*p.parts[p.parts.index("robots"):]))
+    return list(dict.fromkeys(out))
+
+
+def resolve_data_path(path: str | Path) -> Path:
+    """A data file (scenario, configuration, policy spec) as a node or command was given it.
+
+    Absolute paths and relative paths that exist from the current directory are returned unchanged.
+    Otherwise the path is looked up from :func:`data_root` (the checkout's root or the installed
+    package), and a relative path through a ``robots`` folder (``robots/talos/scenarios/x.yaml``,
+    ``../robots/g1/lac.yaml``) by its part from ``robots/`` on: the shipped robot data. So the
+    shipped graphs and the README's commands name the shipped scenarios and configurations the same
+    way in a checkout and in an install, from any folder. A path found nowhere is returned
+    unchanged (the caller's error then names it as given; :func:`data_path_candidates` lists where
+    it was looked for).
+    """
+    p = Path(path)
+    if p.is_absolute() or p.exists():
+        return p
+    for cand in data_path_candidates(p)[1:]:
+        if cand.exists():
+            return cand
+    return p
+
+
+def default_recordings_dir() -> Path:
+    """Where runs are written and looked up: ``$CONTACTFLOW_RECORDINGS``, else ``<checkout>/recordings``
+    when running from a source checkout, else ``recordings`` in the current directory (``dora run``
+    starts the nodes in the dataflow's folder, so an installed pipeline records beside its YAML)."""
+    env = os.environ.get("CONTACTFLOW_RECORDINGS")
+    if env:
+        return Path(env)
+    root = source_checkout()
+    return root / "recordings" if root is not None else Path.cwd() / "recordings"
+
+
+def node_script(kind: str) -> str:
+    """The installed executable of a node kind (``mujoco_driver`` -> ``contactflow-mujoco-driver``)."""
+    return NODE_SCRIPT_PREFIX + kind.replace("_", "-")
+
+
+def node_kind(path: str) -> str:
+    """The node kind a dataflow ``path:`` names: ``contactflow-seiko-controller`` (installed executable)
+    or ``../nodes/seiko_controller.py`` (a script) -> ``seiko_controller``; any other path: its stem."""
+    name = Path(str(path)).name
+    if name.startswith(NODE_SCRIPT_PREFIX) and not name.endswith(".py"):
+        return name[len(NODE_SCRIPT_PREFIX):].replace("-", "_")
+    return Path(name).stem
+
+
+def robot_search_path() -> list[Path]:
+    """Folders searched, in order, for a robot given by name (``<folder>/<name>/robot.yaml``, or a
+    variant file ``<folder>/*/<name>.yaml``): those of ``$CONTACTFLOW_ROBOT_PATH`` (and
+    ``--robot-path``), then the shipped robots (:func:`shipped_robots_dir`)."""
+    dirs = [Path(d).expanduser() for d in os.environ.get(ROBOT_PATH_ENV, "").split(os.pathsep) if d]
+    return list(dict.fromkeys(dirs + [shipped_robots_dir()]))
+
+
+def add_robot_path(*dirs: str | Path) -> None:
+    """Put ``dirs`` first on the robot search path (``--robot-path``), for this process and the
+    processes it starts (it prepends them, made absolute, to ``$CONTACTFLOW_ROBOT_PATH``)."""
+    old = [d for d in os.environ.get(ROBOT_PATH_ENV, "").split(os.pathsep) if d]
+    os.environ[ROBOT_PATH_ENV] = os.pathsep.join([str(Path(d).expanduser().resolve()) for d in dirs] + old)
+
+
+class RobotPathAction(argparse.Action):
+    """argparse action of the ``--robot-path DIR`` flag (nodes' :func:`base_parser`, the ``contactflow``
+    command): each use puts ``DIR`` first on the robot search path (:func:`add_robot_path`)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        add_robot_path(values)
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), values])
