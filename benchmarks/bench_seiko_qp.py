@@ -170,7 +170,9 @@ def capture_run(seconds: float, scenario: str = "hand_forward", *, environment: 
         pipeline.controller = Capturing("controller", pipeline.controller, old.controller)
 
     ret.qp_hook = lambda H, g, A, lo, hi, lb, ub, sol: keep("retargeting", H, g, A, lo, hi, lb, ub)
-    # The Controller's QPs: its module's solve_qp_box, wrapped (arguments bound by name).
+    # The Controller's QPs (11): its qp_hook; its runInit QPs (after a reset or a contact
+    # switch): its module's solve_qp_box, wrapped (arguments bound by name). Both in call order.
+    pipeline.controller.ctrl.qp_hook = lambda H, g, A, lo, hi, lb, ub, sol: keep("controller", H, g, A, lo, hi, lb, ub)
     signature = inspect.signature(qp_module.solve_qp_box)
     original = controller_module.solve_qp_box
 

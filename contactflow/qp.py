@@ -31,7 +31,7 @@ import math
 import daqp
 import numpy as np
 
-__all__ = ["QP_SOLVERS", "QPSolution", "solve_qp", "solve_qp_box", "solve_qp_stacked"]
+__all__ = ["QP_SOLVERS", "BoxQP", "QPSolution", "solve_qp", "solve_qp_box", "solve_qp_stacked"]
 
 QP_SOLVERS = ("daqp", "quadprog")
 """The solvers :func:`solve_qp_box` accepts (the ``qp_solver`` config key of the SEIKO stages)."""
@@ -217,7 +217,7 @@ def _bounds_finite(bl, bu) -> bool:
     return float(bl.sum()) < _INF and float(bu.sum()) > -_INF
 
 
-def _box_residuals(A, x, bl, bu, eq, has_eq, tol):
+def _box_residuals(A, x, bl, bu, eq, has_eq, tol, work=None):
     """(eq_residual, ineq_violation, ok) of x for the box form, with ``bl <= [x; A x] <= bu``
     (or ``bl <= A x <= bu`` without variable bounds) and ``eq`` the equality mask.
 
@@ -225,17 +225,30 @@ def _box_residuals(A, x, bl, bu, eq, has_eq, tol):
     r_i <= bu_i + tol (1 + |bu_i|)``, each side relative to its own bound, so a row in small
     units (an equality at 1e-3 m/s) is not loosened by a row in large ones (a bound at 2000 N);
     infinite bounds never bind. Lean: when the worst residual is within ``tol`` (the usual case)
-    every row passes and the per-row bounds are not computed. NaN (in x or a bound) fails."""
-    r = A @ x
-    if len(bl) != len(r):
-        r = np.concatenate((x, r))
-    if not len(r):  # no row, no bound: only x itself to check
-        return 0.0, 0.0, math.isfinite(float(x.sum()))
-    d = np.maximum(bl - r, r - bu)  # |r - b| on equality rows; > 0 = violation elsewhere
+    every row passes and the per-row bounds are not computed. NaN (in x or a bound) fails.
+    ``work``: optional :class:`BoxQP` whose scratch rows (``_r``, ``_d``, ``_d2``) are used
+    instead of new arrays (same values)."""
+    if work is None:
+        r = A @ x
+        if len(bl) != len(r):
+            r = np.concatenate((x, r))
+        if not len(r):  # no row, no bound: only x itself to check
+            return 0.0, 0.0, math.isfinite(float(x.sum()))
+        d = np.maximum(bl - r, r - bu)  # |r - b| on equality rows; > 0 = violation elsewhere
+    else:
+        r, d = work._r, work._d
+        if not len(r):
+            return 0.0, 0.0, math.isfinite(float(x.sum()))
+        k = work.n_bounds
+        if k:
+            r[:k] = x
+        np.matmul(A, x, out=r[k:])
+        np.subtract(bl, r, out=d)
+        np.maximum(d, np.subtract(r, bu, out=work._d2), out=d)
     eq_res = 0.0
     if has_eq:
-        eq_res = float(d[eq].max())
-        d[eq] = -_INF
+        eq_res = float(d.max(where=eq, initial=-_INF))
+        np.copyto(d, -_INF, where=eq)
     viol = float(d.max())
     if eq_res != eq_res or viol != viol:  # NaN
         return eq_res, viol, False
@@ -309,10 +322,24 @@ def solve_qp_box(
     else:
         bl = np.concatenate((np.full(n, -_INF) if lb is None else lb, lo))
         bu = np.concatenate((np.full(n, _INF) if ub is None else ub, hi))
-    eq = bl == bu
+    return _solve_box(H, g, A, bl, bu, solver, added, tol, None)
+
+
+def _solve_box(H, g, A, bl, bu, solver, added, tol, work) -> QPSolution:
+    """The solve and the checks of :func:`solve_qp_box` and :meth:`BoxQP.solve`, on data
+    already checked finite, H regularised (by ``added``) and the bounds stacked (``bl <= [x; A
+    x] <= bu`` or ``bl <= A x <= bu``); ``work``: a :class:`BoxQP` lending its scratch, or None."""
+    n = g.shape[0]
+    if work is None:
+        eq = bl == bu
+        sense = eq * _DAQP_EQUALITY if solver == "daqp" else None  # C int: 5 on equalities, 0 otherwise
+    else:
+        eq, sense = work._eq, work._sense
+        np.equal(bl, bu, out=eq)
+        if solver == "daqp":
+            np.multiply(eq, _DAQP_EQUALITY, out=sense)
     has_eq = bool(eq.any())
     if solver == "daqp":
-        sense = eq * _DAQP_EQUALITY  # int (C int) array: 5 on equalities, 0 on inequalities
         x, fval, flag, info = daqp.solve(H, g, A, bu, bl, sense)
         if flag not in _DAQP_OPTIMAL:
             status, msg = _DAQP_STATUS.get(flag, ("error", f"daqp: exit flag {flag}"))
@@ -323,7 +350,7 @@ def solve_qp_box(
         x, fval, n_active, status, msg = _quadprog(H, g, C, b, n_eq)
         if status is not None:
             return _box_failure(bl, bu, n, status, msg)
-    eq_res, viol, ok = _box_residuals(A, x, bl, bu, eq, has_eq, tol)
+    eq_res, viol, ok = _box_residuals(A, x, bl, bu, eq, has_eq, tol, work)
     if not ok:  # a non-finite bound or x fails the residual check: find out which
         if not _bounds_finite(bl, bu):
             return QPSolution(False, "non_finite", np.zeros(n), message="non-finite entry in the QP data")
@@ -339,3 +366,75 @@ def solve_qp_box(
         n_active=n_active,
         message="" if ok else f"residuals eq {eq_res:.3g}, ineq {viol:.3g} above tolerance",
     )
+
+
+class BoxQP:
+    """One QP of :func:`solve_qp_box`'s form and of fixed size, in preallocated buffers: the
+    control loops' fast path (same solvers, statuses, regularisation and residual checks, same
+    solution for the same data).
+
+    The caller writes the problem into the views :attr:`H`, :attr:`g`, :attr:`A`, :attr:`lo`,
+    :attr:`hi` (and :attr:`lb`, :attr:`ub` with ``bounds``) and calls :meth:`solve`. H, g and A
+    lie in one contiguous buffer (one finiteness check for the three) and ``[lb; lo]``,
+    ``[ub; hi]`` in one row of bounds each (no stacking per solve); the equality mask, daqp's
+    constraint senses and the residual rows reuse their own buffers. Build one per problem
+    layout (a SEIKO stage: one per set of enabled contacts).
+
+    Args:
+        n: number of variables.
+        m: number of constraint rows (may be 0).
+        bounds: True for variable bounds ``lb <= x <= ub`` (initially unbounded: -inf, +inf).
+
+    Attributes:
+        H: (n, n) Hessian (symmetric positive semidefinite), regularised **in place** by
+            :meth:`solve` (rebuild it before every solve). g: (n,). A: (m, n).
+        lo, hi: (m,) row bounds (lo == hi: an equality; +-inf: one-sided); initially 0.
+        lb, ub: (n,) variable bounds, or (0,) without ``bounds``.
+        H_diag: (n,) writable view of the diagonal of H.
+        bounds: (2, n_bounds + m) rows ``[lb; lo]`` and ``[ub; hi]``, the bounds as solved
+            (:attr:`lb`, :attr:`ub`, :attr:`lo`, :attr:`hi` are views of it; a two-row slice
+            sets both sides of an equality at once). bl, bu: its two rows.
+    """
+
+    def __init__(self, n: int, m: int, bounds: bool = False):
+        self.n, self.m = n, m
+        self.n_bounds = k = n if bounds else 0
+        self._data = np.zeros(n * n + n + m * n)
+        self.H = self._data[: n * n].reshape(n, n)
+        self.H_diag = self._data[: n * n : n + 1]
+        self.g = self._data[n * n : n * n + n]
+        self.A = self._data[n * n + n :].reshape(m, n)
+        self.bounds = np.zeros((2, k + m))
+        self.bl, self.bu = self.bounds
+        self.bl[:k], self.bu[:k] = -_INF, _INF
+        self.lb, self.ub = self.bl[:k], self.bu[:k]
+        self.lo, self.hi = self.bl[k:], self.bu[k:]
+        self._eq = np.zeros(k + m, dtype=bool)
+        self._sense = np.zeros(k + m, dtype=np.intc)
+        self._r, self._d, self._d2 = np.zeros(k + m), np.zeros(k + m), np.zeros(k + m)
+
+    def solve(self, *, solver: str = "daqp", reg: float = 1e-9, tol: float = 1e-6) -> QPSolution:
+        """Solve the QP in the buffers (as :func:`solve_qp_box` on these arguments).
+
+        Args:
+            solver: one of :data:`QP_SOLVERS`.
+            reg: relative Tikhonov regularisation ``reg * max(1, max|diag H|)``, added to the
+                diagonal of :attr:`H` **in place** (0 = none).
+            tol: residual tolerance for ``found`` (per row and side, as :func:`solve_qp_box`).
+
+        Returns:
+            QPSolution (never raises for a failed solve; statuses as :func:`solve_qp_box`).
+
+        Raises:
+            ValueError: ``solver`` is not one of :data:`QP_SOLVERS`.
+        """
+        if solver not in QP_SOLVERS:
+            raise ValueError(f"BoxQP.solve: solver {solver!r} is not one of {QP_SOLVERS}")
+        n = self.n
+        if not math.isfinite(float(self._data.sum())):  # H, g and A at once
+            return QPSolution(False, "non_finite", np.zeros(n), message="non-finite entry in the QP data")
+        added = 0.0
+        if reg and n:
+            added = reg * max(1.0, float(np.abs(self.H_diag).max()))
+            self.H_diag += added
+        return _solve_box(self.H, self.g, self.A, self.bl, self.bu, solver, added, tol, self)

@@ -326,3 +326,41 @@ def test_retargeting_qp_solver_key_and_both_solvers_agree(monkeypatch):
     np.testing.assert_allclose(tau_d, tau_q, atol=1e-6)
     for k in out_d.lam:
         np.testing.assert_allclose(out_d.lam[k], out_q.lam[k], atol=1e-6)
+
+
+@pytest.mark.parametrize("solver", QP_SOLVERS)
+def test_boxqp_buffers_solve_as_solve_qp_box(solver):
+    """BoxQP (the stages' preallocated form) on the fixture QPs: the same x (bit for bit), status,
+    residuals and active count as solve_qp_box on the same data, with its regularisation in
+    place; its checks still fail a non-finite H and an infeasible equality."""
+    from contactflow.qp import BoxQP
+
+    for name in FIXTURES:
+        for qp in _load_qps(name)[::6]:
+            n, m = qp["H"].shape[0], qp["A"].shape[0]
+            bounds = qp["lb"] is not None
+            box = BoxQP(n, m, bounds=bounds)
+            box.H[:], box.g[:], box.A[:], box.lo[:], box.hi[:] = qp["H"], qp["g"], qp["A"], qp["lo"], qp["hi"]
+            if bounds:
+                box.lb[:], box.ub[:] = qp["lb"], qp["ub"]
+            ref = solve_qp_box(*(qp[k] for k in ("H", "g", "A", "lo", "hi", "lb", "ub")), solver=solver, reg=1e-9)
+            sol = box.solve(solver=solver, reg=1e-9)
+            assert sol.found and sol.status == ref.status == "optimal"
+            assert np.array_equal(sol.x, ref.x), (name, float(np.max(np.abs(sol.x - ref.x))))
+            assert (sol.eq_residual, sol.ineq_violation, sol.n_active) == (ref.eq_residual, ref.ineq_violation, ref.n_active)
+            assert sol.cost == pytest.approx(ref.cost, rel=1e-12, abs=1e-12)
+            diag = np.diag(qp["H"])
+            np.testing.assert_array_equal(box.H_diag, diag + 1e-9 * max(1.0, np.abs(diag).max()))  # in place
+    box = BoxQP(2, 1)
+    box.H[:] = np.eye(2)
+    box.A[:] = [[1.0, 1.0]]
+    box.lo[:] = box.hi[:] = 2.0
+    sol = box.solve(solver=solver, reg=0.0)
+    _ok(sol, [1.0, 1.0])
+    box.H[0, 1] = np.nan
+    assert box.solve(solver=solver, reg=0.0).status == "non_finite"
+    box.H[:] = np.eye(2)
+    box.A[:] = [[0.0, 0.0]]  # 0 x = 2: infeasible
+    assert not box.solve(solver=solver, reg=0.0).found
+    with pytest.raises(ValueError, match="solver"):
+        box.solve(solver="osqp")

@@ -44,13 +44,13 @@ import logging
 import math
 import time
 import types
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pinocchio as pin
 
 from contactflow.errors import ConfigError, ContractError
-from contactflow.qp import QP_SOLVERS, QPSolution, solve_qp_box
+from contactflow.qp import QP_SOLVERS, BoxQP, QPSolution, solve_qp_box
 from contactflow.robot import ContactSpec, Robot
 from contactflow.seiko.equilibrium import equilibrium_terms
 from contactflow.seiko.filters import ComplementaryWrenchFilterBank, TorqueLimitAdapter, WrenchRateEstimator, alpha_from_cutoff
@@ -461,12 +461,10 @@ class _Workspace:
         self.T_jdiag = np.einsum("ii->i", self.T[6:, 6:nv])  # writable diagonal views
         self.t = np.zeros(nv)
         self.M = np.zeros((n, nx))
-        self.H = np.zeros((nx, nx))
-        self.H_diag = np.einsum("ii->i", self.H)
-        self.g = np.zeros(nx)
-        self.A = np.zeros((n_eq + 2 * n, nx))  # the wrench columns of the contact rows stay zero
-        self.lo = np.zeros(n_eq + 2 * n)
-        self.hi = np.zeros(n_eq + 2 * n)
+        # the QP's buffers (contactflow.qp.BoxQP); the wrench columns of the contact rows stay zero
+        self.qp = BoxQP(nx, n_eq + 2 * n)
+        self.H, self.H_diag, self.g = self.qp.H, self.qp.H_diag, self.qp.g
+        self.A, self.lo, self.hi = self.qp.A, self.qp.lo, self.qp.hi
         self.A_c, self.A_B = self.A[:m, :nv], self.A[m:n_eq]
         self.A_P, self.A_N = self.A[n_eq : n_eq + n], self.A[n_eq + n :]
         self.A_N_jdiag = np.einsum("ii->i", self.A_N[:, 6:nv])
@@ -639,6 +637,11 @@ class SeikoController:
             alpha_from_cutoff(config.tau_read_cutoff_hz, dt) if config.tau_read_cutoff_hz > 0.0 else 0.0
         )
         self._ws_cache: dict[tuple[bool, ...], _Workspace] = {}
+        self.qp_hook: Callable[..., None] | None = None
+        """Optional ``qp_hook(H, g, A, lo, hi, lb, ub, solution)`` called after every solve of QP
+        (11) with the box form of :func:`contactflow.qp.solve_qp_box` (``lb = ub = None``; H as
+        solved, regularised; reused buffers: copy what you keep). Used to dump QPs
+        (tests/fixtures, benchmarks/bench_seiko_qp.py) and compare solvers."""
         # State
         self.q_flex = robot.q_default.copy()
         # lam_flex: (n_eff, 6) rows (points: the first 3 values) and a view per effector
@@ -1299,11 +1302,13 @@ class SeikoController:
         t6 = t[:6]
         self._last_bias = (math.sqrt(float(t6 @ t6)), math.sqrt(float(c_vec @ c_vec)))
         self._c_vec = c_vec
-        # Tikhonov regularisation qp_reg * max(1, max|diag H|), in place (H is rebuilt every step)
-        ws.H_diag += cfg.qp_reg * max(1.0, float(ws.H_diag.max()))
+        # solved in the workspace's buffers, H regularised in place (qp_reg * max(1, max|diag H|);
+        # H is rebuilt every step)
         t_solve = time.perf_counter()
-        sol = solve_qp_box(H, g, A, lo, hi, solver=cfg.qp_solver, reg=0.0, tol=cfg.qp_tol)
+        sol = ws.qp.solve(solver=cfg.qp_solver, reg=cfg.qp_reg, tol=cfg.qp_tol)
         self._solve_time = time.perf_counter() - t_solve
+        if self.qp_hook is not None:
+            self.qp_hook(H, g, A, lo, hi, None, None, sol)
         return sol
 
     def _integrate(self, ws: _Workspace, x: np.ndarray) -> None:

@@ -50,7 +50,7 @@ import pinocchio as pin
 from contactflow.environment import Environment
 from contactflow.errors import ConfigError
 from contactflow.operator.input_filter import BangBangFilter, exponential_alpha
-from contactflow.qp import QP_SOLVERS, solve_qp_box
+from contactflow.qp import QP_SOLVERS, BoxQP
 from contactflow.robot import ContactSpec, Robot
 from contactflow.seiko.equilibrium import contact_constraints, effector_jacobian_world, equilibrium_terms
 from contactflow.seiko.static_id import static_inverse_dynamics
@@ -669,10 +669,12 @@ class SeikoRetargeting:
 
         # H = (W^1/2 A_d)^T (W^1/2 A_d) + the constant diagonal of the identity rows (b, c, g) and
         # the regularisation (exactly symmetric); g = -A^T W b
-        A_d_s = A_d * self._sqrt_wd
-        H = A_d_s.T @ A_d_s
+        qp = self._qp
+        H, g = qp.H, qp.g
+        A_d_s = np.multiply(A_d, self._sqrt_wd, out=self._A_d_s)
+        np.matmul(A_d_s.T, A_d_s, out=H)
         H += self._Hdiag
-        g = A_d.T @ (self._wd * neg_b_d)
+        np.matmul(A_d.T, np.multiply(self._wd, neg_b_d, out=self._wb_d), out=g)
         # (c) posture target: b = clip(theta_t - theta, c_theta)/dt on identity rows of weight w_pos
         b_c = self._theta_target - theta
         np.maximum(b_c, -cfg.joint_pos_clamp_rad, out=b_c)
@@ -685,12 +687,11 @@ class SeikoRetargeting:
             b_g *= self._w_lam_inv_dt
             g[nv:] -= b_g
         lo, hi = lo_hi
-        lb, ub = self._lb_ub
         t0 = time.perf_counter()
-        sol = solve_qp_box(H, g, self._A_c, lo, hi, lb, ub, solver=cfg.qp_solver, reg=0.0)
+        sol = qp.solve(solver=cfg.qp_solver, reg=0.0)  # contactflow.qp.BoxQP: the buffers filled above
         solve_time = time.perf_counter() - t0
         if self.qp_hook is not None:
-            self.qp_hook(H, g, self._A_c, lo, hi, lb, ub, sol)
+            self.qp_hook(H, g, self._A_c, lo, hi, qp.lb, qp.ub, sol)
         diag = {
             "status": sol.status,
             "message": sol.message,
@@ -1055,11 +1056,7 @@ class SeikoRetargeting:
         self._Hdiag.flat[6 * (nx + 1) : nv * (nx + 1) : nx + 1] += cfg.joint_vel_weight + cfg.joint_pos_weight
         self._wrench_weights_changed()
 
-        # Variable bounds, rows lower / upper: base free | (9i) + (9l) on theta_dot | (9m) + the
-        # unit rows of (9k) on lam_dot
-        lb_ub = self._lb_ub = np.empty((2, nx))
-        lb_ub[0], lb_ub[1] = -np.inf, np.inf
-        self._lb_ub_theta, self._lb_ub_lam = lb_ub[:, 6:nv], lb_ub[:, nv:]
+        self._A_d_s, self._wb_d = np.zeros((n_d, nx)), np.zeros(n_d)  # scratch of W^1/2 A_d, W b_d
         rate = np.zeros(m)
         for k, c in self._on:
             par = cfg.effector(c.type)
@@ -1129,10 +1126,16 @@ class SeikoRetargeting:
         n_rows = n_eq + n + ng
         # (9i), (9l), (9j): 2n each; (9m): 2m; (9k): every row of C
         self._n_in_paper = 6 * n + 2 * m + C_all.shape[0]
-        A_c = self._A_c = np.zeros((n_rows, nx))
+        # the QP's buffers (contactflow.qp.BoxQP): H, g, the rows A_c, their bounds lo_hi (rows
+        # lower / upper) and the variable bounds lb_ub, rows lower / upper: base free | (9i) + (9l)
+        # on theta_dot | (9m) + the unit rows of (9k) on lam_dot
+        qp = self._qp = BoxQP(nx, n_rows, bounds=True)
+        A_c = self._A_c = qp.A
         A_c[n_eq + n :, nv:] = C_all[gen]
-        lo_hi = self._lo_hi = np.zeros((2, n_rows))
+        lo_hi = self._lo_hi = qp.bounds[:, nx:]
         lo_hi[1, n_eq + n :] = np.inf
+        lb_ub = qp.bounds[:, :nx]  # -inf, +inf until set
+        self._lb_ub_theta, self._lb_ub_lam = lb_ub[:, 6:nv], lb_ub[:, nv:]
         self._A_c_base_q, self._A_c_base_lam = A_c[n_eq - 6 : n_eq, :nv], A_c[n_eq - 6 : n_eq, nv:]
         self._lo_hi_base = lo_hi[:, n_eq - 6 : n_eq]
         self._A_c_tau, self._lo_hi_tau = A_c[n_eq : n_eq + n], lo_hi[:, n_eq : n_eq + n]
