@@ -141,52 +141,60 @@ def equilibrium_terms(
             f"equilibrium_terms: {len(contacts)} contacts, {len(lams)} wrenches, {len(R_cs)} surface frames"
         )
     nv = model.nv
-    pin.computeJointJacobians(model, data, q)
-    pin.updateFramePlacements(model, data)
-
-    cache = _model_cache(model, data)
-    fext = cache.fext
-    lams = [np.asarray(lam, dtype=float) for lam in lams]
+    lams = [lam if type(lam) is np.ndarray and lam.dtype == np.float64 else np.asarray(lam, dtype=float) for lam in lams]
     m = 0
+    points = False
     for c, lam in zip(contacts, lams):
-        m += c.dim
         want = 6 if c.type == "plane" else 3 if c.type == "point" else None
         if want is None:
             raise ModelError(f"contact {c.name!r}: unknown type {c.type!r}")
         if lam.shape != (want,):
             what = "plane wrench" if want == 6 else "point force"
             raise ModelError(f"contact {c.name!r}: {what} must have shape ({want},), got {lam.shape}")
+        m += want
+        points = points or want == 3
+    if points:  # a point force is frozen in R_c: its LOCAL value needs the frame placement at q
+        pin.computeJointJacobians(model, data, q)
+        pin.updateFramePlacements(model, data)
+    # (without a point contact the kinematics comes with the torque derivatives below: they
+    # compute the same joint placements and joint Jacobians as computeJointJacobians)
+    cache = _model_cache(model, data)
+    fext = cache.fext
     J = np.zeros((m, nv))
     rot_terms = []
     touched = []
-    row = 0
     try:
         for c, lam, R_c in zip(contacts, lams, R_cs):
             parent, placement = cache.frame(c.frame_id)
             if c.type == "plane":
-                J[row : row + 6] = pin.getFrameJacobian(model, data, c.frame_id, pin.LOCAL)
                 f_local = pin.Force(lam)
-                row += 6
             else:
                 if R_c is None:
                     raise ModelError(f"contact {c.name!r}: a point contact needs its surface frame R_c")
-                R_c = np.asarray(R_c, dtype=float)
-                R = data.oMf[c.frame_id].rotation
-                J_lwa = pin.getFrameJacobian(model, data, c.frame_id, pin.LOCAL_WORLD_ALIGNED)
-                J[row : row + 3] = R_c.T @ J_lwa[:3]
-                f_l = R.T @ (R_c @ lam)
-                f_local = pin.Force(f_l, np.zeros(3))
-                J_L = pin.getFrameJacobian(model, data, c.frame_id, pin.LOCAL)
-                rot_terms.append(J_L[:3].T @ (_skew(f_l) @ J_L[3:]))
-                row += 3
+                f_local = pin.Force(data.oMf[c.frame_id].rotation.T @ (np.asarray(R_c, dtype=float) @ lam), np.zeros(3))
             touched.append(parent)
             fext[parent] = fext[parent] + placement.act(f_local)
-        r = np.array(pin.computeStaticTorque(model, data, q, fext))
-        dr_dq = np.array(pin.computeStaticTorqueDerivatives(model, data, q, fext))
+        r = pin.computeStaticTorque(model, data, q, fext)  # fresh arrays (pinocchio returns copies)
+        dr_dq = pin.computeStaticTorqueDerivatives(model, data, q, fext)
     finally:
         zero = cache.zero
         for j in touched:
             fext[j] = zero
+    if not points:
+        pin.updateFramePlacements(model, data)
+    row = 0
+    for c, lam, R_c in zip(contacts, lams, R_cs):
+        if c.type == "plane":
+            J[row : row + 6] = pin.getFrameJacobian(model, data, c.frame_id, pin.LOCAL)
+            row += 6
+        else:
+            R_c = np.asarray(R_c, dtype=float)
+            f_l = data.oMf[c.frame_id].rotation.T @ (R_c @ lam)
+            J_lwa = pin.getFrameJacobian(model, data, c.frame_id, pin.LOCAL_WORLD_ALIGNED)
+            J[row : row + 3] = R_c.T @ J_lwa[:3]
+            J_L = pin.getFrameJacobian(model, data, c.frame_id, pin.LOCAL)
+            rot_terms.append(J_L[:3].T @ (_skew(f_l) @ J_L[3:]))
+            row += 3
     for term in rot_terms:
         dr_dq -= term
     lam = np.concatenate(lams) if m else np.zeros(0)
