@@ -676,6 +676,19 @@ def connect():
         raise
 
 
+def log_info(node, line: str) -> None:
+    """Print ``line`` through dora's log at level INFO (``node.log_info``).
+
+    A node's ``print`` is its raw stdout, dora's lowest log level: ``dora run --log-level info`` hides
+    it. Lines a user should see in such a run (the scenario being played, the run summary) go
+    through here; without dora node logging (an older dora) they fall back to stdout.
+    """
+    try:
+        node.log_info(line)
+    except Exception:  # noqa: BLE001 - an older dora without node logging: plain stdout
+        print(line, flush=True)
+
+
 def base_parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     from contactflow.paths import ROBOT_PATH_HELP, RobotPathAction

@@ -26,7 +26,8 @@ bad file stops the node (and the run) before anything moves, naming the file, ke
 from __future__ import annotations
 
 import os
-from contactflow.nodes._runtime import connect, declared_inputs, Lockstep, Sender, base_parser, drain_after_finish, node_main
+from contactflow.nodes._runtime import (connect, declared_inputs, Lockstep, Sender, base_parser, drain_after_finish, log_info,
+                                       node_main)
 from contactflow.paths import resolve_data_path
 
 DT_S = 0.002  # the control period [s]: one command per tick
@@ -63,7 +64,8 @@ def main() -> int:
     sender = Sender(node, {"command": specs["operator_command"]}, {"scenario": str(sp.resolve()), "robot": robot.name})
     origin = ("CONTACTFLOW_SCENARIO" if os.environ.get("CONTACTFLOW_SCENARIO") else
               f"recording {args.scenario_from_recording}" if recorded else ("--scenario" if args.scenario else "default"))
-    print(f"[operator] scenario {sp} ({scenario.duration_s:.2f} s, from {origin})", flush=True)
+    # through dora's log (INFO): `dora run --log-level info` hides a node's print (raw stdout)
+    log_info(node, f"[operator] scenario {sp} ({scenario.duration_s:.2f} s, from {origin})")
     if not args.realtime and declared_inputs(node, "operator").get("tick", "").endswith("/log"):
         return _play_ahead(node, sender, player, robot, args)
     finished = False
@@ -72,7 +74,7 @@ def main() -> int:
         sender.send("command", operator_command_values(robot, cmd), seq=tick.k, t=tick.t, finished=cmd.finished or tick.finished)
         if cmd.finished and not finished:
             finished = True
-            print(f"[operator] scenario finished at t = {tick.t:.3f} s", flush=True)
+            log_info(node, f"[operator] scenario finished at t = {tick.t:.3f} s")
     if finished:
         drain_after_finish(node)
     return 0
@@ -96,7 +98,7 @@ def _play_ahead(node, sender, player, robot, args) -> int:
                 rows.append((k, t, cmd.finished, operator_command_values(robot, cmd)))
                 if cmd.finished:
                     done = True
-                    print(f"[operator] scenario finished at t = {t:.3f} s", flush=True)
+                    log_info(node, f"[operator] scenario finished at t = {t:.3f} s")
                 k += 1
             sender.send_rows("command", rows)
 
@@ -117,7 +119,7 @@ def _play_ahead(node, sender, player, robot, args) -> int:
     if not done:  # the driver ended first (a fall, its time limit): end the stages that ran ahead
         t = k * DT_S
         sender.send_rows("command", [(k, t, True, operator_command_values(robot, player.step(t, dt_s=DT_S)))])
-        print(f"[operator] the robot driver ended first: run ended at tick {k}", flush=True)
+        log_info(node, f"[operator] the robot driver ended first: run ended at tick {k}")
     drain_after_finish(node)
     return 0
 

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from contactflow.nodes import _runtime
-from contactflow.nodes._runtime import connect, declared_inputs, base_parser, node_main
+from contactflow.nodes._runtime import connect, declared_inputs, base_parser, log_info, node_main
 from contactflow.paths import default_recordings_dir, source_checkout
 
 log = logging.getLogger("contactflow.recorder")
@@ -198,8 +198,8 @@ def main() -> int:
         # through dora's log (INFO) rather than stdout, so that `dora run --log-level info`, which
         # hides the daemon's DEBUG lines and the nodes' raw stdout, still shows the summary
         for line in fmt(summary, title).splitlines():
-            _log_info(node, line)
-        _log_info(node, f"[recorder] summary written to {run_dir / 'summary.json'}")
+            log_info(node, line)
+        log_info(node, f"[recorder] summary written to {run_dir / 'summary.json'}")
     _ = stopped, time
     return 0
 
@@ -208,13 +208,6 @@ def _warn_gap(name: str, n: int, seq) -> None:
     if n > 0:
         log.warning("stream %s: %d message(s) missing before seq %s (lost on the way or skipped by the producer); "
                     "counted in the manifest as missing_seq and in recording_gaps", name, n, seq)
-
-
-def _log_info(node, line: str) -> None:
-    try:
-        node.log_info(line)
-    except Exception:  # noqa: BLE001 - an older dora without node logging: plain stdout
-        print(line, flush=True)
 
 
 def _safe(fn):

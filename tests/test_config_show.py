@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,6 @@ from contactflow.config_cli import NODE_CONFIGS, node_sections, render_node_conf
 from contactflow.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "nodes"))
 
 CASES = [(n, "talos") for n in NODE_CONFIGS] + [("mujoco_driver", "g1")]
 
@@ -170,7 +168,7 @@ def test_list_names_every_node(capsys):
 
 def test_shown_file_configures_the_node(tmp_path):
     """The printed file, one value edited, is accepted by the node's own loader with that value."""
-    from _runtime import load_node_config
+    from contactflow.nodes._runtime import load_node_config
     from contactflow.seiko.controller import ControllerConfig
 
     text = render_node_config("seiko_controller").replace("  kp_per_s: 0.2  #", "  kp_per_s: 0.3  #")
