@@ -16,6 +16,8 @@ names onto the checkout, so the rules below hold in both cases:
 * :func:`default_recordings_dir`: ``$CONTACTFLOW_RECORDINGS``, else ``<checkout>/recordings`` in a
   checkout, else ``./recordings`` (the current directory: for ``dora run``, the dataflow's folder).
 * :func:`node_script` / :func:`node_kind`: the installed executable of a node kind and back.
+* :func:`robot_search_path`: the folders searched for a robot given by name: ``$CONTACTFLOW_ROBOT_PATH``
+  (``--robot-path DIR`` prepends to it: :class:`RobotPathAction`), then :func:`shipped_robots_dir`.
 """
 
 from __future__ import annotations
