@@ -8,7 +8,8 @@ from the metric's definition in the README (plain numpy, pinocchio's frame place
 and compared with :func:`contactflow.summary.seiko_summary`. Each case changes some recorded values
 first (a low pelvis, a NaN, a foot-force spike, a hand offset inside and just outside the hold, failed
 QPs, a contact switch) and checks that the metric it targets moves, or, for a change outside the
-hold window, that it does not.
+hold window, that it does not. The real-time keys are checked the same way on a recording that also
+holds a driver ``timing`` stream (periods without a command yet, held commands, late period starts).
 """
 
 from __future__ import annotations
@@ -77,11 +78,12 @@ def run(robot, tmp_path_factory):
     }
 
 
-def _record(run, robot, run_dir):
+def _record(run, robot, run_dir, streams=STREAMS):
+    """Write the run's streams (contract -> stream name) as the recorder does; open the recording."""
     specs = port_specs(robot)
     w = RecordingWriter(run_dir, {"robot": robot.name, "dataflow": "test_summary_metrics"})
     n = len(run["seq"])
-    for contract, name in STREAMS.items():
+    for contract, name in streams.items():
         spec = specs[contract]
         md = {"source": name.replace(".", "/"), "contract": contract,
               "layout": json.dumps([[f.name, f.size] for f in spec.fields])}
@@ -248,3 +250,74 @@ def test_the_recorded_run_exercises_every_metric(run, robot):
     assert 0 < m["foot_fz_tracking_rmse_n"] < 200
     assert m["requests_refused"] == 1 and m["retargeting_failures"] == 0 and m["contact_switches"] == []
     assert not m["fell"] and m["ticks"] == 800
+
+
+def _timing_rows(n, dt, rng):
+    """Driver timing rows of n periods: 3 warm-up ticks, periods without a command yet, held commands, late starts."""
+    new = (rng.random(n) > 0.2).astype(float)
+    new[:6] = 0.0  # no command yet in the warm-up and the first 3 periods (command_seq -1: no age)
+    new[6] = 1.0
+    late = np.abs(rng.normal(0.0, 0.2 * dt, n))
+    late[:3] = 0.0
+    late[[50, 300]] = [1.3 * dt, 2.6 * dt]  # the driver itself started late: 1 and 2 periods lost
+    cmd_seq, last = np.full(n, -1.0), -1
+    wall, shift = np.zeros(n), 0.0
+    for k in range(n):
+        if new[k]:
+            last = k - 1
+        cmd_seq[k] = last
+        wall[k] = k * dt + shift + late[k]
+        if late[k] >= dt:
+            shift += late[k]
+    return {"command_seq": cmd_seq, "command_t": np.maximum(cmd_seq, 0) * dt, "new_command": new,
+            "paced": (np.arange(n) >= 3).astype(float), "late_s": late, "wall_s": wall, "step_s": np.full(n, 1e-3)}
+
+
+def _realtime_independent(rows, t, dt):
+    """The real-time keys from their definitions (README; summary.py docstring), period by period."""
+    periods = warmup = misses = 0
+    ages, lates, new_walls, walls = [], [], [], []
+    for k in range(len(t)):
+        if rows["paced"][k] < 0.5:
+            warmup += 1
+            continue
+        late = rows["late_s"][k]
+        has = rows["command_seq"][k] >= 0
+        new = rows["new_command"][k] > 0.5 and has
+        lost = int(math.floor(late / dt + 1e-9)) if late >= dt * (1 - 1e-9) else 0
+        periods += 1 + lost
+        misses += (1 if (not new or lost) else 0) + lost
+        if has:
+            ages.append((t[k] - rows["command_t"][k]) * 1e3)
+        lates.append(late * 1e3)
+        walls.append(rows["wall_s"][k])
+        if new:
+            new_walls.append(rows["wall_s"][k])
+    marks = [walls[0] - dt] + new_walls + [walls[-1] + dt]
+    stall = max(b - a for a, b in zip(marks[:-1], marks[1:])) - dt
+    return {"realtime": True, "periods": periods, "warmup_periods": warmup, "deadline_misses": misses,
+            "deadline_miss_ratio": misses / periods, "command_age_ms_p50": float(np.percentile(ages, 50)),
+            "command_age_ms_p99": float(np.percentile(ages, 99)), "longest_stall_ms": max(0.0, stall) * 1e3,
+            "driver_late_ms_p99": float(np.percentile(lates, 99)), "driver_late_ms_max": max(lates)}
+
+
+@pytest.mark.parametrize("hole", [None, (400, 410)])
+def test_realtime_keys_match_an_independent_calculation(hole, run, robot, tmp_path):
+    """With the driver's timing stream in the recording, the real-time keys are those of its rows."""
+    n, dt = len(run["seq"]), DT_S
+    rows = _timing_rows(n, dt, np.random.default_rng(0))
+    if hole is not None:  # ten periods without a new command: the longest stall and the misses grow
+        rows["new_command"][hole[0]:hole[1]] = 0.0
+        rows["command_seq"][hole[0]:hole[1]] = rows["command_seq"][hole[0] - 1]
+        rows["command_t"][hole[0]:hole[1]] = rows["command_t"][hole[0] - 1]
+    spec = port_specs(robot)["driver_timing"]
+    timed = dict(run, driver_timing=np.stack([spec.pack({f: rows[f][i] for f in rows}) for i in range(n)]))
+    rec = _record(timed, robot, tmp_path / "run", {**STREAMS, "driver_timing": "mujoco_driver.timing"})
+    got = seiko_summary(rec, robot)
+    want = _realtime_independent(rows, run["t"], dt)
+    assert set(want) == set(REALTIME_KEYS)
+    for key, value in want.items():
+        assert got[key] == pytest.approx(value, rel=1e-9, abs=1e-9), key
+    assert want["periods"] == n - 3 + 3  # 3 warm-up ticks out, 3 lost periods in
+    if hole is not None:
+        assert want["longest_stall_ms"] >= 20.0 - 1e-9  # 10 periods held: 10 x 2 ms beyond its own period
