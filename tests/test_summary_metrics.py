@@ -131,12 +131,12 @@ def independent(run, robot):
 
     # holds: the left-hand command is zero after a motion, from 0.5 s after it stopped
     speed = np.abs(_col(run, robot, "operator_command", "twist.left_hand")).sum(axis=1)
-    hold = []
+    hold, t_stop = [], None
     for k in range(1, len(t)):
-        if speed[k] == 0:
-            stops = [j for j in range(1, k + 1) if speed[j] == 0 and speed[j - 1] != 0]
-            if stops and t[k] >= t[stops[-1]] + SETTLE_S:
-                hold.append(k)
+        if speed[k] == 0 and speed[k - 1] != 0:
+            t_stop = t[k]  # the command stopped at this tick
+        if speed[k] == 0 and t_stop is not None and t[k] >= t_stop + SETTLE_S:
+            hold.append(k)
     q_d = _col(run, robot, "desired", "q_d")
     err = [np.linalg.norm(_hand_position(robot, q[k]) - _hand_position(robot, q_d[k])) for k in hold]
     out["left_hand_hold_duration_s"] = len(hold) * DT_S
