@@ -19,13 +19,8 @@ import argparse
 import contextlib
 import time
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "nodes")]
-
-from _runtime import Lockstep, Sender  # noqa: E402
-
+from contactflow.nodes._runtime import Lockstep, Sender  # the nodes' plumbing (installed package)
 from contactflow.messages import port_specs  # noqa: E402
 from contactflow.operator.live import KeyboardMapper, LiveOperator, SpaceMouseSource, TerminalKeys, TorqueRatioMonitor  # noqa: E402
 from contactflow.robot import load_robot  # noqa: E402

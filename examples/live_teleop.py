@@ -29,10 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "nodes")]
-
-from _runtime import Lockstep, Sender  # noqa: E402
+from contactflow.nodes._runtime import Lockstep, Sender  # the nodes' plumbing (installed package)
 
 from contactflow.lac.teleop import LiveTeleop, TeleopKeyboard  # noqa: E402
 from contactflow.messages import port_specs  # noqa: E402
