@@ -176,3 +176,12 @@ def test_shown_file_configures_the_node(tmp_path):
     path.write_text(text)
     cfg = load_node_config(ControllerConfig, str(path), "seiko_controller")
     assert cfg == dataclasses.replace(ControllerConfig(), kp_per_s=0.3)
+
+
+def test_robot_option_picks_the_robot_dependent_class(capsys):
+    assert cli.main(["config", "show", "mujoco_driver", "--robot", "g1"]) == 0
+    g1 = capsys.readouterr().out
+    assert cli.main(["config", "show", "mujoco_driver"]) == 0
+    talos = capsys.readouterr().out
+    assert "PDSimConfig" in g1 and "  stability_margin: 0.8  # float" in g1 and "interpolate_commands" not in g1
+    assert "SimConfig" in talos and "  interpolate_commands: true  # bool" in talos and "stability_margin" not in talos
