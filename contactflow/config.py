@@ -5,6 +5,10 @@ checks types (numbers, bools, strings, lists/tuples of numbers, nested dataclass
 non-finite numbers, and reports the offending key path and file in a :class:`ConfigError`.
 Range checks belong in the dataclass's ``__post_init__`` and should raise ``ValueError``;
 they are re-raised as ``ConfigError`` with the source attached.
+
+Each field is documented once, in the ``Attributes:`` section of its dataclass's docstring (unit in
+brackets); :func:`field_docs` reads it and :func:`commented_yaml` writes a config's values as YAML
+under that text (``contactflow config show NODE``, :mod:`contactflow.config_cli`).
 """
 
 from __future__ import annotations
