@@ -27,7 +27,7 @@ import os
 from pathlib import Path
 
 __all__ = ["NODE_SCRIPT_PREFIX", "ROBOT_PATH_ENV", "ROBOT_PATH_HELP", "RobotPathAction", "add_robot_path", "data_path_candidates", "data_root", "default_recordings_dir", "node_kind", "node_script",
-           "package_dir", "resolve_data_path", "robot_search_path", "shipped_robots_dir", "source_checkout"]
+           "package_dir", "resolve_data_path", "robot_search_path", "scripts_env", "shipped_robots_dir", "source_checkout"]
 
 #: Environment variable: folders (``os.pathsep``-separated) searched for a robot given by name, before
 #: the shipped robots (:func:`contactflow.robot.robot_search_path`); ``--robot-path DIR`` prepends to it.
@@ -123,6 +123,19 @@ def node_kind(path: str) -> str:
     if name.startswith(NODE_SCRIPT_PREFIX) and not name.endswith(".py"):
         return name[len(NODE_SCRIPT_PREFIX):].replace("-", "_")
     return Path(name).stem
+
+
+def scripts_env(env: dict | None = None) -> dict:
+    """``env`` (default: this process's environment) with the running interpreter's ``bin`` folder
+    first on ``PATH``: where pip put ``dora`` and the ``contactflow-<node>`` executables, so a
+    ``dora run`` started from here finds the nodes even when the venv is not activated."""
+    import sys
+
+    env = dict(os.environ if env is None else env)
+    scripts = str(Path(sys.executable).parent)
+    if env.get("PATH", "").split(os.pathsep)[:1] != [scripts]:
+        env["PATH"] = os.pathsep.join([scripts, env.get("PATH", "")])
+    return env
 
 
 def robot_search_path() -> list[Path]:

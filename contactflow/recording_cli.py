@@ -25,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from contactflow.paths import source_checkout
+from contactflow.paths import scripts_env, source_checkout
 from contactflow.recording import RecordingError, list_runs, read_recording, recordings_root, resolve_run
 
 #: The checkout holding the benchmarks (``benchmarks/`` is not installed: ``contactflow bench`` needs a checkout).
@@ -152,7 +152,8 @@ def _cmd_bench(args) -> int:
     rest = list(args.bench_args)
     if rest[:1] == ["--"]:  # `bench NAME -- ARGS` (the older spelling) still works
         rest = rest[1:]
-    return subprocess.call([sys.executable, str(BENCH_DIR / f"bench_{args.name}.py"), *rest], cwd=REPO_ROOT)
+    return subprocess.call([sys.executable, str(BENCH_DIR / f"bench_{args.name}.py"), *rest], cwd=REPO_ROOT,
+                           env=scripts_env())  # the nodes' executables found without an activated venv
 
 
 def _cmd_check(args) -> int:
