@@ -550,7 +550,10 @@ def check_graphs(directory: Path = DATAFLOWS) -> list[str]:
 
 
 def write_graphs(directory: Path = DATAFLOWS) -> list[str]:
-    """Render every graph into ``directory``; returns the names of the files that changed."""
+    """Render every graph into ``directory`` (created if missing: with an installed contactflow,
+    ``contactflow graphs --write --dir my_folder`` writes the SEIKO graphs anywhere); returns the
+    names of the files that changed."""
+    Path(directory).mkdir(parents=True, exist_ok=True)
     changed = []
     for name in GRAPHS:
         path = Path(directory) / f"{name}.yml"
