@@ -11,6 +11,7 @@ along the force. The twist is added to the operator's command before the input f
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -25,10 +26,20 @@ def deadband_norm(v: np.ndarray, width: float) -> np.ndarray:
     return v * ((n - width) / n) if n > width else np.zeros_like(v)
 
 
-def clamp_norm(v: np.ndarray, c: float) -> np.ndarray:
-    """Scale ``v`` down so that ``|v| <= c``."""
-    n = float(np.linalg.norm(v))
-    return v * (c / n) if n > c else v
+def clamp_norm(v: np.ndarray, c: float, divisor: float = 1.0) -> np.ndarray:
+    """``clampNorm(v, c) / divisor``: ``v`` scaled down so that ``|v| <= c``, then divided by
+    ``divisor`` (the Retargeting's pose-task rates: ``divisor = -dt``; seiko.md §4.2).
+
+    Args:
+        v: (k,) vector. c: norm bound (same unit as v). divisor: scalar, nonzero.
+
+    Returns:
+        (k,) a new array, or ``v`` itself when ``divisor == 1`` and ``|v| <= c``.
+    """
+    n = math.sqrt(float(v @ v))  # = np.linalg.norm(v) (sqrt of the dot), without its Python overhead
+    if divisor == 1.0:
+        return v * (c / n) if n > c else v
+    return v * ((c / n if n > c else 1.0) / divisor)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

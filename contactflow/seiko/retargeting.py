@@ -52,7 +52,8 @@ from contactflow.errors import ConfigError
 from contactflow.operator.input_filter import BangBangFilter, exponential_alpha
 from contactflow.qp import QP_SOLVERS, BoxQP
 from contactflow.robot import ContactSpec, Robot
-from contactflow.seiko.equilibrium import contact_constraints, effector_jacobian_world, equilibrium_terms
+from contactflow.seiko.admittance import clamp_norm
+from contactflow.seiko.equilibrium import contact_constraints, equilibrium_terms
 from contactflow.seiko.static_id import static_inverse_dynamics
 
 __all__ = [
@@ -365,12 +366,6 @@ class NormalForceCommandFilter:
         return self.out
 
 
-def _clamped_rate(v: np.ndarray, c: float, dt: float) -> np.ndarray:
-    """``clampNorm(v, c) / dt``: the error ``v`` with its norm clamped to ``c``, as a rate."""
-    nrm = math.sqrt(float(v @ v))  # = np.linalg.norm(v), without its Python overhead
-    return v * ((c / nrm if nrm > c else 1.0) / dt)
-
-
 # the pose rows of an effector (SeikoRetargeting._layout)
 _FREE, _PLANE_ON, _POINT_ON = 0, 1, 2
 
@@ -486,8 +481,14 @@ class SeikoRetargeting:
                 self._R_c[k] = pin.rpy.rpyToMatrix(*rpy) if rpy is not None else self._targets[k].rotation.copy()
             else:
                 self._R_c[k] = None
-        self._lam = {k: np.zeros(c.dim) for k, c in zip(self._names, self._specs)}
-        self._lam_target = {k: np.zeros(c.dim) for k, c in zip(self._names, self._specs)}
+        # lam and the wrench target (9e) of every effector: (n_eff, 6) rows (points: the first 3
+        # values), one view per effector (always written in place); the enabled ones stacked by
+        # one gather (self._flat_idx of the layout)
+        self._lam_rows = np.zeros((len(self._names), 6))
+        self._lam_target_rows = np.zeros((len(self._names), 6))
+        self._lam_flat, self._lam_target_flat = self._lam_rows.reshape(-1), self._lam_target_rows.reshape(-1)
+        self._lam = {k: self._lam_rows[i, : c.dim] for i, (k, c) in enumerate(zip(self._names, self._specs))}
+        self._lam_target = {k: self._lam_target_rows[i, : c.dim] for i, (k, c) in enumerate(zip(self._names, self._specs))}
         self._fz_min = {k: self.config.effector(c.type).fz_min_n for k, c in zip(self._names, self._specs)}
         self._disabling = {k: False for k in self._names}
         self._disable_steps = {k: 0 for k in self._names}
@@ -514,7 +515,7 @@ class SeikoRetargeting:
             solver=self.config.qp_solver,
         )
         for (k, _), lam in zip(on, sid.lams):
-            self._lam[k] = lam
+            self._lam[k][:] = lam
         self._tau = sid.tau.copy()
         self._reset_done = True
         diag = {
@@ -600,11 +601,11 @@ class SeikoRetargeting:
         n, nv = self._n, self._nv
         model, data, q = self.model, self.data, self._q
         theta = q[7:]
-        lam = self._stack(self._lam)
+        lam = self._lam_flat[self._flat_idx]  # the enabled contacts' wrenches, stacked
 
         # Kinematics and equilibrium terms at (q, lam).
         A_G = pin.computeCentroidalMap(model, data, q)
-        terms = equilibrium_terms(model, data, q, self._on_specs, [self._lam[k] for k in self._on_names], self._on_R_c)
+        terms = equilibrium_terms(model, data, q, self._on_specs, self._on_lams, self._on_R_c)
         r, dr_dq, JT = terms.r, terms.dr_dq, terms.J.T
         tau0 = r[6:]
         # Cost rows that change, A_d x ~ b_d with neg_b_d = -b_d stored: (a) centroidal momentum (b = 0)
@@ -613,7 +614,7 @@ class SeikoRetargeting:
         # (d), (e) pose tasks and (9h) contact equalities
         oMf, targets = data.oMf, self._targets
         for k, fid, mode, row, row_eq, clamp_pos, clamp_rot, target in self._pose_rows:
-            J = effector_jacobian_world(model, data, fid)
+            J = pin.getFrameJacobian(model, data, fid, pin.LOCAL_WORLD_ALIGNED)  # effector_jacobian_world
             M = oMf[fid]
             if target is None:  # disabled: this step's target
                 Tg = targets[k]
@@ -624,15 +625,15 @@ class SeikoRetargeting:
             r_err = pin.log3(R_g @ M.rotation.T)
             if mode == _FREE:
                 A_d[row : row + 6, :nv] = J
-                neg_b_d[row : row + 3] = _clamped_rate(p_err, clamp_pos, -dt)
-                neg_b_d[row + 3 : row + 6] = _clamped_rate(r_err, clamp_rot, -dt)
+                neg_b_d[row : row + 3] = clamp_norm(p_err, clamp_pos, -dt)  # -clampNorm(e)/dt
+                neg_b_d[row + 3 : row + 6] = clamp_norm(r_err, clamp_rot, -dt)
             elif mode == _PLANE_ON:
                 self._A_c[row_eq : row_eq + 6, :nv] = J
                 lo_hi[:, row_eq : row_eq + 3] = p_err * inv_dt
                 lo_hi[:, row_eq + 3 : row_eq + 6] = r_err * inv_dt
             else:  # enabled point: orientation task (e), position equality (9h)
                 A_d[row : row + 3, :nv] = J[3:]
-                neg_b_d[row : row + 3] = _clamped_rate(r_err, clamp_rot, -dt)
+                neg_b_d[row : row + 3] = clamp_norm(r_err, clamp_rot, -dt)
                 self._A_c[row_eq : row_eq + 3, :nv] = J[:3]
                 lo_hi[:, row_eq : row_eq + 3] = p_err * inv_dt
         # (9g) base rows of the equilibrium
@@ -683,7 +684,8 @@ class SeikoRetargeting:
         g[6:nv] -= b_c
         # (g) wrench target: b = (lam_t - lam)/dt on identity rows of weight w_lam
         if self._m:
-            b_g = self._stack(self._lam_target) - lam
+            b_g = self._lam_target_flat[self._flat_idx]
+            b_g -= lam
             b_g *= self._w_lam_inv_dt
             g[nv:] -= b_g
         lo, hi = lo_hi
@@ -731,7 +733,7 @@ class SeikoRetargeting:
             if enabled[k]:
                 col = nv + self._col[k]
                 rates[k] = rate_k = x[col : col + dim].copy()
-                self._lam[k] = self._lam[k] + dt * rate_k
+                self._lam[k] += dt * rate_k
             else:
                 rates[k] = np.zeros(dim)
         self._post_step()
@@ -794,8 +796,8 @@ class SeikoRetargeting:
                 rpy = self.config.surface_rpy_rad.get(name)
                 self._R_c[name] = pin.rpy.rpyToMatrix(*rpy) if rpy is not None else pose.rotation.copy()
             self._targets[name] = pose
-            self._lam[name] = np.zeros(spec.dim)
-            self._lam_target[name] = np.zeros(spec.dim)
+            self._lam[name][:] = 0.0
+            self._lam_target[name][:] = 0.0
             self._fz_min[name] = 0.0
             self._push[name] = False
             self._disabling[name] = False
@@ -819,7 +821,7 @@ class SeikoRetargeting:
         self._disable_steps[name] = 0
         self._push[name] = False
         self._fz_min[name] = 0.0
-        self._lam_target[name] = np.zeros(spec.dim)
+        self._lam_target[name][:] = 0.0
         self._update_contact(name)
         log.info("SEIKO retargeting: t = %.3f s: contact %s disabling (unloading at the rate limits)", self.t_s, name)
         return Request(True, f"{name} disabling")
@@ -841,7 +843,7 @@ class SeikoRetargeting:
         if not on:
             if self._push[name]:
                 self._push[name] = False
-                self._lam_target[name] = np.zeros(self.robot.contacts[name].dim)
+                self._lam_target[name][:] = 0.0
                 self._update_contact(name)
             return Request(True, f"push mode off on {name}")
         if self._push[name]:
@@ -851,7 +853,7 @@ class SeikoRetargeting:
         if self._disabling[name]:
             return self._refuse(f"cannot push with {name!r}: it is being disabled")
         self._push[name] = True
-        self._lam_target[name] = self._lam[name].copy()
+        self._lam_target[name][:] = self._lam[name]
         self._push_filter[name].reset(float(self._lam[name][2]))
         self._update_contact(name)
         return Request(True, f"push mode on for {name} at {self._lam[name][2]:.1f} N")
@@ -906,8 +908,8 @@ class SeikoRetargeting:
                 self._disabling[k] = False
                 self._push[k] = False
                 self._fz_min[k] = self.config.effector(c.type).fz_min_n
-                self._lam[k] = np.zeros(c.dim)
-                self._lam_target[k] = np.zeros(c.dim)
+                self._lam[k][:] = 0.0
+                self._lam_target[k][:] = 0.0
                 self._targets[k] = self.data.oMf[c.frame_id].copy()
                 log.info("SEIKO retargeting: t = %.3f s: contact %s released", self.t_s, k)
             self._layout()
@@ -972,11 +974,6 @@ class SeikoRetargeting:
         """(nq,) current desired posture (copy)."""
         return self._q.copy()
 
-    def _stack(self, d: dict[str, np.ndarray]) -> np.ndarray:
-        if not self._on:
-            return np.zeros(0)
-        return np.concatenate([d[k] for k, _ in self._on])
-
     def _zero_rates(self) -> dict[str, np.ndarray]:
         return {k: np.zeros(c.dim) for k, c in zip(self._names, self._specs)}
 
@@ -995,6 +992,9 @@ class SeikoRetargeting:
         self._on_names = [k for k, _ in self._on]
         self._on_specs = [c for _, c in self._on]
         self._on_R_c = [self._R_c[k] for k in self._on_names]
+        self._on_lams = [self._lam[k] for k in self._on_names]  # views
+        self._flat_idx = np.array([6 * i + j for i, (k, c) in enumerate(zip(self._names, self._specs))
+                                   if self._enabled[k] for j in range(c.dim)], dtype=np.intp)
         self._col, col = {}, 0
         for k, c in self._on:
             self._col[k] = col
