@@ -8,7 +8,8 @@ Inputs:  ``command`` (``joint_command``): per joint q_target [rad], kp [N m/rad]
          ``wrench`` (``external_wrench``, OPTIONAL): accepted for wiring compatibility and ignored
          (on hardware external wrenches are physical; the recorder still records the stream).
          ``estop`` (``estop``, OPTIONAL): a message with stop >= 0.5 latches damping mode, and so
-         does the input closing (the e-stop's node died: ``nodes/estop.py``).
+         does the input closing (the e-stop's node died: ``nodes/estop.py``) or falling silent for
+         ``--estop-timeout-s`` after its first message (the node hung).
 Outputs: ``sensors`` (``sensors``) every control tick (the robot file's ``control_rate_hz``, 50 Hz),
          wall-clock paced (a tick more than one period late is not made up: no burst of stale
          ticks; counted as ``late_ticks``), ``seq`` contiguous; tick 0 at the first state, then a
@@ -106,6 +107,8 @@ def main() -> int:
                    help="also ramp kp and tau_ff from zero during the start-up ramp (robot started hanging in its harness)")
     p.add_argument("--damping-recovery-s", type=float, default=1.0, help="gain ramp after damping mode [s]")
     p.add_argument("--exit-damping-s", type=float, default=0.5, help="damping sent before the process exits [s]")
+    p.add_argument("--estop-timeout-s", type=float, default=0.25,
+                   help="the estop input silent this long after its first message (its node hung) -> damping latched [s]")
     p.add_argument("--remote-estop", default="L2+B",
                    help="wireless-remote buttons that latch damping, joined by '+' ('none': no remote e-stop)")
     args = p.parse_args()
@@ -116,7 +119,7 @@ def main() -> int:
                               first_state_timeout_s=args.first_state_timeout_s, startup_ramp_s=args.startup_ramp_s,
                               startup_ramp_gains=args.startup_ramp_gains,
                               recovery_ramp_s=args.damping_recovery_s, exit_damping_s=args.exit_damping_s,
-                              remote_estop=args.remote_estop)
+                              estop_timeout_s=args.estop_timeout_s, remote_estop=args.remote_estop)
     specs = port_specs(robot)
     sspec, jc, es = specs["sensors"], specs["joint_command"], specs["estop"]
     fields = [f.name for f in sspec.fields]
@@ -168,6 +171,7 @@ def main() -> int:
                                    f"{robot.name} --domain {domain}` running?")
         tick0 = link.latest.tick_ms
         seq, deadline, wrench_logged = 0, time.monotonic(), False
+        estop_heard: float | None = None  # monotonic time of the newest estop message
         while True:
             # tick `seq`; the tick after the end says `finished` (as mujoco_driver's does); t is the
             # robot's clock (LowState tick, ms) since the first state
@@ -205,6 +209,7 @@ def main() -> int:
                             ended = "end of the scenario (the command says finished)"
                             link.watch_source(None, None)  # its process may now end normally
                     elif iid == "estop":
+                        estop_heard = time.monotonic()
                         try:
                             stop = es.unpack(ev["value"].to_numpy(zero_copy_only=False))["stop"][0] >= 0.5
                         except ContractError:
@@ -232,6 +237,12 @@ def main() -> int:
                 tick0 = (link.latest.tick_ms - round(1000 * dt)) & 0xFFFFFFFF
                 deadline = time.monotonic()
                 t0_mono = deadline - dt  # wall-clock time of t = 0 (approximately: the robot's clock)
+                if estop_heard is not None:  # the e-stop ticks with the sensors: none were sent in the warm-up
+                    estop_heard = deadline
+            if estop_heard is not None and time.monotonic() - estop_heard > cfg.estop_timeout_s and not link.shaper.latched:
+                link.estop(f"estop source {wired.get('estop', 'estop')} silent for "
+                           f"{1e3 * (time.monotonic() - estop_heard):.0f} ms (its node hung?): the e-stop cannot be heard")
+                estop_heard = None
             if link.failure and not failure:
                 failure = link.failure
             if link.watch_failure and not (failure or ended):

@@ -242,18 +242,24 @@ def test_killing_the_expert_puts_the_robot_in_damping_and_names_the_node(tmp_pat
     last_to_kill = t_kill - status["last_command_mono_s"]
     print(f"damping {1e3 * kill_to_damping:.1f} ms after the kill, {1e3 * (kill_to_damping + last_to_kill):.1f} ms "
           f"after the last valid command")
-    # measured 2-14 ms after the kill at load 10-16 (docs/hardware.md, benchmarks/bench_unitree_kill.py);
-    # a kill falls at a random phase of the 20 ms command period, so "after the last command" adds that
-    # phase (the docs explain why 20 ms after the last command cannot hold for every kill). CI bound
-    # 60 ms (2 loaded cores, dora + emulator + graph)
+    # the expert's keep-alive (heartbeat: dora/timer/millis/5) re-sends its command between its 50 Hz
+    # ticks, so the last command is a few ms old at any kill
+    assert status["command_repeats"] > 0
+    # measured (benchmarks/bench_unitree_kill.py, docs/hardware.md, 10 kills at load 8): kill -> damping
+    # 1.4-7.3 ms, last command -> damping 0.2-14.6 ms (<= 20 ms in 10 of 10). CI bounds 2-3x (2 loaded
+    # cores, dora + emulator + graph): 40 ms after the last command, 60 ms after the kill
+    last_to_damping = kill_to_damping + last_to_kill
     assert 0.0 < kill_to_damping <= 0.06
+    assert last_to_damping <= 0.04
     assert runs and read_recording(runs[0]).stream("unitree_driver.sensors")
 
 
-@pytest.mark.parametrize("how", [pytest.param("trigger file", marks=pytest.mark.slow), "e-stop node killed"])
+@pytest.mark.parametrize("how", [pytest.param("trigger file", marks=pytest.mark.slow), "e-stop node killed",
+                                 pytest.param("e-stop node hung", marks=pytest.mark.slow)])
 def test_the_graph_estop_latches_damping(tmp_path, how):
-    """The shipped graph's e-stop node: its trigger file, or its death (a dead e-stop must not leave
-    the robot unprotected), latches damping; the run goes on to the end of the scenario in damping."""
+    """The shipped graph's e-stop node: its trigger file, its death or its hanging (a dead or deaf
+    e-stop must not leave the robot unprotected) latches damping; the run goes on to the end of the
+    scenario in damping."""
     run = Run(tmp_path, "smoke_4s.yaml", _LOADED_MACHINE_STATE_TIMEOUT)
     run.wait_commands()
     pid = run.node_pid("nodes/estop.py")
@@ -262,6 +268,11 @@ def test_the_graph_estop_latches_damping(tmp_path, how):
     if how == "trigger file":
         (tmp_path / "estop-trigger").touch()
         reason = f"e-stop file {tmp_path / 'estop-trigger'} exists"
+    elif how == "e-stop node hung":
+        os.kill(pid, signal.SIGSTOP)  # alive (dora keeps the input open) but silent
+        time.sleep(1.0)
+        os.kill(pid, signal.SIGKILL)  # a stopped process ignores dora's STOP and SIGTERM at the end
+        reason = "estop source estop/estop silent for"
     else:
         os.kill(pid, signal.SIGKILL)
         reason = "estop source estop/estop closed: the e-stop is gone"
@@ -271,11 +282,12 @@ def test_the_graph_estop_latches_damping(tmp_path, how):
     assert len(estops) == 1 and reason in estops[0], status["transitions"]
     assert status["latched_mono_s"] >= t0
     # on the wire: one tick of the e-stop node (20 ms) + dora (trigger file), or the process teardown +
-    # dora (killed node); measured 20-60 ms; CI bound
+    # dora (killed node), or the 250 ms silence + one driver tick (hung node); measured 20-60 ms
+    # (file, killed); CI bound
     # (an earlier entry into damping may come from the watchdog on a loaded machine: the first after t0)
     t_damp = min(t for t in emu["damping_mono_s"] if t >= t0)
     print(f"{how}: damping on the wire {1e3 * (t_damp - t0):.1f} ms after it")
-    assert t_damp - t0 <= 0.3
+    assert t_damp - t0 <= (0.6 if how == "e-stop node hung" else 0.3)
     assert runs and read_recording(runs[0]).stream("unitree_driver.sensors")
 
 

@@ -140,6 +140,9 @@ class UnitreeDriverConfig:
         mode_pr: the ankle/waist mode the driver's targets are written for, sent in every ``rt/lowcmd``
             (0 = pitch/roll, the only one implemented: the targets are joint angles of the robot
             file). The driver refuses to leave ``wait`` while the robot reports another one.
+        estop_timeout_s: an ``estop`` input that has sent a message and then stays silent this long
+            (its node hung: alive, so dora does not close the input) latches damping: an e-stop that
+            cannot be heard is not an e-stop. The e-stop node sends every control tick (20 ms).
         remote_estop: buttons of the robot's wireless remote (``rt/lowstate`` ``wireless_remote``,
             :mod:`contactflow.hardware.remote`) that latch damping, joined by ``+`` (default
             ``L2+B``, the remote's own damping combination); ``none``: no e-stop on the remote.
@@ -155,6 +158,7 @@ class UnitreeDriverConfig:
     velocity_cutoff_hz: float | None = None
     exit_damping_s: float = 0.5
     mode_pr: int = 0
+    estop_timeout_s: float = 0.25
     remote_estop: str = DEFAULT_ESTOP_COMBO
 
     def __post_init__(self):
@@ -162,7 +166,7 @@ class UnitreeDriverConfig:
 
         parse_combo(self.remote_estop, "unitree_driver: remote_estop")
         for name in ("command_timeout_s", "state_timeout_s", "first_state_timeout_s", "lowcmd_rate_hz",
-                     "velocity_cutoff_hz"):
+                     "velocity_cutoff_hz", "estop_timeout_s"):
             x = getattr(self, name)
             if x is None and name == "velocity_cutoff_hz":
                 continue
