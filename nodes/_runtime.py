@@ -667,13 +667,57 @@ def connect():
     from dora import Node
 
     try:
-        return Node()
+        node = Node()
     except RuntimeError as exc:
         msg = str(exc)
         if "exited before initializing dora" in msg:
             line = next((ln.strip() for ln in msg.splitlines() if "exited before initializing" in ln), msg)
             raise UpstreamError(f"dataflow start aborted: {line}") from None
         raise
+    log_through_dora(node)
+    return node
+
+
+class _DoraLogHandler(logging.Handler):
+    """Python logging records of one thread -> dora's log at their level (``node.log_warn``...)."""
+
+    def __init__(self, node, thread: int):
+        super().__init__()
+        self.node, self.thread = node, thread
+        self.addFilter(lambda record: record.thread == self.thread)
+        self.setFormatter(logging.Formatter("%(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            n, lv = self.node, record.levelno
+            send = (n.log_error if lv >= logging.ERROR else n.log_warn if lv >= logging.WARNING
+                    else n.log_info if lv >= logging.INFO else n.log_debug)
+            send(self.format(record))
+        except Exception:  # noqa: BLE001 - logging must not break the node: report on stderr
+            self.handleError(record)
+
+
+def log_through_dora(node) -> None:
+    """Send the node's Python ``logging`` records (from the thread that made ``node``) through dora's log.
+
+    ``node_main`` logs to stderr, the node's raw output, which dora shows at its lowest level
+    (``stdout``): ``dora run --log-level info`` hid every warning of the nodes (a refused request, a
+    failed QP, the recorder's missing messages). After this, the records of the thread that created
+    ``node`` go to ``node.log_<level>`` (shown at their level) instead of stderr; records of other
+    threads (the dora node object is used from one thread) and those logged before stay on stderr.
+    Without dora node logging (an older dora) nothing changes.
+    """
+    import threading
+
+    if not all(hasattr(node, f) for f in ("log_error", "log_warn", "log_info", "log_debug")):
+        return
+    root = logging.getLogger()
+    if any(isinstance(h, _DoraLogHandler) for h in root.handlers):
+        return
+    thread = threading.get_ident()
+    for h in root.handlers:
+        h.addFilter(lambda record: record.thread != thread)
+    root.addHandler(_DoraLogHandler(node, thread))
 
 
 def log_info(node, line: str) -> None:

@@ -1,8 +1,10 @@
-"""The operator's "[operator] scenario ..." line shows with ``dora run --log-level info``.
+"""The operator's "[operator] scenario ..." line and the nodes' warnings show with ``dora run --log-level info``.
 
-A node's ``print`` is raw stdout, dora's lowest log level, which ``--log-level info`` hides; the
-operator sends its lines through dora's log at INFO (``_runtime.log_info``). A two-node graph: a
-source of ``sensors``-sized ticks (5 ticks, the last one ``finished``) clocks the operator.
+A node's ``print`` and stderr are raw output, dora's lowest log level, which ``--log-level info``
+hides; the operator sends its lines through dora's log at INFO (``_runtime.log_info``) and, after
+``connect()``, the nodes' Python logging goes there too (``_runtime.log_through_dora``). A two-node
+graph: a source of ``sensors``-sized ticks (5 ticks, the third malformed, the last ``finished``)
+clocks the operator.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ k = 0
 for ev in node:
     if ev["type"] != "INPUT":
         break
-    node.send_output("sensors", pa.array(np.zeros(size)), {"seq": k, "t": k * 0.002, "finished": k == n - 1})
+    values = np.zeros(size if k != 2 else size - 1)  # tick 2 malformed: the operator logs a warning
+    node.send_output("sensors", pa.array(values), {"seq": k, "t": k * 0.002, "finished": k == n - 1})
     k += 1
     if k == n:
         break
@@ -70,3 +73,6 @@ nodes:
     lines = [ln for ln in out.splitlines() if "[operator] scenario" in ln]
     assert lines and f"[operator] scenario {scenario} (2.00 s, from --scenario)" in lines[0], out[-3000:]
     assert "INFO" in lines[0]  # dora's log record at INFO, not the node's raw stdout
+    # the nodes' Python logging goes through dora's log too (_runtime.log_through_dora): a warning shows
+    warnings = [ln for ln in out.splitlines() if "WARN" in ln and "operator:" in ln and "malformed" in ln]
+    assert warnings, out[-3000:]
