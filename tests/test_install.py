@@ -208,6 +208,8 @@ def _install(venv: Path, tmp: Path) -> str:
     cmd = ([uv, "pip", "install", "--python", py, "--no-deps", str(src)] if uv else
            [sys.executable, "-m", "pip", "--python", py, "install", "--no-deps", str(src)])
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0 and uv:  # no index reachable: the build backend from uv's cache only
+        proc = subprocess.run(cmd + ["--offline"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{(proc.stdout + proc.stderr)[-3000:]}"
     shutil.rmtree(src)  # the source it was installed from is gone
     return proc.stdout + proc.stderr
