@@ -14,7 +14,7 @@ import importlib.util
 from pathlib import Path
 
 from contactflow.messages import NODE_PORTS, port_specs
-from contactflow.paths import ROBOT_PATH_HELP
+from contactflow.paths import ROBOT_PATH_HELP, node_script
 from contactflow.wiring import OPTIONAL_INPUTS
 
 __all__ = ["render_catalogue", "node_parameters"]
@@ -71,7 +71,8 @@ def render_catalogue(robot_names: tuple[str, ...] = ("talos", "g1")) -> str:
     files = sorted(p for p in NODES_DIR.glob("*.py") if not p.name.startswith("_"))
     for path in files:
         kind = path.stem
-        lines += [f"## `{kind}`", "", _doc(path), "", f"Source: `nodes/{path.name}`", ""]
+        lines += [f"## `{kind}`", "", _doc(path), "",
+                  f"Source: `nodes/{path.name}`; installed executable (a graph's `path:`): `{node_script(kind)}`", ""]
         ports = NODE_PORTS.get(kind)
         if ports is None:
             lines += ["Ports: defined by its arguments (see its docstring).", ""]
