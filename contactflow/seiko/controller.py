@@ -451,6 +451,7 @@ class _Workspace:
         contacts_on = [c for c, on in zip(ctrl.contacts, enabled) if on]
         self.contacts = contacts_on
         self.names_on = [c.name for c in contacts_on]
+        self.lam_flex_on = [ctrl._lam_flex[name] for name in self.names_on]  # views of the state rows
         self.idx_on = [i for i, on in enumerate(enabled) if on]
         self.m = m = sum(c.dim for c in contacts_on)
         self.nx = nx = nv + m
@@ -653,6 +654,7 @@ class SeikoController:
             arr.flags.writeable = False
         self._lam_flex_public = types.MappingProxyType(ro)
         self._effort_rows = np.zeros((n_eff, 6))  # (10) per effector
+        self._effort_flat = self._effort_rows.reshape(-1)  # a view
         # theta_min - theta_d, theta_max - theta_d of this step
         self._dmin, self._dmax = np.zeros(self.n), np.zeros(self.n)
         # lam_flex_dot of the last step, (n_eff, 6) rows (what (13) uses next step), and views per effector
@@ -789,7 +791,7 @@ class SeikoController:
                 view[:] = a
                 has_j[i] = True
         rows = self._in_w
-        if not np.isfinite(self._in).all():
+        if not math.isfinite(float(self._in.sum())) and not np.isfinite(self._in).all():  # a finite sum: all finite
             bad = [self._VEC_NAMES[j] for j, v in enumerate(vecs) if v is not None and not np.isfinite(self._in_vecs[j]).all()]
             bad += [f"{self._in_names[j]}[{self.names[i]!r}]" for j, i in zip(*np.nonzero(has))
                     if not np.isfinite(rows[j, i]).all()]
@@ -1072,7 +1074,7 @@ class SeikoController:
                     dlam_effort[i, : self._dims[i]] += kdr * self._rate[name].value
             elif not has[1, i]:
                 raise ContractError(f"SeikoController: lam_d has no entry for enabled effector {name!r}")
-        np.take(dlam_effort.reshape(-1), ws.flat_idx, out=ws.effort)
+        self._effort_flat.take(ws.flat_idx, out=ws.effort)
 
         # (12) torque-limit update, from the previous tau_flex.
         if cfg.torque_limit_adaptation and tau_read is not None:
@@ -1200,7 +1202,7 @@ class SeikoController:
         on = ws.contacts
         model, data = self.model, self.data
         terms = equilibrium_terms(
-            model, data, self.q_flex, on, [self._lam_flex[name] for name in ws.names_on], [self.R_c.get(name) for name in ws.names_on]
+            model, data, self.q_flex, on, ws.lam_flex_on, [self.R_c.get(name) for name in ws.names_on]
         )
         theta_cmd = self.theta_d + self.offset
         tau_flex = self.K * (theta_cmd - self.q_flex[7:])
@@ -1385,7 +1387,7 @@ class SeikoController:
         return ControllerOutput(
             theta_cmd=cmd,
             offset=self.offset.copy(),
-            q_flex=self.q_flex.copy(),
+            q_flex=self.q_flex,  # a new array at every update (pin.integrate, runInit, reset), never modified in place
             lam_flex=self._lam_flex_copy(),
             lam_tilde=lam_tilde,
             tau_flex=self.tau_flex,  # a new array every step, never modified in place
