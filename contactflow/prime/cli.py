@@ -3,7 +3,7 @@
     contactflow prime generate --robot go2 --motion squat --duration 3 --payload-kg 3 --seed 0 \
         --out recordings/prime_go2_squat
     contactflow prime estimate recordings/prime_go2_squat --robot go2 [--config est.yaml] \
-        [--no-identify] [--max-samples 300] [--kappa-schedule 50,200] --out recordings/prime_go2_squat_est
+        [--no-identify] [--max-samples 300] [--kappa-schedule 50,200] [--resample] --out recordings/prime_go2_squat_est
 
 ``estimate`` writes the estimator's recording (``prime_estimator.*`` streams) and ``report.json``
 into ``--out``, prints the identified parameters and, when the input recording holds
@@ -52,6 +52,8 @@ def add_parser(subparsers) -> None:
     e.add_argument("--kappa-schedule", default=None, help="comma-separated kappas solved before the final one")
     e.add_argument("--dt", type=float, default=None, help="estimator time step [s]")
     e.add_argument("--bodies", default=None, help="comma-separated joints whose bodies are identified")
+    e.add_argument("--resample", action="store_true",
+                   help="interpolate an irregularly sampled stream (a hardware recording) onto the dt grid")
     e.add_argument("--out", default=None, help="output run directory (default: <recording>_prime)")
     e.set_defaults(func=_estimate)
 
@@ -102,6 +104,8 @@ def _estimate(args) -> int:
         data["max_iter"] = args.max_iter
     if args.dt is not None:
         data["dt_s"] = args.dt
+    if args.resample:
+        data["resample"] = True
     if args.kappa_schedule:
         data["kappa_schedule"] = [float(x) for x in args.kappa_schedule.split(",")]
     cfg = load_config(PrimeConfig, data, source=args.config or "contactflow prime estimate")
@@ -113,8 +117,10 @@ def _estimate(args) -> int:
     res = est.solve(meas)
     prov = {"source_recording": str(Path(args.recording).resolve()), "stream": info["stream"],
             "decimation": info["decimation"], "config": _plain(cfg)}
+    if "resampled" in info:
+        prov["resampled"] = info["resampled"]
     if "ground_truth.contact_forces" in rec.stream_names:
-        gt = ground_truth_forces(rec, pr, info["seq"])
+        gt = ground_truth_forces(rec, pr, info["seq"], t_grid=meas.t if "resampled" in info else None)
         err = res.force_W - gt
         prov["force_rmse_3d_n"] = float(np.sqrt(np.mean(np.sum(err**2, axis=2))))
         prov["force_rmse_fz_n"] = float(np.sqrt(np.mean(err[:, :, 2] ** 2)))
@@ -125,7 +131,7 @@ def _estimate(args) -> int:
     write_result(res, pr, out, info["seq"], prov)
     summary = {"out": str(out), "cost": res.cost, "iterations": res.iterations, "solve_time_s": round(res.solve_time_s, 2),
                "bodies": res.body_parameters() if res.identified else {}}
-    for k in ("force_rmse_3d_n", "force_rmse_fz_n"):
+    for k in ("force_rmse_3d_n", "force_rmse_fz_n", "resampled"):
         if k in prov:
             summary[k] = prov[k]
     if truth and res.identified:

@@ -119,6 +119,8 @@ class PrimeConfig:
         torque_sample_offset: the torque applied over ``[t_k, t_k+1]`` is the sample ``k + offset``
             (1 when the recorded torque is the mean over the interval that ends at the sample time).
         max_samples: keep at most this many estimator steps (0 = all).
+        resample: interpolate the measurement stream onto the regular dt_s grid first (for irregular
+            sample times, e.g. a hardware recording; contactflow.prime.io.resample_stream).
         weights: cost weights.
     """
 
@@ -133,6 +135,7 @@ class PrimeConfig:
     decimation: int = 1
     torque_sample_offset: int = 1
     max_samples: int = 0
+    resample: bool = False
     weights: PrimeWeights = dataclasses.field(default_factory=PrimeWeights)
 
     def __post_init__(self):

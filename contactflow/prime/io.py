@@ -7,6 +7,12 @@ generator's ``datagen.sensors`` both work), at a constant rate with contiguous `
 ``tau`` at sample k is taken as the mean torque over (t_{k-1}, t_k] (``torque_sample_offset = 1``).
 Streams named ``ground_truth.*`` are never read by the estimator.
 
+A stream sampled at irregular times (a hardware driver that ticks on the wall clock and stamps
+each sample with the robot's own clock) is refused unless ``PrimeConfig.resample`` is set
+(``contactflow prime estimate --resample``): then :func:`resample_stream` interpolates it onto
+the estimator's regular grid ``t_0 + k dt_s`` first (q on the configuration manifold, v linearly,
+tau as interval means; see there for the bounds on the jitter it accepts).
+
 Estimator outputs (:func:`write_result`), in a recording of their own::
 
     prime_estimator.state       q (nq), v (nv): refined trajectory, seq = measurement seq
@@ -25,6 +31,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pinocchio as pin
 
 from contactflow.errors import ConfigError, ContractError, ModelError
 from contactflow.prime.fie import Measurements, PrimeConfig, PrimeResult
@@ -38,10 +45,15 @@ __all__ = [
     "ground_truth_forces",
     "write_result",
     "parameters_layout",
+    "resample_stream",
+    "interval_means",
     "REQUIRED_FIELDS",
+    "RESAMPLE_MAX_PERIOD_RATIO",
 ]
 
 REQUIRED_FIELDS = ("q", "v", "tau")
+RESAMPLE_MAX_PERIOD_RATIO = 2.0  # resampling refuses a sample period longer than this x the median
+_RESAMPLE_HINT = "pass --resample (PrimeConfig resample: true) to interpolate onto the dt_s grid"
 _REPO = Path(__file__).resolve().parents[2]
 
 
@@ -133,20 +145,27 @@ def measurements_from_arrays(robot: PrimeRobot, config: PrimeConfig, seq: np.nda
                              start: int = 0) -> tuple[Measurements, dict]:
     """Measurements at the estimator rate from per-sample arrays (a recorded or received stream).
 
+    With ``config.resample`` the stream is first interpolated onto the regular grid
+    ``t[start] + k dt_s`` by :func:`resample_stream` (irregular sample times accepted within its
+    bounds); the returned ``seq`` is then the grid index k, not a recorded seq.
+
     Args:
         robot: the estimated robot.
-        config: estimator settings (``dt_s``, ``torque_sample_offset``, ``max_samples``).
+        config: estimator settings (``dt_s``, ``torque_sample_offset``, ``max_samples``, ``resample``).
         seq: (N,) sample indices; t: (N,) times [s]; q: (N, nq); v: (N, nv); tau: (N, n) (mean
             torque over the interval ending at the sample).
         where: label for error messages.
         start: first sample used.
 
     Returns:
-        (measurements, info) with info = {seq (T+1,) of the samples used, decimation, sample_period_s}.
+        (measurements, info) with info = {seq (T+1,) of the samples used, decimation, sample_period_s},
+        plus ``resampled`` (a dict from :func:`resample_stream`) when ``config.resample``.
 
     Raises:
         RecordingError / ContractError: seq gaps, non-finite samples (field and seq named),
-            irregular times, too few samples. ConfigError: dt_s not a multiple of the sample period.
+            irregular times (without ``resample``; the message names the flag), jitter beyond the
+            resampling bound, too few samples. ConfigError: dt_s not a multiple of the sample period
+            (without ``resample``) or shorter than the median period (with it).
     """
     seq = np.asarray(seq)
     if len(seq) < 2:
@@ -165,10 +184,17 @@ def measurements_from_arrays(robot: PrimeRobot, config: PrimeConfig, seq: np.nda
             i = int(np.argmax(bad))
             raise ContractError(f"{where} field {fname!r}: non-finite value(s) in {int(bad.sum())} sample(s), "
                                 f"first at seq {int(seq[i])}")
+    resampled = None
+    if config.resample:
+        t, q, v, tau, resampled = resample_stream(robot.model, seq[start:], t[start:], q[start:], v[start:],
+                                                  tau[start:], config.dt_s, torque_sample_offset=config.torque_sample_offset,
+                                                  where=where)
+        seq, start = np.arange(t.size), 0
     dts = np.diff(t)
     dt_rec = float(np.median(dts))
     if not dt_rec > 0 or np.max(np.abs(dts - dt_rec)) > 1e-6 + 1e-3 * dt_rec:
-        raise RecordingError(f"{where}: irregular sample times (median period {dt_rec:g} s)")
+        raise RecordingError(f"{where}: irregular sample times (median period {dt_rec:g} s, periods "
+                             f"{dts.min():g}..{dts.max():g} s); {_RESAMPLE_HINT}")
     dec = int(round(config.dt_s / dt_rec))
     if dec < 1 or abs(dec * dt_rec - config.dt_s) > 1e-6:
         raise ConfigError(f"dt_s = {config.dt_s} s is not a multiple of the sample period {dt_rec:g} s of {where}")
@@ -184,16 +210,164 @@ def measurements_from_arrays(robot: PrimeRobot, config: PrimeConfig, seq: np.nda
         tau_k[k] = tau[idx[k] + off : idx[k + 1] + off].mean(axis=0)
     meas = Measurements(t[idx].copy(), q[idx].copy(), v[idx].copy(), tau_k)
     meas.check(robot.model)
-    return meas, {"seq": seq[idx], "decimation": dec, "sample_period_s": dt_rec}
+    info = {"seq": seq[idx], "decimation": dec, "sample_period_s": dt_rec}
+    if resampled is not None:
+        info["resampled"] = resampled
+    return meas, info
+
+
+def interval_means(t: np.ndarray, values: np.ndarray, t_grid: np.ndarray, offset: int = 1) -> np.ndarray:
+    """Means over the intervals of ``t_grid`` of a signal given as means over the intervals of ``t``.
+
+    The recorded interval ``[t_i, t_i+1]`` carries ``values[i + offset]`` (``offset = 1``: the value
+    at a sample is the mean over the interval ending there, PRIME's torque and force convention;
+    ``offset = 0``: over the interval starting there). The signal is taken as constant on each
+    recorded interval (all an interval mean tells), so the result is the overlap-weighted average
+    of the recorded values and conserves the integral (impulse) over any union of intervals; on a
+    grid equal to ``t`` it returns the values unchanged.
+
+    Args:
+        t: (N,) strictly increasing sample times [s].
+        values: (N, m) interval means (any unit).
+        t_grid: (M,) increasing times [s] within ``[t[0], t[-1]]``.
+        offset: 1 or 0 (see above).
+
+    Returns:
+        (M - 1, m) mean over ``[t_grid[k], t_grid[k+1]]``.
+
+    Raises:
+        ValueError: ``t_grid`` outside ``[t[0], t[-1]]``.
+    """
+    t = np.asarray(t, float)
+    t_grid = np.asarray(t_grid, float)
+    tol = 1e-9 * max(1.0, abs(t[-1]))
+    if t_grid[0] < t[0] - tol or t_grid[-1] > t[-1] + tol:
+        raise ValueError(f"grid [{t_grid[0]:g}, {t_grid[-1]:g}] s outside the samples [{t[0]:g}, {t[-1]:g}] s")
+    vals = np.asarray(values, float)[offset : offset + t.size - 1]  # value of recorded interval i
+    out = np.empty((t_grid.size - 1, vals.shape[1]))
+    lo = np.clip(np.searchsorted(t, t_grid[:-1], side="right") - 1, 0, t.size - 2)
+    hi = np.clip(np.searchsorted(t, t_grid[1:], side="left"), lo + 1, t.size - 1)
+    for k in range(out.shape[0]):
+        i = np.arange(lo[k], hi[k])
+        w = np.minimum(t[i + 1], t_grid[k + 1]) - np.maximum(t[i], t_grid[k])
+        w = np.maximum(w, 0.0)
+        out[k] = w @ vals[i] / w.sum() if w.sum() > 0 else vals[i[0]]
+    return out
+
+
+def resample_stream(model, seq: np.ndarray, t: np.ndarray, q: np.ndarray, v: np.ndarray, tau: np.ndarray,
+                    dt_s: float, *, torque_sample_offset: int = 1, where: str = "measurements",
+                    max_period_ratio: float = RESAMPLE_MAX_PERIOD_RATIO):
+    """Interpolate a jittered measurement stream onto the regular grid ``t[0] + k dt_s``.
+
+    For a driver that samples the newest robot state on its own (wall-clock) tick and stamps it
+    with the robot's clock (``nodes/unitree_driver.py``): the sample times jitter by the robot's
+    state period (and more under load), and the same state may be sent twice. Grid values:
+
+    * ``q``: ``pinocchio.interpolate`` between the two bracketing samples (on the configuration
+      manifold: the free-flyer part as an SE(3) geodesic, base quaternion included);
+    * ``v``: linear between the bracketing samples (base twist in the base frame, joint rates);
+    * ``tau``: PRIME's convention is kept: the value at a grid sample (``torque_sample_offset = 1``)
+      is the mean torque over the grid interval ending there, computed by :func:`interval_means`
+      from the recorded samples read in the same convention (each the mean over the recorded
+      interval ending at it). A driver that reports an instantaneous torque (the motors'
+      ``tau_est``) is thereby read as holding it over the preceding interval, as PRIME already
+      does without resampling.
+
+    A regular stream on the same grid comes back unchanged (to rounding). Samples with the same
+    time as the previous one and identical values (a re-sent state) are dropped.
+
+    Args:
+        model: the robot's pinocchio model.
+        seq: (N,) contiguous sample indices (checked by the caller).
+        t: (N,) sample times [s], non-decreasing.
+        q: (N, nq) configurations (quaternion xyzw, normalised here); v: (N, nv); tau: (N, n) [N m].
+        dt_s: grid period [s], at least the median sample period (no upsampling).
+        torque_sample_offset: 1 or 0, as ``PrimeConfig.torque_sample_offset``.
+        where: label for error messages.
+        max_period_ratio: longest accepted sample period, in medians (a longer one is a dropout,
+            not jitter).
+
+    Returns:
+        (t_grid (M,), q (M, nq), v (M, nv), tau (M, n), info) with ``tau`` in the same convention
+        as the input (the row that no grid interval uses is NaN: row 0 for offset 1, row M-1 for
+        offset 0) and info = {grid_period_s, median_period_s, min_period_s, max_period_s,
+        duplicates_dropped, seq_first, seq_last, grid_samples}.
+
+    Raises:
+        RecordingError: time going backwards, a repeated time with different values, a period
+            longer than ``max_period_ratio`` x the median, fewer than 2 grid samples (each names
+            the seq and the values).
+        ContractError: a base quaternion of norm < 0.5 (names the seq).
+        ConfigError: ``dt_s`` shorter than the median sample period.
+    """
+    seq, t = np.asarray(seq), np.asarray(t, float)
+    q, v, tau = (np.array(a, dtype=float) for a in (q, v, tau))
+    dts = np.diff(t)
+    if np.any(dts < 0):
+        i = int(np.argmax(dts < 0))
+        raise RecordingError(f"{where}: sample time goes back at seq {int(seq[i + 1])} ({t[i]:g} -> {t[i + 1]:g} s)")
+    dup = np.nonzero(dts == 0)[0]
+    for i in dup:
+        if not (np.array_equal(q[i], q[i + 1]) and np.array_equal(v[i], v[i + 1]) and np.array_equal(tau[i], tau[i + 1])):
+            raise RecordingError(f"{where}: seq {int(seq[i])} and {int(seq[i + 1])} have the same time {t[i]:g} s "
+                                 "but different values; cannot resample")
+    keep = np.ones(t.size, bool)
+    keep[dup + 1] = False
+    seq, t, q, v, tau = seq[keep], t[keep], q[keep], v[keep], tau[keep]
+    if t.size < 2:
+        raise RecordingError(f"{where}: fewer than 2 distinct sample times; cannot resample")
+    dts = np.diff(t)
+    med = float(np.median(dts))
+    if dts.max() > max_period_ratio * med:
+        i = int(np.argmax(dts))
+        raise RecordingError(
+            f"{where}: sample period {dts[i]:g} s before seq {int(seq[i + 1])} is {dts[i] / med:.2f}x the median "
+            f"{med:g} s; resampling accepts at most {max_period_ratio:g}x (a dropout, not jitter)")
+    if dt_s < med * (1 - 1e-6):
+        raise ConfigError(f"dt_s = {dt_s} s is shorter than the median sample period {med:g} s of {where}; "
+                          "resampling does not upsample (use dt_s >= the sample period)")
+    nrm = np.linalg.norm(q[:, 3:7], axis=1)
+    if np.any(nrm < 0.5):
+        i = int(np.argmax(nrm < 0.5))
+        raise ContractError(f"{where} field 'q': base quaternion with norm {nrm[i]:.3g} at seq {int(seq[i])}")
+    q[:, 3:7] /= nrm[:, None]
+    M = int(np.floor((t[-1] - t[0]) / dt_s + 1e-9)) + 1
+    if M < 2:
+        raise RecordingError(f"{where}: {t[-1] - t[0]:g} s of samples hold fewer than 2 grid samples at dt_s = {dt_s} s")
+    tg = t[0] + dt_s * np.arange(M)
+    tg[-1] = min(tg[-1], t[-1])
+    j = np.clip(np.searchsorted(t, tg, side="right") - 1, 0, t.size - 2)
+    u = np.clip((tg - t[j]) / (t[j + 1] - t[j]), 0.0, 1.0)
+    qg = np.empty((M, q.shape[1]))
+    for k in range(M):
+        qg[k] = pin.interpolate(model, q[j[k]], q[j[k] + 1], float(u[k]))
+    vg = (1.0 - u)[:, None] * v[j] + u[:, None] * v[j + 1]
+    taug = np.full((M, tau.shape[1]), np.nan)
+    off = torque_sample_offset
+    taug[off : off + M - 1] = interval_means(t, tau, tg, offset=off)
+    info = {"grid_period_s": float(dt_s), "median_period_s": med, "min_period_s": float(dts.min()),
+            "max_period_s": float(dts.max()), "duplicates_dropped": int(dup.size), "seq_first": int(seq[0]),
+            "seq_last": int(seq[-1]), "grid_samples": M}
+    return tg, qg, vg, taug, info
 
 
 def ground_truth_forces(rec: Recording, robot: PrimeRobot, seq: np.ndarray,
-                        name: str = "ground_truth.contact_forces") -> np.ndarray:
-    """(T, nc, 3) ground-truth forces of the estimator's intervals (messages ``seq[1:]``), world [N].
+                        name: str = "ground_truth.contact_forces", t_grid: np.ndarray | None = None) -> np.ndarray:
+    """(T, nc, 3) ground-truth forces of the estimator's intervals, world [N].
 
-    With decimation the interval mean is the mean of the recorded sub-interval means.
+    Without ``t_grid``: the intervals end at the messages ``seq[1:]``; with decimation the interval
+    mean is the mean of the recorded sub-interval means. With ``t_grid`` ((T+1,) times [s] of a
+    resampled run, ``seq`` then unused): the recorded interval means resampled onto the grid by
+    :func:`interval_means`, as the torque is.
     """
     s = rec.stream(name)
+    if t_grid is not None:
+        vals = np.concatenate([s.field(f"force.{c}") for c in robot.contact_names], axis=1)
+        order = np.argsort(s.seq, kind="stable")
+        t = np.asarray(s.t, float)[order]
+        keep = np.r_[True, np.diff(t) > 0]  # re-sent samples (same time), as resample_stream drops them
+        return interval_means(t[keep], vals[order][keep], t_grid).reshape(len(t_grid) - 1, -1, 3)
     index = {int(k): i for i, k in enumerate(s.seq)}
     out = np.empty((len(seq) - 1, len(robot.points), 3))
     for k in range(len(seq) - 1):
