@@ -18,10 +18,9 @@ from contactflow.messages import Field, PortSpec
 from contactflow.sim.driver import NewestCommand
 from contactflow.summary import REALTIME_KEYS, realtime_metrics
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "nodes"))
+from contactflow.nodes._runtime import Lockstep, UpstreamError, apply_scheduling
 
-from _runtime import Lockstep, UpstreamError, apply_scheduling  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 DORA = shutil.which("dora") or str(Path(sys.executable).parent / "dora")
 DT = 0.002

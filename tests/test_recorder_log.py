@@ -10,13 +10,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "nodes"))
-
-import _runtime  # noqa: E402
-from _runtime import Sender  # noqa: E402
-
-from contactflow.messages import Field, PortSpec  # noqa: E402
-from contactflow.recording import RecordingError, RecordingWriter, pack_log, read_recording, unpack_log  # noqa: E402
+from contactflow.messages import Field, PortSpec
+from contactflow.nodes import _runtime
+from contactflow.nodes._runtime import Sender
+from contactflow.recording import RecordingError, RecordingWriter, pack_log, read_recording, unpack_log
 
 ROOT = Path(__file__).resolve().parent.parent
 DORA = shutil.which("dora") or str(Path(sys.executable).parent / "dora")

@@ -1,18 +1,12 @@
 """The nodes' lockstep runtime, driven by a fake dora node (no daemon)."""
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pyarrow as pa
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "nodes"))
-
-import _runtime  # noqa: E402
-from _runtime import Lockstep, Sender, UpstreamError  # noqa: E402
-
-from contactflow.messages import Field, PortSpec  # noqa: E402
+from contactflow.messages import Field, PortSpec
+from contactflow.nodes import _runtime
+from contactflow.nodes._runtime import Lockstep, Sender, UpstreamError
 
 SPEC = PortSpec("test", (Field("x", 2, "m"),), 500.0)
 
