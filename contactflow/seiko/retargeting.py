@@ -1147,11 +1147,15 @@ class SeikoRetargeting:
         pin.forwardKinematics(model, data, q)
         enabled, fz_min, disabling = self._enabled, self._fz_min, self._disabling
         fz_min_desired = self._fz_min_desired
-        poses, lam, switching = {}, {}, {}
-        for k, frame_id, dim in self._effectors:
+        poses, lam, lam_target, switching = {}, {}, {}, {}
+        # lam, lam_target: views of one copy each of the state rows (a disabled effector's rows are 0)
+        rows = np.concatenate((self._lam_rows, self._lam_target_rows))
+        n_eff = len(self._effectors)
+        for i, (k, frame_id, dim) in enumerate(self._effectors):
             poses[k] = pin.updateFramePlacement(model, data, frame_id).copy()
             on = enabled[k]
-            lam[k] = self._lam[k].copy() if on else np.zeros(dim)
+            lam[k] = rows[i, :dim]
+            lam_target[k] = rows[n_eff + i, :dim]
             switching[k] = ("disabling" if disabling[k] else "enabling" if on and fz_min[k] < fz_min_desired[k] else "")
         cfg = self.config
         return RetargetingOutput(
@@ -1167,6 +1171,6 @@ class SeikoRetargeting:
             diagnostics=diag,
             switching=switching,
             push=dict(self._push),
-            lam_target={k: self._lam_target[k].copy() for k in self._names},
+            lam_target=lam_target,
             fz_min=dict(self._fz_min),
         )
