@@ -330,3 +330,21 @@ def test_equilibrium_terms_threads_sharing_a_model_and_no_model_kept_alive(robot
     del model, data
     gc.collect()
     assert alive() is None
+
+
+def test_pose_error_world_known_values():
+    """pose_error_world: [p_t - p; log3(R_t R^T)] in world axes (a known rotation about the world z
+    axis of a rotated frame), written into the buffer; position only without rotation."""
+    import pinocchio as pin
+
+    from contactflow.seiko.equilibrium import pose_error_world
+
+    R = pin.rpy.rpyToMatrix(0.4, -0.2, 0.1)
+    cur = pin.SE3(R, np.array([0.1, 0.2, 0.3]))
+    R_t = pin.rpy.rpyToMatrix(0.0, 0.0, 0.3) @ R  # 0.3 rad about world z from the current frame
+    out = np.full(6, np.nan)
+    assert pose_error_world(np.array([0.5, 0.2, -0.1]), R_t, cur, out) is out
+    np.testing.assert_allclose(out, [0.4, 0.0, -0.4, 0.0, 0.0, 0.3], atol=1e-12)
+    out3 = np.full(3, np.nan)
+    pose_error_world(np.zeros(3), R_t, cur, out3, rotation=False)
+    np.testing.assert_allclose(out3, [-0.1, -0.2, -0.3])

@@ -52,7 +52,7 @@ import pinocchio as pin
 from contactflow.errors import ConfigError, ContractError
 from contactflow.qp import QP_SOLVERS, BoxQP, QPSolution, solve_qp_box
 from contactflow.robot import ContactSpec, Robot
-from contactflow.seiko.equilibrium import equilibrium_terms
+from contactflow.seiko.equilibrium import equilibrium_terms, pose_error_world
 from contactflow.seiko.filters import ComplementaryWrenchFilterBank, TorqueLimitAdapter, WrenchRateEstimator, alpha_from_cutoff
 
 __all__ = [
@@ -299,15 +299,6 @@ class ControllerOutput:
 # --------------------------------------------------------------------------------------------
 
 
-def _pose_error(target: pin.SE3, current: pin.SE3, out: np.ndarray, rotation: bool = True) -> None:
-    """Write the world pose error of ``current`` towards ``target`` into ``out``: ``out[:3] =
-    p_t - p`` [m] and, with ``rotation``, ``out[3:6] = log3(R_t R^T)`` [rad] (world rotation
-    vector). Reads the SE3 translation/rotation in place (views, no SE3 copy)."""
-    np.subtract(target.translation, current.translation, out=out[:3])
-    if rotation:
-        out[3:6] = pin.log3(target.rotation @ current.rotation.T)
-
-
 def flexible_equilibrium_residual(
     model: pin.Model,
     data: pin.Data,
@@ -400,7 +391,7 @@ def flexible_equilibrium_step(
     for c, tgt in zip(contacts, targets):
         d = c.dim  # plane: 6 pose rows; point: 3 position rows
         A_eq[row : row + d, :nv] = pin.getFrameJacobian(model, data, c.frame_id, pin.LOCAL_WORLD_ALIGNED)[:d]
-        _pose_error(tgt, data.oMf[c.frame_id], b_eq[row : row + d], rotation=d == 6)
+        pose_error_world(tgt.translation, tgt.rotation, data.oMf[c.frame_id], b_eq[row : row + d], rotation=d == 6)
         row += d
     A_eq[m:] = T
     np.negative(t, out=b_eq[m:])

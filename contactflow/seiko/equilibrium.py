@@ -30,6 +30,7 @@ __all__ = [
     "EquilibriumTerms",
     "equilibrium_terms",
     "effector_jacobian_world",
+    "pose_error_world",
     "plane_contact_constraints",
     "point_contact_constraints",
     "contact_constraints",
@@ -221,6 +222,27 @@ def effector_jacobian_world(model: pin.Model, data: pin.Data, frame_id: int) -> 
         (6, nv) Jacobian.
     """
     return pin.getFrameJacobian(model, data, frame_id, pin.LOCAL_WORLD_ALIGNED)
+
+
+def pose_error_world(p_t: np.ndarray, R_t: np.ndarray, current: pin.SE3, out: np.ndarray, rotation: bool = True) -> np.ndarray:
+    """World pose error of ``current`` towards the target ``(p_t, R_t)``, the right-hand side of
+    SEIKO's pose tasks and contact equalities on :func:`effector_jacobian_world` rows (seiko.md
+    §2.4, §4.2): ``out[:3] = p_t - p`` [m] and, with ``rotation``, ``out[3:6] = log3(R_t R^T)``
+    [rad] (world rotation vector). Reads the SE3 translation and rotation without a copy of it.
+
+    Args:
+        p_t: (3,) target position in world [m]. R_t: (3, 3) target rotation (world).
+        current: the current world pose of the frame.
+        out: (6,) (or (3,) without ``rotation``) buffer written.
+        rotation: also write the rotation error.
+
+    Returns:
+        ``out``.
+    """
+    np.subtract(p_t, current.translation, out=out[:3])
+    if rotation:
+        out[3:6] = pin.log3(R_t @ current.rotation.T)
+    return out
 
 
 def plane_contact_constraints(

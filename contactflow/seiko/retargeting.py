@@ -53,7 +53,7 @@ from contactflow.operator.input_filter import BangBangFilter, exponential_alpha
 from contactflow.qp import QP_SOLVERS, BoxQP
 from contactflow.robot import ContactSpec, Robot
 from contactflow.seiko.admittance import clamp_norm
-from contactflow.seiko.equilibrium import contact_constraints, equilibrium_terms
+from contactflow.seiko.equilibrium import contact_constraints, equilibrium_terms, pose_error_world
 from contactflow.seiko.static_id import static_inverse_dynamics
 
 __all__ = [
@@ -442,6 +442,7 @@ class SeikoRetargeting:
         self._reset_done = False
         self.n_refused = 0
         self._n_steps = 0
+        self._pose_err = np.zeros(6)  # scratch of the pose errors (one effector at a time)
         self.qp_hook: Callable[..., None] | None = None
         """Optional ``qp_hook(H, g, A, lo, hi, lb, ub, solution)`` called after every solve of
         QP (9) with the box form of :func:`contactflow.qp.solve_qp_box` (reused buffers: copy
@@ -621,16 +622,15 @@ class SeikoRetargeting:
                 t_g, R_g = Tg.translation, Tg.rotation
             else:  # enabled: the contact pose, fixed while enabled
                 t_g, R_g = target
-            p_err = t_g - M.translation
-            r_err = pin.log3(R_g @ M.rotation.T)
+            err = pose_error_world(t_g, R_g, M, self._pose_err)  # [p_t - p; log3(R_t R^T)]
+            p_err, r_err = err[:3], err[3:]
             if mode == _FREE:
                 A_d[row : row + 6, :nv] = J
                 neg_b_d[row : row + 3] = clamp_norm(p_err, clamp_pos, -dt)  # -clampNorm(e)/dt
                 neg_b_d[row + 3 : row + 6] = clamp_norm(r_err, clamp_rot, -dt)
             elif mode == _PLANE_ON:
                 self._A_c[row_eq : row_eq + 6, :nv] = J
-                lo_hi[:, row_eq : row_eq + 3] = p_err * inv_dt
-                lo_hi[:, row_eq + 3 : row_eq + 6] = r_err * inv_dt
+                lo_hi[:, row_eq : row_eq + 6] = err * inv_dt
             else:  # enabled point: orientation task (e), position equality (9h)
                 A_d[row : row + 3, :nv] = J[3:]
                 neg_b_d[row : row + 3] = clamp_norm(r_err, clamp_rot, -dt)
