@@ -463,6 +463,7 @@ class _Workspace:
         self.lo_c, self.lo_B, self.hi_eq = self.lo[:m], self.lo[m:n_eq], self.hi[:n_eq]
         self.lo_eq = self.lo[:n_eq]
         self.lo_P, self.hi_P = self.lo[n_eq : n_eq + n], self.hi[n_eq : n_eq + n]
+        self.bounds_P = self.qp.bounds[:, n_eq : n_eq + n]  # (2, n): lo_P, hi_P
         self.lo_N, self.hi_N = self.lo[n_eq + n :], self.hi[n_eq + n :]
         self.cols, self.dims = [], []
         col = nv
@@ -1275,13 +1276,11 @@ class SeikoController:
         s = cfg.weight_ineq
         L = cfg.max_pos_cmd_offset_rad
         np.multiply(M, s * dt, out=ws.A_P)
-        lo_P, hi_P = ws.lo_P, ws.hi_P
-        np.maximum(dmin, -L, out=lo_P)  # max(theta_min - theta_cmd, -L - offset) - c
-        lo_P -= offset_x0
-        lo_P *= s
-        np.minimum(dmax, L, out=hi_P)
-        hi_P -= offset_x0
-        hi_P *= s
+        np.maximum(dmin, -L, out=ws.lo_P)  # max(theta_min - theta_cmd, -L - offset) - c
+        np.minimum(dmax, L, out=ws.hi_P)
+        bounds_P = ws.bounds_P  # both sides at once
+        bounds_P -= offset_x0
+        bounds_P *= s
         # ... and (11i): |tau_flex + t_J + dt (T_J x - K theta_dot)| <= tau_lim.
         np.multiply(T_J, s * dt, out=ws.A_N)
         ws.A_N_jdiag -= self._weight_ineq_dt_K
