@@ -26,17 +26,20 @@ def deadband_norm(v: np.ndarray, width: float) -> np.ndarray:
     return v * ((n - width) / n) if n > width else np.zeros_like(v)
 
 
-def clamp_norm(v: np.ndarray, c: float, divisor: float = 1.0) -> np.ndarray:
+def clamp_norm(v: np.ndarray, c: float, divisor: float = 1.0, out: np.ndarray | None = None) -> np.ndarray:
     """``clampNorm(v, c) / divisor``: ``v`` scaled down so that ``|v| <= c``, then divided by
     ``divisor`` (the Retargeting's pose-task rates: ``divisor = -dt``; seiko.md §4.2).
 
     Args:
         v: (k,) vector. c: norm bound (same unit as v). divisor: scalar, nonzero.
+        out: (k,) buffer for the result (may not be ``v``), or None.
 
     Returns:
-        (k,) a new array, or ``v`` itself when ``divisor == 1`` and ``|v| <= c``.
+        (k,) ``out``, else a new array, or ``v`` itself when ``divisor == 1`` and ``|v| <= c``.
     """
     n = math.sqrt(float(v @ v))  # = np.linalg.norm(v) (sqrt of the dot), without its Python overhead
+    if out is not None:
+        return np.multiply(v, (c / n if n > c else 1.0) / divisor, out=out)
     if divisor == 1.0:
         return v * (c / n) if n > c else v
     return v * ((c / n if n > c else 1.0) / divisor)

@@ -626,14 +626,14 @@ class SeikoRetargeting:
             p_err, r_err = err[:3], err[3:]
             if mode == _FREE:
                 A_d[row : row + 6, :nv] = J
-                neg_b_d[row : row + 3] = clamp_norm(p_err, clamp_pos, -dt)  # -clampNorm(e)/dt
-                neg_b_d[row + 3 : row + 6] = clamp_norm(r_err, clamp_rot, -dt)
+                clamp_norm(p_err, clamp_pos, -dt, out=neg_b_d[row : row + 3])  # -clampNorm(e)/dt
+                clamp_norm(r_err, clamp_rot, -dt, out=neg_b_d[row + 3 : row + 6])
             elif mode == _PLANE_ON:
                 self._A_c[row_eq : row_eq + 6, :nv] = J
                 lo_hi[:, row_eq : row_eq + 6] = err * inv_dt
             else:  # enabled point: orientation task (e), position equality (9h)
                 A_d[row : row + 3, :nv] = J[3:]
-                neg_b_d[row : row + 3] = clamp_norm(r_err, clamp_rot, -dt)
+                clamp_norm(r_err, clamp_rot, -dt, out=neg_b_d[row : row + 3])
                 self._A_c[row_eq : row_eq + 3, :nv] = J[:3]
                 lo_hi[:, row_eq : row_eq + 3] = p_err * inv_dt
         # (9g) base rows of the equilibrium
