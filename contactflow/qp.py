@@ -7,7 +7,8 @@ quadprog)::
     subject to  lo <= A x <= hi        (a row with lo == hi is an equality)
                 lb <= x <= ub
 
-and :func:`solve_qp` / :func:`solve_qp_stacked` (quadprog's stacked form)::
+(:class:`BoxQP`: the same QP in preallocated buffers of a fixed size, the SEIKO stages' per-tick
+path), and :func:`solve_qp` / :func:`solve_qp_stacked` (quadprog's stacked form)::
 
     minimise    1/2 x^T H x + g^T x
     subject to  A_eq x = b_eq
