@@ -190,3 +190,19 @@ def test_prime_estimate_resample_on_a_jittered_recording_matches_the_regular_run
     weight = total_mass * 9.81
     assert abs(f["jit"][:, :, 2].sum(axis=1).mean() - weight) < 0.05 * weight  # measured 184.9 N (-1.2 %)
 
+
+
+def test_a_state_the_contact_step_cannot_leave_is_an_error_not_an_abort():
+    """A hardware base estimate can tilt the soles into the ground (seen at 16 s of a G1 emulator run);
+    the contact step fails there at the initial guess, which used to abort the process inside crocoddyl."""
+    from contactflow.errors import SolverError
+    from contactflow.prime.fie import Measurements, PrimeEstimator
+    from contactflow.prime.model import standing_configuration
+
+    g1 = load_prime_robot("g1")
+    nv = g1.model.nv
+    q = np.tile(standing_configuration(g1), (4, 1))
+    q[2, 3:7] = pin.Quaternion(pin.rpy.rpyToMatrix(0.0, 0.1, 0.0)).coeffs()  # pelvis pitched 0.1 rad: heels 7 mm deep
+    meas = Measurements(0.02 * np.arange(4), q, np.zeros((4, nv)), np.zeros((3, nv - 6)))
+    with pytest.raises(SolverError, match=r"initial guess of node 2 \(t = 0.04 s\).*no velocity inside the friction cones"):
+        PrimeEstimator(g1, PrimeConfig(dt_s=0.02, max_iter=3)).solve(meas)

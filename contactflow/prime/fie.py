@@ -471,6 +471,31 @@ class PrimeEstimator:
         problem = crocoddyl.ShootingProblem(x0, running, terminal)
         return problem
 
+    def _check_initial_guess(self, meas: Measurements, xs: list, us: list, kappa: float) -> None:
+        """Raise SolverError if the contact step fails at the initial guess.
+
+        crocoddyl calls ``calcDiff`` of all nodes inside an OpenMP region that an exception cannot
+        leave, so a node whose step failed there (``_RunningModel.calcDiff``) aborted the process;
+        a trial iterate that fails later only gets an infinite cost. The check repeats the first
+        ``calc`` of every node (same inputs; the step has no state besides scratch data).
+        """
+        nv, n = self.dyn.nv, self.dyn.nu
+        kappa_solve = self.dyn.kappa
+        self.dyn.kappa = float(kappa)
+        try:
+            for k in range(meas.T):
+                x, u = np.asarray(xs[k + 1]), np.asarray(us[k + 1])
+                q = pin.integrate(self.dyn.model, meas.q[k], x[:nv])
+                try:
+                    self.dyn.step(q, x[nv : 2 * nv], u[:n], x[2 * nv :] if self.dyn.ntheta else None)
+                except SolverError as exc:
+                    raise SolverError(
+                        f"PRIME: the contact step fails at the initial guess of node {k} (t = {meas.t[k]:g} s): {exc}; "
+                        "the measured state is outside what the smoothed contact model can step from "
+                        "(e.g. tilted soles deep in the ground)", status="step_failed") from exc
+        finally:
+            self.dyn.kappa = kappa_solve
+
     def solve(self, meas: Measurements, progress: Callable[[IterationInfo], None] | None = None,
               warm_start: tuple[list, list] | None = None) -> PrimeResult:
         """Solve the PFIE problem.
@@ -485,7 +510,8 @@ class PrimeEstimator:
 
         Raises:
             ContractError: malformed measurements (shape, non-finite values).
-            SolverError: FDDP produced a non-finite trajectory.
+            SolverError: FDDP produced a non-finite trajectory, or the contact step fails at the
+                initial guess (the node and time named).
         """
         t0 = time.perf_counter()
         cfg = self.config
@@ -497,6 +523,7 @@ class PrimeEstimator:
             us = [np.zeros(self.nx)] + [np.r_[meas.tau[k], np.zeros(2 * nv)] for k in range(T)]
         else:
             xs, us = list(warm_start[0]), list(warm_start[1])
+        self._check_initial_guess(meas, xs, us, (list(cfg.kappa_schedule) + [cfg.kappa])[0])
         solver = crocoddyl.SolverFDDP(problem)
         solver.th_stop = cfg.stop_threshold * T
         self.history = []
