@@ -19,7 +19,7 @@ from contactflow import cli
 from contactflow.errors import ConfigError, ContractError
 from contactflow.prime.datagen import GenerateConfig, simulate_mujoco, write_recording
 from contactflow.prime.fie import PrimeConfig
-from contactflow.prime.io import interval_means, measurements_from_arrays, resample_stream
+from contactflow.prime.io import interval_means, measurements_from_arrays, measurements_from_recording, resample_stream
 from contactflow.prime.model import load_prime_robot
 from contactflow.recording import RecordingError, read_recording
 
@@ -166,6 +166,9 @@ def test_prime_estimate_resample_on_a_jittered_recording_matches_the_regular_run
     n = run500.t.size
     write_recording(go2, _subsample(run500, np.arange(0, n, STEP)), tmp_path / "reg")
     write_recording(go2, _subsample(run500, _jittered_indices(n)), tmp_path / "jit")
+    meas, _ = measurements_from_recording(read_recording(tmp_path / "jit"), go2, PrimeConfig(resample=True, max_samples=3),
+                                          start_s=0.1)
+    assert meas.t[0] == pytest.approx(0.1, abs=0.002) and np.diff(meas.t) == pytest.approx(0.01)  # --start-s
     common = ["--max-samples", "30", "--max-iter", "15"]
     assert cli.main(["prime", "estimate", str(tmp_path / "jit"), *common, "--out", str(tmp_path / "x")]) == 2
     assert "--resample" in capsys.readouterr().err

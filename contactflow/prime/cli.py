@@ -52,6 +52,8 @@ def add_parser(subparsers) -> None:
     e.add_argument("--kappa-schedule", default=None, help="comma-separated kappas solved before the final one")
     e.add_argument("--dt", type=float, default=None, help="estimator time step [s]")
     e.add_argument("--bodies", default=None, help="comma-separated joints whose bodies are identified")
+    e.add_argument("--start-s", type=float, default=None,
+                   help="skip this many seconds of the stream first (e.g. a start-up ramp)")
     e.add_argument("--resample", action="store_true",
                    help="interpolate an irregularly sampled stream (a hardware recording) onto the dt grid")
     e.add_argument("--out", default=None, help="output run directory (default: <recording>_prime)")
@@ -109,7 +111,7 @@ def _estimate(args) -> int:
     if args.kappa_schedule:
         data["kappa_schedule"] = [float(x) for x in args.kappa_schedule.split(",")]
     cfg = load_config(PrimeConfig, data, source=args.config or "contactflow prime estimate")
-    meas, info = measurements_from_recording(rec, pr, cfg, stream=args.stream)
+    meas, info = measurements_from_recording(rec, pr, cfg, stream=args.stream, start_s=args.start_s)
     bodies = args.bodies.split(",") if args.bodies else None
     est = PrimeEstimator(pr, cfg, bodies=bodies)
     log.info("PRIME on %s: %d steps of %s (stream %s, dt %.4g s), identify %s", rec.path, meas.T, pr.name,

@@ -492,7 +492,7 @@ class PrimeEstimator:
                     raise SolverError(
                         f"PRIME: the contact step fails at the initial guess of node {k} (t = {meas.t[k]:g} s): {exc}; "
                         "the measured state is outside what the smoothed contact model can step from "
-                        "(e.g. tilted soles deep in the ground)", status="step_failed") from exc
+                        "(e.g. sole corners below the ground)", status="step_failed") from exc
         finally:
             self.dyn.kappa = kappa_solve
 

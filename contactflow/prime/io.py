@@ -110,7 +110,8 @@ def find_measurement_stream(rec: Recording, robot: PrimeRobot, name: str | None 
 
 
 def measurements_from_recording(rec: Recording, robot: PrimeRobot, config: PrimeConfig,
-                                stream: str | None = None, start: int = 0) -> tuple[Measurements, dict]:
+                                stream: str | None = None, start: int = 0,
+                                start_s: float | None = None) -> tuple[Measurements, dict]:
     """Measurements at the estimator rate from a recording.
 
     Args:
@@ -120,6 +121,8 @@ def measurements_from_recording(rec: Recording, robot: PrimeRobot, config: Prime
             ``max_samples`` limits the horizon).
         stream: measurement stream name (default: auto-detected).
         start: first sample used (index in the stream).
+        start_s: instead of ``start``: skip this many seconds from the stream's first sample (e.g. a
+            hardware start-up ramp); the first sample at or after it is used.
 
     Returns:
         (measurements, info) with info = {stream, seq (T+1,) of the samples used, decimation}.
@@ -135,6 +138,9 @@ def measurements_from_recording(rec: Recording, robot: PrimeRobot, config: Prime
         raise ModelError(f"{rec.path}: recorded with robot {rec_robot!r}, but the estimator's robot is {robot.name!r}")
     s = find_measurement_stream(rec, robot, stream)
     q, v, tau = (np.asarray(s.field(f)) for f in REQUIRED_FIELDS)
+    if start_s is not None:
+        t_sorted = np.asarray(s.t)[np.argsort(s.seq, kind="stable")]
+        start = int(np.searchsorted(t_sorted, t_sorted[0] + start_s - 1e-9))
     meas, info = measurements_from_arrays(robot, config, s.seq, s.t, q, v, tau, where=f"{rec.path}: stream {s.name!r}",
                                           start=start)
     return meas, {"stream": s.name, **info}
