@@ -152,7 +152,8 @@ def operator(mode: str = "scenario", scenario: str = "hand_forward.yaml", *, clo
 
 def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | None = None,
                  controller_config: str | None = None, controller_outputs: tuple[str, ...] = ("command",),
-                 desired_rows: bool = False, wrench_filter: int | None = None, realtime: bool = False) -> list[Node]:
+                 desired_rows: bool = False, wrench_filter: int | None = None, realtime: bool = False,
+                 sensor_lag: int = 0) -> list[Node]:
     """Input filter (8) -> Retargeting QP (9) -> Controller QP (11), each its own node.
 
     Args:
@@ -171,6 +172,9 @@ def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | N
         wrench_filter: the complementary wrench filter (13) as its own node (nodes/wrench_filter.py)
             with the Controller's ``--wrench-lag`` = this value (0: exact, on the critical path;
             1: pipelined beside the Controller's QP); None: inside the Controller.
+        sensor_lag: the Controller's ``--sensor-lag``: 1 = the command of tick k from the sensors of
+            tick k - 1 (applied one period after the state it answers, as on a robot; the Controller
+            then computes beside the driver's step instead of after it).
         realtime: every stage ``--realtime`` (nodes/_runtime.py Lockstep, real-time mode), its inputs
             on latest-value queues (:data:`REALTIME`) and its SCHED_FIFO priority (:data:`RT_PRIORITY`)
             in its ``env``. Not with ``admittance``, ``wrench_filter`` or ``desired_rows`` (no
@@ -197,7 +201,8 @@ def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | N
                       {"targets": ("input_filter/targets", q), "command": ("operator/command", q)},
                       ["desired", "desired_rows", LOG] if desired_rows else ["desired", LOG],
                       env=_rt_env("seiko_retargeting", realtime)))
-    cargs = f"{robot} --lag {lag}" + (f" --config {controller_config}" if controller_config else "")
+    cargs = (f"{robot} --lag {lag}" + (f" --sensor-lag {sensor_lag}" if sensor_lag else "")
+             + (f" --config {controller_config}" if controller_config else ""))
     desired = "seiko_retargeting/desired_rows" if desired_rows else "seiko_retargeting/desired"
     ctrl = Node("seiko_controller", node_script("seiko_controller"), cargs,
                 {"sensors": ("mujoco_driver/sensors", q), "desired": (desired, q)},

@@ -43,6 +43,10 @@ def main() -> int:
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--lag", type=int, default=2, help="ticks between the Retargeting output used and the current tick")
     p.add_argument("--retargeting-config", default=None, help="config of the Retargeting (for its reset state)")
+    p.add_argument("--sensor-lag", type=int, default=0, choices=(0, 1),
+                   help="ticks between the sensors used and the current tick: 1 = the command of tick k is computed "
+                        "from the sensors of tick k - 1 (as on a robot, where it is applied one period after the "
+                        "state it answers), so the Controller runs beside the driver's step in a lockstep graph")
     p.add_argument("--realtime", action="store_true")
     p.add_argument("--wrench-lag", type=int, default=0,
                    help="with a wrench_filter node: ticks between its filtered wrench used and the current tick")
@@ -61,17 +65,18 @@ def main() -> int:
 
     node = connect()
     outputs = {"command": specs["joint_command"], "state": specs["controller_state"]}
-    inputs = {"sensors": (specs["sensors"], 0), "desired": (specs["desired"], args.lag)}
+    inputs = {"sensors": (specs["sensors"], args.sensor_lag), "desired": (specs["desired"], args.lag)}
     filtered = "wrench" in declared_inputs(node, "seiko_controller")
     if filtered:  # eq. (13) in the wrench_filter node: its output in, our flexible wrench rates out
         inputs["wrench"] = (specs["filtered_wrench"], args.wrench_lag)
         outputs["flex_rate"] = specs["flex_wrench_rate"]
-    sender = Sender(node, outputs, {"controller": cfg, "lag": args.lag, "wrench_lag": args.wrench_lag if filtered else None})
+    sender = Sender(node, outputs, {"controller": cfg, "lag": args.lag, "sensor_lag": args.sensor_lag,
+                                    "wrench_lag": args.wrench_lag if filtered else None})
     lock = Lockstep(node, inputs, skip_missing=args.realtime)
     for tick in lock:
         t0 = time.perf_counter()
         s = tick.inputs["sensors"]
-        if tick.k == 0 and s is not None and args.blend_from_measured:
+        if tick.k == args.sensor_lag and s is not None and args.blend_from_measured:
             stage.reset_from_measured(np.array(s["q"][7:]))
         if filtered:
             command, state = stage.tick(tick.k, s, tick.inputs["desired"], t_start=t0, filtered=tick.inputs["wrench"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -112,6 +113,29 @@ def test_the_wrench_filter_stage_stands_in_for_the_controllers_filter(robot, sta
         assert diff < 1e-3
 
 
+def test_sensor_lag_1_gives_the_controller_the_sensors_of_the_tick_before(robot, standing):
+    """sensor_lag 1 (``seiko_controller --sensor-lag 1``): the Controller of tick k gets the sensors
+    of tick k - 1 (None at tick 0: its reset readings); the same ticks fed those sensors with
+    sensor_lag 0 give the same commands, bit for bit."""
+    with pytest.raises(ConfigError, match="sensor_lag"):
+        SeikoPipeline(robot, sensor_lag=2)
+    lagged, direct = SeikoPipeline(robot, lag=2, sensor_lag=1), SeikoPipeline(robot, lag=2)
+    # a different sensors message every tick (the soles loaded a little more each tick)
+    seq = [{**standing, **{k: v * (1.0 + 0.01 * i) for k, v in standing.items() if k.startswith("wrench.")}}
+           for i in range(8)]
+    prev = None
+    for k, s in enumerate(seq):
+        a = lagged.tick(k, k * 0.002, s, _command(robot, k)).command["theta_cmd"]
+        b = direct.tick(k, k * 0.002, prev, _command(robot, k)).command["theta_cmd"]
+        np.testing.assert_array_equal(a, b)
+        prev = s
+    # and differs from using the sensors of tick k
+    c = SeikoPipeline(robot, lag=2)
+    assert any(not np.array_equal(c.tick(k, k * 0.002, s, _command(robot, k)).command["theta_cmd"],
+                                  SeikoPipeline(robot, lag=2, sensor_lag=1).tick(k, k * 0.002, s, _command(robot, k)).command["theta_cmd"])
+               for k, s in enumerate(seq[:1]))
+
+
 def test_a_failed_controller_qp_sends_the_last_safe_command(robot, standing):
     p = SeikoPipeline(robot, lag=1)
     good = p.tick(0, 0.0, standing, _command(robot, 0)).command["theta_cmd"].copy()
@@ -158,19 +182,41 @@ def test_admittance_stage_rotates_sole_wrenches_into_world_axes(robot):
     assert out["twist.left_hand"][1] > 0
 
 
+def _shipped_sensor_lag() -> int:
+    """The ``--sensor-lag`` of the Controller in the shipped ``dataflows/seiko_talos.yml``."""
+    import yaml
+
+    (ctrl,) = [n for n in yaml.safe_load((ROOT / "dataflows/seiko_talos.yml").read_text())["nodes"]
+               if n["id"] == "seiko_controller"]
+    m = re.search(r"--sensor-lag (\d)", ctrl.get("args", ""))
+    return int(m.group(1)) if m else 0
+
+
 @pytest.mark.dora
-def test_the_loop_computes_what_the_lockstep_graph_computes(robot, tmp_path):
-    """``dora run dataflows/seiko_talos.yml`` (lag 2) and ``run_loop(lag=2)`` on the 2 s scenario:
-    the same measured states and desired poses, bit for bit."""
+@pytest.mark.parametrize("variant", ["shipped", pytest.param("other sensor lag", marks=pytest.mark.slow)])
+def test_the_loop_computes_what_the_lockstep_graph_computes(robot, tmp_path, variant):
+    """``dora run dataflows/seiko_talos.yml`` (lag 2, its Controller's ``--sensor-lag``) and
+    ``run_loop(lag=2, sensor_lag=...)`` on the 2 s scenario: the same measured states and desired
+    poses, bit for bit; also with the other ``--sensor-lag`` (0 <-> 1) in a copy of the graph."""
     from contactflow.recording import read_recording
 
-    env = dict(os.environ, CONTACTFLOW_RECORDINGS=str(tmp_path), CONTACTFLOW_SCENARIO=str(SMOKE))
-    proc = subprocess.run([DORA, "run", str(ROOT / "dataflows/seiko_talos.yml")], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=240)
+    graph, sensor_lag = ROOT / "dataflows/seiko_talos.yml", _shipped_sensor_lag()
+    if variant != "shipped":
+        text = graph.read_text()
+        old = f"--lag 2 --sensor-lag 1" if sensor_lag else "--lag 2"
+        i = text.index("id: seiko_controller")
+        j = text.index(old, i)
+        sensor_lag = 1 - sensor_lag
+        new = "--lag 2 --sensor-lag 1" if sensor_lag else "--lag 2"
+        graph = tmp_path / "seiko_talos.yml"
+        graph.write_text(text[:j] + new + text[j + len(old):])
+    env = dict(os.environ, CONTACTFLOW_RECORDINGS=str(tmp_path / "recordings"), CONTACTFLOW_SCENARIO=str(SMOKE))
+    proc = subprocess.run([DORA, "run", str(graph)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    run = next(p for p in sorted(tmp_path.iterdir()) if p.is_dir() and not p.is_symlink())
+    run = next(p for p in sorted((tmp_path / "recordings").iterdir()) if p.is_dir() and not p.is_symlink())
     rec = read_recording(run)
-    L = run_loop(robot, SMOKE, lag=2)
+    assert rec.manifest["configs"]["seiko_controller"].get("sensor_lag", 0) == sensor_lag
+    L = run_loop(robot, SMOKE, lag=2, sensor_lag=sensor_lag)
     assert not L.fell and L.retargeting_failures == 0 and L.controller_failures == 0
     s = rec.stream("mujoco_driver.sensors")
     # the loop's row i is the state after tick i = the graph's sensors message seq i + 1

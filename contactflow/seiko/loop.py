@@ -16,7 +16,8 @@ fed the messages the nodes would receive (SEIKO RA-L 2024 §IV; seiko.md §7).
 Timing within a tick, as in the lockstep graph: the operator command of tick k comes from the
 scenario at t_k = k dt (``dt`` = 2 ms; the sensors' time is k dt up to rounding); the input filter
 is centred on the desired poses of tick k - lag; the Retargeting uses the targets and command of
-tick k; the Controller uses the sensors of tick k and the Retargeting output of tick k - lag; the
+tick k; the Controller uses the sensors of tick k (k - 1 with ``sensor_lag`` 1) and the Retargeting
+output of tick k - lag; the
 admittance (when on) the sensors of tick k and the desired of tick k - 1 (as
 ``nodes/admittance.py``); the robot then simulates [t_k, t_k+1) under the Controller's command.
 After the operator's last tick only the Controller runs, ``lag`` more ticks
@@ -87,6 +88,10 @@ class SeikoPipeline:
             the same contracts (default :mod:`contactflow.seiko.stages`; a benchmark passes an older
             version of the package to time it in the same loop). With it, pass the three configs
             of that version.
+        sensor_lag: 0: the Controller uses the sensors of tick k; 1: those of tick k - 1 (None at
+            tick 0: its reset readings), as ``seiko_controller --sensor-lag 1``: the command is applied
+            one period after the state it answers, as on a robot, and in a lockstep graph the
+            Controller computes beside the driver's step instead of after it.
 
     Attributes:
         filter, retargeting, controller, wrench_filter (or None): the stage objects (``retargeting.failures``,
@@ -96,17 +101,21 @@ class SeikoPipeline:
             Controller (and the wrench filter) (``time.perf_counter``).
 
     Raises:
-        ConfigError: ``lag`` < 1, ``wrench_lag`` not None, 0 or 1, a config missing with ``stages``,
-            an unknown admittance effector.
+        ConfigError: ``lag`` < 1, ``wrench_lag`` not None, 0 or 1, ``sensor_lag`` not 0 or 1, a config
+            missing with ``stages``, an unknown admittance effector.
     """
 
     def __init__(self, robot, *, filter_config=None, retargeting_config=None, controller_config=None,
                  environment=None, lag: int = 2, admittance: Mapping | None = None, wrench_lag: int | None = None,
-                 stages: ModuleType | None = None):
+                 stages: ModuleType | None = None, sensor_lag: int = 0):
         from contactflow.messages import port_specs
 
         if int(lag) < 1:
             raise ConfigError(f"lag must be >= 1 (the stages run in order within a tick), got {lag}")
+        if sensor_lag not in (0, 1):
+            raise ConfigError(f"sensor_lag must be 0 or 1, got {sensor_lag}")
+        self.sensor_lag = int(sensor_lag)
+        self._sensors_prev = None  # sensor_lag 1: the sensors of tick k - 1
         if wrench_lag not in (None, 0, 1):
             raise ConfigError(f"wrench_lag must be None, 0 or 1, got {wrench_lag}")
         if stages is None:
@@ -192,10 +201,14 @@ class SeikoPipeline:
         return PipelineTick(None, None, None, cmd, state, None, delayed_fin)
 
     def _control(self, k, sensors, delayed, t0, integrating):
+        if self.sensor_lag:  # the wrench filter (its own node) keeps the sensors of tick k
+            sensors, self._sensors_prev, current = self._sensors_prev, sensors, sensors
+        else:
+            current = sensors
         if self.wrench_filter is None:
             kw = {} if integrating else {"integrating": False}  # (an older stage may not take it)
             return self.controller.tick(k, sensors, delayed, t_start=t0, **kw)
-        filtered = self.wrench_filter.tick(sensors, self._flex_rate)
+        filtered = self.wrench_filter.tick(current, self._flex_rate)
         if self.wrench_lag == 1:
             filtered, self._filtered_prev = self._filtered_prev, filtered
         out = self.controller.tick(k, sensors, delayed, t_start=t0, integrating=integrating, filtered=filtered)
@@ -259,7 +272,8 @@ class SeikoLoop:
                  disturb: Callable | None = None, controller_on: bool = True, duration_s: float | None = None,
                  sim_hook: Callable | None = None, extra_bodies: list | None = None, admittance: Mapping | None = None,
                  operator_hook: Callable | None = None, lag: int = 1, wrench_lag: int | None = None,
-                 stages: ModuleType | None = None, sim_config=None, pipeline: SeikoPipeline | None = None):
+                 stages: ModuleType | None = None, sim_config=None, pipeline: SeikoPipeline | None = None,
+                 sensor_lag: int = 0):
         from contactflow.environment import load_environment
         from contactflow.messages import port_specs
         from contactflow.operator.scenario import ScenarioPlayer, load_scenario
@@ -277,7 +291,7 @@ class SeikoLoop:
         if pipeline is None:
             pipeline = SeikoPipeline(robot, filter_config=fcfg, retargeting_config=rcfg, controller_config=ccfg,
                                      environment=env, lag=lag, admittance=admittance, wrench_lag=wrench_lag,
-                                     stages=stages)
+                                     stages=stages, sensor_lag=sensor_lag)
         self.pipeline = pipeline
         self.driver = RobotDriver(robot, sim_config, payloads=list(extra_bodies or ()), environment=env)
         if sim_hook is not None:
@@ -358,7 +372,7 @@ def run_loop(robot, scenario, *, ccfg=None, rcfg=None, fcfg=None, environment: b
              sim_hook: Callable | None = None, extra_bodies: list | None = None, admittance: Mapping | None = None,
              operator_hook: Callable | None = None, lag: int = 1, wrench_lag: int | None = None,
              stages: ModuleType | None = None,
-             sim_config=None, pipeline: SeikoPipeline | None = None) -> LoopLog:
+             sim_config=None, pipeline: SeikoPipeline | None = None, sensor_lag: int = 0) -> LoopLog:
     """Run the SEIKO closed loop in one process to its end (:class:`SeikoLoop`): scenario ->
     :class:`SeikoPipeline` -> simulated robot.
 
@@ -385,10 +399,11 @@ def run_loop(robot, scenario, *, ccfg=None, rcfg=None, fcfg=None, environment: b
             :class:`~contactflow.sim.mujoco_robot.SensorReadings` (an operator model).
         lag: the nodes' ``--lag`` (``seiko_talos_multicontact.yml``: 1, the default; ``seiko_talos.yml``: 2).
         wrench_lag: see :class:`SeikoPipeline` (None: the Controller's own filter (13)).
+        sensor_lag: the Controller's ``--sensor-lag`` (:class:`SeikoPipeline`).
         stages, sim_config: see :class:`SeikoPipeline`; the simulator's
             :class:`~contactflow.sim.mujoco_robot.SimConfig` (default: defaults).
         pipeline: a ready :class:`SeikoPipeline` (then ``ccfg``, ``rcfg``, ``fcfg``,
-            ``admittance``, ``lag``, ``wrench_lag``, ``stages`` are not used).
+            ``admittance``, ``lag``, ``wrench_lag``, ``stages``, ``sensor_lag`` are not used).
 
     Returns:
         :class:`LoopLog` (the run stops at a fall).
@@ -399,7 +414,7 @@ def run_loop(robot, scenario, *, ccfg=None, rcfg=None, fcfg=None, environment: b
     loop = SeikoLoop(robot, scenario, ccfg=ccfg, rcfg=rcfg, fcfg=fcfg, environment=environment, disturb=disturb,
                      controller_on=controller_on, duration_s=duration_s, sim_hook=sim_hook, extra_bodies=extra_bodies,
                      admittance=admittance, operator_hook=operator_hook, lag=lag, wrench_lag=wrench_lag, stages=stages,
-                     sim_config=sim_config, pipeline=pipeline)
+                     sim_config=sim_config, pipeline=pipeline, sensor_lag=sensor_lag)
     while not loop.step():
         pass
     return loop.log()
