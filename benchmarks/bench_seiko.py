@@ -217,9 +217,10 @@ def loops(robot, base, seconds: float, chunk: int = 100) -> dict:
 
 def dora_run(dataflow: str, timeout_s: float = 900.0) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        # the nodes run with the python of this interpreter's environment (dora starts `python`)
-        env = dict(os.environ, CONTACTFLOW_RECORDINGS=tmp,
-                   PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+        from contactflow.paths import scripts_env
+
+        # the nodes' executables of this interpreter's environment first on PATH, no uv project sync
+        env = dict(scripts_env(), CONTACTFLOW_RECORDINGS=tmp)
         env.pop("CONTACTFLOW_SCENARIO", None)
         dora = shutil.which("dora") or str(Path(sys.executable).parent / "dora")
         t0 = time.perf_counter()

@@ -128,10 +128,17 @@ def node_kind(path: str) -> str:
 def scripts_env(env: dict | None = None) -> dict:
     """``env`` (default: this process's environment) with the running interpreter's ``bin`` folder
     first on ``PATH``: where pip put ``dora`` and the ``contactflow-<node>`` executables, so a
-    ``dora run`` started from here finds the nodes even when the venv is not activated."""
+    ``dora run`` started from here finds the nodes even when the venv is not activated.
+
+    Also ``UV_NO_SYNC=1`` unless set: dora 1.1 resolves an executable ``path:`` with ``uv run which
+    <name>`` whenever ``uv`` is on ``PATH``, and ``uv run`` inside a uv project (this repository has a
+    ``pyproject.toml``) first locks and syncs that project's environment (writes ``uv.lock``,
+    installs packages, needs the network the first time). With ``UV_NO_SYNC`` it is a plain lookup in
+    the active environment."""
     import sys
 
     env = dict(os.environ if env is None else env)
+    env.setdefault("UV_NO_SYNC", "1")
     scripts = str(Path(sys.executable).parent)
     if env.get("PATH", "").split(os.pathsep)[:1] != [scripts]:
         env["PATH"] = os.pathsep.join([scripts, env.get("PATH", "")])

@@ -170,7 +170,10 @@ def run_dataflow(graph: str, dora_args: list[str], out=None) -> int:
         raise ConfigError(f"{graph}: dataflow file not found")
     cmd = [dora_executable(), "run", graph, *dora_args]
     lines: list[str] = []
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    from contactflow.paths import scripts_env
+
+    # the nodes' executables on PATH, and dora's `uv run which <node>` without a project sync
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=scripts_env())
     try:
         for raw in proc.stdout:
             text = raw.decode(errors="replace")

@@ -11,4 +11,6 @@ import os
 
 from contactflow.paths import scripts_env
 
-os.environ["PATH"] = scripts_env()["PATH"]
+_env = scripts_env()
+os.environ["PATH"] = _env["PATH"]
+os.environ["UV_NO_SYNC"] = _env["UV_NO_SYNC"]  # dora's `uv run which <node>` must not sync this project
