@@ -10,6 +10,11 @@ contact forces of a subsampled stream are the exact means over its (irregular) i
 
 import dataclasses
 import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
@@ -24,6 +29,8 @@ from contactflow.prime.model import load_prime_robot
 from contactflow.recording import RecordingError, read_recording
 
 STEP = 5  # 500 Hz -> 100 Hz
+ROOT = Path(__file__).resolve().parent.parent
+DORA = shutil.which("dora") or str(Path(sys.executable).parent / "dora")
 
 
 @pytest.fixture(scope="module")
@@ -209,3 +216,28 @@ def test_a_state_the_contact_step_cannot_leave_is_an_error_not_an_abort():
     meas = Measurements(0.02 * np.arange(4), q, np.zeros((4, nv)), np.zeros((3, nv - 6)))
     with pytest.raises(SolverError, match=r"initial guess of node 2 \(t = 0.04 s\).*no velocity inside the friction cones"):
         PrimeEstimator(g1, PrimeConfig(dt_s=0.02, max_iter=3)).solve(meas)
+
+
+@pytest.mark.dora
+def test_prime_estimator_node_resamples_with_the_config_key(go2, run500, tmp_path):
+    """dataflows/prime_replay_go2.yml on a jittered recording, the estimator's config saying resample: true."""
+    recs = tmp_path / "recordings"
+    write_recording(go2, _subsample(run500, _jittered_indices(run500.t.size)), recs / "jit")
+    (tmp_path / "est.yaml").write_text("resample: true\nmax_samples: 20\nmax_iter: 10\n")
+    flow = (ROOT / "dataflows" / "prime_replay_go2.yml").read_text()
+    flow = flow.replace("--recording prime_go2_squat", "--recording jit")
+    flow = flow.replace("--config ../robots/go2/prime_estimator.yaml", f"--config {tmp_path / 'est.yaml'}")
+    assert "--recording jit" in flow and "est.yaml" in flow
+    (tmp_path / "flow.yml").write_text(flow)
+    env = dict(os.environ, CONTACTFLOW_RECORDINGS=str(recs))
+    proc = subprocess.run([DORA, "run", str(tmp_path / "flow.yml")], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    runs = [p for p in recs.iterdir() if p.name.startswith("prime_go2-") and not p.is_symlink()]
+    assert len(runs) == 1, out[-2000:]
+    rec = read_recording(runs[0])
+    assert rec.stream("prime_estimator.forces").values.shape == (20, 12)
+    np.testing.assert_array_equal(rec.stream("prime_estimator.state").seq, np.arange(21))  # grid index
+    mass = rec.stream("prime_estimator.parameters").field("mass.root_joint")[0, 0]
+    assert abs(mass - run500.info["trunk_true"]["mass_kg"]) < 0.5  # 20 steps, 10 iterations: coarse
