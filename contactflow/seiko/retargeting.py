@@ -636,17 +636,17 @@ class SeikoRetargeting:
                 clamp_norm(r_err, clamp_rot, -dt, out=neg_b_d[row : row + 3])
                 self._A_c[row_eq : row_eq + 3, :nv] = J[:3]
                 lo_hi[:, row_eq : row_eq + 3] = p_err * inv_dt
-        # (9g) base rows of the equilibrium
-        self._A_c_base_q[:] = dr_dq[:6]
-        np.negative(JT[:6], out=self._A_c_base_lam)
+        # (9g) base rows of the equilibrium and the joint rows T_J of (9j), adjacent in A_c: T =
+        # [dr/dq | -J^T] in two writes
+        A_T = self._A_c_T
+        A_T[:, :nv] = dr_dq
+        np.negative(JT, out=A_T[:, nv:])
         self._lo_hi_base[:] = r[:6] * -inv_dt
         # (f) torque task T_J x + tau0/dt -> 0 and (9j) -tau_max <= tau0 + dt T_J x <= tau_max:
         # the same rows T_J
-        self._T_J_q[:] = dr_dq[6:]
-        np.negative(JT[6:], out=self._T_J_lam)
         T_J = self._T_J
+        T_J[:] = A_T[6:]
         self._neg_b_d_tau[:] = tau0 * inv_dt
-        self._A_c_tau[:] = T_J
         np.subtract(self._tau_lims, tau0, out=self._lo_hi_tau)
         self._lo_hi_tau *= inv_dt
         # (9i) position bounds, limited to the velocity bounds so the QP stays feasible when
@@ -1035,7 +1035,7 @@ class SeikoRetargeting:
         n_d = row + n
         A_d = self._A_d = np.zeros((n_d, nx))
         neg_b_d = self._neg_b_d = np.zeros(n_d)
-        self._T_J, self._T_J_q, self._T_J_lam = A_d[rt : rt + n], A_d[rt : rt + n, :nv], A_d[rt : rt + n, nv:]
+        self._T_J = A_d[rt : rt + n]
         self._neg_b_d_tau = neg_b_d[rt : rt + n]
         wd = self._wd = np.zeros(n_d)
         wd[0:3] = cfg.momentum_weight_lin
@@ -1136,9 +1136,9 @@ class SeikoRetargeting:
         lo_hi[1, n_eq + n :] = np.inf
         lb_ub = qp.bounds[:, :nx]  # -inf, +inf until set
         self._lb_ub_theta, self._lb_ub_lam = lb_ub[:, 6:nv], lb_ub[:, nv:]
-        self._A_c_base_q, self._A_c_base_lam = A_c[n_eq - 6 : n_eq, :nv], A_c[n_eq - 6 : n_eq, nv:]
+        self._A_c_T = A_c[n_eq - 6 : n_eq + n]  # T = [dr/dq | -J^T]: base rows (9g), joint rows (9j)
         self._lo_hi_base = lo_hi[:, n_eq - 6 : n_eq]
-        self._A_c_tau, self._lo_hi_tau = A_c[n_eq : n_eq + n], lo_hi[:, n_eq : n_eq + n]
+        self._lo_hi_tau = lo_hi[:, n_eq : n_eq + n]
         self._lo_contact = lo_hi[0, n_eq + n :]
 
     def _output(self, v: np.ndarray, lam_dot: dict, ok: bool, diag: dict) -> RetargetingOutput:
