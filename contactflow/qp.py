@@ -49,6 +49,8 @@ _DAQP_STATUS = {
 _DAQP_OPTIMAL = (1, 2)  # EXIT_OPTIMAL, EXIT_SOFT_OPTIMAL (no soft constraints are posed here)
 _DAQP_EQUALITY = np.intc(5)  # daqp's constraint "sense" of an equality
 _INF = math.inf
+# the reductions as ufunc calls (ndarray.max / .any / .sum add a Python-level wrapper; same results)
+_MAX, _ANY, _SUM = np.maximum.reduce, np.logical_or.reduce, np.add.reduce
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,14 +245,14 @@ def _box_residuals(A, x, bl, bu, eq, has_eq, tol, work=None):
         k = work.n_bounds
         if k:
             r[:k] = x
-        np.matmul(A, x, out=r[k:])
+        A.dot(x, out=r[k:])
         np.subtract(bl, r, out=d)
         np.maximum(d, np.subtract(r, bu, out=work._d2), out=d)
     eq_res = 0.0
     if has_eq:
-        eq_res = float(d.max(where=eq, initial=-_INF))
+        eq_res = float(_MAX(d, where=eq, initial=-_INF))
         np.copyto(d, -_INF, where=eq)
-    viol = float(d.max())
+    viol = float(_MAX(d))
     if eq_res != eq_res or viol != viol:  # NaN
         return eq_res, viol, False
     viol = max(0.0, viol)
@@ -339,7 +341,7 @@ def _solve_box(H, g, A, bl, bu, solver, added, tol, work) -> QPSolution:
         np.equal(bl, bu, out=eq)
         if solver == "daqp":
             np.multiply(eq, _DAQP_EQUALITY, out=sense)
-    has_eq = bool(eq.any())
+    has_eq = bool(_ANY(eq))
     if solver == "daqp":
         x, fval, flag, info = daqp.solve(H, g, A, bu, bl, sense)
         if flag not in _DAQP_OPTIMAL:
@@ -361,7 +363,7 @@ def _solve_box(H, g, A, bl, bu, solver, added, tol, work) -> QPSolution:
         found=ok,
         status="optimal" if ok else "residual",
         x=x,
-        cost=float(fval) - 0.5 * added * float(x @ x) if added else float(fval),  # without the regularisation
+        cost=float(fval) - 0.5 * added * float(x.dot(x)) if added else float(fval),  # without the regularisation
         eq_residual=eq_res,
         ineq_violation=viol,
         n_active=n_active,
@@ -432,10 +434,10 @@ class BoxQP:
         if solver not in QP_SOLVERS:
             raise ValueError(f"BoxQP.solve: solver {solver!r} is not one of {QP_SOLVERS}")
         n = self.n
-        if not math.isfinite(float(self._data.sum())):  # H, g and A at once
+        if not math.isfinite(float(_SUM(self._data))):  # H, g and A at once
             return QPSolution(False, "non_finite", np.zeros(n), message="non-finite entry in the QP data")
         added = 0.0
         if reg and n:
-            added = reg * max(1.0, float(np.abs(self.H_diag).max()))
+            added = reg * max(1.0, float(_MAX(np.abs(self.H_diag))))
             self.H_diag += added
         return _solve_box(self.H, self.g, self.A, self.bl, self.bu, solver, added, tol, self)

@@ -37,7 +37,7 @@ def clamp_norm(v: np.ndarray, c: float, divisor: float = 1.0, out: np.ndarray | 
     Returns:
         (k,) ``out``, else a new array, or ``v`` itself when ``divisor == 1`` and ``|v| <= c``.
     """
-    n = math.sqrt(float(v @ v))  # = np.linalg.norm(v) (sqrt of the dot), without its Python overhead
+    n = math.sqrt(float(v.dot(v)))  # = np.linalg.norm(v) (sqrt of the dot), without its Python overhead
     if out is not None:
         return np.multiply(v, (c / n if n > c else 1.0) / divisor, out=out)
     if divisor == 1.0:

@@ -241,7 +241,7 @@ def pose_error_world(p_t: np.ndarray, R_t: np.ndarray, current: pin.SE3, out: np
     """
     np.subtract(p_t, current.translation, out=out[:3])
     if rotation:
-        out[3:6] = pin.log3(R_t @ current.rotation.T)
+        out[3:6] = pin.log3(R_t.dot(current.rotation.T))
     return out
 
 

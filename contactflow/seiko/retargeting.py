@@ -662,7 +662,7 @@ class SeikoRetargeting:
         self._disabling_rate_bounds(lam)
         if self._m:
             ng, m = self._n_gen, self._m
-            v = self._Q @ lam
+            v = self._Q.dot(lam)
             v += self._q0
             self._lo_contact[:] = v[:ng]
             np.maximum(self._neg_rate, v[ng : ng + m], out=self._lb_ub_lam[0])
@@ -675,7 +675,7 @@ class SeikoRetargeting:
         A_d_s = np.multiply(A_d, self._sqrt_wd, out=self._A_d_s)
         np.matmul(A_d_s.T, A_d_s, out=H)
         H += self._Hdiag
-        np.matmul(A_d.T, np.multiply(self._wd, neg_b_d, out=self._wb_d), out=g)
+        np.dot(A_d.T, np.multiply(self._wd, neg_b_d, out=self._wb_d), out=g)  # (np.dot: less overhead than matmul)
         # (c) posture target: b = clip(theta_t - theta, c_theta)/dt on identity rows of weight w_pos
         b_c = self._theta_target - theta
         np.maximum(b_c, -cfg.joint_pos_clamp_rad, out=b_c)
@@ -716,7 +716,7 @@ class SeikoRetargeting:
         x = sol.x.copy()
         np.maximum(x, self._x_clip[0], out=x)
         np.minimum(x, self._x_clip[1], out=x)
-        self._tau = tau0 + dt * (T_J @ x)
+        self._tau = tau0 + dt * T_J.dot(x)
         ratio = self._init_ratio
         if ratio != 1.0:
             x *= ratio
