@@ -22,7 +22,7 @@ import numpy as np
 
 from contactflow.errors import ContractError
 
-__all__ = ["Field", "PortSpec", "port_specs", "NODE_PORTS"]
+__all__ = ["Field", "PortSpec", "port_specs"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -325,64 +325,3 @@ def port_specs(robot, rate_hz: float | None = None) -> dict[str, PortSpec]:
         "in force and the deadline it met or missed (contactflow.summary.realtime_metrics)",
     )
     return specs
-
-
-# Which contract each node port uses: node kind -> {"inputs": {port: contract}, "outputs": {port: contract}},
-# plus "optional": {port: contract} for inputs a node works without and "optional_outputs": [port] for
-# outputs it sends only in some wirings.
-NODE_PORTS: dict[str, dict[str, dict[str, str]]] = {
-    "operator": {"inputs": {"tick": "sensors"}, "outputs": {"command": "operator_command"}},
-    "admittance": {"inputs": {"sensors": "sensors", "desired": "desired"}, "outputs": {"twist": "admittance_command"}},
-    "input_filter": {
-        "inputs": {"command": "operator_command", "desired": "desired", "admittance": "admittance_command"},
-        "optional": {"admittance": "admittance_command"},
-        "outputs": {"targets": "effector_targets"},
-    },
-    "seiko_retargeting": {
-        "inputs": {"targets": "effector_targets", "command": "operator_command"},
-        "outputs": {"desired": "desired"},
-        "optional": {"command": "operator_command"},
-    },
-    "seiko_controller": {
-        "inputs": {"desired": "desired", "sensors": "sensors", "wrench": "filtered_wrench"},
-        "optional": {"wrench": "filtered_wrench"},
-        "outputs": {"command": "joint_command", "state": "controller_state", "flex_rate": "flex_wrench_rate"},
-        "optional_outputs": ["flex_rate"],  # sent only when `wrench` is wired
-    },
-    # SEIKO eq. (13) as its own node: sensors of tick k + the Controller's feedback of tick k - 1
-    "wrench_filter": {
-        "inputs": {"sensors": "sensors", "flex_rate": "flex_wrench_rate"},
-        "outputs": {"wrench": "filtered_wrench"},
-    },
-    # input_filter + seiko_retargeting + seiko_controller in one process (nodes/seiko_stack.py)
-    "seiko_stack": {
-        "inputs": {"sensors": "sensors", "command": "operator_command"},
-        "outputs": {"targets": "effector_targets", "desired": "desired", "command": "joint_command",
-                    "state": "controller_state"},
-    },
-    "mujoco_driver": {
-        "inputs": {"command": "joint_command", "wrench": "external_wrench"},
-        "optional": {"wrench": "external_wrench"},
-        "outputs": {"sensors": "sensors"},
-    },
-    # the same ports as mujoco_driver (plus an optional e-stop): the graph cannot tell sim from hardware
-    "unitree_driver": {
-        "inputs": {"command": "joint_command", "wrench": "external_wrench", "estop": "estop"},
-        "optional": {"wrench": "external_wrench", "estop": "estop"},
-        "outputs": {"sensors": "sensors"},
-    },
-    # software e-stop of the hardware graph (nodes/estop.py), ticked by the driver
-    "estop": {"inputs": {"tick": "sensors"}, "outputs": {"estop": "estop"}},
-    # LAC teleop pipeline (Unitree G1)
-    "teleop": {"inputs": {"tick": "sensors"}, "outputs": {"command": "teleop_command"}},
-    "wrench_injector": {"inputs": {"tick": "sensors"}, "outputs": {"wrench": "external_wrench"}},
-    "lac_policy": {"inputs": {"sensors": "sensors", "command": "teleop_command"}, "outputs": {"command": "joint_command"}},
-    "lac_expert": {"inputs": {"sensors": "sensors", "command": "teleop_command"}, "outputs": {"command": "joint_command"}},
-    "recorder": {"inputs": {}, "outputs": {}},
-    # observer on small drop_oldest queues (not lockstep); only `sensors` is required
-    "viewer": {
-        "inputs": {"sensors": "sensors", "desired": "desired", "controller_state": "controller_state"},
-        "outputs": {},
-        "optional": ["desired", "controller_state"],
-    },
-}

@@ -1,17 +1,23 @@
-"""Static wiring check of a dataflow YAML against the node contracts (:mod:`contactflow.messages`).
+"""Static wiring check of a dataflow YAML against the node port table (:mod:`contactflow.ports`).
 
 A node's kind comes from its ``path`` (``contactflow-seiko-controller`` or ``../nodes/seiko_controller.py`` ->
-``seiko_controller``: :func:`contactflow.paths.node_kind`);
-its ports and their contracts come from ``NODE_PORTS``, the schemas from ``port_specs(robot)`` for the
-robot of the node's ``--robot`` argument (default ``talos``). A ``replay`` node's outputs take the
-contracts of the recorded streams named by its ``--streams`` argument; a ``recorder`` accepts any
-input. Nodes of other kinds (test fixtures, future nodes) are not checked, but edges into a checked
-node from them are reported if their source output is not declared.
+``seiko_controller``: :func:`contactflow.paths.node_kind`); a ``path: dynamic`` node (started by the
+user's program: the live operator, the live teleop) has the kind of its id when the table has it,
+and the robot the graph's other nodes name.
+Its ports, their contracts and which are optional come from :data:`contactflow.ports.NODES`, the
+schemas from ``port_specs(robot)`` for the robot of the node's ``--robot`` argument (default
+``talos``; contracts of another family, such as PRIME's ``prime_*``, are compared by name). A
+``replay`` node's outputs take the contracts of the recorded streams named by its ``--streams``
+argument; a ``recorder`` accepts any input (the two free-form kinds). Nodes of other kinds (test
+fixtures, future nodes) are not checked (``strict=True``: each is reported), but edges into a
+checked node from them are reported if their source output is not declared.
 
-Checked: every contract input of a known node is wired and no unknown input is; every contract
-output is declared (an undeclared output is silently dropped by dora); every edge's source node
-and output exist; both ends of an edge carry the same contract and size. Dataflows that use dora
-modules (``module:``) are expanded with ``dora expand`` first.
+Checked: every required input of a known node is wired and no undeclared input is; an optional input
+may be left out, but when wired it must carry its contract like any other; a timer input (the LAC
+controllers' ``heartbeat``) must come from a dora timer; every required output is declared (an
+undeclared output is silently dropped by dora); every edge's source node and output exist; both
+ends of an edge carry the same contract and size. Dataflows that use dora modules (``module:``) are
+expanded with ``dora expand`` first.
 
 A node may declare the output ``log`` (``LOG_OUTPUT``: its outputs batched for the recorder, see
 ``nodes/_runtime.py`` Sender); such a node sends the outputs it does not declare only in its log, so
@@ -33,25 +39,16 @@ from pathlib import Path
 import yaml
 
 from contactflow.errors import ConfigError
-from contactflow.messages import NODE_PORTS, PortSpec
+from contactflow.messages import PortSpec
 from contactflow.paths import node_kind
+from contactflow.ports import MESSAGE, NODES, TIMER
 
-__all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "load_dataflow", "OPTIONAL_INPUTS", "LOG_OUTPUT", "HEARTBEAT_INPUT"]
+__all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "load_dataflow", "graph_node_kind", "LOG_OUTPUT"]
 
 #: The batched-log output every contactflow node may declare (nodes/_runtime.py Sender).
 LOG_OUTPUT = "log"
 #: ``<output>_rows``: the messages of ``<output>`` several ticks per message (same contract).
 ROWS_SUFFIX = "_rows"
-
-#: The keep-alive timer input of the LAC controllers (``heartbeat: dora/timer/millis/5``;
-#: nodes/_runtime.py KeepAlive): optional, wired to a dora timer.
-HEARTBEAT_INPUT = "heartbeat"
-#: Nodes that take :data:`HEARTBEAT_INPUT`.
-HEARTBEAT_NODES = frozenset({"lac_expert", "lac_policy"})
-
-#: Inputs a node works without (its docstring says "optional"). A ``NODE_PORTS`` entry may also
-#: list them under the key ``"optional"``.
-OPTIONAL_INPUTS: dict[str, set[str]] = {"seiko_retargeting": {"command"}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +71,9 @@ def _specs(robot: str) -> dict[str, PortSpec]:
     return port_specs(load_robot(robot))
 
 
-def _schema(spec: PortSpec) -> str:
+def _schema(spec: PortSpec | str) -> str:
+    if isinstance(spec, str):  # a contract of another family (prime_*): known by name only
+        return f"contract {spec!r}"
     fields = ", ".join(f"{f.name}[{f.size}]" for f in spec.fields)
     return f"contract {spec.name!r}: float64[{spec.size}] = {fields}"
 
@@ -114,8 +113,12 @@ def load_dataflow(path: str | Path) -> dict:
     return flow
 
 
-def check_dataflow(path: str | Path) -> list[WiringProblem]:
+def check_dataflow(path: str | Path, *, strict: bool = False) -> list[WiringProblem]:
     """Check the wiring of a dataflow file (see the module docstring).
+
+    Args:
+        path: the dataflow YAML.
+        strict: also report the nodes that are not contactflow nodes (see :func:`check_descriptor`).
 
     Returns:
         The problems found (empty when the wiring matches the contracts).
@@ -123,25 +126,57 @@ def check_dataflow(path: str | Path) -> list[WiringProblem]:
     Raises:
         ConfigError: the file is not a readable dataflow.
     """
-    return check_descriptor(load_dataflow(path))
+    return check_descriptor(load_dataflow(path), strict=strict)
 
 
 def _source(spec) -> str | None:
     return spec if isinstance(spec, str) else (spec or {}).get("source")
 
 
-def check_descriptor(flow: dict) -> list[WiringProblem]:
-    """Check an already loaded (flat) dataflow descriptor; see :func:`check_dataflow`."""
+def graph_node_kind(node: dict) -> str | None:
+    """The port-table kind of a dataflow node entry (see the module docstring), None if not a
+    contactflow node."""
+    path = str(node.get("path", ""))
+    kind = str(node.get("id", "")) if path == "dynamic" else node_kind(path)
+    return kind if kind in NODES else None
+
+
+def _contract(specs: dict[str, PortSpec], name: str) -> PortSpec | str:
+    return specs.get(name, name)
+
+
+def _same(a: PortSpec | str, b: PortSpec | str) -> bool:
+    name = lambda s: s if isinstance(s, str) else s.name  # noqa: E731
+    if name(a) != name(b):
+        return False
+    return isinstance(a, str) or isinstance(b, str) or a.size == b.size
+
+
+def check_descriptor(flow: dict, *, strict: bool = False) -> list[WiringProblem]:
+    """Check an already loaded (flat) dataflow descriptor; see :func:`check_dataflow`.
+
+    Args:
+        flow: the descriptor.
+        strict: also report every node that is not a contactflow node (not in the port table), so a
+            check that passes covers every node of the graph.
+    """
     problems: list[WiringProblem] = []
     nodes = {n["id"]: n for n in flow["nodes"] if isinstance(n, dict) and "id" in n}
-    # contract of every output of every known node: (node id, output) -> PortSpec
-    out_specs: dict[tuple[str, str], PortSpec] = {}
-    in_specs: dict[tuple[str, str], PortSpec] = {}
-    kinds: dict[str, str] = {}
+    # contract of every output of every known node: (node id, output) -> PortSpec (or contract name)
+    out_specs: dict[tuple[str, str], PortSpec | str] = {}
+    in_specs: dict[tuple[str, str], PortSpec | str] = {}
+    # a dynamic node has no args: its robot is the graph's (the one --robot its other nodes name)
+    robots = {_arg(shlex.split(str(n.get("args", "") or "")), "--robot") for n in nodes.values()} - {None}
+    graph_robot = robots.pop() if len(robots) == 1 else "talos"
     for nid, n in nodes.items():
-        kind = node_kind(str(n.get("path", "")))
-        kinds[nid] = kind
+        kind = graph_node_kind(n)
+        if kind is None:
+            if strict:
+                problems.append(WiringProblem(nid, "-", f"path {n.get('path')!r} is not a contactflow node (kinds: "
+                                                        f"{sorted(NODES)}): its ports are not checked"))
+            continue
         args = shlex.split(str(n.get("args", "") or ""))
+        robot = _arg(args, "--robot", graph_robot if str(n.get("path")) == "dynamic" else "talos")
         declared = [str(o) for o in (n.get("outputs") or [])]
         if kind == "replay":
             streams = _arg(args, "--streams", "") or ""
@@ -149,45 +184,46 @@ def check_descriptor(flow: dict) -> list[WiringProblem]:
                 name, _, out = item.partition("=")
                 rec_node, _, rec_out = name.rpartition(".")
                 out = out or rec_out
-                contract = NODE_PORTS.get(rec_node.rsplit(".", 1)[-1], {}).get("outputs", {}).get(rec_out)
-                if contract is None:
+                rec_decl = NODES.get(rec_node.rsplit(".", 1)[-1])
+                port = rec_decl.outputs.get(rec_out) if rec_decl is not None else None
+                if port is None or port.contract is None:
                     continue
-                specs = _specs(_arg(args, "--robot", "talos"))
-                out_specs[(nid, out)] = specs[contract]
+                specs = _specs(robot)
+                out_specs[(nid, out)] = _contract(specs, port.contract)
                 if out not in declared:
                     problems.append(WiringProblem(nid, out, f"replayed stream {name!r} is sent on output {out!r}, "
                                                             f"which is not in the node's outputs {declared}"))
             continue
-        ports = NODE_PORTS.get(kind)
-        if ports is None or kind == "recorder":
+        decl = NODES[kind]
+        if decl.any_inputs:  # the recorder: any input, no outputs
             continue
-        specs = _specs(_arg(args, "--robot", "talos"))
-        for out, contract in ports["outputs"].items():
-            out_specs[(nid, out)] = specs[contract]
-            if out not in declared and LOG_OUTPUT not in declared and out not in ports.get("optional_outputs", ()):
+        specs = _specs(robot)
+        outputs = {out: _contract(specs, port.contract) for out, port in decl.outputs.items()}
+        for out, port in decl.outputs.items():
+            out_specs[(nid, out)] = outputs[out]
+            if out not in declared and LOG_OUTPUT not in declared and not port.optional:
                 problems.append(WiringProblem(nid, out, f"output not declared in 'outputs' {declared}: the node sends "
-                                                        f"{_schema(specs[contract])} and dora would drop it"))
+                                                        f"{_schema(outputs[out])} and dora would drop it"))
         for out in declared:
             base = out[: -len(ROWS_SUFFIX)] if out.endswith(ROWS_SUFFIX) else None
-            if base in ports["outputs"]:  # the same messages, several ticks per message
-                out_specs[(nid, out)] = specs[ports["outputs"][base]]
+            if base in outputs:  # the same messages, several ticks per message
+                out_specs[(nid, out)] = outputs[base]
                 continue
-            if out not in ports["outputs"] and out != LOG_OUTPUT:
-                problems.append(WiringProblem(nid, out, f"{kind} has no output {out!r}; its outputs: {sorted(ports['outputs'])}"))
+            if out not in outputs and out != LOG_OUTPUT:
+                problems.append(WiringProblem(nid, out, f"{kind} has no output {out!r}; its outputs: {sorted(outputs)}"))
         wired = n.get("inputs") or {}
-        optional = OPTIONAL_INPUTS.get(kind, set()) | set(ports.get("optional", ()))
-        for port, contract in ports["inputs"].items():
-            in_specs[(nid, port)] = specs[contract]
-            if port not in wired and port not in optional:
-                problems.append(WiringProblem(nid, port, f"input not wired; expected {_schema(specs[contract])}"))
+        for port, p in decl.inputs.items():
+            if p.kind == MESSAGE and p.contract is not None:
+                in_specs[(nid, port)] = _contract(specs, p.contract)
+            if port not in wired and not p.optional:
+                problems.append(WiringProblem(nid, port, f"input not wired; expected {_schema(in_specs[(nid, port)])}"))
         for port in wired:
-            if port == HEARTBEAT_INPUT and kind in HEARTBEAT_NODES:
-                if not str(_source(wired[port]) or "").startswith("dora/timer/"):
-                    problems.append(WiringProblem(nid, port, f"wired to {_source(wired[port])!r}; expected a dora timer "
-                                                             "(dora/timer/millis/5: the keep-alive period)"))
-                continue
-            if port not in ports["inputs"]:
-                problems.append(WiringProblem(nid, port, f"{kind} has no input {port!r}; its inputs: {sorted(ports['inputs'])}"))
+            p = decl.inputs.get(port)
+            if p is None:
+                problems.append(WiringProblem(nid, port, f"{kind} has no input {port!r}; its inputs: {sorted(decl.inputs)}"))
+            elif p.kind == TIMER and not str(_source(wired[port]) or "").startswith("dora/timer/"):
+                problems.append(WiringProblem(nid, port, f"wired to {_source(wired[port])!r}; expected a dora timer "
+                                                         "(e.g. dora/timer/millis/5: the keep-alive period)"))
     for nid, n in nodes.items():
         for port, spec in (n.get("inputs") or {}).items():
             src = _source(spec)
@@ -207,6 +243,6 @@ def check_descriptor(flow: dict) -> list[WiringProblem]:
                 problems.append(WiringProblem(nid, port, f"source {src!r}: node {src_node!r} declares no output {src_out!r}"))
                 continue
             got = out_specs.get((src_node, src_out))
-            if expected is not None and got is not None and (got.name != expected.name or got.size != expected.size):
+            if expected is not None and got is not None and not _same(got, expected):
                 problems.append(WiringProblem(nid, port, f"wired to {src!r} which carries {_schema(got)}; expected {_schema(expected)}"))
     return problems

@@ -109,6 +109,12 @@ class Lockstep:
             ``dora/timer/millis/5``); ``callback(lockstep)`` runs on each of its events received while the
             node waits for a tick (so it stops when the node hangs or dies). A node uses it to re-send
             its newest command (:meth:`Sender.repeat`) between ticks.
+        node_kind: the node's kind in the port table (:mod:`contactflow.ports`); when given, every
+            input must be one of its declared message inputs and ``heartbeat`` one of its timer inputs.
+            Nodes build a Lockstep with :func:`lockstep_for`, which passes it.
+
+    Raises:
+        ContractError: with ``node_kind``, an input id its declaration lacks (naming node and port).
 
     Messages with the metadata ``repeat`` (:meth:`Sender.repeat`) are ignored: they re-send a seq
     already delivered. ``configs`` holds each input's ``config`` metadata (its sender's resolved
@@ -117,7 +123,18 @@ class Lockstep:
 
     def __init__(self, node, inputs: Mapping[str, tuple[PortSpec, int]], *, dt: float = 0.002, timeout_s: float = 30.0,
                  skip_missing: bool = False, clock: str | None = None, latest_clock: bool = True,
-                 heartbeat: tuple[str, Callable[["Lockstep"], None]] | None = None):
+                 heartbeat: tuple[str, Callable[["Lockstep"], None]] | None = None, node_kind: str | None = None):
+        if node_kind is not None:
+            from contactflow.ports import MESSAGE, TIMER, node_ports
+
+            decl = node_ports(node_kind)
+            for iid in inputs:
+                if decl.require_input(iid).kind != MESSAGE:
+                    raise ContractError(f"node {node_kind!r}: input {iid!r} is a {decl.inputs[iid].kind} input, "
+                                        "not a lockstep message")
+            if heartbeat is not None and decl.require_input(heartbeat[0]).kind != TIMER:
+                raise ContractError(f"node {node_kind!r}: heartbeat input {heartbeat[0]!r} is not a timer input")
+        self.node_kind = node_kind
         self.node = node
         self.heartbeat = heartbeat
         self.configs: dict[str, str] = {}
@@ -343,13 +360,13 @@ class KeepAlive:
 
     The LAC controllers (``lac_expert``, ``lac_policy``) run at the control rate (50 Hz), so a
     driver's command watchdog would otherwise hear from them every 20 ms at best. Wired with
-    ``heartbeat: dora/timer/millis/5`` (:data:`contactflow.wiring.HEARTBEAT_INPUT`), the node re-sends
+    ``heartbeat: dora/timer/millis/5`` (the node's timer input in :mod:`contactflow.ports`), the node re-sends
     its newest command (:meth:`Sender.repeat`, same seq, ``repeat: true``) every 5 ms while it waits
     for its next tick, so the driver's last command is never more than ~5 ms old while the controller
     lives, and a dead or hung controller shows within a few milliseconds of its last message. It
     re-sends only when the ``sensors`` input comes from a driver paced by the wall clock (its config
     says ``realtime: true``: the hardware driver, ``mujoco_driver --realtime``): a lockstep graph
-    sends nothing more. Used as ``Lockstep(..., heartbeat=(HEARTBEAT_INPUT, KeepAlive(sender)))``.
+    sends nothing more. Used as ``lockstep_for(..., heartbeat=KeepAlive.if_wired(node, sender, kind))``.
     """
 
     def __init__(self, sender: "Sender", output: str = "command", driver_input: str = "sensors"):
@@ -357,10 +374,14 @@ class KeepAlive:
         self.active: bool | None = None  # None until the driver's config is seen
 
     @classmethod
-    def if_wired(cls, node, sender: "Sender", node_id: str) -> "tuple[str, KeepAlive] | None":
-        """The ``heartbeat`` argument of :class:`Lockstep` for a node whose dataflow entry wires
-        :data:`HEARTBEAT_INPUT`, else None."""
-        return (HEARTBEAT_INPUT, cls(sender)) if HEARTBEAT_INPUT in declared_inputs(node, node_id) else None
+    def if_wired(cls, node, sender: "Sender", kind: str) -> "tuple[str, KeepAlive] | None":
+        """The ``heartbeat`` argument of :class:`Lockstep` for a node of ``kind`` whose dataflow entry
+        wires the timer input of its port declaration (:mod:`contactflow.ports`), else None."""
+        from contactflow.ports import node_ports
+
+        timers = node_ports(kind).timer_inputs()
+        wired = declared_inputs(node, kind) if timers else {}
+        return next(((t, cls(sender)) for t in timers if t in wired), None)
 
     def __call__(self, lock: "Lockstep") -> None:
         if self.active is None:
@@ -377,7 +398,7 @@ class KeepAlive:
             self.sender.repeat(self.output)
 
 
-from contactflow.wiring import HEARTBEAT_INPUT, LOG_OUTPUT, ROWS_SUFFIX  # noqa: E402 - the log and multi-tick output names (one source)
+from contactflow.wiring import LOG_OUTPUT, ROWS_SUFFIX  # noqa: E402 - the log and multi-tick output names (one source)
 #: Default ticks per log batch (``CONTACTFLOW_LOG_EVERY`` overrides; 1 = a batch per tick).
 LOG_EVERY_DEFAULT = 50
 #: Default ticks per ``<output>_rows`` message (``CONTACTFLOW_ROWS_EVERY`` overrides).
@@ -412,11 +433,26 @@ class Sender:
         outputs: output id -> PortSpec.
         config: the node's resolved configuration (attached to the first message of each output).
         log_every: ticks per log batch (None: the environment / default).
+        node_kind: the node's kind in the port table (:mod:`contactflow.ports`); when given, every
+            output must be declared there. Nodes build a Sender with :func:`sender_for`, which passes it.
+
+    Raises:
+        ContractError: with ``node_kind``, an output its declaration lacks; on :meth:`send`,
+            :meth:`send_rows` or :meth:`repeat`, an output this Sender was not built with (naming
+            the node and the port).
     """
 
-    def __init__(self, node, outputs: Mapping[str, PortSpec], config: Any = None, *, log_every: int | None = None):
+    def __init__(self, node, outputs: Mapping[str, PortSpec], config: Any = None, *, log_every: int | None = None,
+                 node_kind: str | None = None):
         import os
 
+        if node_kind is not None:
+            from contactflow.ports import node_ports
+
+            decl = node_ports(node_kind)
+            for out in outputs:
+                decl.require_output(out)
+        self.node_kind = node_kind
         self.node = node
         self.specs = dict(outputs)
         self.first = {k: True for k in outputs}
@@ -441,8 +477,15 @@ class Sender:
         self.repeats = 0
         _SENDERS.append(self)
 
+    def _spec_of(self, output: str) -> PortSpec:
+        try:
+            return self.specs[output]
+        except KeyError:
+            raise ContractError(f"node {self.node_kind or '?'!r}: output {output!r} is not among its outputs "
+                                f"{sorted(self.specs)} (contactflow/ports.py)") from None
+
     def send(self, output: str, values: Mapping[str, Any] | np.ndarray, *, seq: int, t: float, finished: bool = False, **meta):
-        spec = self.specs[output]
+        spec = self._spec_of(output)
         vec = values if isinstance(values, np.ndarray) else spec.pack(values)
         if self.logging:
             self._log_row(output, int(seq), t, finished, vec)
@@ -464,6 +507,7 @@ class Sender:
         the control rate. Not logged, not sent on ``<output>_rows``; :class:`Lockstep` and the
         recorder ignore such messages. Returns False (nothing sent) before the first message or
         after the one that said ``finished``."""
+        self._spec_of(output)
         last = self._last.get(output)
         if last is None or last[1].get("finished", False):
             return False
@@ -498,7 +542,7 @@ class Sender:
         """
         if not rows:
             raise ValueError("send_rows: no rows")
-        spec = self.specs[output]
+        spec = self._spec_of(output)
         seqs = [int(r[0]) for r in rows]
         if seqs != list(range(seqs[0], seqs[0] + len(seqs))):
             raise ValueError(f"send_rows: seqs {seqs[0]}..{seqs[-1]} are not consecutive")
@@ -662,6 +706,45 @@ def declared_inputs(node, default_id: str) -> dict[str, str]:
     return {k: (v if isinstance(v, str) else (v or {}).get("source", "")) for k, v in (inputs or {}).items()}
 
 
+def lockstep_for(node, kind: str, specs: Mapping[str, PortSpec], *, offsets: Mapping[str, int] | None = None,
+                 optional=None, only=None, **kw) -> Lockstep:
+    """A :class:`Lockstep` over the inputs that node ``kind`` declares (:func:`contactflow.ports.lockstep_inputs`).
+
+    Args:
+        node: the dora Node.
+        kind: node kind in :data:`contactflow.ports.NODES`.
+        specs: contract name -> PortSpec (``port_specs(robot)``).
+        offsets: input -> tick offset (default 0).
+        optional: the optional inputs to read; None: those wired in this node's dataflow entry
+            (:func:`declared_inputs`).
+        only: restrict to these inputs.
+        **kw: the other :class:`Lockstep` arguments (``skip_missing``, ``dt``, ``heartbeat``...).
+
+    Raises:
+        ContractError: a port the node's declaration lacks.
+    """
+    from contactflow.ports import MESSAGE, lockstep_inputs, node_ports
+
+    if optional is None:
+        decl = node_ports(kind)
+        opt = [p for p in decl.optional_inputs() if decl.inputs[p].kind == MESSAGE]
+        optional = [p for p in opt if p in declared_inputs(node, kind)] if opt else []
+    return Lockstep(node, lockstep_inputs(kind, specs, offsets=offsets, optional=optional, only=only),
+                    node_kind=kind, **kw)
+
+
+def sender_for(node, kind: str, specs: Mapping[str, PortSpec], config: Any = None, *, optional=(), **kw) -> Sender:
+    """A :class:`Sender` of the outputs that node ``kind`` declares (:func:`contactflow.ports.sender_outputs`):
+    the required ones plus the optional ones named in ``optional``.
+
+    Raises:
+        ContractError: a port the node's declaration lacks.
+    """
+    from contactflow.ports import sender_outputs
+
+    return Sender(node, sender_outputs(kind, specs, optional=optional), config, node_kind=kind, **kw)
+
+
 def connect():
     """Create the dora ``Node``; a dataflow aborted during start-up becomes an UpstreamError."""
     from dora import Node
@@ -758,8 +841,8 @@ def load_node_config(cls, path: str | None, section: str | None = None, *, requi
     """
     from contactflow.config import load_config, read_yaml
     from contactflow.errors import ConfigError
-    from contactflow.messages import NODE_PORTS
     from contactflow.paths import resolve_data_path
+    from contactflow.ports import NODES
 
     if not path:
         return load_config(cls, None, source=cls.__name__)
@@ -768,7 +851,7 @@ def load_node_config(cls, path: str | None, section: str | None = None, *, requi
         return load_config(cls, data, source=str(path))
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of node sections (e.g. '{section}: {{...}}')")
-    known = set(NODE_PORTS) | {section}
+    known = set(NODES) | {section}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(f"{path}: unknown section(s) {unknown}; node sections are {sorted(known)}")

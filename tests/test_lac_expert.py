@@ -19,7 +19,8 @@ from contactflow.errors import ConfigError
 from contactflow.lac.compliance import run_wrench_event, stand_command
 from contactflow.lac.expert import LacExpert, load_expert_config
 from contactflow.lac.ik import IKResult
-from contactflow.messages import NODE_PORTS, port_specs
+from contactflow.messages import port_specs
+from contactflow.ports import NODES
 from contactflow.robot import load_robot
 from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
 
@@ -79,7 +80,7 @@ def test_non_pd_robot_is_refused(cfg):
 
 def test_same_ports_as_lac_policy(robot, cfg, sim):
     # swapping lac_expert for lac_policy in a graph changes that one node
-    assert NODE_PORTS["lac_expert"] == NODE_PORTS["lac_policy"]
+    assert (NODES["lac_expert"].inputs, NODES["lac_expert"].outputs) == (NODES["lac_policy"].inputs, NODES["lac_policy"].outputs)
     from contactflow.sim.mujoco_robot import sensor_values
 
     ex = LacExpert(cfg, robot)

@@ -6,7 +6,8 @@ lam_tilde and commands as with its internal filter."""
 import numpy as np
 import pytest
 
-from contactflow.messages import NODE_PORTS, port_specs
+from contactflow.messages import port_specs
+from contactflow.ports import NODES
 from contactflow.robot import load_robot
 from contactflow.seiko.controller import ControllerConfig
 from contactflow.seiko.filters import ComplementaryWrenchFilter, ComplementaryWrenchFilterBank
@@ -135,9 +136,11 @@ def test_contracts_and_ports(robot):
     effs = list(robot.contacts)
     assert [f.name for f in specs["filtered_wrench"].fields] == [f"lam_tilde.{e}" for e in effs]
     assert specs["flex_wrench_rate"].size == 6 * len(effs) + len(effs)
-    assert NODE_PORTS["wrench_filter"]["inputs"] == {"sensors": "sensors", "flex_rate": "flex_wrench_rate"}
-    assert NODE_PORTS["seiko_controller"]["optional"]["wrench"] == "filtered_wrench"
-    assert "flex_rate" in NODE_PORTS["seiko_controller"]["optional_outputs"]
+    assert {p: v.contract for p, v in NODES["wrench_filter"].inputs.items()} == {"sensors": "sensors",
+                                                                                "flex_rate": "flex_wrench_rate"}
+    wrench = NODES["seiko_controller"].inputs["wrench"]
+    assert wrench.contract == "filtered_wrench" and wrench.optional
+    assert NODES["seiko_controller"].outputs["flex_rate"].optional
 
 
 @pytest.mark.dora
