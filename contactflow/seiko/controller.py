@@ -473,6 +473,10 @@ class _Workspace:
             col += c.dim
         # x[nv:] <-> the flattened (n_eff, 6) per-effector rows (lam_flex, lam_flex_dot, effort)
         self.flat_idx = np.array([6 * i + k for i, c in zip(self.idx_on, contacts_on) for k in range(c.dim)], dtype=np.intp)
+        # the same entries as a slice when they are contiguous (both feet, say): views instead of
+        # fancy indexing
+        contiguous = len(self.flat_idx) and np.array_equal(self.flat_idx, np.arange(self.flat_idx[0], self.flat_idx[0] + m))
+        self.flat_sel = slice(int(self.flat_idx[0]), int(self.flat_idx[0]) + m) if contiguous else self.flat_idx
         # Constant diagonal of H: base regularisation and the (11b) weights.
         w = np.concatenate([np.full(c.dim, cfg.weight_wrench_plane if c.type == "plane" else cfg.weight_force_point)
                             for c in contacts_on]) if contacts_on else np.zeros(0)
@@ -1066,7 +1070,7 @@ class SeikoController:
                     dlam_effort[i, : self._dims[i]] += kdr * self._rate[name].value
             elif not has[1, i]:
                 raise ContractError(f"SeikoController: lam_d has no entry for enabled effector {name!r}")
-        self._effort_flat.take(ws.flat_idx, out=ws.effort)
+        ws.effort[:] = self._effort_flat[ws.flat_sel]
 
         # (12) torque-limit update, from the previous tau_flex.
         if cfg.torque_limit_adaptation and tau_read is not None:
@@ -1316,8 +1320,8 @@ class SeikoController:
         xl = x[nv:]
         ldot = self._lam_flex_dot_flat
         ldot[:] = 0.0
-        ldot[ws.flat_idx] = xl
-        self._lam_flex_flat[ws.flat_idx] += dt * xl
+        ldot[ws.flat_sel] = xl
+        self._lam_flex_flat[ws.flat_sel] += dt * xl
         off = self.offset
         off += dt * theta_cmd_dot
         # clip to +-L, then to [theta_min - theta_d, theta_max - theta_d] (np.clip's wrapper
