@@ -18,7 +18,7 @@ Talos gains (seiko.md §6.8): hands 10 N deadband, 0.003 (m/s)/N, 0.1 m/s; feet 
 
 from __future__ import annotations
 
-from contactflow.nodes._runtime import Lockstep, Sender, base_parser, drain_after_finish, node_main
+from contactflow.nodes._runtime import base_parser, drain_after_finish, lockstep_for, node_main, sender_for
 
 
 def main() -> int:
@@ -41,8 +41,8 @@ def main() -> int:
     stage = AdmittanceStage(robot, AdmittanceStage.default_params(robot, args.effectors, args.feet_angular == "on"))
 
     node = Node()
-    sender = Sender(node, {"twist": specs["admittance_command"]}, {"robot": robot.name})
-    lock = Lockstep(node, {"sensors": (specs["sensors"], 0), "desired": (specs["desired"], 1)}, skip_missing=args.realtime)
+    sender = sender_for(node, "admittance", specs, {"robot": robot.name})
+    lock = lockstep_for(node, "admittance", specs, offsets={"desired": 1}, skip_missing=args.realtime)
     for tick in lock:
         out = stage.tick(tick.inputs["sensors"], tick.inputs["desired"])
         sender.send("twist", out, seq=tick.k, t=tick.t, finished=tick.finished)

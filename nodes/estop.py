@@ -18,7 +18,7 @@ import logging
 
 import numpy as np
 
-from contactflow.nodes._runtime import Lockstep, Sender, base_parser, connect, drain_after_finish, node_main
+from contactflow.nodes._runtime import base_parser, connect, drain_after_finish, lockstep_for, node_main, sender_for
 
 log = logging.getLogger("contactflow.estop")
 
@@ -35,13 +35,13 @@ def main() -> int:
     specs = port_specs(robot)
     trigger = FileEstop(args.trigger_file)
     node = connect()
-    sender = Sender(node, {"estop": specs["estop"]}, {"trigger_file": str(trigger.path)})
+    sender = sender_for(node, "estop", specs, {"trigger_file": str(trigger.path)})
     if trigger.stop():
         log.error("%s at start: the robot stays in damping; remove it to run", trigger.reason)
     else:
         log.info("e-stop armed: touch %s to stop the robot", trigger.path)
     finished = False
-    for tick in Lockstep(node, {"tick": (specs["sensors"], 0)}, skip_missing=True):
+    for tick in lockstep_for(node, "estop", specs, skip_missing=True):
         stop = trigger.stop()
         sender.send("estop", {"stop": np.array([float(stop)])}, seq=tick.k, t=tick.t, finished=tick.finished,
                     **({"reason": trigger.reason} if stop else {}))

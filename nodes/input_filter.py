@@ -19,7 +19,8 @@ at once).
 
 from __future__ import annotations
 
-from contactflow.nodes._runtime import declared_inputs, connect, Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
+from contactflow.nodes._runtime import (connect, base_parser, drain_after_finish, load_node_config, lockstep_for, node_main,
+                                       sender_for)
 
 
 #: real-time mode: at most this many skipped ticks are integrated at once (0.1 s at 500 Hz; a longer
@@ -44,11 +45,9 @@ def main() -> int:
     stage = InputFilterStage(robot, cfg)
 
     node = connect()
-    sender = Sender(node, {"targets": specs["effector_targets"]}, cfg)
-    inputs = {"command": (specs["operator_command"], 0), "desired": (specs["desired"], args.lag)}
-    if "admittance" in declared_inputs(node, "input_filter"):
-        inputs["admittance"] = (specs["admittance_command"], 0)
-    lock = Lockstep(node, inputs, skip_missing=args.realtime)
+    sender = sender_for(node, "input_filter", specs, cfg)
+    # + `admittance` when wired
+    lock = lockstep_for(node, "input_filter", specs, offsets={"desired": args.lag}, skip_missing=args.realtime)
     for tick in lock:
         for _ in range(min(tick.ticks, MAX_CATCH_UP_TICKS) - 1):  # real-time: the ticks skipped before this one
             stage.tick(tick.inputs["command"], tick.inputs["desired"], tick.inputs.get("admittance"))

@@ -24,7 +24,7 @@ import logging
 
 import numpy as np
 
-from _runtime import KeepAlive, Lockstep, Sender, base_parser, connect, drain_after_finish, node_main
+from _runtime import KeepAlive, base_parser, connect, drain_after_finish, lockstep_for, node_main, sender_for
 
 log = logging.getLogger("contactflow.lac_expert")
 
@@ -57,9 +57,9 @@ def main() -> int:
     expert = LacExpert(cfg, robot, lockstep=not args.realtime)
 
     node = connect()
-    sender = Sender(node, {"command": specs["joint_command"]}, {"robot": robot.name, "config": to_dict(cfg)})
-    lock = Lockstep(node, {"sensors": (specs["sensors"], 0), "command": (specs["teleop_command"], 0)},
-                    dt=tick_s, skip_missing=args.realtime, heartbeat=KeepAlive.if_wired(node, sender, "lac_expert"))
+    sender = sender_for(node, "lac_expert", specs, {"robot": robot.name, "config": to_dict(cfg)})
+    lock = lockstep_for(node, "lac_expert", specs, dt=tick_s, skip_missing=args.realtime,
+                        heartbeat=KeepAlive.if_wired(node, sender, "lac_expert"))
     times = []
     for tick in lock:
         s, c = tick.inputs["sensors"], tick.inputs["command"]

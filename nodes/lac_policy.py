@@ -33,7 +33,7 @@ import os
 
 import numpy as np
 
-from contactflow.nodes._runtime import KeepAlive, Lockstep, Sender, base_parser, connect, drain_after_finish, node_main
+from contactflow.nodes._runtime import KeepAlive, base_parser, connect, drain_after_finish, lockstep_for, node_main, sender_for
 
 log = logging.getLogger("contactflow.lac_policy")
 
@@ -97,9 +97,9 @@ def main() -> int:
             break
     config = {"spec": str(spec.file), "model": str(spec.model.path), "robot": robot.name, "decimation": runner.decimation,
               "layout": spec.layout(), "command_fields": list(spec.command_fields)}
-    sender = Sender(node, {"command": specs["joint_command"]}, config)
-    lock = Lockstep(node, {"sensors": (specs["sensors"], 0), "command": (specs["teleop_command"], 0)},
-                    dt=tick_s, skip_missing=args.realtime, heartbeat=KeepAlive.if_wired(node, sender, "lac_policy"))
+    sender = sender_for(node, "lac_policy", specs, config)
+    lock = lockstep_for(node, "lac_policy", specs, dt=tick_s, skip_missing=args.realtime,
+                        heartbeat=KeepAlive.if_wired(node, sender, "lac_policy"))
     infer = []
     for tick in lock:
         out = runner.step(tick.inputs["sensors"], tick.inputs["command"])

@@ -58,8 +58,8 @@ import time
 
 import numpy as np
 
-from contactflow.nodes._runtime import (REALTIME_WARMUP_TICKS, connect, Lockstep, Sender, UpstreamError, base_parser, declared_inputs,
-                      drain_after_finish, load_node_config, node_main)
+from contactflow.nodes._runtime import (REALTIME_WARMUP_TICKS, connect, UpstreamError, base_parser, declared_inputs,
+                      drain_after_finish, load_node_config, lockstep_for, node_main, sender_for)
 
 log = logging.getLogger("contactflow.mujoco_driver")
 
@@ -123,7 +123,7 @@ def main() -> int:
                     damping_mode_kd_nms_per_rad=driver.hold.kd_damping)
     if args.realtime:
         meta["warmup_ticks"] = args.warmup_ticks
-    sender = Sender(node, {"sensors": specs["sensors"], "timing": specs["driver_timing"]}, meta)
+    sender = sender_for(node, "mujoco_driver", specs, meta, optional=("timing",))  # timing: real time only
     mode = (lambda: {"command_mode": driver.command_mode}) if driver.pd else (lambda: {})
     if not args.realtime:
         sender.send("sensors", readings_values(robot, r, sspec, estimators), seq=0, t=r.t, **mode())
@@ -138,10 +138,8 @@ def main() -> int:
         return done
 
     if not args.realtime:
-        inputs = {"command": (specs["joint_command"], 0)}
-        if use_wrench:
-            inputs["wrench"] = (specs["external_wrench"], 0)
-        lock = Lockstep(node, inputs, dt=dt, timeout_s=args.lockstep_timeout_s)
+        lock = lockstep_for(node, "mujoco_driver", specs, optional=("wrench",) if use_wrench else (), dt=dt,
+                            timeout_s=args.lockstep_timeout_s)
         for tick in lock:
             if tick.errors:
                 log.warning("tick %d: malformed input(s): %s", tick.k, tick.errors)
@@ -189,9 +187,10 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
     goes to the node's batched log when the entry declares ``log`` (or on ``timing`` if declared).
     """
     from contactflow.errors import ContractError
+    from contactflow.ports import input_specs
     from contactflow.sim.driver import NewestCommand
 
-    jc, ew = specs["joint_command"], specs["external_wrench"]
+    jc, ew = (input_specs("mujoco_driver", specs)[p] for p in ("command", "wrench"))  # declared inputs
     dt = driver.sim.control_dt_s
     send_timing = sender.logging or "timing" in sender.wire
     latch = NewestCommand()

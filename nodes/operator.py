@@ -26,8 +26,8 @@ bad file stops the node (and the run) before anything moves, naming the file, ke
 from __future__ import annotations
 
 import os
-from contactflow.nodes._runtime import (connect, declared_inputs, Lockstep, Sender, base_parser, drain_after_finish, log_info,
-                                       node_main)
+from contactflow.nodes._runtime import (connect, declared_inputs, base_parser, drain_after_finish, lockstep_for, log_info,
+                                       node_main, sender_for)
 from contactflow.paths import resolve_data_path
 
 DT_S = 0.002  # the control period [s]: one command per tick
@@ -61,7 +61,7 @@ def main() -> int:
 
     specs = port_specs(robot)
     node = connect()
-    sender = Sender(node, {"command": specs["operator_command"]}, {"scenario": str(sp.resolve()), "robot": robot.name})
+    sender = sender_for(node, "operator", specs, {"scenario": str(sp.resolve()), "robot": robot.name})
     origin = ("CONTACTFLOW_SCENARIO" if os.environ.get("CONTACTFLOW_SCENARIO") else
               f"recording {args.scenario_from_recording}" if recorded else ("--scenario" if args.scenario else "default"))
     # through dora's log (INFO): `dora run --log-level info` hides a node's print (raw stdout)
@@ -69,7 +69,7 @@ def main() -> int:
     if not args.realtime and declared_inputs(node, "operator").get("tick", "").endswith("/log"):
         return _play_ahead(node, sender, player, robot, args)
     finished = False
-    for tick in Lockstep(node, {"tick": (specs["sensors"], 0)}, skip_missing=args.realtime):
+    for tick in lockstep_for(node, "operator", specs, skip_missing=args.realtime):
         cmd = player.step(tick.t, dt_s=DT_S)
         sender.send("command", operator_command_values(robot, cmd), seq=tick.k, t=tick.t, finished=cmd.finished or tick.finished)
         if cmd.finished and not finished:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from contactflow.nodes._runtime import Sender, UpstreamError, base_parser, connect, drain_after_finish, load_node_config, node_main
+from contactflow.nodes._runtime import UpstreamError, base_parser, connect, drain_after_finish, load_node_config, node_main, sender_for
 from contactflow.paths import default_recordings_dir
 
 log = logging.getLogger("contactflow.prime_estimator")
@@ -40,7 +40,7 @@ def main() -> int:
     specs = prime_port_specs(pr, est.bodies, 1.0 / cfg.dt_s)
     sin = specs["sensors"]
     node = connect()
-    out = Sender(node, {k: v for k, v in specs.items() if k != "sensors"}, config=cfg)
+    out = sender_for(node, "prime_estimator", {s.name: s for s in specs.values()}, cfg)
 
     seqs, ts, qs, vs, taus = [], [], [], [], []
     finished = False

@@ -25,8 +25,8 @@ from __future__ import annotations
 import logging
 import time
 
-from contactflow.nodes._runtime import (connect, declared_inputs, Lockstep, Sender, base_parser, drain_after_finish, load_node_config,
-                      node_main)
+from contactflow.nodes._runtime import (connect, declared_inputs, base_parser, drain_after_finish, load_node_config, lockstep_for,
+                      node_main, sender_for)
 
 log = logging.getLogger("contactflow.seiko_controller")
 
@@ -64,15 +64,14 @@ def main() -> int:
     stage = ControllerStage(robot, cfg, rcfg)
 
     node = connect()
-    outputs = {"command": specs["joint_command"], "state": specs["controller_state"]}
-    inputs = {"sensors": (specs["sensors"], args.sensor_lag), "desired": (specs["desired"], args.lag)}
     filtered = "wrench" in declared_inputs(node, "seiko_controller")
-    if filtered:  # eq. (13) in the wrench_filter node: its output in, our flexible wrench rates out
-        inputs["wrench"] = (specs["filtered_wrench"], args.wrench_lag)
-        outputs["flex_rate"] = specs["flex_wrench_rate"]
-    sender = Sender(node, outputs, {"controller": cfg, "lag": args.lag, "sensor_lag": args.sensor_lag,
-                                    "wrench_lag": args.wrench_lag if filtered else None})
-    lock = Lockstep(node, inputs, skip_missing=args.realtime)
+    # eq. (13) in the wrench_filter node when `wrench` is wired: its output in, our flexible wrench rates out
+    config = {"controller": cfg, "lag": args.lag, "sensor_lag": args.sensor_lag,
+              "wrench_lag": args.wrench_lag if filtered else None}
+    sender = sender_for(node, "seiko_controller", specs, config, optional=("flex_rate",) if filtered else ())
+    lock = lockstep_for(node, "seiko_controller", specs, offsets={"sensors": args.sensor_lag, "desired": args.lag,
+                                                                  "wrench": args.wrench_lag},
+                        optional=("wrench",) if filtered else (), skip_missing=args.realtime)
     for tick in lock:
         t0 = time.perf_counter()
         s = tick.inputs["sensors"]

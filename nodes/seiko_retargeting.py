@@ -18,7 +18,8 @@ wrenches (zero rates), the message carries ``ok = 0`` and a warning is logged.
 
 from __future__ import annotations
 
-from contactflow.nodes._runtime import declared_inputs, connect, Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
+from contactflow.nodes._runtime import (connect, base_parser, drain_after_finish, load_node_config, lockstep_for, node_main,
+                                       sender_for)
 
 
 def main() -> int:
@@ -41,11 +42,8 @@ def main() -> int:
     stage = RetargetingStage(robot, cfg, env)
 
     node = connect()
-    sender = Sender(node, {"desired": specs["desired"]}, cfg)
-    inputs = {"targets": (specs["effector_targets"], 0)}
-    if "command" in declared_inputs(node, "seiko_retargeting"):
-        inputs["command"] = (specs["operator_command"], 0)
-    lock = Lockstep(node, inputs, skip_missing=args.realtime)
+    sender = sender_for(node, "seiko_retargeting", specs, cfg)
+    lock = lockstep_for(node, "seiko_retargeting", specs, skip_missing=args.realtime)  # + `command` when wired
     for tick in lock:
         desired = stage.tick(tick.k, tick.t, tick.inputs["targets"], tick.inputs.get("command"), tick.errors.get("command"))
         sender.send("desired", desired, seq=tick.k, t=tick.t, finished=tick.finished,

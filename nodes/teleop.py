@@ -23,7 +23,7 @@ import logging
 import os
 from pathlib import Path
 
-from contactflow.nodes._runtime import Lockstep, Sender, base_parser, connect, drain_after_finish, node_main
+from contactflow.nodes._runtime import base_parser, connect, drain_after_finish, lockstep_for, node_main, sender_for
 from contactflow.paths import resolve_data_path
 
 log = logging.getLogger("contactflow.teleop")
@@ -63,14 +63,14 @@ def main() -> int:
 
     specs = port_specs(robot)
     node = connect()
-    sender = Sender(node, {"command": specs["teleop_command"]},
-                    {"scenario": str(sp.resolve()), "robot": robot.name, "limits": cfg})
+    sender = sender_for(node, "teleop", specs,
+                        {"scenario": str(sp.resolve()), "robot": robot.name, "limits": cfg})
     origin = ("CONTACTFLOW_SCENARIO" if os.environ.get("CONTACTFLOW_SCENARIO") else
               f"recording {os.environ.get('CONTACTFLOW_RECORDING') or args.scenario_from_recording}" if args.scenario_from_recording else
               "--scenario" if args.scenario else "default")
     log.info("scenario %s (%.2f s, from %s)", sp, scenario.duration_s, origin)
     finished = False
-    for tick in Lockstep(node, {"tick": (specs["sensors"], 0)}, skip_missing=args.realtime):
+    for tick in lockstep_for(node, "teleop", specs, skip_missing=args.realtime):
         cmd = player.step(tick.t)
         sender.send("command", cmd.values(), seq=tick.k, t=tick.t, finished=cmd.finished or tick.finished)
         if cmd.finished and not finished:

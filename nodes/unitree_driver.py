@@ -59,7 +59,7 @@ import signal
 import threading
 import time
 
-from _runtime import Sender, UpstreamError, base_parser, connect, declared_inputs, node_main
+from _runtime import UpstreamError, base_parser, connect, declared_inputs, node_main, sender_for
 
 log = logging.getLogger("contactflow.unitree_driver")
 
@@ -93,6 +93,7 @@ def main() -> int:
     from contactflow.hardware.process_watch import ProcessMonitor
     from contactflow.hardware.unitree import BASE_STATE, SOLE_WRENCH, UnitreeDriverConfig
     from contactflow.messages import port_specs
+    from contactflow.ports import input_specs
     from contactflow.robot import load_robot
     from contactflow.sim.mujoco_robot import sensor_values
 
@@ -121,7 +122,8 @@ def main() -> int:
                               recovery_ramp_s=args.damping_recovery_s, exit_damping_s=args.exit_damping_s,
                               estop_timeout_s=args.estop_timeout_s, remote_estop=args.remote_estop)
     specs = port_specs(robot)
-    sspec, jc, es = specs["sensors"], specs["joint_command"], specs["estop"]
+    sspec = specs["sensors"]
+    jc, es = (input_specs("unitree_driver", specs)[p] for p in ("command", "estop"))  # declared inputs
     fields = [f.name for f in sspec.fields]
     dt = 1.0 / float(robot.raw.get("control_rate_hz", 50.0))
 
@@ -133,7 +135,7 @@ def main() -> int:
             "sole_wrench": SOLE_WRENCH, "dds_domain": domain, "network_interface": interface,
             "damping_mode_kd_nms_per_rad": link.shaper.hold.kd_damping}
 
-    sender = Sender(node, {"sensors": sspec}, meta)
+    sender = sender_for(node, "unitree_driver", specs, meta)
     failure, ended, late, t0_mono = "", "", 0, None
     terminated: list[int] = []
     # SIGTERM (dora stop, systemd, kill): the normal end of the run, damping burst included

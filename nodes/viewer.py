@@ -26,6 +26,7 @@ _HANDLERS = {"sensors": "log_sensors", "desired": "log_desired", "controller_sta
 def main() -> int:
     from contactflow.errors import ConfigError, ContactflowError, ContractError
     from contactflow.messages import port_specs
+    from contactflow.ports import input_specs
     from contactflow.recording import recordings_root
     from contactflow.robot import load_robot
     from contactflow.viewer import RerunLogger, display_available, open_recording
@@ -45,7 +46,7 @@ def main() -> int:
         raise ConfigError(f"--every must be >= 1, got {args.every}")
 
     robot = load_robot(args.robot)
-    specs = port_specs(robot)
+    specs = input_specs("viewer", port_specs(robot))  # input id -> contract (contactflow.ports)
     if args.connect:
         rec = open_recording(connect_url=args.connect)
         where = f"viewer at {args.connect}"

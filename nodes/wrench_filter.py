@@ -18,7 +18,8 @@ from __future__ import annotations
 import logging
 import time
 
-from contactflow.nodes._runtime import Lockstep, Sender, base_parser, connect, drain_after_finish, load_node_config, node_main
+from contactflow.nodes._runtime import (base_parser, connect, drain_after_finish, load_node_config, lockstep_for, node_main,
+                                       sender_for)
 
 
 log = logging.getLogger("contactflow.wrench_filter")
@@ -39,10 +40,9 @@ def main() -> int:
     stage = WrenchFilterStage(robot, cfg)
 
     node = connect()
-    sender = Sender(node, {"wrench": specs["filtered_wrench"]},
-                    {"complementary_cutoff_hz": cfg.complementary_cutoff_hz, "dt_s": cfg.dt_s})
-    lock = Lockstep(node, {"sensors": (specs["sensors"], 0), "flex_rate": (specs["flex_wrench_rate"], 1)},
-                    skip_missing=args.realtime)
+    sender = sender_for(node, "wrench_filter", specs,
+                        {"complementary_cutoff_hz": cfg.complementary_cutoff_hz, "dt_s": cfg.dt_s})
+    lock = lockstep_for(node, "wrench_filter", specs, offsets={"flex_rate": 1}, skip_missing=args.realtime)
     cpu0, n = None, 0
     for tick in lock:
         if cpu0 is None:

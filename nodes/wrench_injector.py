@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 
-from contactflow.nodes._runtime import Lockstep, Sender, base_parser, connect, drain_after_finish, node_main
+from contactflow.nodes._runtime import base_parser, connect, drain_after_finish, lockstep_for, node_main, sender_for
 from contactflow.nodes.teleop import scenario_file
 
 log = logging.getLogger("contactflow.wrench_injector")
@@ -40,13 +40,13 @@ def main() -> int:
 
     specs = port_specs(robot)
     node = connect()
-    sender = Sender(node, {"wrench": specs["external_wrench"]}, {"scenario": str(sp.resolve()), "robot": robot.name})
+    sender = sender_for(node, "wrench_injector", specs, {"scenario": str(sp.resolve()), "robot": robot.name})
     log.info("%d event(s) from %s", len(scenario.wrenches), sp)
     for e in scenario.wrenches:
         log.info("  %s: %s %s from %g s, hold %g-%g s, end %g s", e.link, e.kind,
                  (e.force_W if e.kind == "force" else e.couple_W).tolist(), e.start_s, e.hold_start_s, e.hold_end_s, e.end_s)
     finished = False
-    for tick in Lockstep(node, {"tick": (specs["sensors"], 0)}, skip_missing=args.realtime):
+    for tick in lockstep_for(node, "wrench_injector", specs, skip_missing=args.realtime):
         sender.send("wrench", injector.values(tick.t), seq=tick.k, t=tick.t, finished=tick.finished)
         finished = finished or tick.finished
     if finished:
