@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import time
 
-from contactflow.nodes._runtime import connect, Lockstep, Sender, base_parser, drain_after_finish, load_node_config, node_main
+from contactflow.nodes._runtime import (connect, base_parser, drain_after_finish, load_node_config, lockstep_for, node_main,
+                                       sender_for)
 
 
 def main() -> int:
@@ -48,12 +49,11 @@ def main() -> int:
                              environment=env, lag=args.lag)  # ConfigError on a bad --lag
 
     node = connect()
-    sender = Sender(node, {"targets": specs["effector_targets"], "desired": specs["desired"], "command": specs["joint_command"],
-                           "state": specs["controller_state"]},
-                    {"input_filter": fcfg, "seiko_retargeting": rcfg, "controller": ccfg, "lag": args.lag})
+    sender = sender_for(node, "seiko_stack", specs,
+                        {"input_filter": fcfg, "seiko_retargeting": rcfg, "controller": ccfg, "lag": args.lag})
     sspec = specs["sensors"]
     # (the tick's t: the metadata of the last offset-0 input listed, the operator's command)
-    lock = Lockstep(node, {"sensors": (sspec, 0), "command": (specs["operator_command"], 0)})
+    lock = lockstep_for(node, "seiko_stack", specs)  # sensors, command
     end = None
     for tick in lock:
         t0 = time.perf_counter()
@@ -78,7 +78,7 @@ def main() -> int:
         # after the operator's last command (which may be its last message: the scenario operator
         # stops there), only the Controller runs, on the sensors, up to the desired that carries
         # `finished`: the split graph's input filter and Retargeting end at the operator's end too
-        tail = Lockstep(node, {"sensors": (sspec, 0)})
+        tail = lockstep_for(node, "seiko_stack", specs, only=("sensors",))
         tail.k, tail.finished_seen = end + 1, True
         tail.buffers["sensors"].update(lock.buffers["sensors"])  # the sensors already received
         for tick in tail:
