@@ -49,7 +49,8 @@ OBSERVE = {"queue_size": 100, "queue_policy": "drop_oldest"}
 REALTIME = {"queue_size": 10, "queue_policy": "drop_oldest"}
 #: SCHED_FIFO priority of each real-time stage (env CONTACTFLOW_RT_PRIORITY, nodes/_runtime.py
 #: apply_scheduling); the recorder is not listed: normal priority.
-RT_PRIORITY = {"mujoco_driver": 20, "seiko_controller": 10, "seiko_retargeting": 7, "operator": 6, "input_filter": 5}
+RT_PRIORITY = {"mujoco_driver": 20, "seiko_controller": 10, "seiko_stack": 10, "seiko_retargeting": 7, "operator": 6,
+               "input_filter": 5}
 #: SCHED_FIFO priority the real-time driver gives the dora daemon that spawned it (CONTACTFLOW_RT_DAEMON).
 RT_DAEMON = 30
 
@@ -378,13 +379,22 @@ torques. Contact switches and pushing mode come from the scenario (`contacts:`, 
 {_LOCKSTEP_NOTE}""", [*nodes, recorder(nodes, "seiko_talos_multicontact", "seiko_talos_multicontact.yml")])
 
 
+#: The recorder's stream names of the fused stack: those of the split graph's nodes (the summary reads them).
+STACK_RENAMES = {"seiko_stack/targets": "input_filter/targets", "seiko_stack/desired": "seiko_retargeting/desired",
+                 "seiko_stack/command": "seiko_controller/command", "seiko_stack/state": "seiko_controller/state"}
+
+
+def stack_node(*, realtime: bool = False) -> Node:
+    """The input filter, the Retargeting and the Controller in one process (nodes/seiko_stack.py)."""
+    q = _queue_of(realtime)
+    return Node("seiko_stack", node_script("seiko_stack"), f"{_robot(realtime)} --lag 2",
+                {"sensors": ("mujoco_driver/sensors", q), "command": ("operator/command", q)},
+                ["command", LOG], env=_rt_env("seiko_stack", realtime))
+
+
 def seiko_talos_stack() -> Graph:
-    stack = Node("seiko_stack", node_script("seiko_stack"), "--robot talos --lag 2",
-                 {"sensors": ("mujoco_driver/sensors", LOCKSTEP), "command": ("operator/command", LOCKSTEP)},
-                 ["command", LOG])
-    nodes = [driver("seiko_stack/command"), operator(), stack]
-    renames = {"seiko_stack/targets": "input_filter/targets", "seiko_stack/desired": "seiko_retargeting/desired",
-               "seiko_stack/command": "seiko_controller/command", "seiko_stack/state": "seiko_controller/state"}
+    nodes = [driver("seiko_stack/command"), operator(), stack_node()]
+    renames = STACK_RENAMES
     return Graph("""seiko_talos.yml with the input filter, the SEIKO Retargeting and the SEIKO Controller fused in one
 process (nodes/seiko_stack.py): same stages, same messages, same `--lag 2`, so a run gives the same
 outputs bit for bit (the recorder names the streams as in seiko_talos.yml); it saves the dora
@@ -470,6 +480,27 @@ out. Without the privilege each node prints a warning and runs at normal priorit
                  [*nodes, recorder(nodes, name, f"{name}.yml")])
 
 
+def seiko_talos_realtime_stack() -> Graph:
+    name = "seiko_talos_realtime_stack"
+    nodes = [driver("seiko_stack/command", realtime=True), operator(clock="mujoco_driver/sensors", realtime=True),
+             stack_node(realtime=True)]
+    return Graph(f"""SEIKO on PAL Talos in MuJoCo, REAL TIME, the three SEIKO stages in one process: seiko_talos_realtime.yml
+with the input filter, the Retargeting and the Controller fused in nodes/seiko_stack.py --realtime.
+
+  dora run dataflows/{name}.yml
+  CONTACTFLOW_SCENARIO=robots/talos/scenarios/smoke_2s.yaml dora run dataflows/{name}.yml
+
+The driver is paced by the wall clock as in seiko_talos_realtime.yml (same driver, operator, queues,
+SCHED_FIFO priorities and summary keys). Each period the stack takes the newest sensors, runs the
+Controller on them and sends its command at once, then runs the input filter (stepping over skipped
+ticks with the held operator command) and the Retargeting for the ticks that follow (the Controller
+uses the Retargeting output of two ticks before, --lag 2, as in every SEIKO graph). One process
+instead of three saves the per-tick messages between the stages (about half the messaging CPU of
+the split real-time graph) and the command waits for the Controller's QP only; what it loses is
+the two QPs running on two cores (docs/benchmarks.md compares both). The recorder names the streams
+as in seiko_talos.yml.""", [*nodes, recorder(nodes, name, f"{name}.yml", renames=STACK_RENAMES)])
+
+
 #: graph name (file stem in dataflows/) -> builder.
 GRAPHS: dict[str, Callable[[], Graph]] = {
     "seiko_talos": seiko_talos,
@@ -485,6 +516,7 @@ GRAPHS: dict[str, Callable[[], Graph]] = {
     "seiko_talos_wrench_filter": seiko_talos_wrench_filter,
     "seiko_talos_wrench_filter_lag1": lambda: seiko_talos_wrench_filter(1),
     "seiko_talos_realtime": seiko_talos_realtime,
+    "seiko_talos_realtime_stack": seiko_talos_realtime_stack,
 }
 
 

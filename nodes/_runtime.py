@@ -487,6 +487,12 @@ class Sender:
     def send(self, output: str, values: Mapping[str, Any] | np.ndarray, *, seq: int, t: float, finished: bool = False, **meta):
         spec = self._spec_of(output)
         vec = values if isinstance(values, np.ndarray) else spec.pack(values)
+        if not self.logging or output in self.wire:
+            # on the wire first: a log batch that this message completes is sent after it, so a
+            # command does not wait behind the recorder's batch (real time)
+            md = {"seq": int(seq), "t": float(t), "finished": bool(finished), **meta}
+            self._send(output, vec, md)
+            self._last[output] = (vec, md)
         if self.logging:
             self._log_row(output, int(seq), t, finished, vec)
         if output in self.row_outputs:
@@ -494,11 +500,6 @@ class Sender:
             rows.append((int(seq), float(t), bool(finished), np.array(vec, dtype=np.float64)))
             if len(rows) >= self.rows_every or finished:
                 self._send_edge_rows(output)
-        if self.logging and output not in self.wire:
-            return
-        md = {"seq": int(seq), "t": float(t), "finished": bool(finished), **meta}
-        self._send(output, vec, md)
-        self._last[output] = (vec, md)
 
     def repeat(self, output: str) -> bool:
         """Re-send the newest message of ``output`` (same values, ``seq`` and ``t``) with the metadata
@@ -577,6 +578,14 @@ class Sender:
         self._rows[output].append((seq, float(t), bool(finished), time.time_ns(), np.array(vec, dtype=np.float64)))
         if finished:  # the end of the run: the recorder, and a node clocked by this log, see it now
             self._flush_log()
+
+    def end_of_tick(self, seq: int) -> bool:
+        """Say that tick ``seq`` is complete (all its outputs sent): the log batch is sent now if it
+        holds its ``log_every`` ticks, instead of with the first message of the next tick (which a
+        real-time node must send at once). True if a batch was sent."""
+        if self._batch_seq0 is not None and seq - self._batch_seq0 + 1 >= self.log_every:
+            return self._flush_log()
+        return False
 
     @property
     def pending(self) -> int:

@@ -14,7 +14,17 @@ run gives the same outputs, bit for bit, as the split graph with ``--lag L`` on 
 it saves is the dora messaging between the three stages (six receives per tick) and two processes;
 what it loses is running the two QPs concurrently (docs/benchmarks.md compares both).
 ``--config`` takes one graph config file; its ``input_filter``, ``seiko_retargeting`` and
-``seiko_controller`` sections are used (each optional here).
+``seiko_controller`` sections are used (each optional here). ``--sensor-lag`` as
+``seiko_controller --sensor-lag``.
+
+Each tick the Controller runs first and its ``command`` is sent at once; the input filter and the
+Retargeting of the tick run after it (with ``--lag`` >= 1 neither depends on the other within a
+tick, :meth:`SeikoPipeline.tick`), so the driver waits for the Controller's QP only.
+
+``--realtime`` (the real-time graph ``seiko_talos_realtime_stack.yml``): a tick per ``sensors``
+message, the newest one (:class:`Lockstep` real-time mode: skipped ones counted), the operator's
+command sampled and held; when ticks were skipped the input filter steps over them with the held
+command (as ``input_filter --realtime``, at most :data:`MAX_CATCH_UP_TICKS` at once).
 """
 
 from __future__ import annotations
@@ -23,6 +33,10 @@ import time
 
 from contactflow.nodes._runtime import (connect, base_parser, drain_after_finish, load_node_config, lockstep_for, node_main,
                                        sender_for)
+
+#: real-time mode: at most this many skipped ticks are integrated by the input filter at once (as
+#: ``nodes/input_filter.py``).
+MAX_CATCH_UP_TICKS = 50
 
 
 def main() -> int:
@@ -38,6 +52,10 @@ def main() -> int:
     p.add_argument("--lag", type=int, default=2,
                    help="ticks between the Retargeting output used by the input filter and the Controller and the current tick")
     p.add_argument("--environment", action="store_true", help="refuse enabling contacts far from the robot file's surfaces")
+    p.add_argument("--sensor-lag", type=int, default=0, choices=(0, 1),
+                   help="the Controller's command of tick k from the sensors of tick k - 1 (seiko_controller --sensor-lag)")
+    p.add_argument("--realtime", action="store_true",
+                   help="a tick per newest sensors message, the operator's command sampled and held (real-time graph)")
     args = p.parse_args()
     robot = load_robot(args.robot)
     fcfg = load_node_config(InputFilterConfig, args.config, "input_filter", required=False)
@@ -46,31 +64,39 @@ def main() -> int:
     specs = port_specs(robot)
     env = load_environment(robot.raw.get("environment"), f"{robot.name}:environment") if args.environment else None
     pipeline = SeikoPipeline(robot, filter_config=fcfg, retargeting_config=rcfg, controller_config=ccfg,
-                             environment=env, lag=args.lag)  # ConfigError on a bad --lag
+                             environment=env, lag=args.lag, sensor_lag=args.sensor_lag)  # ConfigError on a bad --lag
 
     node = connect()
     sender = sender_for(node, "seiko_stack", specs,
-                        {"input_filter": fcfg, "seiko_retargeting": rcfg, "controller": ccfg, "lag": args.lag})
+                        {"input_filter": fcfg, "seiko_retargeting": rcfg, "controller": ccfg, "lag": args.lag,
+                         "sensor_lag": args.sensor_lag, "realtime": args.realtime})
     sspec = specs["sensors"]
-    # (the tick's t: the metadata of the last offset-0 input listed, the operator's command)
-    lock = lockstep_for(node, "seiko_stack", specs)  # sensors, command
+    # (the tick's t: the metadata of the last offset-0 input listed, the operator's command;
+    # real time: the clock, the sensors)
+    lock = lockstep_for(node, "seiko_stack", specs, skip_missing=args.realtime, clock="sensors")
     end = None
     for tick in lock:
         t0 = time.perf_counter()
-        out = pipeline.tick(tick.k, tick.t, tick.inputs["sensors"], tick.inputs["command"],
-                            command_error=tick.errors.get("command"), finished=tick.finished, t_start=t0)
-        fin, delayed_fin = tick.finished, out.delayed_finished
         # stamps as in the split graph: the operator's tick time for the input filter and the
         # Retargeting, the sensors' time for the Controller
         s = tick.inputs["sensors"]
         t_op, t_sens = tick.t, (float(s["t"][0]) if s is not None else tick.t)
-        # the Controller's outputs end the run `lag` ticks after the operator, as in the split
-        # graph, where the Controller sees `finished` on the desired of tick k - lag
-        sender.send("command", out.command, seq=tick.k, t=t_sens, finished=delayed_fin)
+        k = tick.k
+
+        def send_command(command, state, fin):
+            # the Controller's outputs end the run `lag` ticks after the operator, as in the split
+            # graph, where the Controller sees `finished` on the desired of tick k - lag
+            sender.send("command", command, seq=k, t=t_sens, finished=fin)
+            sender.send("state", state, seq=k, t=t_sens, finished=fin)
+
+        out = pipeline.tick(k, tick.t, s, tick.inputs["command"], command_error=tick.errors.get("command"),
+                            finished=tick.finished, t_start=t0, on_command=send_command,
+                            filter_steps=min(tick.ticks, MAX_CATCH_UP_TICKS))
+        fin, delayed_fin = tick.finished, out.delayed_finished
         sender.send("targets", out.targets, seq=tick.k, t=t_op, finished=fin)
         sender.send("desired", out.desired_vec, seq=tick.k, t=t_op, finished=fin,
                     solve_time_s=float(pipeline.retargeting.out.diagnostics.get("solve_time_s", 0.0)))
-        sender.send("state", out.state, seq=tick.k, t=t_sens, finished=delayed_fin)
+        sender.end_of_tick(tick.k)  # the log batch now, not before the next tick's command
         if fin and not delayed_fin:
             end = tick.k
             break
@@ -78,7 +104,7 @@ def main() -> int:
         # after the operator's last command (which may be its last message: the scenario operator
         # stops there), only the Controller runs, on the sensors, up to the desired that carries
         # `finished`: the split graph's input filter and Retargeting end at the operator's end too
-        tail = lockstep_for(node, "seiko_stack", specs, only=("sensors",))
+        tail = lockstep_for(node, "seiko_stack", specs, only=("sensors",), skip_missing=args.realtime)
         tail.k, tail.finished_seen = end + 1, True
         tail.buffers["sensors"].update(lock.buffers["sensors"])  # the sensors already received
         for tick in tail:

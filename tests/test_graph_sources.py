@@ -123,7 +123,7 @@ def test_the_realtime_graph_is_the_main_graph_with_every_stage_in_real_time():
     rt, base = _nodes("seiko_talos_realtime"), _nodes("seiko_talos")
     assert set(rt) == set(base)
     stages = set(rt) - {"recorder"}
-    assert set(graphs.RT_PRIORITY) == stages
+    assert set(graphs.RT_PRIORITY) - {"seiko_stack"} == stages
     for nid in stages:
         node, ref = rt[nid], base[nid]
         args = node["args"].split()
@@ -161,3 +161,23 @@ def test_the_dora_module_is_gone_and_nothing_refers_to_it():
 def test_an_unknown_graph_is_refused_naming_the_known_ones():
     with pytest.raises(KeyError, match="seiko_talos"):
         graphs.render("seiko_tales")
+
+
+def test_the_realtime_stack_graph_is_the_stack_graph_in_real_time():
+    """seiko_talos_realtime_stack.yml: seiko_talos_stack.yml's nodes, every stage --realtime on
+    drop-oldest queues of 10 with its SCHED_FIFO priority, the operator per tick (clocked by the
+    sensors), the recorder's stream names those of the split graph."""
+    rt, base = _nodes("seiko_talos_realtime_stack"), _nodes("seiko_talos_stack")
+    assert set(rt) == set(base)
+    for nid in set(rt) - {"recorder"}:
+        node, ref = rt[nid], base[nid]
+        assert node["args"].split().count("--realtime") == 1, nid
+        assert [a for a in node["args"].split() if a != "--realtime"] == ref["args"].split(), nid
+        assert set(node["inputs"]) == set(ref["inputs"]), nid
+        for port, spec in node["inputs"].items():
+            assert spec["queue_size"] == 10 and spec["queue_policy"] == "drop_oldest", (nid, port)
+        assert node["env"]["CONTACTFLOW_RT_PRIORITY"] == graphs.RT_PRIORITY[nid]
+    assert rt["operator"]["inputs"]["tick"]["source"] == "mujoco_driver/sensors"
+    assert rt["mujoco_driver"]["inputs"]["command"]["source"] == "seiko_stack/command"
+    for old, new in graphs.STACK_RENAMES.items():
+        assert f"--rename {old}={new}" in " ".join(rt["recorder"]["args"].split())

@@ -185,11 +185,13 @@ def test_scheduling_from_the_node_environment(caplog):
 
 # ---------------------------------------------------------------- real dora run
 @pytest.mark.dora
-def test_realtime_graph_summary_has_consistent_realtime_keys(tmp_path):
+@pytest.mark.parametrize("graph", ["seiko_talos_realtime", pytest.param("seiko_talos_realtime_stack", marks=pytest.mark.slow)])
+def test_realtime_graph_summary_has_consistent_realtime_keys(tmp_path, graph):
+    """The split real-time graph and the one with the stages fused (seiko_stack --realtime)."""
     env = dict(os.environ)
     env["CONTACTFLOW_RECORDINGS"] = str(tmp_path / "recordings")
     env["CONTACTFLOW_SCENARIO"] = str(ROOT / "robots/talos/scenarios/smoke_2s.yaml")
-    proc = subprocess.run([DORA, "run", str(ROOT / "dataflows" / "seiko_talos_realtime.yml"), "--stop-after", "120s"],
+    proc = subprocess.run([DORA, "run", str(ROOT / "dataflows" / f"{graph}.yml"), "--stop-after", "120s"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]

@@ -150,8 +150,14 @@ class SeikoPipeline:
 
     def tick(self, k: int, t: float, sensors: Mapping | None, command: Mapping | None, *,
              command_error: str | None = None, finished: bool = False, integrating: bool = True,
-             t_start: float | None = None) -> PipelineTick:
+             t_start: float | None = None, on_command: Callable[[dict, dict, bool], None] | None = None,
+             filter_steps: int = 1) -> PipelineTick:
         """One tick.
+
+        The Controller runs first: with ``lag`` >= 1 it does not depend on this tick's input filter
+        and Retargeting (nor they on it), so the order changes no result, and a node can send the
+        command (``on_command``) before the Retargeting runs: the command's latency is the
+        Controller's alone.
 
         Args:
             k: tick index. t: its time [s].
@@ -163,6 +169,11 @@ class SeikoPipeline:
                 later as :attr:`PipelineTick.delayed_finished`.
             integrating: False runs the Controller in shadow (``ControllerStage.tick``).
             t_start: ``time.perf_counter()`` at the start of the tick (the state's ``solve_time``).
+            on_command: ``on_command(command, state, delayed_finished)`` called as soon as the
+                Controller's outputs of the tick exist, before the input filter and the Retargeting
+                run (``delayed_finished``: :attr:`PipelineTick.delayed_finished` of the tick).
+            filter_steps: input filter steps this tick (real time: 1 + the ticks skipped before it,
+                the operator's command held over them, as ``input_filter --realtime`` does).
 
         Returns:
             :class:`PipelineTick`.
@@ -173,14 +184,20 @@ class SeikoPipeline:
         adm = None
         if self.admittance is not None:
             adm = self.admittance.tick(sensors, past[-1][1] if past else None)
-        targets = self.filter.tick(command, delayed, adm)
         t1 = time.perf_counter()
+        cmd, state = self._control(k, sensors, delayed, t0, integrating)
+        t2 = time.perf_counter()
+        if on_command is not None:
+            on_command(cmd, state, delayed_fin)
+        t3 = time.perf_counter()
+        for _ in range(filter_steps - 1):
+            self.filter.tick(command, delayed, adm)
+        targets = self.filter.tick(command, delayed, adm)
+        t4 = time.perf_counter()
         dvals = self.retargeting.tick(k, t, targets, command, command_error)
         dvec = self.dspec.pack(dvals)  # a copy: the next ticks read it while the Retargeting moves on
         desired = self.dspec.unpack(dvec, check_finite=False)
-        t2 = time.perf_counter()
-        cmd, state = self._control(k, sensors, delayed, t0, integrating)
-        self.times[:] = (t1 - t0, t2 - t1, time.perf_counter() - t2)
+        self.times[:] = ((t1 - t0) + (t4 - t3), time.perf_counter() - t4, t2 - t1)
         past.append((k, desired, bool(finished)))
         return PipelineTick(targets, desired, dvec, cmd, state, adm, delayed_fin)
 
