@@ -429,7 +429,8 @@ class _Workspace:
     """Preallocated QP (11) buffers and the constant parts of one contact layout (which contacts
     are enabled), built once per layout.
 
-    Compact box form for :func:`contactflow.qp.solve_qp_box` (``lo <= A x <= hi``): rows
+    Compact box form of :func:`contactflow.qp.solve_qp_box` (``lo <= A x <= hi``), in the
+    buffers of a :class:`contactflow.qp.BoxQP` (``qp``; H, g, A, lo, hi are its views): rows
     ``[contacts (m, equalities); base (6, equalities); command (n); joint torque (n)]``. The
     command rows merge (11h) and the offset bound, which constrain the same ``dt theta_cmd_dot``
     (one two-sided row with the intersection of both intervals); the torque rows are (11i) as
@@ -550,7 +551,8 @@ class SeikoController:
          max offset`` (one row per joint: the intersection of both intervals); (11i)
          ``|tau_flex + t_J + dt (T_J x - K theta_dot_flex)| <= tau_limit``;
 
-       solved by :func:`contactflow.qp.solve_qp_box` (``qp_solver``: daqp or quadprog) in the
+       solved as :func:`contactflow.qp.solve_qp_box` solves it (in the preallocated buffers of a
+       :class:`contactflow.qp.BoxQP` per contact layout; ``qp_solver``: daqp or quadprog) in the
        compact form (diagnostics ``n_ineq`` = 6 n as in the paper, ``n_rows`` = 2 n solved),
        with the contact rows (11g) and the pose rows (11c) in each effector's own frame (see
        the module docstring; ``eq_residual`` is measured in these frames);

@@ -21,7 +21,8 @@ Each step solves, in rate form (x = [qdot (nv); lam_dot (m)], increments = dt x,
 with T = [dr/dq | -J^T], t = r = g - J^T lam (eq. 2, :mod:`contactflow.seiko.equilibrium`),
 tau_0 = t_J.
 
-The QP is posed in compact (box) form for :func:`contactflow.qp.solve_qp_box`: (9i) and (9l) are
+The QP is posed in compact (box) form for :func:`contactflow.qp.solve_qp_box` (assembled and solved
+in the preallocated buffers of a :class:`contactflow.qp.BoxQP`, one per contact layout): (9i) and (9l) are
 one pair of bounds on theta_dot, (9m) and the unit rows of (9k) (the normal-force bounds) are
 bounds on lam_dot, (9j) is one two-sided row per joint; the constant identity rows of the cost
 (b, c, g) enter the Hessian as a diagonal computed once per contact layout. World-frame Cartesian
