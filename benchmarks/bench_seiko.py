@@ -22,8 +22,10 @@ imported in this process, so both versions run on the same machine state, interl
 3. Lockstep dora graph: ``dora run dataflows/seiko_talos.yml`` (default scenario, recorder on),
    its summary's ``realtime_factor`` against the new in-process loop on the same full scenario
    (the mean of one run just before and one just after the graph).
-4. Real-time graph: ``dora run dataflows/seiko_talos_realtime.yml`` (the driver paced by the wall
-   clock), the summary's deadline misses, command ages, longest stall and recording gaps.
+   Then the same with the other Controller ``--sensor-lag`` (0 <-> 1; a copy of the graph).
+4. Real-time graphs: ``dora run dataflows/seiko_talos_realtime.yml`` (the driver paced by the wall
+   clock, every stage its own node) and ``seiko_talos_realtime_stack.yml`` (the three SEIKO stages in
+   one process), the summary's deadline misses, command ages, longest stall and recording gaps.
 5. The QP solvers per QP: ``benchmarks/bench_seiko_qp.py --run QP_SECONDS`` (every QP of a
    closed-loop run solved by daqp and by quadprog, interleaved).
 
@@ -215,13 +217,15 @@ def loops(robot, base, seconds: float, chunk: int = 100) -> dict:
 
 # -------------------------------------------------------------------------------------- dora runs
 
-def dora_run(dataflow: str, timeout_s: float = 900.0) -> dict:
+def dora_run(dataflow: str, timeout_s: float = 900.0, scenario: Path | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         from contactflow.paths import scripts_env
 
         # the nodes' executables of this interpreter's environment first on PATH, no uv project sync
         env = dict(scripts_env(), CONTACTFLOW_RECORDINGS=tmp)
         env.pop("CONTACTFLOW_SCENARIO", None)
+        if scenario is not None:
+            env["CONTACTFLOW_SCENARIO"] = str(scenario)
         dora = shutil.which("dora") or str(Path(sys.executable).parent / "dora")
         t0 = time.perf_counter()
         proc = subprocess.run([dora, "run", dataflow], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -234,16 +238,44 @@ def dora_run(dataflow: str, timeout_s: float = 900.0) -> dict:
     return {"dataflow": dataflow, "summary": summary, "dora_run_total_wall_s": total}
 
 
-def lockstep_graph(robot) -> dict:
-    """The graph between two in-process loops on the same full scenario (their mean is the baseline)."""
-    before = run_loop(robot, SCENARIO, lag=LAG)
-    d = dora_run("dataflows/seiko_talos.yml")
-    after = run_loop(robot, SCENARIO, lag=LAG)
+def controller_sensor_lag(text: str) -> int:
+    """The Controller's ``--sensor-lag`` in a SEIKO graph's text (0 when absent)."""
+    i = text.index("id: seiko_controller")
+    m = re.search(r"args: ([^\n]*)", text[i:])
+    lag = re.search(r"--sensor-lag (\d)", m.group(1)) if m else None
+    return int(lag.group(1)) if lag else 0
+
+
+def with_sensor_lag(text: str, sensor_lag: int) -> str:
+    """``text`` (a SEIKO graph) with the Controller's ``--sensor-lag`` set to ``sensor_lag``."""
+    i = text.index("id: seiko_controller")
+    m = re.search(r"args: ([^\n]*)", text[i:])
+    args = re.sub(r" --sensor-lag \d", "", m.group(1)) + (f" --sensor-lag {sensor_lag}" if sensor_lag else "")
+    j = i + m.start(1)
+    return text[:j] + args + text[j + len(m.group(1)):]
+
+
+def lockstep_graph(robot, sensor_lag: int | None = None) -> dict:
+    """The graph between two in-process loops on the same full scenario (their mean is the baseline).
+    ``sensor_lag``: run a copy of the shipped graph with that Controller ``--sensor-lag`` (None: as shipped)."""
+    text = (ROOT / "dataflows/seiko_talos.yml").read_text()
+    shipped = controller_sensor_lag(text)
+    sl = shipped if sensor_lag is None else sensor_lag
+    before = run_loop(robot, SCENARIO, lag=LAG, sensor_lag=sl)
+    if sl == shipped:
+        d = dora_run("dataflows/seiko_talos.yml")
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            g = Path(tmp) / "seiko_talos.yml"
+            g.write_text(with_sensor_lag(text, sl))
+            d = dora_run(str(g), scenario=SCENARIO)
+    after = run_loop(robot, SCENARIO, lag=LAG, sensor_lag=sl)
     loop_rt = 0.5 * (before.realtime_factor + after.realtime_factor)
     rt = float(d["summary"]["realtime_factor"])
     return {"loop_realtime_factor": loop_rt, "loop_realtime_factors": [before.realtime_factor, after.realtime_factor],
             "loop_fell": bool(before.fell), "graph_realtime_factor": rt, "graph_over_loop": rt / loop_rt,
-            "dora_run_total_wall_s": d["dora_run_total_wall_s"], "summary": d["summary"]}
+            "dora_run_total_wall_s": d["dora_run_total_wall_s"], "summary": d["summary"], "sensor_lag": sl,
+            "shipped": sl == shipped}
 
 
 REALTIME_KEYS = ("realtime", "periods", "deadline_misses", "deadline_miss_ratio", "command_age_ms_p50",
@@ -251,8 +283,8 @@ REALTIME_KEYS = ("realtime", "periods", "deadline_misses", "deadline_miss_ratio"
                  "sim_time_s", "realtime_factor")
 
 
-def realtime_graph(lockstep_summary: dict | None) -> dict:
-    d = dora_run("dataflows/seiko_talos_realtime.yml")
+def realtime_graph(lockstep_summary: dict | None, dataflow: str = "dataflows/seiko_talos_realtime.yml") -> dict:
+    d = dora_run(dataflow)
     s = d["summary"]
     res = {k: s.get(k) for k in REALTIME_KEYS}
     res["dora_run_total_wall_s"] = d["dora_run_total_wall_s"]
@@ -309,33 +341,39 @@ def markdown(res: dict) -> str:
                     f"{n['cpu_realtime_factor']:.3f} | {o['realtime_factor']:.3f}; {o['cpu_realtime_factor']:.3f} | "
                     f"x{lp['speedup']:.2f}; CPU x{lp['cpu_speedup']:.2f} | >= x{TARGETS['loop_speedup']} | "
                     f"{_yes(lp['speedup'] >= TARGETS['loop_speedup'])} |")
-    g = res.get("lockstep")
-    if g and "error" not in g:
-        rows.append(f"| `dora run dataflows/seiko_talos.yml` (lockstep, recorder on, default scenario), sim s / wall s | "
-                    f"{g['graph_realtime_factor']:.3f} (`dora run` {g['dora_run_total_wall_s']:.1f} s in all) | in-process loop, "
-                    f"same scenario, before / after: {g['loop_realtime_factors'][0]:.3f} / {g['loop_realtime_factors'][1]:.3f} | "
-                    f"x{g['graph_over_loop']:.2f} | >= x{TARGETS['graph_over_loop']} | "
-                    f"{_yes(g['graph_over_loop'] >= TARGETS['graph_over_loop'])} |")
-    r = res.get("realtime")
-    if r and "error" not in r:
-        ratio = r.get("deadline_miss_ratio")
-        ok = None if ratio is None else ratio < TARGETS["realtime_miss_ratio"]
+    def f(x, fmt="{:.2f}"):
+        return "-" if x is None else fmt.format(x)
 
-        def f(x, fmt="{:.2f}"):
-            return "-" if x is None else fmt.format(x)
-        rows.append(f"| real-time graph `seiko_talos_realtime.yml`: missed 2 ms periods | {r.get('deadline_misses')} of "
-                    f"{r.get('periods')} ({f(None if ratio is None else 100 * ratio)} %) | - | - | < 1 % | {_yes(ok)} |")
-        rows.append(f"| real-time graph: command age p50 / p99; longest stall; driver lateness max | "
-                    f"{f(r.get('command_age_ms_p50'))} / {f(r.get('command_age_ms_p99'))} ms; {f(r.get('longest_stall_ms'))} ms; "
-                    f"{f(r.get('driver_late_ms_max'))} ms | - | - | reported | - |")
-        rows.append(f"| real-time graph: recording gaps (seq) / lost batches | {r.get('recording_gaps')} / "
-                    f"{(r.get('summary') or {}).get('recording_lost_batches')} | - | - | counted | - |")
-        for k, (new, old) in (r.get("tracking_vs_lockstep") or {}).items():
-            rows.append(f"| real-time graph: `{k}` | {f(new, '{:.4g}')} | lockstep graph, same run: {f(old, '{:.4g}')} | "
-                        f"- | within stated tolerance | - |")
-    elif r:
-        rows.append(f"| real-time graph | failed: {r['error'][:200]!r} | - | - | - | - |")
-    failed = [k for k in ("per_step", "loop", "lockstep", "qp") if isinstance(res.get(k), dict) and "error" in res[k]]
+    for key in ("lockstep", "lockstep_other_sensor_lag"):
+        g = res.get(key)
+        if g and "error" not in g:
+            what = ("`dora run dataflows/seiko_talos.yml`" if g.get("shipped", True) else "the same graph")
+            rows.append(f"| {what} (lockstep, recorder on, default scenario; Controller --sensor-lag "
+                        f"{g.get('sensor_lag', 0)}), sim s / wall s | "
+                        f"{g['graph_realtime_factor']:.3f} (`dora run` {g['dora_run_total_wall_s']:.1f} s in all) | in-process loop, "
+                        f"same scenario, before / after: {g['loop_realtime_factors'][0]:.3f} / {g['loop_realtime_factors'][1]:.3f} | "
+                        f"x{g['graph_over_loop']:.2f} | >= x{TARGETS['graph_over_loop']} | "
+                        f"{_yes(g['graph_over_loop'] >= TARGETS['graph_over_loop'])} |")
+        elif g:
+            rows.append(f"| lockstep graph ({key}) | failed: {g['error'][:200]!r} | - | - | - | - |")
+    for key, name in (("realtime", "seiko_talos_realtime.yml"), ("realtime_stack", "seiko_talos_realtime_stack.yml")):
+        r = res.get(key)
+        if r and "error" not in r:
+            ratio = r.get("deadline_miss_ratio")
+            ok = None if ratio is None else ratio < TARGETS["realtime_miss_ratio"]
+            rows.append(f"| real-time graph `{name}`: missed 2 ms periods | {r.get('deadline_misses')} of "
+                        f"{r.get('periods')} ({f(None if ratio is None else 100 * ratio)} %) | - | - | < 1 % | {_yes(ok)} |")
+            rows.append(f"| `{name}`: command age p50 / p99; longest stall; driver lateness max | "
+                        f"{f(r.get('command_age_ms_p50'))} / {f(r.get('command_age_ms_p99'))} ms; {f(r.get('longest_stall_ms'))} ms; "
+                        f"{f(r.get('driver_late_ms_max'))} ms | - | - | reported | - |")
+            rows.append(f"| `{name}`: recording gaps (seq) / lost batches | {r.get('recording_gaps')} / "
+                        f"{(r.get('summary') or {}).get('recording_lost_batches')} | - | - | counted | - |")
+            for k, (new, old) in (r.get("tracking_vs_lockstep") or {}).items():
+                rows.append(f"| `{name}`: `{k}` | {f(new, '{:.4g}')} | lockstep graph, same run: {f(old, '{:.4g}')} | "
+                            f"- | within stated tolerance | - |")
+        elif r:
+            rows.append(f"| real-time graph `{name}` | failed: {r['error'][:200]!r} | - | - | - | - |")
+    failed = [k for k in ("per_step", "loop", "qp") if isinstance(res.get(k), dict) and "error" in res[k]]
     lines = [f"Machine: {res['machine']}; {res['date_utc']} UTC; commit {res['commit']} vs baseline {res['baseline']}; "
              f"load average before {res['load_before']}, after {res.get('load_after')}.", "", *rows]
     for k in failed:
@@ -400,12 +438,16 @@ def main(argv: list[str] | None = None) -> int:
         step("loop", lambda: loops(robot, base, args.seconds))
     if not args.no_dora:
         step("lockstep", lambda: lockstep_graph(robot))
+        other = 1 - int((res.get("lockstep") or {}).get("sensor_lag", 0))
+        step("lockstep_other_sensor_lag", lambda: lockstep_graph(robot, other))
         if not args.no_realtime:
             step("realtime", lambda: realtime_graph((res.get("lockstep") or {}).get("summary")))
+            step("realtime_stack", lambda: realtime_graph((res.get("lockstep") or {}).get("summary"),
+                                                          "dataflows/seiko_talos_realtime_stack.yml"))
     if not args.no_qp:
         step("qp", lambda: qp_bench(args.qp_seconds))
     res["load_after"] = [round(x, 2) for x in os.getloadavg()]
-    for k in ("per_step", "loop", "lockstep", "realtime"):
+    for k in ("per_step", "loop", "lockstep", "lockstep_other_sensor_lag", "realtime", "realtime_stack"):
         if isinstance(res.get(k), dict) and "error" in res[k]:
             print(f"[bench seiko] {k} FAILED: {res[k]['error']}", file=sys.stderr)
     md = markdown(res)
