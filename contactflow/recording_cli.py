@@ -161,7 +161,7 @@ def _cmd_check(args) -> int:
 
     bad = 0
     for df in args.dataflows:
-        problems = check_dataflow(df)
+        problems = check_dataflow(df, strict=args.strict)
         if problems:
             bad += 1
             print(f"{df}: {len(problems)} wiring problem(s)")
@@ -252,6 +252,8 @@ def add_parser(subparsers) -> None:
 
     p = subparsers.add_parser("check", help="static wiring check of dataflows against the node contracts")
     p.add_argument("dataflows", nargs="+")
+    p.add_argument("--strict", action="store_true", help="also report nodes that are not contactflow nodes "
+                   "(their ports are not checked), so a pass covers every node")
     p.set_defaults(func=_cmd_check)
 
     p = subparsers.add_parser("view", help="convert a run to a rerun .rrd file (open it with `rerun FILE.rrd`)")

@@ -193,6 +193,11 @@ def check_descriptor(flow: dict, *, strict: bool = False) -> list[WiringProblem]
                 if out not in declared:
                     problems.append(WiringProblem(nid, out, f"replayed stream {name!r} is sent on output {out!r}, "
                                                             f"which is not in the node's outputs {declared}"))
+            ack = _arg(args, "--ack-input", "ack")  # its one input (any contract), renamed by --ack-input
+            for port in n.get("inputs") or {}:
+                if port != ack:
+                    problems.append(WiringProblem(nid, port, f"replay has no input {port!r}; its input: {ack!r} "
+                                                             "(--ack-input)"))
             continue
         decl = NODES[kind]
         if decl.any_inputs:  # the recorder: any input, no outputs

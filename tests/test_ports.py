@@ -205,6 +205,21 @@ def test_check_covers_every_node_of_every_shipped_graph(path):
     assert check_dataflow(path, strict=True) == []
 
 
+def test_contactflow_check_strict_passes_on_every_shipped_graph(capsys):
+    from contactflow.cli import main
+
+    assert main(["check", "--strict", *map(str, SHIPPED)]) == 0
+    assert capsys.readouterr().out.count("wiring OK") == len(SHIPPED)
+
+
+def test_a_replay_input_other_than_its_ack_is_reported():
+    flow = yaml.safe_load((ROOT / "dataflows" / "seiko_controller_replay.yml").read_text())
+    rep = next(n for n in flow["nodes"] if graph_node_kind(n) == "replay" and n.get("inputs"))
+    rep["inputs"]["acks"] = rep["inputs"].pop("ack")
+    (p,) = check_descriptor(flow)
+    assert p.port == "acks" and "replay has no input 'acks'" in p.message
+
+
 def test_check_strict_reports_a_node_it_does_not_know():
     flow = yaml.safe_load((ROOT / "dataflows" / "seiko_talos.yml").read_text())
     flow["nodes"].append({"id": "probe", "path": "../tests/fixtures/probe.py", "inputs": {"x": "operator/command"}})
