@@ -476,8 +476,9 @@ class _Workspace:
         self.flat_idx = np.array([6 * i + k for i, c in zip(self.idx_on, contacts_on) for k in range(c.dim)], dtype=np.intp)
         # the same entries as a slice when they are contiguous (both feet, say): views instead of
         # fancy indexing
-        contiguous = len(self.flat_idx) and np.array_equal(self.flat_idx, np.arange(self.flat_idx[0], self.flat_idx[0] + m))
-        self.flat_sel = slice(int(self.flat_idx[0]), int(self.flat_idx[0]) + m) if contiguous else self.flat_idx
+        i0 = int(self.flat_idx[0]) if m else 0
+        contiguous = m > 0 and np.array_equal(self.flat_idx, np.arange(i0, i0 + m))
+        self.flat_sel = slice(i0, i0 + m) if contiguous else self.flat_idx
         # Constant diagonal of H: base regularisation and the (11b) weights.
         w = np.concatenate([np.full(c.dim, cfg.weight_wrench_plane if c.type == "plane" else cfg.weight_force_point)
                             for c in contacts_on]) if contacts_on else np.zeros(0)
@@ -789,7 +790,8 @@ class SeikoController:
                 view[:] = a
                 has_j[i] = True
         rows = self._in_w
-        if not math.isfinite(float(np.add.reduce(self._in))) and not np.isfinite(self._in).all():  # a finite sum: all finite
+        # a finite sum: all entries finite (the per-entry check only when it is not)
+        if not math.isfinite(float(np.add.reduce(self._in))) and not np.isfinite(self._in).all():
             bad = [self._VEC_NAMES[j] for j, v in enumerate(vecs) if v is not None and not np.isfinite(self._in_vecs[j]).all()]
             bad += [f"{self._in_names[j]}[{self.names[i]!r}]" for j, i in zip(*np.nonzero(has))
                     if not np.isfinite(rows[j, i]).all()]

@@ -600,7 +600,7 @@ class SeikoRetargeting:
         cfg = self.config
         dt, inv_dt = cfg.dt_s, self._inv_dt
         self._pre_step(normal_force_rates or {})
-        n, nv = self._n, self._nv
+        nv = self._nv
         model, data, q = self.model, self.data, self._q
         theta = q[7:]
         lam = self._lam_flat[self._flat_idx]  # the enabled contacts' wrenches, stacked
