@@ -78,9 +78,10 @@ class UnitreeLink:
         self.send_mono: list[float] = []
         self._crc_logged = self._stale_logged = self._nonfinite_logged = False
         self._watch = None  # (ProcessMonitor, describe) of the command source's process
-        from contactflow.hardware.remote import parse_combo
+        from contactflow.hardware.remote import combo_masks, parse_combo
 
-        self._remote_estop = parse_combo(config.remote_estop)
+        # the e-stop buttons' bit masks (the config checked the names): two ANDs per state
+        self._remote_estop = combo_masks(parse_combo(config.remote_estop))
         self.watch_failure = ""
 
     def watch_source(self, monitor, describe) -> None:
@@ -160,7 +161,7 @@ class UnitreeLink:
                 continue
             self._last_tick = int(msg.tick)
             self.status.states += 1
-            if self._remote_estop and not self.shaper.latched and combo_pressed(msg.wireless_remote, self._remote_estop):
+            if not self.shaper.latched and combo_pressed(msg.wireless_remote, self._remote_estop):
                 self.shaper.latch("estop", f"wireless remote: {self.config.remote_estop} pressed", now)
             self.latest = reading
             if self.first_state_mono is not None and int(msg.mode_machine) != self._mode_machine:

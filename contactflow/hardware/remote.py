@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from contactflow.errors import ConfigError
 
-__all__ = ["BUTTONS", "DEFAULT_ESTOP_COMBO", "pressed_buttons", "parse_combo", "combo_pressed", "remote_bytes"]
+__all__ = ["BUTTONS", "DEFAULT_ESTOP_COMBO", "pressed_buttons", "parse_combo", "combo_masks", "combo_pressed", "remote_bytes"]
 
 BUTTONS: dict[str, tuple[int, int]] = {
     name: (2, bit) for bit, name in enumerate(("R1", "L1", "Start", "Select", "R2", "L2", "F1", "F3"))
@@ -53,9 +53,22 @@ def parse_combo(text: str, where: str = "remote e-stop") -> frozenset[str]:
     return frozenset(names)
 
 
-def combo_pressed(data, combo: frozenset[str]) -> bool:
-    """True if every button of ``combo`` (non-empty) is pressed in ``data``."""
-    return bool(combo) and combo <= pressed_buttons(data)
+def combo_masks(combo: frozenset[str]) -> tuple[int, int]:
+    """The bit masks of ``combo`` in bytes 2 and 3 of ``wireless_remote`` (computed once; tested at
+    every state by :func:`combo_pressed`)."""
+    masks = [0, 0]
+    for name in combo:
+        byte, bit = BUTTONS[name]
+        masks[byte - 2] |= 1 << bit
+    return masks[0], masks[1]
+
+
+def combo_pressed(data, combo: frozenset[str] | tuple[int, int]) -> bool:
+    """True if every button of ``combo`` (non-empty; a set of names or :func:`combo_masks`) is pressed in ``data``."""
+    m2, m3 = combo_masks(combo) if isinstance(combo, frozenset) else combo
+    if not (m2 or m3) or len(data) < 4:
+        return False
+    return (int(data[2]) & m2) == m2 and (int(data[3]) & m3) == m3
 
 
 def remote_bytes(buttons=()) -> bytes:
