@@ -173,8 +173,11 @@ def equilibrium_terms(
                 if R_c is None:
                     raise ModelError(f"contact {c.name!r}: a point contact needs its surface frame R_c")
                 f_local = pin.Force(data.oMf[c.frame_id].rotation.T @ (np.asarray(R_c, dtype=float) @ lam), np.zeros(3))
-            touched.append(parent)
-            fext[parent] = fext[parent] + placement.act(f_local)
+            if parent in touched:  # a second contact on the same joint
+                fext[parent] = fext[parent] + placement.act(f_local)
+            else:  # (the zero force it replaces added nothing)
+                touched.append(parent)
+                fext[parent] = placement.act(f_local)
         r = pin.computeStaticTorque(model, data, q, fext)  # fresh arrays (pinocchio returns copies)
         dr_dq = pin.computeStaticTorqueDerivatives(model, data, q, fext)
     finally:
