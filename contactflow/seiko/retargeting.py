@@ -689,7 +689,7 @@ class SeikoRetargeting:
             b_g -= lam
             b_g *= self._w_lam_inv_dt
             g[nv:] -= b_g
-        lo, hi = lo_hi
+        lo, hi = qp.lo, qp.hi  # (the rows of lo_hi; unpacking the array would iterate it)
         t0 = time.perf_counter()
         sol = qp.solve(solver=cfg.qp_solver, reg=0.0)  # contactflow.qp.BoxQP: the buffers filled above
         solve_time = time.perf_counter() - t0
