@@ -41,7 +41,7 @@ from test_hardware_dora import Run  # noqa: E402  (the tests' emulator + dora ru
 def one_run(tmp: Path, extra: str) -> dict:
     run = Run(tmp, "stand.yaml", extra)
     run.wait_commands()
-    pid = run.node_pid("lac_expert.py")
+    pid = run.node_pid("contactflow-lac-expert")
     time.sleep(3.0 + random.uniform(0.0, 0.02))
     rss_mb = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
     t_kill = time.monotonic()

@@ -24,7 +24,7 @@ import logging
 
 import numpy as np
 
-from _runtime import KeepAlive, base_parser, connect, drain_after_finish, lockstep_for, node_main, sender_for
+from contactflow.nodes._runtime import KeepAlive, base_parser, connect, drain_after_finish, lockstep_for, node_main, sender_for
 
 log = logging.getLogger("contactflow.lac_expert")
 

@@ -59,7 +59,7 @@ import signal
 import threading
 import time
 
-from _runtime import UpstreamError, base_parser, connect, declared_inputs, node_main, sender_for
+from contactflow.nodes._runtime import UpstreamError, base_parser, connect, declared_inputs, node_main, sender_for
 
 log = logging.getLogger("contactflow.unitree_driver")
 

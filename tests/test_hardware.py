@@ -477,7 +477,7 @@ def test_hardware_graph_differs_from_the_simulated_one_in_the_driver_only():
     # exactly what differs: the driver, and the e-stop node wired to its `estop` input
     assert set(sim_nodes) - {"mujoco_driver"} == set(hw_nodes) - {"unitree_driver", "estop"}
     es = hw_nodes["estop"]
-    assert es["path"] == "../nodes/estop.py" and es["outputs"] == ["estop"]
+    assert es["path"] == "contactflow-estop" and es["outputs"] == ["estop"]
     assert es["inputs"]["tick"]["source"] == "unitree_driver/sensors"
 
     def rename(n):
@@ -493,7 +493,7 @@ def test_hardware_graph_differs_from_the_simulated_one_in_the_driver_only():
     ds, dh = sim_nodes["mujoco_driver"], hw_nodes["unitree_driver"]
     assert dh["inputs"].pop("estop")["source"] == "estop/estop"
     assert ds["inputs"] == dh["inputs"] and ds["outputs"] == dh["outputs"]
-    assert dh["path"] == "../nodes/unitree_driver.py" and "--domain 1 --interface lo" in dh["args"]
+    assert dh["path"] == "contactflow-unitree-driver" and "--domain 1 --interface lo" in dh["args"]
     assert check_dataflow(ROOT / "dataflows/lac_g1_hw.yml") == []
 
 

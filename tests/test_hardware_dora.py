@@ -224,7 +224,7 @@ def test_hw_graph_with_the_scenario_push_applied_by_the_emulator_deflects_like_t
 def test_killing_the_expert_puts_the_robot_in_damping_and_names_the_node(tmp_path):
     run = Run(tmp_path, "stand.yaml", _LOADED_MACHINE_STATE_TIMEOUT)
     run.wait_commands()
-    pid = run.node_pid("lac_expert.py")
+    pid = run.node_pid("contactflow-lac-expert")
     time.sleep(3.0)  # past the start-up ramp
     t_kill = time.monotonic()
     os.kill(pid, signal.SIGKILL)
@@ -262,7 +262,7 @@ def test_the_graph_estop_latches_damping(tmp_path, how):
     scenario in damping."""
     run = Run(tmp_path, "smoke_4s.yaml", _LOADED_MACHINE_STATE_TIMEOUT)
     run.wait_commands()
-    pid = run.node_pid("nodes/estop.py")
+    pid = run.node_pid("contactflow-estop")
     time.sleep(2.5)  # past the 2 s start-up ramp
     t0 = time.monotonic()
     if how == "trigger file":
@@ -327,7 +327,7 @@ def test_no_robot_fails_in_one_line_naming_topic_domain_and_interface(tmp_path):
 def test_sigterm_to_the_driver_runs_the_normal_shutdown_with_damping(tmp_path):
     run = Run(tmp_path, "stand.yaml", _LOADED_MACHINE_STATE_TIMEOUT)
     run.wait_commands()
-    pid = run.node_pid("unitree_driver.py")
+    pid = run.node_pid("contactflow-unitree-driver")
     time.sleep(3.0)  # past the start-up ramp
     t_term = time.monotonic()
     os.kill(pid, signal.SIGTERM)
