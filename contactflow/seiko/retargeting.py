@@ -486,8 +486,8 @@ class SeikoRetargeting:
         # lam and the wrench target (9e) of every effector: (n_eff, 6) rows (points: the first 3
         # values), one view per effector (always written in place); the enabled ones stacked by
         # one gather (self._flat_idx of the layout)
-        self._lam_rows = np.zeros((len(self._names), 6))
-        self._lam_target_rows = np.zeros((len(self._names), 6))
+        self._wrench_rows = np.zeros((2, len(self._names), 6))  # lam, lam_target
+        self._lam_rows, self._lam_target_rows = self._wrench_rows[0], self._wrench_rows[1]
         self._lam_flat, self._lam_target_flat = self._lam_rows.reshape(-1), self._lam_target_rows.reshape(-1)
         self._lam = {k: self._lam_rows[i, : c.dim] for i, (k, c) in enumerate(zip(self._names, self._specs))}
         self._lam_target = {k: self._lam_target_rows[i, : c.dim] for i, (k, c) in enumerate(zip(self._names, self._specs))}
@@ -1150,13 +1150,12 @@ class SeikoRetargeting:
         fz_min_desired = self._fz_min_desired
         poses, lam, lam_target, switching = {}, {}, {}, {}
         # lam, lam_target: views of one copy each of the state rows (a disabled effector's rows are 0)
-        rows = np.concatenate((self._lam_rows, self._lam_target_rows))
-        n_eff = len(self._effectors)
+        rows = self._wrench_rows.copy()
         for i, (k, frame_id, dim) in enumerate(self._effectors):
             poses[k] = pin.updateFramePlacement(model, data, frame_id).copy()
             on = enabled[k]
-            lam[k] = rows[i, :dim]
-            lam_target[k] = rows[n_eff + i, :dim]
+            lam[k] = rows[0, i, :dim]
+            lam_target[k] = rows[1, i, :dim]
             switching[k] = ("disabling" if disabling[k] else "enabling" if on and fz_min[k] < fz_min_desired[k] else "")
         cfg = self.config
         return RetargetingOutput(
