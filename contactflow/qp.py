@@ -220,7 +220,7 @@ def _bounds_finite(bl, bu) -> bool:
     return float(bl.sum()) < _INF and float(bu.sum()) > -_INF
 
 
-def _box_residuals(A, x, bl, bu, eq, has_eq, tol, work=None):
+def _box_residuals(A, x, bl, bu, eq, has_eq, tol, work=None, block=None):
     """(eq_residual, ineq_violation, ok) of x for the box form, with ``bl <= [x; A x] <= bu``
     (or ``bl <= A x <= bu`` without variable bounds) and ``eq`` the equality mask.
 
@@ -230,7 +230,8 @@ def _box_residuals(A, x, bl, bu, eq, has_eq, tol, work=None):
     infinite bounds never bind. Lean: when the worst residual is within ``tol`` (the usual case)
     every row passes and the per-row bounds are not computed. NaN (in x or a bound) fails.
     ``work``: optional :class:`BoxQP` whose scratch rows (``_r``, ``_d``, ``_d2``) are used
-    instead of new arrays (same values)."""
+    instead of new arrays (same values); ``block``: ``(a, b)`` when the equalities are exactly
+    the rows ``a:b`` (slices instead of masked reductions, same values), else None."""
     if work is None:
         r = A @ x
         if len(bl) != len(r):
@@ -249,7 +250,11 @@ def _box_residuals(A, x, bl, bu, eq, has_eq, tol, work=None):
         np.subtract(bl, r, out=d)
         np.maximum(d, np.subtract(r, bu, out=work._d2), out=d)
     eq_res = 0.0
-    if has_eq:
+    if block is not None:
+        a, b = block
+        eq_res = float(_MAX(d[a:b]))
+        d[a:b] = -_INF
+    elif has_eq:
         eq_res = float(_MAX(d, where=eq, initial=-_INF))
         np.copyto(d, -_INF, where=eq)
     viol = float(_MAX(d))
@@ -336,12 +341,10 @@ def _solve_box(H, g, A, bl, bu, solver, added, tol, work) -> QPSolution:
     if work is None:
         eq = bl == bu
         sense = eq * _DAQP_EQUALITY if solver == "daqp" else None  # C int: 5 on equalities, 0 otherwise
-    else:
-        eq, sense = work._eq, work._sense
-        np.equal(bl, bu, out=eq)
-        if solver == "daqp":
-            np.multiply(eq, _DAQP_EQUALITY, out=sense)
-    has_eq = bool(_ANY(eq))
+        has_eq, block = bool(_ANY(eq)), None
+    else:  # the mask's derived arrays are looked up by its bytes (a stage has a few masks)
+        np.equal(bl, bu, out=work._eq)
+        eq, sense, has_eq, block = work._equality_pattern()
     if solver == "daqp":
         x, fval, flag, info = daqp.solve(H, g, A, bu, bl, sense)
         if flag not in _DAQP_OPTIMAL:
@@ -353,7 +356,7 @@ def _solve_box(H, g, A, bl, bu, solver, added, tol, work) -> QPSolution:
         x, fval, n_active, status, msg = _quadprog(H, g, C, b, n_eq)
         if status is not None:
             return _box_failure(bl, bu, n, status, msg)
-    eq_res, viol, ok = _box_residuals(A, x, bl, bu, eq, has_eq, tol, work)
+    eq_res, viol, ok = _box_residuals(A, x, bl, bu, eq, has_eq, tol, work, block)
     if not ok:  # a non-finite bound or x fails the residual check: find out which
         if not _bounds_finite(bl, bu):
             return QPSolution(False, "non_finite", np.zeros(n), message="non-finite entry in the QP data")
@@ -413,8 +416,23 @@ class BoxQP:
         self.lb, self.ub = self.bl[:k], self.bu[:k]
         self.lo, self.hi = self.bl[k:], self.bu[k:]
         self._eq = np.zeros(k + m, dtype=bool)
-        self._sense = np.zeros(k + m, dtype=np.intc)
+        self._patterns: dict[bytes, tuple] = {}  # equality mask -> (mask, daqp senses, any, block)
         self._r, self._d, self._d2 = np.zeros(k + m), np.zeros(k + m), np.zeros(k + m)
+
+    def _equality_pattern(self) -> tuple:
+        """``(eq, sense, has_eq, block)`` of the equality mask in ``_eq``: a copy of the mask,
+        daqp's senses (C int, 5 on equalities), whether there is one, and ``(a, b)`` when the
+        equalities are exactly the entries ``a:b`` (else None); computed once per mask."""
+        key = self._eq.tobytes()
+        pat = self._patterns.get(key)
+        if pat is None:
+            eq = self._eq.copy()
+            idx = np.flatnonzero(eq)
+            block = (int(idx[0]), int(idx[-1]) + 1) if len(idx) and idx[-1] - idx[0] + 1 == len(idx) else None
+            pat = (eq, eq * _DAQP_EQUALITY, bool(len(idx)), block)
+            if len(self._patterns) < 64:  # a few masks per stage; never an unbounded cache
+                self._patterns[key] = pat
+        return pat
 
     def solve(self, *, solver: str = "daqp", reg: float = 1e-9, tol: float = 1e-6) -> QPSolution:
         """Solve the QP in the buffers (as :func:`solve_qp_box` on these arguments).

@@ -351,6 +351,22 @@ def test_boxqp_buffers_solve_as_solve_qp_box(solver):
             assert sol.cost == pytest.approx(ref.cost, rel=1e-12, abs=1e-12)
             diag = np.diag(qp["H"])
             np.testing.assert_array_equal(box.H_diag, diag + 1e-9 * max(1.0, np.abs(diag).max()))  # in place
+    # equalities not in one block (a fixed variable and a row), and after a change of the mask
+    box = BoxQP(3, 2, bounds=True)
+    box.H[:] = np.diag([2.0, 1.0, 1.0])
+    box.A[:] = [[1.0, 1.0, 1.0], [1.0, -1.0, 0.0]]
+    box.lb[:], box.ub[:] = [0.2, -INF, -INF], [0.2, INF, 0.1]
+    box.lo[:], box.hi[:] = [1.0, -0.5], [1.0, 0.5]
+    for fixed in (0.2, None, 0.3):
+        if fixed is None:
+            box.lb[0], box.ub[0] = -INF, INF
+        else:
+            box.lb[0] = box.ub[0] = fixed
+        box.g[:] = [-1.0, 0.5, -2.0]
+        ref = solve_qp_box(box.H, box.g, box.A, box.lo, box.hi, box.lb, box.ub, solver=solver, reg=0.0)
+        sol = box.solve(solver=solver, reg=0.0)
+        assert sol.found and np.array_equal(sol.x, ref.x)
+        assert (sol.eq_residual, sol.ineq_violation, sol.n_active) == (ref.eq_residual, ref.ineq_violation, ref.n_active)
     box = BoxQP(2, 1)
     box.H[:] = np.eye(2)
     box.A[:] = [[1.0, 1.0]]
