@@ -288,6 +288,9 @@ def test_a_users_pipeline_runs_outside_the_repository_from_a_plain_install(insta
     assert set(files) == {"reach.yaml", "height_monitor.py", "pipeline.yml"}, set(files)
     for name, text in files.items():
         (folder / name).write_text(text)
+    check = subprocess.run([str(venv / "bin" / "contactflow"), "check", "pipeline.yml"], cwd=folder, env=env,
+                           capture_output=True, text=True, timeout=120)  # the installed command line too
+    assert check.returncode == 0 and "wiring OK" in check.stdout, check.stdout + check.stderr
     proc, out = _dora_run(venv, env, folder / "pipeline.yml")
     assert proc.returncode == 0, out[-5000:]
     assert "[operator] scenario reach.yaml" in out, out[-3000:]
