@@ -255,13 +255,18 @@ on the free core; the Controller reads the Retargeting 10 ticks per message (`de
 driver <-> Controller exchange is the only per-tick round trip."""
 
 
+#: The Controller's ``--sensor-lag`` in the main lockstep graphs (seiko_talos.yml and the graphs built
+#: like it): 1 = the command of tick k from the sensors of tick k - 1, as a robot applies it.
+MAIN_SENSOR_LAG = 1
+
+
 def _main_graph(name: str, dataflow: str, *, driver_args: str = "--robot talos", op: str = "scenario",
                 controller_config: str | None = None, extra: tuple[Node, ...] = (),
                 controller_outputs: tuple[str, ...] = ("command",), driver_comment: str = "",
                 wrench_filter: int | None = None) -> list[Node]:
     nodes = [driver("seiko_controller/command", args=driver_args, args_comment=driver_comment), operator(op),
              *seiko_stages(controller_config=controller_config, controller_outputs=controller_outputs,
-                           desired_rows=op == "scenario", wrench_filter=wrench_filter)]
+                           desired_rows=op == "scenario", wrench_filter=wrench_filter, sensor_lag=MAIN_SENSOR_LAG)]
     return [*nodes, recorder(nodes, name, dataflow), *extra]
 
 
@@ -292,7 +297,7 @@ def seiko_talos_replay() -> Graph:
     drv = replay_node("mujoco_driver", "mujoco_driver.sensors", "sensors", "seiko_controller/command", "sensors")
     # the replay driver has no log: the operator plays ahead of the Controller's log instead (the same
     # commands, at the same t = k dt, as the recorded run's operator)
-    nodes = [drv, operator("recording", clock="seiko_controller/log"), *seiko_stages()]
+    nodes = [drv, operator("recording", clock="seiko_controller/log"), *seiko_stages(sensor_lag=MAIN_SENSOR_LAG)]
     return Graph("""SEIKO on Talos, open loop on a recorded run: the MuJoCo driver is replaced by a replay of the
 sensors of a recorded seiko_talos run (the replay node takes the id `mujoco_driver`, so the
 wiring is unchanged) and the operator and the SEIKO stages (input filter, Retargeting,
@@ -387,7 +392,9 @@ STACK_RENAMES = {"seiko_stack/targets": "input_filter/targets", "seiko_stack/des
 def stack_node(*, realtime: bool = False) -> Node:
     """The input filter, the Retargeting and the Controller in one process (nodes/seiko_stack.py)."""
     q = _queue_of(realtime)
-    return Node("seiko_stack", node_script("seiko_stack"), f"{_robot(realtime)} --lag 2",
+    # the lockstep stack gives seiko_talos.yml's outputs bit for bit: the same --sensor-lag
+    lag = "" if realtime or not MAIN_SENSOR_LAG else f" --sensor-lag {MAIN_SENSOR_LAG}"
+    return Node("seiko_stack", node_script("seiko_stack"), f"{_robot(realtime)} --lag 2{lag}",
                 {"sensors": ("mujoco_driver/sensors", q), "command": ("operator/command", q)},
                 ["command", LOG], env=_rt_env("seiko_stack", realtime))
 
@@ -410,7 +417,8 @@ def seiko_controller_replay() -> Graph:
     ack = "seiko_controller/command"
     nodes = [replay_node("mujoco_driver", "mujoco_driver.sensors", "sensors", ack, "sensors"),
              replay_node("seiko_retargeting", "seiko_retargeting.desired", "desired", ack, "desired"),
-             Node("seiko_controller", node_script("seiko_controller"), "--robot talos --lag 2",
+             Node("seiko_controller", node_script("seiko_controller"),
+                  "--robot talos --lag 2" + (f" --sensor-lag {MAIN_SENSOR_LAG}" if MAIN_SENSOR_LAG else ""),
                   {"sensors": ("mujoco_driver/sensors", LOCKSTEP), "desired": ("seiko_retargeting/desired", LOCKSTEP)},
                   ["command", LOG])]
     return Graph("""Record -> replay regression of the SEIKO Controller alone: the recorded robot sensors and the

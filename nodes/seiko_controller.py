@@ -81,8 +81,10 @@ def main() -> int:
             command, state = stage.tick(tick.k, s, tick.inputs["desired"], t_start=t0, filtered=tick.inputs["wrench"])
         else:
             command, state = stage.tick(tick.k, s, tick.inputs["desired"], t_start=t0)
-        sender.send("command", command, seq=tick.k, t=tick.t, finished=tick.finished)
-        sender.send("state", state, seq=tick.k, t=tick.t, finished=tick.finished)
+        # stamped with the time of the sensors used (with --sensor-lag 1: those of tick k - 1)
+        t = float(s["t"][0]) if args.sensor_lag and s is not None else tick.t
+        sender.send("command", command, seq=tick.k, t=t, finished=tick.finished)
+        sender.send("state", state, seq=tick.k, t=t, finished=tick.finished)
         if filtered:
             sender.send("flex_rate", stage.flex_rate_values(), seq=tick.k, t=tick.t, finished=tick.finished)
     if lock.finished_seen:

@@ -75,12 +75,18 @@ def main() -> int:
     # real time: the clock, the sensors)
     lock = lockstep_for(node, "seiko_stack", specs, skip_missing=args.realtime, clock="sensors")
     end = None
+    t_prev = None  # the time of the previous tick's sensors
     for tick in lock:
         t0 = time.perf_counter()
         # stamps as in the split graph: the operator's tick time for the input filter and the
         # Retargeting, the sensors' time for the Controller
         s = tick.inputs["sensors"]
-        t_op, t_sens = tick.t, (float(s["t"][0]) if s is not None else tick.t)
+        # the Controller's outputs carry the time of the sensors it used (--sensor-lag 1: the tick before)
+        t_op = tick.t
+        t_now = float(s["t"][0]) if s is not None else None
+        t_used = t_prev if args.sensor_lag else t_now
+        t_sens = tick.t if t_used is None else t_used
+        t_prev = t_now
         k = tick.k
 
         def send_command(command, state, fin):
@@ -108,9 +114,12 @@ def main() -> int:
         tail.k, tail.finished_seen = end + 1, True
         tail.buffers["sensors"].update(lock.buffers["sensors"])  # the sensors already received
         for tick in tail:
-            out = pipeline.tail_tick(tick.k, tick.inputs["sensors"], t_start=time.perf_counter())
-            sender.send("command", out.command, seq=tick.k, t=tick.t, finished=out.delayed_finished)
-            sender.send("state", out.state, seq=tick.k, t=tick.t, finished=out.delayed_finished)
+            s = tick.inputs["sensors"]
+            out = pipeline.tail_tick(tick.k, s, t_start=time.perf_counter())
+            t_sens = t_prev if args.sensor_lag and t_prev is not None else tick.t
+            t_prev = float(s["t"][0]) if s is not None else None
+            sender.send("command", out.command, seq=tick.k, t=t_sens, finished=out.delayed_finished)
+            sender.send("state", out.state, seq=tick.k, t=t_sens, finished=out.delayed_finished)
             if out.delayed_finished:
                 break
     if lock.finished_seen:
