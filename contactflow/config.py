@@ -14,6 +14,7 @@ under that text (``contactflow config show NODE``, :mod:`contactflow.config_cli`
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import inspect
 import math
 import re
@@ -21,7 +22,7 @@ import textwrap
 import types
 import typing
 from pathlib import Path
-from typing import Any, Mapping, TypeVar
+from typing import Any, Iterable, Mapping, TypeVar
 
 import yaml
 
@@ -106,14 +107,26 @@ def _check_value(tp: Any, value: Any, where: str) -> Any:
     return value
 
 
+def did_you_mean(unknown: Iterable[Any], known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the unknown names close to a known one (:func:`difflib.get_close_matches`),
+    else ``""``; several: `` (did you mean 'a' for 'b', 'c' for 'd'?)``."""
+    unknown, known = [str(u) for u in unknown], [str(k) for k in known]
+    pairs = [(u, m[0]) for u in unknown if (m := difflib.get_close_matches(str(u), known, n=1))]
+    if not pairs:
+        return ""
+    if len(unknown) == 1:
+        return f" (did you mean {pairs[0][1]!r}?)"
+    return " (did you mean " + ", ".join(f"{k!r} for {u!r}" for u, k in pairs) + "?)"
+
+
 def _build(cls: type[T], mapping: Mapping[str, Any], where: str) -> T:
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    unknown = sorted(set(mapping) - set(fields))
+    unknown = sorted(set(mapping) - set(fields), key=str)
     if unknown:
         raise ConfigError(
-            f"{where + ': ' if where else ''}unknown key(s) {', '.join(map(repr, unknown))}; "
-            f"expected some of {', '.join(sorted(fields))}"
+            f"{where + ': ' if where else ''}unknown key(s) {', '.join(map(repr, unknown))}"
+            f"{did_you_mean(unknown, fields)}; expected some of {', '.join(sorted(fields))}"
         )
     kwargs = {}
     for name, f in fields.items():
