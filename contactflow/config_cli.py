@@ -14,11 +14,12 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import textwrap
-from typing import Any
+from typing import Any, Mapping
 
-from contactflow.errors import ConfigError
+from contactflow.errors import ConfigError, ContactflowError
 
-__all__ = ["NODE_CONFIGS", "NodeSection", "node_sections", "render_node_config", "add_parser"]
+__all__ = ["NODE_CONFIGS", "NodeSection", "node_sections", "render_node_config", "check_node_config_files",
+           "add_parser"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,11 +31,21 @@ class NodeSection:
         config: ``"module:Class"`` of the config dataclass, or ``"module:function"`` of a function
             ``(robot) -> class`` when the class depends on the robot (``--robot``).
         note: where the node reads it from (printed above the section).
+        required: the node refuses its ``--config`` file when the section is missing (else the
+            defaults are used).
+        own_flag: a flag that names a file for this section alone; when given, the node reads the
+            (then required) section from that file instead of ``--config``.
+        loader: how the node reads the file: ``"node"`` (``load_node_config``, which also refuses
+            unknown sections), ``"teleop"`` (``load_teleop_config``) or ``"expert"``
+            (``load_expert_config``: a flat file or a ``lac_expert`` section).
     """
 
     section: str | None
     config: str
     note: str = ""
+    required: bool = True
+    own_flag: str | None = None
+    loader: str = "node"
 
 
 _FILTER = NodeSection("input_filter", "contactflow.operator.input_filter:InputFilterConfig")
@@ -46,18 +57,21 @@ NODE_CONFIGS: dict[str, tuple[NodeSection, ...]] = {
     "input_filter": (_FILTER,),
     "seiko_retargeting": (_RETARGETING,),
     "seiko_controller": (_CONTROLLER, dataclasses.replace(
-        _RETARGETING, note="optional: read for the Retargeting's reset state (or from --retargeting-config)")),
-    "seiko_stack": tuple(dataclasses.replace(s, note="optional") for s in (_FILTER, _RETARGETING, _CONTROLLER)),
-    "wrench_filter": (dataclasses.replace(_CONTROLLER, note="optional"),),
+        _RETARGETING, note="optional: read for the Retargeting's reset state (or from --retargeting-config)",
+        required=False, own_flag="--retargeting-config")),
+    "seiko_stack": tuple(dataclasses.replace(s, note="optional", required=False)
+                         for s in (_FILTER, _RETARGETING, _CONTROLLER)),
+    "wrench_filter": (dataclasses.replace(_CONTROLLER, note="optional", required=False),),
     "mujoco_driver": (NodeSection("mujoco_driver", "contactflow.sim.driver:sim_config_class",
                                   "SimConfig for position-controlled robots (Talos), PDSimConfig for PD robots "
                                   "(G1): pass --robot"),),
     "teleop": (NodeSection("teleop", "contactflow.lac.teleop:TeleopConfig",
-                           "the node's default file: robots/<robot>/teleop.yaml when it exists"),),
+                           "the node's default file: robots/<robot>/teleop.yaml when it exists", loader="teleop"),),
     "wrench_injector": (NodeSection("teleop", "contactflow.lac.teleop:TeleopConfig",
-                                    "the teleop limits, which validate the scenario's stiffness"),),
+                                    "the teleop limits, which validate the scenario's stiffness", loader="teleop"),),
     "lac_expert": (NodeSection("lac_expert", "contactflow.lac.expert:ExpertConfig",
-                               "or the same keys as a flat file; the node's default file: robots/g1/lac_expert.yaml"),),
+                               "or the same keys as a flat file; the node's default file: robots/g1/lac_expert.yaml",
+                               loader="expert"),),
     "prime_estimator": (NodeSection(None, "contactflow.prime.fie:PrimeConfig",
                                     "a flat file, no section (e.g. robots/go2/prime_estimator.yaml)"),),
 }
@@ -111,10 +125,71 @@ def render_node_config(node: str, robot: str = "talos", width: int = 100) -> str
     return "\n".join(lines) + "\n"
 
 
+def _load_section(s: NodeSection, cls: type, path: str, required: bool, robot: str) -> Any:
+    """Load one section of the file ``path`` the way the node does (``s.loader``)."""
+    if s.loader == "teleop":
+        from contactflow.lac.teleop import load_teleop_config
+        from contactflow.robot import load_robot
+
+        return load_teleop_config(load_robot(robot), path)
+    if s.loader == "expert":
+        from contactflow.lac.expert import load_expert_config
+
+        return load_expert_config(path)
+    from contactflow.nodes._runtime import load_node_config
+
+    if s.section is None:
+        return load_node_config(cls, path)
+    return load_node_config(cls, path, s.section, required=required)
+
+
+def check_node_config_files(node: str, files: Mapping[str, str | None], robot: str = "talos") -> list[tuple[str, str]]:
+    """Load the configuration files given to ``node`` as the node does at start, and collect the errors.
+
+    Used by ``contactflow check``, so that a misspelled key or a missing section is reported before
+    the graph runs, with the loader's own message (file, section, key, ``did you mean``).
+
+    Args:
+        node: node kind (a key of :data:`NODE_CONFIGS`; other kinds have no file: nothing checked).
+        files: flag -> file path as the node would open it (``--config``, ``--retargeting-config``;
+            a missing or None value: the flag is not given). Resolve relative paths first (the nodes
+            run in the dataflow's folder).
+        robot: the node's ``--robot`` (robot-dependent classes, the teleop loader).
+
+    Returns:
+        ``(flag, message)`` for each file that fails to load (at most one per flag); nothing when the
+        node's config class needs an optional package that is not installed.
+    """
+    if node not in NODE_CONFIGS or not any(files.values()):
+        return []
+    problems: dict[str, str] = {}
+    try:
+        sections = node_sections(node, robot)
+    except ContactflowError as exc:
+        return [("--config", str(exc))]
+    except ModuleNotFoundError:  # an optional extra (prime: crocoddyl) is missing: the node says so at start
+        return []
+    for s, cls in sections:
+        own = files.get(s.own_flag) if s.own_flag else None
+        flag, required = (s.own_flag, True) if own else ("--config", s.required)
+        path = files.get(flag)
+        if not path or flag in problems:
+            continue
+        try:
+            _load_section(s, cls, path, required, robot)
+        except ContactflowError as exc:
+            problems[flag] = str(exc)
+    return list(problems.items())
+
+
 def _show(args: Any) -> int:
     if args.list or not args.node:
-        for node, sections in NODE_CONFIGS.items():
-            print(f"{node:18s} {', '.join(s.section or '(flat file)' for s in sections)}")
+        rows = [("node", "sections of its --config file (contactflow config show NODE)")]
+        rows += [(node, ", ".join((s.section or "(flat file)") + ("" if s.required else " (optional)") for s in sections))
+                 for node, sections in NODE_CONFIGS.items()]
+        width = max(len(n) for n, _ in rows) + 2
+        for node, sections in rows:
+            print(f"{node:{width}s}{sections}")
         return 0
     print(render_node_config(args.node, args.robot), end="")
     return 0

@@ -16,8 +16,9 @@ Checked: every required input of a known node is wired and no undeclared input i
 may be left out, but when wired it must carry its contract like any other; a timer input (the LAC
 controllers' ``heartbeat``) must come from a dora timer; every required output is declared (an
 undeclared output is silently dropped by dora); every edge's source node and output exist; both
-ends of an edge carry the same contract and size. Dataflows that use dora modules (``module:``) are
-expanded with ``dora expand`` first.
+ends of an edge carry the same contract and size. :func:`check_dataflow` also loads each node's
+configuration file (``--config``) as the node will (:func:`check_config_files`). Dataflows that use
+dora modules (``module:``) are expanded with ``dora expand`` first.
 
 A node may declare the output ``log`` (``LOG_OUTPUT``: its outputs batched for the recorder, see
 ``nodes/_runtime.py`` Sender); such a node sends the outputs it does not declare only in its log, so
@@ -43,7 +44,7 @@ from contactflow.messages import PortSpec
 from contactflow.paths import node_kind
 from contactflow.ports import MESSAGE, NODES, TIMER
 
-__all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "load_dataflow", "graph_node_kind", "LOG_OUTPUT"]
+__all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "check_config_files", "load_dataflow", "graph_node_kind", "LOG_OUTPUT"]
 
 #: The batched-log output every contactflow node may declare (nodes/_runtime.py Sender).
 LOG_OUTPUT = "log"
@@ -126,7 +127,55 @@ def check_dataflow(path: str | Path, *, strict: bool = False) -> list[WiringProb
     Raises:
         ConfigError: the file is not a readable dataflow.
     """
-    return check_descriptor(load_dataflow(path), strict=strict)
+    flow = load_dataflow(path)
+    return check_descriptor(flow, strict=strict) + check_config_files(flow, Path(path).parent)
+
+
+#: The flags that name a node's configuration file (:data:`contactflow.config_cli.NODE_CONFIGS`).
+CONFIG_FLAGS = ("--config", "--retargeting-config")
+
+
+def _node_file(arg: str, base_dir: Path) -> str:
+    # the nodes run in the dataflow's folder (dora run); a robots/... path not found there names the
+    # shipped robot data (contactflow.paths.resolve_data_path, as the nodes resolve it)
+    from contactflow.paths import data_path_candidates
+
+    p = Path(arg).expanduser()
+    if p.is_absolute():
+        return str(p)
+    here = base_dir / p
+    return str(next((c for c in [here, *data_path_candidates(p)[1:]] if c.exists()), here))
+
+
+def check_config_files(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
+    """Load every node's configuration file (``--config``, ``--retargeting-config``) as the node will.
+
+    Each node of :data:`contactflow.config_cli.NODE_CONFIGS` that is given a file has it loaded with
+    its own sections and loader (:func:`contactflow.config_cli.check_node_config_files`); a file that
+    the node would refuse at start (not found, not YAML, unknown or missing section, unknown key,
+    bad value) is one problem on the port named by the flag, with the loader's message.
+
+    Args:
+        flow: the (flat) descriptor.
+        base_dir: the dataflow's folder (relative paths are resolved from it, as ``dora run`` starts
+            the nodes there).
+    """
+    from contactflow.config_cli import check_node_config_files
+
+    problems: list[WiringProblem] = []
+    nodes = [n for n in flow.get("nodes") or [] if isinstance(n, dict) and "id" in n]
+    robots = {_arg(shlex.split(str(n.get("args", "") or "")), "--robot") for n in nodes} - {None}
+    graph_robot = robots.pop() if len(robots) == 1 else "talos"
+    for n in nodes:
+        kind = node_kind(str(n.get("path", "")))
+        args = shlex.split(str(n.get("args", "") or ""))
+        files = {flag: _node_file(v, Path(base_dir)) for flag in CONFIG_FLAGS if (v := _arg(args, flag))}
+        if not files:
+            continue
+        robot = _arg(args, "--robot", graph_robot) or graph_robot
+        for flag, msg in check_node_config_files(kind, files, robot):
+            problems.append(WiringProblem(str(n["id"]), flag, f"configuration file {msg}"))
+    return problems
 
 
 def _source(spec) -> str | None:

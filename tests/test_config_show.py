@@ -142,10 +142,15 @@ def test_registry_matches_the_node_files():
                 cls_arg = call.args[0]
                 cls_name = cls_arg.id if isinstance(cls_arg, ast.Name) else cls_arg.func.id
                 section = call.args[2].value if len(call.args) > 2 else None
-                found.setdefault(path.stem, set()).add((section, cls_name))
+                req = next((k.value for k in call.keywords if k.arg == "required"), ast.Constant(True))
+                # required=<flag> is not None: the section comes from that flag's file (own_flag)
+                required = req.value if isinstance(req, ast.Constant) else ast.unparse(req)
+                found.setdefault(path.stem, set()).add((section, cls_name, required, "node"))
             elif name in loaders:
-                found.setdefault(path.stem, set()).add(loaders[name])
-    registry = {node: {(s.section, s.config.split(":")[1]) for s in sections}
+                found.setdefault(path.stem, set()).add((*loaders[name], True, name.split("_")[1]))
+    registry = {node: {(s.section, s.config.split(":")[1],
+                        f"args.{s.own_flag[2:].replace('-', '_')} is not None" if s.own_flag else s.required, s.loader)
+                       for s in sections}
                 for node, sections in NODE_CONFIGS.items()}
     assert found == registry
 
@@ -160,10 +165,13 @@ def test_unknown_node_is_one_line_naming_the_known_ones(capsys):
 
 def test_list_names_every_node(capsys):
     assert cli.main(["config", "show"]) == 0
-    listed = [ln.split()[0] for ln in capsys.readouterr().out.splitlines()]
-    assert listed == list(NODE_CONFIGS)
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert header.split()[:2] == ["node", "sections"] and "--config" in header  # says what the columns are
+    assert [ln.split()[0] for ln in lines] == list(NODE_CONFIGS)
+    assert lines[list(NODE_CONFIGS).index("seiko_controller")].split(None, 1)[1] == \
+        "seiko_controller, seiko_retargeting (optional)"
     assert cli.main(["config", "show", "--list"]) == 0
-    assert [ln.split()[0] for ln in capsys.readouterr().out.splitlines()] == listed
+    assert capsys.readouterr().out.splitlines() == [header, *lines]
 
 
 def test_shown_file_configures_the_node(tmp_path):
