@@ -336,6 +336,10 @@ class Lockstep:
         waited_since = time.monotonic()
         while True:
             if self._ready():
+                if self.heartbeat is not None:
+                    # take the timer events already received: a node busy tick after tick (a lockstep
+                    # graph running faster than real time) would otherwise let dora's queue overflow
+                    self._drain(waited_since)
                 waited_since = time.monotonic()
                 yield self._pop_tick()
                 continue
@@ -369,6 +373,10 @@ class KeepAlive:
     sends nothing more. Used as ``lockstep_for(..., heartbeat=KeepAlive.if_wired(node, sender, kind))``.
     """
 
+    #: Least time between two messages on the output [s]: timer events received in a burst (after a
+    #: long step) re-send once, not once each.
+    MIN_INTERVAL_S = 0.004
+
     def __init__(self, sender: "Sender", output: str = "command", driver_input: str = "sensors"):
         self.sender, self.output, self.driver_input = sender, output, driver_input
         self.active: bool | None = None  # None until the driver's config is seen
@@ -394,7 +402,7 @@ class KeepAlive:
                 self.active = False
             log.info("keep-alive: %s", f"the newest {self.output!r} is re-sent between ticks (wall-clock driver)"
                      if self.active else "off (lockstep driver)")
-        if self.active:
+        if self.active and time.monotonic() - self.sender.last_send_s.get(self.output, -1e9) >= self.MIN_INTERVAL_S:
             self.sender.repeat(self.output)
 
 
@@ -474,6 +482,7 @@ class Sender:
         self._batch_seq0: int | None = None
         self.batches_sent = 0
         self._last: dict[str, tuple[np.ndarray, dict]] = {}
+        self.last_send_s: dict[str, float] = {}  # output -> time.monotonic() of its newest message
         self.repeats = 0
         _SENDERS.append(self)
 
@@ -515,6 +524,7 @@ class Sender:
         vec, md = last
         self.node.send_output(output, pa.array(vec, type=pa.float64()),
                               {"seq": md["seq"], "t": md["t"], "finished": False, "repeat": True})
+        self.last_send_s[output] = time.monotonic()
         self.repeats += 1
         return True
 
@@ -568,6 +578,7 @@ class Sender:
                 md["config"] = self.config_json
             self.first[output] = False
         self.node.send_output(output, pa.array(vec, type=pa.float64()), md)
+        self.last_send_s[output] = time.monotonic()
 
     def _log_row(self, output: str, seq: int, t: float, finished: bool, vec) -> None:
         if self._batch_seq0 is None:

@@ -252,7 +252,8 @@ def test_a_miswired_optional_wrench_and_timer_are_caught():
     assert (p.node, p.port) == ("seiko_controller", "wrench") and "expected contract 'filtered_wrench'" in p.message
     flow = yaml.safe_load((ROOT / "dataflows" / "lac_g1_hw.yml").read_text())
     lac = _nodes(flow)["lac_expert"]["inputs"]
-    assert str(lac["heartbeat"]).startswith("dora/timer/")
+    hb = lac["heartbeat"]
+    assert (hb if isinstance(hb, str) else hb["source"]).startswith("dora/timer/")
     lac["heartbeat"] = "teleop/command"
     (p,) = check_descriptor(flow)
     assert (p.node, p.port) == ("lac_expert", "heartbeat") and "expected a dora timer" in p.message
