@@ -126,8 +126,9 @@ def driver(command: str, *, args: str | None = None, args_comment: str = "", rea
 
 
 def replay_node(node_id: str, streams: str, output: str, ack: str, record_as: str) -> Node:
-    """A replay node standing in for ``node_id`` (re-publishes the newest recording's ``streams``)."""
-    return Node(node_id, node_script("replay"), f"--recording latest --streams {streams} --mode lockstep",
+    """A replay node standing in for ``node_id`` (re-publishes the newest Talos recording's ``streams``;
+    ``--robot talos``: a run of another robot is never picked as ``latest`` and refused when named)."""
+    return Node(node_id, node_script("replay"), f"--recording latest --robot talos --streams {streams} --mode lockstep",
                 {"ack": (ack, LOCKSTEP)}, [output], record={output: record_as})
 
 
@@ -306,7 +307,7 @@ Controller's command of tick k-1 has arrived (input `ack`), so the run is determ
 the same scenario and configs, reproduces the recorded commands exactly.
 
   dora run dataflows/seiko_talos.yml            # record a run (recordings/<run>/)
-  dora run dataflows/seiko_talos_replay.yml     # replay the newest complete run holding the sensors
+  dora run dataflows/seiko_talos_replay.yml     # replay the newest complete Talos run holding the sensors
 
 Change `--recording latest` to a run directory or name to replay another run. The operator plays
 the scenario of that run (`--scenario-from-recording`, from its manifest), so the commands match

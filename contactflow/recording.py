@@ -512,13 +512,16 @@ def resolve_run(run: str | Path, root: str | Path | None = None, *, require_stre
             being written, such as the one a replay dataflow is recording, are skipped).
         root: the recordings directory (default :func:`recordings_root`).
         require_streams: stream names that ``latest`` must hold.
-        robot: when given, ``latest`` only considers runs whose manifest names this robot.
+        robot: when given, ``latest`` only considers runs whose manifest names this robot (the
+            ``--robot`` of the recording graph, as given), and a run named explicitly that was
+            recorded with another robot is refused.
 
     Returns:
         The run directory.
 
     Raises:
-        RecordingError: nothing matches, naming where it looked.
+        RecordingError: nothing matches, naming where it looked; or the named run's manifest names
+            another robot than ``robot`` (the run, its robot and the expected one named).
     """
     root = Path(root) if root is not None else recordings_root()
     run_s = str(run)
@@ -542,11 +545,19 @@ def resolve_run(run: str | Path, root: str | Path | None = None, *, require_stre
             raise RecordingError(f"no complete recording{what} under {root}")
         return best[1]
     p = Path(run_s)
-    if p.exists():
-        return p
-    if len(p.parts) == 1 and (root / run_s).exists():
-        return root / run_s
-    raise RecordingError(f"no recording {run_s!r} (neither a path nor a run under {root})")
+    if not p.exists() and len(p.parts) == 1 and (root / run_s).exists():
+        p = root / run_s
+    if not p.exists():
+        raise RecordingError(f"no recording {run_s!r} (neither a path nor a run under {root})")
+    if robot is not None:
+        try:
+            recorded = json.loads((p / "manifest.json").read_text()).get("robot")
+        except (OSError, json.JSONDecodeError, AttributeError):
+            return p  # not a recording: the reader names the problem
+        if recorded != robot:
+            raise RecordingError(f"recording {p} was made with robot {recorded!r}, expected robot {robot!r}: name a run "
+                                 f"of robot {robot!r} (or 'latest', the newest complete one)")
+    return p
 
 
 def recorded_scenario(run: str | Path, node: str, *, robot: str | None = None) -> str:

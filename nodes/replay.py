@@ -101,17 +101,8 @@ def main() -> int:
     args = _parser().parse_args()
     recording = os.environ.get("CONTACTFLOW_RECORDING") or args.recording
     mappings = parse_stream_map(args.streams)
+    # latest: the newest complete run of --robot holding the streams; a named run of another robot is refused
     run_dir = resolve_run(recording, require_streams=[m.stream for m in mappings], robot=args.robot)
-    if args.robot:
-        import json
-
-        from contactflow.recording import RecordingError
-
-        recorded = json.loads((run_dir / "manifest.json").read_text()).get("robot")
-        if recorded != args.robot:
-            raise RecordingError(f"{run_dir}: recorded with robot {recorded!r}, but --robot is {args.robot!r}; "
-                                 f"name a run of robot {args.robot!r}: --recording RUN (or CONTACTFLOW_RECORDING=RUN), "
-                                 f"or --recording latest for the newest one")
     plan = plan_replay(run_dir, mappings, start_seq=args.start_seq, end_seq=args.end_seq,
                        allow_truncated=args.allow_truncated)
     for w in plan.warnings:

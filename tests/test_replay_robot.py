@@ -1,0 +1,80 @@
+"""A replay of another robot's run: never picked as ``latest``, refused when named (one line, non-zero exit).
+
+Two fixture runs under a temporary recordings folder, both holding ``mujoco_driver.sensors``: a
+Talos run and, newer, a G1 run (the sensors of a G1 walk are 123 values, Talos' 117).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from contactflow.recording import RecordingError, RecordingWriter, resolve_run
+
+ROOT = Path(__file__).resolve().parent.parent
+STREAM = "mujoco_driver.sensors"
+
+
+def _run(root: Path, name: str, robot: str, size: int, start: str) -> Path:
+    w = RecordingWriter(root / name, {"dataflow": f"{name}.yml", "robot": robot, "start_time_utc": start})
+    s = w.stream(STREAM, size, {"source": "mujoco_driver/sensors", "contract": "sensors"})
+    for i in range(3):
+        s.append(i, i * 0.002, np.full(size, float(i)))
+    w.close()
+    return root / name
+
+
+@pytest.fixture
+def runs(tmp_path):
+    talos = _run(tmp_path, "seiko_talos-20261201T100000", "talos", 117, "2026-12-01T10:00:00+00:00")
+    g1 = _run(tmp_path, "g1_walk_holosoma-20261201T110000", "g1_29dof", 123, "2026-12-01T11:00:00+00:00")
+    return tmp_path, talos, g1
+
+
+def test_latest_is_the_newest_run_of_the_robot(runs):
+    root, talos, g1 = runs
+    assert resolve_run("latest", root, require_streams=[STREAM]) == g1  # without a robot: the newest run
+    assert resolve_run("latest", root, require_streams=[STREAM], robot="talos") == talos
+    assert resolve_run("latest", root, require_streams=[STREAM], robot="g1_29dof") == g1
+    with pytest.raises(RecordingError, match=f"no complete recording holding \\['{STREAM}'\\] of robot 'go2'"):
+        resolve_run("latest", root, require_streams=[STREAM], robot="go2")
+
+
+def test_a_named_run_of_another_robot_is_refused(runs):
+    root, talos, g1 = runs
+    for arg in (g1.name, str(g1)):  # a run name under the recordings folder, or its path
+        with pytest.raises(RecordingError) as err:
+            resolve_run(arg, root, require_streams=[STREAM], robot="talos")
+        msg = str(err.value)
+        assert "\n" not in msg and str(g1) in msg and "robot 'g1_29dof'" in msg and "expected robot 'talos'" in msg
+    assert resolve_run(talos.name, root, robot="talos") == talos
+    assert resolve_run(g1.name, root) == g1  # no robot given: no check
+
+
+def test_replay_node_refuses_the_other_robot_before_connecting(runs):
+    root, _, g1 = runs
+    env = dict(os.environ, CONTACTFLOW_RECORDINGS=str(root))
+    env.pop("CONTACTFLOW_RECORDING", None)
+    proc = subprocess.run([sys.executable, str(ROOT / "nodes" / "replay.py"), "--recording", g1.name, "--robot", "talos",
+                           "--streams", STREAM], capture_output=True, text=True, timeout=60, env=env)
+    err = (proc.stdout + proc.stderr).strip()
+    assert proc.returncode == 2, err
+    assert "Traceback" not in err and "WARNING" not in err
+    (line,) = [ln for ln in err.splitlines() if "node 'replay'" in ln]
+    assert f"node 'replay' failed: recording {g1} was made with robot 'g1_29dof', expected robot 'talos'" in line
+
+
+@pytest.mark.parametrize("graph", ["seiko_talos_replay.yml", "seiko_controller_replay.yml"])
+def test_the_seiko_replay_graphs_ask_for_talos_runs(graph):
+    flow = yaml.safe_load((ROOT / "dataflows" / graph).read_text())
+    replays = [n for n in flow["nodes"] if str(n["path"]).endswith("replay")]
+    assert replays and all("--robot talos" in n["args"] for n in replays)
+    # the robot the graph's recorder writes in the manifest, which the next replay compares with
+    (rec,) = [n for n in flow["nodes"] if n["id"] == "recorder"]
+    assert "--robot talos" in rec["args"]
