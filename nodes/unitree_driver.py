@@ -25,7 +25,8 @@ CRC-checked; ``rt/lowcmd`` sent at 500 Hz (right after each state) with the CRC,
 and ``mode_pr`` copied from the newest state, joints mapped by name to the motor slots
 (``unitree_motor_slots`` of the robot file). ``--domain`` / ``--interface`` choose the network;
 the environment variables ``CONTACTFLOW_UNITREE_DOMAIN`` / ``CONTACTFLOW_UNITREE_INTERFACE``
-override them (so one graph file runs on the emulator and on the robot, docs/hardware.md).
+override them (and ``CONTACTFLOW_UNITREE_STATE_TIMEOUT_S`` the lost-state timeout: an emulator on a
+loaded machine misses the robot's 40 ms) (so one graph file runs on the emulator and on the robot, docs/hardware.md).
 
 Safety (:mod:`contactflow.hardware.unitree`): nothing is sent before the first state and the first
 valid command; start-up ramp from the measured posture over ``--startup-ramp-s``; watchdog:
@@ -101,7 +102,8 @@ def main() -> int:
     p.add_argument("--domain", type=int, default=1, help="DDS domain id (the robot: 0; env CONTACTFLOW_UNITREE_DOMAIN overrides)")
     p.add_argument("--interface", default="lo", help="network interface (env CONTACTFLOW_UNITREE_INTERFACE overrides)")
     p.add_argument("--command-timeout-s", type=float, default=0.1, help="watchdog: no valid command -> damping mode [s]")
-    p.add_argument("--state-timeout-s", type=float, default=0.04, help="no rt/lowstate -> damping and failure [s]")
+    p.add_argument("--state-timeout-s", type=float, default=0.04,
+                   help="no rt/lowstate -> damping and failure [s] (env CONTACTFLOW_UNITREE_STATE_TIMEOUT_S overrides)")
     p.add_argument("--first-state-timeout-s", type=float, default=10.0, help="wait for the first rt/lowstate [s]")
     p.add_argument("--startup-ramp-s", type=float, default=2.0, help="ramp from the measured posture to the commands [s]")
     p.add_argument("--startup-ramp-gains", action="store_true",
@@ -116,7 +118,8 @@ def main() -> int:
     domain = int(os.environ.get("CONTACTFLOW_UNITREE_DOMAIN", args.domain))
     interface = os.environ.get("CONTACTFLOW_UNITREE_INTERFACE", args.interface)
     robot = load_robot(args.robot)
-    cfg = UnitreeDriverConfig(command_timeout_s=args.command_timeout_s, state_timeout_s=args.state_timeout_s,
+    state_timeout_s = float(os.environ.get("CONTACTFLOW_UNITREE_STATE_TIMEOUT_S", args.state_timeout_s))
+    cfg = UnitreeDriverConfig(command_timeout_s=args.command_timeout_s, state_timeout_s=state_timeout_s,
                               first_state_timeout_s=args.first_state_timeout_s, startup_ramp_s=args.startup_ramp_s,
                               startup_ramp_gains=args.startup_ramp_gains,
                               recovery_ramp_s=args.damping_recovery_s, exit_damping_s=args.exit_damping_s,

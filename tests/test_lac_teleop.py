@@ -319,6 +319,29 @@ def test_g1_summary_known_answers(tmp_path, g1):
     json.dumps(json_safe(s))
 
 
+def test_g1_summary_a_tilt_beyond_one_radian_is_a_fall(tmp_path, g1):
+    """On hardware the base height is an estimate (soles assumed fixed) that cannot see a fall: the
+    base tilt from the IMU quaternion can. 0.9 rad: standing; 1.1 rad about x (base still high): fell."""
+    run = tmp_path / "run"
+    _synthetic_run(run, g1)
+    base = g1_summary(read_recording(run), g1)
+    assert base["base_tilt_max_rad"] == pytest.approx(0.0, abs=1e-9) and base["fell"] is False
+    rec = read_recording(run)
+    t, q, v = rec.stream("mujoco_driver.sensors").t, rec.stream("mujoco_driver.sensors").field("q"), rec.stream(
+        "mujoco_driver.sensors").field("v")
+    T = len(t)
+    for roll, fell in ((0.9, False), (1.1, True)):
+        q2 = q.copy()
+        quat = pin.Quaternion(pin.rpy.rpyToMatrix(roll, 0.0, 0.0))
+        q2[T // 2, 3:7] = [quat.x, quat.y, quat.z, quat.w]
+        run2 = tmp_path / f"tilt{roll}"
+        _record(run2, g1, t, q2, v, np.zeros((T, 2)), np.tile([500.0, 500.0, 500.0, 50.0, 50.0], (T, 1)),
+                np.zeros((T, 6)), np.ones(T))
+        s = g1_summary(read_recording(run2), g1)
+        assert s["base_tilt_max_rad"] == pytest.approx(roll, abs=1e-9)
+        assert s["fell"] is fell and s["base_height_min_m"] > 0.6
+
+
 def test_g1_summary_without_commands_or_wrenches(tmp_path, g1):
     """A recording with only the driver's sensors: the metrics that need the rest are null."""
     run = tmp_path / "run"

@@ -6,8 +6,11 @@ ground truth; optional) and the controller's ``joint_command`` (optional, for ``
 
 Metrics (SI units):
 
-* ``fell``: the base went below the robot file's ``fall_height_m`` (0.35 m if absent) or the state
-  became non-finite. ``base_height_min_m``: lowest base height.
+* ``fell``: the base went below the robot file's ``fall_height_m`` (0.35 m if absent), or tilted more
+  than :data:`FALL_TILT_RAD` from upright, or the state became non-finite. ``base_height_min_m``:
+  lowest base height; ``base_tilt_max_rad``: largest angle between the base's z axis and the vertical.
+  On hardware the base height is an estimate that assumes the soles stay put (it cannot see a fall),
+  while the orientation comes from the IMU: the tilt is what detects a fall there.
 * ``velocity_segments``: one entry per commanded segment (a maximal run of ticks with the same
   non-zero ``lin_vel`` / ``ang_vel``): the command, the measured planar base velocity in the yaw
   (heading) frame and the yaw rate averaged over the segment's last ``window_s`` (4 s, whole gait
@@ -130,6 +133,10 @@ DRIVERS = ("mujoco_driver", "unitree_driver")
 """Node ids of the G1 drivers (simulation, hardware), looked up in this order when ``driver`` is None."""
 
 
+#: A base tilted more than this from upright [rad] (~57 deg) has fallen.
+FALL_TILT_RAD = 1.0
+
+
 def g1_summary(rec: Recording, robot, *, driver: str | None = None, teleop: str = "teleop",
                injector: str = "wrench_injector", window_s: float = 4.0, settle_s: float = 2.0,
                pre_s: float = 1.0, fall_height_m: float | None = None) -> dict:
@@ -160,10 +167,15 @@ def g1_summary(rec: Recording, robot, *, driver: str | None = None, teleop: str 
     finite = np.all(np.isfinite(q_all), axis=1) & np.all(np.isfinite(v_all), axis=1)
     heights = q_all[finite, 2]
     h_min = float(np.min(heights)) if len(heights) else float("nan")
-    fell = bool((not finite.all()) or h_min < fall_height_m)
+    # tilt of the base z axis from the vertical, from the base quaternion (x, y, z, w): R_zz = 1 - 2 (x^2 + y^2)
+    quat = q_all[finite, 3:7]
+    quat = quat / np.linalg.norm(quat, axis=1, keepdims=True) if len(quat) else quat
+    r_zz = 1.0 - 2.0 * (quat[:, 0] ** 2 + quat[:, 1] ** 2) if len(quat) else np.array([])
+    tilt_max = float(np.max(np.arccos(np.clip(r_zz, -1.0, 1.0)))) if len(r_zz) else float("nan")
+    fell = bool((not finite.all()) or h_min < fall_height_m or tilt_max > FALL_TILT_RAD)
     dt = float(np.median(np.diff(sensors.t))) if len(sensors) > 1 else float("nan")
 
-    out: dict = {"fell": fell, "base_height_min_m": h_min}
+    out: dict = {"fell": fell, "base_height_min_m": h_min, "base_tilt_max_rad": tilt_max}
     cmd = _optional(rec, f"{teleop}.command")
     vel_segments, stand_segments = [], []
     if cmd is not None:
