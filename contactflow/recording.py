@@ -25,7 +25,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -503,7 +503,7 @@ def recordings_root() -> Path:
 
 
 def resolve_run(run: str | Path, root: str | Path | None = None, *, require_streams: Iterable[str] = (),
-                robot: str | None = None) -> Path:
+                robot: str | None = None, contract_sizes: Mapping[str, int] | None = None) -> Path:
     """Turn a run argument into a run directory.
 
     Args:
@@ -515,6 +515,9 @@ def resolve_run(run: str | Path, root: str | Path | None = None, *, require_stre
         robot: when given, ``latest`` only considers runs whose manifest names this robot (the
             ``--robot`` of the recording graph, as given), and a run named explicitly that was
             recorded with another robot is refused.
+        contract_sizes: contract name -> values per message for the robot: ``latest`` also skips
+            runs in which a required stream of one of these contracts has another size (such as a
+            run that replayed another robot's sensors).
 
     Returns:
         The run directory.
@@ -536,6 +539,10 @@ def resolve_run(run: str | Path, root: str | Path | None = None, *, require_stre
             if not isinstance(m, dict) or not m.get("complete") or not need <= set(m.get("streams", {})):
                 continue
             if robot is not None and m.get("robot") != robot:
+                continue
+            entries = [m["streams"][name] for name in need]
+            if contract_sizes and any(isinstance(e, dict) and e.get("contract") in contract_sizes
+                                      and e.get("size") != contract_sizes[e["contract"]] for e in entries):
                 continue
             key = (str(m.get("start_time_utc", "")), p.name)
             if best is None or key > best[0]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import numpy as np
 
@@ -115,7 +115,8 @@ def _first_metadata(st: Stream) -> dict:
 
 
 def plan_replay(recording: str | Path | Recording, mappings: list[StreamMapping], *, start_seq: int = 0,
-                end_seq: int | None = None, allow_truncated: bool = False) -> ReplayPlan:
+                end_seq: int | None = None, allow_truncated: bool = False,
+                contract_sizes: Mapping[str, int] | None = None) -> ReplayPlan:
     """Load the streams and build the ordered ticks.
 
     Args:
@@ -125,19 +126,28 @@ def plan_replay(recording: str | Path | Recording, mappings: list[StreamMapping]
         end_seq: last sequence number replayed (inclusive; default: the end of the recording).
         allow_truncated: replay the complete prefix of a stream cut short by a crash instead of
             refusing it.
+        contract_sizes: contract name -> values per message for the consumers' robot
+            (``port_specs(robot)``); a stream recorded under one of these contracts with another
+            size (a run of another robot) is refused.
 
     Returns:
         The plan; its last tick carries ``finished``.
 
     Raises:
         RecordingError: not a recording, a missing, foreign or (without ``allow_truncated``)
-            truncated stream, duplicated sequence numbers, or nothing to replay.
+            truncated stream, duplicated sequence numbers, a stream of the wrong size for its
+            contract (``contract_sizes``), or nothing to replay.
     """
     rec = recording if isinstance(recording, Recording) else read_recording(recording)
     warnings: list[str] = []
     streams: list[Stream] = []
     for m in mappings:
         st = rec.stream(m.stream)
+        contract = st.metadata.get("contract")
+        want = (contract_sizes or {}).get(contract) if contract else None
+        if want is not None and st.values.shape[-1] != want:
+            raise RecordingError(f"{rec.path}: stream {m.stream!r} has {st.values.shape[-1]} values per message, "
+                                 f"but contract {contract!r} has {want} for this graph's robot (a run of another robot?)")
         if st.truncated:
             msg = (f"{rec.path / rec.manifest['streams'][m.stream]['file']}: truncated (the recorder was killed); "
                    f"{len(st)} complete messages recovered")

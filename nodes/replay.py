@@ -27,7 +27,8 @@ Args:
   is silent that long.
 
 A missing, foreign or truncated recording is refused before the node connects, with a message naming
-the file and the reason. STOP ends the replay (queued events are drained).
+the file and the reason; with ``--robot``, so is a run recorded with another robot (its manifest) or a
+stream whose size is not the robot's for its contract. STOP ends the replay (queued events are drained).
 """
 
 from __future__ import annotations
@@ -101,10 +102,18 @@ def main() -> int:
     args = _parser().parse_args()
     recording = os.environ.get("CONTACTFLOW_RECORDING") or args.recording
     mappings = parse_stream_map(args.streams)
-    # latest: the newest complete run of --robot holding the streams; a named run of another robot is refused
-    run_dir = resolve_run(recording, require_streams=[m.stream for m in mappings], robot=args.robot)
+    sizes = None
+    if args.robot:  # the consumers' contracts: a stream of another size is never sent
+        from contactflow.messages import port_specs
+        from contactflow.robot import load_robot
+
+        sizes = {name: spec.size for name, spec in port_specs(load_robot(args.robot)).items()}
+    # latest: the newest complete run of --robot holding the streams at the robot's sizes; a named run
+    # of another robot is refused
+    run_dir = resolve_run(recording, require_streams=[m.stream for m in mappings], robot=args.robot,
+                          contract_sizes=sizes)
     plan = plan_replay(run_dir, mappings, start_seq=args.start_seq, end_seq=args.end_seq,
-                       allow_truncated=args.allow_truncated)
+                       allow_truncated=args.allow_truncated, contract_sizes=sizes)
     for w in plan.warnings:
         log.warning("%s", w)
     print(f"[replay] {len(plan.ticks)} ticks of {', '.join(m.stream + '->' + m.output for m in mappings)} "

@@ -183,8 +183,17 @@ def test_shipped_replay_dataflow_runs_seiko_live_on_recorded_sensors(recorded_ru
     operator takes the recorded run's scenario from its manifest (no CONTACTFLOW_SCENARIO here)."""
     root, run, env = recorded_run
     env = {k: v for k, v in env.items() if k != "CONTACTFLOW_SCENARIO"}
-    proc, out = _dora_run(ROOT / "dataflows" / "seiko_talos_replay.yml", env)
+    # a newer run of another robot holding the same stream name (a G1 walk: 123 sensor values) is
+    # not the one replayed (--robot talos in the graph)
+    g1 = RecordingWriter(root / "g1_walk_holosoma-29991231T000000", {"robot": "g1_29dof", "start_time_utc": "2999-12-31"})
+    g1.stream("mujoco_driver.sensors", 123, {"source": "mujoco_driver/sensors"}).append(0, 0.0, np.zeros(123))
+    g1.close()
+    try:
+        proc, out = _dora_run(ROOT / "dataflows" / "seiko_talos_replay.yml", env)
+    finally:
+        shutil.rmtree(g1.run_dir)
     assert proc.returncode == 0, out[-4000:]
+    assert "malformed" not in out and "g1_walk_holosoma" not in out
     assert "smoke_2s.yaml" in out and "from recording latest" in out
     reps = [p for p in root.iterdir() if p.name.startswith("seiko_talos_replay-")]
     assert len(reps) == 1, out[-2000:]

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from contactflow.recording import RecordingError, RecordingWriter, resolve_run
+from contactflow.replay import parse_stream_map, plan_replay
 
 ROOT = Path(__file__).resolve().parent.parent
 STREAM = "mujoco_driver.sensors"
@@ -68,6 +69,27 @@ def test_replay_node_refuses_the_other_robot_before_connecting(runs):
     assert "Traceback" not in err and "WARNING" not in err
     (line,) = [ln for ln in err.splitlines() if "node 'replay'" in ln]
     assert f"node 'replay' failed: recording {g1} was made with robot 'g1_29dof', expected robot 'talos'" in line
+
+
+def test_a_stream_of_another_size_is_refused(tmp_path):
+    """A run labelled with the robot but holding another robot's sensors (recorded by a replay of a G1
+    run before --robot was checked) is never latest, and refused when named (stream, sizes, contract)."""
+    bad = _run(tmp_path, "seiko_talos_replay-20261201T120000", "talos", 123, "2026-12-01T12:00:00+00:00")
+    assert plan_replay(bad, parse_stream_map(STREAM)).ticks  # nothing to compare with: replayed
+    with pytest.raises(RecordingError, match=f"stream '{STREAM}' has 123 values per message, but contract 'sensors' "
+                                             "has 117"):
+        plan_replay(bad, parse_stream_map(STREAM), contract_sizes={"sensors": 117})
+    # latest skips it (the manifest's stream size), so the newest good run is replayed ...
+    good = _run(tmp_path, "seiko_talos-20261201T100000", "talos", 117, "2026-12-01T10:00:00+00:00")
+    assert resolve_run("latest", tmp_path, require_streams=[STREAM], robot="talos") == bad
+    assert resolve_run("latest", tmp_path, require_streams=[STREAM], robot="talos", contract_sizes={"sensors": 117}) == good
+    # ... and the replay node, named the bad run, refuses it before connecting
+    env = dict(os.environ, CONTACTFLOW_RECORDINGS=str(tmp_path))
+    env.pop("CONTACTFLOW_RECORDING", None)
+    proc = subprocess.run([sys.executable, str(ROOT / "nodes" / "replay.py"), "--recording", bad.name, "--robot", "talos",
+                           "--streams", STREAM], capture_output=True, text=True, timeout=60, env=env)
+    err = (proc.stdout + proc.stderr).strip()
+    assert proc.returncode == 2 and "has 123 values per message, but contract 'sensors' has 117" in err, err
 
 
 @pytest.mark.parametrize("graph", ["seiko_talos_replay.yml", "seiko_controller_replay.yml"])
