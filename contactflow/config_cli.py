@@ -6,7 +6,8 @@ dataclass defaults, every key (nested sections included) under its documentation
 the ``Attributes:`` section of the dataclass docstrings (:func:`contactflow.config.field_docs`).
 The output is a valid configuration file: save it, edit a value, pass it with ``--config``.
 ``tests/test_config_show.py`` checks that every node's output loads back to the defaults and that
-:data:`NODE_CONFIGS` names every ``load_node_config`` call of ``nodes/``.
+:data:`NODE_CONFIGS` names every ``load_node_config`` call of ``nodes/``. ``contactflow check`` loads
+each node's file with the same registry (:func:`check_node_config_files`).
 """
 
 from __future__ import annotations
