@@ -51,7 +51,10 @@ def main() -> int:
     robot = load_robot(args.robot)
     recorded = None
     if args.scenario_from_recording and not os.environ.get("CONTACTFLOW_SCENARIO"):
-        recorded = recorded_scenario(args.scenario_from_recording, "operator")
+        # the run the replay node replays (CONTACTFLOW_RECORDING, as nodes/replay.py and the teleop read it),
+        # of this robot
+        recorded = recorded_scenario(os.environ.get("CONTACTFLOW_RECORDING") or args.scenario_from_recording,
+                                     "operator", robot=robot.name)
     scenario_path = (os.environ.get("CONTACTFLOW_SCENARIO") or recorded or args.scenario
                      or str(robot.directory / "scenarios" / "hand_forward.yaml"))
     sp = resolve_data_path(scenario_path)  # robots/<robot>/... paths name the shipped data from any directory
@@ -63,7 +66,7 @@ def main() -> int:
     node = connect()
     sender = sender_for(node, "operator", specs, {"scenario": str(sp.resolve()), "robot": robot.name})
     origin = ("CONTACTFLOW_SCENARIO" if os.environ.get("CONTACTFLOW_SCENARIO") else
-              f"recording {args.scenario_from_recording}" if recorded else ("--scenario" if args.scenario else "default"))
+              f"recording {os.environ.get('CONTACTFLOW_RECORDING') or args.scenario_from_recording}" if recorded else ("--scenario" if args.scenario else "default"))
     # through dora's log (INFO): `dora run --log-level info` hides a node's print (raw stdout)
     log_info(node, f"[operator] scenario {sp} ({scenario.duration_s:.2f} s, from {origin})")
     if not args.realtime and declared_inputs(node, "operator").get("tick", "").endswith("/log"):

@@ -210,9 +210,12 @@ class SeikoPipeline:
         """
         past = self._past
         t0 = time.perf_counter() if t_start is None else t_start
-        while past and past[0][0] < k - self.lag:
-            past.popleft()
-        delayed, delayed_fin = past.popleft()[1:] if past and past[0][0] == k - self.lag else (None, False)
+        # the newest desired of a tick <= k - lag (in lockstep exactly k - lag; in real time ticks are
+        # skipped): a `finished` among those passed over still ends the run
+        delayed, delayed_fin = None, False
+        while past and past[0][0] <= k - self.lag:
+            _, delayed, fin = past.popleft()
+            delayed_fin = delayed_fin or fin
         cmd, state = self._control(k, sensors, delayed, t0, integrating)
         self.times[:] = (0.0, 0.0, time.perf_counter() - t0)
         return PipelineTick(None, None, None, cmd, state, None, delayed_fin)
