@@ -110,8 +110,13 @@ def main() -> int:
         sizes = {name: spec.size for name, spec in port_specs(load_robot(args.robot)).items()}
     # latest: the newest complete run of --robot holding the streams at the robot's sizes; a named run
     # of another robot is refused
-    run_dir = resolve_run(recording, require_streams=[m.stream for m in mappings], robot=args.robot,
-                          contract_sizes=sizes)
+    from contactflow.recording import RecordingError
+
+    try:
+        run_dir = resolve_run(recording, require_streams=[m.stream for m in mappings], robot=args.robot,
+                              contract_sizes=sizes)
+    except RecordingError as exc:  # say how to name the run this node replays
+        raise RecordingError(f"{exc} (--recording RUN in the graph, or CONTACTFLOW_RECORDING=RUN)") from None
     plan = plan_replay(run_dir, mappings, start_seq=args.start_seq, end_seq=args.end_seq,
                        allow_truncated=args.allow_truncated, contract_sizes=sizes)
     for w in plan.warnings:

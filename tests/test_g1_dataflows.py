@@ -108,8 +108,8 @@ def test_replay_of_another_robots_run_says_how_to_name_a_run(tmp_path):
     assert res.returncode != 0
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
-    assert "recorded with robot 'g1_29dof', but --robot is 'g1'" in lines[0] and "--recording RUN" in lines[0]
-    assert "CONTACTFLOW_RECORDING=RUN" in lines[0]
+    assert "was made with robot 'g1_29dof', expected robot 'g1'" in lines[0], lines[0]
+    assert "name a run of robot 'g1'" in lines[0] and "CONTACTFLOW_RECORDING=RUN" in lines[0]
 
 
 def test_bad_wrench_link_is_refused_before_anything_moves(tmp_path):

@@ -130,7 +130,7 @@ def test_run_ends_with_the_failed_node_and_its_config_error(tmp_path):
     tail = [ln for ln in proc.stdout.splitlines() if ln.strip()][-3:]
     assert tail[0] == f"contactflow run: the dataflow {graph} failed (dora run exit code 1)", out[-3000:]
     assert tail[1].startswith(f"  node input_filter failed (exit code 2): {tmp_path / 'bad.yaml'}:input_filter: "
-                              "unknown key(s) 'max_vel_lin'; expected some of"), tail
+                              "unknown key(s) 'max_vel_lin' (did you mean 'max_vel_lin_mps'?); expected some of"), tail
     assert tail[2] == "  stopped because of it: counter", tail
     assert "Stack backtrace" in out  # dora's own output is streamed unchanged, before the report
 
