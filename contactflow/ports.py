@@ -93,17 +93,11 @@ class NodePorts:
         """True if some ports are named by the graph or the arguments, not by this table."""
         return self.any_inputs or self.stream_outputs
 
-    def message_inputs(self) -> list[str]:
-        return [p for p, port in self.inputs.items() if port.kind == MESSAGE]
-
     def timer_inputs(self) -> list[str]:
         return [p for p, port in self.inputs.items() if port.kind == TIMER]
 
     def optional_inputs(self) -> list[str]:
         return [p for p, port in self.inputs.items() if port.optional]
-
-    def optional_outputs(self) -> list[str]:
-        return [p for p, port in self.outputs.items() if port.optional]
 
     def require_input(self, port: str) -> Port:
         """The declared input ``port``.
@@ -239,7 +233,8 @@ def lockstep_inputs(kind: str, specs: Mapping, *, offsets: Mapping[str, int] | N
         if not decl.inputs[p].optional or decl.inputs[p].kind != MESSAGE:
             raise ContractError(f"node {kind!r}: input {p!r} is not an optional message input")
     if only is not None:
-        names = [p for p in decl.inputs if p in set(only)]
+        keep = set(only)
+        names = [p for p in decl.inputs if p in keep]
     else:
         names = [p for p, port in decl.inputs.items() if port.kind == MESSAGE and (not port.optional or p in optional)]
     return {p: (_spec(kind, p, decl.inputs[p].contract, specs), int(offsets.get(p, 0))) for p in names}

@@ -164,8 +164,7 @@ def check_config_files(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
 
     problems: list[WiringProblem] = []
     nodes = [n for n in flow.get("nodes") or [] if isinstance(n, dict) and "id" in n]
-    robots = {_arg(shlex.split(str(n.get("args", "") or "")), "--robot") for n in nodes} - {None}
-    graph_robot = robots.pop() if len(robots) == 1 else "talos"
+    graph_robot = _graph_robot(nodes)
     for n in nodes:
         kind = node_kind(str(n.get("path", "")))
         args = shlex.split(str(n.get("args", "") or ""))
@@ -201,6 +200,12 @@ def _same(a: PortSpec | str, b: PortSpec | str) -> bool:
     return isinstance(a, str) or isinstance(b, str) or a.size == b.size
 
 
+def _graph_robot(nodes) -> str:
+    """The robot a graph's nodes name with ``--robot`` when they agree on one, else ``talos``."""
+    robots = {_arg(shlex.split(str(n.get("args", "") or "")), "--robot") for n in nodes} - {None}
+    return robots.pop() if len(robots) == 1 else "talos"
+
+
 def check_descriptor(flow: dict, *, strict: bool = False) -> list[WiringProblem]:
     """Check an already loaded (flat) dataflow descriptor; see :func:`check_dataflow`.
 
@@ -215,8 +220,7 @@ def check_descriptor(flow: dict, *, strict: bool = False) -> list[WiringProblem]
     out_specs: dict[tuple[str, str], PortSpec | str] = {}
     in_specs: dict[tuple[str, str], PortSpec | str] = {}
     # a dynamic node has no args: its robot is the graph's (the one --robot its other nodes name)
-    robots = {_arg(shlex.split(str(n.get("args", "") or "")), "--robot") for n in nodes.values()} - {None}
-    graph_robot = robots.pop() if len(robots) == 1 else "talos"
+    graph_robot = _graph_robot(nodes.values())
     for nid, n in nodes.items():
         kind = graph_node_kind(n)
         if kind is None:

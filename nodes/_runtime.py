@@ -389,7 +389,11 @@ class KeepAlive:
 
         timers = node_ports(kind).timer_inputs()
         wired = declared_inputs(node, kind) if timers else {}
-        return next(((t, cls(sender)) for t in timers if t in wired), None)
+        timer = next((t for t in timers if t in wired), None)
+        if timer is None:
+            return None
+        sender.keep_last = True
+        return timer, cls(sender)
 
     def __call__(self, lock: "Lockstep") -> None:
         if self.active is None:
@@ -481,9 +485,10 @@ class Sender:
         self._log_first = {k: True for k in outputs}
         self._batch_seq0: int | None = None
         self.batches_sent = 0
+        # the newest message and send time per output, kept only for a keep-alive (KeepAlive sets keep_last)
+        self.keep_last = False
         self._last: dict[str, tuple[np.ndarray, dict]] = {}
         self.last_send_s: dict[str, float] = {}  # output -> time.monotonic() of its newest message
-        self.repeats = 0
         _SENDERS.append(self)
 
     def _spec_of(self, output: str) -> PortSpec:
@@ -501,7 +506,8 @@ class Sender:
             # command does not wait behind the recorder's batch (real time)
             md = {"seq": int(seq), "t": float(t), "finished": bool(finished), **meta}
             self._send(output, vec, md)
-            self._last[output] = (vec, md)
+            if self.keep_last:
+                self._last[output] = (vec, md)
         if self.logging:
             self._log_row(output, int(seq), t, finished, vec)
         if output in self.row_outputs:
@@ -525,7 +531,6 @@ class Sender:
         self.node.send_output(output, pa.array(vec, type=pa.float64()),
                               {"seq": md["seq"], "t": md["t"], "finished": False, "repeat": True})
         self.last_send_s[output] = time.monotonic()
-        self.repeats += 1
         return True
 
     def _send_edge_rows(self, output: str) -> None:
@@ -578,7 +583,8 @@ class Sender:
                 md["config"] = self.config_json
             self.first[output] = False
         self.node.send_output(output, pa.array(vec, type=pa.float64()), md)
-        self.last_send_s[output] = time.monotonic()
+        if self.keep_last:
+            self.last_send_s[output] = time.monotonic()
 
     def _log_row(self, output: str, seq: int, t: float, finished: bool, vec) -> None:
         if self._batch_seq0 is None:
@@ -748,7 +754,8 @@ def lockstep_for(node, kind: str, specs: Mapping[str, PortSpec], *, offsets: Map
     if optional is None:
         decl = node_ports(kind)
         opt = [p for p in decl.optional_inputs() if decl.inputs[p].kind == MESSAGE]
-        optional = [p for p in opt if p in declared_inputs(node, kind)] if opt else []
+        wired = declared_inputs(node, kind) if opt else {}
+        optional = [p for p in opt if p in wired]
     return Lockstep(node, lockstep_inputs(kind, specs, offsets=offsets, optional=optional, only=only),
                     node_kind=kind, **kw)
 

@@ -70,31 +70,33 @@ def main() -> int:
     sender = sender_for(node, "seiko_stack", specs,
                         {"input_filter": fcfg, "seiko_retargeting": rcfg, "controller": ccfg, "lag": args.lag,
                          "sensor_lag": args.sensor_lag, "realtime": args.realtime})
-    sspec = specs["sensors"]
     # (the tick's t: the metadata of the last offset-0 input listed, the operator's command;
     # real time: the clock, the sensors)
     lock = lockstep_for(node, "seiko_stack", specs, skip_missing=args.realtime, clock="sensors")
     end = None
     t_prev = None  # the time of the previous tick's sensors
-    for tick in lock:
-        t0 = time.perf_counter()
-        # stamps as in the split graph: the operator's tick time for the input filter and the
-        # Retargeting, the sensors' time for the Controller
-        s = tick.inputs["sensors"]
+    cur = {"k": 0, "t": 0.0}  # the tick computed: its seq, the time of the sensors its Controller used
+
+    def stamp(tick) -> None:
         # the Controller's outputs carry the time of the sensors it used (--sensor-lag 1: the tick before)
-        t_op = tick.t
+        nonlocal t_prev
+        s = tick.inputs["sensors"]
         t_now = float(s["t"][0]) if s is not None else None
         t_used = t_prev if args.sensor_lag else t_now
-        t_sens = tick.t if t_used is None else t_used
+        cur["k"], cur["t"] = tick.k, (tick.t if t_used is None else t_used)
         t_prev = t_now
-        k = tick.k
 
-        def send_command(command, state, fin):
-            # the Controller's outputs end the run `lag` ticks after the operator, as in the split
-            # graph, where the Controller sees `finished` on the desired of tick k - lag
-            sender.send("command", command, seq=k, t=t_sens, finished=fin)
-            sender.send("state", state, seq=k, t=t_sens, finished=fin)
+    def send_command(command, state, fin) -> None:
+        # the Controller's outputs end the run `lag` ticks after the operator, as in the split graph,
+        # where the Controller sees `finished` on the desired of tick k - lag
+        sender.send("command", command, seq=cur["k"], t=cur["t"], finished=fin)
+        sender.send("state", state, seq=cur["k"], t=cur["t"], finished=fin)
 
+    for tick in lock:
+        t0 = time.perf_counter()
+        stamp(tick)
+        # the input filter and the Retargeting are stamped with the operator's tick time, as in the split graph
+        t_op, k, s = tick.t, tick.k, tick.inputs["sensors"]
         out = pipeline.tick(k, tick.t, s, tick.inputs["command"], command_error=tick.errors.get("command"),
                             finished=tick.finished, t_start=t0, on_command=send_command,
                             filter_steps=min(tick.ticks, MAX_CATCH_UP_TICKS))
@@ -114,12 +116,9 @@ def main() -> int:
         tail.k, tail.finished_seen = end + 1, True
         tail.buffers["sensors"].update(lock.buffers["sensors"])  # the sensors already received
         for tick in tail:
-            s = tick.inputs["sensors"]
-            out = pipeline.tail_tick(tick.k, s, t_start=time.perf_counter())
-            t_sens = t_prev if args.sensor_lag and t_prev is not None else tick.t
-            t_prev = float(s["t"][0]) if s is not None else None
-            sender.send("command", out.command, seq=tick.k, t=t_sens, finished=out.delayed_finished)
-            sender.send("state", out.state, seq=tick.k, t=t_sens, finished=out.delayed_finished)
+            stamp(tick)
+            out = pipeline.tail_tick(tick.k, tick.inputs["sensors"], t_start=time.perf_counter())
+            send_command(out.command, out.state, out.delayed_finished)
             if out.delayed_finished:
                 break
     if lock.finished_seen:
