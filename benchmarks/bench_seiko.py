@@ -203,15 +203,15 @@ def loops(robot, base, seconds: float, chunk: int = 100) -> dict:
                     break
             cpu[which] += time.thread_time() - c
     res = {"sim_seconds": seconds, "chunk_ticks": chunk}
-    for which, lp in runs.items():
-        L = lp.log()
+    logs = {which: lp.log() for which, lp in runs.items()}
+    for which, L in logs.items():
         sim = len(L.t) * 0.002
         res[which] = {"realtime_factor": L.realtime_factor, "cpu_realtime_factor": sim / cpu[which], "fell": bool(L.fell),
                       "stage_median_ms": (np.median(L.stage_s, axis=0) * 1e3).tolist(), "wall_s": L.wall_s,
                       "cpu_s": cpu[which]}
     res["speedup"] = res["new"]["realtime_factor"] / res["baseline"]["realtime_factor"]
     res["cpu_speedup"] = res["new"]["cpu_realtime_factor"] / res["baseline"]["cpu_realtime_factor"]
-    res["final_q_max_abs_diff"] = float(np.max(np.abs(runs["new"].log().q[-1] - runs["baseline"].log().q[-1])))
+    res["final_q_max_abs_diff"] = float(np.max(np.abs(logs["new"].q[-1] - logs["baseline"].q[-1])))
     return res
 
 
@@ -238,21 +238,24 @@ def dora_run(dataflow: str, timeout_s: float = 900.0, scenario: Path | None = No
     return {"dataflow": dataflow, "summary": summary, "dora_run_total_wall_s": total}
 
 
-def controller_sensor_lag(text: str) -> int:
-    """The Controller's ``--sensor-lag`` in a SEIKO graph's text (0 when absent)."""
+def _controller_args(text: str) -> tuple[int, str]:
+    """(offset, text) of the Controller's ``args:`` value in a SEIKO graph's text."""
     i = text.index("id: seiko_controller")
     m = re.search(r"args: ([^\n]*)", text[i:])
-    lag = re.search(r"--sensor-lag (\d)", m.group(1)) if m else None
+    return i + m.start(1), m.group(1)
+
+
+def controller_sensor_lag(text: str) -> int:
+    """The Controller's ``--sensor-lag`` in a SEIKO graph's text (0 when absent)."""
+    lag = re.search(r"--sensor-lag (\d)", _controller_args(text)[1])
     return int(lag.group(1)) if lag else 0
 
 
 def with_sensor_lag(text: str, sensor_lag: int) -> str:
     """``text`` (a SEIKO graph) with the Controller's ``--sensor-lag`` set to ``sensor_lag``."""
-    i = text.index("id: seiko_controller")
-    m = re.search(r"args: ([^\n]*)", text[i:])
-    args = re.sub(r" --sensor-lag \d", "", m.group(1)) + (f" --sensor-lag {sensor_lag}" if sensor_lag else "")
-    j = i + m.start(1)
-    return text[:j] + args + text[j + len(m.group(1)):]
+    j, old = _controller_args(text)
+    args = re.sub(r" --sensor-lag \d", "", old) + (f" --sensor-lag {sensor_lag}" if sensor_lag else "")
+    return text[:j] + args + text[j + len(old):]
 
 
 def lockstep_graph(robot, sensor_lag: int | None = None) -> dict:
@@ -273,7 +276,7 @@ def lockstep_graph(robot, sensor_lag: int | None = None) -> dict:
     loop_rt = 0.5 * (before.realtime_factor + after.realtime_factor)
     rt = float(d["summary"]["realtime_factor"])
     return {"loop_realtime_factor": loop_rt, "loop_realtime_factors": [before.realtime_factor, after.realtime_factor],
-            "loop_fell": bool(before.fell), "graph_realtime_factor": rt, "graph_over_loop": rt / loop_rt,
+            "loop_fell": bool(before.fell or after.fell), "graph_realtime_factor": rt, "graph_over_loop": rt / loop_rt,
             "dora_run_total_wall_s": d["dora_run_total_wall_s"], "summary": d["summary"], "sensor_lag": sl,
             "shipped": sl == shipped}
 

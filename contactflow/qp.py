@@ -357,11 +357,9 @@ def _solve_box(H, g, A, bl, bu, solver, added, tol, work) -> QPSolution:
         if status is not None:
             return _box_failure(bl, bu, n, status, msg)
     eq_res, viol, ok = _box_residuals(A, x, bl, bu, eq, has_eq, tol, work, block)
-    if not ok:  # a non-finite bound or x fails the residual check: find out which
-        if not _bounds_finite(bl, bu):
-            return QPSolution(False, "non_finite", np.zeros(n), message="non-finite entry in the QP data")
-        if not math.isfinite(float(x.sum())):
-            return QPSolution(False, "non_finite", np.zeros(n), message="solver returned non-finite x")
+    if not ok and not (_bounds_finite(bl, bu) and math.isfinite(float(x.sum()))):
+        # a non-finite bound (the data message takes precedence) or a non-finite x
+        return _box_failure(bl, bu, n, "non_finite", "solver returned non-finite x")
     return QPSolution(
         found=ok,
         status="optimal" if ok else "residual",

@@ -491,7 +491,7 @@ class SeikoRetargeting:
         self._lam_flat, self._lam_target_flat = self._lam_rows.reshape(-1), self._lam_target_rows.reshape(-1)
         self._lam = {k: self._lam_rows[i, : c.dim] for i, (k, c) in enumerate(zip(self._names, self._specs))}
         self._lam_target = {k: self._lam_target_rows[i, : c.dim] for i, (k, c) in enumerate(zip(self._names, self._specs))}
-        self._fz_min = {k: self.config.effector(c.type).fz_min_n for k, c in zip(self._names, self._specs)}
+        self._fz_min = dict(self._fz_min_desired)
         self._disabling = {k: False for k in self._names}
         self._disable_steps = {k: 0 for k in self._names}
         self._push = {k: False for k in self._names}
