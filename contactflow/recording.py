@@ -540,9 +540,9 @@ def resolve_run(run: str | Path, root: str | Path | None = None, *, require_stre
                 continue
             if robot is not None and m.get("robot") != robot:
                 continue
-            entries = [m["streams"][name] for name in need]
             if contract_sizes and any(isinstance(e, dict) and e.get("contract") in contract_sizes
-                                      and e.get("size") != contract_sizes[e["contract"]] for e in entries):
+                                      and e.get("size") != contract_sizes[e["contract"]]
+                                      for e in (m["streams"][name] for name in need)):
                 continue
             key = (str(m.get("start_time_utc", "")), p.name)
             if best is None or key > best[0]:

@@ -13,7 +13,6 @@ velocities [rad/s].
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +21,10 @@ import pinocchio as pin
 
 from contactflow.config import read_yaml
 from contactflow.errors import ConfigError, ModelError
-from contactflow.paths import ROBOT_PATH_ENV, RobotPathAction, add_robot_path, robot_search_path, shipped_robots_dir
+from contactflow.paths import ROBOT_PATH_ENV, robot_search_path, shipped_robots_dir
 
-__all__ = ["ContactSpec", "Robot", "ROBOT_PATH_ENV", "RobotPathAction", "add_robot_path", "load_robot", "read_robot_file", "robot_search_path",
-           "robots_dir", "resolve_package_path"]
-
+__all__ = ["ContactSpec", "Robot", "load_robot", "read_robot_file", "robot_search_path", "robots_dir",
+           "resolve_package_path"]
 
 
 def robots_dir() -> Path:

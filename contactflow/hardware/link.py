@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 from contactflow.errors import ConfigError
+from contactflow.hardware.remote import combo_masks, combo_pressed, parse_combo
 from contactflow.robot import Robot
 from contactflow.hardware.unitree import (BaseStateEstimator, SoleWrenchEstimator, UnitreeCommandShaper,
                                           UnitreeDriverConfig, fill_lowcmd, motor_slots, reading_from_lowstate,
@@ -78,10 +79,9 @@ class UnitreeLink:
         self.send_mono: list[float] = []
         self._crc_logged = self._stale_logged = self._nonfinite_logged = False
         self._watch = None  # (ProcessMonitor, describe) of the command source's process
-        from contactflow.hardware.remote import combo_masks, parse_combo
-
-        # the e-stop buttons' bit masks (the config checked the names): two ANDs per state
-        self._remote_estop = combo_masks(parse_combo(config.remote_estop))
+        # the e-stop buttons' bit masks (the config checked the names): two ANDs per state; None: no remote e-stop
+        combo = parse_combo(config.remote_estop)
+        self._remote_estop = combo_masks(combo) if combo else None
         self.watch_failure = ""
 
     def watch_source(self, monitor, describe) -> None:
@@ -129,7 +129,6 @@ class UnitreeLink:
 
     # ------------------------------------------------------------------ 500 Hz thread
     def _take_states(self, now: float) -> bool:
-        from contactflow.hardware.remote import combo_pressed
         from contactflow.hardware.unitree_msgs import LowState_, lowstate_crc
 
         got = False
@@ -161,7 +160,7 @@ class UnitreeLink:
                 continue
             self._last_tick = int(msg.tick)
             self.status.states += 1
-            if not self.shaper.latched and combo_pressed(msg.wireless_remote, self._remote_estop):
+            if self._remote_estop and not self.shaper.latched and combo_pressed(msg.wireless_remote, self._remote_estop):
                 self.shaper.latch("estop", f"wireless remote: {self.config.remote_estop} pressed", now)
             self.latest = reading
             if self.first_state_mono is not None and int(msg.mode_machine) != self._mode_machine:

@@ -54,18 +54,15 @@ def parse_combo(text: str, where: str = "remote e-stop") -> frozenset[str]:
 
 
 def combo_masks(combo: frozenset[str]) -> tuple[int, int]:
-    """The bit masks of ``combo`` in bytes 2 and 3 of ``wireless_remote`` (computed once; tested at
-    every state by :func:`combo_pressed`)."""
-    masks = [0, 0]
-    for name in combo:
-        byte, bit = BUTTONS[name]
-        masks[byte - 2] |= 1 << bit
-    return masks[0], masks[1]
+    """The bit masks of ``combo`` in bytes 2 and 3 of ``wireless_remote`` (computed once from the
+    parsed names; tested at every state by :func:`combo_pressed`)."""
+    b = remote_bytes(combo)
+    return b[2], b[3]
 
 
-def combo_pressed(data, combo: frozenset[str] | tuple[int, int]) -> bool:
-    """True if every button of ``combo`` (non-empty; a set of names or :func:`combo_masks`) is pressed in ``data``."""
-    m2, m3 = combo_masks(combo) if isinstance(combo, frozenset) else combo
+def combo_pressed(data, masks: tuple[int, int]) -> bool:
+    """True if every button of a combo (its :func:`combo_masks`, not both zero) is pressed in ``data``."""
+    m2, m3 = masks
     if not (m2 or m3) or len(data) < 4:
         return False
     return (int(data[2]) & m2) == m2 and (int(data[3]) & m3) == m3

@@ -169,9 +169,9 @@ def g1_summary(rec: Recording, robot, *, driver: str | None = None, teleop: str 
     h_min = float(np.min(heights)) if len(heights) else float("nan")
     # tilt of the base z axis from the vertical, from the base quaternion (x, y, z, w): R_zz = 1 - 2 (x^2 + y^2)
     quat = q_all[finite, 3:7]
-    quat = quat / np.linalg.norm(quat, axis=1, keepdims=True) if len(quat) else quat
-    r_zz = 1.0 - 2.0 * (quat[:, 0] ** 2 + quat[:, 1] ** 2) if len(quat) else np.array([])
-    tilt_max = float(np.max(np.arccos(np.clip(r_zz, -1.0, 1.0)))) if len(r_zz) else float("nan")
+    r_zz = 1.0 - 2.0 * (quat[:, 0] ** 2 + quat[:, 1] ** 2) / np.sum(quat**2, axis=1)
+    tilt = np.arccos(np.clip(r_zz, -1.0, 1.0))
+    tilt_max = float(tilt.max()) if tilt.size else float("nan")
     fell = bool((not finite.all()) or h_min < fall_height_m or tilt_max > FALL_TILT_RAD)
     dt = float(np.median(np.diff(sensors.t))) if len(sensors) > 1 else float("nan")
 
