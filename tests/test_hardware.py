@@ -708,12 +708,16 @@ def test_a_crashing_lowcmd_thread_sends_damping_before_it_dies(g1, monkeypatch):
 
     dom = _domain()
     emu = UnitreeEmulator(g1, dom, "lo")
-    link = UnitreeLink(g1, UnitreeDriverConfig(startup_ramp_s=0.0, exit_damping_s=0.05), dom, "lo")
+    # The emulator publishes only when this thread steps it: generous state and command timeouts, so
+    # a stalled test thread on a loaded machine cannot latch damping before the injected fault does.
+    link = UnitreeLink(g1, UnitreeDriverConfig(startup_ramp_s=0.0, exit_damping_s=0.05, state_timeout_s=5.0,
+                                               command_timeout_s=30.0), dom, "lo")
     time.sleep(0.3)
     link.start()
     try:
         link.offer_command(_cmd(g1))
         assert _wait(lambda: emu.step() or emu.status.commands > 5, 5.0)  # stiff commands arrive
+        assert link.shaper.latched == "" and link.failure == "", (link.shaper.latched, link.failure)
         assert emu.status.first_damping_mono_s is None
 
         def boom(*_a, **_k):
