@@ -31,7 +31,7 @@ from contactflow.prime.datagen import GenerateConfig, simulate_mujoco, write_rec
 from contactflow.prime.fie import PrimeConfig, PrimeEstimator  # noqa: E402
 from contactflow.prime.io import ground_truth_forces, measurements_from_recording  # noqa: E402
 from contactflow.prime.model import load_prime_robot  # noqa: E402
-from contactflow.recording import read_recording  # noqa: E402
+from contactflow.recording.store import read_recording  # noqa: E402
 
 PAPER_NODE_US = 80.0
 PAPER_1000_STEP_S = 200.0

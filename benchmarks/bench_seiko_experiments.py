@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from contactflow.recording import read_recording  # noqa: E402
+from contactflow.recording.store import read_recording  # noqa: E402
 from contactflow.robot import load_robot  # noqa: E402
 from contactflow.seiko.controller import DEFAULT_SURFACE_ROTATIONS  # noqa: E402
 

@@ -8,7 +8,7 @@ they are re-raised as ``ConfigError`` with the source attached.
 
 Each field is documented once, in the ``Attributes:`` section of its dataclass's docstring (unit in
 brackets); :func:`field_docs` reads it and :func:`commented_yaml` writes a config's values as YAML
-under that text (``contactflow config show NODE``, :mod:`contactflow.config_cli`).
+under that text (``contactflow config show NODE``, :mod:`contactflow.cli.config`).
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ RT_PRIORITY = {"mujoco_driver": 20, "seiko_controller": 10, "seiko_stack": 10, "
 #: SCHED_FIFO priority the real-time driver gives the dora daemon that spawned it (CONTACTFLOW_RT_DAEMON).
 RT_DAEMON = 30
 
-from contactflow.wiring import LOG_OUTPUT as LOG  # noqa: E402 - the batched log output (one source)
+from contactflow.contracts.wiring import LOG_OUTPUT as LOG  # noqa: E402 - the batched log output (one source)
 from contactflow.paths import node_script  # noqa: E402 - the nodes' installed executables (one source)
 SCENARIOS = "../robots/talos/scenarios"
 
@@ -476,7 +476,7 @@ a 500 Hz stream at an idle receiver; backpressure routed through the daemon, whi
 Every node sends its outputs to the recorder in batches (output `log`, 50 ticks per message, on
 lossless backpressure queues); the driver's log also carries one `driver_timing` row per period,
 from which the summary computes deadline_misses, command_age_ms_p50/p99 and longest_stall_ms
-(contactflow/summary.py). The recorder counts the ticks the stages skipped as `recording_gaps`
+(contactflow/recording/summary.py). The recorder counts the ticks the stages skipped as `recording_gaps`
 (missing seq per stream: expected in real time), while `recording_lost_batches` counts real losses
 (log batches that never reached the recorder).
 Priorities: run as root (CAP_SYS_NICE), the graph puts its stages under SCHED_FIFO, as on a robot

@@ -21,7 +21,7 @@ import time
 import sys
 
 from contactflow.nodes._runtime import Lockstep, Sender  # the nodes' plumbing (installed package)
-from contactflow.messages import port_specs  # noqa: E402
+from contactflow.contracts.messages import port_specs  # noqa: E402
 from contactflow.operator.live import KeyboardMapper, LiveOperator, SpaceMouseSource, TerminalKeys, TorqueRatioMonitor  # noqa: E402
 from contactflow.robot import load_robot  # noqa: E402
 

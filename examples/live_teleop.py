@@ -32,9 +32,9 @@ from pathlib import Path
 from contactflow.nodes._runtime import Lockstep, Sender  # the nodes' plumbing (installed package)
 
 from contactflow.lac.teleop import LiveTeleop, TeleopKeyboard  # noqa: E402
-from contactflow.messages import port_specs  # noqa: E402
+from contactflow.contracts.messages import port_specs  # noqa: E402
 from contactflow.operator.live import TerminalKeys  # noqa: E402
-from contactflow.recording import list_runs, recordings_root  # noqa: E402
+from contactflow.recording.store import list_runs, recordings_root  # noqa: E402
 from contactflow.robot import load_robot  # noqa: E402
 
 

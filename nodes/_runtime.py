@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from contactflow.errors import ContactflowError, ContractError
-from contactflow.messages import PortSpec
+from contactflow.contracts.messages import PortSpec
 
 log = logging.getLogger("contactflow.node")
 
@@ -109,7 +109,7 @@ class Lockstep:
             ``dora/timer/millis/5``); ``callback(lockstep)`` runs on each of its events received while the
             node waits for a tick (so it stops when the node hangs or dies). A node uses it to re-send
             its newest command (:meth:`Sender.repeat`) between ticks.
-        node_kind: the node's kind in the port table (:mod:`contactflow.ports`); when given, every
+        node_kind: the node's kind in the port table (:mod:`contactflow.contracts.ports`); when given, every
             input must be one of its declared message inputs and ``heartbeat`` one of its timer inputs.
             Nodes build a Lockstep with :func:`lockstep_for`, which passes it.
 
@@ -125,7 +125,7 @@ class Lockstep:
                  skip_missing: bool = False, clock: str | None = None, latest_clock: bool = True,
                  heartbeat: tuple[str, Callable[["Lockstep"], None]] | None = None, node_kind: str | None = None):
         if node_kind is not None:
-            from contactflow.ports import MESSAGE, TIMER, node_ports
+            from contactflow.contracts.ports import MESSAGE, TIMER, node_ports
 
             decl = node_ports(node_kind)
             for iid in inputs:
@@ -364,7 +364,7 @@ class KeepAlive:
 
     The LAC controllers (``lac_expert``, ``lac_policy``) run at the control rate (50 Hz), so a
     driver's command watchdog would otherwise hear from them every 20 ms at best. Wired with
-    ``heartbeat: dora/timer/millis/5`` (the node's timer input in :mod:`contactflow.ports`), the node re-sends
+    ``heartbeat: dora/timer/millis/5`` (the node's timer input in :mod:`contactflow.contracts.ports`), the node re-sends
     its newest command (:meth:`Sender.repeat`, same seq, ``repeat: true``) every 5 ms while it waits
     for its next tick, so the driver's last command is never more than ~5 ms old while the controller
     lives, and a dead or hung controller shows within a few milliseconds of its last message. It
@@ -384,8 +384,8 @@ class KeepAlive:
     @classmethod
     def if_wired(cls, node, sender: "Sender", kind: str) -> "tuple[str, KeepAlive] | None":
         """The ``heartbeat`` argument of :class:`Lockstep` for a node of ``kind`` whose dataflow entry
-        wires the timer input of its port declaration (:mod:`contactflow.ports`), else None."""
-        from contactflow.ports import node_ports
+        wires the timer input of its port declaration (:mod:`contactflow.contracts.ports`), else None."""
+        from contactflow.contracts.ports import node_ports
 
         timers = node_ports(kind).timer_inputs()
         wired = declared_inputs(node, kind) if timers else {}
@@ -410,7 +410,7 @@ class KeepAlive:
             self.sender.repeat(self.output)
 
 
-from contactflow.wiring import LOG_OUTPUT, ROWS_SUFFIX  # noqa: E402 - the log and multi-tick output names (one source)
+from contactflow.contracts.wiring import LOG_OUTPUT, ROWS_SUFFIX  # noqa: E402 - the log and multi-tick output names (one source)
 #: Default ticks per log batch (``CONTACTFLOW_LOG_EVERY`` overrides; 1 = a batch per tick).
 LOG_EVERY_DEFAULT = 50
 #: Default ticks per ``<output>_rows`` message (``CONTACTFLOW_ROWS_EVERY`` overrides).
@@ -431,7 +431,7 @@ class Sender:
     :func:`flush_senders`). dora's cost is per message, not per byte, so the recorder then receives one
     message per node per ``log_every`` ticks instead of one per output per tick. Outputs that the
     entry does NOT declare are then only logged, never sent over dora (an output read only by the
-    recorder costs nothing per tick). Batch layout: :func:`contactflow.recording.pack_log`.
+    recorder costs nothing per tick). Batch layout: :func:`contactflow.recording.store.pack_log`.
 
     Multi-tick edge: when the entry declares ``<output>_rows`` (:data:`ROWS_SUFFIX`), the messages of
     ``output`` are also sent there ``rows_every`` ticks per message (``$CONTACTFLOW_ROWS_EVERY``,
@@ -445,7 +445,7 @@ class Sender:
         outputs: output id -> PortSpec.
         config: the node's resolved configuration (attached to the first message of each output).
         log_every: ticks per log batch (None: the environment / default).
-        node_kind: the node's kind in the port table (:mod:`contactflow.ports`); when given, every
+        node_kind: the node's kind in the port table (:mod:`contactflow.contracts.ports`); when given, every
             output must be declared there. Nodes build a Sender with :func:`sender_for`, which passes it.
 
     Raises:
@@ -459,7 +459,7 @@ class Sender:
         import os
 
         if node_kind is not None:
-            from contactflow.ports import node_ports
+            from contactflow.contracts.ports import node_ports
 
             decl = node_ports(node_kind)
             for out in outputs:
@@ -496,7 +496,7 @@ class Sender:
             return self.specs[output]
         except KeyError:
             raise ContractError(f"node {self.node_kind or '?'!r}: output {output!r} is not among its outputs "
-                                f"{sorted(self.specs)} (contactflow/ports.py)") from None
+                                f"{sorted(self.specs)} (contactflow/contracts/ports.py)") from None
 
     def send(self, output: str, values: Mapping[str, Any] | np.ndarray, *, seq: int, t: float, finished: bool = False, **meta):
         spec = self._spec_of(output)
@@ -619,7 +619,7 @@ class Sender:
     def _flush_log(self) -> bool:
         if not self.logging or not any(self._rows.values()):
             return False
-        from contactflow.recording import pack_log
+        from contactflow.recording.store import pack_log
 
         blocks = {}
         for out, rows in self._rows.items():
@@ -734,11 +734,11 @@ def declared_inputs(node, default_id: str) -> dict[str, str]:
 
 def lockstep_for(node, kind: str, specs: Mapping[str, PortSpec], *, offsets: Mapping[str, int] | None = None,
                  optional=None, only=None, **kw) -> Lockstep:
-    """A :class:`Lockstep` over the inputs that node ``kind`` declares (:func:`contactflow.ports.lockstep_inputs`).
+    """A :class:`Lockstep` over the inputs that node ``kind`` declares (:func:`contactflow.contracts.ports.lockstep_inputs`).
 
     Args:
         node: the dora Node.
-        kind: node kind in :data:`contactflow.ports.NODES`.
+        kind: node kind in :data:`contactflow.contracts.ports.NODES`.
         specs: contract name -> PortSpec (``port_specs(robot)``).
         offsets: input -> tick offset (default 0).
         optional: the optional inputs to read; None: those wired in this node's dataflow entry
@@ -749,7 +749,7 @@ def lockstep_for(node, kind: str, specs: Mapping[str, PortSpec], *, offsets: Map
     Raises:
         ContractError: a port the node's declaration lacks.
     """
-    from contactflow.ports import MESSAGE, lockstep_inputs, node_ports
+    from contactflow.contracts.ports import MESSAGE, lockstep_inputs, node_ports
 
     if optional is None:
         decl = node_ports(kind)
@@ -761,13 +761,13 @@ def lockstep_for(node, kind: str, specs: Mapping[str, PortSpec], *, offsets: Map
 
 
 def sender_for(node, kind: str, specs: Mapping[str, PortSpec], config: Any = None, *, optional=(), **kw) -> Sender:
-    """A :class:`Sender` of the outputs that node ``kind`` declares (:func:`contactflow.ports.sender_outputs`):
+    """A :class:`Sender` of the outputs that node ``kind`` declares (:func:`contactflow.contracts.ports.sender_outputs`):
     the required ones plus the optional ones named in ``optional``.
 
     Raises:
         ContractError: a port the node's declaration lacks.
     """
-    from contactflow.ports import sender_outputs
+    from contactflow.contracts.ports import sender_outputs
 
     return Sender(node, sender_outputs(kind, specs, optional=optional), config, node_kind=kind, **kw)
 
@@ -869,7 +869,7 @@ def load_node_config(cls, path: str | None, section: str | None = None, *, requi
     from contactflow.config import load_config, read_yaml
     from contactflow.errors import ConfigError
     from contactflow.paths import resolve_data_path
-    from contactflow.ports import NODES
+    from contactflow.contracts.ports import NODES
 
     if not path:
         return load_config(cls, None, source=cls.__name__)

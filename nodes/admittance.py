@@ -24,7 +24,7 @@ from contactflow.nodes._runtime import base_parser, drain_after_finish, lockstep
 def main() -> int:
     from dora import Node
 
-    from contactflow.messages import port_specs
+    from contactflow.contracts.messages import port_specs
     from contactflow.robot import load_robot
     from contactflow.seiko.stages import AdmittanceStage
 

@@ -24,7 +24,7 @@ log = logging.getLogger("contactflow.estop")
 
 
 def main() -> int:
-    from contactflow.messages import port_specs
+    from contactflow.contracts.messages import port_specs
     from contactflow.robot import load_robot
     from contactflow.safety import FileEstop
 

@@ -29,7 +29,7 @@ MAX_CATCH_UP_TICKS = 50
 
 
 def main() -> int:
-    from contactflow.messages import port_specs
+    from contactflow.contracts.messages import port_specs
     from contactflow.operator.input_filter import InputFilterConfig
     from contactflow.robot import load_robot
     from contactflow.seiko.stages import InputFilterStage

@@ -33,7 +33,7 @@ def main() -> int:
     from contactflow.config import to_dict
     from contactflow.errors import ConfigError, ContactflowError
     from contactflow.lac.expert import LacExpert, default_expert_config_path, load_expert_config
-    from contactflow.messages import port_specs
+    from contactflow.contracts.messages import port_specs
     from contactflow.robot import load_robot
 
     p = base_parser(__doc__.splitlines()[0])

@@ -51,7 +51,7 @@ class _Keep(logging.Handler):
 
 def main() -> int:
     from contactflow.errors import ConfigError
-    from contactflow.messages import port_specs
+    from contactflow.contracts.messages import port_specs
     from contactflow.policy import PolicyRunner, load_policy_spec
     from contactflow.policy.spec import resolve_spec_file
     from contactflow.config import read_yaml

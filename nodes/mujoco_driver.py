@@ -29,7 +29,7 @@ Modes:
   it waits for each command. If no command arrives for ``--command-timeout-s`` the last safe
   command is held and reported (PD robots: damping mode), as a hardware driver must. With an
   output ``log`` (or ``timing``) declared, one ``driver_timing`` row per period (the command in
-  force, its age, the deadline met or missed) goes to the recorder; ``contactflow.summary``
+  force, its age, the deadline met or missed) goes to the recorder; ``contactflow.recording.summary``
   turns them into ``deadline_misses``, ``command_age_ms_p50/p99`` and ``longest_stall_ms``.
 
 PD robots, both modes: when no VALID command has come for ``--command-timeout-s`` (wall time in
@@ -73,7 +73,7 @@ def readings_values(robot, r, spec=None, estimators=None) -> dict:
 
 def main() -> int:
     from contactflow.errors import ContractError
-    from contactflow.messages import port_specs
+    from contactflow.contracts.messages import port_specs
     from contactflow.robot import load_robot
     from contactflow.environment import load_environment
     from contactflow.seiko.estimation import JointTorqueForceEstimator
@@ -187,7 +187,7 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
     goes to the node's batched log when the entry declares ``log`` (or on ``timing`` if declared).
     """
     from contactflow.errors import ContractError
-    from contactflow.ports import input_specs
+    from contactflow.contracts.ports import input_specs
     from contactflow.sim.driver import NewestCommand
 
     jc, ew = (input_specs("mujoco_driver", specs)[p] for p in ("command", "wrench"))  # declared inputs
@@ -277,7 +277,7 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
         if deadline is not None:
             # a period started a whole period late or more (the driver was descheduled or overran):
             # the next deadline is one period from now, not a burst of catch-up periods (the rows'
-            # late_s says how many periods were lost; contactflow.summary counts them as misses)
+            # late_s says how many periods were lost; contactflow.recording.summary counts them as misses)
             deadline = deadline + dt if start - deadline < dt else start + dt
         k += 1
 

@@ -34,9 +34,9 @@ DT_S = 0.002  # the control period [s]: one command per tick
 
 
 def main() -> int:
-    from contactflow.messages import port_specs
+    from contactflow.contracts.messages import port_specs
     from contactflow.operator.scenario import ScenarioPlayer, load_scenario
-    from contactflow.recording import recorded_scenario
+    from contactflow.recording.store import recorded_scenario
     from contactflow.robot import load_robot
     from contactflow.seiko.stages import operator_command_values
 

@@ -40,14 +40,14 @@ log = logging.getLogger("contactflow.recorder")
 
 
 def main() -> int:
-    from contactflow.recording import RecordingWriter, git_revision, read_recording, unpack_log
+    from contactflow.recording.store import RecordingWriter, git_revision, read_recording, unpack_log
 
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--out", default=str(default_recordings_dir()))
     p.add_argument("--name", default="run")
     p.add_argument("--dataflow", default="")
     p.add_argument("--summary", choices=["none", "seiko", "g1"], default="none",
-                   help="seiko: SEIKO run summary (contactflow.summary); g1: G1 teleop run summary (contactflow.lac.summary)")
+                   help="seiko: SEIKO run summary (contactflow.recording.summary); g1: G1 teleop run summary (contactflow.lac.summary)")
     p.add_argument("--rename", action="append", default=[], metavar="SRC=DST",
                    help="record the output SRC (node/output) under the name of DST (node/output), e.g. "
                         "seiko_stack/desired=seiko_retargeting/desired, so that a fused graph's recording "
@@ -178,10 +178,10 @@ def main() -> int:
 
     if args.summary != "none":
         from contactflow.robot import load_robot
-        from contactflow.summary import json_safe
+        from contactflow.recording.summary import json_safe
 
         if args.summary == "seiko":
-            from contactflow.summary import format_summary as fmt, seiko_summary as compute
+            from contactflow.recording.summary import format_summary as fmt, seiko_summary as compute
             title = f"SEIKO run {run_dir.name}"
         else:
             from contactflow.lac.summary import format_g1_summary as fmt, g1_summary as compute

@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from contactflow.nodes._runtime import UpstreamError, node_main
 
-log = logging.getLogger("contactflow.replay")
+log = logging.getLogger("contactflow.recording.replay")
 
 
 def _parser():
@@ -94,8 +94,8 @@ class _Events:
 def main() -> int:
     from dora import Node
 
-    from contactflow.recording import resolve_run
-    from contactflow.replay import parse_stream_map, plan_replay
+    from contactflow.recording.store import resolve_run
+    from contactflow.recording.replay import parse_stream_map, plan_replay
 
     import os
 
@@ -104,13 +104,13 @@ def main() -> int:
     mappings = parse_stream_map(args.streams)
     sizes = None
     if args.robot:  # the consumers' contracts: a stream of another size is never sent
-        from contactflow.messages import port_specs
+        from contactflow.contracts.messages import port_specs
         from contactflow.robot import load_robot
 
         sizes = {name: spec.size for name, spec in port_specs(load_robot(args.robot)).items()}
     # latest: the newest complete run of --robot holding the streams at the robot's sizes; a named run
     # of another robot is refused
-    from contactflow.recording import RecordingError
+    from contactflow.recording.store import RecordingError
 
     try:
         run_dir = resolve_run(recording, require_streams=[m.stream for m in mappings], robot=args.robot,

@@ -34,7 +34,7 @@ log = logging.getLogger("contactflow.seiko_controller")
 def main() -> int:
     import numpy as np
 
-    from contactflow.messages import port_specs
+    from contactflow.contracts.messages import port_specs
     from contactflow.robot import load_robot
     from contactflow.seiko.controller import ControllerConfig
     from contactflow.seiko.retargeting import RetargetingConfig

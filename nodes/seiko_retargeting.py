@@ -26,7 +26,7 @@ def main() -> int:
     import logging
 
     from contactflow.environment import load_environment
-    from contactflow.messages import port_specs
+    from contactflow.contracts.messages import port_specs
     from contactflow.robot import load_robot
     from contactflow.seiko.retargeting import RetargetingConfig
     from contactflow.seiko.stages import RetargetingStage

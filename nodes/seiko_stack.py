@@ -41,7 +41,7 @@ MAX_CATCH_UP_TICKS = 50
 
 def main() -> int:
     from contactflow.environment import load_environment
-    from contactflow.messages import port_specs
+    from contactflow.contracts.messages import port_specs
     from contactflow.operator.input_filter import InputFilterConfig
     from contactflow.robot import load_robot
     from contactflow.seiko.controller import ControllerConfig

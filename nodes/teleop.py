@@ -38,7 +38,7 @@ def scenario_file(arg: str | None, robot, recorded: str | None = None) -> Path:
         RecordingError: ``recorded`` names no run, or its teleop played no scenario file (a live teleop).
     """
     if recorded and not os.environ.get("CONTACTFLOW_SCENARIO"):
-        from contactflow.recording import recorded_scenario
+        from contactflow.recording.store import recorded_scenario
 
         arg = recorded_scenario(os.environ.get("CONTACTFLOW_RECORDING") or recorded, "teleop", robot=robot.name)
     return resolve_data_path(os.environ.get("CONTACTFLOW_SCENARIO") or arg or Path(robot.directory) / "scenarios" / "stand.yaml")
@@ -46,7 +46,7 @@ def scenario_file(arg: str | None, robot, recorded: str | None = None) -> Path:
 
 def main() -> int:
     from contactflow.lac.teleop import TeleopPlayer, load_teleop_config, load_teleop_scenario
-    from contactflow.messages import port_specs
+    from contactflow.contracts.messages import port_specs
     from contactflow.robot import load_robot
 
     p = base_parser(__doc__.splitlines()[0])

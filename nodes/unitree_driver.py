@@ -93,8 +93,8 @@ def main() -> int:
     from contactflow.hardware.link import UnitreeLink
     from contactflow.hardware.process_watch import ProcessMonitor
     from contactflow.hardware.unitree import BASE_STATE, SOLE_WRENCH, UnitreeDriverConfig
-    from contactflow.messages import port_specs
-    from contactflow.ports import input_specs
+    from contactflow.contracts.messages import port_specs
+    from contactflow.contracts.ports import input_specs
     from contactflow.robot import load_robot
     from contactflow.sim.mujoco_robot import sensor_values
 

@@ -7,7 +7,7 @@ never hold back the 500 Hz loop; it logs one tick in ``--every`` per input, skip
 arrive in between (and any that dora drops). Live in a spawned rerun viewer with ``--spawn`` when a
 display is available (else it falls back to the file), streamed to a running viewer with
 ``--connect URL``, or saved to ``--rrd PATH`` (default ``<recordings>/<name>-<UTC time>.rrd``);
-open a file later with ``rerun FILE.rrd``. Drawing: :class:`contactflow.viewer.RerunLogger`.
+open a file later with ``rerun FILE.rrd``. Drawing: :class:`contactflow.recording.viewer.RerunLogger`.
 """
 
 from __future__ import annotations
@@ -18,18 +18,18 @@ import time
 
 from contactflow.nodes._runtime import base_parser, connect, node_main
 
-log = logging.getLogger("contactflow.viewer")
+log = logging.getLogger("contactflow.recording.viewer")
 
 _HANDLERS = {"sensors": "log_sensors", "desired": "log_desired", "controller_state": "log_controller_state"}
 
 
 def main() -> int:
     from contactflow.errors import ConfigError, ContactflowError, ContractError
-    from contactflow.messages import port_specs
-    from contactflow.ports import input_specs
-    from contactflow.recording import recordings_root
+    from contactflow.contracts.messages import port_specs
+    from contactflow.contracts.ports import input_specs
+    from contactflow.recording.store import recordings_root
     from contactflow.robot import load_robot
-    from contactflow.viewer import RerunLogger, display_available, open_recording
+    from contactflow.recording.viewer import RerunLogger, display_available, open_recording
 
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--rrd", default=None, help="write the .rrd file here (default <recordings>/<name>-<UTC time>.rrd)")
@@ -46,7 +46,7 @@ def main() -> int:
         raise ConfigError(f"--every must be >= 1, got {args.every}")
 
     robot = load_robot(args.robot)
-    specs = input_specs("viewer", port_specs(robot))  # input id -> contract (contactflow.ports)
+    specs = input_specs("viewer", port_specs(robot))  # input id -> contract (contactflow.contracts.ports)
     if args.connect:
         rec = open_recording(connect_url=args.connect)
         where = f"viewer at {args.connect}"

@@ -26,7 +26,7 @@ log = logging.getLogger("contactflow.wrench_filter")
 
 
 def main() -> int:
-    from contactflow.messages import port_specs
+    from contactflow.contracts.messages import port_specs
     from contactflow.robot import load_robot
     from contactflow.seiko.controller import ControllerConfig
     from contactflow.seiko.stages import WrenchFilterStage

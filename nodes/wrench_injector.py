@@ -26,7 +26,7 @@ log = logging.getLogger("contactflow.wrench_injector")
 def main() -> int:
     from contactflow.lac.teleop import load_teleop_config, load_teleop_scenario
     from contactflow.lac.wrench_injector import WrenchInjector, wrench_links
-    from contactflow.messages import port_specs
+    from contactflow.contracts.messages import port_specs
     from contactflow.robot import load_robot
 
     p = base_parser(__doc__.splitlines()[0])

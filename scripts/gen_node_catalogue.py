@@ -6,7 +6,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from contactflow.catalogue import render_catalogue  # noqa: E402
+from contactflow.contracts.catalogue import render_catalogue  # noqa: E402
 
 if __name__ == "__main__":
     out = ROOT / "docs" / "nodes.md"

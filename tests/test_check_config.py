@@ -1,4 +1,4 @@
-"""``contactflow check`` loads each node's ``--config`` file as the node will (contactflow.wiring.check_config_files).
+"""``contactflow check`` loads each node's ``--config`` file as the node will (contactflow.contracts.wiring.check_config_files).
 
 A misspelled key, a missing or unknown section or a missing file is reported as a wiring-style line
 naming the node, the flag, the file and the key, with ``did you mean`` from the loader itself (so a
@@ -16,7 +16,7 @@ import yaml
 from contactflow import cli
 from contactflow.config import did_you_mean
 from contactflow.errors import ConfigError
-from contactflow.wiring import check_config_files, check_dataflow
+from contactflow.contracts.wiring import check_config_files, check_dataflow
 
 ROOT = Path(__file__).resolve().parent.parent
 FAR_REACH = ROOT / "dataflows" / "seiko_talos_far_reach.yml"

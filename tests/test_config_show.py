@@ -1,6 +1,6 @@
 """``contactflow config show``: every node's documented defaults load back to the defaults.
 
-Also checks that the registry (:data:`contactflow.config_cli.NODE_CONFIGS`) names the sections and
+Also checks that the registry (:data:`contactflow.cli.config.NODE_CONFIGS`) names the sections and
 classes the node files really load (read statically from ``nodes/*.py``), and the docstring parser
 on a synthetic docstring.
 """
@@ -16,7 +16,7 @@ import yaml
 
 from contactflow import cli
 from contactflow.config import field_docs, load_config, to_dict
-from contactflow.config_cli import NODE_CONFIGS, node_sections, render_node_config
+from contactflow.cli.config import NODE_CONFIGS, node_sections, render_node_config
 from contactflow.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent

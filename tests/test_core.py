@@ -8,7 +8,7 @@ import pytest
 
 from contactflow.config import load_config
 from contactflow.errors import ConfigError, ContractError
-from contactflow.messages import port_specs
+from contactflow.contracts.messages import port_specs
 from contactflow.qp import solve_qp
 from contactflow.robot import load_robot
 

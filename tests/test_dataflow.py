@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
-from contactflow.recording import read_recording
+from contactflow.recording.store import read_recording
 
 ROOT = Path(__file__).resolve().parent.parent
 DORA = shutil.which("dora") or str(Path(sys.executable).parent / "dora")

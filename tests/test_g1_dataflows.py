@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contactflow.recording import read_recording
+from contactflow.recording.store import read_recording
 
 ROOT = Path(__file__).resolve().parent.parent
 DORA = shutil.which("dora") or str(Path(sys.executable).parent / "dora")
@@ -127,7 +127,7 @@ def test_bad_wrench_link_is_refused_before_anything_moves(tmp_path):
 def test_lac_policy_swap_graph_runs_with_a_model_of_lacs_io(tmp_path, monkeypatch):
     """dataflows/lac_g1_policy.yml (lac_expert swapped for lac_policy --spec lac) runs with the
     documented fixture model given through CONTACTFLOW_POLICY_MODEL: no LAC checkpoint is public."""
-    from contactflow.messages import port_specs
+    from contactflow.contracts.messages import port_specs
     from contactflow.policy.testing import mlp_model
     from contactflow.robot import load_robot
 

@@ -9,7 +9,7 @@ import yaml
 from contactflow import graphs
 from contactflow.cli import main
 from contactflow.paths import node_kind
-from contactflow.wiring import check_descriptor
+from contactflow.contracts.wiring import check_descriptor
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -468,7 +468,7 @@ def test_link_damping_on_lost_commands_and_lost_state_timed_on_the_wire(g1, tmp_
 
 # ---------------------------------------------------------------------------------------- graph file
 def test_hardware_graph_differs_from_the_simulated_one_in_the_driver_only():
-    from contactflow.wiring import check_dataflow
+    from contactflow.contracts.wiring import check_dataflow
 
     sim = yaml.safe_load((ROOT / "dataflows/lac_g1_teleop.yml").read_text())["nodes"]
     hw = yaml.safe_load((ROOT / "dataflows/lac_g1_hw.yml").read_text())["nodes"]

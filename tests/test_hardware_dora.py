@@ -24,7 +24,7 @@ import pytest
 
 pytest.importorskip("cyclonedds")
 
-from contactflow.recording import read_recording  # noqa: E402
+from contactflow.recording.store import read_recording  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DORA = shutil.which("dora") or str(Path(sys.executable).parent / "dora")

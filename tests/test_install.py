@@ -38,7 +38,7 @@ import yaml
 from contactflow.errors import ConfigError
 from contactflow.paths import (ROBOT_PATH_ENV, data_path_candidates, node_kind, node_script, resolve_data_path,
                                shipped_robots_dir, source_checkout)
-from contactflow.recording import read_recording
+from contactflow.recording.store import read_recording
 from contactflow.robot import load_robot, robot_search_path
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,8 +19,8 @@ from contactflow.errors import ConfigError
 from contactflow.lac.compliance import run_wrench_event, stand_command
 from contactflow.lac.expert import LacExpert, load_expert_config
 from contactflow.lac.ik import IKResult
-from contactflow.messages import port_specs
-from contactflow.ports import NODES
+from contactflow.contracts.messages import port_specs
+from contactflow.contracts.ports import NODES
 from contactflow.robot import load_robot
 from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
 

@@ -11,12 +11,12 @@ import yaml
 from contactflow.errors import ConfigError, ContractError
 from contactflow.lac.events import Profile, trapezoid
 from contactflow.lac.summary import format_g1_summary, g1_summary
-from contactflow.summary import json_safe
+from contactflow.recording.summary import json_safe
 from contactflow.lac.teleop import (LiveTeleop, TeleopConfig, TeleopKeyboard, TeleopPlayer, load_teleop_config,
                                     load_teleop_scenario)
 from contactflow.lac.wrench_injector import WrenchInjector, wrench_links
-from contactflow.messages import port_specs
-from contactflow.recording import RecordingWriter, read_recording
+from contactflow.contracts.messages import port_specs
+from contactflow.recording.store import RecordingWriter, read_recording
 from contactflow.robot import load_robot
 
 

@@ -267,7 +267,7 @@ def test_live_operator_and_keyboard(robot):
     import numpy as np
 
     from contactflow.errors import ContractError
-    from contactflow.messages import port_specs
+    from contactflow.contracts.messages import port_specs
     from contactflow.operator.live import KeyboardMapper, LiveOperator
 
     op = LiveOperator(list(robot.contacts), {e: c.enabled for e, c in robot.contacts.items()})

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from contactflow.messages import port_specs
+from contactflow.contracts.messages import port_specs
 from contactflow.robot import load_robot
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from contactflow.errors import ConfigError, ContractError
-from contactflow.messages import port_specs
+from contactflow.contracts.messages import port_specs
 from contactflow.robot import load_robot
 from contactflow.safety import PDCommandHold
 from contactflow.sim.driver import BASE_STATE, DAMPING_KEY, RobotDriver, damping_mode_kd, parse_payload

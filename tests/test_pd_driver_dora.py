@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from contactflow.recording import read_recording
+from contactflow.recording.store import read_recording
 from contactflow.robot import load_robot
 
 ROOT = Path(__file__).resolve().parent.parent

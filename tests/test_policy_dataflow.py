@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import yaml
 
-from contactflow.recording import read_recording
+from contactflow.recording.store import read_recording
 from contactflow.robot import load_robot
 
 pytest.importorskip("onnx")

@@ -1,4 +1,4 @@
-"""The port table (contactflow/ports.py): every node declared once, the nodes build their ports from it
+"""The port table (contactflow/contracts/ports.py): every node declared once, the nodes build their ports from it
 and refuse any other, and `contactflow check` covers every node of every shipped graph."""
 
 import ast
@@ -10,11 +10,11 @@ import yaml
 
 from contactflow import graphs
 from contactflow.errors import ContractError
-from contactflow.messages import port_specs
+from contactflow.contracts.messages import port_specs
 from contactflow.nodes._runtime import Lockstep, Sender, lockstep_for, sender_for
-from contactflow.ports import NODES, lockstep_inputs, node_ports, sender_outputs
+from contactflow.contracts.ports import NODES, lockstep_inputs, node_ports, sender_outputs
 from contactflow.robot import load_robot
-from contactflow.wiring import check_dataflow, check_descriptor, graph_node_kind
+from contactflow.contracts.wiring import check_dataflow, check_descriptor, graph_node_kind
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE_FILES = sorted(p for p in (ROOT / "nodes").glob("*.py") if not p.name.startswith("_"))

@@ -16,7 +16,7 @@ from contactflow.prime.datagen import GenerateConfig, simulate_mujoco, write_rec
 from contactflow.prime.model import load_prime_robot
 from contactflow.paths import node_kind
 from contactflow.prime.ports import prime_port_specs
-from contactflow.recording import read_recording
+from contactflow.recording.store import read_recording
 
 ROOT = Path(__file__).resolve().parent.parent
 DORA = shutil.which("dora") or str(Path(sys.executable).parent / "dora")

@@ -18,7 +18,7 @@ from contactflow.prime.datagen import (
 from contactflow.prime.fie import Measurements, PrimeConfig, PrimeEstimator
 from contactflow.prime.io import ground_truth_forces, measurements_from_recording, write_result
 from contactflow.prime.model import load_prime_robot
-from contactflow.recording import RecordingError, RecordingWriter, read_recording
+from contactflow.recording.store import RecordingError, RecordingWriter, read_recording
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from contactflow.prime.datagen import GenerateConfig, simulate_mujoco, write_rec
 from contactflow.prime.fie import PrimeConfig
 from contactflow.prime.io import interval_means, measurements_from_arrays, measurements_from_recording, resample_stream
 from contactflow.prime.model import load_prime_robot
-from contactflow.recording import RecordingError, read_recording
+from contactflow.recording.store import RecordingError, read_recording
 
 STEP = 5  # 500 Hz -> 100 Hz
 ROOT = Path(__file__).resolve().parent.parent

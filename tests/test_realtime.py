@@ -14,9 +14,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from contactflow.messages import Field, PortSpec
+from contactflow.contracts.messages import Field, PortSpec
 from contactflow.sim.driver import NewestCommand
-from contactflow.summary import REALTIME_KEYS, realtime_metrics
+from contactflow.recording.summary import REALTIME_KEYS, realtime_metrics
 
 from contactflow.nodes._runtime import Lockstep, UpstreamError, apply_scheduling
 
@@ -85,7 +85,7 @@ def test_realtime_metrics_without_timing_are_nan():
 
 
 def test_summary_aligns_each_tick_with_the_newest_message_in_force():
-    from contactflow.summary import _align_latest
+    from contactflow.recording.summary import _align_latest
 
     i, j = _align_latest(np.arange(8), np.array([0, 3, 4, 6]))  # a stage that skipped ticks 1, 2, 5
     assert i.tolist() == [0, 1, 2, 3, 4, 5, 6] and j.tolist() == [0, 0, 0, 1, 2, 2, 3]  # tick 7: after its end
@@ -210,7 +210,7 @@ def test_realtime_graph_summary_has_consistent_realtime_keys(tmp_path, graph):
     assert s["longest_stall_ms"] == 0 or s["deadline_misses"] > 0
     assert isinstance(s["recording_gaps"], int) and s["recording_gaps"] >= 0  # real-time stages skip ticks: counted
     # every driver period is recorded, without a gap
-    from contactflow.recording import read_recording
+    from contactflow.recording.store import read_recording
 
     rec = read_recording(run)
     timing = rec.stream("mujoco_driver.timing")

@@ -10,10 +10,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from contactflow.messages import Field, PortSpec
+from contactflow.contracts.messages import Field, PortSpec
 from contactflow.nodes import _runtime
 from contactflow.nodes._runtime import Sender
-from contactflow.recording import RecordingError, RecordingWriter, pack_log, read_recording, unpack_log
+from contactflow.recording.store import RecordingError, RecordingWriter, pack_log, read_recording, unpack_log
 
 ROOT = Path(__file__).resolve().parent.parent
 DORA = shutil.which("dora") or str(Path(sys.executable).parent / "dora")

@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from contactflow.recording import RecordingError, RecordingWriter, read_recording
+from contactflow.recording.store import RecordingError, RecordingWriter, read_recording
 
 
 def _write(tmp_path, n=50):

@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from contactflow.cli import main
-from contactflow.export import parse_signal, signal_values
-from contactflow.recording import RecordingError, RecordingWriter, read_recording
+from contactflow.recording.export import parse_signal, signal_values
+from contactflow.recording.store import RecordingError, RecordingWriter, read_recording
 
 
 @pytest.fixture

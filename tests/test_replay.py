@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import yaml
 
-from contactflow.recording import RecordingError, RecordingWriter, read_recording, resolve_run
-from contactflow.replay import parse_stream_map, plan_replay
+from contactflow.recording.store import RecordingError, RecordingWriter, read_recording, resolve_run
+from contactflow.recording.replay import parse_stream_map, plan_replay
 
 ROOT = Path(__file__).resolve().parent.parent
 DORA = shutil.which("dora") or str(Path(sys.executable).parent / "dora")

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import yaml
 
-from contactflow.recording import RecordingError, RecordingWriter, resolve_run
-from contactflow.replay import parse_stream_map, plan_replay
+from contactflow.recording.store import RecordingError, RecordingWriter, resolve_run
+from contactflow.recording.replay import parse_stream_map, plan_replay
 
 ROOT = Path(__file__).resolve().parent.parent
 STREAM = "mujoco_driver.sensors"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from contactflow import cli
-from contactflow.run_cli import failure_report, parse_failures
+from contactflow.cli.run import failure_report, parse_failures
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -4,7 +4,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from contactflow.messages import Field, PortSpec
+from contactflow.contracts.messages import Field, PortSpec
 from contactflow.nodes import _runtime
 from contactflow.nodes._runtime import Lockstep, Sender, UpstreamError
 

@@ -20,7 +20,7 @@ import pinocchio as pin
 import pytest
 
 from contactflow.errors import ConfigError
-from contactflow.messages import port_specs
+from contactflow.contracts.messages import port_specs
 from contactflow.robot import load_robot
 from contactflow.seiko.admittance import AdmittanceParams, EffectorAdmittance
 from contactflow.seiko.loop import SeikoPipeline, run_loop
@@ -198,7 +198,7 @@ def test_the_loop_computes_what_the_lockstep_graph_computes(robot, tmp_path, var
     """``dora run dataflows/seiko_talos.yml`` (lag 2, its Controller's ``--sensor-lag``) and
     ``run_loop(lag=2, sensor_lag=...)`` on the 2 s scenario: the same measured states and desired
     poses, bit for bit; also with the other ``--sensor-lag`` (0 <-> 1) in a copy of the graph."""
-    from contactflow.recording import read_recording
+    from contactflow.recording.store import read_recording
 
     graph, sensor_lag = ROOT / "dataflows/seiko_talos.yml", _shipped_sensor_lag()
     if variant != "shipped":
@@ -239,7 +239,7 @@ def test_the_loop_with_admittance_computes_what_the_multicontact_graph_computes(
     left hand, the environment: wrist FT and the ball hand's joint-torque force estimate) on
     ``wall_touch_short.yaml`` (a hand contact enabled, then pushing) and ``run_loop`` with the same
     settings: the same measured states, bit for bit (~30 s)."""
-    from contactflow.recording import read_recording
+    from contactflow.recording.store import read_recording
 
     scenario = ROOT / "robots/talos/scenarios/wall_touch_short.yaml"
     env = dict(os.environ, CONTACTFLOW_RECORDINGS=str(tmp_path), CONTACTFLOW_SCENARIO=str(scenario))

@@ -194,7 +194,7 @@ def test_admittance_deadband_gain_clamp_and_enabled():
 
 
 def test_contracts_carry_the_switching_fields(robot):
-    from contactflow.messages import port_specs
+    from contactflow.contracts.messages import port_specs
 
     specs = port_specs(robot)
     oc = {f.name: f.size for f in specs["operator_command"].fields}

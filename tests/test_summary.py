@@ -1,6 +1,6 @@
 import numpy as np
 
-from contactflow.summary import _hold_mask
+from contactflow.recording.summary import _hold_mask
 
 
 def test_hold_windows_start_after_settling_and_end_at_the_next_command():

@@ -1,11 +1,11 @@
-"""The SEIKO run summary (``contactflow/summary.py``, README "Summary metrics") against an independent
+"""The SEIKO run summary (``contactflow/recording/summary.py``, README "Summary metrics") against an independent
 calculation on a recording.
 
 A short lockstep run (1.6 s, the in-process loop of the split graph's stages, ``lag`` 2) is recorded
 as the recorder node would (``mujoco_driver.sensors``, ``seiko_retargeting.desired``,
 ``operator.command``); each metric is then computed in the test from the recorded arrays, written
 from the metric's definition in the README (plain numpy, pinocchio's frame placements for the hand),
-and compared with :func:`contactflow.summary.seiko_summary`. Each case changes some recorded values
+and compared with :func:`contactflow.recording.summary.seiko_summary`. Each case changes some recorded values
 first (a low pelvis, a NaN, a foot-force spike, a hand offset inside and just outside the hold, failed
 QPs, a contact switch) and checks that the metric it targets moves, or, for a change outside the
 hold window, that it does not. The real-time keys are checked the same way on a recording that also
@@ -22,11 +22,11 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from contactflow.messages import port_specs
-from contactflow.recording import RecordingWriter, read_recording
+from contactflow.contracts.messages import port_specs
+from contactflow.recording.store import RecordingWriter, read_recording
 from contactflow.robot import load_robot
 from contactflow.seiko.loop import DT_S, SeikoLoop, SeikoPipeline
-from contactflow.summary import REALTIME_KEYS, seiko_summary
+from contactflow.recording.summary import REALTIME_KEYS, seiko_summary
 
 # left hand up 1.5 cm on [0.1, 0.4) s, then still: a hold from 0.9 s (0.4 s + the 0.5 s settling) to the
 # end (0.7 s); a push on the right hand, a disabled contact: refused by the Retargeting

@@ -22,10 +22,10 @@ from rerun.chunk import RrdReader
 
 from contactflow.cli import main as cli_main
 from contactflow.errors import ConfigError, ContractError
-from contactflow.messages import port_specs
-from contactflow.recording import RecordingError, RecordingWriter
+from contactflow.contracts.messages import port_specs
+from contactflow.recording.store import RecordingError, RecordingWriter
 from contactflow.robot import load_robot
-from contactflow.viewer import MESH_SUFFIXES, RerunLogger, log_recording, open_recording, urdf_visuals
+from contactflow.recording.viewer import MESH_SUFFIXES, RerunLogger, log_recording, open_recording, urdf_visuals
 
 ROOT = Path(__file__).resolve().parent.parent
 DORA = shutil.which("dora") or str(Path(sys.executable).parent / "dora")
@@ -181,7 +181,7 @@ def test_effector_points_and_tracking_plots(robot, viewed):
 
 def test_fallback_without_meshes_draws_boxes_and_says_so(robot, tmp_path, caplog):
     rec = open_recording(tmp_path / "nomesh.rrd")
-    with caplog.at_level("WARNING", logger="contactflow.viewer"):
+    with caplog.at_level("WARNING", logger="contactflow.recording.viewer"):
         lg = RerunLogger(robot, rec, meshes=False)
     lg.log_sensors({"q": robot.q_default}, 0.0, 0)
     lg.close()

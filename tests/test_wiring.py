@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from contactflow.catalogue import render_catalogue
+from contactflow.contracts.catalogue import render_catalogue
 from contactflow.cli import main
 from contactflow.errors import ConfigError
-from contactflow.wiring import check_dataflow, check_descriptor
+from contactflow.contracts.wiring import check_dataflow, check_descriptor
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = sorted((ROOT / "dataflows").glob("*.yml"))

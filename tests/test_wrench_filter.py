@@ -6,8 +6,8 @@ lam_tilde and commands as with its internal filter."""
 import numpy as np
 import pytest
 
-from contactflow.messages import port_specs
-from contactflow.ports import NODES
+from contactflow.contracts.messages import port_specs
+from contactflow.contracts.ports import NODES
 from contactflow.robot import load_robot
 from contactflow.seiko.controller import ControllerConfig
 from contactflow.seiko.filters import ComplementaryWrenchFilter, ComplementaryWrenchFilterBank
@@ -157,7 +157,7 @@ def test_node_in_the_lockstep_graph_computes_the_internal_filter(robot, tmp_path
 
     import yaml
 
-    from contactflow.recording import read_recording
+    from contactflow.recording.store import read_recording
     from contactflow.seiko.loop import run_loop
 
     root = Path(__file__).resolve().parent.parent

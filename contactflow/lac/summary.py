@@ -45,7 +45,7 @@ import pinocchio as pin
 from contactflow.errors import ModelError
 from contactflow.lac.config import GROUP_CHANNELS
 from contactflow.lac.model import link_com_local as _link_com_local
-from contactflow.recording import Recording, RecordingError
+from contactflow.recording.store import Recording, RecordingError
 from contactflow.sim.state import base_rotation, yaw
 
 __all__ = ["g1_summary", "format_g1_summary", "link_com_local", "STIFFNESS_CHANNEL"]

@@ -1,6 +1,6 @@
 """Teleoperation commands of the LAC pipeline: scenario files, a player, and a live command state.
 
-The ``teleop_command`` contract (:mod:`contactflow.messages`) carries what LAC's deploy interface
+The ``teleop_command`` contract (:mod:`contactflow.contracts.messages`) carries what LAC's deploy interface
 reads from its operator (lac.md §1.1): the base velocity ``lin_vel`` [vx, vy] (yaw / heading
 frame) [m/s] and yaw rate ``ang_vel`` [rad/s], the base (pelvis) height [m], the waist yaw [rad], the
 arm joint references ``q_ref_arms`` (robot file ``teleop.arm_joints`` order) [rad] and the RAW 5-D

@@ -4,7 +4,7 @@ SpaceMice update, turned into the ``operator_command`` values once per control t
 * :class:`LiveOperator` holds, per effector, the current twist (world [v; omega]), the requested
   contact state, pushing mode and normal-force velocity; ``set_*`` methods validate and refuse
   bad values (non-finite, unknown effector) with a :class:`ContractError`; :meth:`values` packs
-  them for :func:`contactflow.messages.port_specs` ``["operator_command"]``.
+  them for :func:`contactflow.contracts.messages.port_specs` ``["operator_command"]``.
 * :class:`KeyboardMapper` maps terminal keys to it (one selected effector at a time);
   :class:`TerminalKeys` reads those keys from a terminal without waiting for Enter.
 * :class:`SpaceMouseSource` reads one pyspacemouse device per effector, as in the paper

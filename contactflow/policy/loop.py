@@ -86,7 +86,7 @@ def run_policy_loop(spec: PolicySpec, robot, commands: Sequence[tuple[float, Map
         of :func:`contactflow.lac.summary.g1_summary` (``fell``, ``base_height_min_m``,
         ``standing_drift_m``, ``base_velocity_tracking_error_mps``, segments...).
     """
-    from contactflow.messages import port_specs
+    from contactflow.contracts.messages import port_specs
     from contactflow.sim.mujoco_robot import sensor_values
     from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
 
@@ -130,8 +130,8 @@ def run_policy_loop(spec: PolicySpec, robot, commands: Sequence[tuple[float, Map
 def _summarise(rows, robot, specs, run_dir) -> dict:
     """Write the rows as a recording (graph stream names) and return its G1 summary."""
     from contactflow.lac.summary import g1_summary
-    from contactflow.summary import json_safe
-    from contactflow.recording import RecordingWriter, read_recording
+    from contactflow.recording.summary import json_safe
+    from contactflow.recording.store import RecordingWriter, read_recording
 
     tmp = None
     if run_dir is None:

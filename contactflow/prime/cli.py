@@ -88,7 +88,7 @@ def _estimate(args) -> int:
     from contactflow.prime.fie import PrimeConfig, PrimeEstimator
     from contactflow.prime.io import ground_truth_forces, measurements_from_recording, write_result
     from contactflow.prime.model import load_prime_robot
-    from contactflow.recording import read_recording
+    from contactflow.recording.store import read_recording
 
     rec = read_recording(args.recording)
     robot_name = args.robot or rec.manifest.get("robot")

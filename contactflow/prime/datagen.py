@@ -1,7 +1,7 @@
 """Data for PRIME: scripted motions simulated in MuJoCo (or in PRIME's own smoothed model), with a
 payload on the trunk and seeded measurement noise, written as ordinary contactflow recordings.
 
-Recording written by :func:`write_recording` (``contactflow.recording`` format)::
+Recording written by :func:`write_recording` (``contactflow.recording.store`` format)::
 
     datagen.sensors                 'sensors' contract (t, q, v, tau, imu_quat, imu_gyro, imu_acc):
                                     NOISY measurements at the log rate; ``tau`` is the mean joint
@@ -39,11 +39,11 @@ import numpy as np
 import pinocchio as pin
 
 from contactflow.errors import ConfigError, ModelError
-from contactflow.messages import port_specs
+from contactflow.contracts.messages import port_specs
 from contactflow.prime.contact import ContactStepConfig, SmoothContactDynamics
 from contactflow.prime.inertia import describe_inertia, theta_from_inertia
 from contactflow.prime.model import PrimeRobot, standing_configuration
-from contactflow.recording import RecordingWriter, git_revision
+from contactflow.recording.store import RecordingWriter, git_revision
 from contactflow.sim.mujoco_model import MujocoOptions, PointMass, build_mujoco_spec, root_link, state_map
 from contactflow.sim.pd_robot import pd_torque
 

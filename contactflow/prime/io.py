@@ -2,7 +2,7 @@
 
 PRIME reads one *measurement stream* of a recording: any stream whose layout has the fields
 ``q`` (nq), ``v`` (nv) and ``tau`` (n) of the robot (the ``sensors`` contract of
-:mod:`contactflow.messages` qualifies, so a SEIKO run's ``mujoco_driver.sensors`` and the
+:mod:`contactflow.contracts.messages` qualifies, so a SEIKO run's ``mujoco_driver.sensors`` and the
 generator's ``datagen.sensors`` both work), at a constant rate with contiguous ``seq``.
 ``tau`` at sample k is taken as the mean torque over (t_{k-1}, t_k] (``torque_sample_offset = 1``).
 Streams named ``ground_truth.*`` are never read by the estimator.
@@ -36,7 +36,7 @@ import pinocchio as pin
 from contactflow.errors import ConfigError, ContractError, ModelError
 from contactflow.prime.fie import Measurements, PrimeConfig, PrimeResult
 from contactflow.prime.model import PrimeRobot
-from contactflow.recording import Recording, RecordingError, RecordingWriter, Stream, git_revision
+from contactflow.recording.store import Recording, RecordingError, RecordingWriter, Stream, git_revision
 
 __all__ = [
     "find_measurement_stream",

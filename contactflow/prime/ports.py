@@ -1,11 +1,11 @@
 """Port contracts of the ``prime_estimator`` node (same flat-float64 convention as
-:mod:`contactflow.messages`; the input is the robot's ``sensors`` contract)."""
+:mod:`contactflow.contracts.messages`; the input is the robot's ``sensors`` contract)."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from contactflow.messages import Field, PortSpec, port_specs
+from contactflow.contracts.messages import Field, PortSpec, port_specs
 from contactflow.prime.model import PrimeRobot
 
 __all__ = ["prime_port_specs"]

@@ -108,7 +108,7 @@ class SeikoPipeline:
     def __init__(self, robot, *, filter_config=None, retargeting_config=None, controller_config=None,
                  environment=None, lag: int = 2, admittance: Mapping | None = None, wrench_lag: int | None = None,
                  stages: ModuleType | None = None, sensor_lag: int = 0):
-        from contactflow.messages import port_specs
+        from contactflow.contracts.messages import port_specs
 
         if int(lag) < 1:
             raise ConfigError(f"lag must be >= 1 (the stages run in order within a tick), got {lag}")
@@ -295,7 +295,7 @@ class SeikoLoop:
                  stages: ModuleType | None = None, sim_config=None, pipeline: SeikoPipeline | None = None,
                  sensor_lag: int = 0):
         from contactflow.environment import load_environment
-        from contactflow.messages import port_specs
+        from contactflow.contracts.messages import port_specs
         from contactflow.operator.scenario import ScenarioPlayer, load_scenario
         from contactflow.seiko.estimation import JointTorqueForceEstimator
         from contactflow.seiko.stages import operator_command_values

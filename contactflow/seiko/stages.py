@@ -1,9 +1,9 @@
 """The per-tick work of the SEIKO dataflow nodes, from port messages to port messages (no dora here).
 
 Each stage turns the unpacked input messages of one tick (``dict`` field -> array, as
-:meth:`contactflow.messages.PortSpec.unpack` gives them, or ``None`` before an input's first
+:meth:`contactflow.contracts.messages.PortSpec.unpack` gives them, or ``None`` before an input's first
 message) into the values of its output messages (``dict`` field -> array, for
-:meth:`~contactflow.messages.PortSpec.pack`). The nodes ``nodes/input_filter.py``,
+:meth:`~contactflow.contracts.messages.PortSpec.pack`). The nodes ``nodes/input_filter.py``,
 ``nodes/seiko_retargeting.py`` and ``nodes/seiko_controller.py`` run one stage each;
 ``nodes/seiko_stack.py`` and the in-process closed loop :mod:`contactflow.seiko.loop` (tests,
 benchmarks) run them in one process through :class:`contactflow.seiko.loop.SeikoPipeline`. All

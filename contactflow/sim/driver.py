@@ -2,7 +2,7 @@
 wrenches, payloads and the end-of-run rules, for position robots (Talos) and PD robots (G1).
 
 The robot file's ``actuation`` chooses the simulator and the command contract
-(``contactflow.messages.port_specs``):
+(``contactflow.contracts.messages.port_specs``):
 
 * ``position``: :class:`~contactflow.sim.mujoco_robot.MujocoRobotSim`, command ``theta_cmd``,
   held by :class:`~contactflow.safety.CommandHold`;
@@ -304,7 +304,7 @@ class NewestCommand:
     Commands are offered as they arrive (any order); :meth:`take` is called once per control
     period, at its start, and says whether a command newer than the one taken last is there. A
     real-time driver never waits for a command: when none is new, the last safe command stays in
-    force (a *miss*, ``contactflow.summary.realtime_metrics``).
+    force (a *miss*, ``contactflow.recording.summary.realtime_metrics``).
 
     Attributes:
         seq: seq of the newest command received (-1: none yet).

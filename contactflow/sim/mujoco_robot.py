@@ -156,7 +156,7 @@ class SensorReadings:
 
 
 def sensor_values(r: "SensorReadings", robot: Robot | None = None, *, fields=None, estimators=None) -> dict:
-    """The fields of the ``sensors`` contract (:func:`contactflow.messages.port_specs`) from readings.
+    """The fields of the ``sensors`` contract (:func:`contactflow.contracts.messages.port_specs`) from readings.
 
     The one place where simulator readings become a ``sensors`` message: the driver node, the
     in-process loops and the tests all use it.

@@ -2,15 +2,15 @@
 
 For each node kind (the file stem of ``nodes/<kind>.py``, the ``contactflow-<kind>`` executable) the
 table :data:`NODES` gives its inputs and outputs, the contract of each (a key of
-:func:`contactflow.messages.port_specs`, or of :func:`contactflow.prime.ports.prime_port_specs` for
+:func:`contactflow.contracts.messages.port_specs`, or of :func:`contactflow.prime.ports.prime_port_specs` for
 the ``prime_*`` contracts), and which ones are optional. Everything else reads it:
 
 * the nodes build their :class:`~contactflow.nodes._runtime.Lockstep` inputs and
   :class:`~contactflow.nodes._runtime.Sender` outputs from it (:func:`lockstep_inputs`,
   :func:`sender_outputs`; ``nodes/_runtime.py`` ``lockstep_for`` / ``sender_for``), and both refuse a
   port the declaration lacks (:class:`~contactflow.errors.ContractError` naming the node and port);
-* the static wiring check (:mod:`contactflow.wiring`, ``contactflow check``);
-* the node catalogue (:mod:`contactflow.catalogue`, ``docs/nodes.md``);
+* the static wiring check (:mod:`contactflow.contracts.wiring`, ``contactflow check``);
+* the node catalogue (:mod:`contactflow.contracts.catalogue`, ``docs/nodes.md``);
 * the config loader's list of node sections (``nodes/_runtime.py`` ``load_node_config``).
 
 Input kinds: ``message`` (a contactflow message matched by ``seq``, the default) or ``timer`` (a dora
@@ -70,7 +70,7 @@ class NodePorts:
         kind: node kind (``seiko_controller``).
         inputs: input id -> :class:`Port`.
         outputs: output id -> :class:`Port` (the batched ``log`` and ``<output>_rows`` outputs of
-            :class:`~contactflow.nodes._runtime.Sender` are implied, see :mod:`contactflow.wiring`).
+            :class:`~contactflow.nodes._runtime.Sender` are implied, see :mod:`contactflow.contracts.wiring`).
         any_inputs: the node accepts inputs of any name and contract (the recorder).
         stream_outputs: the node's outputs are named by its ``--streams`` argument (the replay).
     """
@@ -107,7 +107,7 @@ class NodePorts:
         """
         if port not in self.inputs:
             raise ContractError(f"node {self.kind!r}: input {port!r} is not in its port declaration "
-                                f"(contactflow/ports.py); its inputs: {sorted(self.inputs)}")
+                                f"(contactflow/contracts/ports.py); its inputs: {sorted(self.inputs)}")
         return self.inputs[port]
 
     def require_output(self, port: str) -> Port:
@@ -118,7 +118,7 @@ class NodePorts:
         """
         if port not in self.outputs:
             raise ContractError(f"node {self.kind!r}: output {port!r} is not in its port declaration "
-                                f"(contactflow/ports.py); its outputs: {sorted(self.outputs)}")
+                                f"(contactflow/contracts/ports.py); its outputs: {sorted(self.outputs)}")
         return self.outputs[port]
 
 
@@ -191,7 +191,7 @@ def node_ports(kind: str) -> NodePorts:
     try:
         return NODES[kind]
     except KeyError:
-        raise ContractError(f"no port declaration for node kind {kind!r} (contactflow/ports.py); "
+        raise ContractError(f"no port declaration for node kind {kind!r} (contactflow/contracts/ports.py); "
                             f"known: {sorted(NODES)}") from None
 
 

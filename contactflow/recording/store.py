@@ -12,7 +12,7 @@ by a crash stays readable up to its last complete record batch. The writer flush
 ``flush_period_s`` (0.1 s by default here; the recorder node uses 0.05 s), so a killed recorder loses at most that much;
 the operating system is asked to put the bytes on disk (``fsync``) every ``fsync_period_s`` (1 s) and at close,
 which bounds what a power loss or kernel crash can take.
-The field layout of ``value`` (names and sizes, see :mod:`contactflow.messages`) is stored in the
+The field layout of ``value`` (names and sizes, see :mod:`contactflow.contracts.messages`) is stored in the
 schema metadata and in the manifest.
 """
 

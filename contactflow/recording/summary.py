@@ -56,7 +56,7 @@ from __future__ import annotations
 import numpy as np
 import pinocchio as pin
 
-from contactflow.recording import Recording, RecordingError
+from contactflow.recording.store import Recording, RecordingError
 
 __all__ = ["seiko_summary", "format_summary", "realtime_metrics", "REALTIME_KEYS"]
 

@@ -1,10 +1,10 @@
-"""Static wiring check of a dataflow YAML against the node port table (:mod:`contactflow.ports`).
+"""Static wiring check of a dataflow YAML against the node port table (:mod:`contactflow.contracts.ports`).
 
 A node's kind comes from its ``path`` (``contactflow-seiko-controller`` or ``../nodes/seiko_controller.py`` ->
 ``seiko_controller``: :func:`contactflow.paths.node_kind`); a ``path: dynamic`` node (started by the
 user's program: the live operator, the live teleop) has the kind of its id when the table has it,
 and the robot the graph's other nodes name.
-Its ports, their contracts and which are optional come from :data:`contactflow.ports.NODES`, the
+Its ports, their contracts and which are optional come from :data:`contactflow.contracts.ports.NODES`, the
 schemas from ``port_specs(robot)`` for the robot of the node's ``--robot`` argument (default
 ``talos``; contracts of another family, such as PRIME's ``prime_*``, are compared by name). A
 ``replay`` node's outputs take the contracts of the recorded streams named by its ``--streams``
@@ -40,9 +40,9 @@ from pathlib import Path
 import yaml
 
 from contactflow.errors import ConfigError
-from contactflow.messages import PortSpec
+from contactflow.contracts.messages import PortSpec
 from contactflow.paths import node_kind
-from contactflow.ports import MESSAGE, NODES, TIMER
+from contactflow.contracts.ports import MESSAGE, NODES, TIMER
 
 __all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "check_config_files", "load_dataflow", "graph_node_kind", "LOG_OUTPUT"]
 
@@ -66,7 +66,7 @@ class WiringProblem:
 
 @lru_cache(maxsize=8)
 def _specs(robot: str) -> dict[str, PortSpec]:
-    from contactflow.messages import port_specs
+    from contactflow.contracts.messages import port_specs
     from contactflow.robot import load_robot
 
     return port_specs(load_robot(robot))
@@ -131,7 +131,7 @@ def check_dataflow(path: str | Path, *, strict: bool = False) -> list[WiringProb
     return check_descriptor(flow, strict=strict) + check_config_files(flow, Path(path).parent)
 
 
-#: The flags that name a node's configuration file (:data:`contactflow.config_cli.NODE_CONFIGS`).
+#: The flags that name a node's configuration file (:data:`contactflow.cli.config.NODE_CONFIGS`).
 CONFIG_FLAGS = ("--config", "--retargeting-config")
 
 
@@ -150,8 +150,8 @@ def _node_file(arg: str, base_dir: Path) -> str:
 def check_config_files(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
     """Load every node's configuration file (``--config``, ``--retargeting-config``) as the node will.
 
-    Each node of :data:`contactflow.config_cli.NODE_CONFIGS` that is given a file has it loaded with
-    its own sections and loader (:func:`contactflow.config_cli.check_node_config_files`); a file that
+    Each node of :data:`contactflow.cli.config.NODE_CONFIGS` that is given a file has it loaded with
+    its own sections and loader (:func:`contactflow.cli.config.check_node_config_files`); a file that
     the node would refuse at start (not found, not YAML, unknown or missing section, unknown key,
     bad value) is one problem on the port named by the flag, with the loader's message.
 
@@ -160,7 +160,7 @@ def check_config_files(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
         base_dir: the dataflow's folder (relative paths are resolved from it, as ``dora run`` starts
             the nodes there).
     """
-    from contactflow.config_cli import check_node_config_files
+    from contactflow.cli.config import check_node_config_files
 
     problems: list[WiringProblem] = []
     nodes = [n for n in flow.get("nodes") or [] if isinstance(n, dict) and "id" in n]

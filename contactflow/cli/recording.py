@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from contactflow.paths import scripts_env, source_checkout
-from contactflow.recording import RecordingError, list_runs, read_recording, recordings_root, resolve_run
+from contactflow.recording.store import RecordingError, list_runs, read_recording, recordings_root, resolve_run
 
 #: The checkout holding the benchmarks (``benchmarks/`` is not installed: ``contactflow bench`` needs a checkout).
 REPO_ROOT = source_checkout()
@@ -77,7 +77,7 @@ def _cmd_ls(args) -> int:
 
 
 def _cmd_info(args) -> int:
-    from contactflow.export import run_info
+    from contactflow.recording.export import run_info
 
     rec = _open(args)
     info = run_info(rec, _progress(args, "reading"))
@@ -119,7 +119,7 @@ def _field_list(rec, name: str) -> list[str]:
 
 
 def _cmd_export(args) -> int:
-    from contactflow.export import export_run
+    from contactflow.recording.export import export_run
 
     rec = _open(args)
     out = Path(args.out) if args.out else rec.path / "export"
@@ -131,7 +131,7 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_plot(args) -> int:
-    from contactflow.export import plot_signals
+    from contactflow.recording.export import plot_signals
 
     rec = _open(args)
     out = Path(args.out) if args.out else rec.path / "plot.png"
@@ -157,7 +157,7 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_check(args) -> int:
-    from contactflow.wiring import check_dataflow
+    from contactflow.contracts.wiring import check_dataflow
 
     bad = 0
     for df in args.dataflows:
@@ -176,7 +176,7 @@ def _cmd_view(args) -> int:
     from contactflow.errors import ContactflowError
 
     try:
-        from contactflow.viewer import log_recording
+        from contactflow.recording.viewer import log_recording
     except ModuleNotFoundError as exc:
         from contactflow.cli import missing_extra_message
 

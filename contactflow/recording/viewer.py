@@ -1,7 +1,7 @@
 """Rerun visualisation of a contactflow run: robot, contact wrenches, effector targets, tracking plots.
 
 :class:`RerunLogger` turns the messages of a run (the ``sensors``, ``desired`` and
-``controller_state`` contracts of :mod:`contactflow.messages`, as dicts of named arrays) into rerun
+``controller_state`` contracts of :mod:`contactflow.contracts.messages`, as dicts of named arrays) into rerun
 entities on the timeline ``t`` (simulation/robot time [s], plus the sequence timeline ``tick``):
 
 ==========================================  ==================================================
@@ -49,7 +49,7 @@ __all__ = [
     "ROBOT_ROOT", "WRENCH_ROOT", "EFFECTOR_ROOT", "PLOTS_ROOT", "MESH_SUFFIXES",
 ]
 
-log = logging.getLogger("contactflow.viewer")
+log = logging.getLogger("contactflow.recording.viewer")
 
 ROBOT_ROOT = "world/robot"
 WRENCH_ROOT = "world/wrench"
@@ -557,7 +557,7 @@ def log_recording(run_dir: str | Path, rrd_path: str | Path, *, every: int = 10,
         ConfigError: ``every`` < 1.
         ContractError: a recorded message does not match the robot (e.g. ``q`` of the wrong size).
     """
-    from contactflow.recording import RecordingError, read_recording
+    from contactflow.recording.store import RecordingError, read_recording
 
     if int(every) < 1:
         raise ConfigError(f"every must be >= 1, got {every}")

@@ -1,7 +1,7 @@
 """Looking at recordings: per-stream statistics, export to Parquet / CSV / MCAP, signals and plots.
 
 Used by the ``contactflow rec`` and ``contactflow plot`` commands; plain functions on a
-:class:`~contactflow.recording.Recording`, no dora.
+:class:`~contactflow.recording.store.Recording`, no dora.
 
 Signals are named ``<node>.<output>:<field>[<index>]``, e.g. ``mujoco_driver.sensors:wrench.left_foot[2]``
 (the vertical force of the left sole); without ``[<index>]`` every component of the field is
@@ -19,7 +19,7 @@ from typing import Callable, Iterable
 import numpy as np
 import pyarrow as pa
 
-from contactflow.recording import Recording, RecordingError, Stream
+from contactflow.recording.store import Recording, RecordingError, Stream
 
 __all__ = [
     "StreamInfo", "stream_info", "run_info", "stream_table", "export_run", "Signal", "parse_signal",

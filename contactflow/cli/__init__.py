@@ -29,13 +29,13 @@ def missing_extra_message(exc: ModuleNotFoundError) -> str | None:
 
 # module path -> imported lazily so that a missing optional dependency only breaks its command.
 _SUBCOMMANDS = [
-    "contactflow.recording_cli",
+    "contactflow.cli.recording",
     "contactflow.lac.cli",
     "contactflow.prime.cli",
     "contactflow.hardware.cli",
     "contactflow.graphs",
-    "contactflow.config_cli",
-    "contactflow.run_cli",
+    "contactflow.cli.config",
+    "contactflow.cli.run",
 ]
 
 

@@ -20,7 +20,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from contactflow.recording import Recording, RecordingError, Stream, read_recording
+from contactflow.recording.store import Recording, RecordingError, Stream, read_recording
 
 __all__ = ["StreamMapping", "ReplayTick", "ReplayPlan", "parse_stream_map", "plan_replay"]
 

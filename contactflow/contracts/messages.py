@@ -322,6 +322,6 @@ def port_specs(robot, rate_hz: float | None = None) -> dict[str, PortSpec]:
         ),
         rate_hz,
         "robot driver timing, one row per control period (message seq = period k, t = t_k): the command "
-        "in force and the deadline it met or missed (contactflow.summary.realtime_metrics)",
+        "in force and the deadline it met or missed (contactflow.recording.summary.realtime_metrics)",
     )
     return specs

@@ -1,0 +1,7 @@
+"""``python -m contactflow.cli``: the ``contactflow`` command."""
+
+import sys
+
+from contactflow.cli import main
+
+sys.exit(main())
