@@ -366,7 +366,7 @@ def test_estimators_against_the_simulator_truth(g1):
 
 
 # ---------------------------------------------------------------------------------------- DDS (loopback)
-SLACK_S = 0.06
+SLACK_S = 0.15  # latency bounds: 1-20 ms measured idle (benchmarks/bench_unitree_*.py measure them); a 2-core CI machine was seen stalling a test thread 120 ms
 """Wall-clock slack of the cross-process timing asserts: CI runs on 2 loaded cores, so the bounds are
 ~3-5x what was measured on an idle machine (a few ms past each timeout, < 20 ms DDS delivery); the strict
 figures are measured in benchmarks/bench_unitree_latency.py and quoted in docs/hardware.md."""
