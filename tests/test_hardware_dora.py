@@ -246,11 +246,13 @@ def test_killing_the_expert_puts_the_robot_in_damping_and_names_the_node(tmp_pat
     # ticks, so the last command is a few ms old at any kill
     assert status["command_repeats"] > 0
     # measured (benchmarks/bench_unitree_kill.py, docs/hardware.md, 10 kills at load 8): kill -> damping
-    # 1.4-7.3 ms, last command -> damping 0.2-14.6 ms (<= 20 ms in 10 of 10). CI bounds 2-3x (2 loaded
-    # cores, dora + emulator + graph): 40 ms after the last command, 60 ms after the kill
+    # 1.4-7.3 ms, last command -> damping 0.2-14.6 ms (<= 20 ms in 10 of 10; the 20 ms criterion is
+    # the benchmark's). Here the path is asserted (the death seen in /proc, above: not the 100 ms command
+    # watchdog) and the timing only bounded (a 2-core CI machine was seen stalling a test thread 120 ms):
+    # 100 ms after the last command, 150 ms after the kill
     last_to_damping = kill_to_damping + last_to_kill
-    assert 0.0 < kill_to_damping <= 0.06
-    assert last_to_damping <= 0.04
+    assert 0.0 < kill_to_damping <= 0.15
+    assert last_to_damping <= 0.1
     assert runs and read_recording(runs[0]).stream("unitree_driver.sensors")
 
 
