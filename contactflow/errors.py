@@ -26,3 +26,8 @@ class SolverError(ContactflowError):
     def __init__(self, message: str, status: str | None = None):
         super().__init__(message)
         self.status = status
+
+
+class RecordingError(ContactflowError):
+    """A recording is missing, truncated beyond recovery, of another format version or not a contactflow
+    recording. The message names the file and what was expected."""

@@ -30,7 +30,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pyarrow as pa
 
-from contactflow.errors import ContactflowError
+from contactflow.errors import RecordingError
 
 __all__ = [
     "recorded_scenario",
@@ -43,10 +43,6 @@ STREAM_COLUMNS = ("seq", "t", "t_wall_ns", "finished", "value")
 
 ARROW_STREAM_MAGIC = b"\xff\xff\xff\xff"
 ARROW_FILE_MAGIC = b"ARROW1"
-
-
-class RecordingError(ContactflowError):
-    """A recording is missing, truncated beyond recovery or not a contactflow recording."""
 
 
 def git_revision(path: Path) -> str:
