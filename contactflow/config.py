@@ -3,8 +3,9 @@
 ``load_config(cls, mapping, source=...)`` builds ``cls`` from a mapping, rejects unknown keys,
 checks types (numbers, bools, strings, lists/tuples of numbers, nested dataclasses) and
 non-finite numbers, and reports the offending key path and file in a :class:`ConfigError`.
-Range checks belong in the dataclass's ``__post_init__`` and should raise ``ValueError``;
-they are re-raised as ``ConfigError`` with the source attached.
+Range checks belong in the dataclass's ``__post_init__`` and raise ``ConfigError`` naming the key
+(so that a config built directly, in a notebook or a test, reports the same error); the loader
+re-raises them with the source and the key path attached.
 
 Each field is documented once, in the ``Attributes:`` section of its dataclass's docstring (unit in
 brackets); :func:`field_docs` reads it and :func:`commented_yaml` writes a config's values as YAML

@@ -54,6 +54,7 @@ RT_PRIORITY = {"mujoco_driver": 20, "seiko_controller": 10, "seiko_stack": 10, "
 #: SCHED_FIFO priority the real-time driver gives the dora daemon that spawned it (CONTACTFLOW_RT_DAEMON).
 RT_DAEMON = 30
 
+from contactflow.errors import ConfigError  # noqa: E402
 from contactflow.contracts.wiring import LOG_OUTPUT as LOG  # noqa: E402 - the batched log output (one source)
 from contactflow.paths import node_script  # noqa: E402 - the nodes' installed executables (one source)
 SCENARIOS = "../robots/talos/scenarios"
@@ -142,7 +143,7 @@ def operator(mode: str = "scenario", scenario: str = "hand_forward.yaml", *, clo
     driver's ``sensors`` (a replay driver, a live operator, the real-time graph) give one command per
     tick. ``realtime``: ``--realtime`` (a scenario operator), latest-value clock queue, SCHED_FIFO."""
     if realtime and mode != "scenario":
-        raise ValueError(f"a real-time operator plays a scenario (mode {mode!r} has no real-time settings)")
+        raise ConfigError(f"a real-time operator plays a scenario (mode {mode!r} has no real-time settings)")
     tick = {"tick": (clock if mode != "dynamic" else "mujoco_driver/sensors", _queue_of(realtime))}
     if mode == "dynamic":
         return Node("operator", "dynamic", None, tick, ["command"], record={"command": "operator_command"},
@@ -183,10 +184,10 @@ def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | N
             real-time settings for them).
 
     Raises:
-        ValueError: ``realtime`` with ``admittance``, ``wrench_filter`` or ``desired_rows``.
+        ConfigError: ``realtime`` with ``admittance``, ``wrench_filter`` or ``desired_rows``.
     """
     if realtime and (admittance or wrench_filter is not None or desired_rows):
-        raise ValueError("seiko_stages(realtime=True) takes no admittance, wrench_filter or desired_rows")
+        raise ConfigError("seiko_stages(realtime=True) takes no admittance, wrench_filter or desired_rows")
     q, robot = _queue_of(realtime), _robot(realtime)
     filt = Node("input_filter", node_script("input_filter"), f"{robot} --lag {lag}",
                 {"command": ("operator/command", q), "desired": ("seiko_retargeting/desired", q)},

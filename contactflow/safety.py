@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from contactflow.errors import ConfigError
+
 __all__ = ["CommandHold", "PDCommandHold", "FileEstop"]
 
 log = logging.getLogger("contactflow.safety")
@@ -143,7 +145,7 @@ class PDCommandHold(CommandHold):
             on the first valid command).
 
     Raises:
-        ValueError: ``kd_damping`` or ``recovery_ramp_s`` out of range (the message names the
+        ConfigError: ``kd_damping`` or ``recovery_ramp_s`` out of range (the message names the
             joint indices).
     """
 
@@ -164,9 +166,9 @@ class PDCommandHold(CommandHold):
         kdd = self.kd.copy() if kd_damping is None else np.array(kd_damping, dtype=float).reshape(n)
         bad = ~np.isfinite(kdd) | (kdd < 0) | (kdd > self.kd_max)
         if np.any(bad):
-            raise ValueError(f"kd_damping: non-finite, negative or above kd_max at joint index {np.flatnonzero(bad).tolist()}")
+            raise ConfigError(f"kd_damping: non-finite, negative or above kd_max at joint index {np.flatnonzero(bad).tolist()}")
         if not (np.isfinite(recovery_ramp_s) and recovery_ramp_s >= 0):
-            raise ValueError(f"recovery_ramp_s must be >= 0, got {recovery_ramp_s}")
+            raise ConfigError(f"recovery_ramp_s must be >= 0, got {recovery_ramp_s}")
         self.kd_damping = kdd
         self.recovery_ramp_s = float(recovery_ramp_s)
         self.mode = "start"

@@ -27,14 +27,10 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pyarrow as pa
 
-from contactflow.errors import ContactflowError, ContractError
+from contactflow.errors import ContactflowError, ContractError, UpstreamError
 from contactflow.contracts.messages import PortSpec
 
 log = logging.getLogger("contactflow.node")
-
-
-class UpstreamError(ContactflowError):
-    """An upstream node stopped, failed or went silent before the run ended."""
 
 
 #: Start-up ticks of a real-time graph before the wall clock starts: the driver waits for each of

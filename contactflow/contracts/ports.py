@@ -59,7 +59,7 @@ class Port:
 
     def __post_init__(self):
         if self.kind not in (MESSAGE, TIMER):
-            raise ValueError(f"port kind must be {MESSAGE!r} or {TIMER!r}, got {self.kind!r}")
+            raise ContractError(f"port kind must be {MESSAGE!r} or {TIMER!r}, got {self.kind!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +86,7 @@ class NodePorts:
         object.__setattr__(self, "outputs", MappingProxyType(dict(self.outputs)))
         bad = [p for p, port in self.outputs.items() if port.kind != MESSAGE]
         if bad:
-            raise ValueError(f"{self.kind}: outputs {bad} must be messages")
+            raise ContractError(f"{self.kind}: outputs {bad} must be messages")
 
     @property
     def free_form(self) -> bool:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from contactflow.errors import ContractError
+
 __all__ = ["POLY", "crc32_word_bitwise", "crc32_words", "crc32_bytes", "FixedLengthCrc"]
 
 POLY = 0x04C11DB7
@@ -74,10 +76,10 @@ def crc32_bytes(buf: bytes) -> int:
     """CRC of a packed message: every little-endian 32-bit word of ``buf`` except the last.
 
     Raises:
-        ValueError: ``len(buf)`` is not a multiple of 4.
+        ContractError: ``len(buf)`` is not a multiple of 4.
     """
     if len(buf) % 4:
-        raise ValueError(f"packed message of {len(buf)} bytes is not a whole number of 32-bit words")
+        raise ContractError(f"packed message of {len(buf)} bytes is not a whole number of 32-bit words")
     return crc32_words(np.frombuffer(buf, dtype="<u4")[:-1])
 
 
@@ -118,10 +120,10 @@ class FixedLengthCrc:
         """CRC of ``buf`` (``n_bytes`` long; the last 4 bytes are ignored).
 
         Raises:
-            ValueError: wrong length.
+            ContractError: wrong length.
         """
         if len(buf) != self.n_bytes:
-            raise ValueError(f"expected a packed message of {self.n_bytes} bytes, got {len(buf)}")
+            raise ContractError(f"expected a packed message of {self.n_bytes} bytes, got {len(buf)}")
         b = np.frombuffer(buf, dtype=np.uint8)[:-4]
         # little-endian words: byte k of word i is buf[4 i + k]
         return self._init ^ int(np.bitwise_xor.reduce(self._tab[self._base + b]))

@@ -105,16 +105,16 @@ def check_stiffness(k: np.ndarray, *, k_lin_range: tuple[float, float], k_ang_ra
 
 def _range(name: str, r: tuple[float, float], lo: float = 0.0, strict: bool = True) -> None:
     if len(r) != 2 or not (r[0] <= r[1]):
-        raise ValueError(f"{name}: expected [low, high] with low <= high, got {list(r)}")
+        raise ConfigError(f"{name}: expected [low, high] with low <= high, got {list(r)}")
     if (r[0] <= lo) if strict else (r[0] < lo):
-        raise ValueError(f"{name}: low end must be {'>' if strict else '>='} {lo:g}, got {r[0]:g}")
+        raise ConfigError(f"{name}: low end must be {'>' if strict else '>='} {lo:g}, got {r[0]:g}")
 
 
 def _pos(obj, *names: str) -> None:
     for n in names:
         v = getattr(obj, n)
         if not v > 0:
-            raise ValueError(f"{n}: must be > 0, got {v!r}")
+            raise ConfigError(f"{n}: must be > 0, got {v!r}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -142,7 +142,7 @@ class ProfileCfg:
             _range(n, getattr(self, n))
         longest = self.rest_s[1] + self.ramp_s[1] + self.hold_s[1] + self.release_s[1]
         if longest > self.frames * self.dt_s + 1e-9:
-            raise ValueError(f"longest profile {longest:g} s exceeds the episode {self.frames * self.dt_s:g} s")
+            raise ConfigError(f"longest profile {longest:g} s exceeds the episode {self.frames * self.dt_s:g} s")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -180,9 +180,9 @@ class EventCfg:
         _pos(self, "x_min_m", "force_limit_n", "disp_limit_m", "couple_scale_nm")
         for n in ("couple_axis_prob", "couple_event_prob"):
             if not 0.0 <= getattr(self, n) <= 1.0:
-                raise ValueError(f"{n}: must be in [0, 1], got {getattr(self, n)!r}")
+                raise ConfigError(f"{n}: must be in [0, 1], got {getattr(self, n)!r}")
         if not 0.0 <= self.couple_axis_cone_deg <= 180.0:
-            raise ValueError(f"couple_axis_cone_deg: must be in [0, 180], got {self.couple_axis_cone_deg!r}")
+            raise ConfigError(f"couple_axis_cone_deg: must be in [0, 180], got {self.couple_axis_cone_deg!r}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -210,7 +210,7 @@ class AdmittanceCfg:
              "mass_kg", "inertia_kgm2")
         for n in ("damping_ratio", "damping_lin_ns_per_m", "damping_ang_nms_per_rad"):
             if getattr(self, n) < 0:
-                raise ValueError(f"{n}: must be >= 0, got {getattr(self, n)!r}")
+                raise ConfigError(f"{n}: must be >= 0, got {getattr(self, n)!r}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -242,9 +242,9 @@ class IKCfg:
     def __post_init__(self):
         for n in ("w_contact_pos", "w_contact_ori", "w_base_pos", "w_base_ori", "w_posture", "damping"):
             if getattr(self, n) < 0:
-                raise ValueError(f"{n}: must be >= 0, got {getattr(self, n)!r}")
+                raise ConfigError(f"{n}: must be >= 0, got {getattr(self, n)!r}")
         if not 0.0 < self.joint_range_scale <= 1.0:
-            raise ValueError(f"joint_range_scale: must be in (0, 1], got {self.joint_range_scale!r}")
+            raise ConfigError(f"joint_range_scale: must be in (0, 1], got {self.joint_range_scale!r}")
         _pos(self, "base_vel_xy_max_m_s", "base_vel_z_max_m_s", "base_yaw_rate_max_rad_s", "iterations")
 
 
@@ -280,10 +280,10 @@ class GateCfg:
              "n_iter", "n_decay")
         for n in ("decay_balance", "decay_self_collision", "decay_sum_cap"):
             if not 0.0 < getattr(self, n) < 1.0:
-                raise ValueError(f"{n}: must be in (0, 1), got {getattr(self, n)!r}")
+                raise ConfigError(f"{n}: must be in (0, 1), got {getattr(self, n)!r}")
         for n in ("weak_floor_force_n", "weak_floor_couple_nm"):
             if getattr(self, n) < 0:
-                raise ValueError(f"{n}: must be >= 0, got {getattr(self, n)!r}")
+                raise ConfigError(f"{n}: must be >= 0, got {getattr(self, n)!r}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

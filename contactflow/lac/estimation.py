@@ -36,6 +36,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pinocchio as pin
 
+from contactflow.errors import ConfigError
 from contactflow.lac.model import LacRobot
 from contactflow.robot import Robot
 
@@ -86,10 +87,10 @@ class EstimatorCfg:
     def __post_init__(self):
         for n in ("cutoff_hz", "max_force_n", "max_couple_nm"):
             if not getattr(self, n) > 0:
-                raise ValueError(f"{n}: must be > 0, got {getattr(self, n)!r}")
+                raise ConfigError(f"{n}: must be > 0, got {getattr(self, n)!r}")
         for n in ("deadband_force_n", "deadband_couple_nm", "warmup_s", "lever_damping_m", "couple_damping"):
             if getattr(self, n) < 0:
-                raise ValueError(f"{n}: must be >= 0, got {getattr(self, n)!r}")
+                raise ConfigError(f"{n}: must be >= 0, got {getattr(self, n)!r}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -116,13 +116,13 @@ class BalanceCfg:
 
     def __post_init__(self):
         if not self.k_xi > 0:
-            raise ValueError(f"k_xi: must be > 0, got {self.k_xi!r}")
+            raise ConfigError(f"k_xi: must be > 0, got {self.k_xi!r}")
         for n in ("cop_margin_m", "com_integral_gain", "com_integral_limit_m"):
             if getattr(self, n) < 0:
-                raise ValueError(f"{n}: must be >= 0, got {getattr(self, n)!r}")
+                raise ConfigError(f"{n}: must be >= 0, got {getattr(self, n)!r}")
         for n in ("foot_half_length_m", "foot_half_width_m"):
             if not getattr(self, n) > self.cop_margin_m:
-                raise ValueError(f"{n}: must be > cop_margin_m ({self.cop_margin_m:g}), got {getattr(self, n)!r}")
+                raise ConfigError(f"{n}: must be > cop_margin_m ({self.cop_margin_m:g}), got {getattr(self, n)!r}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -141,9 +141,9 @@ class LegIKCfg:
 
     def __post_init__(self):
         if self.iterations < 1:
-            raise ValueError(f"iterations: must be >= 1, got {self.iterations!r}")
+            raise ConfigError(f"iterations: must be >= 1, got {self.iterations!r}")
         if self.damping < 0 or not self.tolerance > 0:
-            raise ValueError("damping must be >= 0 and tolerance > 0")
+            raise ConfigError("damping must be >= 0 and tolerance > 0")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -196,15 +196,15 @@ class ExpertConfig:
 
     def __post_init__(self):
         if not self.rate_hz > 0:
-            raise ValueError(f"rate_hz: must be > 0, got {self.rate_hz!r}")
+            raise ConfigError(f"rate_hz: must be > 0, got {self.rate_hz!r}")
         lo, hi = self.base_height_m
         if not 0 < lo <= hi:
-            raise ValueError(f"base_height_m: expected [low, high] with 0 < low <= high, got {list(self.base_height_m)}")
+            raise ConfigError(f"base_height_m: expected [low, high] with 0 < low <= high, got {list(self.base_height_m)}")
         for n in ("torso_max_displacement_m", "arm_max_displacement_m", "torso_cop_margin_m"):
             if not getattr(self, n) >= 0:
-                raise ValueError(f"{n}: must be >= 0, got {getattr(self, n)!r}")
+                raise ConfigError(f"{n}: must be >= 0, got {getattr(self, n)!r}")
         if len(self.arm_links) != 2:
-            raise ValueError(f"arm_links: expected [left, right], got {list(self.arm_links)}")
+            raise ConfigError(f"arm_links: expected [left, right], got {list(self.arm_links)}")
 
 
 def default_expert_config_path() -> Path:

@@ -106,17 +106,17 @@ class TeleopConfig:
 
     def __post_init__(self):
         if not (self.max_lin_vel_mps >= 0.0 and self.max_ang_vel_radps >= 0.0):
-            raise ValueError("max_lin_vel_mps and max_ang_vel_radps must be >= 0")
+            raise ConfigError("max_lin_vel_mps and max_ang_vel_radps must be >= 0")
         for name in ("base_height_range_m", "stiffness_lin_range_n_per_m", "stiffness_ang_range_nm_per_rad"):
             lo, hi = getattr(self, name)
             if not (0.0 < lo <= hi):
-                raise ValueError(f"{name}: expected 0 < min <= max, got [{lo}, {hi}]")
+                raise ConfigError(f"{name}: expected 0 < min <= max, got [{lo}, {hi}]")
         lo, hi = self.base_height_range_m
         if self.base_height_default_m is not None and not lo <= self.base_height_default_m <= hi:
-            raise ValueError(f"base_height_default_m: {self.base_height_default_m} outside base_height_range_m [{lo}, {hi}]")
+            raise ConfigError(f"base_height_default_m: {self.base_height_default_m} outside base_height_range_m [{lo}, {hi}]")
         bad = _stiffness_problem(np.asarray(self.stiffness_default), self)
         if bad:
-            raise ValueError(f"stiffness_default: {bad}")
+            raise ConfigError(f"stiffness_default: {bad}")
 
     def clamp_stiffness(self, k) -> np.ndarray:
         """(5,) stiffness clamped to the ranges (LAC layout)."""

@@ -50,7 +50,7 @@ class ModelCfg:
 
     def __post_init__(self):
         if (self.path is None) == (self.holosoma is None):
-            raise ValueError("model: give exactly one of 'path' or 'holosoma'")
+            raise ConfigError("model: give exactly one of 'path' or 'holosoma'")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -62,7 +62,7 @@ class TensorCfg:
 
     def __post_init__(self):
         if not self.shape or any(d <= 0 for d in self.shape):
-            raise ValueError(f"shape: expected positive dimensions, got {list(self.shape)}")
+            raise ConfigError(f"shape: expected positive dimensions, got {list(self.shape)}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -109,13 +109,13 @@ class HistoryCfg:
 
     def __post_init__(self):
         if self.length < 1:
-            raise ValueError("history.length: expected >= 1")
+            raise ConfigError("history.length: expected >= 1")
         if self.order not in ("oldest_first", "newest_first"):
-            raise ValueError(f"history.order: expected 'oldest_first' or 'newest_first', got {self.order!r}")
+            raise ConfigError(f"history.order: expected 'oldest_first' or 'newest_first', got {self.order!r}")
         if self.layout not in ("frames", "terms"):
-            raise ValueError(f"history.layout: expected 'frames' or 'terms', got {self.layout!r}")
+            raise ConfigError(f"history.layout: expected 'frames' or 'terms', got {self.layout!r}")
         if self.fill not in ("first_frame", "zeros"):
-            raise ValueError(f"history.fill: expected 'first_frame' or 'zeros', got {self.fill!r}")
+            raise ConfigError(f"history.fill: expected 'first_frame' or 'zeros', got {self.fill!r}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -135,7 +135,7 @@ class PhaseCfg:
 
     def __post_init__(self):
         if self.period_s <= 0:
-            raise ValueError("phase.period_s: expected > 0")
+            raise ConfigError("phase.period_s: expected > 0")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -162,11 +162,11 @@ class ActionCfg:
 
     def __post_init__(self):
         if (self.scale is None) == (self.scale_effort_over_kp is None):
-            raise ValueError("action: give exactly one of 'scale' or 'scale_effort_over_kp'")
+            raise ConfigError("action: give exactly one of 'scale' or 'scale_effort_over_kp'")
         if isinstance(self.default, str) and self.default != "robot":
-            raise ValueError(f"action.default: expected 'robot' or a mapping joint -> rad, got {self.default!r}")
+            raise ConfigError(f"action.default: expected 'robot' or a mapping joint -> rad, got {self.default!r}")
         if self.clip is not None and not self.clip[0] < self.clip[1]:
-            raise ValueError("action.clip: expected low < high")
+            raise ConfigError("action.clip: expected low < high")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -190,7 +190,7 @@ class SafetyCfg:
 
     def __post_init__(self):
         if self.joint_limit_margin_rad < 0:
-            raise ValueError("safety.joint_limit_margin_rad: expected >= 0")
+            raise ConfigError("safety.joint_limit_margin_rad: expected >= 0")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -216,13 +216,13 @@ class PolicySpecCfg:
 
     def __post_init__(self):
         if self.rate_hz <= 0:
-            raise ValueError("rate_hz: expected > 0")
+            raise ConfigError("rate_hz: expected > 0")
         if isinstance(self.gains, str) and self.gains not in ("robot", "onnx_metadata"):
-            raise ValueError(f"gains: expected 'robot', 'onnx_metadata' or {{kp: {{joint: value}}, kd: {{...}}}}, got {self.gains!r}")
+            raise ConfigError(f"gains: expected 'robot', 'onnx_metadata' or {{kp: {{joint: value}}, kd: {{...}}}}, got {self.gains!r}")
         if "policy" not in self.joint_orders:
-            raise ValueError("joint_orders: missing 'policy' (the action order)")
+            raise ConfigError("joint_orders: missing 'policy' (the action order)")
         if not self.observation:
-            raise ValueError("observation: expected at least one term")
+            raise ConfigError("observation: expected at least one term")
 
 
 # --------------------------------------------------------------------------- resolved spec

@@ -38,7 +38,7 @@ import numpy as np
 import pinocchio as pin
 from scipy.linalg import cho_factor, cho_solve
 
-from contactflow.errors import ModelError, SolverError
+from contactflow.errors import ConfigError, ModelError, SolverError
 from contactflow.prime.inertia import dpi_dtheta, inertia_from_theta, theta_from_inertia
 
 __all__ = ["ContactPoint", "ContactStepConfig", "StepResult", "StepDerivatives", "SmoothContactDynamics"]
@@ -90,13 +90,13 @@ class ContactStepConfig:
 
     def __post_init__(self):
         if not self.dt_s > 0:
-            raise ValueError(f"dt_s must be > 0, got {self.dt_s}")
+            raise ConfigError(f"dt_s must be > 0, got {self.dt_s}")
         if not self.kappa > 0:
-            raise ValueError(f"kappa must be > 0, got {self.kappa}")
+            raise ConfigError(f"kappa must be > 0, got {self.kappa}")
         if not self.mu > 0:
-            raise ValueError(f"mu must be > 0, got {self.mu}")
+            raise ConfigError(f"mu must be > 0, got {self.mu}")
         if self.newton_max_iter < 1:
-            raise ValueError("newton_max_iter must be >= 1")
+            raise ConfigError("newton_max_iter must be >= 1")
 
 
 @dataclasses.dataclass

@@ -82,7 +82,7 @@ class PayloadConfig:
 
     def __post_init__(self):
         if self.mass_kg < 0:
-            raise ValueError(f"payload mass_kg must be >= 0, got {self.mass_kg}")
+            raise ConfigError(f"payload mass_kg must be >= 0, got {self.mass_kg}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -134,11 +134,11 @@ class GenerateConfig:
 
     def __post_init__(self):
         if self.motion not in MOTIONS:
-            raise ValueError(f"motion must be one of {MOTIONS}, got {self.motion!r}")
+            raise ConfigError(f"motion must be one of {MOTIONS}, got {self.motion!r}")
         if not self.duration_s > 0 or not self.rate_hz > 0:
-            raise ValueError("duration_s and rate_hz must be > 0")
+            raise ConfigError("duration_s and rate_hz must be > 0")
         if self.noise_scale < 0:
-            raise ValueError("noise_scale must be >= 0")
+            raise ConfigError("noise_scale must be >= 0")
 
 
 @dataclasses.dataclass

@@ -39,7 +39,7 @@ import crocoddyl
 import numpy as np
 import pinocchio as pin
 
-from contactflow.errors import ContractError, SolverError
+from contactflow.errors import ConfigError, ContractError, SolverError
 from contactflow.prime.contact import ContactStepConfig, SmoothContactDynamics
 from contactflow.prime.inertia import describe_inertia, inertia_from_theta
 from contactflow.prime.model import PrimeRobot
@@ -95,7 +95,7 @@ class PrimeWeights:
     def __post_init__(self):
         for f in dataclasses.fields(self):
             if not getattr(self, f.name) > 0:
-                raise ValueError(f"weights.{f.name} must be > 0, got {getattr(self, f.name)}")
+                raise ConfigError(f"weights.{f.name} must be > 0, got {getattr(self, f.name)}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -140,19 +140,19 @@ class PrimeConfig:
 
     def __post_init__(self):
         if not self.dt_s > 0:
-            raise ValueError(f"dt_s must be > 0, got {self.dt_s}")
+            raise ConfigError(f"dt_s must be > 0, got {self.dt_s}")
         if not self.kappa > 0 or any(k <= 0 for k in self.kappa_schedule):
-            raise ValueError("kappa and kappa_schedule values must be > 0")
+            raise ConfigError("kappa and kappa_schedule values must be > 0")
         if not self.stop_threshold > 0:
-            raise ValueError(f"stop_threshold must be > 0, got {self.stop_threshold}")
+            raise ConfigError(f"stop_threshold must be > 0, got {self.stop_threshold}")
         if self.max_iter < 0 or self.schedule_iters < 0:
-            raise ValueError("max_iter and schedule_iters must be >= 0")
+            raise ConfigError("max_iter and schedule_iters must be >= 0")
         if self.decimation < 1:
-            raise ValueError(f"decimation must be >= 1, got {self.decimation}")
+            raise ConfigError(f"decimation must be >= 1, got {self.decimation}")
         if self.torque_sample_offset not in (0, 1):
-            raise ValueError(f"torque_sample_offset must be 0 or 1, got {self.torque_sample_offset}")
+            raise ConfigError(f"torque_sample_offset must be 0 or 1, got {self.torque_sample_offset}")
         if self.max_samples < 0:
-            raise ValueError("max_samples must be >= 0")
+            raise ConfigError("max_samples must be >= 0")
 
 
 @dataclasses.dataclass

@@ -31,7 +31,7 @@ class PointConfig:
 
     def __post_init__(self):
         if self.radius_m < 0:
-            raise ValueError(f"radius_m must be >= 0, got {self.radius_m}")
+            raise ConfigError(f"radius_m must be >= 0, got {self.radius_m}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -55,11 +55,11 @@ class PrimeRobotConfig:
 
     def __post_init__(self):
         if not self.contacts:
-            raise ValueError("contacts: at least one contact point is needed")
+            raise ConfigError("contacts: at least one contact point is needed")
         if self.mu <= 0:
-            raise ValueError(f"mu must be > 0, got {self.mu}")
+            raise ConfigError(f"mu must be > 0, got {self.mu}")
         if self.armature_kgm2 < 0:
-            raise ValueError("armature_kgm2 must be >= 0")
+            raise ConfigError("armature_kgm2 must be >= 0")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -75,7 +75,7 @@ class SensorNoiseConfig:
     def __post_init__(self):
         for f in dataclasses.fields(self):
             if "_noise_std_" in f.name and not getattr(self, f.name) >= 0:
-                raise ValueError(f"{f.name} must be >= 0, got {getattr(self, f.name)}")
+                raise ConfigError(f"{f.name} must be >= 0, got {getattr(self, f.name)}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -106,13 +106,13 @@ class SimConfig(SensorNoiseConfig):
     def __post_init__(self):
         super().__post_init__()
         if self.physics_dt_s is not None and not self.physics_dt_s > 0:
-            raise ValueError(f"physics_dt_s must be > 0, got {self.physics_dt_s}")
+            raise ConfigError(f"physics_dt_s must be > 0, got {self.physics_dt_s}")
         if not self.control_dt_s > 0:
-            raise ValueError(f"control_dt_s must be > 0, got {self.control_dt_s}")
+            raise ConfigError(f"control_dt_s must be > 0, got {self.control_dt_s}")
         if self.kv_nms_per_rad is not None and self.kv_nms_per_rad < 0:
-            raise ValueError(f"kv_nms_per_rad must be >= 0, got {self.kv_nms_per_rad}")
+            raise ConfigError(f"kv_nms_per_rad must be >= 0, got {self.kv_nms_per_rad}")
         if self.settle_s < 0 or self.settle_kv_nms_per_rad < 0:
-            raise ValueError("settle_s and settle_kv_nms_per_rad must be >= 0")
+            raise ConfigError("settle_s and settle_kv_nms_per_rad must be >= 0")
 
 
 @dataclasses.dataclass(frozen=True)

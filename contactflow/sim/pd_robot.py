@@ -77,11 +77,11 @@ class PDSimConfig(SensorNoiseConfig):
     def __post_init__(self):
         super().__post_init__()
         if self.physics_dt_s is not None and not self.physics_dt_s > 0:
-            raise ValueError(f"physics_dt_s must be > 0, got {self.physics_dt_s}")
+            raise ConfigError(f"physics_dt_s must be > 0, got {self.physics_dt_s}")
         if self.control_dt_s is not None and not self.control_dt_s > 0:
-            raise ValueError(f"control_dt_s must be > 0, got {self.control_dt_s}")
+            raise ConfigError(f"control_dt_s must be > 0, got {self.control_dt_s}")
         if not 0 < self.stability_margin <= 1:
-            raise ValueError(f"stability_margin must be in (0, 1], got {self.stability_margin}")
+            raise ConfigError(f"stability_margin must be in (0, 1], got {self.stability_margin}")
 
 
 @dataclasses.dataclass(frozen=True)
