@@ -105,11 +105,11 @@ class PointMass:
 
     def __post_init__(self):
         if not (np.isfinite(self.mass) and self.mass > 0):
-            raise ValueError(f"PointMass {self.name!r}: mass must be > 0, got {self.mass}")
+            raise ConfigError(f"PointMass {self.name!r}: mass must be > 0, got {self.mass}")
         if len(self.pos) != 3 or not np.all(np.isfinite(self.pos)):
-            raise ValueError(f"PointMass {self.name!r}: pos must be 3 finite numbers, got {self.pos}")
+            raise ConfigError(f"PointMass {self.name!r}: pos must be 3 finite numbers, got {self.pos}")
         if len(self.inertia) != 3 or not all(i > 0 for i in self.inertia):
-            raise ValueError(f"PointMass {self.name!r}: inertia must be 3 positive numbers")
+            raise ConfigError(f"PointMass {self.name!r}: inertia must be 3 positive numbers")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -164,22 +164,22 @@ class MujocoOptions:
 
     def __post_init__(self):
         if not self.timestep_s > 0:
-            raise ValueError(f"timestep_s must be > 0, got {self.timestep_s}")
+            raise ConfigError(f"timestep_s must be > 0, got {self.timestep_s}")
         if self.integrator not in _INTEGRATORS:
-            raise ValueError(f"integrator must be one of {sorted(_INTEGRATORS)}, got {self.integrator!r}")
+            raise ConfigError(f"integrator must be one of {sorted(_INTEGRATORS)}, got {self.integrator!r}")
         if self.cone not in _CONES:
-            raise ValueError(f"cone must be one of {sorted(_CONES)}, got {self.cone!r}")
+            raise ConfigError(f"cone must be one of {sorted(_CONES)}, got {self.cone!r}")
         if self.kv_nms_per_rad < 0 or self.armature_kgm2 < 0 or self.joint_damping_nms_per_rad < 0:
-            raise ValueError("kv_nms_per_rad, armature_kgm2 and joint_damping_nms_per_rad must be >= 0")
+            raise ConfigError("kv_nms_per_rad, armature_kgm2 and joint_damping_nms_per_rad must be >= 0")
         if any(h <= 0 for h in self.foot_box_half_size_m):
-            raise ValueError("foot_box_half_size_m must be positive")
+            raise ConfigError("foot_box_half_size_m must be positive")
         if self.joint_frictionloss_nm < 0 or not self.foot_sphere_radius_m > 0:
-            raise ValueError("joint_frictionloss_nm must be >= 0 and foot_sphere_radius_m > 0")
+            raise ConfigError("joint_frictionloss_nm must be >= 0 and foot_sphere_radius_m > 0")
         if not self.impratio >= 1 or self.noslip_iterations < 0:
-            raise ValueError(f"impratio must be >= 1 and noslip_iterations >= 0, got {self.impratio}, "
+            raise ConfigError(f"impratio must be >= 1 and noslip_iterations >= 0, got {self.impratio}, "
                              f"{self.noslip_iterations}")
         if any(len(p) != 3 for p in self.foot_sphere_points_m):
-            raise ValueError("foot_sphere_points_m: each point needs 3 coordinates [m]")
+            raise ConfigError("foot_sphere_points_m: each point needs 3 coordinates [m]")
 
 
 def mujoco_options(robot: Robot) -> MujocoOptions:
