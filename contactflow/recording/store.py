@@ -14,12 +14,27 @@ the operating system is asked to put the bytes on disk (``fsync``) every ``fsync
 which bounds what a power loss or kernel crash can take.
 The field layout of ``value`` (names and sizes, see :mod:`contactflow.contracts.messages`) is stored in the
 schema metadata and in the manifest.
+
+Versions: the manifest's ``format`` (``contactflow-recording/<v>``) and ``format_version``, and each stream's
+schema metadata ``contactflow_format``, give the format version (:data:`FORMAT_VERSION`). Version 1 is the
+layout written before versions were recorded (manifest ``contactflow-recording/1`` or no ``format``, streams
+without ``contactflow_format``): the same files, read by migrating the manifest in memory (its streams'
+``missing_before_first`` stays unknown). Any other version is refused with a :class:`RecordingError` naming
+the file, the version found and the one expected.
+
+Damage: a stream file is read message by message. A file cut inside a message (a writer killed mid-batch),
+one without the end-of-stream marker (a writer that never closed it), one with a corrupt batch or bytes
+after its end are *salvaged*: every complete batch is read, and :attr:`Stream.damage` gives the byte offset
+where the good data ends and the seq / time of the last good message (never a silently shorter clean
+stream). A file cut inside its header, a foreign Arrow stream or not Arrow at all is refused
+(:class:`RecordingError` naming the file and what was expected).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import errno
 import json
 import os
 import subprocess
@@ -36,6 +51,7 @@ __all__ = [
     "recorded_scenario",
     "StreamWriter", "RecordingWriter", "Stream", "Recording", "read_recording", "git_revision", "RecordingError",
     "recordings_root", "resolve_run", "list_runs", "STREAM_COLUMNS", "pack_log", "unpack_log", "LogBlock",
+    "FORMAT_VERSION", "StreamDamage", "check_manifest", "refuse_damaged",
 ]
 
 #: The columns of every contactflow stream file, in order.
@@ -43,6 +59,21 @@ STREAM_COLUMNS = ("seq", "t", "t_wall_ns", "finished", "value")
 
 ARROW_STREAM_MAGIC = b"\xff\xff\xff\xff"
 ARROW_FILE_MAGIC = b"ARROW1"
+#: The end-of-stream marker of an Arrow IPC stream (continuation token, zero length); older writers: 4 zero bytes.
+ARROW_EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+
+#: The recording format written by this code: manifest ``format`` = ``contactflow-recording/<version>``.
+FORMAT_NAME = "contactflow-recording"
+#: Format version written (manifest ``format_version``, stream metadata :data:`STREAM_VERSION_KEY`).
+#: 2: versions recorded, ``missing_before_first`` per stream. 1: the layout before (migrated on read).
+FORMAT_VERSION = 2
+#: Versions read: the current one and those migrated.
+READABLE_VERSIONS = (1, 2)
+#: Schema-metadata key of a stream file holding its format version.
+STREAM_VERSION_KEY = "contactflow_format"
+
+#: The Arrow types of the columns (``value``: fixed-size list of float64, any size).
+_COLUMN_TYPES = {"seq": pa.int64(), "t": pa.float64(), "t_wall_ns": pa.int64(), "finished": pa.bool_()}
 
 
 def git_revision(path: Path) -> str:
@@ -57,20 +88,115 @@ def git_revision(path: Path) -> str:
         return "unknown"
 
 
+class _ByteBudget:
+    """Bytes the stream files of a run may still take (``max_bytes``: the recorder's ``--max-bytes``)."""
+
+    def __init__(self, max_bytes: int | None):
+        self.max_bytes = None if max_bytes is None or max_bytes <= 0 else int(max_bytes)
+        self.used = 0
+
+    def left(self) -> int | None:
+        return None if self.max_bytes is None else max(0, self.max_bytes - self.used)
+
+
+class _StreamFile:
+    """The file under a stream writer: each write goes to the operating system at once (``os.write``,
+    so a failed write leaves no buffered bytes behind), counted; a write past the byte budget fails
+    as on a full disk (``ENOSPC``) after writing what fits, as a full disk does."""
+
+    closed = False
+
+    def __init__(self, path: Path, budget: _ByteBudget):
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.pos = 0
+        self.budget = budget
+
+    def write(self, data) -> int:
+        mv = memoryview(data).cast("B")
+        left = self.budget.left()
+        allowed = len(mv) if left is None else min(len(mv), left)
+        done = 0
+        while done < allowed:
+            done += os.write(self.fd, mv[done:allowed])
+        self.pos += done
+        self.budget.used += done
+        if done < len(mv):
+            raise OSError(errno.ENOSPC, f"No space left on device (byte limit {self.budget.max_bytes} of the run's "
+                                        f"stream files reached)")
+        return done
+
+    def flush(self):
+        pass
+
+    def tell(self) -> int:
+        return self.pos
+
+    def fsync(self):
+        try:
+            os.fsync(self.fd)
+        except OSError:
+            pass
+
+    def truncate(self, size: int):
+        """Cut the file back to ``size`` bytes (the end of its last complete batch); frees the budget."""
+        try:
+            os.ftruncate(self.fd, size)
+            self.budget.used -= self.pos - size
+            self.pos = size
+        except OSError:
+            pass
+
+    def close(self):
+        if not self.closed:
+            self.closed = True
+            os.close(self.fd)
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteFailure:
+    """Why a run's stream files stopped being written (a full disk, or the ``max_bytes`` limit).
+
+    Attributes:
+        stream: the stream whose write failed first.
+        bytes_written: bytes of the run's stream files on disk (each cut back to its last complete batch).
+        max_bytes: the byte limit, or None (a real write error).
+        error: the operating system's message.
+    """
+
+    stream: str
+    bytes_written: int
+    max_bytes: int | None
+    error: str
+
+
 class StreamWriter:
     """Buffered writer of one stream (flat float64 messages of fixed size).
+
+    Each record batch reaches the operating system as soon as it is written; a write that fails (a
+    full disk, ``ENOSPC``, or the run's byte limit) cuts the file back to its last complete batch,
+    closes it (without an end-of-stream marker: readers report it as truncated at that offset) and
+    counts every later message in :attr:`unwritten` instead of raising (see :class:`RecordingWriter`).
 
     Args:
         path: output ``.arrows`` file.
         size: values per message.
-        metadata: str -> str schema metadata (source, contract, layout...).
+        metadata: str -> str schema metadata (source, contract, layout...); the format version
+            (:data:`STREAM_VERSION_KEY`) is added.
         flush_period_s: write buffered rows to the file (operating-system cache) at least this
             often [s]; a killed process loses at most this much.
         fsync_period_s: also ``fsync`` the file at least this often [s] (and at close).
+        on_failure: called with the ``OSError`` of a failed write (the :class:`RecordingWriter` stops
+            every stream of the run then).
+
+    Attributes:
+        count: messages written to the file.
+        missing: seq numbers skipped between the messages received.
+        missing_before_first: messages known lost before the first one received (set by the recorder).
+        unwritten: messages received but not written (after a write failure).
     """
 
     def __init__(self, path: Path, size: int, metadata: dict[str, str], flush_period_s: float = 0.1,
-                 fsync_period_s: float = 1.0):
+                 fsync_period_s: float = 1.0, *, budget: _ByteBudget | None = None, on_failure=None):
         self.path = Path(path)
         self.size = int(size)
         self.schema = pa.schema(
@@ -81,9 +207,9 @@ class StreamWriter:
                 ("finished", pa.bool_()),
                 ("value", pa.list_(pa.float64(), self.size)),
             ],
-            metadata={k: str(v) for k, v in metadata.items()},
+            metadata={**{k: str(v) for k, v in metadata.items()}, STREAM_VERSION_KEY: str(FORMAT_VERSION)},
         )
-        self._f = open(self.path, "wb")
+        self._f = _StreamFile(self.path, budget or _ByteBudget(None))
         self._w = pa.ipc.new_stream(self._f, self.schema)
         self._rows: list[tuple[int, float, int, bool, np.ndarray]] = []
         self._last_flush = self._last_fsync = time.monotonic()
@@ -92,6 +218,18 @@ class StreamWriter:
         self.count = 0
         self.last_seq: int | None = None
         self.missing = 0  # messages skipped in seq (a lost message, or a producer that skipped ticks)
+        self.missing_before_first = 0
+        self.unwritten = 0
+        self.good_bytes = 0  # end of the last complete batch in the file
+        self.failed: OSError | None = None
+        self._on_failure = on_failure
+
+    def _count_seq(self, seq: np.ndarray) -> None:
+        prev = seq[0] - 1 if self.last_seq is None else self.last_seq
+        run_max = np.maximum.accumulate(np.concatenate([[prev], seq]))  # gaps above the highest seq so far
+        d = seq - run_max[:-1]
+        self.missing += int(np.sum(d[d > 1] - 1))
+        self.last_seq = int(run_max[-1])
 
     def append(self, seq: int, t: float, values: np.ndarray, finished: bool = False, t_wall_ns: int | None = None):
         v = np.asarray(values, dtype=np.float64).reshape(-1)
@@ -101,8 +239,10 @@ class StreamWriter:
         if self.last_seq is not None and seq > self.last_seq + 1:
             self.missing += seq - self.last_seq - 1
         self.last_seq = seq if self.last_seq is None else max(seq, self.last_seq)
+        if self.failed is not None:
+            self.unwritten += 1
+            return
         self._rows.append((seq, float(t), int(t_wall_ns if t_wall_ns is not None else time.time_ns()), bool(finished), v))
-        self.count += 1
         if time.monotonic() - self._last_flush >= self.flush_period_s:
             self.flush()
 
@@ -123,11 +263,10 @@ class StreamWriter:
             raise RecordingError(f"{self.path.name}: block of shape {values.shape}, expected ({seq.size}, {self.size})")
         if seq.size == 0:
             return
-        prev = seq[0] - 1 if self.last_seq is None else self.last_seq
-        run_max = np.maximum.accumulate(np.concatenate([[prev], seq]))  # as append(): gaps above the highest seq
-        d = seq - run_max[:-1]
-        self.missing += int(np.sum(d[d > 1] - 1))
-        self.last_seq = int(run_max[-1])
+        self._count_seq(seq)
+        if self.failed is not None:
+            self.unwritten += int(seq.size)
+            return
         self._flush_rows()
         batch = pa.record_batch(
             [
@@ -139,10 +278,36 @@ class StreamWriter:
             ],
             schema=self.schema,
         )
-        self._w.write_batch(batch)
-        self.count += int(seq.size)
+        self._write(batch)
         if time.monotonic() - self._last_flush >= self.flush_period_s:
             self.flush()
+
+    def _write(self, batch: pa.RecordBatch) -> None:
+        if self.failed is not None:
+            self.unwritten += batch.num_rows
+            return
+        try:
+            self._w.write_batch(batch)
+        except OSError as exc:
+            self.unwritten += batch.num_rows
+            self.fail(exc)
+            return
+        self.count += batch.num_rows
+        self.good_bytes = self._f.tell()
+
+    def fail(self, exc: OSError) -> None:
+        """Stop writing after a failed write: cut the file back to its last complete batch, close it
+        (no end-of-stream marker) and count the rows still buffered as unwritten."""
+        if self.failed is not None:
+            return
+        self.failed = exc
+        self.unwritten += len(self._rows)
+        self._rows.clear()
+        self._f.truncate(self.good_bytes)
+        self._f.fsync()
+        self._f.close()
+        if self._on_failure is not None:
+            self._on_failure(self, exc)
 
     def _flush_rows(self):
         if self._rows:
@@ -158,23 +323,16 @@ class StreamWriter:
                 ],
                 schema=self.schema,
             )
-            self._w.write_batch(batch)
             self._rows.clear()
+            self._write(batch)
 
     def flush(self):
         self._flush_rows()
-        self._f.flush()
         now = time.monotonic()
-        if now - self._last_fsync >= self.fsync_period_s:
-            self._fsync()
+        if self.failed is None and now - self._last_fsync >= self.fsync_period_s:
+            self._f.fsync()
             self._last_fsync = now
         self._last_flush = now
-
-    def _fsync(self):
-        try:
-            os.fsync(self._f.fileno())
-        except OSError:
-            pass
 
     def maybe_flush(self):
         if time.monotonic() - self._last_flush >= self.flush_period_s:
@@ -182,27 +340,42 @@ class StreamWriter:
 
     def close(self):
         self.flush()
-        self._w.close()  # end-of-stream marker
-        self._f.flush()
-        self._fsync()
+        if self.failed is not None:
+            return
+        try:
+            self._w.close()  # end-of-stream marker
+        except OSError as exc:
+            self.fail(exc)
+            return
+        self.good_bytes = self._f.tell()
+        self._f.fsync()
         self._f.close()
 
 
 class RecordingWriter:
     """Writes a run directory: streams created lazily, manifest rewritten as streams appear.
 
+    A write that fails (``ENOSPC``, any ``OSError``, or ``max_bytes`` reached, which emulates a full
+    disk) stops the whole run's writing: every stream file is cut back to its last complete batch and
+    closed, :attr:`failure` says where and why, and later messages are counted (``unwritten_messages``
+    in the manifest) rather than written; nothing is raised to the caller, who decides (the recorder
+    reports it and exits non-zero).
+
     Args:
         run_dir: the run directory (created).
         manifest: initial manifest entries (dataflow, robot, git revision...).
         flush_period_s: see :class:`StreamWriter`.
+        max_bytes: bytes the run's stream files may take (None or 0: no limit); the manifest is not counted.
     """
 
-    def __init__(self, run_dir: Path, manifest: dict[str, Any], flush_period_s: float = 0.1):
+    def __init__(self, run_dir: Path, manifest: dict[str, Any], flush_period_s: float = 0.1,
+                 max_bytes: int | None = None):
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.flush_period_s = flush_period_s
         self.manifest = {
-            "format": "contactflow-recording/1",
+            "format": f"{FORMAT_NAME}/{FORMAT_VERSION}",
+            "format_version": FORMAT_VERSION,
             "start_time_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(),
             **manifest,
             "streams": {},
@@ -210,17 +383,37 @@ class RecordingWriter:
             "complete": False,
         }
         self.streams: dict[str, StreamWriter] = {}
+        self.budget = _ByteBudget(max_bytes)
+        self.failure: WriteFailure | None = None
         self.write_manifest()
 
     def write_manifest(self):
         tmp = self.run_dir / "manifest.json.tmp"
-        tmp.write_text(json.dumps(self.manifest, indent=2))
-        os.replace(tmp, self.run_dir / "manifest.json")
+        try:
+            tmp.write_text(json.dumps(self.manifest, indent=2))
+            os.replace(tmp, self.run_dir / "manifest.json")
+        except OSError as exc:
+            if self.failure is None:
+                raise
+            # a full disk: the last manifest written stays; say so in the failure
+            self.failure = dataclasses.replace(self.failure, error=f"{self.failure.error}; manifest not updated: {exc}")
+
+    def _failed(self, stream: StreamWriter, exc: OSError) -> None:
+        if self.failure is not None:
+            return
+        name = next((n for n, w in self.streams.items() if w is stream), stream.path.stem)
+        self.failure = WriteFailure(name, 0, self.budget.max_bytes, exc.strerror or str(exc))
+        for w in self.streams.values():
+            w.fail(exc)
+        self.failure = dataclasses.replace(self.failure, bytes_written=sum(w.good_bytes for w in self.streams.values()))
 
     def stream(self, name: str, size: int, metadata: dict[str, str]) -> StreamWriter:
         w = self.streams.get(name)
         if w is None:
-            w = StreamWriter(self.run_dir / f"{name}.arrows", size, metadata, self.flush_period_s)
+            w = StreamWriter(self.run_dir / f"{name}.arrows", size, metadata, self.flush_period_s, budget=self.budget,
+                             on_failure=self._failed)
+            if self.failure is not None:
+                w.fail(OSError(errno.ENOSPC, self.failure.error))
             self.streams[name] = w
             entry = {"file": f"{name}.arrows", "size": size}
             for key in ("source", "contract"):
@@ -241,9 +434,17 @@ class RecordingWriter:
     def close(self, **extra):
         for name, w in self.streams.items():
             w.close()
-            self.manifest["streams"][name]["messages"] = w.count
-            self.manifest["streams"][name]["missing_seq"] = w.missing
+        for name, w in self.streams.items():
+            entry = self.manifest["streams"][name]
+            entry["messages"] = w.count
+            entry["missing_seq"] = w.missing
+            entry["missing_before_first"] = w.missing_before_first
+            if w.unwritten:
+                entry["unwritten_messages"] = w.unwritten
         self.manifest.update(extra)
+        if self.failure is not None:
+            self.manifest["write_failure"] = dataclasses.asdict(self.failure)
+            self.manifest["unwritten_messages"] = sum(w.unwritten for w in self.streams.values())
         self.manifest["complete"] = True
         self.manifest["end_time_utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat()
         self.write_manifest()
@@ -337,6 +538,38 @@ def unpack_log(values: np.ndarray, metadata: dict) -> list[LogBlock]:
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class StreamDamage:
+    """How a stream file was found damaged, and what of it was salvaged.
+
+    Attributes:
+        file: the stream file.
+        reason: ``cut inside a message`` (a writer killed mid-batch), ``no end-of-stream marker`` (a
+            writer that never closed the file: killed between batches, a full disk, or still writing),
+            ``corrupt record batch``, or ``bytes after the end-of-stream marker``.
+        offset: byte offset where the good data ends (the end of the last complete batch) [bytes].
+        file_size: the file's size [bytes].
+        messages: complete messages salvaged.
+        last_seq: seq of the last good message (None when none).
+        last_t: recorded time of the last good message [s] (NaN when none).
+    """
+
+    file: str
+    reason: str
+    offset: int
+    file_size: int
+    messages: int
+    last_seq: int | None
+    last_t: float
+
+    def describe(self, stream: str) -> str:
+        """One line naming the stream, the offset and the time of the last good message."""
+        last = (f"the last at seq {self.last_seq}, t = {self.last_t:.6g} s" if self.last_seq is not None
+                else "no message before it")
+        return (f"stream {stream} ({self.file}): truncated at byte {self.offset} of {self.file_size} ({self.reason}); "
+                f"{self.messages} complete message(s) salvaged, {last}")
+
+
 @dataclasses.dataclass
 class Stream:
     """One recorded stream.
@@ -349,9 +582,10 @@ class Stream:
         finished: (N,) finished flags.
         values: (N, size) flat message values.
         layout: [(field, size)] in order, or empty when unknown.
-        truncated: True if the file ended inside a record batch (crash) and was recovered.
+        truncated: True if the file is damaged (see ``damage``) and its complete prefix was salvaged.
         metadata: the stream file's schema metadata (``source``, ``contract``, ``layout``,
             ``config``...), str -> str.
+        damage: where and why the file was found damaged (None: a clean file with its end-of-stream marker).
     """
 
     name: str
@@ -363,6 +597,7 @@ class Stream:
     layout: list
     truncated: bool = False
     metadata: dict = dataclasses.field(default_factory=dict)
+    damage: StreamDamage | None = None
 
     def field(self, name: str) -> np.ndarray:
         """(N, size) values of field ``name``; raises KeyError naming the known fields."""
@@ -377,41 +612,219 @@ class Stream:
         return len(self.seq)
 
 
-def _read_stream_file(path: Path) -> tuple[pa.Table, dict, bool]:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(8)
-    except OSError as exc:
-        raise RecordingError(f"{path}: cannot be read: {exc.strerror or exc}") from None
-    if len(head) < 8:
-        raise RecordingError(f"{path}: truncated before the end of its Arrow header ({len(head)} bytes)")
-    if head[:6] == ARROW_FILE_MAGIC:
-        raise RecordingError(f"{path}: an Arrow IPC *file*, not a contactflow stream recording")
-    if head[:4] != ARROW_STREAM_MAGIC:
-        raise RecordingError(f"{path}: not an Arrow IPC stream (bad magic bytes {head[:4]!r})")
-    batches = []
-    truncated = False
-    try:
-        reader = pa.ipc.open_stream(str(path))
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise RecordingError(f"{path}: unreadable Arrow stream header (truncated or corrupt): {exc}") from None
-    schema = reader.schema
-    while True:
-        try:
-            batches.append(reader.read_next_batch())
-        except StopIteration:
-            break
-        except (pa.ArrowInvalid, OSError):  # cut short by a crash: keep what was complete
-            truncated = True
-            break
+def refuse_damaged(streams: Iterable[Stream], allow: bool, flag: str = "--allow-truncated") -> list[str]:
+    """Refuse damaged streams unless ``allow``; the one-line warnings otherwise.
+
+    Args:
+        streams: the streams a command is about to use.
+        allow: use the salvaged prefix of a damaged stream (the user passed ``flag``).
+        flag: the option that allows it, named in the refusal.
+
+    Returns:
+        One line per damaged stream (:meth:`StreamDamage.describe`), to show the user.
+
+    Raises:
+        RecordingError: a damaged stream and not ``allow`` (its line, and ``flag``).
+    """
+    lines = [st.damage.describe(st.name) if st.damage is not None else f"stream {st.name}: truncated"
+             for st in streams if st.truncated]
+    if lines and not allow:
+        raise RecordingError(f"{lines[0]}; pass {flag} to use the complete messages"
+                             + (f" ({len(lines) - 1} more truncated stream(s))" if len(lines) > 1 else ""))
+    return lines
+
+
+def _check_schema(path: Path, schema: pa.Schema) -> None:
     names = tuple(schema.names)
-    if names != STREAM_COLUMNS or not pa.types.is_fixed_size_list(schema.field("value").type):
+    ok = names == STREAM_COLUMNS and all(schema.field(c).type == ty for c, ty in _COLUMN_TYPES.items())
+    if ok:
+        vt = schema.field("value").type
+        ok = pa.types.is_fixed_size_list(vt) and vt.value_type == pa.float64()
+    if not ok:
         raise RecordingError(
             f"{path}: an Arrow stream but not a contactflow stream recording "
             f"(columns {list(names)}, expected {list(STREAM_COLUMNS)} with a fixed-size list 'value')"
         )
+
+
+def _stream_version(path: Path, meta: dict) -> int:
+    raw = meta.get(STREAM_VERSION_KEY)
+    if raw is None:
+        return 1  # written before versions were recorded
+    try:
+        version = int(raw)
+    except ValueError:
+        version = None
+    if version not in READABLE_VERSIONS:
+        raise RecordingError(f"{path}: stream format version {raw!r}, expected {FORMAT_VERSION} (this contactflow reads "
+                             f"versions {list(READABLE_VERSIONS)})")
+    return version
+
+
+def _read_stream_file(path: Path) -> tuple[pa.Table, dict, StreamDamage | None]:
+    """Read a stream file message by message, salvaging the complete batches of a damaged one.
+
+    Raises:
+        RecordingError: unreadable, not an Arrow IPC stream, cut inside its header, a foreign
+            schema or another format version.
+    """
+    try:
+        data = path.read_bytes()  # in memory: no mapping of a file another process may cut
+    except OSError as exc:
+        raise RecordingError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    if len(data) < 8:
+        raise RecordingError(f"{path}: truncated before the end of its Arrow header ({len(data)} bytes)")
+    if data[:6] == ARROW_FILE_MAGIC:
+        raise RecordingError(f"{path}: an Arrow IPC *file*, not a contactflow stream recording")
+    if data[:4] != ARROW_STREAM_MAGIC:
+        raise RecordingError(f"{path}: not an Arrow IPC stream (bad magic bytes {data[:4]!r})")
+    src = pa.BufferReader(pa.py_buffer(data))
+    try:
+        reader = pa.ipc.MessageReader.open_stream(src)
+        msg = reader.read_next_message()
+        if msg.type != "schema":
+            raise RecordingError(f"{path}: no Arrow schema at the start of the stream (a {msg.type} message)")
+        schema = pa.ipc.read_schema(msg)
+    except StopIteration:
+        raise RecordingError(f"{path}: truncated before the end of its Arrow header (an empty stream)") from None
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise RecordingError(f"{path}: unreadable Arrow stream header (truncated or corrupt): {exc}") from None
+    _check_schema(path, schema)
     meta = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in (schema.metadata or {}).items()}
-    return pa.Table.from_batches(batches, schema=schema), meta, truncated
+    _stream_version(path, meta)
+    batches: list[pa.RecordBatch] = []
+    reason = None
+    end = src.tell()
+    while True:
+        pos = src.tell()
+        try:
+            msg = reader.read_next_message()
+        except StopIteration:
+            stop = src.tell()
+            if (stop - pos == 8 and data[pos:stop] == ARROW_EOS) or (stop - pos == 4 and data[pos:stop] == b"\0" * 4):
+                end = stop
+                if stop != len(data):
+                    reason = f"{len(data) - stop} byte(s) after the end-of-stream marker"
+            else:
+                end = pos
+                reason = "no end-of-stream marker"
+            break
+        except (pa.ArrowException, OSError, ValueError):
+            end, reason = pos, "cut inside a message"
+            break
+        if msg.type != "record batch":
+            end, reason = pos, f"corrupt stream (a {msg.type} message after the schema)"
+            break
+        try:
+            batch = pa.ipc.read_record_batch(msg, schema)
+            batch.validate(full=True)
+            if any(c.null_count for c in batch.columns) or batch.column("value").values.null_count:
+                raise ValueError("null values")
+        except (pa.ArrowException, OSError, ValueError):
+            end, reason = pos, "corrupt record batch"
+            break
+        batches.append(batch)
+    table = pa.Table.from_batches(batches, schema=schema)
+    damage = None
+    if reason is not None:
+        n = table.num_rows
+        damage = StreamDamage(path.name, reason, end, len(data), n,
+                              int(table.column("seq")[n - 1].as_py()) if n else None,
+                              float(table.column("t")[n - 1].as_py()) if n else float("nan"))
+    return table, meta, damage
+
+
+def _layout(where: str, raw: Any, size: int) -> list[tuple[str, int]]:
+    """A stream layout checked: [[field, size], ...] whose sizes add up to ``size`` (or empty)."""
+    if raw is None:
+        return []
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError:
+            raise RecordingError(f"{where}: layout is not JSON (expected [[field, size], ...])") from None
+    if not isinstance(raw, list) or not all(
+            isinstance(x, (list, tuple)) and len(x) == 2 and isinstance(x[0], str) and _is_int(x[1]) and x[1] >= 0
+            for x in raw):
+        raise RecordingError(f"{where}: layout {str(raw)[:80]} is not [[field, size], ...]")
+    if raw and sum(int(x[1]) for x in raw) != size:
+        raise RecordingError(f"{where}: layout of {sum(int(x[1]) for x in raw)} values, the stream has {size}")
+    return [(str(f), int(n)) for f, n in raw]
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _manifest_version(mf: Path, m: dict) -> int:
+    fmt, ver = m.get("format"), m.get("format_version")
+    if fmt is None and ver is None:
+        return 1  # the earliest recordings: no format key
+    found = None
+    if fmt is not None:
+        name, _, v = str(fmt).partition("/")
+        if not isinstance(fmt, str) or name != FORMAT_NAME or not v.isdigit():
+            raise RecordingError(f"{mf}: format {fmt!r} is not a contactflow recording format "
+                                 f"(expected '{FORMAT_NAME}/{FORMAT_VERSION}')")
+        found = int(v)
+    if ver is not None:
+        if not _is_int(ver) or (found is not None and ver != found):
+            raise RecordingError(f"{mf}: format_version {ver!r} does not match format {fmt!r}")
+        found = ver
+    if found not in READABLE_VERSIONS:
+        raise RecordingError(f"{mf}: recording format version {found}, expected {FORMAT_VERSION} (this contactflow "
+                             f"reads versions {list(READABLE_VERSIONS)}; a newer recording needs a newer contactflow)")
+    return found
+
+
+def check_manifest(m: Any, mf: Path) -> dict:
+    """Check a run manifest's keys and types, migrating an older format version.
+
+    Args:
+        m: the parsed ``manifest.json``.
+        mf: its path (named in the errors).
+
+    Returns:
+        The manifest at :data:`FORMAT_VERSION` (a version-1 one gets ``format_version`` 2 and
+        ``migrated_from`` 1; its streams' ``missing_before_first`` stays absent: unknown).
+
+    Raises:
+        RecordingError: not an object, no ``streams`` object, a stream entry without a plain
+            ``file`` name or an integer ``size``, a bad ``layout``, a wrongly typed top-level key, or a
+            format version this code does not read; naming the file, the key and what was expected.
+    """
+    if not isinstance(m, dict) or "streams" not in m:
+        raise RecordingError(f"{mf}: not a contactflow manifest (no 'streams')")
+    version = _manifest_version(mf, m)
+    streams = m["streams"]
+    if not isinstance(streams, dict):
+        raise RecordingError(f"{mf}: 'streams' is a {type(streams).__name__}, expected an object name -> entry")
+    for key, types in (("complete", (bool,)), ("configs", (dict,)), ("robot", (str, type(None))),
+                       ("dataflow", (str, type(None))), ("start_time_utc", (str,)), ("end_time_utc", (str,)),
+                       ("git_revision", (str,))):
+        if key in m and not isinstance(m[key], types):
+            raise RecordingError(f"{mf}: '{key}' is a {type(m[key]).__name__}, expected "
+                                 f"{' or '.join(t.__name__ for t in types)}")
+    for name, e in streams.items():
+        where = f"{mf}: streams.{name}"
+        if not isinstance(e, dict):
+            raise RecordingError(f"{where} is a {type(e).__name__}, expected an object with 'file' and 'size'")
+        f = e.get("file")
+        if not isinstance(f, str) or not f or Path(f).name != f or f in (".", ".."):
+            raise RecordingError(f"{where}.file: {f!r}, expected the name of a file in the run directory")
+        if not _is_int(e.get("size")) or e["size"] < 0:
+            raise RecordingError(f"{where}.size: {e.get('size')!r}, expected a non-negative integer")
+        for key in ("messages", "missing_seq", "missing_before_first", "unwritten_messages"):
+            if key in e and not _is_int(e[key]):
+                raise RecordingError(f"{where}.{key}: {e[key]!r}, expected an integer")
+        for key in ("contract", "source"):
+            if key in e and not isinstance(e[key], str):
+                raise RecordingError(f"{where}.{key}: {e[key]!r}, expected a string")
+        _layout(f"{where}.layout", e.get("layout"), e["size"])
+    if version != FORMAT_VERSION:  # 1 -> 2: the same files; the version keys added
+        m = {**m, "format": f"{FORMAT_NAME}/{FORMAT_VERSION}", "format_version": FORMAT_VERSION,
+             "migrated_from": version}
+    return m
 
 
 @dataclasses.dataclass
@@ -427,20 +840,25 @@ class Recording:
         return sorted(self.manifest.get("streams", {}))
 
     def stream(self, name: str) -> Stream:
-        """Load stream ``name`` (cached). Raises RecordingError naming the known streams."""
+        """Load stream ``name`` (cached); a damaged file gives its complete prefix, ``truncated`` and ``damage``.
+
+        Raises:
+            RecordingError: no such stream (naming the known ones), or its file is unreadable, foreign,
+                cut inside its header, of another format version, or of another size or layout than the manifest says.
+        """
         if name in self._cache:
             return self._cache[name]
         entry = self.manifest.get("streams", {}).get(name)
         if entry is None:
             raise RecordingError(f"{self.path}: no stream {name!r}; streams: {self.stream_names}")
-        table, meta, truncated = _read_stream_file(self.path / entry["file"])
-        layout = entry.get("layout") or json.loads(meta.get("layout", "[]"))
+        path = self.path / entry["file"]
+        table, meta, damage = _read_stream_file(path)
         size = int(entry["size"])
         file_size = table.schema.field("value").type.list_size
         if file_size != size:
-            raise RecordingError(
-                f"{self.path / entry['file']}: messages of {file_size} values, but the manifest says {size}"
-            )
+            raise RecordingError(f"{path}: messages of {file_size} values, but the manifest says {size}")
+        layout = (_layout(f"{self.path / 'manifest.json'}: streams.{name}.layout", entry.get("layout"), size)
+                  or _layout(f"{path}: schema metadata", meta.get("layout"), size))
         vals = table.column("value").combine_chunks()
         flat = vals.flatten().to_numpy(zero_copy_only=False) if len(vals) else np.zeros(0)
         s = Stream(
@@ -450,19 +868,21 @@ class Recording:
             t_wall_ns=table.column("t_wall_ns").to_numpy(),
             finished=table.column("finished").to_numpy(zero_copy_only=False),
             values=flat.reshape(-1, size),
-            layout=[tuple(x) for x in layout],
-            truncated=truncated,
+            layout=layout,
+            truncated=damage is not None,
             metadata=meta,
+            damage=damage,
         )
         self._cache[name] = s
         return s
 
 
 def read_recording(path: str | Path) -> Recording:
-    """Open a run directory.
+    """Open a run directory (the manifest is read and checked; streams are read on demand).
 
     Raises:
-        RecordingError: missing directory or manifest, or a manifest that is not JSON.
+        RecordingError: missing directory or manifest, a manifest that is not JSON or not a
+            contactflow manifest (:func:`check_manifest`), or of a format version not read.
     """
     path = Path(path)
     if path.is_file():
@@ -474,12 +894,12 @@ def read_recording(path: str | Path) -> Recording:
     if not mf.exists():
         raise RecordingError(f"{path}: not a contactflow recording (no manifest.json)")
     try:
-        manifest = json.loads(mf.read_text())
-    except json.JSONDecodeError as exc:
+        manifest = json.loads(mf.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise RecordingError(f"{mf}: manifest is not valid JSON: {exc}") from None
-    if not isinstance(manifest, dict) or "streams" not in manifest:
-        raise RecordingError(f"{mf}: not a contactflow manifest (no 'streams')")
-    return Recording(path, manifest)
+    except (OSError, RecursionError) as exc:
+        raise RecordingError(f"{mf}: cannot be read: {exc}") from None
+    return Recording(path, check_manifest(manifest, mf))
 
 
 def list_runs(root: str | Path) -> Iterable[Path]:
@@ -529,10 +949,10 @@ def resolve_run(run: str | Path, root: str | Path | None = None, *, require_stre
         best = None
         for p in list_runs(root):
             try:
-                m = json.loads((p / "manifest.json").read_text())
-            except (OSError, json.JSONDecodeError):
+                m = check_manifest(json.loads((p / "manifest.json").read_bytes()), p / "manifest.json")
+            except (OSError, ValueError, RecursionError, RecordingError):  # not a readable run: skipped
                 continue
-            if not isinstance(m, dict) or not m.get("complete") or not need <= set(m.get("streams", {})):
+            if not m.get("complete") or not need <= set(m["streams"]):
                 continue
             if robot is not None and m.get("robot") != robot:
                 continue
