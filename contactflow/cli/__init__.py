@@ -36,6 +36,7 @@ _SUBCOMMANDS = [
     "contactflow.graphs",
     "contactflow.cli.config",
     "contactflow.cli.run",
+    "contactflow.faults.cli",
 ]
 
 
