@@ -2,9 +2,9 @@
 
 Sub-commands:
     rec ls [--root DIR]                                 runs under the recordings directory
-    rec info RUN [--json]                               streams, rates, duration, gaps
-    rec export RUN --to parquet|csv|mcap [--out DIR] [--streams a.b,c.d]
-    plot RUN SIGNAL... [--out FIG.png] [--separate]     time series (matplotlib PNG)
+    rec info RUN [--json] [--fields]                    streams, rates, duration, gaps, damage
+    rec export RUN --to parquet|csv|mcap [--out DIR] [--streams a.b,c.d] [--allow-truncated]
+    plot RUN SIGNAL... [--out FIG.png] [--separate] [--allow-truncated]   time series (matplotlib PNG)
     bench NAME [ARGS...] | bench --list                 run benchmarks/bench_NAME.py (ARGS, --help too, go to it)
     check DATAFLOW...                                   static wiring check against the node contracts
     view RUN [--rrd OUT.rrd] [--every N] [--no-meshes]  convert a run to a rerun .rrd file (robot, wrenches, plots)
@@ -13,8 +13,12 @@ Sub-commands:
 ``$CONTACTFLOW_RECORDINGS``, else ``<repo>/recordings``) or ``latest``. Signals are
 ``<node>.<output>[:<field>][[<index>]]``, e.g. ``mujoco_driver.sensors:wrench.left_foot[2]``.
 Exit status: 0 success; 1 ``rec info`` of a readable but damaged run (a stream cut short by a crash
-and recovered), or a failed wiring check; 2 refused input (not a recording, foreign or unreadable
-file, unknown signal), with a message and no traceback.
+and recovered, or without its end-of-stream marker), or a failed wiring check; 2 refused input (not a
+recording, foreign or unreadable file, another format version, unknown signal; ``rec info`` lists the
+readable streams first and names the unreadable ones), with a message and no traceback.
+``rec export``, ``plot`` and ``view`` refuse a damaged stream (one line naming the stream, the byte
+offset where its good data ends and the time of its last good message; exit 2) unless
+``--allow-truncated`` is given: they then use its complete messages and print that line as a warning.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ import sys
 from pathlib import Path
 
 from contactflow.paths import scripts_env, source_checkout
-from contactflow.recording.store import RecordingError, list_runs, read_recording, recordings_root, resolve_run
+from contactflow.recording.store import (RecordingError, check_manifest, list_runs, read_recording, recordings_root,
+                                         resolve_run)
 
 #: The checkout holding the benchmarks (``benchmarks/`` is not installed: ``contactflow bench`` needs a checkout).
 REPO_ROOT = source_checkout()
@@ -63,8 +68,8 @@ def _cmd_ls(args) -> int:
     print(f"{'run':48s} {'start (UTC)':20s} {'state':10s} {'streams':>7s} {'messages':>9s} {'size':>9s}")
     for p in runs:
         try:
-            m = json.loads((p / "manifest.json").read_text())
-        except (OSError, json.JSONDecodeError):
+            m = check_manifest(json.loads((p / "manifest.json").read_bytes()), p / "manifest.json")
+        except (OSError, ValueError, RecursionError, RecordingError):
             print(f"{p.name:48s} {'?':20s} {'bad manifest':10s}")
             continue
         streams = m.get("streams", {})
@@ -81,16 +86,23 @@ def _cmd_info(args) -> int:
 
     rec = _open(args)
     info = run_info(rec, _progress(args, "reading"))
-    damaged = [s["name"] for s in info["streams"] if s["truncated"]]
+    damaged = [s for s in info["streams"] if s["truncated"]]
+    rc = 2 if info["unreadable"] else 1 if damaged else 0
     if args.json:
         print(json.dumps(info, indent=2))
-        return 1 if damaged else 0
+        return rc
     print(f"run       {info['run']}  ({info['path']})")
     print(f"dataflow  {info['dataflow']}")
     print(f"robot     {info['robot']}    git {info['git_revision']}")
     print(f"start     {info['start_time_utc']}   end {info['end_time_utc'] or '-'}")
     print(f"state     {'complete' if info['complete'] else 'PARTIAL (the recorder did not close it: killed or still running)'}")
     print(f"duration  {info['duration_s']:.3f} s (recorded time)")
+    print(f"format    version {info['format_version']}"
+          + (f" (migrated from version {info['migrated_from']})" if info["migrated_from"] else ""))
+    if info["write_failure"]:
+        wf = info["write_failure"]
+        print(f"WRITE FAILURE  stream {wf.get('stream')}: {wf.get('error')} after {wf.get('bytes_written')} bytes; "
+              f"{rec.manifest.get('unwritten_messages', '?')} message(s) not written")
     print()
     print(f"{'stream':34s} {'contract':18s} {'msgs':>7s} {'seq':>13s} {'dur [s]':>8s} {'rate [Hz]':>9s} "
           f"{'wall [Hz]':>9s} {'missing':>7s} {'t gaps':>6s}")
@@ -101,13 +113,24 @@ def _cmd_info(args) -> int:
               + ("  TRUNCATED" if s["truncated"] else ""))
         if s["gaps"]:
             print(f"{'':34s} missing seq: " + ", ".join(f"{a}..{b}" if a != b else str(a) for a, b in s["gaps"]))
+        if s["missing_before_first"]:
+            print(f"{'':34s} missing before the first message: {s['missing_before_first']}")
+        if s["unwritten_messages"]:
+            print(f"{'':34s} received but not written: {s['unwritten_messages']}")
+    for u in info["unreadable"]:
+        print(f"{u['name']:34s} UNREADABLE")
     if args.fields:
         print()
         for name in rec.stream_names:
             print(f"{name}: " + ", ".join(_field_list(rec, name)))
-    for name in damaged:
-        print(f"warning: stream {name!r} was cut short (crash) and its complete prefix recovered", file=sys.stderr)
-    return 1 if damaged else 0
+    for s in damaged:
+        d = s["damage"]
+        print(f"warning: stream {s['name']!r} was cut short ({d['reason']}) and its complete prefix recovered: "
+              f"good data ends at byte {d['offset']} of {d['file_size']}, last good message seq {d['last_seq']} "
+              f"t = {d['last_t']:.6g} s", file=sys.stderr)
+    for u in info["unreadable"]:
+        print(f"error: stream {u['name']!r} unreadable: {u['error']}", file=sys.stderr)
+    return rc
 
 
 def _field_list(rec, name: str) -> list[str]:
@@ -124,7 +147,8 @@ def _cmd_export(args) -> int:
     rec = _open(args)
     out = Path(args.out) if args.out else rec.path / "export"
     streams = [s.strip() for s in args.streams.split(",") if s.strip()] if args.streams else None
-    files = export_run(rec, args.to, out, streams, _progress(args, "export"))
+    files = export_run(rec, args.to, out, streams, _progress(args, "export"), allow_truncated=args.allow_truncated,
+                       warn=_warn)
     for f in files:
         print(f)
     return 0
@@ -135,8 +159,13 @@ def _cmd_plot(args) -> int:
 
     rec = _open(args)
     out = Path(args.out) if args.out else rec.path / "plot.png"
-    print(plot_signals(rec, args.signals, out, separate=args.separate))
+    print(plot_signals(rec, args.signals, out, separate=args.separate, allow_truncated=args.allow_truncated,
+                       warn=_warn))
     return 0
+
+
+def _warn(line: str) -> None:
+    print(f"warning: {line} (--allow-truncated)", file=sys.stderr)
 
 
 def _cmd_bench(args) -> int:
@@ -200,7 +229,8 @@ def _cmd_view(args) -> int:
 
     try:
         log_recording(run, out, every=args.every, meshes=not args.no_meshes,
-                      force_scale_m_per_n=args.force_scale_m_per_n, progress=progress)
+                      force_scale_m_per_n=args.force_scale_m_per_n, progress=progress,
+                      allow_truncated=args.allow_truncated, warn=_warn)
     finally:
         if bar is not None:
             bar.close()
@@ -219,6 +249,11 @@ def add_parser(subparsers) -> None:
         p.add_argument("--root", default=None, help="recordings directory")
         p.add_argument("--no-progress", action="store_true")
 
+    def allow_truncated(p):
+        p.add_argument("--allow-truncated", action="store_true",
+                       help="use the complete messages of a damaged stream (cut short by a crash, no end-of-stream "
+                            "marker) instead of refusing it; its damage is printed as a warning")
+
     p = rsub.add_parser("ls", help="list runs")
     common(p, run=False)
     p.set_defaults(func=_cmd_ls)
@@ -232,6 +267,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--to", required=True, choices=["parquet", "csv", "mcap"])
     p.add_argument("--out", default=None, help="output directory (default RUN/export)")
     p.add_argument("--streams", default=None, help="comma-separated stream names (default all)")
+    allow_truncated(p)
     p.set_defaults(func=_cmd_export)
 
     p = subparsers.add_parser("plot", help="plot signals of a run into a PNG")
@@ -239,6 +275,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("signals", nargs="+", help="e.g. mujoco_driver.sensors:wrench.left_foot[2]")
     p.add_argument("--out", default=None, help="PNG file (default RUN/plot.png)")
     p.add_argument("--separate", action="store_true", help="one subplot per signal")
+    allow_truncated(p)
     p.set_defaults(func=_cmd_plot)
 
     p = subparsers.add_parser("bench", help="run a benchmark of benchmarks/",
@@ -262,4 +299,5 @@ def add_parser(subparsers) -> None:
     p.add_argument("--every", type=int, default=10, help="log one tick in N (10: 50 Hz at 500 Hz)")
     p.add_argument("--no-meshes", action="store_true", help="draw links as boxes and axes instead of URDF meshes")
     p.add_argument("--force-scale-m-per-n", type=float, default=1e-3, help="wrench arrow length per newton [m/N]")
+    allow_truncated(p)
     p.set_defaults(func=_cmd_view)

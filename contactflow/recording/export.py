@@ -19,7 +19,7 @@ from typing import Callable, Iterable
 import numpy as np
 import pyarrow as pa
 
-from contactflow.recording.store import Recording, RecordingError, Stream
+from contactflow.recording.store import Recording, RecordingError, Stream, refuse_damaged
 
 __all__ = [
     "StreamInfo", "stream_info", "run_info", "stream_table", "export_run", "Signal", "parse_signal",
@@ -45,9 +45,12 @@ class StreamInfo:
         gaps: up to 10 (first missing seq, last missing seq) ranges.
         time_gaps: number of steps of the recorded time longer than 1.5 x the median step.
         max_dt_s: longest step of the recorded time [s].
-        truncated: the file was cut short (crash) and its complete prefix recovered.
+        truncated: the file was damaged (cut short by a crash, no end-of-stream marker...) and its
+            complete prefix recovered.
         contract: the port contract name, if recorded.
         fields: [(field, size)].
+        damage: the damage (:class:`~contactflow.recording.store.StreamDamage` as a dict: reason,
+            byte offset, last good seq and time) or None.
     """
 
     name: str
@@ -65,6 +68,7 @@ class StreamInfo:
     truncated: bool
     contract: str
     fields: tuple
+    damage: dict | None = None
 
 
 def stream_info(st: Stream) -> StreamInfo:
@@ -89,17 +93,36 @@ def stream_info(st: Stream) -> StreamInfo:
         wall_rate_hz=(n - 1) / wall if wall > 0 else 0.0, missing_seq=missing, gaps=tuple(gaps),
         time_gaps=int(np.sum(dts > 1.5 * med)) if med > 0 else 0, max_dt_s=float(dts.max()) if len(dts) else 0.0,
         truncated=st.truncated, contract=st.metadata.get("contract", ""), fields=tuple(tuple(f) for f in st.layout),
+        damage=dataclasses.asdict(st.damage) if st.damage is not None else None,
     )
 
 
 def run_info(rec: Recording, progress: Callable[[Iterable], Iterable] = lambda x: x) -> dict:
-    """Manifest summary and :class:`StreamInfo` of every stream of a run.
+    """Manifest summary and :class:`StreamInfo` of every readable stream of a run.
 
-    Raises:
-        RecordingError: a stream file is foreign or unreadable (naming it).
+    A stream whose file cannot be read at all (cut inside its header, foreign, another version) does
+    not stop the others: it is listed under ``unreadable`` with the reason.
+
+    Returns:
+        The manifest's keys, ``streams`` (a dict per readable stream, with the manifest's
+        ``missing_before_first`` and ``unwritten_messages`` when recorded) and ``unreadable``
+        ([{name, error}]).
     """
     m = rec.manifest
-    streams = [stream_info(rec.stream(name)) for name in progress(rec.stream_names)]
+    streams, unreadable = [], []
+    for name in progress(rec.stream_names):
+        try:
+            streams.append(stream_info(rec.stream(name)))
+        except RecordingError as exc:
+            unreadable.append({"name": name, "error": str(exc)})
+    entries = m.get("streams", {})
+
+    def as_dict(s: StreamInfo) -> dict:
+        d = dataclasses.asdict(s)
+        for key in ("missing_before_first", "unwritten_messages"):
+            d[key] = entries.get(s.name, {}).get(key)
+        return d
+
     return {
         "run": rec.path.name,
         "path": str(rec.path),
@@ -110,7 +133,11 @@ def run_info(rec: Recording, progress: Callable[[Iterable], Iterable] = lambda x
         "end_time_utc": m.get("end_time_utc", ""),
         "complete": bool(m.get("complete", False)),
         "duration_s": max((s.duration_s for s in streams), default=0.0),
-        "streams": [dataclasses.asdict(s) for s in streams],
+        "format_version": m.get("format_version"),
+        "migrated_from": m.get("migrated_from"),
+        "write_failure": m.get("write_failure"),
+        "streams": [as_dict(s) for s in streams],
+        "unreadable": unreadable,
     }
 
 
@@ -157,7 +184,8 @@ def _json_schema(st: Stream) -> dict:
 
 
 def export_run(rec: Recording, fmt: str, out_dir: str | Path, streams: list[str] | None = None,
-               progress: Callable[[Iterable], Iterable] = lambda x: x) -> list[Path]:
+               progress: Callable[[Iterable], Iterable] = lambda x: x, *, allow_truncated: bool = False,
+               warn: Callable[[str], None] = lambda line: None) -> list[Path]:
     """Export streams of a run.
 
     Args:
@@ -168,12 +196,15 @@ def export_run(rec: Recording, fmt: str, out_dir: str | Path, streams: list[str]
         out_dir: created if needed.
         streams: stream names (default: all).
         progress: wraps iterables with a progress bar (e.g. tqdm).
+        allow_truncated: export the salvaged prefix of a damaged stream (``warn`` gets its line).
+        warn: called with one line per damaged stream exported.
 
     Returns:
         The written files.
 
     Raises:
-        RecordingError: unknown format or stream, unreadable stream.
+        RecordingError: unknown format or stream, unreadable stream, or a damaged (truncated) one
+            without ``allow_truncated`` (naming the stream, byte offset and last good time).
     """
     if fmt not in EXPORT_FORMATS:
         raise RecordingError(f"unknown export format {fmt!r}; expected one of {list(EXPORT_FORMATS)}")
@@ -181,6 +212,8 @@ def export_run(rec: Recording, fmt: str, out_dir: str | Path, streams: list[str]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     loaded = [rec.stream(n) for n in names]
+    for line in refuse_damaged(loaded, allow_truncated):
+        warn(line)
     written: list[Path] = []
     if fmt in ("parquet", "csv"):
         for st in progress(loaded):
@@ -281,7 +314,8 @@ def signal_values(rec: Recording, sig: Signal) -> tuple[np.ndarray, np.ndarray, 
 
 
 def plot_signals(rec: Recording, signals: list[str], out: str | Path, *, title: str | None = None,
-                 separate: bool = False) -> Path:
+                 separate: bool = False, allow_truncated: bool = False,
+                 warn: Callable[[str], None] = lambda line: None) -> Path:
     """Plot signals against recorded time into a PNG (matplotlib, no display needed).
 
     Args:
@@ -290,12 +324,14 @@ def plot_signals(rec: Recording, signals: list[str], out: str | Path, *, title: 
         out: PNG path.
         title: figure title (default: the run name).
         separate: one subplot per signal instead of one shared axis.
+        allow_truncated: plot the salvaged prefix of a damaged stream (``warn`` gets its line).
+        warn: called with one line per damaged stream plotted.
 
     Returns:
         The PNG path.
 
     Raises:
-        RecordingError: a bad signal name.
+        RecordingError: a bad signal name, or a damaged (truncated) stream without ``allow_truncated``.
     """
     import matplotlib
 
@@ -304,6 +340,9 @@ def plot_signals(rec: Recording, signals: list[str], out: str | Path, *, title: 
 
     parsed = [parse_signal(s) for s in signals]
     data = [signal_values(rec, s) for s in parsed]
+    used = {s.stream: rec.stream(s.stream) for s in parsed}
+    for line in refuse_damaged(used.values(), allow_truncated):
+        warn(line)
     n_ax = len(data) if separate else 1
     fig, axes = plt.subplots(n_ax, 1, figsize=(9, 2.2 + 2.0 * n_ax), sharex=True, squeeze=False)
     for k, (t, vals, labels) in enumerate(data):

@@ -533,7 +533,8 @@ def _find_stream(rec, contract: str, preferred: str) -> str | None:
 
 
 def log_recording(run_dir: str | Path, rrd_path: str | Path, *, every: int = 10, robot=None, meshes: bool = True,
-                  force_scale_m_per_n: float = 1e-3, progress: Callable[[int, int], None] | None = None) -> Path:
+                  force_scale_m_per_n: float = 1e-3, progress: Callable[[int, int], None] | None = None,
+                  allow_truncated: bool = False, warn: Callable[[str], None] = lambda line: None) -> Path:
     """Convert a recorded run into an ``.rrd`` file (open it with ``rerun FILE.rrd``).
 
     The ticks of the ``sensors`` stream (``mujoco_driver.sensors``, else the stream whose contract
@@ -548,16 +549,19 @@ def log_recording(run_dir: str | Path, rrd_path: str | Path, *, every: int = 10,
         meshes: draw the URDF meshes (see :class:`RerunLogger`).
         force_scale_m_per_n: arrow length per newton [m/N].
         progress: called as ``progress(done, total)`` every few hundred ticks.
+        allow_truncated: view the salvaged prefix of a damaged stream (``warn`` gets its line).
+        warn: called with one line per damaged stream viewed.
 
     Returns:
         The ``.rrd`` path.
 
     Raises:
-        RecordingError: the run is missing, or holds no ``sensors`` stream.
+        RecordingError: the run is missing, holds no ``sensors`` stream, or a stream it views is damaged
+            (truncated) and not ``allow_truncated``.
         ConfigError: ``every`` < 1.
         ContractError: a recorded message does not match the robot (e.g. ``q`` of the wrong size).
     """
-    from contactflow.recording.store import RecordingError, read_recording
+    from contactflow.recording.store import RecordingError, read_recording, refuse_damaged
 
     if int(every) < 1:
         raise ConfigError(f"every must be >= 1, got {every}")
@@ -576,6 +580,8 @@ def log_recording(run_dir: str | Path, rrd_path: str | Path, *, every: int = 10,
             st = rec.stream(name)
             others[contract] = (st, {int(s): i for i, s in enumerate(st.seq)})
     sensors = rec.stream(s_name)
+    for line in refuse_damaged([sensors, *(st for st, _ in others.values())], allow_truncated):
+        warn(line)
 
     def fields(stream, i):
         row, out, j = stream.values[i], {}, 0
