@@ -1,0 +1,169 @@
+"""The fault-injection campaign's runner and its process faults (issue 16, item 1).
+
+The analysis and the criteria are tested on constructed outcomes (fast); the process faults run
+the real lockstep SEIKO graph (``seiko_talos.yml``, 2 s scenario) through ``dora run``: the kill
+of the controller in CI, one case per other kind marked ``slow`` (each is a whole run: 12-60 s
+depending on the machine's load). The full campaign is ``contactflow faults run``.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from contactflow.faults.campaign import (GRAPH_SETUPS, LOST_MS_MAX, _interp_fault_t, judge, markdown_table,
+                                         process_cases, recorder_has_max_bytes, run_case)
+from contactflow.faults.cases import PROCESS_KINDS, FaultCase
+
+needs_dora = pytest.mark.skipif(shutil.which("dora") is None and not __import__("pathlib").Path(
+    __import__("sys").executable).with_name("dora").exists(), reason="dora CLI not installed")
+
+
+def _outcome(**kw):
+    base = {"exit_code": 1, "timed_out": False, "fault_sent": True, "errors": [], "failure_line": "node x failed: y",
+            "base_kept": True, "base_min_m": 1.05, "unreadable": [], "lost_ms": 20.0, "lost_stream": "a.b",
+            "recording": "/r", "clock_gaps": 0}
+    base.update(kw)
+    return base
+
+
+# ------------------------------------------------------------------ analysis and criteria (fast)
+
+
+def test_fault_time_between_rows_is_the_last_row_before_the_signal():
+    t = np.arange(10) * 0.002
+    w = (np.arange(10) * 1_000_000).astype(np.int64)  # 1 ms of wall time per 2 ms tick
+    assert _interp_fault_t(t, w, 4_500_000) == pytest.approx(0.008)
+
+
+def test_fault_time_after_the_last_row_is_extrapolated_at_the_clock_rate():
+    # a killed clock: its last 50 ticks never reached the recording; the time they covered counts
+    t = np.arange(300) * 0.002
+    w = (np.arange(300) * 4_000_000).astype(np.int64)  # 0.5 simulated s per wall s
+    t_f = _interp_fault_t(t, w, int(w[-1] + 200_000_000))  # 0.2 s of wall time after the last row
+    assert t_f == pytest.approx(t[-1] + 0.1, abs=1e-6)
+    assert _interp_fault_t(np.zeros(0), np.zeros(0, np.int64), 5) is None
+
+
+def test_judge_a_kill_needs_a_nonzero_exit_and_a_failure_line():
+    kill = FaultCase("seiko_talos.yml", "kill", "seiko_controller", 0.5)
+    assert judge(kill, _outcome()) == (True, "")
+    ok, why = judge(kill, _outcome(exit_code=0))
+    assert not ok and "exit 0 although a node failed" in why
+    ok, why = judge(kill, _outcome(failure_line=""))
+    assert not ok and "no line names the failed node" in why
+    ok, why = judge(kill, _outcome(timed_out=True))
+    assert not ok and "did not end by itself" in why
+
+
+def test_judge_recording_and_robot_criteria():
+    kill = FaultCase("seiko_talos.yml", "kill", "operator", 0.5)
+    ok, why = judge(kill, _outcome(lost_ms=LOST_MS_MAX + 1, lost_stream="operator.command"))
+    assert not ok and "operator.command" in why
+    assert judge(kill, _outcome(lost_ms=LOST_MS_MAX))[0]
+    ok, why = judge(kill, _outcome(base_kept=False, base_min_m=0.4))
+    assert not ok and "robot fell" in why
+    ok, why = judge(kill, _outcome(unreadable=["x.arrows: bad magic"]))
+    assert not ok and "unreadable" in why
+    ok, why = judge(kill, _outcome(fault_sent=False, errors=["no process of node 'operator' found"]))
+    assert not ok and "not injected" in why
+
+
+def test_judge_a_pause_must_end_normally_without_gaps():
+    stall = FaultCase("seiko_talos.yml", "stall", "mujoco_driver", 0.5, {"pause_s": 1.0})
+    assert judge(stall, _outcome(exit_code=0, failure_line=""))[0]
+    ok, why = judge(stall, _outcome(exit_code=1))
+    assert not ok and "although no node failed" in why
+    ok, why = judge(stall, _outcome(exit_code=0, failure_line="", clock_gaps=3))
+    assert not ok and "gap" in why
+
+
+def test_cases_quick_one_per_kind_full_kills_each_node():
+    setup = GRAPH_SETUPS["seiko_talos.yml"]
+    quick = process_cases(setup, quick=True, seed=1)
+    kinds = [c.kind for c in quick if c.kind != "baseline"]
+    assert sorted(kinds) == sorted(PROCESS_KINDS)
+    full = process_cases(setup, quick=False, seed=1)
+    killed = {c.target for c in full if c.kind == "kill"}
+    assert killed == {"mujoco_driver", "operator", "input_filter", "seiko_retargeting", "seiko_controller"}
+    for c in full:  # fault times on control ticks, inside the run
+        if c.kind != "baseline":
+            assert 0.2 * setup.duration_s < c.at_s < 0.65 * setup.duration_s
+            assert c.at_s / 0.002 == pytest.approx(round(c.at_s / 0.002))
+    assert process_cases(setup, quick=False, seed=1) == full  # the seed fixes the times
+    assert process_cases(setup, quick=False, seed=2) != full
+
+
+def test_table_has_one_row_per_case_and_escapes_pipes():
+    kill = FaultCase("seiko_talos.yml", "kill", "seiko_controller", 0.5)
+    rows = [dict(_outcome(failure_line="node a failed: x | y"), case=kill.to_dict(), t_fault_s=0.51,
+                 hold_after_ms=0.0, **{"pass": True, "why": ""}),
+            dict(_outcome(exit_code=0), case=kill.to_dict(), t_fault_s=0.52, hold_after_ms=2.0,
+                 **{"pass": False, "why": "exit 0 although a node failed"})]
+    table = markdown_table(rows).splitlines()
+    assert len(table) == 4
+    assert "x \\| y" in table[2] and table[2].endswith("| pass |")
+    assert "**FAIL**: exit 0 although a node failed" in table[3]
+
+
+# ------------------------------------------------------------------ the process faults, real runs
+
+
+def _run(tmp_path, kind, target, at_s, params=None, **kw):
+    r = run_case(FaultCase("seiko_talos.yml", kind, target, at_s, params or {}), tmp_path, **kw)
+    print({k: v for k, v in r.items() if k != "case"})
+    return r
+
+
+@needs_dora
+def test_kill_of_the_controller_is_named_and_the_recording_kept(tmp_path):
+    r = _run(tmp_path, "kill", "seiko_controller", 0.5)
+    assert r["fault_sent"] and r["exit_code"] not in (0, None) and not r["timed_out"]
+    assert r["failure_line"].startswith("node seiko_controller failed") and "SIGKILL" in r["failure_line"]
+    assert 0.5 <= r["t_fault_s"] < 1.9
+    assert r["base_kept"] is True
+    assert r["hold_after_ms"] is not None and r["hold_after_ms"] <= 10.0  # no command after the kill (lockstep)
+    assert r["lost_ms"] is not None and r["lost_ms"] <= LOST_MS_MAX and not r["unreadable"]
+    assert r["pass"], r["why"]
+
+
+@needs_dora
+@pytest.mark.slow
+def test_recorder_kill_ends_the_run_named_and_keeps_the_recording(tmp_path):
+    r = _run(tmp_path, "recorder_kill", "recorder", 0.5)
+    assert r["fault_sent"] and r["exit_code"] not in (0, None) and "recorder" in r["failure_line"]
+    assert r["base_kept"] is True
+    assert r["pass"], r["why"]
+
+
+@needs_dora
+@pytest.mark.slow
+def test_hang_of_the_controller_is_detected_by_the_driver(tmp_path):
+    # the driver's lockstep timeout (no input for N s, default 60) is shortened to 15 s for CI time
+    r = _run(tmp_path, "hang", "seiko_controller", 0.5, {"node_args": {"mujoco_driver": "--lockstep-timeout-s 15"}})
+    assert r["fault_sent"] and not r["timed_out"] and r["exit_code"] not in (0, None)
+    assert "mujoco_driver" in r["failure_line"] and "command" in r["failure_line"]
+    assert r["base_kept"] is True
+    assert r["pass"], r["why"]
+
+
+@needs_dora
+@pytest.mark.slow
+@pytest.mark.parametrize("kind,pause_s", [("stall", 1.0), ("dropout", 0.1)])
+def test_driver_paused_then_resumed_the_run_goes_on(tmp_path, kind, pause_s):
+    r = _run(tmp_path, kind, "mujoco_driver", 0.5, {"pause_s": pause_s})
+    assert r["fault_sent"] and r["exit_code"] == 0 and r["failure_line"] == ""
+    assert r["clock_gaps"] == 0 and r["base_kept"] is True
+    assert r["pass"], r["why"]
+
+
+@needs_dora
+@pytest.mark.slow
+@pytest.mark.skipif(not recorder_has_max_bytes(), reason="the recorder has no --max-bytes yet")
+def test_disk_full_is_named_and_the_written_part_readable(tmp_path):
+    r = _run(tmp_path, "disk_full", "recorder", 0.0, {"max_bytes": 1_000_000})
+    assert r["exit_code"] not in (0, None) and "disk full" in r["failure_line"]
+    assert r["base_kept"] is True and not r["unreadable"]
+    assert r["pass"], r["why"]
