@@ -8,10 +8,22 @@ stream per output of that node (``seiko_controller.command``, ``seiko_controller
 streams as when each output is wired on its own. Outputs: none.
 
 Gaps: the recorder counts the ``seq`` numbers missing in each stream (a message lost on the way, or
-ticks a real-time node skipped) and the log batches lost (a gap in the batches' ``seq``); both go to
-the manifest (``missing_seq`` per stream, ``recording_gaps``, ``recording_lost_batches``) and, with
-``--summary``, to the summary (``recording_gaps``: total, ``recording_gaps_by_stream``,
-``recording_lost_batches``), and a warning is printed: nothing is lost silently.
+ticks a real-time node skipped), the messages lost before a stream's first one (its first message
+received lacks the ``contract`` a contactflow node attaches to the first message of each output, or
+the log batches before it were lost: counted from tick 0, ``missing_before_first``, an upper bound for
+an output that starts later than tick 0) and the log batches lost (a gap in the batches' ``seq``,
+which start at 0); all go to the manifest (``missing_seq`` and ``missing_before_first`` per stream,
+``recording_gaps``, ``recording_lost_batches``) and, with ``--summary``, to the summary
+(``recording_gaps``: total, ``recording_gaps_by_stream``, ``recording_lost_batches``), and a warning
+is printed: nothing is lost silently. A stream's contract and layout come from the port table
+(:func:`contactflow.recording.store.port_table_streams`, with ``--robot``) when its messages do not
+carry them, so they do not depend on its first message arriving.
+
+Disk full: a failed write (``ENOSPC`` or any ``OSError``), or ``--max-bytes N`` reached (the same path,
+to emulate a full disk), cuts every stream file back to its last complete batch (readable; no
+end-of-stream marker, so readers report it truncated), records ``write_failure`` and
+``unwritten_messages`` in the manifest, keeps draining the inputs (counted, not written) and ends
+with exit 2 and one line naming the stream and the bytes written.
 
 Args: ``--out DIR`` (default ``<repo>/recordings``, or ``$CONTACTFLOW_RECORDINGS``), ``--name``
 (run name prefix, default the dataflow's name), ``--dataflow FILE`` (recorded in the manifest),
@@ -29,18 +41,156 @@ import datetime as dt
 import json
 import logging
 import os
-import time
 from pathlib import Path
 
-from contactflow.nodes import _runtime
 from contactflow.nodes._runtime import connect, declared_inputs, base_parser, log_info, node_main
 from contactflow.paths import default_recordings_dir, source_checkout
 
 log = logging.getLogger("contactflow.recorder")
 
 
+class Recorder:
+    """The recorder's state, fed one input message at a time (no dora here: tests drive it directly).
+
+    Args:
+        writer: the run's :class:`~contactflow.recording.store.RecordingWriter`.
+        sources: input id -> source ``node/output`` (renames applied).
+        renames: source ``node/output`` -> recorded name (``--rename``), for the outputs inside a log.
+        expected: stream name -> ``{"source", "contract", "layout", "size"}`` from the port table
+            (:func:`contactflow.recording.store.port_table_streams`): a stream's contract and layout
+            when its messages do not carry them (its first message was lost).
+    """
+
+    def __init__(self, writer, sources: dict[str, str], renames: dict[str, str] | None = None,
+                 expected: dict[str, dict] | None = None):
+        self.writer = writer
+        self.sources = dict(sources)
+        self.renames = dict(renames or {})
+        self.expected = dict(expected or {})
+        self.n_msgs = 0
+        self.last_batch: dict[str, int] = {}
+        self.lost_batches = 0
+        self.lost_batches_before_first = 0
+        self.lost_by_input: dict[str, int] = {}
+        self.failure_reported = False
+
+    def _stream(self, name: str, size: int, meta: dict):
+        """The stream's writer, created with the port table's contract / layout where the message lacks them."""
+        w = self.writer.streams.get(name)
+        if w is not None:
+            return w, False
+        exp = self.expected.get(name)
+        if exp is not None and int(exp["size"]) == size:
+            meta = {"contract": exp["contract"], "layout": json.dumps(exp["layout"]), **meta}
+        elif exp is not None:
+            log.warning("stream %s: messages of %d values, its contract %r has %d for robot of the recorder's --robot: "
+                        "the port table's layout not used", name, size, exp["contract"], exp["size"])
+        return self.writer.stream(name, size, meta), True
+
+    def on_input(self, iid: str, vec, md: dict) -> None:
+        """Record one input message (a keep-alive repeat is skipped; a bad message is logged, not raised)."""
+        if md.get("repeat", False):  # a keep-alive re-send of a seq already recorded (Sender.repeat)
+            return
+        src = self.sources.get(iid, iid)
+        try:
+            if "log" in md:
+                self.n_msgs += self._record_log(iid, src, vec, md)
+            else:
+                self._record_one(src, vec, md)
+                self.n_msgs += 1
+        except Exception as exc:  # noqa: BLE001 - a bad message must not stop the recording
+            log.warning("input %r: message not recorded: %s", iid, exc)
+        self._report_failure()
+
+    def _record_one(self, src, vec, md):
+        meta = {"source": src}
+        for key in ("contract", "layout", "config"):
+            if key in md:
+                meta[key] = md[key]
+        name = src.replace("/", ".")
+        w, new = self._stream(name, vec.size, meta)
+        seq = int(md.get("seq", self.n_msgs))
+        if new and "contract" not in md and name in self.expected and seq > 0:
+            # a contactflow node's first message of an output carries its contract: this is not the
+            # first, so the messages from tick 0 to this one were lost on the way (counted from tick 0:
+            # an upper bound for an output that starts later)
+            w.missing_before_first = seq
+            _warn_gap(name, seq, seq, before_first=True)
+        missing = w.missing
+        w.append(seq, float(md.get("t", float("nan"))), vec, bool(md.get("finished", False)))
+        _warn_gap(name, w.missing - missing, md.get("seq"))
+
+    def _record_log(self, iid, src, vec, md):
+        from contactflow.recording.store import unpack_log
+
+        batch = int(md.get("seq", 0))
+        prev = self.last_batch.get(iid)
+        if prev is None and batch > 0:  # the node's batches count from 0: the first ones were lost
+            self.lost_by_input[iid] = self.lost_by_input.get(iid, 0) + batch
+            self.lost_batches += batch
+            self.lost_batches_before_first += batch
+            log.warning("input %r: %d log batch(es) lost before the first one received (batch %d)", iid, batch, batch)
+        elif prev is not None and batch > prev + 1:
+            self.lost_by_input[iid] = self.lost_by_input.get(iid, 0) + batch - prev - 1
+            self.lost_batches += batch - prev - 1
+            log.warning("input %r: %d log batch(es) lost before batch %d", iid, batch - prev - 1, batch)
+        self.last_batch[iid] = batch if prev is None else max(prev, batch)
+        src_node = src.rpartition("/")[0] or src
+        count = 0
+        for b in unpack_log(vec, md):
+            stream_src = self.renames.get(f"{src_node}/{b.output}", f"{src_node}/{b.output}")
+            meta = {"source": stream_src}
+            if "contract" in b.head:
+                meta["contract"] = b.head["contract"]
+            if b.head.get("layout"):
+                meta["layout"] = json.dumps(b.head["layout"])
+            if "config" in b.head:
+                meta["config"] = b.head["config"]
+            name = stream_src.replace("/", ".")
+            w, new = self._stream(name, b.values.shape[1], meta)
+            if new and len(b.seq) and int(b.seq[0]) > 0 and self.lost_by_input.get(iid, 0):
+                # its first messages may have been in the lost batches: counted from tick 0 (an upper bound)
+                w.missing_before_first = int(b.seq[0])
+                _warn_gap(name, int(b.seq[0]), int(b.seq[0]), before_first=True)
+            missing = w.missing
+            w.append_block(b.seq, b.t, b.values, b.finished, b.t_wall_ns)
+            _warn_gap(name, w.missing - missing, int(b.seq[0]) if len(b.seq) else None)
+            count += len(b.seq)
+        return count
+
+    def flush(self) -> None:
+        self.writer.flush()
+        self._report_failure()
+
+    def _report_failure(self) -> None:
+        f = self.writer.failure
+        if f is not None and not self.failure_reported:
+            self.failure_reported = True
+            log.warning("%s", failure_line(f, None))
+
+    def gaps(self) -> dict[str, int]:
+        """Stream -> messages missing (gaps in seq and before the first message)."""
+        return {name: w.missing + w.missing_before_first for name, w in self.writer.streams.items()
+                if w.missing or w.missing_before_first}
+
+    def close(self) -> None:
+        gaps = self.gaps()
+        self.writer.close(messages=self.n_msgs, recording_gaps=sum(gaps.values()),
+                          recording_lost_batches=self.lost_batches,
+                          recording_lost_batches_before_first=self.lost_batches_before_first)
+
+
+def failure_line(f, unwritten: int | None) -> str:
+    """The one line of a write failure (a full disk or ``--max-bytes``)."""
+    limit = f" (limit --max-bytes {f.max_bytes})" if f.max_bytes is not None else ""
+    tail = f"; {unwritten} message(s) not written" if unwritten is not None else ""
+    return (f"disk full: stream {f.stream}: {f.bytes_written} bytes written{limit}: {f.error}{tail}; the stream "
+            f"files are readable up to their last complete batch")
+
+
 def main() -> int:
-    from contactflow.recording.store import RecordingWriter, git_revision, read_recording, unpack_log
+    from contactflow.errors import RecordingError
+    from contactflow.recording.store import RecordingWriter, git_revision, port_table_streams, read_recording
 
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--out", default=str(default_recordings_dir()))
@@ -55,6 +205,11 @@ def main() -> int:
     p.add_argument("--flush-period-s", type=float, default=0.05,
                    help="write the buffered messages to the files at least this often [s] (fsync every 1 s); a recorder "
                         "killed with SIGKILL loses at most about this much plus one event wait (50 ms)")
+    p.add_argument("--max-bytes", type=int, default=0, metavar="N",
+                   help="stop writing once the run's stream files reach N bytes, exactly as on a full disk (ENOSPC): "
+                        "the files are cut back to their last complete batch, later messages are counted, not "
+                        "written, and the recorder exits 2 naming the stream and the bytes written (0: no limit; "
+                        "a fault-injection aid)")
     args = p.parse_args()
 
     renames = {}
@@ -65,14 +220,25 @@ def main() -> int:
 
             raise ConfigError(f"--rename {item!r}: expected SRC=DST with both as node/output")
         renames[src] = dst
+    if args.max_bytes < 0:
+        from contactflow.errors import ConfigError
+
+        raise ConfigError(f"--max-bytes {args.max_bytes}: expected a number of bytes >= 0 (0: no limit)")
     node = connect()
     try:
         descriptor = node.dataflow_descriptor()
     except Exception:  # noqa: BLE001 - the descriptor is informative only
         descriptor = None
-    sources = {}
-    for iid, src in declared_inputs(node, "recorder").items():
-        sources[iid] = renames.get(src, src)
+    inputs = declared_inputs(node, "recorder")
+    sources = {iid: renames.get(src, src) for iid, src in inputs.items()}
+    try:
+        from contactflow.robot import load_robot
+
+        expected = port_table_streams(descriptor, inputs, load_robot(args.robot), renames)
+    except Exception as exc:  # noqa: BLE001 - without the port table the messages' own metadata is used
+        log.warning("the streams' contracts could not be taken from the port table (%s): a stream whose first "
+                    "message is lost has no layout", exc)
+        expected = {}
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     out = Path(args.out)
     if not out.is_absolute():
@@ -95,8 +261,10 @@ def main() -> int:
             "git_revision": git_revision(source_checkout()) if source_checkout() else "unknown (installed package)",
             "recorder_pid": os.getpid(),
             "flush_period_s": args.flush_period_s,
+            "max_bytes": args.max_bytes or None,
         },
         flush_period_s=args.flush_period_s,
+        max_bytes=args.max_bytes or None,
     )
     latest = out / "latest"
     try:
@@ -107,74 +275,30 @@ def main() -> int:
         pass
     print(f"[recorder] recording to {run_dir}", flush=True)
 
-    stopped = False
-    n_msgs = 0
-    last_batch: dict[str, int] = {}
-    lost_batches = 0
-
-    def record_one(iid, src, vec, md):
-        meta = {"source": src}
-        for key in ("contract", "layout", "config"):
-            if key in md:
-                meta[key] = md[key]
-        name = src.replace("/", ".")
-        w = writer.stream(name, vec.size, meta)
-        missing = w.missing
-        w.append(int(md.get("seq", n_msgs)), float(md.get("t", float("nan"))), vec, bool(md.get("finished", False)))
-        _warn_gap(name, w.missing - missing, md.get("seq"))
-
-    def record_log(iid, src, vec, md):
-        nonlocal lost_batches
-        batch = int(md.get("seq", 0))
-        prev = last_batch.get(iid)
-        if prev is not None and batch > prev + 1:
-            lost_batches += batch - prev - 1
-            log.warning("input %r: %d log batch(es) lost before batch %d", iid, batch - prev - 1, batch)
-        last_batch[iid] = batch if prev is None else max(prev, batch)
-        src_node = src.rpartition("/")[0] or src
-        count = 0
-        for b in unpack_log(vec, md):
-            stream_src = renames.get(f"{src_node}/{b.output}", f"{src_node}/{b.output}")
-            meta = {"source": stream_src, "contract": b.head.get("contract", ""),
-                    "layout": json.dumps(b.head.get("layout", []))}
-            if "config" in b.head:
-                meta["config"] = b.head["config"]
-            name = stream_src.replace("/", ".")
-            w = writer.stream(name, b.values.shape[1], meta)
-            missing = w.missing
-            w.append_block(b.seq, b.t, b.values, b.finished, b.t_wall_ns)
-            _warn_gap(name, w.missing - missing, int(b.seq[0]) if len(b.seq) else None)
-            count += len(b.seq)
-        return count
-
+    rec = Recorder(writer, sources, renames, expected)
     while True:
         ev = node.next(timeout=0.05)
         if ev is None:
             break
         typ = ev["type"]
         if typ == "INPUT":
-            iid = ev["id"]
-            src = sources.get(iid, iid)
-            md = ev["metadata"]
-            if md.get("repeat", False):  # a keep-alive re-send of a seq already recorded (Sender.repeat)
-                continue
             try:
                 vec = ev["value"].to_numpy(zero_copy_only=False)
-                if "log" in md:
-                    n_msgs += record_log(iid, src, vec, md)
-                else:
-                    record_one(iid, src, vec, md)
-                    n_msgs += 1
             except Exception as exc:  # noqa: BLE001 - a bad message must not stop the recording
-                log.warning("input %r: message not recorded: %s", iid, exc)
-        elif typ == "STOP":
-            stopped = True  # keep draining: queued inputs still arrive after STOP
-        writer.flush()
-    gaps = {name: w.missing for name, w in writer.streams.items() if w.missing}
-    writer.close(messages=n_msgs, recording_gaps=sum(gaps.values()), recording_lost_batches=lost_batches)
+                log.warning("input %r: message not recorded: %s", ev["id"], exc)
+                continue
+            rec.on_input(ev["id"], vec, ev["metadata"])
+        # STOP: keep draining, queued inputs still arrive after STOP (dora delivers STOP first)
+        rec.flush()
+    rec.close()
+    gaps = rec.gaps()
+    n_msgs, lost_batches = rec.n_msgs, rec.lost_batches
     print(f"[recorder] wrote {n_msgs} messages in {len(writer.streams)} streams to {run_dir}", flush=True)
     if gaps or lost_batches:
-        print(f"[recorder] WARNING: messages missing in seq: {gaps}; log batches lost: {lost_batches}", flush=True)
+        print(f"[recorder] WARNING: messages missing in seq (before the first message included): {gaps}; "
+              f"log batches lost: {lost_batches}", flush=True)
+    if writer.failure is not None:
+        raise RecordingError(failure_line(writer.failure, writer.manifest.get("unwritten_messages")))
 
     if args.summary != "none":
         from contactflow.robot import load_robot
@@ -200,12 +324,15 @@ def main() -> int:
         for line in fmt(summary, title).splitlines():
             log_info(node, line)
         log_info(node, f"[recorder] summary written to {run_dir / 'summary.json'}")
-    _ = stopped, time
     return 0
 
 
-def _warn_gap(name: str, n: int, seq) -> None:
-    if n > 0:
+def _warn_gap(name: str, n: int, seq, before_first: bool = False) -> None:
+    if n > 0 and before_first:
+        log.warning("stream %s: its first message received is seq %s without the first message's contract: %d "
+                    "message(s) from tick 0 lost before it; counted in the manifest as missing_before_first and in "
+                    "recording_gaps", name, seq, n)
+    elif n > 0:
         log.warning("stream %s: %d message(s) missing before seq %s (lost on the way or skipped by the producer); "
                     "counted in the manifest as missing_seq and in recording_gaps", name, n, seq)
 

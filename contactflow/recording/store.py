@@ -51,7 +51,7 @@ __all__ = [
     "recorded_scenario",
     "StreamWriter", "RecordingWriter", "Stream", "Recording", "read_recording", "git_revision", "RecordingError",
     "recordings_root", "resolve_run", "list_runs", "STREAM_COLUMNS", "pack_log", "unpack_log", "LogBlock",
-    "FORMAT_VERSION", "StreamDamage", "check_manifest", "refuse_damaged",
+    "FORMAT_VERSION", "StreamDamage", "check_manifest", "refuse_damaged", "port_table_streams", "WriteFailure",
 ]
 
 #: The columns of every contactflow stream file, in order.
@@ -1004,3 +1004,69 @@ def recorded_scenario(run: str | Path, node: str, *, robot: str | None = None) -
     if not scenario:
         raise RecordingError(f"{run_dir}/manifest.json: configs.{node}.scenario missing (no scenario file was played)")
     return str(scenario)
+
+
+def port_table_streams(descriptor: Mapping | None, inputs: Mapping[str, str], robot: Any,
+                       renames: Mapping[str, str] | None = None) -> dict[str, dict]:
+    """The streams a recorder will write, with their contract and layout, from the port table.
+
+    So that a stream's layout does not depend on its first message arriving (the Sender attaches
+    ``contract`` / ``layout`` to the first message of each output only), the recorder takes them at
+    start from the port table (:mod:`contactflow.contracts.ports`) and the robot's contracts
+    (:func:`contactflow.contracts.messages.port_specs`).
+
+    Args:
+        descriptor: the dataflow descriptor (``nodes``: id, path, args...); None: nothing known.
+        inputs: the recorder's input id -> source ``node/output``; a node's ``log`` output stands for
+            all its outputs (one stream each); a ``replay`` node's outputs take the contract of the
+            recorded streams its ``--streams`` names.
+        robot: a :class:`contactflow.robot.Robot` (the contracts' sizes).
+        renames: source -> recorded name (the recorder's ``--rename``).
+
+    Returns:
+        Stream name (``node.output``) -> ``{"source", "contract", "layout" ([[field, size], ...]), "size"}``
+        for every recorded output of a node in the port table whose contract is one of ``port_specs``
+        (others, e.g. a test fixture or the ``prime_*`` contracts, are absent: their messages' own
+        metadata is used).
+    """
+    from contactflow.contracts.messages import port_specs
+    from contactflow.contracts.ports import NODES
+    from contactflow.contracts.wiring import LOG_OUTPUT, graph_node_kind
+
+    renames = dict(renames or {})
+    nodes = {n["id"]: n for n in (descriptor or {}).get("nodes", []) if isinstance(n, dict) and "id" in n}
+    specs = port_specs(robot)
+    out: dict[str, dict] = {}
+    for src in inputs.values():
+        node_id, _, output = str(src).rpartition("/")
+        n = nodes.get(node_id)
+        kind = graph_node_kind(n) if n is not None else None
+        if kind is None:
+            continue
+        if kind == "replay":
+            from contactflow.recording.replay import parse_stream_map
+
+            contracts = {}
+            args = str(n.get("args", "") or "").split()
+            streams_arg = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--streams"), "")
+            try:
+                mappings = parse_stream_map(streams_arg) if streams_arg else []
+            except RecordingError:
+                mappings = []
+            for m in mappings:
+                rec_node, _, rec_out = m.stream.rpartition(".")
+                decl = NODES.get(rec_node)
+                port = decl.outputs.get(rec_out) if decl is not None else None
+                if port is not None:
+                    contracts[m.output] = port.contract
+        else:
+            contracts = {o: p.contract for o, p in NODES[kind].outputs.items()}
+        outs = list(contracts) if output == LOG_OUTPUT else [output]
+        for o in outs:
+            spec = specs.get(contracts.get(o) or "")
+            if spec is None:
+                continue
+            stream_src = renames.get(f"{node_id}/{o}", f"{node_id}/{o}")
+            out[stream_src.replace("/", ".")] = {"source": stream_src, "contract": spec.name, "size": spec.size,
+                                                  "layout": [[f.name, f.size] for f in spec.fields]}
+    return out
