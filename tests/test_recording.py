@@ -79,3 +79,194 @@ def test_missing_seq_is_counted_in_the_manifest(tmp_path):
     streams = json.loads((tmp_path / "run" / "manifest.json").read_text())["streams"]
     assert streams["a.out"]["missing_seq"] == 4 and streams["a.out"]["messages"] == 6
     assert streams["b.out"]["missing_seq"] == 0
+
+
+# --------------------------------------------------------------------------- format versions
+
+
+def _rewrite_stream_without_version(path):
+    """The same stream file as an older contactflow wrote it: no format version in its metadata."""
+    table = pa.ipc.open_stream(pa.py_buffer(path.read_bytes())).read_all()  # a copy: the file is rewritten
+    meta = {k: v for k, v in table.schema.metadata.items() if k != b"contactflow_format"}
+    table = table.replace_schema_metadata(meta)
+    with pa.OSFile(str(path), "wb") as f, pa.ipc.new_stream(f, table.schema) as wr:
+        wr.write_table(table)
+
+
+def test_the_version_is_written_and_version_1_is_migrated(tmp_path):
+    from contactflow.recording.store import FORMAT_VERSION
+
+    _write(tmp_path).close()
+    run = tmp_path / "run"
+    m = json.loads((run / "manifest.json").read_text())
+    assert m["format"] == f"contactflow-recording/{FORMAT_VERSION}" and m["format_version"] == FORMAT_VERSION == 2
+    st = read_recording(run).stream("drv.sensors")
+    assert st.metadata["contactflow_format"] == "2" and "migrated_from" not in read_recording(run).manifest
+    # a version-1 run (before versions were recorded): its manifest and streams are read, migrated in memory
+    for v1 in ({"format": "contactflow-recording/1"}, {}):
+        old = {k: v for k, v in m.items() if k not in ("format", "format_version")} | v1
+        for e in old["streams"].values():
+            e.pop("missing_before_first", None)
+        (run / "manifest.json").write_text(json.dumps(old))
+        _rewrite_stream_without_version(run / "drv.sensors.arrows")
+        rec = read_recording(run)
+        assert rec.manifest["migrated_from"] == 1 and rec.manifest["format_version"] == 2
+        st = rec.stream("drv.sensors")
+        assert "contactflow_format" not in st.metadata and len(st) == 50 and not st.truncated
+        np.testing.assert_array_equal(st.field("b")[:, 0], 2.0 * np.arange(50))
+
+
+def test_other_versions_are_refused_naming_file_found_and_expected(tmp_path):
+    _write(tmp_path).close()
+    run = tmp_path / "run"
+    mf = run / "manifest.json"
+    m = json.loads(mf.read_text())
+    for fmt, ver, found in (("contactflow-recording/3", 3, "version 3"), ("contactflow-recording/0", None, "version 0")):
+        mf.write_text(json.dumps({**m, "format": fmt, "format_version": ver} if ver else {**m, "format": fmt,
+                                                                                           "format_version": 0}))
+        with pytest.raises(RecordingError, match=rf"manifest.json: recording format version {found[-1]}, expected 2"):
+            read_recording(run)
+    mf.write_text(json.dumps({**m, "format": "rosbag2"}))
+    with pytest.raises(RecordingError, match="manifest.json: format 'rosbag2' is not a contactflow recording format"):
+        read_recording(run)
+    mf.write_text(json.dumps(m))
+    # a stream file of a newer contactflow
+    path = run / "drv.sensors.arrows"
+    table = pa.ipc.open_stream(pa.py_buffer(path.read_bytes())).read_all()  # a copy: the file is rewritten
+    table = table.replace_schema_metadata({**table.schema.metadata, b"contactflow_format": b"9"})
+    with pa.OSFile(str(path), "wb") as f, pa.ipc.new_stream(f, table.schema) as wr:
+        wr.write_table(table)
+    with pytest.raises(RecordingError, match=r"drv.sensors.arrows: stream format version '9', expected 2"):
+        read_recording(run).stream("drv.sensors")
+
+
+# --------------------------------------------------------------------------- truncation salvage
+
+
+def _batched(tmp_path, batches=4, per=5):
+    """A closed run whose stream has ``batches`` record batches of ``per`` messages; the file sizes after each."""
+    w = RecordingWriter(tmp_path / "run", {"dataflow": "x.yml"})
+    s = w.stream("drv.sensors", 3, {"source": "drv/sensors", "layout": json.dumps([["a", 1], ["b", 2]])})
+    ends = []
+    for b in range(batches):
+        for i in range(b * per, (b + 1) * per):
+            s.append(i, i * 0.002, np.array([i, 2.0 * i, -i]))
+        s.flush()
+        ends.append((tmp_path / "run" / "drv.sensors.arrows").stat().st_size)
+    w.close()
+    return tmp_path / "run", ends
+
+
+def test_a_cut_stream_is_salvaged_with_its_offset_and_last_good_time(tmp_path):
+    run, ends = _batched(tmp_path)
+    path = run / "drv.sensors.arrows"
+    data = path.read_bytes()
+    assert len(data) == ends[-1] + 8 and data[-8:] == b"\xff\xff\xff\xff\x00\x00\x00\x00"
+    clean = read_recording(run).stream("drv.sensors")
+    assert not clean.truncated and clean.damage is None and len(clean) == 20
+    # the writer killed in the middle of the third batch: two batches salvaged, the cut named
+    path.write_bytes(data[: (ends[1] + ends[2]) // 2])
+    st = read_recording(run).stream("drv.sensors")
+    d = st.damage
+    assert st.truncated and len(st) == 10 and d.reason == "cut inside a message"
+    assert d.offset == ends[1] and d.file_size == (ends[1] + ends[2]) // 2 and d.last_seq == 9
+    assert d.last_t == pytest.approx(9 * 0.002)
+    line = d.describe("drv.sensors")
+    assert f"truncated at byte {ends[1]} of {d.file_size}" in line and "seq 9, t = 0.018 s" in line
+    # every batch complete but no end-of-stream marker (killed between batches): reported, never clean
+    path.write_bytes(data[: ends[-1]])
+    st = read_recording(run).stream("drv.sensors")
+    assert st.truncated and len(st) == 20 and st.damage.reason == "no end-of-stream marker"
+    assert st.damage.offset == ends[-1] and st.damage.last_seq == 19
+    # bytes after the end-of-stream marker
+    path.write_bytes(data + b"garbage")
+    st = read_recording(run).stream("drv.sensors")
+    assert st.truncated and len(st) == 20 and "7 byte(s) after the end-of-stream marker" in st.damage.reason
+    # a cut inside the header is refused (nothing to salvage), naming the file
+    path.write_bytes(data[:40])
+    with pytest.raises(RecordingError, match="drv.sensors.arrows: unreadable Arrow stream header"):
+        read_recording(run).stream("drv.sensors")
+
+
+def test_a_manifest_with_wrong_keys_is_refused_naming_the_key(tmp_path):
+    _write(tmp_path).close()
+    run = tmp_path / "run"
+    mf = run / "manifest.json"
+    m = json.loads(mf.read_text())
+    entry = m["streams"]["drv.sensors"]
+    cases = [
+        ({**m, "streams": ["drv.sensors"]}, "'streams' is a list, expected an object"),
+        ({**m, "streams": {"drv.sensors": {**entry, "file": "../../etc/passwd"}}}, "streams.drv.sensors.file"),
+        ({**m, "streams": {"drv.sensors": {**entry, "size": "3"}}}, "streams.drv.sensors.size: '3', expected"),
+        ({**m, "streams": {"drv.sensors": {**entry, "layout": [["a", 1], ["b", 5]]}}}, "layout of 6 values, the stream has 3"),
+        ({**m, "streams": {"drv.sensors": {**entry, "layout": "x"}}}, "layout is not JSON"),
+        ({**m, "complete": "yes"}, "'complete' is a str, expected bool"),
+        ({**m, "streams": {"drv.sensors": 3}}, "streams.drv.sensors is a int"),
+    ]
+    for bad, msg in cases:
+        mf.write_text(json.dumps(bad))
+        with pytest.raises(RecordingError, match="manifest.json") as exc:
+            read_recording(run)
+        assert msg in str(exc.value)
+
+
+# --------------------------------------------------------------------------- a full disk
+
+
+def _fill(w, streams, n, start=0):
+    for i in range(start, start + n):
+        for s in streams:
+            s.append(i, i * 0.002, np.full(s.size, float(i)))
+        if i % 10 == 9:
+            w.flush()
+            for s in streams:
+                s.flush()
+
+
+def test_max_bytes_behaves_as_a_full_disk(tmp_path):
+    w = RecordingWriter(tmp_path / "run", {"dataflow": "x.yml"}, max_bytes=6000)
+    a = w.stream("a.out", 4, {"source": "a/out"})
+    b = w.stream("b.out", 2, {"source": "b/out"})
+    _fill(w, [a, b], 200)
+    f = w.failure
+    assert f is not None and f.max_bytes == 6000 and "No space left on device" in f.error and f.stream in ("a.out", "b.out")
+    sizes = {n: (tmp_path / "run" / f"{n}.arrows").stat().st_size for n in ("a.out", "b.out")}
+    assert f.bytes_written == sum(sizes.values()) <= 6000
+    w.close()
+    m = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert m["write_failure"]["stream"] == f.stream and m["complete"]
+    rec = read_recording(tmp_path / "run")
+    for n, s in (("a.out", a), ("b.out", b)):
+        st = rec.stream(n)
+        # readable up to the last complete batch, reported as truncated (no end-of-stream marker), nothing lost silently
+        assert st.truncated and st.damage.reason == "no end-of-stream marker" and st.damage.offset == sizes[n]
+        assert len(st) == m["streams"][n]["messages"] == s.count > 0
+        assert s.count + m["streams"][n]["unwritten_messages"] == 200
+        np.testing.assert_array_equal(st.seq, np.arange(len(st)))
+    assert m["unwritten_messages"] == 400 - len(rec.stream("a.out")) - len(rec.stream("b.out"))
+
+
+def test_a_real_write_error_takes_the_same_path(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from contactflow.recording import store
+
+    w = RecordingWriter(tmp_path / "run", {"dataflow": "x.yml"})
+    a = w.stream("a.out", 4, {"source": "a/out"})
+    _fill(w, [a], 30)
+    good = (tmp_path / "run" / "a.out.arrows").stat().st_size
+    real_write = os.write
+
+    def enospc(fd, data):  # the disk fills in the middle of a batch: part of it written, then ENOSPC
+        real_write(fd, bytes(data)[:7])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store.os, "write", enospc)
+    _fill(w, [a], 20, start=30)
+    monkeypatch.setattr(store.os, "write", real_write)
+    assert w.failure is not None and w.failure.max_bytes is None and w.failure.bytes_written == good
+    w.close()
+    st = read_recording(tmp_path / "run").stream("a.out")
+    assert len(st) == 30 and st.damage.offset == good and st.damage.file_size == good  # the partial batch cut off
+    assert json.loads((tmp_path / "run" / "manifest.json").read_text())["streams"]["a.out"]["unwritten_messages"] == 20
