@@ -134,3 +134,71 @@ def test_bench_passes_help_to_the_script(capfd):
     assert rc == 0 and "--baseline" in out and "OLD code" in out
     rc = main(["bench", "seiko", "--", "--help"])  # the older spelling still works
     assert rc == 0 and "--baseline" in capfd.readouterr().out
+
+
+def test_info_lists_the_healthy_streams_and_names_the_one_with_a_cut_header(root, capsys):
+    f = root / "demo-1" / "ctrl.command.arrows"
+    f.write_bytes(f.read_bytes()[:30])  # cut inside its header: nothing to salvage
+    rc, out, err = _cli(capsys, "rec", "info", "demo-1", "--root", str(root))
+    assert rc == 2 and "Traceback" not in err
+    line = next(ln for ln in out.splitlines() if ln.startswith("mujoco_driver.sensors"))
+    assert " 97 " in line and "TRUNCATED" not in line  # the healthy stream is listed with its figures
+    assert any(ln.startswith("ctrl.command") and "UNREADABLE" in ln for ln in out.splitlines())
+    assert "stream 'ctrl.command' unreadable" in err and "ctrl.command.arrows" in err
+    rc, out, _ = _cli(capsys, "rec", "info", "demo-1", "--root", str(root), "--json")
+    info = json.loads(out)
+    assert rc == 2 and [s["name"] for s in info["streams"]] == ["mujoco_driver.sensors"]
+    assert info["unreadable"][0]["name"] == "ctrl.command" and "header" in info["unreadable"][0]["error"]
+
+
+@pytest.mark.parametrize("cut", ["mid-batch", "no-eos"])
+def test_export_and_plot_refuse_a_truncated_stream_unless_allowed(root, tmp_path, capsys, cut):
+    f = root / "demo-1" / "ctrl.command.arrows"
+    data = f.read_bytes()
+    f.write_bytes(data[:-25] if cut == "mid-batch" else data[:-8])
+    n = len(read_recording(root / "demo-1").stream("ctrl.command"))
+    assert n == (88 if cut == "mid-batch" else 97)  # the last batch (seq 91..99, 9 messages) lost in the cut
+    reason = "cut inside a message" if cut == "mid-batch" else "no end-of-stream marker"
+    out_dir = tmp_path / "exp"
+    for argv in (["rec", "export", "demo-1", "--to", "csv", "--out", str(out_dir)],
+                 ["plot", "demo-1", "ctrl.command:theta_cmd", "--out", str(tmp_path / "p.png")]):
+        rc, out, err = _cli(capsys, *argv, "--root", str(root))
+        assert rc == 2 and "Traceback" not in err, err
+        msg = [ln for ln in err.splitlines() if "ctrl.command" in ln]
+        assert len(msg) == 1 and reason in msg[0] and "truncated at byte" in msg[0] and "t = " in msg[0]
+        assert "--allow-truncated" in msg[0]
+        rc, out, err = _cli(capsys, *argv, "--root", str(root), "--allow-truncated")
+        assert rc == 0 and "warning: stream ctrl.command" in err and reason in err
+    assert (tmp_path / "p.png").stat().st_size > 5000
+    lines = (out_dir / "ctrl.command.csv").read_text().splitlines()
+    assert len(lines) == 1 + n
+    # a plot of a healthy stream of the same run is not refused
+    rc, _, err = _cli(capsys, "plot", "demo-1", "mujoco_driver.sensors:t", "--root", str(root), "--out",
+                      str(tmp_path / "q.png"))
+    assert rc == 0 and "warning" not in err
+
+
+def test_view_refuses_a_truncated_stream_unless_allowed(tmp_path, capsys):
+    from contactflow.contracts.messages import port_specs
+    from contactflow.robot import load_robot
+
+    robot = load_robot("talos")
+    spec = port_specs(robot)["sensors"]
+    w = RecordingWriter(tmp_path / "v-1", {"robot": "talos", "dataflow": "x.yml"})
+    s = w.stream("mujoco_driver.sensors", spec.size, {"source": "mujoco_driver/sensors", "contract": "sensors",
+                                                      "layout": json.dumps([[f.name, f.size] for f in spec.fields])})
+    for k in range(30):
+        vals = {f.name: np.zeros(f.size) for f in spec.fields}
+        vals["t"], vals["q"], vals["imu_quat"] = 0.002 * k, robot.q_default, [0, 0, 0, 1]
+        s.append(k, 0.002 * k, spec.pack(vals), finished=k == 29)
+        if k % 10 == 9:
+            s.flush()
+    w.close()
+    f = tmp_path / "v-1" / "mujoco_driver.sensors.arrows"
+    f.write_bytes(f.read_bytes()[:-30])
+    rrd = tmp_path / "v.rrd"
+    rc, _, err = _cli(capsys, "view", "v-1", "--root", str(tmp_path), "--no-meshes", "--rrd", str(rrd))
+    assert rc == 2 and "stream mujoco_driver.sensors" in err and "truncated at byte" in err and not rrd.exists()
+    rc, _, err = _cli(capsys, "view", "v-1", "--root", str(tmp_path), "--no-meshes", "--rrd", str(rrd),
+                      "--allow-truncated")
+    assert rc == 0 and "warning: stream mujoco_driver.sensors" in err and rrd.stat().st_size > 0
