@@ -22,7 +22,8 @@ configurations (``seiko_controller``'s ``flex_rate`` when ``wrench`` is wired, `
 Free-form ports (the only ones not fixed here): the ``recorder`` records any input (its inputs are
 named by the graph); the ``replay`` node's outputs are the recorded streams named by its
 ``--streams`` argument (they take the recorded outputs' contracts), and its ``ack`` input accepts any
-contract. A port with ``contract=None`` accepts any contract.
+contract. The ``fault_injector`` (the reliability campaign's pass-through) takes and sends the
+contract of the connection it is inserted on. A port with ``contract=None`` accepts any contract.
 
 This module imports neither dora nor a robot model.
 """
@@ -177,6 +178,9 @@ NODES: Mapping[str, NodePorts] = MappingProxyType({n.kind: n for n in (
                      "controller_state": _P("controller_state", optional=True)}),
     # free-form: records every input the graph gives it
     _node("recorder", any_inputs=True),
+    # pass-through on one connection (reliability campaign, contactflow.faults.inject): `in` and `out`
+    # carry the wrapped output's contract, whichever it is
+    _node("fault_injector", {"in": _P(None)}, {"out": _P(None)}),
     # free-form: outputs = the streams of --streams; `ack` (lockstep mode, any contract; --ack-input renames it)
     _node("replay", {"ack": _P(None, optional=True)}, stream_outputs=True),
 )})
