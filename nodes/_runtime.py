@@ -33,6 +33,9 @@ from contactflow.contracts.messages import PortSpec
 log = logging.getLogger("contactflow.node")
 
 
+#: Most ticks one multi-tick message may carry (``rows`` metadata; a larger count is not believed).
+MAX_ROWS = 100_000
+
 #: Start-up ticks of a real-time graph before the wall clock starts: the driver waits for each of
 #: their commands (``mujoco_driver --warmup-ticks``), so the control loop runs when the clock starts.
 REALTIME_WARMUP_TICKS = 10
@@ -288,15 +291,26 @@ class Lockstep:
             if iid not in self.configs and "config" in ev["metadata"]:
                 self.configs[iid] = ev["metadata"]["config"]
             seq = ev["metadata"].get("seq")
-            if not isinstance(seq, int):
+            if not isinstance(seq, int) or isinstance(seq, bool):
                 log.warning("input %r: message without integer 'seq' metadata ignored", iid)
                 return
             if isinstance(ev["metadata"].get("rows"), int):  # several ticks in one message (Sender.send_rows)
                 try:
                     parts = split_rows(ev["value"], ev["metadata"])
                 except (ContractError, KeyError, TypeError, ValueError) as exc:
-                    log.warning("input %r: malformed multi-tick message ignored: %s", iid, exc)
-                    return
+                    n = int(ev["metadata"]["rows"])
+                    if not 0 < n <= MAX_ROWS:
+                        log.warning("input %r: malformed multi-tick message ignored: %s", iid, exc)
+                        return
+                    # its ticks still come, as malformed messages (no values): the node keeps its last safe
+                    # values for them instead of waiting for seqs that never come (a lockstep stall)
+                    log.warning("input %r: malformed multi-tick message (seq %d..%d) ignored, its ticks are "
+                                "malformed: %s", iid, seq, seq + n - 1, exc)
+                    t0 = ev["metadata"].get("t")
+                    t0 = float(t0) if isinstance(t0, (int, float)) else seq * self.dt
+                    fin = bool(ev["metadata"].get("finished", False))
+                    parts = [(seq + j, pa.array([], type=pa.float64()),
+                              {"seq": seq + j, "t": t0 + j * self.dt, "finished": fin and j == n - 1}) for j in range(n)]
                 for s, value, meta in parts:
                     self._handle({"type": "INPUT", "id": iid, "value": value, "metadata": meta}, waited_since, waiting_for)
                 return
