@@ -102,6 +102,51 @@ class PortSpec:
             out[sl] = v
         return out
 
+    def decode(self, value, *, check_finite: bool = True) -> dict[str, np.ndarray]:
+        """Unpack a received message: the Arrow array dora delivers (or an array-like) -> named fields.
+
+        The one decoder of every node's inputs: :meth:`vector` then :meth:`unpack`, so a message
+        from a peer is checked before any of its values is used.
+
+        Args:
+            value: a ``pyarrow.Array`` / ``ChunkedArray`` (a dora input's ``value``) or a numpy array.
+            check_finite: refuse NaN / inf (the default); False keeps them (a node that reports them).
+
+        Returns:
+            field name -> (size,) float64 view.
+
+        Raises:
+            ContractError: another Arrow type, null values, wrong size or dtype, or a non-finite
+                value (with ``check_finite``), naming the port and what was expected. Never
+                another exception type.
+        """
+        return self.unpack(self.vector(value), check_finite=check_finite)
+
+    def vector(self, value) -> np.ndarray:
+        """The flat numpy vector of a received message (not yet checked against the layout).
+
+        Arrow arrays must be ``float64`` without nulls: ``to_numpy`` would silently turn the nulls
+        of an ``int64`` or ``float64`` array into NaN, and fails on a union type.
+
+        Raises:
+            ContractError: another Arrow type, null values, an Arrow array that cannot be read, or
+                (not Arrow) a value that is not an array.
+        """
+        if not (hasattr(value, "null_count") and hasattr(value, "type")):  # not pyarrow
+            try:
+                return np.asarray(value)
+            except (ValueError, TypeError) as exc:  # ragged or otherwise not an array
+                raise ContractError(f"port {self.name!r}: expected {self.size} float64 values, got "
+                                    f"{type(value).__name__} ({exc})") from None
+        if str(value.type) != "double":
+            raise ContractError(f"port {self.name!r}: expected an Arrow float64 array, got {value.type}")
+        if value.null_count:
+            raise ContractError(f"port {self.name!r}: {value.null_count} null value(s) in a float64 message")
+        try:
+            return value.to_numpy() if hasattr(value, "chunks") else value.to_numpy(zero_copy_only=False)
+        except Exception as exc:  # noqa: BLE001 - any Arrow failure is a malformed message
+            raise ContractError(f"port {self.name!r}: unreadable Arrow message: {exc}") from None
+
     def unpack(self, vec: np.ndarray, *, check_finite: bool = True) -> dict[str, np.ndarray]:
         """Split a received flat vector into named fields (views).
 
@@ -110,7 +155,12 @@ class PortSpec:
                 the port and the field.
         """
         pairs, _, size = self._layout
-        vec = np.asarray(vec)
+        if type(vec) is not np.ndarray:
+            try:
+                vec = np.asarray(vec)
+            except (ValueError, TypeError) as exc:  # ragged or otherwise not an array
+                raise ContractError(f"port {self.name!r}: expected {size} float64 values, got {type(vec).__name__} "
+                                    f"({exc})") from None
         if vec.dtype != np.float64:
             raise ContractError(f"port {self.name!r}: expected float64 values, got {vec.dtype}")
         if vec.ndim != 1 or vec.size != size:
