@@ -203,7 +203,7 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
             spec = jc if ev["id"] == "command" else ew
             md = ev["metadata"]
             try:
-                fields = spec.unpack(ev["value"].to_numpy(zero_copy_only=False))
+                fields = spec.decode(ev["value"])
             except ContractError as exc:
                 log.warning("malformed %s ignored: %s", ev["id"], exc)
                 fields = None

@@ -203,7 +203,7 @@ def main() -> int:
                     iid = ev["id"]
                     if iid == "command":
                         try:
-                            f = jc.unpack(ev["value"].to_numpy(zero_copy_only=False))
+                            f = jc.decode(ev["value"])
                         except ContractError as exc:
                             log.warning("malformed command refused: %s", exc)
                             f = None
@@ -216,7 +216,7 @@ def main() -> int:
                     elif iid == "estop":
                         estop_heard = time.monotonic()
                         try:
-                            stop = es.unpack(ev["value"].to_numpy(zero_copy_only=False))["stop"][0] >= 0.5
+                            stop = es.decode(ev["value"])["stop"][0] >= 0.5
                         except ContractError:
                             stop = True  # a malformed e-stop message is an e-stop
                         if stop:

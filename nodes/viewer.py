@@ -91,7 +91,7 @@ def main() -> int:
             if seq is not None and iid in last and seq - last[iid] < args.every and not finished:
                 continue
             try:
-                fields = specs[iid].unpack(ev["value"].to_numpy(zero_copy_only=False))
+                fields = specs[iid].decode(ev["value"])
                 getattr(logger, _HANDLERS[iid])(fields, float(md.get("t", 0.0)), seq)
             except ContractError as exc:
                 n_bad += 1
