@@ -6,6 +6,17 @@ input run has finished (a message with ``finished``, or the input closed): ``sta
 per sample), ``forces`` (force.<contact>, world [N]), ``torque`` and ``parameters`` (one message,
 ``finished``). The estimator is offline: it solves once on the whole received horizon.
 
+Stop: the node honours the dataflow's stop (``dora run --stop-after``, Ctrl-C) within one FDDP
+iteration, also while it solves: the solver's per-iteration callback polls the node's events and
+abandons the solve on a ``STOP``, or on SIGTERM / SIGINT (once the replay has ended, the node's
+inputs are closed and dora drops the STOP: it sends SIGTERM after its ~10 s grace). dora 1.1 ends every node's input stream right after the stop
+(the recorder's included; checked: outputs sent after it never arrive), so an estimate finished
+after the stop could not be recorded anyway. A run stopped before the estimator sent its outputs
+therefore ends with one line naming the node, the phase (receiving or solving, iterations done)
+and that no estimate was recorded, and a non-zero exit status (2): never a clean exit with the
+outputs silently missing. A run that must keep the estimate ends by itself (the replay's last
+message has ``finished``), without ``--stop-after`` or with one longer than the solve.
+
 Args: ``--robot``, ``--config FILE`` (PrimeConfig keys, e.g. robots/go2/prime_estimator.yaml),
 ``--report FILE`` (JSON report, default ``prime_report_<robot>.json`` in ``$CONTACTFLOW_RECORDINGS``
 or ``<repo>/recordings``).
@@ -15,14 +26,31 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
+import time
 from pathlib import Path
 
 import numpy as np
 
+from contactflow.errors import ContactflowError
 from contactflow.nodes._runtime import UpstreamError, base_parser, connect, drain_after_finish, load_node_config, node_main, sender_for
 from contactflow.paths import default_recordings_dir
 
 log = logging.getLogger("contactflow.prime_estimator")
+
+
+#: the id of the STOP dora sends when a node's inputs have all closed (its upstream ended): not a stop
+_INPUTS_CLOSED = "ALL_INPUTS_CLOSED"
+
+
+class _Stopped(Exception):
+    """Raised from the FDDP callback when the dataflow stops during the solve."""
+
+
+def _stopped_line(phase: str) -> str:
+    return (f"stopped by the dataflow {phase}: no estimate was sent, the recording has no prime_estimator "
+            "outputs (dora delivers nothing after a stop); let the replay finish the run (no --stop-after, "
+            "or a longer one) to keep the estimate")
 
 
 def main() -> int:
@@ -61,7 +89,10 @@ def main() -> int:
             taus.append(f["tau"].copy())
             out.send("ack", np.array([float(seq)]), seq=seq, t=ts[-1])
             finished = bool(md.get("finished", False))
-        elif typ == "INPUT_CLOSED" or typ == "STOP":
+        elif typ == "STOP" and ev.get("id") != _INPUTS_CLOSED:
+            raise ContactflowError(_stopped_line(f"while receiving (after {len(seqs)} samples, before the "
+                                                 "input run finished)"))
+        elif typ in ("INPUT_CLOSED", "STOP"):  # the replay ended without a `finished` message
             break
         elif typ == "NODE_FAILED":
             raise UpstreamError(f"upstream node failed: {ev.get('value')}")
@@ -70,7 +101,29 @@ def main() -> int:
     meas, info = measurements_from_arrays(pr, cfg, np.array(seqs), np.array(ts), np.array(qs), np.array(vs),
                                           np.array(taus), where="input 'sensors'")
     log.info("solving PRIME on %d steps (identify %s)", meas.T, list(est.bodies))
-    res = est.solve(meas)
+    t_solve = time.monotonic()
+    # Once its inputs have all closed (the replay ended) the node's event stream is over and dora 1.1
+    # drops the STOP it sends later: the stop then comes as SIGTERM (after dora's grace period, ~10 s)
+    # or, from a terminal, as SIGINT. Either ends the solve at the next iteration, as a STOP does.
+    signalled: list[str] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda num, frame: signalled.append(signal.Signals(num).name))
+
+    def poll_stop(info) -> None:  # after every FDDP iteration: a stop abandons the solve
+        if signalled:
+            raise _Stopped(f"{0 if info is None else info.iteration + 1} FDDP iteration(s), signal {signalled[0]}")
+        while (ev := node.try_recv()) is not None:
+            if ev["type"] == "STOP" and ev.get("id") != _INPUTS_CLOSED:
+                raise _Stopped(f"{0 if info is None else info.iteration + 1} FDDP iteration(s)")
+            if ev["type"] == "NODE_FAILED":
+                raise UpstreamError(f"upstream node failed during the solve: {ev.get('value')}")
+
+    try:
+        poll_stop(None)  # a stop that came with the last samples
+        res = est.solve(meas, progress=poll_stop)
+    except _Stopped as exc:
+        raise ContactflowError(_stopped_line(f"during the PRIME solve (after {exc}, {time.monotonic() - t_solve:.1f} "
+                                             "s into it)")) from None
     seq = info["seq"]
     T = meas.T
     for k in range(T + 1):
