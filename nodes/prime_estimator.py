@@ -9,9 +9,9 @@ per sample), ``forces`` (force.<contact>, world [N]), ``torque`` and ``parameter
 Stop: the node honours the dataflow's stop (``dora run --stop-after``, Ctrl-C) within one FDDP
 iteration, also while it solves: the solver's per-iteration callback polls the node's events and
 abandons the solve on a ``STOP``, or on SIGTERM / SIGINT (once the replay has ended, the node's
-inputs are closed and dora drops the STOP: it sends SIGTERM after its ~10 s grace). dora 1.1 ends every node's input stream right after the stop
-(the recorder's included; checked: outputs sent after it never arrive), so an estimate finished
-after the stop could not be recorded anyway. A run stopped before the estimator sent its outputs
+inputs are closed and dora drops the STOP: it sends SIGTERM after its ~10 s grace). dora 1.1
+ends every node's input stream right after the stop (the recorder's included; checked: outputs
+sent after it never arrive), so an estimate finished after the stop could not be recorded anyway. A run stopped before the estimator sent its outputs
 therefore ends with one line naming the node, the phase (receiving or solving, iterations done)
 and that no estimate was recorded, and a non-zero exit status (2): never a clean exit with the
 outputs silently missing. A run that must keep the estimate ends by itself (the replay's last
