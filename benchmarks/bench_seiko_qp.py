@@ -104,7 +104,7 @@ def capture_run(seconds: float, scenario: str = "hand_forward", *, environment: 
     the baseline's own QP of that tick (its stacked assembly, quadprog), when both stages solved
     the same number of QPs in the tick (NaN-free ``x_ref``; otherwise absent)."""
     import contactflow.qp as qp_module
-    import contactflow.seiko.controller as controller_module
+    import contactflow.seiko.flexible_equilibrium as runinit_module
     from contactflow.environment import load_environment
     from contactflow.operator.scenario import scenario_path
     from contactflow.robot import load_robot
@@ -171,10 +171,11 @@ def capture_run(seconds: float, scenario: str = "hand_forward", *, environment: 
 
     ret.qp_hook = lambda H, g, A, lo, hi, lb, ub, sol: keep("retargeting", H, g, A, lo, hi, lb, ub)
     # The Controller's QPs (11): its qp_hook; its runInit QPs (after a reset or a contact
-    # switch): its module's solve_qp_box, wrapped (arguments bound by name). Both in call order.
+    # switch): the solve_qp_box of their module (contactflow.seiko.flexible_equilibrium), wrapped
+    # (arguments bound by name). Both in call order.
     pipeline.controller.ctrl.qp_hook = lambda H, g, A, lo, hi, lb, ub, sol: keep("controller", H, g, A, lo, hi, lb, ub)
     signature = inspect.signature(qp_module.solve_qp_box)
-    original = controller_module.solve_qp_box
+    original = runinit_module.solve_qp_box
 
     def controller_solve(*args, **kwargs):
         b = signature.bind(*args, **kwargs)
@@ -187,12 +188,12 @@ def capture_run(seconds: float, scenario: str = "hand_forward", *, environment: 
         clock["t"] = t
         return cmd
 
-    controller_module.solve_qp_box = controller_solve
+    runinit_module.solve_qp_box = controller_solve
     try:
         log = run_loop(robot, scenario_path(robot, scenario), pipeline=pipeline, duration_s=seconds,
                        operator_hook=operator_hook, environment=environment)
     finally:
-        controller_module.solve_qp_box = original
+        runinit_module.solve_qp_box = original
         for mod, name, fn in restore:
             setattr(mod, name, fn)
     if log.fell:

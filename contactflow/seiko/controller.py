@@ -35,25 +35,36 @@ single rows differ: ``eq_residual`` (max |row|) is measured in these local frame
 Conventions: ``q`` (7+n,) pinocchio FreeFlyer, ``v`` (6+n,); plane wrenches ``[f; tau]`` (6,)
 in the LOCAL sole frame, point forces (3,) in the world-fixed surface frame R_c; wrenches are
 those of the environment on the robot; SI units.
+
+Parts (the names users import stay importable from here): :mod:`~contactflow.seiko.controller_config`
+(:class:`ControllerConfig`, :class:`ControllerOutput`), :mod:`~contactflow.seiko.flexible_equilibrium`
+(runInit), :mod:`~contactflow.seiko.controller_qp` (the rows of QP (11), its assembly and
+integration), :mod:`~contactflow.seiko.controller_switching` (the contact switch and the release
+hold), :mod:`~contactflow.seiko.controller_inputs` (input checks); this module keeps
+:class:`SeikoController` (state, reset, the step's sequence, output) and the surface frames.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import time
 import types
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping
 
 import numpy as np
 import pinocchio as pin
 
 from contactflow.errors import ConfigError, ContractError
-from contactflow.qp import QP_SOLVERS, BoxQP, QPSolution, solve_qp_box
+from contactflow.qp import QPSolution
 from contactflow.robot import ContactSpec, Robot
-from contactflow.seiko.equilibrium import equilibrium_terms, pose_error_world
+from contactflow.seiko.controller_config import ControllerConfig, ControllerOutput
+from contactflow.seiko.controller_inputs import StepInputsMixin
+from contactflow.seiko.controller_qp import Qp11Mixin, Qp11Workspace
+from contactflow.seiko.controller_switching import ContactSwitchingMixin
 from contactflow.seiko.filters import ComplementaryWrenchFilterBank, TorqueLimitAdapter, WrenchRateEstimator, alpha_from_cutoff
+from contactflow.seiko.flexible_equilibrium import flexible_equilibrium_residual, flexible_equilibrium_step
+
 
 __all__ = [
     "ControllerConfig",
@@ -65,9 +76,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-
-#: (11i) bound used when ``torque_limit_constraint`` is off [N m]: never binds.
-_NO_TORQUE_LIMIT_NM = 1e6
 
 
 def _rot_y(a: float) -> np.ndarray:
@@ -89,445 +97,7 @@ DEFAULT_SURFACE_ROTATIONS: dict[str, np.ndarray] = {
 }
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ControllerConfig:
-    """SEIKO Controller parameters; defaults are the Talos values of seiko.md §6.
-
-    All QP weights are in the code's rate form (decision variables are rates).
-
-    Attributes:
-        dt_s: control period [s] (500 Hz).
-        kp_per_s: proportional gain K_p of the feedback law (10) [1/s] (code: 0.2; not in the paper).
-        kd: derivative gain K_d of (10) [-] (rate form: multiplies lam_dot_read [N/s] to give
-            N/s). Default **0.0**: the D term's sign differs between paper and code (seiko.md
-            §6.1/§11.1) and nothing here has verified it; the paper's experiments use 0.02 with
-            ``kd_sign = -1`` — enable it once a dynamic simulation confirms that a larger K_d
-            increases the logarithmic decrement (Fig. 5).
-        kd_sign: -1 for the paper's ``- K_d lam_dot_read`` (default), +1 for the released code.
-        complementary_cutoff_hz: cutoff of the complementary filter (13) [Hz].
-        rate_window_s: finite-difference window of the wrench-rate estimator [s].
-        rate_cutoff_hz: low-pass cutoff of the wrench-rate estimator [Hz].
-        weight_reg_base: floating-base rate regularisation (``weightRegBase``).
-        weight_wrench_plane: (11b) enabled plane wrench-rate tracking, all 6 components.
-        weight_force_point: (11b) enabled point force-rate tracking, all 3 components.
-        weight_cmd_change: (11e) ``||theta_cmd_dot||^2`` (``weightRegCmdChange``).
-        weight_cmd_offset: (11d) ``||offset + dt theta_cmd_dot||^2`` (``weightRegCmdOffset``).
-        weight_pose_plane_pos: (11c) disabled plane effector, position rows.
-        weight_pose_plane_rot: (11c) disabled plane effector, orientation rows.
-        weight_pose_point_pos: (11c) disabled point effector, position rows (no orientation).
-        weight_point_orientation: enabled point contact, orientation rows (code-only term).
-        gain_pose: gain on the pose errors of (11c) and the enabled-point orientation term [-].
-        weight_ineq: scale of the inequality rows (conditioning only; feasible set unchanged).
-        max_pos_cmd_offset_rad: bound on |offset| [rad] (code-only; 0.5 on Talos).
-        torque_limit_adaptation: run the limit update (12); off = (11i) with the URDF limits.
-        torque_limit_constraint: impose (11i); off = the joint-torque rows of QP (11) get a
-            1e6 N m bound that never binds (the QP keeps its size; the paper's Fig. 7 condition
-            "Controller without (11i) and (12)"; (12) then has no effect on the solution).
-        max_tau_ratio: rho of (12) [-].
-        tau_read_cutoff_hz: low-pass of ``tau_read`` before (12) [Hz] (the code filters the
-            joint-torque sensors at 5 Hz, seiko.md §6.4); 0 = unfiltered (default).
-        torque_margin_nm: eps1 of (12) [N m].
-        torque_decay_nm_per_s: eps2 / dt of (12) [N m/s].
-        torque_hysteresis: eps3 of (12), ratio of the URDF limit [-].
-        torque_lowering_nm_per_s: extension of (12), not in the paper: while the measured ratio
-            stays above ``max_tau_ratio`` and (11i) binds, lower that joint's limit at this rate
-            [N m/s] (see :class:`~contactflow.seiko.filters.TorqueLimitAdapter`); 0 = the paper's
-            (12) (default). Used by the far-reach experiment (docs/seiko_multicontact.md).
-        weight_elastic_energy: runInit elastic-energy weight (times K).
-        init_iterations: runInit Newton steps at reset and after a contact switch.
-        command_blend_s: linear blend of the output command after a switch or a re-enable [s].
-        release_max_force_n: a plane contact released by the Retargeting stays enabled here
-            until its low-pass filtered *measured* normal force is below this [N]; meanwhile its
-            contact target (11g) rises along world z at ``min(release_lift_max_m_per_s,
-            release_lift_gain * f_z)`` (ramped in along a raised cosine over
-            ``release_ramp_s``), which unloads the foot through the structure's compliance, and
-            (10) runs with ``lam_d = 0``. The accumulated rise is added to the effector's pose
-            target (11c) until it is enabled again; after the switch it keeps growing at
-            ``min(release_lift_max_m_per_s, release_lift_gain (f_z - release_max_force_n))``
-            while the measured force exceeds the threshold and shrinks back to 0 at
-            ``release_lift_max_m_per_s`` once the foot is off the ground (filtered f_z below
-            0.2 x the threshold). 0 = switch on the Retargeting's flag
-            (paper, released code). Deviation from the paper: docs/seiko_multicontact.md, Foot
-            lift (the Retargeting releases on the *desired* force while ~60 N are measured).
-        release_filter_cutoff_hz: cutoff of the low-pass on the measured normal force [Hz].
-        release_lift_gain: [(m/s)/N] of that rise.
-        release_lift_max_m_per_s: its speed bound [m/s].
-        release_lift_max_m: bound on the accumulated rise [m] (a foot still loaded after the
-            timeout, or set down on an obstacle, does not climb further).
-        release_ramp_s: its raised-cosine ramp-in [s].
-        release_timeout_s: the switch runs anyway (with a warning) after this long held [s].
-        qp_tol: relative residual tolerance of the QP solutions (as :func:`contactflow.qp.solve_qp_box`).
-        qp_reg: relative Tikhonov regularisation of the QP Hessian (as :func:`contactflow.qp.solve_qp_box`).
-        qp_solver: QP solver of (11) and runInit, one of :data:`contactflow.qp.QP_SOLVERS`:
-            ``"daqp"`` (default, MIT) or ``"quadprog"`` (GPL, the reference).
-    """
-
-    dt_s: float = 0.002
-    kp_per_s: float = 0.2
-    kd: float = 0.0
-    kd_sign: float = -1.0
-    complementary_cutoff_hz: float = 0.2
-    rate_window_s: float = 0.05
-    rate_cutoff_hz: float = 10.0
-    weight_reg_base: float = 1e-6
-    weight_wrench_plane: float = 0.1
-    weight_force_point: float = 10.0
-    weight_cmd_change: float = 1e3
-    weight_cmd_offset: float = 1e2
-    weight_pose_plane_pos: float = 2e2
-    weight_pose_plane_rot: float = 2e1
-    weight_pose_point_pos: float = 2e1
-    weight_point_orientation: float = 100.0
-    gain_pose: float = 1.0
-    weight_ineq: float = 10.0
-    max_pos_cmd_offset_rad: float = 0.5
-    torque_limit_adaptation: bool = True
-    torque_limit_constraint: bool = True
-    max_tau_ratio: float = 0.75
-    tau_read_cutoff_hz: float = 0.0
-    torque_margin_nm: float = 1.0
-    torque_decay_nm_per_s: float = 10.0
-    torque_hysteresis: float = 0.1
-    torque_lowering_nm_per_s: float = 0.0
-    weight_elastic_energy: float = 1.0
-    init_iterations: int = 3
-    command_blend_s: float = 2.0
-    release_max_force_n: float = 3.0
-    release_filter_cutoff_hz: float = 5.0
-    release_lift_gain: float = 1e-4
-    release_lift_max_m_per_s: float = 0.001
-    release_lift_max_m: float = 0.01
-    release_ramp_s: float = 1.0
-    release_timeout_s: float = 5.0
-    qp_tol: float = 1e-6
-    qp_reg: float = 1e-9
-    qp_solver: str = "daqp"
-
-    def __post_init__(self):
-        if self.qp_solver not in QP_SOLVERS:
-            raise ConfigError(f"qp_solver must be one of {QP_SOLVERS}, got {self.qp_solver!r}")
-        if not self.dt_s > 0.0:
-            raise ValueError(f"dt_s must be > 0, got {self.dt_s}")
-        if self.kd_sign not in (-1.0, 1.0):
-            raise ValueError(f"kd_sign must be -1 or +1, got {self.kd_sign}")
-        if self.kp_per_s < 0.0 or self.kd < 0.0:
-            raise ValueError("kp_per_s and kd must be >= 0")
-        for name in (
-            "complementary_cutoff_hz",
-            "rate_window_s",
-            "rate_cutoff_hz",
-            "weight_wrench_plane",
-            "weight_force_point",
-            "weight_cmd_change",
-            "weight_ineq",
-            "max_pos_cmd_offset_rad",
-            "max_tau_ratio",
-            "release_filter_cutoff_hz",
-            "qp_tol",
-            "qp_reg",
-        ):
-            if not getattr(self, name) > 0.0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        for name in (
-            "weight_reg_base",
-            "weight_cmd_offset",
-            "weight_pose_plane_pos",
-            "weight_pose_plane_rot",
-            "weight_pose_point_pos",
-            "weight_point_orientation",
-            "gain_pose",
-            "torque_margin_nm",
-            "torque_decay_nm_per_s",
-            "torque_lowering_nm_per_s",
-            "tau_read_cutoff_hz",
-            "weight_elastic_energy",
-            "command_blend_s",
-            "release_max_force_n",
-            "release_lift_gain",
-            "release_lift_max_m_per_s",
-            "release_lift_max_m",
-            "release_ramp_s",
-            "release_timeout_s",
-        ):
-            if not getattr(self, name) >= 0.0:  # also refuses NaN
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if not 0.0 <= self.torque_hysteresis < self.max_tau_ratio:
-            raise ValueError("torque_hysteresis must be in [0, max_tau_ratio)")
-        if self.init_iterations < 1:
-            raise ValueError(f"init_iterations must be >= 1, got {self.init_iterations}")
-
-
-@dataclasses.dataclass(frozen=True)
-class ControllerOutput:
-    """Result of :meth:`SeikoController.reset` / :meth:`SeikoController.step`.
-
-    Attributes:
-        theta_cmd: (n,) joint position command to send [rad] (after the post-switch blend):
-            ``theta_ahead + offset`` (``theta_d + offset`` without ``theta_ahead``).
-        offset: (n,) command offset [rad].
-        q_flex: (nq,) flexible (deflected) posture estimate.
-        lam_flex: effector -> flexible-model wrench ((6,) plane [f; tau] LOCAL [N, N m] or (3,)
-            point force in R_c [N]); zeros for disabled effectors.
-        lam_tilde: effector -> complementary-filtered measured wrench (13) (same layout); only
-            for effectors whose ``lam_read`` was given.
-        tau_flex: (n,) flexible-model joint torques K (theta_d + offset - theta_flex) [N m].
-        tau_limit: (n,) joint-torque limits used by (11i) [N m].
-        ok: False when the QP (or runInit) failed; the command then holds the last offset.
-        diagnostics: ``status``, ``solve_time_s``, ``step_time_s``, ``eq_residual`` (max
-            |A_eq x - b_eq| of the solved QP, with the (11g) contact rows in each contact's own
-            frame: planes LOCAL, points R_c; see the module docstring), ``ineq_violation``,
-            ``n_active``, ``bias_base_n`` (|t_B| [N, N m]), ``bias_joint_rad`` (|K^-1 t_J|
-            [rad]), ``n_var``, ``n_eq``, ``n_ineq`` (inequalities of QP (11) as the paper
-            writes them, each side of a bound counted: 6 n, seiko.md §10.2, like the
-            Retargeting's ``n_in``), ``n_rows`` (the compact form actually solved: 2 n
-            two-sided rows), ``switched``, ``held``, ``integrating``, ``message``.
-    """
-
-    theta_cmd: np.ndarray
-    offset: np.ndarray
-    q_flex: np.ndarray
-    lam_flex: dict
-    lam_tilde: dict
-    tau_flex: np.ndarray
-    tau_limit: np.ndarray
-    ok: bool
-    diagnostics: dict
-
-
-# --------------------------------------------------------------------------------------------
-# runInit: one Newton step on the flexible equilibrium (seiko.md §6.3)
-# --------------------------------------------------------------------------------------------
-
-
-def flexible_equilibrium_residual(
-    model: pin.Model,
-    data: pin.Data,
-    q: np.ndarray,
-    theta_cmd: np.ndarray,
-    K: np.ndarray,
-    contacts: Sequence[ContactSpec],
-    lams: Sequence[np.ndarray],
-    R_cs: Sequence[np.ndarray | None],
-) -> np.ndarray:
-    """Flexible equilibrium residual ``g(q) - J^T lam - S K (theta_cmd - theta)`` (eqs. 1, 3).
-
-    Args:
-        model, data: pinocchio model and data (data overwritten).
-        q: (nq,) posture.
-        theta_cmd: (n,) joint command [rad].
-        K: (n,) joint stiffness [N m/rad].
-        contacts, lams, R_cs: enabled contacts, their wrenches and surface frames (as
-            :func:`contactflow.seiko.equilibrium.equilibrium_terms`).
-
-    Returns:
-        (nv,) residual [N, N m]; zero at the flexible equilibrium.
-    """
-    terms = equilibrium_terms(model, data, q, contacts, lams, R_cs)
-    res = terms.r.copy()
-    res[6:] -= K * (theta_cmd - q[7:])
-    return res
-
-
-def flexible_equilibrium_step(
-    model: pin.Model,
-    data: pin.Data,
-    q: np.ndarray,
-    theta_cmd: np.ndarray,
-    K: np.ndarray,
-    contacts: Sequence[ContactSpec],
-    lams: Sequence[np.ndarray],
-    R_cs: Sequence[np.ndarray | None],
-    targets: Sequence[pin.SE3],
-    *,
-    wrench_weights: Sequence[float] | None = None,
-    weight_reg_base: float = 1e-6,
-    weight_elastic_energy: float = 1.0,
-    tol: float = 1e-6,
-    solver: str = "daqp",
-) -> tuple[np.ndarray, list[np.ndarray], QPSolution]:
-    """``runInit``: one full Newton step on the flexible equilibrium for a fixed command (§6.3).
-
-    Variables ``(dq (nv,), dlam (m,))`` (no 1/dt). Equalities: the enabled contacts reach their
-    targets (planes: ``J_w dq = [p_t - p; log3(R_t R^T)]``, 6 rows LOCAL_WORLD_ALIGNED; points:
-    position rows only) and **all** 6+n rows of the linearised flexible equilibrium
-    ``T [dq; dlam] + t = 0`` with ``T = [dr/dq + S K S^T | -J^T]``, ``t = r - S K (theta_cmd -
-    theta)``. The system is square (6+n+m equations), so the cost (base regularisation, elastic
-    energy ``||dtheta - (theta_cmd - theta)||^2_K``, wrench regularisation ``||lam + dlam||^2``)
-    only matters when it is singular.
-
-    Args:
-        model, data: pinocchio model and data (data overwritten).
-        q: (nq,) current flexible posture.
-        theta_cmd: (n,) fixed joint command [rad].
-        K: (n,) joint stiffness [N m/rad].
-        contacts: enabled contacts.
-        lams: per contact, its current wrench ((6,) plane LOCAL [f; tau], (3,) point in R_c).
-        R_cs: per contact, its surface frame R_c (points) or None (planes).
-        targets: per contact, the fixed world pose of its frame (points: translation only).
-        wrench_weights: per contact, the wrench regularisation weight (default 0.1 each).
-        weight_reg_base: base regularisation weight.
-        weight_elastic_energy: elastic energy weight (times K).
-        tol: relative residual tolerance of the QP.
-        solver: QP solver (:data:`contactflow.qp.QP_SOLVERS`).
-
-    Returns:
-        ``(q_new, lams_new, solution)``; on failure ``q`` and ``lams`` are returned unchanged
-        (copies) with ``solution.found == False``.
-    """
-    nv = model.nv
-    terms = equilibrium_terms(model, data, q, contacts, lams, R_cs)
-    m = terms.J.shape[0]
-    nx = nv + m
-    theta = q[7:]
-    t = terms.r.copy()
-    t[6:] -= K * (theta_cmd - theta)
-    T = np.zeros((nv, nx))
-    T[:, :nv] = terms.dr_dq
-    T[6:, 6:nv] += np.diag(K)
-    T[:, nv:] = -terms.J.T
-    A_eq = np.zeros((m + nv, nx))
-    b_eq = np.zeros(m + nv)
-    row = 0
-    for c, tgt in zip(contacts, targets):
-        d = c.dim  # plane: 6 pose rows; point: 3 position rows
-        A_eq[row : row + d, :nv] = pin.getFrameJacobian(model, data, c.frame_id, pin.LOCAL_WORLD_ALIGNED)[:d]
-        pose_error_world(tgt.translation, tgt.rotation, data.oMf[c.frame_id], b_eq[row : row + d], rotation=d == 6)
-        row += d
-    A_eq[m:] = T
-    np.negative(t, out=b_eq[m:])
-    H = np.zeros((nx, nx))
-    g = np.zeros(nx)
-    H[range(6), range(6)] = weight_reg_base
-    wK = weight_elastic_energy * K
-    H[range(6, nv), range(6, nv)] += wK
-    g[6:nv] -= wK * (theta_cmd - theta)
-    col = nv
-    for i, (c, lam) in enumerate(zip(contacts, lams)):
-        w = 0.1 if wrench_weights is None else float(wrench_weights[i])
-        d = c.dim
-        H[range(col, col + d), range(col, col + d)] += w
-        g[col : col + d] += w * np.asarray(lam)
-        col += d
-    sol = solve_qp_box(H, g, A_eq, b_eq, b_eq, solver=solver, tol=tol)
-    if not sol.found:
-        return q.copy(), [np.array(lam, dtype=float) for lam in lams], sol
-    q_new = pin.integrate(model, q, sol.x[:nv])
-    lams_new = []
-    col = nv
-    for c, lam in zip(contacts, lams):
-        lams_new.append(np.asarray(lam, dtype=float) + sol.x[col : col + c.dim])
-        col += c.dim
-    return q_new, lams_new, sol
-
-
-# --------------------------------------------------------------------------------------------
-# Controller
-# --------------------------------------------------------------------------------------------
-
-
-class _Workspace:
-    """Preallocated QP (11) buffers and the constant parts of one contact layout (which contacts
-    are enabled), built once per layout.
-
-    Compact box form of :func:`contactflow.qp.solve_qp_box` (``lo <= A x <= hi``), in the
-    buffers of a :class:`contactflow.qp.BoxQP` (``qp``; H, g, A, lo, hi are its views): rows
-    ``[contacts (m, equalities); base (6, equalities); command (n); joint torque (n)]``. The
-    command rows merge (11h) and the offset bound, which constrain the same ``dt theta_cmd_dot``
-    (one two-sided row with the intersection of both intervals); the torque rows are (11i) as
-    one two-sided row per joint (quadprog's stacked form had 6 n one-sided rows).
-    """
-
-    def __init__(self, ctrl: "SeikoController", enabled: tuple[bool, ...]):
-        cfg = ctrl.config
-        nv, n = ctrl.nv, ctrl.n
-        contacts_on = [c for c, on in zip(ctrl.contacts, enabled) if on]
-        self.contacts = contacts_on
-        self.names_on = [c.name for c in contacts_on]
-        self.lam_flex_on = [ctrl._lam_flex[name] for name in self.names_on]  # views of the state rows
-        self.idx_on = [i for i, on in enumerate(enabled) if on]
-        self.m = m = sum(c.dim for c in contacts_on)
-        self.nx = nx = nv + m
-        self.n_eq = n_eq = m + 6
-        self.n_rows = 2 * n  # inequality rows of the compact form (two-sided)
-        self.n_in = 6 * n  # inequalities of (11) as the paper writes them (seiko.md §10.2)
-        self.T = np.zeros((nv, nx))
-        self.T_jdiag = np.einsum("ii->i", self.T[6:, 6:nv])  # writable diagonal views
-        self.t = np.zeros(nv)
-        self.M = np.zeros((n, nx))
-        # the QP's buffers (contactflow.qp.BoxQP); the wrench columns of the contact rows stay zero
-        self.qp = BoxQP(nx, n_eq + 2 * n)
-        self.H, self.H_diag, self.g = self.qp.H, self.qp.H_diag, self.qp.g
-        self.A, self.lo, self.hi = self.qp.A, self.qp.lo, self.qp.hi
-        self.A_c, self.A_B = self.A[:m, :nv], self.A[m:n_eq]
-        self.A_P, self.A_N = self.A[n_eq : n_eq + n], self.A[n_eq + n :]
-        self.A_N_jdiag = np.einsum("ii->i", self.A_N[:, 6:nv])
-        self.lo_c, self.lo_B, self.hi_eq = self.lo[:m], self.lo[m:n_eq], self.hi[:n_eq]
-        self.lo_eq = self.lo[:n_eq]
-        self.lo_P, self.hi_P = self.lo[n_eq : n_eq + n], self.hi[n_eq : n_eq + n]
-        self.bounds_P = self.qp.bounds[:, n_eq : n_eq + n]  # (2, n): lo_P, hi_P
-        self.lo_N, self.hi_N = self.lo[n_eq + n :], self.hi[n_eq + n :]
-        self.cols, self.dims = [], []
-        col = nv
-        for c in contacts_on:
-            self.cols.append(slice(col, col + c.dim))
-            self.dims.append(c.dim)
-            col += c.dim
-        # x[nv:] <-> the flattened (n_eff, 6) per-effector rows (lam_flex, lam_flex_dot, effort)
-        self.flat_idx = np.array([6 * i + k for i, c in zip(self.idx_on, contacts_on) for k in range(c.dim)], dtype=np.intp)
-        # the same entries as a slice when they are contiguous (both feet, say): views instead of
-        # fancy indexing
-        i0 = int(self.flat_idx[0]) if m else 0
-        contiguous = m > 0 and np.array_equal(self.flat_idx, np.arange(i0, i0 + m))
-        self.flat_sel = slice(i0, i0 + m) if contiguous else self.flat_idx
-        # Constant diagonal of H: base regularisation and the (11b) weights.
-        w = np.concatenate([np.full(c.dim, cfg.weight_wrench_plane if c.type == "plane" else cfg.weight_force_point)
-                            for c in contacts_on]) if contacts_on else np.zeros(0)
-        self.w_wrench = w
-        self.H_const_diag = np.zeros(nx)
-        self.H_const_diag[:6] = cfg.weight_reg_base
-        self.H_const_diag[nv:] = w
-        self.effort = np.zeros(m)
-        # (11c) pose rows: disabled effectors (planes 6-D, points position) and the orientation of
-        # the enabled points, in each effector's LOCAL frame (the weights are isotropic per 3-row
-        # block, so the cost is the same as in world axes): per effector (name, frame, rows of J,
-        # J rows, position error rows or None, rotation error rows or None), and the row weights.
-        wp = []
-        rows = []
-        for c, on in zip(ctrl.contacts, enabled):
-            if on and c.type == "plane":
-                continue
-            pos, rot = not on, c.type == "plane" or on
-            rows.append((c, pos, rot, len(wp)))
-            if pos:
-                wp += [cfg.weight_pose_plane_pos if c.type == "plane" else cfg.weight_pose_point_pos] * 3
-            if rot:
-                wp += [cfg.weight_pose_plane_rot if c.type == "plane" else cfg.weight_point_orientation] * 3
-        self.w_pose = np.array(wp)
-        self.w_pose_col = self.w_pose[:, None]
-        self.J_pose = np.zeros((len(wp), nv))
-        self.e_pose = np.zeros(len(wp))
-        self.pose = []
-        self.pose_frames = [c.frame_id for c, _, _, _ in rows]
-        for c, pos, rot, r in rows:
-            k = 3 * (pos + rot)
-            src = slice(0, 6) if pos and rot else slice(0, 3) if pos else slice(3, 6)
-            self.pose.append((c.name, c.frame_id, src, self.J_pose[r : r + k],
-                              self.e_pose[r : r + 3] if pos else None, self.e_pose[r + 3 * pos : r + k] if rot else None))
-        # (11g) contact rows in each contact's own frame (the rows of J: planes LOCAL, points R_c):
-        # per contact (name, frame, plane?, position error rows, rotation error rows or None)
-        self.contact_rows = []
-        row = 0
-        for c in contacts_on:
-            plane = c.type == "plane"
-            self.contact_rows.append((c.name, c.frame_id, plane, self.lo[row : row + 3], self.lo[row + 3 : row + 6] if plane else None))
-            row += c.dim
-        self.tmp3 = np.zeros(3)
-        self.WJ_pose = np.zeros((len(wp), nv))
-        self.H_pose = np.zeros((nv, nv))
-        self.g_pose = np.zeros(nv)
-
-
-class SeikoController:
+class SeikoController(StepInputsMixin, ContactSwitchingMixin, Qp11Mixin):
     """SEIKO Controller (RA-L 2024 §IV-C): QP (11) on the flexible model, with (10), (12), (13).
 
     Per :meth:`step` (rate form, seiko.md §6 and §12 items 4-6):
@@ -636,7 +206,7 @@ class SeikoController:
         self._tau_read_alpha = (
             alpha_from_cutoff(config.tau_read_cutoff_hz, dt) if config.tau_read_cutoff_hz > 0.0 else 0.0
         )
-        self._ws_cache: dict[tuple[bool, ...], _Workspace] = {}
+        self._ws_cache: dict[tuple[bool, ...], Qp11Workspace] = {}
         self.qp_hook: Callable[..., None] | None = None
         """Optional ``qp_hook(H, g, A, lo, hi, lb, ub, solution)`` called after every solve of QP
         (11) with the box form of :func:`contactflow.qp.solve_qp_box` (``lb = ub = None``; H as
@@ -724,80 +294,6 @@ class SeikoController:
         """Enabled contacts, in robot-file order (the order of the stacked wrench)."""
         return [c for c in self.contacts if self._enabled[c.name]]
 
-    # ---------------------------------------------------------------- input checks
-
-    def _vec(self, name: str, value, shape: tuple[int, ...]) -> np.ndarray:
-        a = np.asarray(value, dtype=float)
-        if a.shape != shape:
-            raise ContractError(f"SeikoController: {name} must have shape {shape}, got {a.shape}")
-        if not math.isfinite(float(a.sum())):  # finite sum <=> all entries finite
-            raise ContractError(f"SeikoController: {name} has non-finite entries")
-        return a
-
-    def _wrench(self, what: str, mapping: Mapping[str, np.ndarray] | None, name: str, required: bool) -> np.ndarray | None:
-        dim = self.robot.contacts[name].dim
-        if mapping is None or name not in mapping:
-            if required:
-                raise ContractError(f"SeikoController: {what} has no entry for enabled effector {name!r}")
-            return None
-        return self._vec(f"{what}[{name!r}]", mapping[name], (dim,))
-
-    def _check_names(self, what: str, mapping: Mapping | None) -> None:
-        if mapping is None:
-            return
-        unknown = set(mapping) - set(self.names)
-        if unknown:
-            raise ContractError(f"SeikoController: {what} has unknown effector(s) {sorted(unknown)}; expected some of {self.names}")
-
-    _VEC_NAMES = ("q_d", "v_d", "theta_ahead", "tau_read")
-
-    def _load_step_inputs(self, vecs: tuple, maps: tuple, want: tuple[bool, ...]) -> None:
-        """Copy the inputs of :meth:`step` into the one input buffer (a shape check per entry),
-        then check the finiteness of all of them at once (the offending entry is looked up only
-        on failure). ``vecs``: (q_d, v_d, theta_ahead, tau_read), None = not given; ``maps``:
-        (lam_read, lam_d, lam_d_dot, lam_tilde) effector -> array, or None; lam_d and lam_d_dot
-        are read (and checked) only for the effectors ``want`` enables (the others are unused).
-        Fills ``self._has``.
-
-        Raises:
-            ContractError: a wrong shape, an unknown effector or a non-finite entry.
-        """
-        for j, value in enumerate(vecs):
-            if value is None:
-                continue
-            buf = self._in_vecs[j]
-            a = value if type(value) is np.ndarray else np.asarray(value, dtype=float)
-            if a.shape != buf.shape:
-                raise ContractError(f"SeikoController: {self._VEC_NAMES[j]} must have shape {buf.shape}, got {a.shape}")
-            buf[:] = a
-        has = self._has
-        has[:] = False
-        self._in_w[2] = 0.0  # lam_d_dot: a missing entry means zero
-        for j, mapping in enumerate(maps):
-            if not mapping:
-                continue
-            views, has_j = self._in_views[j], has[j]
-            if not self._index.keys() >= mapping.keys():
-                self._check_names(self._in_names[j], mapping)
-            skip = j in (1, 2)
-            for name, value in mapping.items():
-                i, view, shape = views[name]
-                if skip and not want[i]:
-                    continue
-                a = value if type(value) is np.ndarray else np.asarray(value, dtype=float)
-                if a.shape != shape:
-                    raise ContractError(f"SeikoController: {self._in_names[j]}[{name!r}] must have shape {shape}, got {a.shape}")
-                view[:] = a
-                has_j[i] = True
-        rows = self._in_w
-        # a finite sum: all entries finite (the per-entry check only when it is not)
-        if not math.isfinite(float(np.add.reduce(self._in))) and not np.isfinite(self._in).all():
-            bad = [self._VEC_NAMES[j] for j, v in enumerate(vecs) if v is not None and not np.isfinite(self._in_vecs[j]).all()]
-            bad += [f"{self._in_names[j]}[{self.names[i]!r}]" for j, i in zip(*np.nonzero(has))
-                    if not np.isfinite(rows[j, i]).all()]
-            self._in[:] = 0.0  # no stale non-finite value stays in the buffer
-            raise ContractError(f"SeikoController: non-finite entries in {', '.join(bad)}")
-
     # ---------------------------------------------------------------- runInit
 
     def _run_init(self, theta_cmd: np.ndarray) -> QPSolution:
@@ -837,11 +333,6 @@ class SeikoController:
             if not sol.found:
                 break
         return sol
-
-    def _freeze_target(self, name: str) -> None:
-        """Contact target := current flexible pose of the effector (``askSwitchingEnable``)."""
-        pin.framesForwardKinematics(self.model, self.data, self.q_flex)
-        self.targets[name] = pin.SE3(self.data.oMf[self.robot.contacts[name].frame_id])
 
     # ---------------------------------------------------------------- reset
 
@@ -993,42 +484,7 @@ class SeikoController:
         tau_read = None if tau_read is None else vin[3]
         self.theta_d = q_d[7:].copy()
 
-        # Contact switching (TaskSEIKO.cpp l.530-593); a released plane contact is first held
-        # until its measured normal force is low (release_max_force_n, not in the paper).
-        self._filter_normal_forces()
-        switched = False
-        for name in (self.names if (key != self._enabled_key or self._held_s or self._rise_m) else ()):
-            want = bool(enabled.get(name, False))
-            was = self._enabled[name]
-            if want and name in self._held_s:  # enabled again while held: the contact stays
-                del self._held_s[name]
-                rise = self._rise_m.pop(name, 0.0)
-                T = self.targets[name]  # back to the contact target before the hold's rise
-                T.translation = T.translation - np.array([0.0, 0.0, rise])
-            if not want and was and self._hold_for_release(name):
-                continue
-            if want and not was:
-                self._rise_m.pop(name, None)
-            elif not want and not was and name in self._rise_m:
-                # after the switch: keep rising while touching (admittance on the measured f_z),
-                # sink back to the Retargeting's pose once off the ground (< 0.2 x threshold)
-                fn = self._fn_lp.get(name) or 0.0
-                if fn > cfg.release_max_force_n:
-                    v = min(cfg.release_lift_max_m_per_s, cfg.release_lift_gain * (fn - cfg.release_max_force_n))
-                    self._rise_m[name] = min(cfg.release_lift_max_m, self._rise_m[name] + dt * v)
-                elif fn < 0.2 * cfg.release_max_force_n:
-                    self._rise_m[name] = max(0.0, self._rise_m[name] - dt * cfg.release_lift_max_m_per_s)
-            if want != was:
-                switched = True
-                self._enabled[name] = want
-                if want:
-                    self._freeze_target(name)
-                else:
-                    self.targets.pop(name, None)
-                self._lam_flex[name][:] = 0.0
-                self._lam_flex_dot[name][:] = 0.0
-        if switched:
-            self._enabled_key = tuple(self._enabled[name] for name in self.names)
+        switched = self._switch_contacts(enabled, key)
         init_sol = None
         if switched:
             init_sol = self._run_init_n(self.theta_d + self.offset, cfg.init_iterations)
@@ -1140,203 +596,6 @@ class SeikoController:
             _log.info("torque limit (12): %s back at its URDF limit %.1f N m", names[i], lim[i])
         self._tau_engaged = engaged
 
-    # ---------------------------------------------------------------- release on the measured force
-
-    def _filter_normal_forces(self) -> None:
-        """Low-pass the measured normal force of the plane contacts (this step's ``lam_read``)."""
-        a = self._fn_alpha
-        read, has = self._in_w[0], self._has[0]
-        for name in self._fn_lp:
-            i = self._index[name]
-            if not has[i]:
-                continue
-            fn = float(read[i, 2])
-            prev = self._fn_lp[name]
-            self._fn_lp[name] = fn if prev is None else a * prev + (1.0 - a) * fn
-
-    def _hold_for_release(self, name: str) -> bool:
-        """True while the released plane contact ``name`` stays enabled (measured f_z too high);
-        raises its contact target meanwhile (``release_*`` of :class:`ControllerConfig`)."""
-        cfg = self.config
-        fn = self._fn_lp.get(name)
-        if cfg.release_max_force_n <= 0.0 or fn is None:
-            return False
-        held = self._held_s.get(name)
-        if held is None:
-            if fn < cfg.release_max_force_n:
-                self._rise_m.pop(name, None)
-                return False
-            _log.info("SEIKO controller: %s released by the Retargeting with %.1f N measured; "
-                      "unloading it before the switch", name, fn)
-            held = 0.0
-            self._rise_m[name] = 0.0
-        elif fn < cfg.release_max_force_n or held >= cfg.release_timeout_s:
-            if fn >= cfg.release_max_force_n:
-                _log.warning("SEIKO controller: %s still carries %.1f N after %.1f s; switching anyway", name, fn, held)
-            del self._held_s[name]
-            return False
-        x = min(1.0, held / cfg.release_ramp_s) if cfg.release_ramp_s > 0.0 else 1.0
-        v = min(cfg.release_lift_max_m_per_s, cfg.release_lift_gain * max(0.0, fn)) * 0.5 * (1.0 - math.cos(math.pi * x))
-        dz = min(cfg.dt_s * v, max(0.0, cfg.release_lift_max_m - self._rise_m[name]))
-        T = self.targets[name]
-        T.translation = T.translation + np.array([0.0, 0.0, dz])
-        self._rise_m[name] += dz
-        self._held_s[name] = held + cfg.dt_s
-        return True
-
-    # ---------------------------------------------------------------- QP (11)
-
-    def _workspace(self) -> _Workspace:
-        key = self._enabled_key
-        ws = self._ws_cache.get(key)
-        if ws is None:
-            ws = _Workspace(self, key)
-            self._ws_cache[key] = ws
-        return ws
-
-    def _solve_qp11(self, ws: _Workspace, q_d: np.ndarray) -> QPSolution:
-        """Assemble QP (11) in the workspace (effort of (10) in ``ws.effort``) and solve it."""
-        cfg = self.config
-        dt = cfg.dt_s
-        nv = self.nv
-        on = ws.contacts
-        model, data = self.model, self.data
-        terms = equilibrium_terms(
-            model, data, self.q_flex, on, ws.lam_flex_on, [self.R_c.get(name) for name in ws.names_on]
-        )
-        theta_cmd = self.theta_d + self.offset
-        tau_flex = self.K * (theta_cmd - self.q_flex[7:])
-        self.tau_flex = tau_flex
-        dmin, dmax = self._dmin, self._dmax  # joint-limit margins of the offset (also for _integrate)
-        np.subtract(self.theta_min, self.theta_d, out=dmin)
-        np.subtract(self.theta_max, self.theta_d, out=dmax)
-        # T = [dr/dq + S K S^T | -J^T], t = r - S tau_flex (eq. 5).
-        T, t = ws.T, ws.t
-        T[:, :nv] = terms.dr_dq
-        ws.T_jdiag += self.K
-        np.negative(terms.J.T, out=T[:, nv:])
-        np.copyto(t, terms.r)
-        t[6:] -= tau_flex
-        T_J, t_J = T[6:], t[6:]
-        # theta_cmd_dot = M x + c / dt (eq. 7).
-        M = ws.M
-        np.multiply(self._K_inv_col, T_J, out=M)
-        c_vec = self.K_inv * t_J
-        # offset + K^-1 t_J: the offset after this step for x = 0 ((11d), (11h) and the offset bound)
-        offset_x0 = self.offset + c_vec
-        H, g = ws.H, ws.g
-        # (11e) + (11d): w_e ||M x + c/dt||^2 + w_d ||dt M x + offset + c||^2.
-        w_e, w_d = cfg.weight_cmd_change, cfg.weight_cmd_offset
-        np.matmul(M.T, M, out=H)
-        H *= w_e + w_d * dt * dt
-        v = offset_x0 * (w_d * dt)
-        v += c_vec * (w_e / dt)
-        np.dot(M.T, v, out=g)  # (np.dot: less per-call overhead than matmul here, same BLAS product)
-        # Base regularisation and (11b) wrench-rate tracking: constant diagonal, - w effort.
-        ws.H_diag += ws.H_const_diag
-        g[nv:] -= ws.w_wrench * ws.effort
-        # (11c) disabled effectors and enabled-point orientation, targets = FK of q_d: all the
-        # pose rows stacked (LOCAL Jacobians, LOCAL errors), one weighted product.
-        oMf = data.oMf
-        if ws.pose:
-            data_d = self._data_d
-            pin.forwardKinematics(model, data_d, q_d)
-            for fid in ws.pose_frames:
-                pin.updateFramePlacement(model, data_d, fid)
-            oMf_d = data_d.oMf
-            for name, fid, src, Jrows, e_pos, e_rot in ws.pose:
-                Jrows[:] = pin.getFrameJacobian(model, data, fid, pin.LOCAL)[src]
-                cur = oMf[fid]
-                D = cur.actInv(oMf_d[fid])  # R^T (p_t - p), R^T R_t
-                if e_pos is not None:
-                    e_pos[:] = D.translation
-                    rise = self._rise_m.get(name)
-                    if rise is not None:
-                        e_pos += rise * cur.rotation[2]  # R^T [0, 0, rise]
-                if e_rot is not None:
-                    e_rot[:] = pin.log3(D.rotation)
-            Jp, WJ = ws.J_pose, ws.WJ_pose
-            np.multiply(ws.w_pose_col, Jp, out=WJ)
-            np.dot(Jp.T, WJ, out=ws.H_pose)
-            H[:nv, :nv] += ws.H_pose
-            np.dot(WJ.T, ws.e_pose, out=ws.g_pose)
-            ws.g_pose *= cfg.gain_pose / dt
-            g[:nv] -= ws.g_pose
-        # Equalities (lo = hi): (11g) contacts stay at their frozen targets, in the rows of J
-        # (planes: LOCAL [R^T (p_t - p); log3(R^T R_t)], points: R_c^T (p_t - p)); (11f) base rows.
-        A, lo, hi = ws.A, ws.lo, ws.hi
-        for name, fid, plane, e_pos, e_rot in ws.contact_rows:
-            tgt = self.targets[name]
-            if plane:
-                D = oMf[fid].actInv(tgt)
-                e_pos[:] = D.translation
-                e_rot[:] = pin.log3(D.rotation)
-            else:
-                np.subtract(tgt.translation, oMf[fid].translation, out=ws.tmp3)
-                np.dot(ws.tmp3, self.R_c[name], out=e_pos)
-        ws.A_c[:] = terms.J
-        ws.lo_c /= dt
-        ws.A_B[:] = T[:6]
-        np.divide(t[:6], -dt, out=ws.lo_B)
-        ws.hi_eq[:] = ws.lo_eq
-        # Inequalities, scaled by weight_ineq: command rows (11h) and |offset| bound, one
-        # two-sided row per joint on dt theta_cmd_dot (the intersection of both intervals) ...
-        s = cfg.weight_ineq
-        L = cfg.max_pos_cmd_offset_rad
-        np.multiply(M, s * dt, out=ws.A_P)
-        np.maximum(dmin, -L, out=ws.lo_P)  # max(theta_min - theta_cmd, -L - offset) - c
-        np.minimum(dmax, L, out=ws.hi_P)
-        bounds_P = ws.bounds_P  # both sides at once
-        bounds_P -= offset_x0
-        bounds_P *= s
-        # ... and (11i): |tau_flex + t_J + dt (T_J x - K theta_dot)| <= tau_lim.
-        np.multiply(T_J, s * dt, out=ws.A_N)
-        ws.A_N_jdiag -= self._weight_ineq_dt_K
-        # Without (11i) the rows stay (fixed QP size) with a bound that never binds.
-        tau_lim = self._tau_adapt.value if cfg.torque_limit_constraint else _NO_TORQUE_LIMIT_NM
-        tt = tau_flex + t_J
-        np.add(tau_lim, tt, out=ws.lo_N)
-        ws.lo_N *= -s
-        np.subtract(tau_lim, tt, out=ws.hi_N)
-        ws.hi_N *= s
-        t6 = t[:6]
-        self._last_bias = (math.sqrt(float(t6.dot(t6))), math.sqrt(float(c_vec.dot(c_vec))))
-        self._c_vec = c_vec
-        # solved in the workspace's buffers, H regularised in place (qp_reg * max(1, max|diag H|);
-        # H is rebuilt every step)
-        t_solve = time.perf_counter()
-        sol = ws.qp.solve(solver=cfg.qp_solver, reg=cfg.qp_reg, tol=cfg.qp_tol)
-        self._solve_time = time.perf_counter() - t_solve
-        if self.qp_hook is not None:
-            self.qp_hook(H, g, A, lo, hi, None, None, sol)
-        return sol
-
-    def _integrate(self, ws: _Workspace, x: np.ndarray) -> None:
-        cfg = self.config
-        dt = cfg.dt_s
-        nv = self.nv
-        theta_cmd_dot = ws.M.dot(x)
-        theta_cmd_dot += self._c_vec / dt
-        self._theta_cmd_dot = theta_cmd_dot
-        self.q_flex = pin.integrate(self.model, self.q_flex, dt * x[:nv])
-        # enabled effectors: lam_flex += dt lam_flex_dot; disabled ones keep lam_flex = 0 (set
-        # at their switch) and get lam_flex_dot = 0
-        xl = x[nv:]
-        ldot = self._lam_flex_dot_flat
-        ldot[:] = 0.0
-        ldot[ws.flat_sel] = xl
-        self._lam_flex_flat[ws.flat_sel] += dt * xl
-        off = self.offset
-        off += dt * theta_cmd_dot
-        # clip to +-L, then to [theta_min - theta_d, theta_max - theta_d] (np.clip's wrapper
-        # costs more than these four ufuncs)
-        L = cfg.max_pos_cmd_offset_rad
-        np.maximum(off, -L, out=off)
-        np.minimum(off, L, out=off)
-        np.maximum(off, self._dmin, out=off)
-        np.minimum(off, self._dmax, out=off)
-        self.tau_flex = self.K * (self.theta_d + off - self.q_flex[7:])
-
     # ---------------------------------------------------------------- output
 
     def _start_blend(self, start: np.ndarray) -> None:
@@ -1356,7 +615,7 @@ class SeikoController:
         self._last_cmd = cmd
         return cmd
 
-    def _diagnostics(self, sol: QPSolution, t0: float, step_time: float, *, switched: bool, ws: _Workspace | None) -> dict:
+    def _diagnostics(self, sol: QPSolution, t0: float, step_time: float, *, switched: bool, ws: Qp11Workspace | None) -> dict:
         bias_b, bias_j = getattr(self, "_last_bias", (float("nan"), float("nan"))) if ws is not None else (float("nan"), float("nan"))
         return {
             "status": sol.status,
