@@ -141,8 +141,10 @@ def test_recorder_kill_ends_the_run_named_and_keeps_the_recording(tmp_path):
 @needs_dora
 @pytest.mark.slow
 def test_hang_of_the_controller_is_detected_by_the_driver(tmp_path):
-    # the driver's lockstep timeout (no input for N s, default 60) is shortened to 15 s for CI time
-    r = _run(tmp_path, "hang", "seiko_controller", 0.5, {"node_args": {"mujoco_driver": "--lockstep-timeout-s 15"}})
+    # the driver's lockstep timeout (no input for N s, default 60) is shortened to 15 s for CI time, and
+    # dora's finish grace (it kills the stopped process at the end; default 120 s) to 10 s, as the campaign does
+    r = _run(tmp_path, "hang", "seiko_controller", 0.5, {"node_args": {"mujoco_driver": "--lockstep-timeout-s 15"},
+                                                         "env": {"DORA_FINISH_DRAIN_GRACE_SECS": 10}})
     assert r["fault_sent"] and not r["timed_out"] and r["exit_code"] not in (0, None)
     assert "mujoco_driver" in r["failure_line"] and "command" in r["failure_line"]
     assert r["base_kept"] is True

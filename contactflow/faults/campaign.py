@@ -140,7 +140,10 @@ def process_cases(setup: GraphSetup, *, quick: bool, seed: int = 0) -> list[Faul
     kill_targets = [main] if quick else [n for n in nodes if n != rec]
     hang_targets = [main] if quick else workers
     cases += [FaultCase(setup.graph, "kill", n, at(), seed=seed) for n in kill_targets]
-    cases += [FaultCase(setup.graph, "hang", n, at(), seed=seed) for n in hang_targets]
+    # a stopped process never answers dora's stop: dora kills it after its finish grace (120 s by
+    # default); the campaign shortens that grace to 10 s (dora's own setting, in the case's params)
+    cases += [FaultCase(setup.graph, "hang", n, at(), {"env": {"DORA_FINISH_DRAIN_GRACE_SECS": 10}}, seed=seed)
+              for n in hang_targets]
     cases.append(FaultCase(setup.graph, "stall", setup.clock, at(), {"pause_s": 1.0}, seed=seed))
     cases.append(FaultCase(setup.graph, "dropout", setup.clock, at(), {"pause_s": 0.1}, seed=seed))
     if rec:
@@ -276,7 +279,7 @@ def run_case(case: FaultCase, out_dir: Path, *, timeout_s: float | None = None, 
 
     Args:
         case: the case. out_dir: where its output log and recordings go (a sub-folder per case).
-        timeout_s: hard wall-clock limit [s] (default: 90 s, 150 s for a hang); the process group
+        timeout_s: hard wall-clock limit [s] (default: 120 s, 180 s for a hang); the process group
             of ``dora run`` is killed at the limit.
         recording: a run directory to replay (``CONTACTFLOW_RECORDING``), for replay graphs.
         baseline: the outcome of this graph's baseline run (its recording's size sets ``disk_full``'s limit).
@@ -295,7 +298,7 @@ def run_case(case: FaultCase, out_dir: Path, *, timeout_s: float | None = None, 
         if inject is None or case.kind not in getattr(inject, "GRAPH_KINDS", ()):
             raise ConfigError(f"{case.name}: unknown fault kind {case.kind!r}")
     if timeout_s is None:
-        timeout_s = 150.0 if case.kind == "hang" else 90.0
+        timeout_s = 180.0 if case.kind == "hang" else 120.0
     tag = hashlib.sha1(json.dumps(case.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
     case_dir = out_dir / "cases" / f"{Path(case.graph).stem}-{case.kind}-{case.node or 'none'}-{tag}"
     case_dir.mkdir(parents=True, exist_ok=True)
@@ -312,6 +315,7 @@ def run_case(case: FaultCase, out_dir: Path, *, timeout_s: float | None = None, 
         env["CONTACTFLOW_SCENARIO"] = str(REPO / scenario)
     if recording:
         env["CONTACTFLOW_RECORDING"] = str(recording)
+    env.update({str(k): str(v) for k, v in dict(case.params.get("env", {})).items()})
     logf = case_dir / "dora.log"
     fault: dict[str, Any] = {"sent": False}
     t_start = time.monotonic()
@@ -447,8 +451,12 @@ def analyse(case: FaultCase, setup: GraphSetup, rec_root: Path, lines: list[str]
     # fault time [s simulated]
     if case.kind == "baseline":
         t_fault = None
-    elif case.kind == "disk_full":  # the limit was hit: the newest message written anywhere
-        t_fault = max((float(s.t.max()) for s in streams.values() if len(s)), default=None)
+    elif case.kind == "disk_full":
+        # the limit was hit when the recorder wrote its last batch: the clock's newest written time (the
+        # manifest's write_failure has no time; the operator runs ahead of the clock, so not the newest of all)
+        written = clock if clock is not None and len(clock) else None
+        t_fault = (float(written.t.max()) if written is not None
+                   else max((float(s.t.max()) for s in streams.values() if len(s)), default=None))
     elif case.kind in SIGNAL_KINDS:
         t_fault = (_interp_fault_t(clock.t, clock.t_wall_ns, fault["wall_ns"])
                    if fault.get("sent") and clock is not None else None)
@@ -471,7 +479,8 @@ def analyse(case: FaultCase, setup: GraphSetup, rec_root: Path, lines: list[str]
             except KeyError as exc:
                 res["errors"].append(str(exc))
         cmd = streams.get(setup.command_stream) if setup.command_stream else None
-        if cmd is not None and len(cmd) and t_fault is not None and setup.simulated:
+        if (cmd is not None and len(cmd) and t_fault is not None and setup.simulated
+                and case.kind not in ("stall", "dropout", "recorder_kill", "disk_full")):  # commands go on there
             res["hold_after_ms"] = round(max(0.0, float(cmd.t.max()) - t_fault) * 1e3, 1)
     # recording kept up to
     lost, worst = 0.0, ""

@@ -66,5 +66,5 @@ def add_parser(sub) -> None:
             q.add_argument("--out", metavar="DIR", help="output folder (default: ./faults-<UTC time>)")
             q.add_argument("--jobs", type=int, default=1, help="accepted for compatibility; cases run one at a time")
             q.add_argument("--timeout-s", type=float, default=None,
-                           help="hard wall-clock limit per run [s] (default 90, 150 for a hang)")
+                           help="hard wall-clock limit per run [s] (default 120, 180 for a hang)")
         q.set_defaults(func=func)
