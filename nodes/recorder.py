@@ -43,6 +43,8 @@ import logging
 import os
 from pathlib import Path
 
+import numpy as np
+
 from contactflow.nodes._runtime import connect, declared_inputs, base_parser, log_info, node_main
 from contactflow.paths import default_recordings_dir, source_checkout
 
@@ -72,6 +74,7 @@ class Recorder:
         self.lost_batches = 0
         self.lost_batches_before_first = 0
         self.lost_by_input: dict[str, int] = {}
+        self.finished: dict[str, bool] = {}  # stream -> a message with `finished` arrived
         self.failure_reported = False
 
     def _stream(self, name: str, size: int, meta: dict):
@@ -117,7 +120,9 @@ class Recorder:
             w.missing_before_first = seq
             _warn_gap(name, seq, seq, before_first=True)
         missing = w.missing
-        w.append(seq, float(md.get("t", float("nan"))), vec, bool(md.get("finished", False)))
+        fin = bool(md.get("finished", False))
+        w.append(seq, float(md.get("t", float("nan"))), vec, fin)
+        self.finished[name] = self.finished.get(name, False) or fin
         _warn_gap(name, w.missing - missing, md.get("seq"))
 
     def _record_log(self, iid, src, vec, md):
@@ -154,6 +159,7 @@ class Recorder:
                 _warn_gap(name, int(b.seq[0]), int(b.seq[0]), before_first=True)
             missing = w.missing
             w.append_block(b.seq, b.t, b.values, b.finished, b.t_wall_ns)
+            self.finished[name] = self.finished.get(name, False) or bool(np.any(b.finished))
             _warn_gap(name, w.missing - missing, int(b.seq[0]) if len(b.seq) else None)
             count += len(b.seq)
         return count
@@ -174,6 +180,12 @@ class Recorder:
                 if w.missing or w.missing_before_first}
 
     def close(self) -> None:
+        for name in self.writer.streams:
+            done = self.finished.get(name, False)
+            self.writer.manifest["streams"][name]["finished"] = done
+            if not done:
+                log.warning("stream %s: no message with 'finished' arrived: the run was stopped before its end, or "
+                            "the stream's last messages were lost (those cannot be counted)", name)
         gaps = self.gaps()
         self.writer.close(messages=self.n_msgs, recording_gaps=sum(gaps.values()),
                           recording_lost_batches=self.lost_batches,

@@ -1,5 +1,6 @@
 """The nodes' batched log (nodes/_runtime.py Sender) and its unpacking by the recorder."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -235,3 +236,159 @@ def test_a_rows_output_carries_the_messages_ten_ticks_per_message_and_flushes_at
     ticks = list(_runtime.Lockstep(FakeEvents(events), {"a": (A, 0)}))
     np.testing.assert_array_equal([t.inputs["a"]["x"][0] for t in ticks], np.arange(11))
     assert ticks[-1].finished
+
+
+# --------------------------------------------------------------------------- losses before the first message
+
+
+def _talos_descriptor():
+    return {"nodes": [
+        {"id": "mujoco_driver", "path": "contactflow-mujoco_driver", "outputs": ["sensors"]},
+        {"id": "seiko_controller", "path": "contactflow-seiko_controller", "outputs": ["command", "log"]},
+        {"id": "recorder", "path": "contactflow-recorder"},
+    ]}
+
+
+def test_a_stream_whose_first_messages_were_lost_keeps_its_layout_and_counts_the_loss(tmp_path, capsys):
+    """The recorder fed faster than it reads: the first messages of a stream (the one with the contract
+    and layout) and the first log batches of a node are dropped before it reads; every loss is counted and
+    the layout comes from the port table."""
+    from contactflow.cli import main as cli_main
+    from contactflow.contracts.messages import port_specs
+    from contactflow.nodes.recorder import Recorder
+    from contactflow.recording.store import port_table_streams
+    from contactflow.robot import load_robot
+
+    robot = load_robot("talos")
+    specs = port_specs(robot)
+    inputs = {"sensors": "mujoco_driver/sensors", "ctrl": "seiko_controller/log"}
+    expected = port_table_streams(_talos_descriptor(), inputs, robot)
+    assert expected["mujoco_driver.sensors"]["contract"] == "sensors"
+    assert expected["seiko_controller.state"]["size"] == specs["controller_state"].size
+    w = RecordingWriter(tmp_path / "rec-1", {"robot": "talos"})
+    rec = Recorder(w, inputs, {}, expected)
+    sens, cmd, state = specs["sensors"], specs["joint_command"], specs["controller_state"]
+    # seq 0..6 of the sensors lost (seq 0 carried contract and layout); then 7..99 arrive, 50 and 51 lost too
+    for k in range(7, 100):
+        if k in (50, 51):
+            continue
+        rec.on_input("sensors", np.full(sens.size, float(k)), {"seq": k, "t": 0.002 * k, "finished": k == 99})
+    # the controller's log batches 0 and 1 (ticks 0..19) lost; batches 2..4 arrive (ticks 20..49)
+    for batch in range(2, 5):
+        rows = {"command": ({"contract": "joint_command", "layout": [[f.name, f.size] for f in cmd.fields]},
+                            [(k, 0.002 * k, False, 10 ** 18 + k, np.zeros(cmd.size)) for k in range(10 * batch, 10 * batch + 10)]),
+                "state": ({"contract": "controller_state"},  # a head without a layout: the port table's is used
+                          [(k, 0.002 * k, False, 10 ** 18 + k, np.zeros(state.size)) for k in range(10 * batch, 10 * batch + 10)])}
+        values, md = pack_log(rows, batch)
+        rec.on_input("ctrl", values, md)
+    rec.close()
+    m = w.manifest
+    s = m["streams"]["mujoco_driver.sensors"]
+    assert s["missing_before_first"] == 7 and s["missing_seq"] == 2 and s["messages"] == 91
+    assert s["messages"] + s["missing_seq"] + s["missing_before_first"] == 100  # every loss counted
+    assert s["layout"] == [[f.name, f.size] for f in sens.fields] and s["contract"] == "sensors"
+    assert m["streams"]["seiko_controller.command"]["missing_before_first"] == 20
+    assert m["streams"]["seiko_controller.state"]["layout"] == [[f.name, f.size] for f in state.fields]
+    assert m["recording_lost_batches"] == 2 and m["recording_lost_batches_before_first"] == 2
+    assert m["recording_gaps"] == 7 + 2 + 20 + 20
+    # the fields are known to `rec info --fields` and `plot`
+    rc = cli_main(["rec", "info", "rec-1", "--root", str(tmp_path), "--fields"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "mujoco_driver.sensors: t[1], q[" in out and "missing before the first message: 7" in out
+    rc = cli_main(["plot", "rec-1", "--root", str(tmp_path), "mujoco_driver.sensors:q[2]", "--out", str(tmp_path / "p.png")])
+    assert rc == 0
+
+
+def test_a_first_message_with_its_contract_is_not_a_loss(tmp_path):
+    """An output that starts after tick 0 (its first message carries the contract) counts nothing lost."""
+    from contactflow.nodes.recorder import Recorder
+
+    w = RecordingWriter(tmp_path / "run", {})
+    rec = Recorder(w, {"x": "src/a"}, {}, {"src.a": {"source": "src/a", "contract": "a", "size": 2,
+                                                    "layout": [["x", 2]]}})
+    rec.on_input("x", np.zeros(2), {"seq": 5, "t": 0.01, "contract": "a", "layout": '[["x", 2]]'})
+    rec.on_input("x", np.zeros(2), {"seq": 6, "t": 0.012})
+    rec.close()
+    assert w.manifest["streams"]["src.a"]["missing_before_first"] == 0 and w.manifest["recording_gaps"] == 0
+
+
+def _flood_graph(tmp_path, n, recorder_args="", queue="", mode="--mode fast"):
+    """A replay (``mode``: fast, or paced) of an ``n``-tick Talos sensors stream into a recorder (no
+    backpressure unless ``queue`` says so). The recorder takes seconds to start (imports, robot model):
+    a replay that starts sending at once fills its queue before it reads."""
+    from contactflow.contracts.messages import port_specs
+    from contactflow.robot import load_robot
+
+    spec = port_specs(load_robot("talos"))["sensors"]
+    src = RecordingWriter(tmp_path / "src" / "flood-1", {"robot": "talos", "dataflow": "x.yml"})
+    s = src.stream("mujoco_driver.sensors", spec.size, {"source": "mujoco_driver/sensors", "contract": "sensors",
+                                                        "layout": json.dumps([[f.name, f.size] for f in spec.fields])})
+    for k in range(n):
+        s.append(k, 0.002 * k, np.full(spec.size, float(k)), finished=k == n - 1)
+    src.close()
+    df = tmp_path / "g.yml"
+    df.write_text(f"""nodes:
+  - id: mujoco_driver
+    path: {ROOT / 'nodes' / 'replay.py'}
+    args: --recording {tmp_path / 'src' / 'flood-1'} --streams mujoco_driver.sensors {mode}
+    outputs: [sensors]
+  - id: recorder
+    path: {ROOT / 'nodes' / 'recorder.py'}
+    args: --name flood --robot talos {recorder_args}
+    inputs:
+      sensors: {{source: mujoco_driver/sensors{queue}}}
+""")
+    env = dict(os.environ, CONTACTFLOW_RECORDINGS=str(tmp_path / "rec"))
+    proc = subprocess.run([DORA, "run", str(df), "--stop-after", "60s"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    runs = [p for p in (tmp_path / "rec").iterdir() if p.is_dir() and not p.is_symlink()]
+    assert len(runs) == 1, (proc.stdout + proc.stderr)[-3000:]
+    return proc, runs[0]
+
+
+@pytest.mark.dora
+def test_a_flooded_recorder_counts_every_loss_and_keeps_the_layout(tmp_path):
+    """A replay at 1000 messages/s into a recorder with a 20-message queue (dora discards what does not
+    fit) while the recorder starts: its first messages, which carry the contract and layout, are
+    lost; every loss is counted, and the stream has its layout from the port table."""
+    n = 6000
+    proc, run = _flood_graph(tmp_path, n, "", ", queue_size: 20", "--mode paced --speed 2")  # 1000 messages/s
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    rec = read_recording(run)
+    st = rec.stream("mujoco_driver.sensors")
+    e = rec.manifest["streams"]["mujoco_driver.sensors"]
+    print(f"flood: {len(st)} of {n} recorded, {e['missing_seq']} missing in seq, {e['missing_before_first']} before "
+          f"the first (first seq {st.seq[0]})")
+    assert e["missing_before_first"] > 0  # the flood did drop the first messages
+    assert e["missing_before_first"] == st.seq[0]
+    # every loss up to the last message received is counted
+    assert len(st) + e["missing_seq"] + e["missing_before_first"] == st.seq[-1] + 1
+    # a lost tail cannot be counted (nothing comes after it) but is flagged: no 'finished' message
+    assert e["finished"] == bool(st.finished[-1]) == (st.seq[-1] == n - 1)
+    assert [f for f, _ in st.layout][:3] == ["t", "q", "v"] and e["contract"] == "sensors"
+    np.testing.assert_array_equal(st.values[:, 0], st.seq)  # the recorded values are the sent ones
+    assert rec.manifest["recording_gaps"] == st.seq[-1] + 1 - len(st)
+
+
+@pytest.mark.dora
+def test_recorder_max_bytes_ends_like_a_full_disk(tmp_path):
+    """--max-bytes: the files are readable up to their last complete batch, what was not written is
+    counted, and the recorder exits non-zero with one line naming the stream and the bytes written."""
+    n = 2000
+    proc, run = _flood_graph(tmp_path, n, "--max-bytes 200000", ", queue_size: 100000, queue_policy: backpressure",
+                             "--mode paced --speed 2")  # 1000 messages/s: batches of ~50 messages (47 kB)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    lines = {ln.split("[contactflow] ", 1)[1] for ln in out.splitlines() if "node 'recorder' failed: disk full" in ln}
+    assert len(lines) == 1, out[-3000:]  # one line (dora echoes it in its own report too)
+    line = lines.pop()
+    assert "stream mujoco_driver.sensors" in line and "bytes written (limit --max-bytes 200000)" in line
+    rec = read_recording(run)
+    st = rec.stream("mujoco_driver.sensors")
+    m = rec.manifest
+    assert st.truncated and st.damage.reason == "no end-of-stream marker" and st.damage.offset <= 200000
+    assert len(st) == m["streams"]["mujoco_driver.sensors"]["messages"] > 0
+    assert len(st) + m["unwritten_messages"] == n and m["write_failure"]["bytes_written"] == st.damage.offset
+    assert f"{st.damage.offset} bytes written" in line and f"{m['unwritten_messages']} message(s) not written" in line
+    np.testing.assert_array_equal(st.seq, np.arange(len(st)))

@@ -115,6 +115,8 @@ def _cmd_info(args) -> int:
             print(f"{'':34s} missing seq: " + ", ".join(f"{a}..{b}" if a != b else str(a) for a, b in s["gaps"]))
         if s["missing_before_first"]:
             print(f"{'':34s} missing before the first message: {s['missing_before_first']}")
+        if rec.manifest.get("streams", {}).get(s["name"], {}).get("finished") is False:
+            print(f"{'':34s} no 'finished' message: the run was stopped, or its last messages were lost (not countable)")
         if s["unwritten_messages"]:
             print(f"{'':34s} received but not written: {s['unwritten_messages']}")
     for u in info["unreadable"]:

@@ -195,6 +195,10 @@ class StreamWriter:
         unwritten: messages received but not written (after a write failure).
     """
 
+    #: Rows per record batch at most: a backlog (a recorder that starts late) is written in batches of this
+    #: size, so what a crash or a full disk takes stays bounded.
+    MAX_BATCH_ROWS = 100
+
     def __init__(self, path: Path, size: int, metadata: dict[str, str], flush_period_s: float = 0.1,
                  fsync_period_s: float = 1.0, *, budget: _ByteBudget | None = None, on_failure=None):
         self.path = Path(path)
@@ -243,7 +247,7 @@ class StreamWriter:
             self.unwritten += 1
             return
         self._rows.append((seq, float(t), int(t_wall_ns if t_wall_ns is not None else time.time_ns()), bool(finished), v))
-        if time.monotonic() - self._last_flush >= self.flush_period_s:
+        if len(self._rows) >= self.MAX_BATCH_ROWS or time.monotonic() - self._last_flush >= self.flush_period_s:
             self.flush()
 
     def append_block(self, seq: np.ndarray, t: np.ndarray, values: np.ndarray, finished: np.ndarray,
