@@ -129,6 +129,8 @@ class PortFaultInjector:
     """Applies a :class:`PortFault` to a stream of messages (the ``fault_injector`` node's logic).
 
     :meth:`process` takes one received message and returns the messages to forward in its place.
+    Keep-alive re-sends (metadata ``repeat``, ``nodes/_runtime.py`` Sender.repeat) are forwarded
+    unchanged: the faulted message is always one the receiver uses.
     ``fired`` holds ``(seq, t)`` of the first faulted message (None before); ``faulted`` counts the
     messages faulted (a flood: the copies sent).
     """
@@ -157,7 +159,8 @@ class PortFaultInjector:
         """
         md = dict(metadata)
         t = _message_time(md)
-        if self._left == 0 or t is None or t < self.fault.at_s:
+        # a keep-alive re-send (``repeat``) is never the faulted message: receivers skip it (Lockstep)
+        if self._left == 0 or t is None or t < self.fault.at_s or md.get("repeat", False):
             return [(values, md)]
         if self.fired is None:
             seq = md.get("seq")
@@ -442,7 +445,8 @@ def graph_fault_problems(case: FaultCase, lines: list[str]) -> list[str]:
             dests = [case.params["to"]] if case.params.get("to") else []
             for d in dests:
                 node, _, port = d.partition("/")
-                if not any(f"{node}:" in ln and f"input {port!r}" in ln and "malformed" in ln for ln in lines):
+                if not any(f"{node}:" in ln and "malformed" in ln and (f"'{port}'" in ln or f" {port} " in ln)
+                           for ln in lines):
                     problems.append(f"{node} did not report the malformed message on its input {port!r}")
     elif case.kind in SCENARIO_KINDS:
         text, what = SCENARIO_EVIDENCE[case.kind]
