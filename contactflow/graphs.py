@@ -126,11 +126,20 @@ def driver(command: str, *, args: str | None = None, args_comment: str = "", rea
                 {"command": (command, _queue_of(realtime))}, ["sensors", LOG], args_comment=args_comment, env=env)
 
 
-def replay_node(node_id: str, streams: str, output: str, ack: str, record_as: str) -> Node:
+def replay_node(node_id: str, streams: str, output: str, ack: str, record_as: str, *, window: int = 1,
+                require: tuple[str, ...] = ()) -> Node:
     """A replay node standing in for ``node_id`` (re-publishes the newest Talos recording's ``streams``;
-    ``--robot talos``: a run of another robot is never picked as ``latest`` and refused when named)."""
-    return Node(node_id, node_script("replay"), f"--recording latest --robot talos --streams {streams} --mode lockstep",
-                {"ack": (ack, LOCKSTEP)}, [output], record={output: record_as})
+    ``--robot talos``: a run of another robot is never picked as ``latest`` and refused when named).
+
+    ``window``: ticks published ahead of the last ``ack`` (``--window``). ``require``: the other
+    streams the graph replays (``--require-streams``), so that every replay node of the graph picks
+    the same run as ``latest`` and a run without one of them is refused."""
+    args = f"--recording latest --robot talos --streams {streams} --mode lockstep"
+    if window != 1:
+        args += f" --window {window}"
+    if require:
+        args += f" --require-streams {','.join(require)}"
+    return Node(node_id, node_script("replay"), args, {"ack": (ack, LOCKSTEP)}, [output], record={output: record_as})
 
 
 def operator(mode: str = "scenario", scenario: str = "hand_forward.yaml", *, clock: str = "mujoco_driver/log",
@@ -284,7 +293,7 @@ def seiko_talos() -> Graph:
 
 def seiko_talos_sim() -> Graph:
     return Graph(f"""SEIKO on Talos in MuJoCo: the simulation half of the sim / replay pair. Same graph as
-seiko_talos_replay.yml except the driver node (and the operator's scenario source); its recordings
+seiko_talos_replay.yml except the driver and operator nodes (replays there); its recordings
 have the same stream names as seiko_talos.yml's.
 
   dora run dataflows/seiko_talos_sim.yml
@@ -295,24 +304,37 @@ A hardware graph replaces the `mujoco_driver` node by the robot's driver node (s
 {_LOCKSTEP_NOTE}""", _main_graph("seiko_talos", "seiko_talos_sim.yml"))
 
 
+#: ticks of recorded operator commands a replay publishes ahead of the Controller (the input filter and
+#: the Retargeting run ahead on the free core, as with the live operator's ahead mode)
+REPLAY_COMMAND_WINDOW = 50
+
+
 def seiko_talos_replay() -> Graph:
-    drv = replay_node("mujoco_driver", "mujoco_driver.sensors", "sensors", "seiko_controller/command", "sensors")
-    # the replay driver has no log: the operator plays ahead of the Controller's log instead (the same
-    # commands, at the same t = k dt, as the recorded run's operator)
-    nodes = [drv, operator("recording", clock="seiko_controller/log"), *seiko_stages(sensor_lag=MAIN_SENSOR_LAG)]
-    return Graph("""SEIKO on Talos, open loop on a recorded run: the MuJoCo driver is replaced by a replay of the
-sensors of a recorded seiko_talos run (the replay node takes the id `mujoco_driver`, so the
-wiring is unchanged) and the operator and the SEIKO stages (input filter, Retargeting,
-Controller) run live on them. Lockstep: the replay publishes the sensors of tick k once the
-Controller's command of tick k-1 has arrived (input `ack`), so the run is deterministic and, with
-the same scenario and configs, reproduces the recorded commands exactly.
+    ack = "seiko_controller/command"
+    replayed = ("mujoco_driver.sensors", "operator.command")
+    drv = replay_node("mujoco_driver", "mujoco_driver.sensors", "sensors", ack, "sensors", require=replayed)
+    # the recorded operator commands themselves (contact switches, pushing mode, twists), not a scenario
+    # file played again: the replay reproduces the recorded inputs whatever the scenario file or
+    # CONTACTFLOW_SCENARIO say now, and a run without them is refused
+    op = replay_node("operator", "operator.command", "command", ack, "operator", window=REPLAY_COMMAND_WINDOW,
+                     require=replayed)
+    nodes = [drv, op, *seiko_stages(sensor_lag=MAIN_SENSOR_LAG)]
+    return Graph("""SEIKO on Talos, open loop on a recorded run: the MuJoCo driver and the operator are replaced by
+replays of the recorded sensors and operator commands of a seiko_talos run (the replay nodes take
+the ids `mujoco_driver` and `operator`, so the wiring is unchanged) and the SEIKO stages (input
+filter, Retargeting, Controller) run live on them. Lockstep: the replay publishes the sensors of
+tick k once the Controller's command of tick k-1 has arrived (input `ack`), and the operator
+commands up to 50 ticks ahead of it, so the run is deterministic and, with the same configs,
+reproduces the recorded commands exactly (contact switches and pushing mode included: they are in
+the recorded commands).
 
   dora run dataflows/seiko_talos.yml            # record a run (recordings/<run>/)
-  dora run dataflows/seiko_talos_replay.yml     # replay the newest complete Talos run holding the sensors
+  dora run dataflows/seiko_talos_replay.yml     # replay the newest complete Talos run holding both streams
 
-Change `--recording latest` to a run directory or name to replay another run. The operator plays
-the scenario of that run (`--scenario-from-recording`, from its manifest), so the commands match
-(the robot does not react: open loop). Same graph as seiko_talos_sim.yml except the driver node.""",
+Change `--recording latest` (both nodes) to a run directory or name, or set CONTACTFLOW_RECORDING=RUN,
+to replay another run. A run without the recorded sensors or operator commands is refused before
+anything runs (one line naming the run and the missing stream, exit 2): such a replay could not
+reproduce the recorded inputs (the robot does not react: open loop).""",
                  [*nodes, recorder(nodes, "seiko_talos_replay", "seiko_talos_replay.yml")])
 
 

@@ -14,6 +14,10 @@ Args:
                        replay graph).
   ``--streams node.output[=output_id],...``  recorded streams to re-publish and on which output
                        (default output id: the recorded output name).
+  ``--require-streams node.output,...``  streams the run must hold as well (those the graph's other
+                       replay nodes re-publish): ``latest`` is then the newest run holding all of them,
+                       the same run for every replay node of the graph, and a named run missing one is
+                       refused (the graph could not reproduce the recorded run's inputs).
   ``--mode lockstep|paced|fast``
     * ``lockstep`` (default, deterministic): publish tick k only once the input ``ack`` (the
       consumer's output of tick k - ``--window``, e.g. ``ack: seiko_controller/command``) has
@@ -49,6 +53,8 @@ def _parser():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--recording", required=True, help="run directory, run name, or latest ($CONTACTFLOW_RECORDING overrides)")
     p.add_argument("--streams", required=True)
+    p.add_argument("--require-streams", default="",
+                   help="comma-separated streams the run must hold too (the graph's other replayed inputs)")
     p.add_argument("--mode", choices=["lockstep", "paced", "fast"], default="lockstep")
     p.add_argument("--window", type=int, default=1)
     p.add_argument("--speed", type=float, default=1.0)
@@ -95,7 +101,7 @@ def main() -> int:
     from dora import Node
 
     from contactflow.recording.store import resolve_run
-    from contactflow.recording.replay import parse_stream_map, plan_replay
+    from contactflow.recording.replay import check_replay_inputs, parse_stream_map, plan_replay
 
     import os
 
@@ -112,9 +118,10 @@ def main() -> int:
     # of another robot is refused
     from contactflow.recording.store import RecordingError
 
+    required = [m.stream for m in mappings] + [s for s in args.require_streams.split(",") if s.strip()]
     try:
-        run_dir = resolve_run(recording, require_streams=[m.stream for m in mappings], robot=args.robot,
-                              contract_sizes=sizes)
+        run_dir = resolve_run(recording, require_streams=required, robot=args.robot, contract_sizes=sizes)
+        check_replay_inputs(run_dir, required)
     except RecordingError as exc:  # say how to name the run this node replays
         raise RecordingError(f"{exc} (--recording RUN in the graph, or CONTACTFLOW_RECORDING=RUN)") from None
     plan = plan_replay(run_dir, mappings, start_seq=args.start_seq, end_seq=args.end_seq,

@@ -22,7 +22,7 @@ import numpy as np
 
 from contactflow.recording.store import Recording, RecordingError, Stream, read_recording
 
-__all__ = ["StreamMapping", "ReplayTick", "ReplayPlan", "parse_stream_map", "plan_replay"]
+__all__ = ["StreamMapping", "ReplayTick", "ReplayPlan", "parse_stream_map", "plan_replay", "check_replay_inputs"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,3 +186,28 @@ def plan_replay(recording: str | Path | Recording, mappings: list[StreamMapping]
             msgs.append((output, st.values[i], md))
         ticks.append(ReplayTick(seq, t, tuple(msgs)))
     return ReplayPlan(rec.path, list(mappings), ticks, warnings)
+
+
+def check_replay_inputs(recording: str | Path | Recording, required: Iterable[str]) -> None:
+    """Refuse a recording that lacks a stream a replay graph re-publishes.
+
+    A replay graph reproduces a recorded run only if it feeds the live nodes every recorded input
+    they consume (the SEIKO replay: the robot's sensors and the operator's commands, which carry the
+    contact switches); one missing would be replaced by nothing or by something else, and the replay
+    would end normally with different results. So it is refused before anything runs.
+
+    Args:
+        recording: run directory or an opened :class:`Recording`.
+        required: stream names ``<node>.<output>`` the graph replays.
+
+    Raises:
+        RecordingError: one line naming the run, the missing streams and the ones it holds.
+    """
+    rec = recording if isinstance(recording, Recording) else read_recording(recording)
+    names = set(rec.stream_names)
+    missing = [s for s in dict.fromkeys(required) if s not in names]
+    if missing:
+        raise RecordingError(
+            f"{rec.path}: cannot reproduce this run's inputs: the replay graph re-publishes "
+            f"{', '.join(repr(s) for s in missing)}, which the recording does not hold "
+            f"(it holds {', '.join(sorted(names)) or 'no stream'}); name a run recorded with them")
