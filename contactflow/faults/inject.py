@@ -367,6 +367,23 @@ def _main_edge(graph: Mapping, edges: list[tuple[str, str]]) -> tuple[str, str]:
     return next(((s, d) for s, d in edges if s.endswith("/sensors")), edges[0])
 
 
+def _reads_values(graph: Mapping, dest: str) -> bool:
+    """Whether input ``dest`` ("node/input") of ``graph`` has a contract its node checks: False for an
+    input of any contract (the replay's ``ack``: only its ``seq`` paces the replay)."""
+    from contactflow.contracts.ports import NODES
+
+    node, _, port = dest.partition("/")
+    kinds = {n.get("id"): _kind(n) for n in graph.get("nodes") or [] if isinstance(n, dict)}
+    decl = NODES.get(kinds.get(node, ""))
+    return not (decl is not None and port in decl.inputs and decl.inputs[port].contract is None)
+
+
+def _is_log(source: str) -> bool:
+    """A batched ``log`` output (``nodes/_runtime.py`` Sender): its values are the recorder's; a node
+    clocked by it (the scenario operator in ahead mode) reads only its metadata."""
+    return source.rpartition("/")[2] == "log"
+
+
 def _scenario_graph(graph: Mapping) -> bool:
     """A Talos graph whose operator plays a scenario file (not the replay's recorded one)."""
     nodes = [n for n in graph.get("nodes") or [] if isinstance(n, dict)]
@@ -381,9 +398,11 @@ def graph_cases(graph: str, quick: bool, seed: int = 0) -> list[FaultCase]:
 
     Port faults at a time drawn from ``seed`` on a 2 ms tick between 25 % and 60 % of the campaign's
     run of that graph (:data:`contactflow.faults.campaign.GRAPH_SETUPS`; 2 s if it has none).
-    Quick: ``nan``, ``inf``, ``wrong_length`` and ``flood`` on one connection (the command into the
-    robot driver, else the graph's first connection). Full: ``nan``, ``inf`` and ``wrong_length`` on
-    every connection between the graph's nodes (:func:`graph_edges`), ``flood`` on the quick one.
+    Quick: ``nan`` and ``flood`` on the command into the robot driver (else the first connection of a
+    ``sensors`` output, else the first connection), ``inf`` and ``wrong_length`` on two other message
+    connections (the middle and the last of the graph's order: on the SEIKO graphs the Retargeting's
+    targets and its multi-tick ``desired_rows``). Full: ``nan``, ``inf`` and ``wrong_length`` on every
+    connection between the graph's nodes (:func:`graph_edges`), ``flood`` on the quick one.
     Both: the scenario faults on a Talos graph that plays a scenario file (at the time of the
     scenario's first impossible request, :data:`SCENARIO_FAULT_AT_S`).
 
@@ -406,8 +425,10 @@ def graph_cases(graph: str, quick: bool, seed: int = 0) -> list[FaultCase]:
     cases: list[FaultCase] = []
     if edges:
         main = _main_edge(g, edges)
-        targets = [main] if quick else edges
-        for kind in ("nan", "inf", "wrong_length"):
+        # quick: the kinds spread over the message connections (a log batch's values are only recorded)
+        spread = [main] + [e for e in edges if e != main and not _is_log(e[0]) and _reads_values(g, e[1])]
+        for i, kind in enumerate(("nan", "inf", "wrong_length")):
+            targets = [spread[(i * len(spread)) // 2 if i < 2 else -1]] if quick else edges
             cases += [FaultCase(graph, kind, s, at(), {"to": d}, seed=seed) for s, d in targets]
         cases.append(FaultCase(graph, "flood", main[0], at(), {"to": main[1], "count": FLOOD_COPIES}, seed=seed))
     if _scenario_graph(g):
@@ -432,7 +453,9 @@ def graph_fault_problems(case: FaultCase, lines: list[str]) -> list[str]:
     handling (module docstring); [] when every expected line is there.
 
     Port faults: the injector's line saying the fault started; for ``nan``/``inf``/``wrong_length``
-    also the destination node's line refusing a malformed message on its input (naming the input).
+    also the destination node's line refusing a malformed message on its input (naming the input),
+    except on a ``log`` output (its values are only recorded; the recorder is not a target) and into an
+    input of any contract (the replay's ``ack``, whose values nothing reads).
     Scenario faults: the evidence of :data:`SCENARIO_EVIDENCE` (a refusal, the torque guard).
     The robot's state, the exit code and the recording are judged by the campaign runner.
     """
@@ -441,8 +464,12 @@ def graph_fault_problems(case: FaultCase, lines: list[str]) -> list[str]:
         fired = [ln for ln in lines if f"[fault_injector] {case.kind} on {case.target}" in ln and " from t = " in ln]
         if not fired:
             return [f"the injector never applied the fault (no message of {case.target} at t >= {case.at_s:g} s)"]
-        if case.kind != "flood":
+        if case.kind != "flood" and not _is_log(case.target):
             dests = [case.params["to"]] if case.params.get("to") else []
+            try:
+                dests = [d for d in dests if _reads_values(_load_graph(case.graph), d)]
+            except ConfigError:  # not a shipped graph: every destination is expected to check
+                pass
             for d in dests:
                 node, _, port = d.partition("/")
                 if not any(f"{node}:" in ln and "malformed" in ln and (f"'{port}'" in ln or f" {port} " in ln)
