@@ -639,7 +639,11 @@ def refuse_damaged(streams: Iterable[Stream], allow: bool, flag: str = "--allow-
 
 
 def _check_schema(path: Path, schema: pa.Schema) -> None:
-    names = tuple(schema.names)
+    try:
+        names = tuple(schema.names)
+    except UnicodeDecodeError:
+        raise RecordingError(f"{path}: an Arrow stream but not a contactflow stream recording (column names that "
+                             f"are not UTF-8; expected {list(STREAM_COLUMNS)})") from None
     ok = names == STREAM_COLUMNS and all(schema.field(c).type == ty for c, ty in _COLUMN_TYPES.items())
     if ok:
         vt = schema.field("value").type
