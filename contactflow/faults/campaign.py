@@ -79,6 +79,7 @@ class GraphSetup:
         simulated: whether the clock simulates a robot (False: a replay of recorded sensors).
         needs: a recording the graph replays, made before its runs: ``"seiko"`` (a SEIKO lockstep
             run, ``CONTACTFLOW_RECORDING``), ``"prime_go2"`` (``contactflow prime generate``), "".
+        timeout_s: the hard wall-clock limit of one run [s] (a hang: + 60 s).
     """
 
     graph: str
@@ -90,20 +91,23 @@ class GraphSetup:
     command_stream: str
     simulated: bool = True
     needs: str = ""
+    timeout_s: float = 120.0
 
 
 _TALOS_SMOKE = "robots/talos/scenarios/smoke_2s.yaml"
 GRAPH_SETUPS: dict[str, GraphSetup] = {s.graph: s for s in [
     GraphSetup("seiko_talos.yml", "talos", _TALOS_SMOKE, 2.0, "mujoco_driver", "mujoco_driver.sensors",
                "seiko_controller.command"),
-    GraphSetup("seiko_talos_realtime.yml", "talos", _TALOS_SMOKE, 2.0, "mujoco_driver", "mujoco_driver.sensors",
-               "seiko_controller.command"),
+    # real time: 7 s (the recording, which times the faults, lags the wall clock by up to ~1 s under load)
+    GraphSetup("seiko_talos_realtime.yml", "talos", "robots/talos/scenarios/stand_7s.yaml", 7.0, "mujoco_driver",
+               "mujoco_driver.sensors", "seiko_controller.command"),
     GraphSetup("seiko_talos_multicontact.yml", "talos", _TALOS_SMOKE, 2.0, "mujoco_driver",
                "mujoco_driver.sensors", "seiko_controller.command"),
     GraphSetup("seiko_talos_replay.yml", "talos", "", 2.0, "mujoco_driver", "mujoco_driver.sensors",
                "", simulated=False, needs="seiko"),
-    GraphSetup("prime_replay_go2.yml", "go2", "", 3.0, "datagen", "datagen.sensors", "", simulated=False,
-               needs="prime_go2"),
+    # PRIME: a 1 s recording (100 steps) replayed in a fraction of a second, then one batch solve (minutes)
+    GraphSetup("prime_replay_go2.yml", "go2", "", 1.0, "datagen", "datagen.sensors", "", simulated=False,
+               needs="prime_go2", timeout_s=400.0),
     GraphSetup("lac_g1_teleop.yml", "g1", "robots/g1/scenarios/stand_3s.yaml", 3.0, "mujoco_driver",
                "mujoco_driver.sensors", "lac_expert.command"),
 ]}
@@ -279,7 +283,7 @@ def run_case(case: FaultCase, out_dir: Path, *, timeout_s: float | None = None, 
 
     Args:
         case: the case. out_dir: where its output log and recordings go (a sub-folder per case).
-        timeout_s: hard wall-clock limit [s] (default: 120 s, 180 s for a hang); the process group
+        timeout_s: hard wall-clock limit [s] (default: the graph's ``timeout_s``, + 60 s for a hang); the process group
             of ``dora run`` is killed at the limit.
         recording: a run directory to replay (``CONTACTFLOW_RECORDING``), for replay graphs.
         baseline: the outcome of this graph's baseline run (its recording's size sets ``disk_full``'s limit).
@@ -298,7 +302,7 @@ def run_case(case: FaultCase, out_dir: Path, *, timeout_s: float | None = None, 
         if inject is None or case.kind not in getattr(inject, "GRAPH_KINDS", ()):
             raise ConfigError(f"{case.name}: unknown fault kind {case.kind!r}")
     if timeout_s is None:
-        timeout_s = 180.0 if case.kind == "hang" else 120.0
+        timeout_s = setup.timeout_s + (60.0 if case.kind == "hang" else 0.0)
     tag = hashlib.sha1(json.dumps(case.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
     case_dir = out_dir / "cases" / f"{Path(case.graph).stem}-{case.kind}-{case.node or 'none'}-{tag}"
     case_dir.mkdir(parents=True, exist_ok=True)
@@ -460,6 +464,12 @@ def analyse(case: FaultCase, setup: GraphSetup, rec_root: Path, lines: list[str]
     elif case.kind in SIGNAL_KINDS:
         t_fault = (_interp_fault_t(clock.t, clock.t_wall_ns, fault["wall_ns"])
                    if fault.get("sent") and clock is not None else None)
+        t_end = _sim_end(lines)  # the driver's "simulation ended at t = X s" (its rows may not be recorded)
+        if t_fault is not None and t_end is not None and t_fault >= t_end - 1e-9:
+            res["after_end"] = True  # the signal came after the clock's last tick
+            t_fault = t_end
+            if setup.simulated:
+                res["errors"].append(f"the fault came after the simulation ended (t = {t_end:g} s)")
     else:
         t_fault = case.at_s
     res["t_fault_s"] = None if t_fault is None else round(t_fault, 4)
@@ -496,6 +506,18 @@ def analyse(case: FaultCase, setup: GraphSetup, rec_root: Path, lines: list[str]
     return res
 
 
+_SIM_END = re.compile(r"simulation ended at t = (?P<t>[-+\d.eE]+) s")
+
+
+def _sim_end(lines: list[str]) -> float | None:
+    """The simulated time at which the driver ended (its log line), None if it did not say."""
+    for line in reversed(lines):
+        m = _SIM_END.search(line)
+        if m:
+            return float(m["t"])
+    return None
+
+
 _FALL: dict[str, float] = {}
 
 
@@ -510,8 +532,8 @@ def _fall_height(robot: str) -> float:
 def judge(case: FaultCase, r: dict[str, Any]) -> tuple[bool, str]:
     """(pass, why) of one outcome against the issue's criteria (module docstring)."""
     why = []
-    if case.kind != "baseline" and case.kind in SIGNAL_KINDS and not r["fault_sent"]:
-        return False, "fault not injected: " + "; ".join(r["errors"])
+    if case.kind != "baseline" and case.kind in SIGNAL_KINDS and (not r["fault_sent"] or r["errors"]):
+        return False, "fault not injected as planned: " + "; ".join(r["errors"])
     node_failed = case.kind in ("kill", "hang", "recorder_kill", "disk_full")
     if r["timed_out"]:
         why.append("the run did not end by itself (killed at the campaign's limit)")
@@ -550,7 +572,7 @@ def _prepare(setup: GraphSetup, out_dir: Path, made: dict[str, str]) -> str:
         dest = out_dir / "prepare" / "prime_go2_squat"
         if not (dest / "manifest.json").exists():
             subprocess.run([sys.executable, "-m", "contactflow.cli", "prime", "generate", "--robot", "go2",
-                            "--motion", "squat", "--duration", "3", "--payload-kg", "3", "--seed", "0",
+                            "--motion", "squat", "--duration", str(setup.duration_s), "--payload-kg", "3", "--seed", "0",
                             "--out", str(dest)], check=True, cwd=REPO, capture_output=True)
         made["prime_go2"] = str(dest)
     return made[setup.needs]
