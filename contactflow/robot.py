@@ -267,12 +267,46 @@ def read_robot_file(path: Path, _seen: tuple = ()) -> dict:
 
 
 def _need(d: dict, key: str, src: str, kind: type | tuple = object):
+    if not isinstance(d, dict):
+        raise ConfigError(f"{src}: expected a mapping, got {type(d).__name__}")
     if key not in d:
         raise ConfigError(f"{src}: missing key {key!r}")
     v = d[key]
     if not isinstance(v, kind):
         raise ConfigError(f"{src}: key {key!r} has the wrong type ({type(v).__name__})")
     return v
+
+
+def _numbers(value: Any, n: int | None, where: str, what: str = "numbers") -> np.ndarray:
+    """``value`` as a (n,) array of finite floats (``n`` None: one number, returned as a float array
+    of shape ()); ConfigError ``<where>: expected ...`` otherwise (bools and text are not numbers)."""
+    items = [value] if n is None else value
+    if n is not None and not (isinstance(value, list) and len(value) == n):
+        raise ConfigError(f"{where}: expected a list of {n} {what}, got {value!r}")
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and abs(x) < 1e300 and x == x for x in items):
+        raise ConfigError(f"{where}: expected finite {what}, got {value!r}")
+    out = np.array(items, dtype=float)
+    return out[0] if n is None else out
+
+
+def _mapping(raw: dict, key: str, src: str) -> dict:
+    """The optional mapping ``raw[key]`` ({} when absent or null); ConfigError if it is something else."""
+    v = raw.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise ConfigError(f"{src}: {key}: expected a mapping, got {type(v).__name__}")
+    return v
+
+
+def _names(value: Any, where: str) -> list[str]:
+    """A list of distinct strings (joint, link or frame names)."""
+    if not (isinstance(value, list) and all(isinstance(x, str) for x in value)):
+        raise ConfigError(f"{where}: expected a list of names, got {value!r}")
+    dup = sorted({x for x in value if value.count(x) > 1})
+    if dup:
+        raise ConfigError(f"{where}: duplicate name(s) {dup}")
+    return value
 
 
 def load_robot(name_or_path: str | Path = "talos") -> Robot:
@@ -298,7 +332,7 @@ def load_robot(name_or_path: str | Path = "talos") -> Robot:
     urdf_path = resolve_package_path(_need(urdf, "package", src + ":urdf", str), _need(urdf, "path", src + ":urdf", str))
     full = pin.buildModelFromUrdf(str(urdf_path), pin.JointModelFreeFlyer())
 
-    joints = _need(raw, "joints", src, list)
+    joints = _names(_need(raw, "joints", src, list), f"{src}: joints")
     params = _need(raw, "joint_params", src, dict)
     for j in joints:
         if not full.existJointName(j):
@@ -309,7 +343,7 @@ def load_robot(name_or_path: str | Path = "talos") -> Robot:
     urdf_joints = set(full.names[2:])
     unknown = set(params) - urdf_joints
     if unknown:
-        raise ConfigError(f"{src}: joint_params: unknown joint(s) {sorted(unknown)} (not joints of {urdf_path.name})")
+        raise ConfigError(f"{src}: joint_params: unknown joint(s) {sorted(map(str, unknown))} (not joints of {urdf_path.name})")
 
     locked = [full.names[i] for i in range(2, full.njoints) if full.names[i] not in joints]
     locked_ids = [full.getJointId(n) for n in locked]
@@ -321,42 +355,56 @@ def load_robot(name_or_path: str | Path = "talos") -> Robot:
     if list(names) != list(joints):
         raise ConfigError(f"{src}: joints must be listed in model order: {list(names)}")
 
-    for fname, fr in (raw.get("extra_frames") or {}).items():
+    for fname, fr in _mapping(raw, "extra_frames", src).items():
         where = f"{src}: extra_frames.{fname}"
+        if not isinstance(fname, str):
+            raise ConfigError(f"{where}: expected a frame name, got {fname!r}")
         parent = _need(fr, "parent", where, str)
         if not model.existFrame(parent):
             raise ModelError(f"{where}: parent frame {parent!r} does not exist")
+        if model.existFrame(fname):
+            raise ConfigError(f"{where}: the model already has a frame {fname!r}")
         pf = model.getFrameId(parent)
         pfr = model.frames[pf]
-        local = pin.SE3(pin.rpy.rpyToMatrix(*map(float, fr.get("rpy", [0, 0, 0]))), np.array(fr["translation"], float))
+        rpy = _numbers(fr.get("rpy", [0.0, 0.0, 0.0]), 3, f"{where}.rpy", "angles [rad]")
+        translation = _numbers(_need(fr, "translation", where), 3, f"{where}.translation", "coordinates [m]")
+        local = pin.SE3(pin.rpy.rpyToMatrix(*rpy), translation)
         model.addFrame(pin.Frame(fname, pfr.parentJoint, pf, pfr.placement * local, pin.FrameType.OP_FRAME))
 
-    table = np.array([params[j] for j in joints], dtype=float)
-    if table.shape != (len(joints), 5):
-        raise ConfigError(f"{src}: joint_params: each entry must be [K, lower, upper, vel, effort]")
+    table = np.array([_numbers(params[j], 5, f"{src}: joint_params.{j}", "numbers [K, lower, upper, vel, effort]")
+                      for j in joints], dtype=float).reshape(len(joints), 5)
     K, q_min, q_max, v_max, tau_max = table.T
     if np.any(K <= 0) or np.any(q_min >= q_max) or np.any(v_max <= 0) or np.any(tau_max <= 0):
         raise ConfigError(f"{src}: joint_params: need K > 0, lower < upper, vel > 0, effort > 0")
-    margin = float(raw.get("position_margin_rad", 0.0))
-    coef = raw.get("position_margin_coef") or {}
-    position_margin = np.array([margin * float(coef.get(j, 1.0)) for j in joints])
+    margin = float(_numbers(raw.get("position_margin_rad", 0.0), None, f"{src}: position_margin_rad", "angle [rad]"))
+    coef = _mapping(raw, "position_margin_coef", src)
+    position_margin = np.array([margin * float(_numbers(coef.get(j, 1.0), None, f"{src}: position_margin_coef.{j}"))
+                                for j in joints])
+    if margin < 0 or np.any(position_margin < 0):
+        raise ConfigError(f"{src}: position_margin_rad / position_margin_coef: expected margins >= 0")
 
-    posture = raw.get("default_posture") or {}
+    posture = _mapping(raw, "default_posture", src)
     bad = set(posture) - urdf_joints
     if bad:
-        raise ConfigError(f"{src}: default_posture: unknown joint(s) {sorted(bad)}")
-    theta = np.array([float(posture.get(j, 0.0)) for j in joints])
+        raise ConfigError(f"{src}: default_posture: unknown joint(s) {sorted(map(str, bad))}")
+    theta = np.array([float(_numbers(posture.get(j, 0.0), None, f"{src}: default_posture.{j}", "angle [rad]"))
+                      for j in joints])
 
     contacts = {}
     for cname, c in _need(raw, "contacts", src, dict).items():
         where = f"{src}: contacts.{cname}"
+        if not isinstance(cname, str):
+            raise ConfigError(f"{where}: expected an effector name, got {cname!r}")
         frame = _need(c, "frame", where, str)
         ctype = _need(c, "type", where, str)
         if ctype not in ("plane", "point"):
             raise ConfigError(f"{where}.type: expected 'plane' or 'point', got {ctype!r}")
         if not model.existFrame(frame):
             raise ModelError(f"{where}.frame: no frame {frame!r} in the model")
-        contacts[cname] = ContactSpec(cname, frame, model.getFrameId(frame), ctype, bool(c.get("enabled", False)))
+        enabled = c.get("enabled", False)
+        if not isinstance(enabled, bool):
+            raise ConfigError(f"{where}.enabled: expected true or false, got {enabled!r}")
+        contacts[cname] = ContactSpec(cname, frame, model.getFrameId(frame), ctype, enabled)
 
     data = model.createData()
     q = pin.neutral(model)
@@ -379,15 +427,17 @@ def load_robot(name_or_path: str | Path = "talos") -> Robot:
         q[0:2] = -xy
         q[2] = -z
     mass = float(pin.computeTotalMass(model))
-    actuation = str(raw.get("actuation", "position"))
+    actuation = raw.get("actuation", "position")
     if actuation not in ("position", "pd"):
         raise ConfigError(f"{src}: actuation: expected 'position' or 'pd', got {actuation!r}")
     armature, kd = _actuator_rows(raw.get("actuators"), joints, urdf_joints, src)
-    fall = float(raw.get("fall_height_m", 0.6))
-    if not np.isfinite(fall):
-        raise ConfigError(f"{src}: fall_height_m: expected a finite height [m], got {fall}")
+    fall = float(_numbers(raw.get("fall_height_m", 0.6), None, f"{src}: fall_height_m", "height [m]"))
+    _check_contract_keys(raw, joints, src)
+    name = raw.get("name", path.parent.name)
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{src}: name: expected the robot's name, got {name!r}")
     return Robot(
-        name=str(raw.get("name", path.parent.name)),
+        name=name,
         directory=path.parent,
         urdf_path=urdf_path,
         model=model,
@@ -412,6 +462,21 @@ def load_robot(name_or_path: str | Path = "talos") -> Robot:
     )
 
 
+def _check_contract_keys(raw: dict, joints: list[str], src: str) -> None:
+    """The keys the port contracts read (:func:`contactflow.contracts.messages.port_specs`):
+    ``control_rate_hz`` (> 0), ``teleop.arm_joints`` (actuated joints), ``wrench_links`` (names)."""
+    if "control_rate_hz" in raw:
+        rate = _numbers(raw["control_rate_hz"], None, f"{src}: control_rate_hz", "rate [Hz]")
+        if rate <= 0:
+            raise ConfigError(f"{src}: control_rate_hz: expected a rate > 0 Hz, got {raw['control_rate_hz']!r}")
+    teleop = _mapping(raw, "teleop", src)
+    arms = _names(teleop.get("arm_joints") or [], f"{src}: teleop.arm_joints")
+    unknown = [j for j in arms if j not in joints]
+    if unknown:
+        raise ConfigError(f"{src}: teleop.arm_joints: {unknown} are not actuated joints of the robot")
+    _names(raw.get("wrench_links") or [], f"{src}: wrench_links")
+
+
 def _actuator_rows(section, joints, urdf_joints, src) -> tuple[np.ndarray, np.ndarray]:
     """(armature [kg m^2], kd [N m s/rad]) per actuated joint from ``actuators: {joint: [a, kd]}``."""
     n = len(joints)
@@ -421,18 +486,15 @@ def _actuator_rows(section, joints, urdf_joints, src) -> tuple[np.ndarray, np.nd
         raise ConfigError(f"{src}: actuators: expected a mapping joint -> [armature_kgm2, kd_nms_per_rad]")
     unknown = set(section) - urdf_joints
     if unknown:
-        raise ConfigError(f"{src}: actuators: unknown joint(s) {sorted(unknown)}")
+        raise ConfigError(f"{src}: actuators: unknown joint(s) {sorted(map(str, unknown))}")
     missing = [j for j in joints if j not in section]
     if missing:
         raise ConfigError(f"{src}: actuators: missing entries for {missing}")
     rows = []
     for j in joints:
-        row = section[j]
-        if not (isinstance(row, list) and len(row) == 2):
-            raise ConfigError(f"{src}: actuators.{j}: expected [armature_kgm2, kd_nms_per_rad], got {row!r}")
-        a, d = float(row[0]), float(row[1])
-        if not (np.isfinite(a) and np.isfinite(d) and a >= 0 and d >= 0):
-            raise ConfigError(f"{src}: actuators.{j}: armature and kd must be finite and >= 0, got {row!r}")
+        a, d = _numbers(section[j], 2, f"{src}: actuators.{j}", "numbers [armature_kgm2, kd_nms_per_rad]")
+        if not (a >= 0 and d >= 0):
+            raise ConfigError(f"{src}: actuators.{j}: armature and kd must be >= 0, got {section[j]!r}")
         rows.append((a, d))
     arr = np.array(rows, dtype=float)
     return arr[:, 0].copy(), arr[:, 1].copy()

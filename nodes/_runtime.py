@@ -900,13 +900,13 @@ def load_node_config(cls, path: str | None, section: str | None = None, *, requi
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of node sections (e.g. '{section}: {{...}}')")
     known = set(NODES) | {section}
-    unknown = sorted(set(data) - known)
+    unknown = sorted(map(str, set(data) - known))  # str: a YAML key may be a number
     if unknown:
         raise ConfigError(f"{path}: unknown section(s) {unknown}; node sections are {sorted(known)}")
     if section not in data and not required:
         return load_config(cls, None, source=f"{path}:{section}")
     if section not in data:
-        raise ConfigError(f"{path}: no '{section}' section for this node (sections found: {sorted(data)})")
+        raise ConfigError(f"{path}: no '{section}' section for this node (sections found: {sorted(map(str, data))})")
     return load_config(cls, data[section], source=f"{path}:{section}")
 
 

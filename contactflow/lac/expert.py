@@ -233,6 +233,9 @@ def load_expert_config(path: str | Path | None = None, override: Mapping | None 
     source = str(path)
     if isinstance(raw, Mapping) and "lac_expert" in raw:
         raw, source = raw["lac_expert"], f"{path}:lac_expert"
+    if raw is not None and not isinstance(raw, Mapping):
+        raise ConfigError(f"{source}: expected a mapping of ExpertConfig keys (or a 'lac_expert:' section), "
+                          f"got {type(raw).__name__}")
     return load_config(ExpertConfig, merge(raw, override), source=source)
 
 
