@@ -304,7 +304,7 @@ def test_manifests_with_wrong_keys(pristine, edits, stream):
         results = _bounded(_read_all, run)
         _check(_MANIFEST, results, run)
         assert _bounded(_info, run) in (0, 1, 2)
-        if not isinstance(results[0], RecordingError):
+        if not (results and isinstance(results[0], RecordingError)):  # a readable manifest (maybe no streams)
             _bounded(run_info, read_recording(run))
 
 
