@@ -104,7 +104,7 @@ GRAPH_SETUPS: dict[str, GraphSetup] = {s.graph: s for s in [
     GraphSetup("seiko_talos_multicontact.yml", "talos", _TALOS_SMOKE, 2.0, "mujoco_driver",
                "mujoco_driver.sensors", "seiko_controller.command"),
     GraphSetup("seiko_talos_replay.yml", "talos", "", 2.0, "mujoco_driver", "mujoco_driver.sensors",
-               "", simulated=False, needs="seiko"),
+               "seiko_controller.command", simulated=False, needs="seiko"),
     # PRIME: a 1 s recording (100 steps) replayed in a fraction of a second, then one batch solve (minutes)
     GraphSetup("prime_replay_go2.yml", "go2", "", 1.0, "datagen", "datagen.sensors", "", simulated=False,
                needs="prime_go2", timeout_s=400.0),
@@ -308,7 +308,13 @@ def run_case(case: FaultCase, out_dir: Path, *, timeout_s: float | None = None, 
     case_dir.mkdir(parents=True, exist_ok=True)
     rec_root = case_dir / "recordings"
     graph = _edit_graph(yaml.safe_load((DATAFLOWS / case.graph).read_text()), case, setup, baseline)
-    flow = DATAFLOWS / f"_fault_{os.getpid()}_{tag}.yml"  # beside the shipped ones: their relative paths hold
+    # the edited graph under the shipped file's name in <case>/dataflows/, beside a link <case>/robots ->
+    # robots/: the graphs' relative paths (../robots/...) and the recorder's --dataflow name still hold,
+    # and nothing is written into the checkout's dataflows/ (which tests and tools scan)
+    (case_dir / "dataflows").mkdir(exist_ok=True)
+    if not (case_dir / "robots").exists():
+        (case_dir / "robots").symlink_to(REPO / "robots", target_is_directory=True)
+    flow = case_dir / "dataflows" / case.graph
     flow.write_text(yaml.safe_dump(graph, sort_keys=False))
     env = scripts_env()
     env["CONTACTFLOW_RECORDINGS"] = str(rec_root)
@@ -337,8 +343,6 @@ def run_case(case: FaultCase, out_dir: Path, *, timeout_s: float | None = None, 
         except BaseException:
             _kill_group(proc)
             raise
-        finally:
-            flow.unlink(missing_ok=True)
     wall_s = time.monotonic() - t_start
     lines = logf.read_text(errors="replace").splitlines()
     result = analyse(case, setup, rec_root, lines, proc.returncode, timed_out, fault)
