@@ -544,7 +544,7 @@ def judge(case: FaultCase, r: dict[str, Any]) -> tuple[bool, str]:
     elif node_failed or case.kind not in PROCESS_KINDS | {"baseline"}:
         if node_failed and r["exit_code"] == 0:
             why.append("exit 0 although a node failed")
-        if node_failed and not r["failure_line"]:
+        if (node_failed or r["exit_code"] != 0) and not r["failure_line"]:
             why.append("no line names the failed node")
     elif r["exit_code"] != 0:
         why.append(f"exit {r['exit_code']} although no node failed")
