@@ -85,7 +85,7 @@ def messages(draw, size: int):
     return draw(st.one_of(yaml_values, st.just([[1.0], [2.0, 3.0]]), st.binary(max_size=16))), None
 
 
-@fuzz_settings(150)
+@fuzz_settings(100)
 @given(data=st.data())
 def test_decode_returns_the_fields_or_refuses_naming_the_port(specs, data):
     robot, port = data.draw(st.sampled_from(PORTS), label="port")
@@ -145,7 +145,7 @@ def events(draw, spec, inputs):
 
 
 @pytest.mark.parametrize("realtime", [False, True], ids=["lockstep", "realtime"])
-@fuzz_settings(40)
+@fuzz_settings(30)
 @given(data=st.data())
 def test_lockstep_survives_any_event_stream(specs, realtime, data):
     spec = specs["talos"]["filtered_wrench"]

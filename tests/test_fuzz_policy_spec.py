@@ -59,7 +59,7 @@ def test_the_shipped_specs_load_with_their_models(env):
         assert spec.frame_dim * spec.cfg.history.length == int(np.prod(SPECS[name][2]))
 
 
-@fuzz_settings(40)
+@fuzz_settings(30)
 @given(data=st.data())
 def test_a_policy_spec_loads_or_is_refused_naming_the_file(env, tmp_path_factory, data):
     robots, models = env

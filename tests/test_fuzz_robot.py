@@ -29,7 +29,7 @@ READ_KEYS = ("name", "urdf", "joints", "joint_params", "position_margin_rad", "p
 ROBOT_FILES = {name: yaml.safe_load((robots_dir() / name / "robot.yaml").read_text()) for name in ("talos", "g1")}
 
 
-@fuzz_settings(30)
+@fuzz_settings(20)
 @given(data=st.data())
 def test_load_robot_gives_a_finite_robot_or_names_the_file(tmp_path_factory, data):
     name = data.draw(st.sampled_from(sorted(ROBOT_FILES)), label="robot")

@@ -53,7 +53,7 @@ def _play_teleop(sc, robot) -> None:
         assert all(np.isfinite(np.asarray(v, float)).all() for v in out.values()), out
 
 
-@fuzz_settings(150)
+@fuzz_settings(80)
 @given(data=st.data())
 def test_a_scenario_loads_and_plays_or_is_refused_naming_the_file(robots, tmp_path_factory, data):
     kind = data.draw(st.sampled_from(sorted(KINDS)), label="kind")
