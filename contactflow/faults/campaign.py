@@ -54,7 +54,7 @@ from contactflow.errors import ConfigError
 from contactflow.faults.cases import PROCESS_KINDS, SIGNAL_KINDS, FaultCase
 
 __all__ = ["GraphSetup", "GRAPH_SETUPS", "process_cases", "campaign_cases", "run_case", "analyse", "judge",
-           "run_campaign", "markdown_table", "REPO", "LOST_MS_MAX"]
+           "run_campaign", "markdown_table", "summarise", "write_outputs", "REPO", "LOST_MS_MAX"]
 
 log = logging.getLogger("contactflow.faults")
 
@@ -609,12 +609,18 @@ def run_campaign(cases: list[FaultCase], out_dir: Path, *, progress: Callable[[s
     return results
 
 
-def write_outputs(results: list[dict[str, Any]], out_dir: Path) -> None:
+def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counts: faults ``injected`` (pending ones aside) and ``passed``, ``pending`` names, baselines."""
     faults = [r for r in results if r["case"]["kind"] != "baseline" and not r.get("pending")]
-    summary = {"injected": len(faults), "passed": sum(1 for r in faults if r["pass"]),
-               "pending": [r["name"] for r in results if r.get("pending")],
-               "baselines_passed": sum(1 for r in results if r["case"]["kind"] == "baseline" and r["pass"]),
-               "baselines": sum(1 for r in results if r["case"]["kind"] == "baseline")}
+    return {"injected": len(faults), "passed": sum(1 for r in faults if r["pass"]),
+            "pending": [r["name"] for r in results if r.get("pending")],
+            "baselines_passed": sum(1 for r in results if r["case"]["kind"] == "baseline" and r["pass"]),
+            "baselines": sum(1 for r in results if r["case"]["kind"] == "baseline")}
+
+
+def write_outputs(results: list[dict[str, Any]], out_dir: Path) -> None:
+    """``out_dir/results.json`` (summary and outcomes) and ``out_dir/table.md``."""
+    summary = summarise(results)
     (out_dir / "results.json").write_text(json.dumps({"summary": summary, "cases": results}, indent=1, default=str))
     (out_dir / "table.md").write_text(markdown_table(results) + "\n")
 

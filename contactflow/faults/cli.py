@@ -3,7 +3,8 @@
 ``contactflow faults run [--quick] [--graphs G ...] [--kinds K ...] [--out DIR]`` runs every case
 (:func:`contactflow.faults.campaign.campaign_cases`) one after the other, prints a progress line per
 case and writes ``DIR/results.json`` and ``DIR/table.md`` (one row per case) after each.
-``contactflow faults list`` prints the cases without running them. Exit status: 0 when every case
+``contactflow faults list`` prints the cases without running them; ``contactflow faults table DIR...``
+prints one table and the counts from the results of one or more campaigns. Exit status: 0 when every case
 passed (pending ones aside), 1 otherwise.
 """
 
@@ -48,6 +49,26 @@ def _run(args) -> int:
     return 0 if ok == len(done) and not base_bad else 1
 
 
+def _table(args) -> int:
+    import json
+
+    from contactflow.errors import ConfigError
+    from contactflow.faults.campaign import markdown_table, summarise
+
+    results = []
+    for d in args.dirs:
+        f = Path(d) / "results.json" if Path(d).is_dir() else Path(d)
+        try:
+            results += json.loads(f.read_text())["cases"]
+        except (OSError, ValueError, KeyError) as exc:
+            raise ConfigError(f"{f}: not a campaign's results.json ({exc})") from None
+    s = summarise(results)
+    print(f"{s['injected']} fault(s) injected, {s['passed']} passed, {len(s['pending'])} pending; "
+          f"baselines {s['baselines_passed']}/{s['baselines']} passed\n")
+    print(markdown_table(results))
+    return 0
+
+
 def add_parser(sub) -> None:
     from contactflow.faults.cases import PROCESS_KINDS
 
@@ -68,3 +89,6 @@ def add_parser(sub) -> None:
             q.add_argument("--timeout-s", type=float, default=None,
                            help="hard wall-clock limit per run [s] (default 120, 180 for a hang)")
         q.set_defaults(func=func)
+    q = fs.add_parser("table", help="one table (and the counts) from the results.json of one or more campaigns")
+    q.add_argument("dirs", nargs="+", metavar="DIR", help="a campaign's --out folder (or its results.json)")
+    q.set_defaults(func=_table)
