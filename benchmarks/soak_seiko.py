@@ -110,6 +110,15 @@ def process_name(pid: int) -> str:
     return os.path.basename(argv[0]) if argv else "?"
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process so far [s] (``/proc/<pid>/stat``)."""
+    try:
+        fields = (Path(f"/proc/{pid}") / "stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_bytes(pid: int) -> int | None:
     try:
         for line in (Path(f"/proc/{pid}") / "status").read_text().splitlines():
@@ -191,15 +200,18 @@ def soak(graph: str, duration_s: float, period_s: float, keep: bool) -> dict:
     samples = []
     run_dir: Path | None = None
     next_sample = t_start + period_s
-    prev_ticks = prev_wall_ns = prev_t = None
+    prev_ticks = prev_wall_ns = prev_t = prev_cpu = None
     while proc.poll() is None:
         time.sleep(min(1.0, max(0.0, next_sample - time.monotonic())))
         if time.monotonic() < next_sample:
             continue
         next_sample += period_s
         now = time.monotonic() - t_start
+        if now > duration_s - 1.0:
+            continue  # the stop is due: the processes are exiting, their RSS and CPU no longer the run's
         pids = process_tree(proc.pid)
         rss: dict[str, int] = {}
+        cpu_total = 0.0
         for pid in pids:
             r = rss_bytes(pid)
             if r is None:
@@ -207,10 +219,12 @@ def soak(graph: str, duration_s: float, period_s: float, keep: bool) -> dict:
             name = process_name(pid)
             key = name if name not in rss else f"{name}#{pid}"
             rss[key] = r
+            cpu_total += cpu_seconds(pid) or 0.0
         if run_dir is None:
             runs = [p for p in rec_root.iterdir() if p.is_dir() and not p.is_symlink()]
             run_dir = runs[0] if runs else None
-        sample = {"t_wall_s": round(now, 1), "rss_bytes": rss, "loadavg_1min": os.getloadavg()[0]}
+        sample = {"t_wall_s": round(now, 1), "rss_bytes": rss, "loadavg_1min": os.getloadavg()[0],
+                  "cpu_s": cpu_total}
         if run_dir is not None:
             for f in sorted(run_dir.glob("*.arrows")):
                 tails.setdefault(f.name, StreamTail(f))
@@ -229,9 +243,11 @@ def soak(graph: str, duration_s: float, period_s: float, keep: bool) -> dict:
                 if prev_ticks is not None and ticks > prev_ticks:
                     sample["tick_ms"] = (wall_ns - prev_wall_ns) / 1e6 / (ticks - prev_ticks)
                     sample["realtime_factor"] = (t_sim - prev_t) / ((wall_ns - prev_wall_ns) / 1e9)
+                    # CPU of all the dataflow's processes per tick: the work, whatever the other jobs' load
+                    sample["cpu_ms_per_tick"] = (cpu_total - prev_cpu) * 1e3 / (ticks - prev_ticks)
                 sample["ticks"] = ticks
                 sample["t_sim_s"] = t_sim
-                prev_ticks, prev_wall_ns, prev_t = ticks, wall_ns, t_sim
+                prev_ticks, prev_wall_ns, prev_t, prev_cpu = ticks, wall_ns, t_sim, cpu_total
         samples.append(sample)
         print(f"[soak] {now:7.0f} s  ticks {sample.get('ticks', 0):>8}  tick {sample.get('tick_ms', float('nan')):6.3f} ms  "
               f"rec {sample.get('recording_bytes', 0) / 1e6:8.1f} MB  load {sample['loadavg_1min']:.1f}  "
@@ -270,7 +286,8 @@ def soak(graph: str, duration_s: float, period_s: float, keep: bool) -> dict:
 
 def verdict(res: dict) -> dict:
     """The issue's criteria from the samples."""
-    samples = res["samples"]
+    # samples taken at the stop (processes already exiting) are not the run's
+    samples = [s for s in res["samples"] if s["t_wall_s"] <= res["duration_s"] - 1.0]
     after = [s for s in samples if s["t_wall_s"] >= FIRST_MINUTE_S - 1e-6]
     growth = {}
     if after:
@@ -278,12 +295,27 @@ def verdict(res: dict) -> dict:
         for name, r0 in first.items():
             if name in last and r0:
                 growth[name] = (last[name] - r0) / r0
+    # a step (an allocator arena, a pool growing once) and a leak look alike in the first measure: the
+    # growth over the second half of the run tells them apart
+    half = [s for s in after if s["t_wall_s"] >= after[-1]["t_wall_s"] / 2] if after else []
+    growth_half = {}
+    if half:
+        mid, last = half[0]["rss_bytes"], samples[-1]["rss_bytes"]
+        for name, r0 in mid.items():
+            if name in last and r0:
+                growth_half[name] = (last[name] - r0) / r0
     ticks = [s["tick_ms"] for s in after if "tick_ms" in s]
     flat = None
     if len(ticks) >= 4:
         k = max(1, len(ticks) // 10)
         a, b = float(np.median(ticks[:k])), float(np.median(ticks[-k:]))
         flat = {"first_ms": a, "last_ms": b, "change": (b - a) / a}
+    cpu = [s["cpu_ms_per_tick"] for s in after if "cpu_ms_per_tick" in s]
+    cpu_flat = None
+    if len(cpu) >= 4:
+        k = max(1, len(cpu) // 10)
+        a, b = float(np.median(cpu[:k])), float(np.median(cpu[-k:]))
+        cpu_flat = {"first_ms": a, "last_ms": b, "change": (b - a) / a}
     gaps = sum(res["final_missing_seq"].values())
     rec_gaps = (res["recorder_summary"] or {}).get("recording_gaps")
     lost = (res["recorder_summary"] or {}).get("recording_lost_batches")
@@ -291,8 +323,12 @@ def verdict(res: dict) -> dict:
         "rss_growth": growth,
         "rss_growth_max": max(growth.values()) if growth else None,
         "rss_ok": bool(growth) and max(growth.values()) < RSS_GROWTH_MAX,
+        "rss_growth_second_half": growth_half,
+        "rss_growth_second_half_max": max(growth_half.values()) if growth_half else None,
         "tick_time": flat,
         "tick_flat_ok": flat is not None and abs(flat["change"]) < TICK_FLAT_MAX,
+        "cpu_per_tick": cpu_flat,
+        "cpu_flat_ok": cpu_flat is not None and abs(cpu_flat["change"]) < TICK_FLAT_MAX,
         "missing_seq": gaps,
         "recorder_recording_gaps": rec_gaps,
         "recorder_lost_batches": lost,
@@ -318,6 +354,10 @@ def plot(res: dict, path: Path) -> None:
     tk = [(x["t_wall_s"] / 60, x["tick_ms"]) for x in s if "tick_ms" in x]
     if tk:
         ax[1].plot(*zip(*tk), marker=".", label="wall time per tick (mean over the sample period)")
+    ct = [(x["t_wall_s"] / 60, x["cpu_ms_per_tick"]) for x in s if "cpu_ms_per_tick" in x]
+    if ct:
+        ax[1].plot(*zip(*ct), marker=".", label="CPU time per tick, all the dataflow's processes")
+    ax[1].legend(fontsize=7, loc="upper left")
     ax1b = ax[1].twinx()
     ax1b.plot(t, [x["loadavg_1min"] for x in s], color="0.6", ls="--", label="load average (1 min)")
     ax1b.set_ylabel("load average", color="0.4")
@@ -350,6 +390,10 @@ def markdown(res: dict, v: dict, json_path: str, png_path: str) -> str:
     lines.append(f"| RSS growth of every process < 5 % after the first minute | max {v['rss_growth_max'] * 100:+.2f} % "
                  f"({worst}); " + ", ".join(f"{k} {x * 100:+.1f} %" for k, x in sorted(g.items())) +
                  f" | {'yes' if v['rss_ok'] else 'NO'} |" if g else "| RSS growth | no samples | NO |")
+    gh = v.get("rss_growth_second_half") or {}
+    if gh:
+        lines.append(f"| (leak or step?) RSS growth over the second half of the run | max "
+                     f"{v['rss_growth_second_half_max'] * 100:+.2f} % ({max(gh, key=gh.get)}) | - |")
     tt = v["tick_time"]
     if tt:
         lines.append(f"| per-tick time flat (last 10 % vs first 10 % of the samples, within 10 %) | "
@@ -357,6 +401,11 @@ def markdown(res: dict, v: dict, json_path: str, png_path: str) -> str:
                      f"{'yes' if v['tick_flat_ok'] else 'NO'} |")
     else:
         lines.append("| per-tick time flat | too few samples | NO |")
+    ct = v.get("cpu_per_tick")
+    if ct:
+        lines.append(f"| CPU time per tick of all the dataflow's processes flat (same windows, within 10 %) | "
+                     f"{ct['first_ms']:.3f} -> {ct['last_ms']:.3f} ms ({ct['change'] * 100:+.1f} %) | "
+                     f"{'yes' if v['cpu_flat_ok'] else 'NO'} |")
     lines.append(f"| no sequence gaps | {v['missing_seq']} seq missing over all streams (read back); recorder: "
                  f"recording_gaps {v['recorder_recording_gaps']}, lost batches {v['recorder_lost_batches']} | "
                  f"{'yes' if v['gaps_ok'] else 'NO'} |")
@@ -380,11 +429,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plot", default="docs/soak_seiko.png")
     ap.add_argument("--md", default="", help="also write the markdown section to this file")
     ap.add_argument("--keep-recording", action="store_true")
+    ap.add_argument("--from-json", default="", help="no run: recompute the criteria, plot and markdown of a "
+                    "JSON this script wrote")
     args = ap.parse_args(argv)
-    started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    res = soak(args.graph, args.duration_s, args.sample_period_s, args.keep_recording)
-    res["started_utc"] = started
-    res["machine"] = f"{os.cpu_count()} cores, Python {platform.python_version()}"
+    if args.from_json:
+        res = json.loads(Path(args.from_json).read_text())
+    else:
+        started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        res = soak(args.graph, args.duration_s, args.sample_period_s, args.keep_recording)
+        res["started_utc"] = started
+        res["machine"] = f"{os.cpu_count()} cores, Python {platform.python_version()}"
     v = verdict(res)
     res["verdict"] = v
     out = ROOT / args.out if not Path(args.out).is_absolute() else Path(args.out)
