@@ -22,7 +22,8 @@ needs_dora = pytest.mark.skipif(shutil.which("dora") is None and not __import__(
 
 
 def _outcome(**kw):
-    base = {"exit_code": 1, "timed_out": False, "fault_sent": True, "errors": [], "failure_line": "node x failed: y",
+    base = {"exit_code": 1, "timed_out": False, "fault_sent": True, "errors": [],
+            "failure_line": "node seiko_controller failed: exited because of signal SIGKILL",
             "base_kept": True, "base_min_m": 1.05, "unreadable": [], "lost_ms": 20.0, "lost_stream": "a.b",
             "recording": "/r", "clock_gaps": 0}
     base.update(kw)
@@ -54,12 +55,14 @@ def test_judge_a_kill_needs_a_nonzero_exit_and_a_failure_line():
     assert not ok and "exit 0 although a node failed" in why
     ok, why = judge(kill, _outcome(failure_line=""))
     assert not ok and "no line names the failed node" in why
+    ok, why = judge(kill, _outcome(failure_line="node mujoco_driver failed (exit code 3): exited with code 3"))
+    assert not ok and "names another node than seiko_controller" in why
     ok, why = judge(kill, _outcome(timed_out=True))
     assert not ok and "did not end by itself" in why
 
 
 def test_judge_recording_and_robot_criteria():
-    kill = FaultCase("seiko_talos.yml", "kill", "operator", 0.5)
+    kill = FaultCase("seiko_talos.yml", "kill", "seiko_controller", 0.5)
     ok, why = judge(kill, _outcome(lost_ms=LOST_MS_MAX + 1, lost_stream="operator.command"))
     assert not ok and "operator.command" in why
     assert judge(kill, _outcome(lost_ms=LOST_MS_MAX))[0]
@@ -67,7 +70,7 @@ def test_judge_recording_and_robot_criteria():
     assert not ok and "robot fell" in why
     ok, why = judge(kill, _outcome(unreadable=["x.arrows: bad magic"]))
     assert not ok and "unreadable" in why
-    ok, why = judge(kill, _outcome(fault_sent=False, errors=["no process of node 'operator' found"]))
+    ok, why = judge(kill, _outcome(fault_sent=False, errors=["no process of node 'seiko_controller' found"]))
     assert not ok and "not injected" in why
 
 
@@ -170,3 +173,21 @@ def test_disk_full_is_named_and_the_written_part_readable(tmp_path):
     assert r["exit_code"] not in (0, None) and "disk full" in r["failure_line"]
     assert r["base_kept"] is True and not r["unreadable"]
     assert r["pass"], r["why"]
+
+
+def test_the_failure_line_names_the_node_killed_first():
+    # dora 1.1's lines of a replay graph whose operator was SIGKILLed (abridged from a campaign run): the
+    # replay node (dora id mujoco_driver) ended after it, with exit code 3; the killed node comes first
+    from contactflow.cli.run import failure_report, parse_failures
+
+    lines = [
+        "22:13:48 ERROR  operator: daemon exited because of signal SIGKILL",
+        "22:13:48 stdout input_filter: [contactflow] node 'input_filter' stopping: upstream node failed: "
+        "{'source_node_id': 'operator', 'error': 'exited because of signal SIGKILL'}",
+        "22:13:51 stdout mujoco_driver: [contactflow] node 'replay' stopping: input 'ack' closed",
+        "22:13:52 ERROR  mujoco_driver: daemon exited with code 3 with stderr output:",
+        "Node `operator` failed: exited because of signal SIGKILL",
+    ]
+    first = [f for f in parse_failures(lines).values() if not f.consequence]
+    assert first[0].node == "operator" and first[0].message == "exited because of signal SIGKILL"
+    assert "node operator failed: exited because of signal SIGKILL" in failure_report(lines, 1)[3]

@@ -33,6 +33,7 @@ __all__ = ["NodeFailure", "parse_failures", "failure_report", "dora_executable",
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _CF = re.compile(r"\[contactflow\] node '(?P<node>[^']+)' (?P<kind>failed|crashed|stopping)(?::\s*(?P<msg>.*))?$")
 _EXIT = re.compile(r"(?P<node>[\w.-]+): daemon exited with code (?P<code>-?\d+)")
+_SIGNALLED = re.compile(r"(?P<node>[\w.-]+): daemon exited because of signal (?P<sig>\w+)")
 _CASCADE = re.compile(r"marking `(?P<node>[^`]+)` as cascading error caused by `(?P<cause>[^`]+)`")
 _DORA_FAILED = re.compile(r"^Node `(?P<node>[^`]+)` failed: (?P<msg>.*?)(?: with stderr output:)?$")
 _EXC_LINE = re.compile(r"^(?P<exc>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)(?::.*)?)$")
@@ -99,6 +100,11 @@ def parse_failures(lines: Iterable[str]) -> dict[str, NodeFailure]:
         m = _EXIT.search(line)
         if m:
             get(m["node"]).exit_code = int(m["code"])
+            continue
+        m = _SIGNALLED.search(line)  # killed by a signal (SIGKILL, ...): dora's first line about it
+        if m:
+            f = get(m["node"])
+            f.message = f.message or f"exited because of signal {m['sig']}"
             continue
         m = _CASCADE.search(line)
         if m:

@@ -546,6 +546,8 @@ def judge(case: FaultCase, r: dict[str, Any]) -> tuple[bool, str]:
             why.append("exit 0 although a node failed")
         if (node_failed or r["exit_code"] != 0) and not r["failure_line"]:
             why.append("no line names the failed node")
+        elif node_failed and not r["failure_line"].startswith(f"node {case.node} "):
+            why.append(f"the failure line names another node than {case.node}")
     elif r["exit_code"] != 0:
         why.append(f"exit {r['exit_code']} although no node failed")
     if r["base_kept"] is False:
