@@ -230,25 +230,18 @@ def _box_residuals(A, x, bl, bu, eq, has_eq, tol, work=None, block=None):
     infinite bounds never bind. Lean: when the worst residual is within ``tol`` (the usual case)
     every row passes and the per-row bounds are not computed. NaN (in x or a bound) fails.
     ``work``: optional :class:`BoxQP` whose scratch rows (``_r``, ``_d``, ``_d2``) are used
-    instead of new arrays (same values); ``block``: ``(a, b)`` when the equalities are exactly
-    the rows ``a:b`` (slices instead of masked reductions, same values), else None."""
-    if work is None:
-        r = A @ x
-        if len(bl) != len(r):
-            r = np.concatenate((x, r))
-        if not len(r):  # no row, no bound: only x itself to check
-            return 0.0, 0.0, math.isfinite(float(x.sum()))
-        d = np.maximum(bl - r, r - bu)  # |r - b| on equality rows; > 0 = violation elsewhere
-    else:
-        r, d = work._r, work._d
-        if not len(r):
-            return 0.0, 0.0, math.isfinite(float(x.sum()))
-        k = work.n_bounds
-        if k:
-            r[:k] = x
-        A.dot(x, out=r[k:])
-        np.subtract(bl, r, out=d)
-        np.maximum(d, np.subtract(r, bu, out=work._d2), out=d)
+    (else new ones); ``block``: ``(a, b)`` when the equalities are exactly the rows ``a:b``
+    (slices instead of masked reductions, same values), else None."""
+    nr = len(bl)
+    if not nr:  # no row, no bound: only x itself to check
+        return 0.0, 0.0, math.isfinite(float(x.sum()))
+    r, d, d2 = (np.empty(nr), np.empty(nr), np.empty(nr)) if work is None else (work._r, work._d, work._d2)
+    k = nr - A.shape[0]  # variable bounds first, when there are
+    if k:
+        r[:k] = x
+    A.dot(x, out=r[k:])
+    np.subtract(bl, r, out=d)
+    np.maximum(d, np.subtract(r, bu, out=d2), out=d)  # |r - b| on equality rows; > 0 = violation elsewhere
     eq_res = 0.0
     if block is not None:
         a, b = block

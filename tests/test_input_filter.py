@@ -20,8 +20,8 @@ from contactflow.operator.input_filter import (
     bound_distance,
     clamp_orientation_update_into_sphere,
     clamp_position_update_into_sphere,
-    exponential_alpha,
 )
+from contactflow.seiko.filters import alpha_from_cutoff
 
 CFG = InputFilterConfig()
 DT = CFG.dt_s
@@ -88,8 +88,8 @@ def test_bang_bang_filter_vector_matches_scalar():
 
 
 # ---- low-pass -------------------------------------------------------------------------------
-def test_exponential_alpha_and_dc_gain():
-    a = exponential_alpha(2.0, 0.002)
+def test_low_pass_alpha_and_dc_gain():
+    a = alpha_from_cutoff(2.0, 0.002)
     w = 2 * math.pi * 2.0
     assert a == pytest.approx((1 - w * 0.001) / (1 + w * 0.001))
     y, u = 0.0, 1.7

@@ -11,7 +11,9 @@ from contactflow.seiko.admittance import clamp_norm
 def test_clamp_norm_known_values():
     v = np.array([3.0, 0.0, 4.0])  # |v| = 5
     np.testing.assert_allclose(clamp_norm(v, 2.5), [1.5, 0.0, 2.0])
-    assert clamp_norm(v, 6.0) is v  # inside the bound: v itself
+    inside = clamp_norm(v, 6.0)  # inside the bound: v's values, in a new array
+    np.testing.assert_array_equal(inside, v)
+    assert inside is not v
     # as the Retargeting uses it: -clampNorm(e, c) / dt, in a caller's buffer
     out = np.full(3, np.nan)
     assert clamp_norm(v, 2.5, -0.002, out=out) is out

@@ -348,3 +348,27 @@ def test_pose_error_world_known_values():
     out3 = np.full(3, np.nan)
     pose_error_world(np.zeros(3), R_t, cur, out3, rotation=False)
     np.testing.assert_allclose(out3, [-0.1, -0.2, -0.3])
+
+
+def test_pose_error_local_known_values():
+    """pose_error_local: [R^T (p_t - p); log3(R^T R_t)], the error of pose_error_world expressed in
+    the current frame (a known 0.3 rad rotation about the frame's own x axis); either part may be
+    skipped."""
+    import pinocchio as pin
+
+    from contactflow.seiko.equilibrium import pose_error_local, pose_error_world
+
+    R = pin.rpy.rpyToMatrix(0.4, -0.2, 0.1)
+    cur = pin.SE3(R, np.array([0.1, 0.2, 0.3]))
+    tgt = pin.SE3(R @ pin.rpy.rpyToMatrix(0.3, 0.0, 0.0), np.array([0.5, 0.2, -0.1]))
+    pos, rot = np.full(3, np.nan), np.full(3, np.nan)
+    pose_error_local(tgt, cur, pos, rot)
+    np.testing.assert_allclose(pos, R.T @ [0.4, 0.0, -0.4], atol=1e-12)
+    np.testing.assert_allclose(rot, [0.3, 0.0, 0.0], atol=1e-12)
+    world = pose_error_world(tgt.translation, tgt.rotation, cur, np.zeros(6))
+    np.testing.assert_allclose(rot, R.T @ world[3:], atol=1e-12)
+    only = np.full(3, np.nan)
+    pose_error_local(tgt, cur, None, only)
+    np.testing.assert_array_equal(only, rot)
+    pose_error_local(tgt, cur, only, None)
+    np.testing.assert_array_equal(only, pos)

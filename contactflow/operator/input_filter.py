@@ -35,7 +35,8 @@ from typing import Iterable, Mapping
 import numpy as np
 import pinocchio as pin
 
-from contactflow.errors import ContractError
+from contactflow.errors import ConfigError, ContractError
+from contactflow.seiko.filters import alpha_from_cutoff
 
 __all__ = [
     "InputFilterConfig",
@@ -43,7 +44,6 @@ __all__ = [
     "BangBangFilter",
     "bang_bang_step",
     "bang_bang_time",
-    "exponential_alpha",
     "clamp_position_update_into_sphere",
     "clamp_orientation_update_into_sphere",
     "bound_distance",
@@ -78,6 +78,10 @@ class InputFilterConfig:
         max_vel_ang_radps: bang-bang velocity bound per rotation-vector component [rad/s].
         max_acc_ang_radps2: bang-bang acceleration bound per rotation-vector component [rad/s^2].
         dt_s: filter period [s].
+
+    Raises:
+        ConfigError: a value not a finite number > 0, or ``clamp_radius_ang_rad`` >= pi (the
+            message names the key and what was expected).
     """
 
     clamp_radius_lin_m: float = 0.03
@@ -93,9 +97,9 @@ class InputFilterConfig:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0.0):
-                raise ValueError(f"{f.name}: expected a finite number > 0, got {value!r}")
+                raise ConfigError(f"{f.name}: expected a finite number > 0, got {value!r}")
         if self.clamp_radius_ang_rad >= math.pi:
-            raise ValueError(
+            raise ConfigError(
                 f"clamp_radius_ang_rad: expected a value below pi, got {self.clamp_radius_ang_rad!r}"
             )
 
@@ -282,19 +286,6 @@ class BangBangFilter:
 
 
 # --------------------------------------------------------------------------------------------
-# Exponential low-pass (FilterExponential / FilterExponentialRotation)
-# --------------------------------------------------------------------------------------------
-def exponential_alpha(cutoff_hz: float, dt_s: float) -> float:
-    """Smoothing factor of the first-order exponential filter (``getAlphaFromFreq``).
-
-    ``alpha = (1 - w dt / 2) / (1 + w dt / 2)`` with ``w = 2 pi cutoff_hz``, clamped to [0, 1];
-    the filter is ``y <- alpha y + (1 - alpha) u`` (DC gain 1).
-    """
-    w_dt_2 = math.pi * cutoff_hz * dt_s
-    return min(1.0, max(0.0, (1.0 - w_dt_2) / (1.0 + w_dt_2)))
-
-
-# --------------------------------------------------------------------------------------------
 # boundDistance (Clamp.h: ClampPositionUpdateIntoSphere / ClampOrientationUpdateIntoSphere)
 # --------------------------------------------------------------------------------------------
 def clamp_position_update_into_sphere(
@@ -421,7 +412,7 @@ class EffectorInputFilter:
     1. ``X_ref <- boundDistance(X_ref (+) dt nu, X_center)`` (world frame, (8));
     2. ``p_lp <- alpha p_lp + (1 - alpha) p_ref``;
        ``R_lp <- exp3((1 - alpha) log3(R_ref R_lp^T)) R_lp`` (slerp-style exponential filter,
-       ``alpha`` from :func:`exponential_alpha`);
+       ``alpha`` from :func:`contactflow.seiko.filters.alpha_from_cutoff`);
     3. position: component-wise time-optimal bang-bang from ``(p, v)`` toward ``(p_lp, 0)``
        under ``max_vel_lin_mps`` / ``max_acc_lin_mps2``; orientation: the same from
        ``(0, omega)`` toward ``(log3(R_lp R^T), 0)`` under ``max_vel_ang_radps`` /
@@ -439,7 +430,7 @@ class EffectorInputFilter:
     def __init__(self, config: InputFilterConfig | None = None):
         self.config = config or InputFilterConfig()
         c = self.config
-        self.alpha = exponential_alpha(c.cutoff_hz, c.dt_s)
+        self.alpha = alpha_from_cutoff(c.cutoff_hz, c.dt_s)
         self._bb_lin = BangBangFilter(3, c.max_vel_lin_mps, c.max_acc_lin_mps2)
         self._bb_ang = BangBangFilter(3, c.max_vel_ang_radps, c.max_acc_ang_radps2)
         self.x_ref = pin.SE3.Identity()

@@ -22,6 +22,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from contactflow.errors import ContractError
+from contactflow.seiko.filters import alpha_from_cutoff
 
 __all__ = ["LiveOperator", "KeyboardMapper", "TerminalKeys", "SpaceMouseSource", "TorqueRatioMonitor",
            "spacemouse_available"]
@@ -31,8 +32,10 @@ class TorqueRatioMonitor:
     """A joint-torque display for an operator: ``|tau| / tau_max``, low-passed, against a ratio.
 
     What an operator reaching "as far as allowed by the controller" (SEIKO RA-L 2024, Fig. 6)
-    watches: the first-order low-pass ``lp <- a lp + (1 - a) |tau|``, ``a = exp(-2 pi f_c dt)``
-    (5 Hz by default, like the Controller's filter before (12)), compared with ``rho``.
+    watches: the first-order low-pass ``lp <- a lp + (1 - a) |tau|``, ``a`` of
+    :func:`contactflow.seiko.filters.alpha_from_cutoff` (the bilinear form of SEIKO's
+    ``FilterExponential``, seiko.md §6.5; 5 Hz by default, like the Controller's filter before
+    (12)), compared with ``rho``.
 
     Args:
         tau_max: (n,) joint torque limits [N m], > 0.
@@ -53,7 +56,7 @@ class TorqueRatioMonitor:
         if any(not 0 <= i < self.tau_max.size for i in self.watch):
             raise ContractError(f"TorqueRatioMonitor: watched joint index out of range: {self.watch}")
         self.rho = float(rho)
-        self.alpha = math.exp(-2.0 * math.pi * cutoff_hz * dt)
+        self.alpha = alpha_from_cutoff(cutoff_hz, dt)
         self.tau_lp: np.ndarray | None = None
 
     def update(self, tau) -> bool:

@@ -32,17 +32,13 @@ def clamp_norm(v: np.ndarray, c: float, divisor: float = 1.0, out: np.ndarray | 
 
     Args:
         v: (k,) vector. c: norm bound (same unit as v). divisor: scalar, nonzero.
-        out: (k,) buffer for the result (may not be ``v``), or None.
+        out: (k,) buffer for the result (may not be ``v``), or None (a new array).
 
     Returns:
-        (k,) ``out``, else a new array, or ``v`` itself when ``divisor == 1`` and ``|v| <= c``.
+        (k,) ``out``, or a new array.
     """
     n = math.sqrt(float(v.dot(v)))  # = np.linalg.norm(v) (sqrt of the dot), without its Python overhead
-    if out is not None:
-        return np.multiply(v, (c / n if n > c else 1.0) / divisor, out=out)
-    if divisor == 1.0:
-        return v * (c / n) if n > c else v
-    return v * ((c / n if n > c else 1.0) / divisor)
+    return np.multiply(v, (c / n if n > c else 1.0) / divisor, out=out)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -47,7 +47,6 @@ hold), :mod:`~contactflow.seiko.controller_inputs` (input checks); this module k
 from __future__ import annotations
 
 import logging
-import math
 import time
 import types
 from typing import Callable, Mapping
@@ -64,7 +63,7 @@ from contactflow.seiko.controller_qp import Qp11Mixin, Qp11Workspace
 from contactflow.seiko.controller_switching import ContactSwitchingMixin
 from contactflow.seiko.filters import ComplementaryWrenchFilterBank, TorqueLimitAdapter, WrenchRateEstimator, alpha_from_cutoff
 from contactflow.seiko.flexible_equilibrium import flexible_equilibrium_residual, flexible_equilibrium_step
-
+from contactflow.seiko.surfaces import DEFAULT_SURFACE_ROTATIONS
 
 __all__ = [
     "ControllerConfig",
@@ -76,25 +75,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-
-
-def _rot_y(a: float) -> np.ndarray:
-    c, s = math.cos(a), math.sin(a)
-    return np.array([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]])
-
-
-def _rot_x(a: float) -> np.ndarray:
-    c, s = math.cos(a), math.sin(a)
-    return np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
-
-
-#: World-fixed surface frames R_c of the Talos point contacts (seiko.md §5.4, ``TaskSEIKO.cpp``
-#: l.296-307): left hand R_y(-pi/2) (normal along world -x, a wall in front), right hand
-#: R_x(-pi/2) (normal along world +y, a support on the robot's right).
-DEFAULT_SURFACE_ROTATIONS: dict[str, np.ndarray] = {
-    "left_hand": _rot_y(-math.pi / 2.0),
-    "right_hand": _rot_x(-math.pi / 2.0),
-}
 
 
 class SeikoController(StepInputsMixin, ContactSwitchingMixin, Qp11Mixin):

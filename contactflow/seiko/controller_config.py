@@ -14,8 +14,8 @@ import dataclasses
 
 import numpy as np
 
-from contactflow.errors import ConfigError
 from contactflow.qp import QP_SOLVERS
+from contactflow.seiko.config_checks import config_error, require_positive
 
 __all__ = ["ControllerConfig", "ControllerOutput"]
 
@@ -91,6 +91,10 @@ class ControllerConfig:
         qp_reg: relative Tikhonov regularisation of the QP Hessian (as :func:`contactflow.qp.solve_qp_box`).
         qp_solver: QP solver of (11) and runInit, one of :data:`contactflow.qp.QP_SOLVERS`:
             ``"daqp"`` (default, MIT) or ``"quadprog"`` (GPL, the reference).
+
+    Raises:
+        ConfigError: a value out of its range (the message names the class, the key and what was
+            expected; :mod:`contactflow.seiko.config_checks`).
     """
 
     dt_s: float = 0.002
@@ -136,14 +140,11 @@ class ControllerConfig:
 
     def __post_init__(self):
         if self.qp_solver not in QP_SOLVERS:
-            raise ConfigError(f"qp_solver must be one of {QP_SOLVERS}, got {self.qp_solver!r}")
-        if not self.dt_s > 0.0:
-            raise ValueError(f"dt_s must be > 0, got {self.dt_s}")
+            raise config_error(self, "qp_solver", f"one of {', '.join(QP_SOLVERS)}", self.qp_solver)
         if self.kd_sign not in (-1.0, 1.0):
-            raise ValueError(f"kd_sign must be -1 or +1, got {self.kd_sign}")
-        if self.kp_per_s < 0.0 or self.kd < 0.0:
-            raise ValueError("kp_per_s and kd must be >= 0")
-        for name in (
+            raise config_error(self, "kd_sign", "-1 or +1", self.kd_sign)
+        require_positive(self, (
+            "dt_s",
             "complementary_cutoff_hz",
             "rate_window_s",
             "rate_cutoff_hz",
@@ -156,10 +157,10 @@ class ControllerConfig:
             "release_filter_cutoff_hz",
             "qp_tol",
             "qp_reg",
-        ):
-            if not getattr(self, name) > 0.0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        for name in (
+        ))
+        require_positive(self, (
+            "kp_per_s",
+            "kd",
             "weight_reg_base",
             "weight_cmd_offset",
             "weight_pose_plane_pos",
@@ -179,13 +180,12 @@ class ControllerConfig:
             "release_lift_max_m",
             "release_ramp_s",
             "release_timeout_s",
-        ):
-            if not getattr(self, name) >= 0.0:  # also refuses NaN
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        ), strict=False)
         if not 0.0 <= self.torque_hysteresis < self.max_tau_ratio:
-            raise ValueError("torque_hysteresis must be in [0, max_tau_ratio)")
+            raise config_error(self, "torque_hysteresis", f"a number in [0, max_tau_ratio = {self.max_tau_ratio})",
+                               self.torque_hysteresis)
         if self.init_iterations < 1:
-            raise ValueError(f"init_iterations must be >= 1, got {self.init_iterations}")
+            raise config_error(self, "init_iterations", "an integer >= 1", self.init_iterations)
 
 
 @dataclasses.dataclass(frozen=True)

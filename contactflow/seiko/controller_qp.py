@@ -18,7 +18,7 @@ import numpy as np
 import pinocchio as pin
 
 from contactflow.qp import BoxQP, QPSolution
-from contactflow.seiko.equilibrium import equilibrium_terms
+from contactflow.seiko.equilibrium import equilibrium_terms, pose_error_local
 
 if TYPE_CHECKING:
     from contactflow.seiko.controller import SeikoController
@@ -196,14 +196,11 @@ class Qp11Mixin:
             for name, fid, src, Jrows, e_pos, e_rot in ws.pose:
                 Jrows[:] = pin.getFrameJacobian(model, data, fid, pin.LOCAL)[src]
                 cur = oMf[fid]
-                D = cur.actInv(oMf_d[fid])  # R^T (p_t - p), R^T R_t
+                pose_error_local(oMf_d[fid], cur, e_pos, e_rot)  # R^T (p_t - p), log3(R^T R_t)
                 if e_pos is not None:
-                    e_pos[:] = D.translation
                     rise = self._rise_m.get(name)
                     if rise is not None:
                         e_pos += rise * cur.rotation[2]  # R^T [0, 0, rise]
-                if e_rot is not None:
-                    e_rot[:] = pin.log3(D.rotation)
             Jp, WJ = ws.J_pose, ws.WJ_pose
             np.multiply(ws.w_pose_col, Jp, out=WJ)
             np.dot(Jp.T, WJ, out=ws.H_pose)
@@ -217,9 +214,7 @@ class Qp11Mixin:
         for name, fid, plane, e_pos, e_rot in ws.contact_rows:
             tgt = self.targets[name]
             if plane:
-                D = oMf[fid].actInv(tgt)
-                e_pos[:] = D.translation
-                e_rot[:] = pin.log3(D.rotation)
+                pose_error_local(tgt, oMf[fid], e_pos, e_rot)
             else:
                 np.subtract(tgt.translation, oMf[fid].translation, out=ws.tmp3)
                 np.dot(ws.tmp3, self.R_c[name], out=e_pos)

@@ -31,6 +31,7 @@ __all__ = [
     "equilibrium_terms",
     "effector_jacobian_world",
     "pose_error_world",
+    "pose_error_local",
     "plane_contact_constraints",
     "point_contact_constraints",
     "contact_constraints",
@@ -246,6 +247,25 @@ def pose_error_world(p_t: np.ndarray, R_t: np.ndarray, current: pin.SE3, out: np
     if rotation:
         out[3:6] = pin.log3(R_t.dot(current.rotation.T))
     return out
+
+
+def pose_error_local(target: pin.SE3, current: pin.SE3, pos_out: np.ndarray | None, rot_out: np.ndarray | None) -> None:
+    """LOCAL pose error of ``current`` towards ``target``, the right-hand side of pose rows and
+    contact equalities on ``pin.LOCAL`` Jacobian rows (the Controller's QP (11), seiko.md §6.2 in
+    the effector's own frame): ``pos_out = R^T (p_t - p)`` [m] and ``rot_out = log3(R^T R_t)``
+    [rad], with ``(p, R)`` the current and ``(p_t, R_t)`` the target world pose. The rotation
+    of :func:`pose_error_world` expressed in the local frame: ``log3(R^T R_t) = R^T log3(R_t R^T)``.
+
+    Args:
+        target, current: world poses of the frame.
+        pos_out: (3,) buffer for the position error, or None (not computed).
+        rot_out: (3,) buffer for the rotation error, or None (not computed).
+    """
+    D = current.actInv(target)
+    if pos_out is not None:
+        pos_out[:] = D.translation
+    if rot_out is not None:
+        rot_out[:] = pin.log3(D.rotation)
 
 
 def plane_contact_constraints(

@@ -36,6 +36,8 @@ def alpha_from_cutoff(cutoff_hz: float, dt_s: float) -> float:
 
     ``alpha = (1 - w dt / 2) / (1 + w dt / 2)`` with ``w = 2 pi f_c``, clamped to [0, 1]
     (``FilterExponential::getAlphaFromFreq``). The filter is ``y <- alpha y + (1 - alpha) u``.
+    The one source of this alpha: the Controller's filters, the operator input filter (8), the
+    pushing-mode filter and the operator's torque monitor all use it.
 
     Args:
         cutoff_hz: cutoff frequency f_c [Hz], > 0.

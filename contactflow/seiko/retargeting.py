@@ -56,7 +56,7 @@ from contactflow.environment import Environment
 from contactflow.errors import ConfigError
 from contactflow.robot import ContactSpec, Robot
 from contactflow.seiko.admittance import clamp_norm
-from contactflow.seiko.equilibrium import equilibrium_terms, pose_error_world
+from contactflow.seiko.equilibrium import effector_jacobian_world, equilibrium_terms, pose_error_world
 from contactflow.seiko.retargeting_config import (
     EffectorParams,
     PlaneEffectorParams,
@@ -328,7 +328,7 @@ class SeikoRetargeting(ContactSwitchingMixin, Qp9LayoutMixin):
         # (d), (e) pose tasks and (9h) contact equalities
         oMf, targets = data.oMf, self._targets
         for k, fid, mode, row, row_eq, clamp_pos, clamp_rot, target in self._pose_rows:
-            J = pin.getFrameJacobian(model, data, fid, pin.LOCAL_WORLD_ALIGNED)  # effector_jacobian_world
+            J = effector_jacobian_world(model, data, fid)
             M = oMf[fid]
             if target is None:  # disabled: this step's target
                 Tg = targets[k]

@@ -18,8 +18,9 @@ import math
 import numpy as np
 import pinocchio as pin
 
-from contactflow.errors import ConfigError
 from contactflow.qp import QP_SOLVERS
+from contactflow.seiko.config_checks import config_error, require_positive
+from contactflow.seiko.surfaces import DEFAULT_SURFACE_RPY
 
 __all__ = ["EffectorParams", "PlaneEffectorParams", "PointEffectorParams", "RetargetingConfig",
            "RetargetingOutput", "Request"]
@@ -63,6 +64,10 @@ class EffectorParams:
             in ``pi/2 disable_taper_n / force_rate_max_n_per_s`` s instead of
             ``disable_taper_n / force_rate_max_n_per_s`` s; 0 = the paper's constant limit. A
             disabling contact is released below ``dt`` x its (tapered) bound, or at 0 N.
+
+    Raises:
+        ConfigError: a value out of its range (the message names the class, the key and what was
+            expected; :mod:`contactflow.seiko.config_checks`).
     """
 
     pose_weight_pos: float
@@ -82,18 +87,14 @@ class EffectorParams:
     disable_taper_n: float = 0.0
 
     def __post_init__(self):
-        for name in ("pose_weight_pos", "pose_weight_rot", "pose_clamp_pos_m", "pose_clamp_rot_rad",
-                     "friction_mu", "force_rate_max_n_per_s", "cop_half_x_m", "cop_half_y_m"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        if not (self.disable_ramp_s >= 0 and self.disable_taper_n >= 0):  # also refuses NaN
-            raise ValueError("disable_ramp_s and disable_taper_n must be >= 0")
-        if self.torque_rate_max_nm_per_s < 0 or self.disabling_weight_scale <= 0:
-            raise ValueError("torque_rate_max_nm_per_s must be >= 0 and disabling_weight_scale > 0")
+        require_positive(self, ("pose_weight_pos", "pose_weight_rot", "pose_clamp_pos_m", "pose_clamp_rot_rad",
+                                "friction_mu", "force_rate_max_n_per_s", "cop_half_x_m", "cop_half_y_m",
+                                "disabling_weight_scale"))
+        require_positive(self, ("disable_ramp_s", "disable_taper_n", "torque_rate_max_nm_per_s"), strict=False)
         if not 0 <= self.fz_min_n < self.fz_max_n:
-            raise ValueError(f"need 0 <= fz_min_n < fz_max_n, got {self.fz_min_n}, {self.fz_max_n}")
+            raise config_error(self, "fz_min_n", f"a number in [0, fz_max_n = {self.fz_max_n})", self.fz_min_n)
         if len(self.wrench_weights) not in (3, 6) or min(self.wrench_weights) <= 0:
-            raise ValueError("wrench_weights must hold 3 (point) or 6 (plane) values > 0")
+            raise config_error(self, "wrench_weights", "3 (point) or 6 (plane) values > 0", self.wrench_weights)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -127,11 +128,6 @@ class PointEffectorParams(EffectorParams):
     force_rate_max_n_per_s: float = 10.0
 
 
-def _surface_defaults() -> dict[str, tuple[float, float, float]]:
-    # seiko.md §5.4: left hand R_y(-pi/2) (wall in front), right hand R_x(-pi/2) (support on the right).
-    return {"left_hand": (0.0, -math.pi / 2, 0.0), "right_hand": (-math.pi / 2, 0.0, 0.0)}
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RetargetingConfig:
     """Parameters of :class:`~contactflow.seiko.retargeting.SeikoRetargeting` (Talos values of seiko.md §4.1-4.6).
@@ -155,7 +151,8 @@ class RetargetingConfig:
         plane: parameters of plane effectors (feet).
         point: parameters of point effectors (hands).
         surface_rpy_rad: effector name -> roll, pitch, yaw [rad] of the world-fixed surface frame
-            R_c of a point contact; effectors not listed use their orientation when enabled.
+            R_c of a point contact; effectors not listed use their orientation when enabled
+            (default :data:`contactflow.seiko.surfaces.DEFAULT_SURFACE_RPY`).
         hessian_regularisation: absolute value added to the QP Hessian diagonal.
         enable_max_distance_m: enabling a contact is refused when the effector (its collision
             sphere) is farther than this from every surface of the environment [m] (only when
@@ -177,6 +174,10 @@ class RetargetingConfig:
         settle_tol_rad: settling stops when no coordinate moves more than this in one step [rad, m].
         qp_solver: QP solver of QP (9), one of :data:`contactflow.qp.QP_SOLVERS`: ``"daqp"``
             (default, MIT) or ``"quadprog"`` (GPL, the reference; the same QP in stacked form).
+
+    Raises:
+        ConfigError: a value out of its range (the message names the class, the key and what was
+            expected; :mod:`contactflow.seiko.config_checks`).
     """
 
     dt_s: float = 0.002
@@ -194,7 +195,7 @@ class RetargetingConfig:
     joint_torque_limit_ratio: float = 0.65
     plane: PlaneEffectorParams = dataclasses.field(default_factory=PlaneEffectorParams)
     point: PointEffectorParams = dataclasses.field(default_factory=PointEffectorParams)
-    surface_rpy_rad: dict[str, tuple[float, float, float]] = dataclasses.field(default_factory=_surface_defaults)
+    surface_rpy_rad: dict[str, tuple[float, float, float]] = dataclasses.field(default_factory=DEFAULT_SURFACE_RPY.copy)
     hessian_regularisation: float = 1e-9
     enable_max_distance_m: float = 0.03
     push_clamp_n: float = 5.0
@@ -209,22 +210,17 @@ class RetargetingConfig:
 
     def __post_init__(self):
         if self.qp_solver not in QP_SOLVERS:
-            raise ConfigError(f"qp_solver: expected one of {', '.join(QP_SOLVERS)}, got {self.qp_solver!r}")
-        for name in ("push_clamp_n", "push_cutoff_hz", "push_max_rate_n_per_s", "push_max_acc_n_per_s2",
-                     "max_push_rate_command_n_per_s", "enable_max_distance_m"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        for name in ("dt_s", "init_ramp_s", "joint_vel_weight", "joint_pos_weight", "joint_pos_clamp_rad",
-                     "joint_torque_weight", "joint_torque_weight_arms", "joint_vel_limit_ratio",
-                     "joint_torque_limit_ratio", "momentum_weight_lin", "momentum_weight_ang"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        if self.ahead_time_s < 0 or self.hessian_regularisation < 0:
-            raise ValueError("ahead_time_s and hessian_regularisation must be >= 0")
+            raise config_error(self, "qp_solver", f"one of {', '.join(QP_SOLVERS)}", self.qp_solver)
+        require_positive(self, ("push_clamp_n", "push_cutoff_hz", "push_max_rate_n_per_s", "push_max_acc_n_per_s2",
+                                "max_push_rate_command_n_per_s", "enable_max_distance_m"))
+        require_positive(self, ("dt_s", "init_ramp_s", "joint_vel_weight", "joint_pos_weight", "joint_pos_clamp_rad",
+                                "joint_torque_weight", "joint_torque_weight_arms", "joint_vel_limit_ratio",
+                                "joint_torque_limit_ratio", "momentum_weight_lin", "momentum_weight_ang"))
+        require_positive(self, ("ahead_time_s", "hessian_regularisation"), strict=False)
         if len(self.plane.wrench_weights) != 6:
-            raise ValueError("plane.wrench_weights must hold 6 values [fx, fy, fz, tx, ty, tz]")
+            raise config_error(self, "plane.wrench_weights", "6 values [fx, fy, fz, tx, ty, tz]", self.plane.wrench_weights)
         if len(self.point.wrench_weights) != 3:
-            raise ValueError("point.wrench_weights must hold 3 values [fx, fy, fz]")
+            raise config_error(self, "point.wrench_weights", "3 values [fx, fy, fz]", self.point.wrench_weights)
 
     def effector(self, ctype: str) -> EffectorParams:
         """The parameter set of contact type ``ctype`` ('plane' or 'point')."""
@@ -285,3 +281,4 @@ class Request:
 
     accepted: bool
     message: str
+

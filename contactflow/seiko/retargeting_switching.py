@@ -18,8 +18,9 @@ import numpy as np
 import pinocchio as pin
 
 from contactflow.errors import ConfigError
-from contactflow.operator.input_filter import BangBangFilter, exponential_alpha
+from contactflow.operator.input_filter import BangBangFilter
 from contactflow.seiko.equilibrium import contact_constraints
+from contactflow.seiko.filters import alpha_from_cutoff
 from contactflow.seiko.retargeting_config import Request
 
 __all__ = ["NormalForceCommandFilter", "ContactSwitchingMixin"]
@@ -42,7 +43,7 @@ class NormalForceCommandFilter:
     def __init__(self, dt_s: float, clamp_n: float, cutoff_hz: float, max_rate_n_per_s: float, max_acc_n_per_s2: float):
         self.dt = dt_s
         self.clamp = clamp_n
-        self.alpha = exponential_alpha(cutoff_hz, dt_s)
+        self.alpha = alpha_from_cutoff(cutoff_hz, dt_s)
         self._bb = BangBangFilter(1, max_rate_n_per_s, max_acc_n_per_s2)
         self.reset(0.0)
 
