@@ -67,14 +67,15 @@ def _bounded(fn, *args):
         pytest.fail(f"{fn.__name__}{args}: no answer within {READ_TIMEOUT_S} s (a hang)")
 
 
-def _read_all(run: Path) -> list:
-    """Open a run and read every stream: the streams read (some may be salvaged), or the RecordingError."""
+def _read_all(run: Path, only: str | None = None) -> list:
+    """Open a run and read every stream (or ``only`` that one): the streams read (some may be salvaged), or
+    the RecordingError."""
     try:
         rec = read_recording(run)
     except RecordingError as exc:
         return [exc]
     out = []
-    for name in rec.stream_names:
+    for name in [only] if only else rec.stream_names:
         try:
             out.append(rec.stream(name))
         except RecordingError as exc:
@@ -157,9 +158,9 @@ def test_a_stream_cut_at_every_byte_offset(pristine, stream):
         path = run / f"{stream}.arrows"
         for cut in range(len(data) + 1):
             path.write_bytes(data[:cut])
-            results = _bounded(_read_all, run)
+            results = _bounded(_read_all, run, stream)
             _check(outcome, results, run)
-            st_ = results[sorted(STREAMS).index(stream)]
+            st_ = results[0]
             if cut == len(data):
                 assert not isinstance(st_, RecordingError) and not st_.truncated and len(st_) == len(clean)
             elif not isinstance(st_, RecordingError):
