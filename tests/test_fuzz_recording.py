@@ -4,9 +4,9 @@ newer format versions.
 
 The outcome of every input is either a :class:`RecordingError` whose message names the file, or a
 read whose damage is reported (a salvaged prefix: ``Stream.damage`` with the byte offset and the last
-good message); never another exception, never a hang (each read runs in a worker thread bounded to
+good message); never another exception, never a hang (each read runs in a daemon thread bounded to
 :data:`READ_TIMEOUT_S`). ``rec info`` (the CLI, in-process) is fuzzed on the same inputs: exit 0, 1 or
-2, never a traceback.
+2, never a traceback (and ``rec ls`` on the fuzzed manifests: exit 0).
 
 The number of Hypothesis examples per loader is :data:`EXAMPLES` (``$CONTACTFLOW_FUZZ_EXAMPLES``,
 default 60 in CI); the enumerated truncations are all offsets whatever the setting (``rec info`` on one
@@ -16,13 +16,13 @@ in ``$CONTACTFLOW_FUZZ_INFO_STRIDE``, default 8). Each loader prints its count o
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import io
 import json
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from unittest import mock
 
@@ -44,8 +44,6 @@ FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 STREAMS = ("drv.sensors", "ctrl.command")
 
-_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-
 
 class Outcome:
     """Counts of one loader's inputs and outcomes."""
@@ -59,12 +57,24 @@ class Outcome:
 
 
 def _bounded(fn, *args):
-    """Run ``fn(*args)`` in the worker thread; a read that takes longer than READ_TIMEOUT_S fails the test."""
-    fut = _POOL.submit(fn, *args)
-    try:
-        return fut.result(timeout=READ_TIMEOUT_S)
-    except concurrent.futures.TimeoutError:
+    """Run ``fn(*args)`` in a daemon thread (a hung one does not keep the test process alive); a read that
+    takes longer than READ_TIMEOUT_S fails the test. Exceptions are re-raised here."""
+    box: dict = {}
+
+    def work():
+        try:
+            box["value"] = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            box["error"] = exc
+
+    th = threading.Thread(target=work, daemon=True)
+    th.start()
+    th.join(READ_TIMEOUT_S)
+    if th.is_alive():
         pytest.fail(f"{fn.__name__}{args}: no answer within {READ_TIMEOUT_S} s (a hang)")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def _read_all(run: Path, only: str | None = None) -> list:
@@ -110,6 +120,12 @@ def _info(run: Path) -> int:
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
             mock.patch.object(cli, "build_parser", lambda: _PARSER):
         return cli.main(["rec", "info", str(run), "--no-progress"])
+
+
+def _ls(root: Path) -> int:
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+            mock.patch.object(cli, "build_parser", lambda: _PARSER):
+        return cli.main(["rec", "ls", "--root", str(root)])
 
 
 def _make_run(path: Path, *, batches: int = 3, per: int = 4) -> Path:
@@ -305,6 +321,7 @@ def test_manifests_with_wrong_keys(pristine, edits, stream):
         results = _bounded(_read_all, run)
         _check(_MANIFEST, results, run)
         assert _bounded(_info, run) in (0, 1, 2)
+        assert _bounded(_ls, run.parent) == 0  # `rec ls` lists a bad manifest as such
         if not (results and isinstance(results[0], RecordingError)):  # a readable manifest (maybe no streams)
             _bounded(run_info, read_recording(run))
 
