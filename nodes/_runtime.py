@@ -291,13 +291,13 @@ class Lockstep:
             if iid not in self.configs and "config" in ev["metadata"]:
                 self.configs[iid] = ev["metadata"]["config"]
             seq = ev["metadata"].get("seq")
-            if not isinstance(seq, int) or isinstance(seq, bool):
-                log.warning("input %r: message without integer 'seq' metadata ignored", iid)
+            if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq < 2**53:
+                log.warning("input %r: message without integer 'seq' metadata (0 <= seq < 2**53) ignored", iid)
                 return
             if isinstance(ev["metadata"].get("rows"), int):  # several ticks in one message (Sender.send_rows)
                 try:
                     parts = split_rows(ev["value"], ev["metadata"])
-                except (ContractError, KeyError, TypeError, ValueError) as exc:
+                except (ContractError, KeyError, TypeError, ValueError, OverflowError, pa.ArrowException) as exc:
                     n = int(ev["metadata"]["rows"])
                     if not 0 < n <= MAX_ROWS:
                         log.warning("input %r: malformed multi-tick message ignored: %s", iid, exc)
@@ -306,8 +306,7 @@ class Lockstep:
                     # values for them instead of waiting for seqs that never come (a lockstep stall)
                     log.warning("input %r: malformed multi-tick message (seq %d..%d) ignored, its ticks are "
                                 "malformed: %s", iid, seq, seq + n - 1, exc)
-                    t0 = ev["metadata"].get("t")
-                    t0 = float(t0) if isinstance(t0, (int, float)) else seq * self.dt
+                    t0 = _meta_time(ev["metadata"], seq * self.dt)
                     fin = bool(ev["metadata"].get("finished", False))
                     parts = [(seq + j, pa.array([], type=pa.float64()),
                               {"seq": seq + j, "t": t0 + j * self.dt, "finished": fin and j == n - 1}) for j in range(n)]
