@@ -48,6 +48,16 @@ def test_fault_time_after_the_last_row_is_extrapolated_at_the_clock_rate():
     assert _interp_fault_t(np.zeros(0), np.zeros(0, np.int64), 5) is None
 
 
+def test_the_trigger_extrapolates_the_clock_past_the_recorders_lag():
+    from contactflow.faults.campaign import _sim_now
+
+    t = np.arange(500) * 0.002  # 1 s of a real-time clock: 1 simulated s per wall s
+    w = (np.arange(500) * 2_000_000).astype(np.int64)
+    assert _sim_now(t, w, int(w[-1] + 300_000_000)) == pytest.approx(t[-1] + 0.3)
+    assert _sim_now(t[:1], w[:1], int(w[0] + 10**9)) == 0.0  # one row: no rate, no extrapolation
+    assert _sim_now(np.zeros(0), np.zeros(0, np.int64), 0) is None
+
+
 def test_judge_a_kill_needs_a_nonzero_exit_and_a_failure_line():
     kill = FaultCase("seiko_talos.yml", "kill", "seiko_controller", 0.5)
     assert judge(kill, _outcome()) == (True, "")

@@ -378,8 +378,9 @@ def _inject_signal(proc: subprocess.Popen, case: FaultCase, setup: GraphSetup, r
         run = _run_dir(rec_root)
         f = run / f"{setup.clock_stream}.arrows" if run is not None else None
         if f is not None and f.exists():
-            t, _ = _stream_t(f)
-            if t.size and t.max() >= case.at_s:
+            t, w = _stream_t(f)
+            now = _sim_now(t, w, time.time_ns())
+            if now is not None and now >= case.at_s:
                 break
         time.sleep(0.05)
     else:
@@ -400,6 +401,21 @@ def _inject_signal(proc: subprocess.Popen, case: FaultCase, setup: GraphSetup, r
 
 # ---------------------------------------------------------------------------------------------
 # outcome
+
+
+def _sim_now(t: np.ndarray, w: np.ndarray, now_ns: int) -> float | None:
+    """The clock's simulated time [s] now, from the rows written so far: the newest row's time advanced
+    at the clock's rate over its last 0.5 s (the recorder lags the clock by a log batch and its flush
+    period, by seconds in a loaded real-time graph). None before any row."""
+    if t.size == 0:
+        return None
+    i = int(np.argmax(t))
+    j = int(np.searchsorted(t, t[i] - 0.5)) if np.all(np.diff(t) >= 0) else 0
+    dw = (int(w[i]) - int(w[j])) * 1e-9
+    if dw <= 0.05:
+        return float(t[i])
+    rate = min(max((t[i] - t[j]) / dw, 0.0), 5.0)
+    return float(t[i] + max(0.0, (now_ns - int(w[i])) * 1e-9) * rate)
 
 
 def _interp_fault_t(t: np.ndarray, w: np.ndarray, wall_ns: int) -> float | None:
