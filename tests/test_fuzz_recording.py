@@ -8,8 +8,9 @@ good message); never another exception, never a hang (each read runs in a daemon
 :data:`READ_TIMEOUT_S`). ``rec info`` (the CLI, in-process) is fuzzed on the same inputs: exit 0, 1 or
 2, never a traceback (and ``rec ls`` on the fuzzed manifests: exit 0).
 
-The number of Hypothesis examples per loader is :data:`EXAMPLES` (``$CONTACTFLOW_FUZZ_EXAMPLES``,
-default 60 in CI); the enumerated truncations are all offsets whatever the setting (``rec info`` on one
+The number of Hypothesis examples per loader: 60 derandomised in CI, or ``$CONTACTFLOW_FUZZ_EXAMPLES``
+random ones (``fuzz_support.fuzz_settings``); the hang bound is a thread here (it also catches a read
+stuck in pyarrow's C++ code, which ``fuzz_support.no_hang``'s SIGALRM cannot interrupt); the enumerated truncations are all offsets whatever the setting (``rec info`` on one
 in ``$CONTACTFLOW_FUZZ_INFO_STRIDE``, default 8). Each loader prints its count of inputs (``pytest -s``);
 ``docs/reliability.md`` gives the figures of a large run.
 """
@@ -29,19 +30,18 @@ from unittest import mock
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from fuzz_support import fuzz_settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from contactflow import cli
 from contactflow.recording.export import run_info
 from contactflow.recording.store import RecordingError, RecordingWriter, read_recording
 
-EXAMPLES = int(os.environ.get("CONTACTFLOW_FUZZ_EXAMPLES", "60"))
 READ_TIMEOUT_S = 10.0
 #: ``rec info`` runs on one truncation offset in this many (``$CONTACTFLOW_FUZZ_INFO_STRIDE``; 1: all).
 INFO_STRIDE = max(1, int(os.environ.get("CONTACTFLOW_FUZZ_INFO_STRIDE", "8")))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = fuzz_settings(60)  # 60 derandomised examples per loader in CI; $CONTACTFLOW_FUZZ_EXAMPLES random ones
 STREAMS = ("drv.sensors", "ctrl.command")
 
 
