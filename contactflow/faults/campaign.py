@@ -346,7 +346,8 @@ def run_case(case: FaultCase, out_dir: Path, *, timeout_s: float | None = None, 
     wall_s = time.monotonic() - t_start
     lines = logf.read_text(errors="replace").splitlines()
     result = analyse(case, setup, rec_root, lines, proc.returncode, timed_out, fault)
-    result.update(wall_s=round(wall_s, 1), log=str(logf.relative_to(out_dir)), case=case.to_dict(), name=case.name)
+    result.update(wall_s=round(wall_s, 1), log=str(logf.relative_to(out_dir)), case=case.to_dict(), name=case.name,
+                  signal=fault)
     result["pass"], result["why"] = judge(case, result)
     return result
 
@@ -484,10 +485,15 @@ def analyse(case: FaultCase, setup: GraphSetup, rec_root: Path, lines: list[str]
     elif case.kind in SIGNAL_KINDS:
         t_fault = (_interp_fault_t(clock.t, clock.t_wall_ns, fault["wall_ns"])
                    if fault.get("sent") and clock is not None else None)
-        t_end = _sim_end(lines)  # the driver's "simulation ended at t = X s" (its rows may not be recorded)
-        if t_fault is not None and t_end is not None and t_fault >= t_end - 1e-9:
-            res["after_end"] = True  # the signal came after the clock's last tick
-            t_fault = t_end
+        # the end of the clock: the driver's "simulation ended at t = X s" (its last rows may not be
+        # recorded), else the run's length; the fault time is capped there
+        t_end = _sim_end(lines)
+        t_end = setup.duration_s + 0.1 if t_end is None else t_end
+        if t_fault is not None:
+            t_fault = min(t_fault, t_end)
+        fin = clock.finished.astype(bool) if clock is not None and len(clock) else np.zeros(0, bool)
+        if fault.get("sent") and fin.any() and int(clock.t_wall_ns[fin].min()) <= fault["wall_ns"]:
+            res["after_end"] = True  # the clock had sent its last ('finished') tick before the signal
             if setup.simulated:
                 res["errors"].append(f"the fault came after the simulation ended (t = {t_end:g} s)")
     else:
