@@ -441,7 +441,9 @@ def markdown(res: dict, v: dict, json_path: str, png_path: str) -> str:
         "",
         f"Ticks simulated: {ticks} ({rs.get('sim_time_s', 'n/a')} s simulated per the summary); recording "
         f"{(res['final_recording_bytes'] or 0) / 1e9:.2f} GB at the end; `dora run` exit code {res['dora_exit_code']} "
-        f"after {res['dora_run_total_wall_s']:.0f} s (stopped by `--stop-after`).",
+        f"after {res['dora_run_total_wall_s']:.0f} s ("
+        + ("stopped by `--stop-after`)." if res["dora_run_total_wall_s"] >= res["duration_s"] - 5
+           else "ended before `--stop-after`: see `dora_log_tail` in the JSON)."),
     ]
     return "\n".join(lines) + "\n"
 
