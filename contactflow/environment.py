@@ -64,8 +64,9 @@ class Environment:
         floor: whether the floor z = 0 counts as a surface.
         force_joints: frame name -> joints whose torques give its contact force (§6.7).
         cone: MuJoCo friction cone of the scene (``elliptic``/``pyramidal``), None = robot file's.
-        impratio: MuJoCo friction-to-normal impedance ratio, None = robot file's. With the
-            robot file's pyramidal cone and impratio 1, the soft foot contacts creep in yaw under
+        impratio: MuJoCo friction-to-normal impedance ratio, None = robot file's. With a
+            pyramidal cone and impratio 1 (the Talos file's before issue 16; it now uses elliptic,
+            10 and a noslip pass everywhere), the soft foot contacts creep in yaw under
             a sustained torsional load (a 20 N m yaw torque on the pelvis turns the standing robot
             by 0.23 rad in 3 s; elliptic + impratio 10: 0.017 rad), which a one-handed wall push
             produces; the multi-contact scene therefore uses elliptic cones with impratio 10.
