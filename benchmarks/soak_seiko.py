@@ -297,14 +297,19 @@ def soak(graph: str, duration_s: float, period_s: float, keep: bool) -> dict:
     return res
 
 
-def verdict(res: dict) -> dict:
-    """The issue's criteria from the samples."""
-    # samples taken at the end (processes already exiting) are not the run's: keep those with every process
-    # of the first-minute sample still there
+def run_samples(res: dict) -> list[dict]:
+    """The samples of the running dataflow: those taken at the end (processes already exiting) are
+    not the run's; kept: those with every process of the first-minute sample still there."""
     samples = [s for s in res["samples"] if s["t_wall_s"] <= res["duration_s"] - 1.0]
     ref = next((set(s["rss_bytes"]) for s in samples if s["t_wall_s"] >= FIRST_MINUTE_S - 1e-6), None)
     if ref is not None:
         samples = [s for s in samples if s["t_wall_s"] < FIRST_MINUTE_S - 1e-6 or ref <= set(s["rss_bytes"])]
+    return samples
+
+
+def verdict(res: dict) -> dict:
+    """The issue's criteria from the samples."""
+    samples = run_samples(res)
     after = [s for s in samples if s["t_wall_s"] >= FIRST_MINUTE_S - 1e-6]
     growth = {}
     if after:
@@ -364,7 +369,7 @@ def plot(res: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    s = res["samples"]
+    s = run_samples(res)
     t = np.array([x["t_wall_s"] for x in s]) / 60
     fig, ax = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
     names = sorted({k for x in s for k in x["rss_bytes"]})
@@ -372,7 +377,7 @@ def plot(res: dict, path: Path) -> None:
         ax[0].plot(t, [x["rss_bytes"].get(n, np.nan) / 1e6 for x in s], label=n, marker=".")
     ax[0].set_ylabel("RSS [MB]")
     ax[0].legend(fontsize=7, ncol=2)
-    ax[0].set_title(f"soak: {res['graph']}, {res['duration_s'] / 60:.0f} min (shared 2-core machine)")
+    ax[0].set_title(f"soak: {res['graph']}, {t[-1]:.0f} min (shared 2-core machine)")
     tk = [(x["t_wall_s"] / 60, x["tick_ms"]) for x in s if "tick_ms" in x]
     if tk:
         ax[1].plot(*zip(*tk), marker=".", label="wall time per tick (mean over the sample period)")
@@ -394,10 +399,10 @@ def plot(res: dict, path: Path) -> None:
 
 
 def markdown(res: dict, v: dict, json_path: str, png_path: str) -> str:
-    s = res["samples"]
+    s = run_samples(res)
     loads = [x["loadavg_1min"] for x in s]
     lines = [
-        "## Soak: one hour of the lockstep SEIKO graph",
+        f"## Soak: {s[-1]['t_wall_s'] / 60:.0f} minutes of the lockstep SEIKO graph",
         "",
         f"`nice -n 5 python benchmarks/soak_seiko.py --duration-s {res['duration_s']:.0f}` "
         f"(`{res['graph']}`, the default hand motion looped {res['scenario_cycles']} times; "
