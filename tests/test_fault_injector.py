@@ -108,6 +108,12 @@ def test_edit_graph_inserts_the_injector_on_one_connection_with_its_queue():
                                          {"to": "seiko_controller/sensors"}))
     assert {n["id"] for n in twice["nodes"]} >= {INJECTOR_ID, f"{INJECTOR_ID}_1"}
     assert check_descriptor(twice, strict=True) == []
+    assert "env" not in inj  # a lockstep graph's nodes run at the normal priority
+    # real-time graph: the injector runs at its destination's SCHED_FIFO priority (else it is starved)
+    rt = edit_graph(_graph("seiko_talos_realtime.yml"), FaultCase("seiko_talos_realtime.yml", "nan",
+                                                                 "seiko_retargeting/desired", 1.0,
+                                                                 {"to": "seiko_controller/desired"}))
+    assert {n["id"]: n for n in rt["nodes"]}[INJECTOR_ID]["env"] == {"CONTACTFLOW_RT_PRIORITY": 10}
 
 
 def test_edit_graph_refuses_what_it_cannot_do():
