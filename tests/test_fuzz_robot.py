@@ -7,7 +7,8 @@ control rate, ``teleop.arm_joints``, ``wrench_links``): keys removed, retyped, s
 non-finite, lists cut or grown, unknown keys added. Outcome: a robot whose per-joint arrays are
 finite and whose contracts build, or a ContactflowError (ConfigError / ModelError) naming the file;
 never another exception type, never a hang. A load builds the pinocchio model from the URDF
-(~0.2 s), so CI runs few examples; more: ``CONTACTFLOW_FUZZ_EXAMPLES=500``.
+(~0.2 s), so CI runs few examples; more: ``CONTACTFLOW_FUZZ_EXAMPLES=500``. Also the robots' PRIME
+settings (``prime.yaml``, :func:`contactflow.prime.model.load_prime_robot`), mutated the same way.
 """
 
 from __future__ import annotations
@@ -61,3 +62,38 @@ def test_the_shipped_robots_load_unchanged(tmp_path):
         path.write_text(yaml.safe_dump(full, sort_keys=False))
         robot = load_robot(path)
         assert robot.n == len(full["joints"])
+
+
+PRIME_FILES = {name: yaml.safe_load((robots_dir() / name / "prime.yaml").read_text())
+               for name in ("talos", "g1", "go2") if (robots_dir() / name / "prime.yaml").exists()}
+
+
+@fuzz_settings(30)
+@given(data=st.data())
+def test_prime_settings_load_or_name_the_file(tmp_path_factory, data):
+    """``robots/<robot>/prime.yaml`` (:func:`contactflow.prime.model.load_prime_robot`), mutated: the
+    contact points' frames and offsets, friction, armature, identified bodies."""
+    import dataclasses
+
+    from contactflow.prime.model import load_prime_robot
+
+    name = data.draw(st.sampled_from(sorted(PRIME_FILES)), label="robot")
+    robot = _robot(name)
+    folder = tmp_path_factory.mktemp(f"prime_{name}")
+    path = folder / "prime.yaml"
+    path.write_text(yaml.safe_dump(mutate(data, PRIME_FILES[name]), sort_keys=False))
+    got = outcome(lambda: load_prime_robot(dataclasses.replace(robot, directory=folder)), str(path), what="prime.yaml")
+    if isinstance(got, ContactflowError):
+        return
+    assert got.config.mu > 0 and np.isfinite(got.config.mu)
+    for p in got.points:
+        assert np.all(np.isfinite(got.model.frames[p.frame_id].placement.translation)) and p.radius_m >= 0
+
+
+_ROBOTS: dict = {}
+
+
+def _robot(name: str):
+    if name not in _ROBOTS:
+        _ROBOTS[name] = load_robot(name)
+    return _ROBOTS[name]
