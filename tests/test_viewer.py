@@ -246,9 +246,9 @@ nodes:
     path: {ROOT}/nodes/viewer.py
     args: --robot talos --every 5 --spawn --rrd {rrd}
     inputs:
-      sensors: {{source: mujoco_driver/sensors, queue_size: 10, queue_policy: drop_oldest}}
-      desired: {{source: mujoco_driver/desired, queue_size: 10, queue_policy: drop_oldest}}
-""")
+      sensors: {{source: mujoco_driver/sensors, queue_size: 1000, queue_policy: drop_oldest}}
+      desired: {{source: mujoco_driver/desired, queue_size: 1000, queue_policy: drop_oldest}}
+""")  # deep queues: on a loaded machine a 10-deep drop-oldest queue left 2 desired rows (the test is the file)
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
     proc = subprocess.run([DORA, "run", str(df), "--stop-after", "60s"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
