@@ -193,7 +193,7 @@ class Lockstep:
             value, meta = buf.pop(need)
             seqs[i] = need
             if off == 0:
-                t = _meta_time(meta, t)
+                t = meta_time(meta, t)
             finished = self._unpack(i, value, meta, inputs, raw, errors) or finished
         tick = Tick(self.k, t if t is not None else self.k * self.dt, inputs, raw, finished, errors, seqs)
         self.finished_seen = self.finished_seen or finished
@@ -234,7 +234,7 @@ class Lockstep:
                 need = use
             seqs[i] = need
             if i == self.clock:
-                t = _meta_time(meta, t)
+                t = meta_time(meta, t)
             finished = self._unpack(i, value, meta, inputs, raw, errors) or finished
         tick = Tick(c, t if t is not None else c * self.dt, inputs, raw, finished, errors, seqs, ticks=c - skipped_from + 1)
         self.finished_seen = self.finished_seen or finished
@@ -306,7 +306,7 @@ class Lockstep:
                     # values for them instead of waiting for seqs that never come (a lockstep stall)
                     log.warning("input %r: malformed multi-tick message (seq %d..%d) ignored, its ticks are "
                                 "malformed: %s", iid, seq, seq + n - 1, exc)
-                    t0 = _meta_time(ev["metadata"], seq * self.dt)
+                    t0 = meta_time(ev["metadata"], seq * self.dt)
                     fin = bool(ev["metadata"].get("finished", False))
                     parts = [(seq + j, pa.array([], type=pa.float64()),
                               {"seq": seq + j, "t": t0 + j * self.dt, "finished": fin and j == n - 1}) for j in range(n)]
@@ -368,7 +368,7 @@ class Lockstep:
             self._handle(ev, waited_since)
 
 
-def _meta_time(meta: Mapping[str, Any], default: float | None) -> float | None:
+def meta_time(meta: Mapping[str, Any], default: float | None) -> float | None:
     """The ``t`` metadata of a message as a finite float, else ``default`` (missing or malformed ``t``:
     the tick keeps ``k * dt``; a peer's garbage never becomes the tick's time)."""
     t = meta.get("t")

@@ -59,7 +59,7 @@ import time
 import numpy as np
 
 from contactflow.nodes._runtime import (REALTIME_WARMUP_TICKS, connect, UpstreamError, base_parser, declared_inputs,
-                      drain_after_finish, load_node_config, lockstep_for, node_main, sender_for)
+                      drain_after_finish, load_node_config, lockstep_for, meta_time, node_main, sender_for)
 
 log = logging.getLogger("contactflow.mujoco_driver")
 
@@ -210,7 +210,7 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
             if ev["id"] == "command":
                 seq = md.get("seq")
                 if isinstance(seq, int):
-                    latch.offer(seq, float(md.get("t", float("nan"))), fields, bool(md.get("finished", False)))
+                    latch.offer(seq, meta_time(md, float("nan")), fields, bool(md.get("finished", False)))
                 else:
                     log.warning("command without integer 'seq' metadata ignored")
             elif use_wrench:

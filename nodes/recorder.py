@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from contactflow.nodes._runtime import connect, declared_inputs, base_parser, log_info, node_main
+from contactflow.nodes._runtime import connect, declared_inputs, base_parser, log_info, meta_time, node_main
 from contactflow.paths import default_recordings_dir, source_checkout
 
 log = logging.getLogger("contactflow.recorder")
@@ -121,7 +121,7 @@ class Recorder:
             _warn_gap(name, seq, seq, before_first=True)
         missing = w.missing
         fin = bool(md.get("finished", False))
-        w.append(seq, float(md.get("t", float("nan"))), vec, fin)
+        w.append(seq, meta_time(md, float("nan")), vec, fin)
         self.finished[name] = self.finished.get(name, False) or fin
         _warn_gap(name, w.missing - missing, md.get("seq"))
 

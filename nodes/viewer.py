@@ -16,7 +16,7 @@ import datetime as dt
 import logging
 import time
 
-from contactflow.nodes._runtime import base_parser, connect, node_main
+from contactflow.nodes._runtime import base_parser, connect, meta_time, node_main
 
 log = logging.getLogger("contactflow.recording.viewer")
 
@@ -92,7 +92,7 @@ def main() -> int:
                 continue
             try:
                 fields = specs[iid].decode(ev["value"])
-                getattr(logger, _HANDLERS[iid])(fields, float(md.get("t", 0.0)), seq)
+                getattr(logger, _HANDLERS[iid])(fields, meta_time(md, 0.0), seq)
             except ContractError as exc:
                 n_bad += 1
                 if n_bad <= 5:

@@ -115,3 +115,14 @@ def test_node_config_sections_are_checked(tmp_path):
     f.write_text("seiko_controller: {kp_per_sec: 0.5}\n")
     with pytest.raises(ConfigError, match="cfg.yaml:seiko_controller: unknown key.*'kp_per_sec'"):
         _runtime.load_node_config(Cfg, str(f), "seiko_controller")
+
+
+def test_meta_time_takes_a_finite_number_and_nothing_else():
+    """Every node reads a message's ``t`` through meta_time: a peer's garbage ``t`` (text, None, a bool,
+    NaN, inf, an overflowing int) gives the caller's default instead of raising out of its loop."""
+    from contactflow.nodes._runtime import meta_time
+
+    assert meta_time({"t": 0.25}, -1.0) == 0.25 and meta_time({"t": 3}, -1.0) == 3.0
+    for bad in ("0.1", None, True, float("nan"), float("inf"), 10**400, [0.1]):
+        assert meta_time({"t": bad}, -1.0) == -1.0, bad
+    assert meta_time({}, -1.0) == -1.0
