@@ -516,6 +516,7 @@ def analyse(case: FaultCase, setup: GraphSetup, rec_root: Path, lines: list[str]
                 res["errors"].append(str(exc))
         cmd = streams.get(setup.command_stream) if setup.command_stream else None
         if (cmd is not None and len(cmd) and t_fault is not None and setup.simulated
+                and not (case.kind == "kill" and case.node == setup.clock)  # no robot after that
                 and case.kind not in ("stall", "dropout", "recorder_kill", "disk_full")):  # commands go on there
             res["hold_after_ms"] = round(max(0.0, float(cmd.t.max()) - t_fault) * 1e3, 1)
     # recording kept up to
