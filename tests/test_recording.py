@@ -234,7 +234,7 @@ def test_max_bytes_behaves_as_a_full_disk(tmp_path):
     assert f.bytes_written == sum(sizes.values()) <= 6000
     w.close()
     m = json.loads((tmp_path / "run" / "manifest.json").read_text())
-    assert m["write_failure"]["stream"] == f.stream and m["complete"]
+    assert m["write_failure"]["stream"] == f.stream and m["complete"] is False  # a partial run (rec ls: partial; never the replay's latest)
     rec = read_recording(tmp_path / "run")
     for n, s in (("a.out", a), ("b.out", b)):
         st = rec.stream(n)

@@ -449,7 +449,8 @@ class RecordingWriter:
         if self.failure is not None:
             self.manifest["write_failure"] = dataclasses.asdict(self.failure)
             self.manifest["unwritten_messages"] = sum(w.unwritten for w in self.streams.values())
-        self.manifest["complete"] = True
+        # complete: every message the run sent is in the files; a failed write (full disk) is a partial run
+        self.manifest["complete"] = self.failure is None
         self.manifest["end_time_utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat()
         self.write_manifest()
 
