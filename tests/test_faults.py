@@ -201,3 +201,27 @@ def test_the_failure_line_names_the_node_killed_first():
     first = [f for f in parse_failures(lines).values() if not f.consequence]
     assert first[0].node == "operator" and first[0].message == "exited because of signal SIGKILL"
     assert "node operator failed: exited because of signal SIGKILL" in failure_report(lines, 1)[3]
+
+
+def test_recording_loss_is_measured_per_stream_beyond_its_usual_spacing(tmp_path):
+    # a recording written with the project's writer: a per-tick stream cut 60 ms before the fault and a
+    # stream sending every 20 ms (a real-time stage that skips ticks) whose last message is 18 ms old
+    from contactflow.faults.campaign import analyse
+    from contactflow.recording.store import RecordingWriter
+
+    run = tmp_path / "recordings" / "run-1"
+    w = RecordingWriter(run, {"robot": "talos"})
+    fast, slow = w.stream("mujoco_driver.sensors", 1, {}), w.stream("input_filter.targets", 1, {})
+    for k in range(0, 221):  # 0 .. 0.44 s, fault at 0.5 s
+        fast.append(k, k * 0.002, np.zeros(1), t_wall_ns=10**9 + k * 2_000_000)
+    for k in range(0, 25):  # every 20 ms, up to 0.48 s
+        slow.append(k, k * 0.02, np.zeros(1), t_wall_ns=10**9 + k * 20_000_000)
+    w.close()
+    case = FaultCase("seiko_talos.yml", "hang", "seiko_controller", 0.5, {})
+    r = analyse(case, GRAPH_SETUPS["seiko_talos.yml"], tmp_path / "recordings", [], 1, False,
+                {"sent": False})  # not sent: t_fault falls back to none for a signal kind
+    assert r["t_fault_s"] is None and r["lost_ms"] is None
+    graph_case = FaultCase("seiko_talos.yml", "nan", "seiko_controller/command", 0.5, {})  # at_s is the fault time
+    r = analyse(graph_case, GRAPH_SETUPS["seiko_talos.yml"], tmp_path / "recordings", [], 0, False, {})
+    assert r["lost_stream"] == "mujoco_driver.sensors"
+    assert r["lost_ms"] == pytest.approx(58.0, abs=0.5)  # 60 ms less the 2 ms tick spacing

@@ -55,13 +55,16 @@ def _table(args) -> int:
     from contactflow.errors import ConfigError
     from contactflow.faults.campaign import markdown_table, summarise
 
+    from contactflow.faults.campaign import reanalyse
+
     results = []
     for d in args.dirs:
         f = Path(d) / "results.json" if Path(d).is_dir() else Path(d)
         try:
-            results += json.loads(f.read_text())["cases"]
+            found = json.loads(f.read_text())["cases"]
         except (OSError, ValueError, KeyError) as exc:
             raise ConfigError(f"{f}: not a campaign's results.json ({exc})") from None
+        results += [reanalyse(r, f.parent) for r in found] if args.reanalyse else found
     s = summarise(results)
     print(f"{s['injected']} fault(s) injected, {s['passed']} passed, {len(s['pending'])} pending; "
           f"baselines {s['baselines_passed']}/{s['baselines']} passed\n")
@@ -91,4 +94,6 @@ def add_parser(sub) -> None:
         q.set_defaults(func=func)
     q = fs.add_parser("table", help="one table (and the counts) from the results.json of one or more campaigns")
     q.add_argument("dirs", nargs="+", metavar="DIR", help="a campaign's --out folder (or its results.json)")
+    q.add_argument("--reanalyse", action="store_true",
+                   help="measure and judge each run again from its stored log and recording (current criteria)")
     q.set_defaults(func=_table)
