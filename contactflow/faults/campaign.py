@@ -80,6 +80,9 @@ class GraphSetup:
         needs: a recording the graph replays, made before its runs: ``"seiko"`` (a SEIKO lockstep
             run, ``CONTACTFLOW_RECORDING``), ``"prime_go2"`` (``contactflow prime generate``), "".
         timeout_s: the hard wall-clock limit of one run [s] (a hang: + 60 s).
+        realtime: the clock follows the wall clock: the fault is sent ``at_s`` wall seconds after dora
+            starts the dataflow (its recording lagged the driver by seconds on a loaded machine, too late
+            to time a fault by).
     """
 
     graph: str
@@ -92,6 +95,7 @@ class GraphSetup:
     simulated: bool = True
     needs: str = ""
     timeout_s: float = 120.0
+    realtime: bool = False
 
 
 _TALOS_SMOKE = "robots/talos/scenarios/smoke_2s.yaml"
@@ -100,7 +104,7 @@ GRAPH_SETUPS: dict[str, GraphSetup] = {s.graph: s for s in [
                "seiko_controller.command"),
     # real time: 7 s (the recording, which times the faults, lags the wall clock by up to ~1 s under load)
     GraphSetup("seiko_talos_realtime.yml", "talos", "robots/talos/scenarios/stand_7s.yaml", 7.0, "mujoco_driver",
-               "mujoco_driver.sensors", "seiko_controller.command"),
+               "mujoco_driver.sensors", "seiko_controller.command", realtime=True),
     GraphSetup("seiko_talos_multicontact.yml", "talos", _TALOS_SMOKE, 2.0, "mujoco_driver",
                "mujoco_driver.sensors", "seiko_controller.command"),
     GraphSetup("seiko_talos_replay.yml", "talos", "", 2.0, "mujoco_driver", "mujoco_driver.sensors",
@@ -333,7 +337,7 @@ def run_case(case: FaultCase, out_dir: Path, *, timeout_s: float | None = None, 
         proc = subprocess.Popen([dora_executable(), "run", str(flow)], cwd=REPO, env=env, stdout=lf,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            fault = _inject_signal(proc, case, setup, rec_root, t_start + timeout_s)
+            fault = _inject_signal(proc, case, setup, rec_root, t_start + timeout_s, logf)
             timed_out = False
             try:
                 proc.wait(timeout=max(1.0, t_start + timeout_s - time.monotonic()))
@@ -386,12 +390,23 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+_STARTED = b"all nodes are ready, starting dataflow"
+
+
 def _inject_signal(proc: subprocess.Popen, case: FaultCase, setup: GraphSetup, rec_root: Path,
-                   deadline: float) -> dict[str, Any]:
-    """Wait for the clock to pass ``case.at_s`` in the recording, then signal the target node."""
+                   deadline: float, logf: Path) -> dict[str, Any]:
+    """Wait for the clock to pass ``case.at_s`` (in the recording; real time: on the wall clock from
+    dora's start of the dataflow), then signal the target node."""
     if case.kind not in SIGNAL_KINDS:
         return {"sent": False}
-    while proc.poll() is None and time.monotonic() < deadline:
+    started = None
+    while setup.realtime and proc.poll() is None and time.monotonic() < deadline:
+        if started is None and _STARTED in logf.read_bytes():
+            started = time.monotonic()
+        if started is not None and time.monotonic() - started >= case.at_s:
+            break
+        time.sleep(0.02)
+    while not setup.realtime and proc.poll() is None and time.monotonic() < deadline:
         run = _run_dir(rec_root)
         f = run / f"{setup.clock_stream}.arrows" if run is not None else None
         if f is not None and f.exists():
@@ -400,7 +415,7 @@ def _inject_signal(proc: subprocess.Popen, case: FaultCase, setup: GraphSetup, r
             if now is not None and now >= case.at_s:
                 break
         time.sleep(0.05)
-    else:
+    if proc.poll() is not None or time.monotonic() >= deadline:
         return {"sent": False, "error": "the run ended or timed out before the fault time"}
     pid = _node_pid(proc.pid, case.node)
     if pid is None:
