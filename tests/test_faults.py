@@ -125,6 +125,8 @@ def test_table_has_one_row_per_case_and_escapes_pipes():
 
 
 def _run(tmp_path, kind, target, at_s, params=None, **kw):
+    # a generous hard limit: the graph's start-up alone took 107 s once at load average ~35 (2 cores)
+    kw.setdefault("timeout_s", 420.0 if kind == "hang" else 360.0)
     r = run_case(FaultCase("seiko_talos.yml", kind, target, at_s, params or {}), tmp_path, **kw)
     print({k: v for k, v in r.items() if k != "case"})
     return r
