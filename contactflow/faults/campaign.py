@@ -525,6 +525,7 @@ def analyse(case: FaultCase, setup: GraphSetup, rec_root: Path, lines: list[str]
         fin = clock.finished.astype(bool) if clock is not None and len(clock) else np.zeros(0, bool)
         if fault.get("sent") and fin.any() and int(clock.t_wall_ns[fin].min()) <= fault["wall_ns"]:
             res["after_end"] = True  # the clock had sent its last ('finished') tick before the signal
+            t_fault = min(t_fault, float(clock.t.max())) if t_fault is not None else None
             if setup.simulated:
                 res["errors"].append(f"the fault came after the simulation ended (t = {t_end:g} s)")
     else:
