@@ -7,8 +7,8 @@ Outputs: ``desired`` (``desired``, tick k): desired posture, rates, ahead joint 
          torques, contact wrenches and their rates and targets, desired effector poses,
          switching / pushing state, refused-request count, QP status.
 
-``--environment`` loads the surfaces of the robot file's ``environment:`` section, so that
-enabling a contact far from every surface is refused. A refused request is logged with its
+Enabling a contact far from every surface is refused: the surfaces are the floor, plus, with
+``--environment``, the boxes of the robot file's ``environment:`` section. A refused request is logged with its
 reason and counted in ``n_refused``; the robot keeps its current contacts.
 
 At start the node resets the Retargeting on the robot's default posture (static inverse dynamics
@@ -25,7 +25,7 @@ from contactflow.nodes._runtime import (connect, base_parser, drain_after_finish
 def main() -> int:
     import logging
 
-    from contactflow.environment import load_environment
+    from contactflow.environment import Environment, load_environment
     from contactflow.contracts.messages import port_specs
     from contactflow.robot import load_robot
     from contactflow.seiko.retargeting import RetargetingConfig
@@ -33,12 +33,12 @@ def main() -> int:
 
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--realtime", action="store_true")
-    p.add_argument("--environment", action="store_true", help="refuse enabling contacts far from the robot file's surfaces")
+    p.add_argument("--environment", action="store_true", help="the robot file's surfaces (walls, supports) for refusing contacts far from any surface (default: the floor only)")
     args = p.parse_args()
     robot = load_robot(args.robot)
     cfg = load_node_config(RetargetingConfig, args.config, "seiko_retargeting")
     specs = port_specs(robot)
-    env = load_environment(robot.raw.get("environment"), f"{robot.name}:environment") if args.environment else None
+    env = load_environment(robot.raw.get("environment"), f"{robot.name}:environment") if args.environment else Environment()  # the floor
     stage = RetargetingStage(robot, cfg, env)
 
     node = connect()

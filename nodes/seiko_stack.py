@@ -40,7 +40,7 @@ MAX_CATCH_UP_TICKS = 50
 
 
 def main() -> int:
-    from contactflow.environment import load_environment
+    from contactflow.environment import Environment, load_environment
     from contactflow.contracts.messages import port_specs
     from contactflow.operator.input_filter import InputFilterConfig
     from contactflow.robot import load_robot
@@ -51,7 +51,7 @@ def main() -> int:
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--lag", type=int, default=2,
                    help="ticks between the Retargeting output used by the input filter and the Controller and the current tick")
-    p.add_argument("--environment", action="store_true", help="refuse enabling contacts far from the robot file's surfaces")
+    p.add_argument("--environment", action="store_true", help="the robot file's surfaces (walls, supports) for refusing contacts far from any surface (default: the floor only)")
     p.add_argument("--sensor-lag", type=int, default=0, choices=(0, 1),
                    help="the Controller's command of tick k from the sensors of tick k - 1 (seiko_controller --sensor-lag)")
     p.add_argument("--realtime", action="store_true",
@@ -62,7 +62,7 @@ def main() -> int:
     rcfg = load_node_config(RetargetingConfig, args.config, "seiko_retargeting", required=False)
     ccfg = load_node_config(ControllerConfig, args.config, "seiko_controller", required=False)
     specs = port_specs(robot)
-    env = load_environment(robot.raw.get("environment"), f"{robot.name}:environment") if args.environment else None
+    env = load_environment(robot.raw.get("environment"), f"{robot.name}:environment") if args.environment else Environment()  # the floor
     pipeline = SeikoPipeline(robot, filter_config=fcfg, retargeting_config=rcfg, controller_config=ccfg,
                              environment=env, lag=args.lag, sensor_lag=args.sensor_lag)  # ConfigError on a bad --lag
 

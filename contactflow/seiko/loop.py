@@ -294,7 +294,7 @@ class SeikoLoop:
                  operator_hook: Callable | None = None, lag: int = 1, wrench_lag: int | None = None,
                  stages: ModuleType | None = None, sim_config=None, pipeline: SeikoPipeline | None = None,
                  sensor_lag: int = 0):
-        from contactflow.environment import load_environment
+        from contactflow.environment import Environment, load_environment
         from contactflow.contracts.messages import port_specs
         from contactflow.operator.scenario import ScenarioPlayer, load_scenario
         from contactflow.seiko.estimation import JointTorqueForceEstimator
@@ -310,7 +310,8 @@ class SeikoLoop:
         self.player.reset()
         if pipeline is None:
             pipeline = SeikoPipeline(robot, filter_config=fcfg, retargeting_config=rcfg, controller_config=ccfg,
-                                     environment=env, lag=lag, admittance=admittance, wrench_lag=wrench_lag,
+                                     environment=env if env is not None else Environment(),  # the floor, as the nodes
+                                     lag=lag, admittance=admittance, wrench_lag=wrench_lag,
                                      stages=stages, sensor_lag=sensor_lag)
         self.pipeline = pipeline
         self.driver = RobotDriver(robot, sim_config, payloads=list(extra_bodies or ()), environment=env)
