@@ -34,9 +34,6 @@ def _run(args) -> int:
     from contactflow.faults.campaign import run_campaign
 
     cases = _cases(args)
-    if args.jobs != 1:
-        print("contactflow faults: --jobs: cases run one at a time (a fault's timing needs the machine; "
-              "2 cores are shared by the whole graph)")
     out = Path(args.out or f"faults-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}")
     print(f"contactflow faults: {len(cases)} case(s) -> {out}/results.json, {out}/table.md", flush=True)
     results = run_campaign(cases, out, progress=lambda line: print(line, flush=True), timeout_s=args.timeout_s)
@@ -88,7 +85,6 @@ def add_parser(sub) -> None:
         q.add_argument("--seed", type=int, default=0, help="seed of the fault times")
         if name == "run":
             q.add_argument("--out", metavar="DIR", help="output folder (default: ./faults-<UTC time>)")
-            q.add_argument("--jobs", type=int, default=1, help="accepted for compatibility; cases run one at a time")
             q.add_argument("--timeout-s", type=float, default=None,
                            help="hard wall-clock limit per run [s] (default 120, 180 for a hang)")
         q.set_defaults(func=func)
