@@ -203,24 +203,16 @@ def _inject():
 
 
 def _stream_t(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(t [s], t_wall_ns) of the complete batches of a (possibly growing) stream file; empty if none."""
-    import pyarrow as pa
+    """(t [s], t_wall_ns) of the complete batches of a (possibly growing) stream file; empty if none
+    (the recording reader's salvaging read: a file still being written has no end-of-stream marker)."""
+    from contactflow.errors import RecordingError
+    from contactflow.recording.store import read_stream_file
 
-    ts, ws = [], []
     try:
-        reader = pa.ipc.open_stream(str(path))
-    except (pa.ArrowInvalid, OSError):
+        table, _, _ = read_stream_file(path)
+    except RecordingError:  # nothing complete yet (its header still being written)
         return np.zeros(0), np.zeros(0, np.int64)
-    while True:
-        try:
-            b = reader.read_next_batch()
-        except (StopIteration, pa.ArrowInvalid, OSError):
-            break
-        ts.append(b.column("t").to_numpy())
-        ws.append(b.column("t_wall_ns").to_numpy())
-    if not ts:
-        return np.zeros(0), np.zeros(0, np.int64)
-    return np.concatenate(ts), np.concatenate(ws)
+    return table.column("t").to_numpy(), table.column("t_wall_ns").to_numpy()
 
 
 def _run_dir(root: Path) -> Path | None:

@@ -670,7 +670,7 @@ def _stream_version(path: Path, meta: dict) -> int:
     return version
 
 
-def _read_stream_file(path: Path) -> tuple[pa.Table, dict, StreamDamage | None]:
+def read_stream_file(path: Path) -> tuple[pa.Table, dict, StreamDamage | None]:
     """Read a stream file message by message, salvaging the complete batches of a damaged one.
 
     Raises:
@@ -861,7 +861,7 @@ class Recording:
         if entry is None:
             raise RecordingError(f"{self.path}: no stream {name!r}; streams: {self.stream_names}")
         path = self.path / entry["file"]
-        table, meta, damage = _read_stream_file(path)
+        table, meta, damage = read_stream_file(path)
         size = int(entry["size"])
         file_size = table.schema.field("value").type.list_size
         if file_size != size:
