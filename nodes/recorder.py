@@ -73,6 +73,7 @@ class Recorder:
         self.last_batch: dict[str, int] = {}
         self.lost_batches = 0
         self.lost_batches_before_first = 0
+        self.batches_received = 0  # log messages received (the cost side of CONTACTFLOW_LOG_EVERY)
         self.lost_by_input: dict[str, int] = {}
         self.finished: dict[str, bool] = {}  # stream -> a message with `finished` arrived
         self.failure_reported = False
@@ -129,6 +130,7 @@ class Recorder:
         from contactflow.recording.store import unpack_log
 
         batch = int(md.get("seq", 0))
+        self.batches_received += 1
         prev = self.last_batch.get(iid)
         if prev is None and batch > 0:  # the node's batches count from 0: the first ones were lost
             self.lost_by_input[iid] = self.lost_by_input.get(iid, 0) + batch
@@ -182,14 +184,16 @@ class Recorder:
     def close(self) -> None:
         for name in self.writer.streams:
             done = self.finished.get(name, False)
-            self.writer.manifest["streams"][name]["finished"] = done
+            entry = self.writer.manifest["streams"].get(name) or self.writer.manifest["lost_streams"][name]
+            entry["finished"] = done
             if not done:
                 log.warning("stream %s: no message with 'finished' arrived: the run was stopped before its end, or "
                             "the stream's last messages were lost (those cannot be counted)", name)
         gaps = self.gaps()
         self.writer.close(messages=self.n_msgs, recording_gaps=sum(gaps.values()),
                           recording_lost_batches=self.lost_batches,
-                          recording_lost_batches_before_first=self.lost_batches_before_first)
+                          recording_lost_batches_before_first=self.lost_batches_before_first,
+                          log_batches_received=self.batches_received)
 
 
 def failure_line(f, unwritten: int | None) -> str:

@@ -392,3 +392,32 @@ def test_recorder_max_bytes_ends_like_a_full_disk(tmp_path):
     assert len(st) + m["unwritten_messages"] == n and m["write_failure"]["bytes_written"] == st.damage.offset
     assert f"{st.damage.offset} bytes written" in line and f"{m['unwritten_messages']} message(s) not written" in line
     np.testing.assert_array_equal(st.seq, np.arange(len(st)))
+
+
+def test_recorder_max_bytes_a_stream_first_seen_after_the_limit_is_named_lost(tmp_path, capsys):
+    """``--max-bytes`` (the PRIME replay's disk_full case): the estimator's output first arrives after the
+    budget is spent; the run keeps no unreadable file for it, the manifest lists it as lost with the
+    reason and the count, and the sensors stream reads up to its last complete batch."""
+    from contactflow.cli import main as cli_main
+    from contactflow.nodes.recorder import Recorder
+
+    w = RecordingWriter(tmp_path / "rec-1", {"robot": "go2"}, flush_period_s=0.0, max_bytes=20000)
+    rec = Recorder(w, {"sensors": "datagen/sensors", "est": "prime_estimator/estimate"})
+    for k in range(400):
+        rec.on_input("sensors", np.full(30, float(k)), {"seq": k, "t": 0.01 * k, "finished": k == 399})
+        rec.flush()
+    assert w.failure is not None
+    for k in range(3):
+        rec.on_input("est", np.zeros(12), {"seq": k, "t": 0.01 * k, "contract": "prime_estimate", "finished": k == 2})
+    rec.close()
+    assert sorted(p.name for p in (tmp_path / "rec-1").glob("*.arrows")) == ["datagen.sensors.arrows"]
+    m = json.loads((tmp_path / "rec-1" / "manifest.json").read_text())
+    assert m["lost_streams"]["prime_estimator.estimate"]["unwritten_messages"] == 3
+    assert m["lost_streams"]["prime_estimator.estimate"]["finished"] is True
+    assert m["complete"] is False and "prime_estimator.estimate" not in m["streams"]
+    run = read_recording(tmp_path / "rec-1")
+    s = run.stream("datagen.sensors")
+    assert 0 < len(s) < 400 and s.truncated
+    assert len(s) + m["streams"]["datagen.sensors"]["unwritten_messages"] == 400
+    assert cli_main(["rec", "info", "rec-1", "--root", str(tmp_path)]) == 1
+    assert "prime_estimator.estimate" in capsys.readouterr().out

@@ -270,3 +270,48 @@ def test_a_real_write_error_takes_the_same_path(tmp_path, monkeypatch):
     st = read_recording(tmp_path / "run").stream("a.out")
     assert len(st) == 30 and st.damage.offset == good and st.damage.file_size == good  # the partial batch cut off
     assert json.loads((tmp_path / "run" / "manifest.json").read_text())["streams"]["a.out"]["unwritten_messages"] == 20
+
+
+def test_a_stream_first_seen_after_the_disk_is_full_is_listed_as_lost_and_the_others_read(tmp_path, capsys):
+    """A stream created after the write budget is spent (the PRIME replay's estimator output) left an
+    empty file cut inside its Arrow header that made reading the run fail; it now has no file, is listed
+    under ``lost_streams`` with the reason, and ``rec info`` names it while the other stream reads."""
+    from contactflow.cli import main as cli_main
+
+    w = RecordingWriter(tmp_path / "run", {"dataflow": "x.yml"}, max_bytes=4000)
+    a = w.stream("a.out", 4, {"source": "a/out"})
+    _fill(w, [a], 200)
+    assert w.failure is not None and w.failure.stream == "a.out"
+    late = w.stream("late.out", 3, {"source": "late/out", "contract": "late", "layout": json.dumps([["x", 3]])})
+    _fill(w, [late], 7, start=100)
+    w.close()
+    assert not (tmp_path / "run" / "late.out.arrows").exists()
+    rec = read_recording(tmp_path / "run")
+    assert rec.stream_names == ["a.out"] and len(rec.stream("a.out")) == a.count > 0
+    lost = rec.lost["late.out"]
+    assert lost["unwritten_messages"] == 7 and lost["first_t"] == pytest.approx(0.2) and lost["contract"] == "late"
+    assert "not recorded" in lost["reason"] and "No space left on device" in lost["reason"]
+    with pytest.raises(RecordingError, match="late.out.*not recorded"):
+        rec.stream("late.out")
+    assert rec.manifest["unwritten_messages"] == 200 - a.count + 7
+    rc = cli_main(["rec", "info", "run", "--root", str(tmp_path)])
+    out = capsys.readouterr()
+    assert rc == 1  # readable, with data lost (not 2: nothing unreadable)
+    assert "UNREADABLE" not in out.out and "late.out" in out.out and "NOT RECORDED: 7 message(s)" in out.out
+    assert "stream 'late.out' not recorded" in out.err
+
+
+def test_a_stream_with_no_complete_batch_at_the_failure_is_lost_not_left_empty(tmp_path):
+    """The disk fills while a stream's first rows are still buffered (its header is written with its
+    first batch): no empty or header-cut file stays behind; the rows are counted."""
+    w = RecordingWriter(tmp_path / "run", {}, max_bytes=3000)
+    a = w.stream("a.out", 4, {"source": "a/out"})
+    b = w.stream("b.out", 2, {"source": "b/out"})
+    for i in range(5):  # b's rows stay buffered (no flush)
+        b.append(i, i * 0.002, np.zeros(2))
+    _fill(w, [a], 200)  # a's batches spend the budget; the failure stops every stream
+    w.close()
+    assert b.lost and not a.lost and not (tmp_path / "run" / "b.out.arrows").exists()
+    rec = read_recording(tmp_path / "run")
+    assert rec.stream_names == ["a.out"] and rec.lost["b.out"]["unwritten_messages"] == 5
+    assert rec.stream("a.out").damage.reason == "no end-of-stream marker"

@@ -13,7 +13,8 @@ Sub-commands:
 ``$CONTACTFLOW_RECORDINGS``, else ``<repo>/recordings``) or ``latest``. Signals are
 ``<node>.<output>[:<field>][[<index>]]``, e.g. ``mujoco_driver.sensors:wrench.left_foot[2]``.
 Exit status: 0 success; 1 ``rec info`` of a readable but damaged run (a stream cut short by a crash
-and recovered, or without its end-of-stream marker), or a failed wiring check; 2 refused input (not a
+and recovered, or without its end-of-stream marker, or a stream never written: a full disk before its first
+batch, named as NOT RECORDED), or a failed wiring check; 2 refused input (not a
 recording, foreign or unreadable file, another format version, unknown signal; ``rec info`` lists the
 readable streams first and names the unreadable ones), with a message and no traceback.
 ``rec export``, ``plot`` and ``view`` refuse a damaged stream (one line naming the stream, the byte
@@ -87,7 +88,7 @@ def _cmd_info(args) -> int:
     rec = _open(args)
     info = run_info(rec, _progress(args, "reading"))
     damaged = [s for s in info["streams"] if s["truncated"]]
-    rc = 2 if info["unreadable"] else 1 if damaged else 0
+    rc = 2 if info["unreadable"] else 1 if damaged or info["lost"] else 0
     if args.json:
         print(json.dumps(info, indent=2))
         return rc
@@ -121,6 +122,9 @@ def _cmd_info(args) -> int:
             print(f"{'':34s} received but not written: {s['unwritten_messages']}")
     for u in info["unreadable"]:
         print(f"{u['name']:34s} UNREADABLE")
+    for lost in info["lost"]:
+        print(f"{lost['name']:34s} {lost.get('contract') or '-':18s} NOT RECORDED: "
+              f"{lost.get('unwritten_messages', '?')} message(s) received, none written (disk full before its first batch)")
     if args.fields:
         print()
         for name in rec.stream_names:
@@ -132,6 +136,8 @@ def _cmd_info(args) -> int:
               f"t = {d['last_t']:.6g} s", file=sys.stderr)
     for u in info["unreadable"]:
         print(f"error: stream {u['name']!r} unreadable: {u['error']}", file=sys.stderr)
+    for lost in info["lost"]:
+        print(f"warning: stream {lost['name']!r} {lost['reason']}", file=sys.stderr)
     return rc
 
 

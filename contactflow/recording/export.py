@@ -105,8 +105,9 @@ def run_info(rec: Recording, progress: Callable[[Iterable], Iterable] = lambda x
 
     Returns:
         The manifest's keys, ``streams`` (a dict per readable stream, with the manifest's
-        ``missing_before_first`` and ``unwritten_messages`` when recorded) and ``unreadable``
-        ([{name, error}]).
+        ``missing_before_first`` and ``unwritten_messages`` when recorded), ``unreadable``
+        ([{name, error}]) and ``lost`` (streams received but never written, a full disk before their
+        first batch: [{name, reason, unwritten_messages, ...}], :attr:`Recording.lost`).
     """
     m = rec.manifest
     streams, unreadable = [], []
@@ -138,6 +139,7 @@ def run_info(rec: Recording, progress: Callable[[Iterable], Iterable] = lambda x
         "write_failure": m.get("write_failure"),
         "streams": [as_dict(s) for s in streams],
         "unreadable": unreadable,
+        "lost": [{"name": n, **e} for n, e in sorted(rec.lost.items())],
     }
 
 

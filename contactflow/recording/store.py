@@ -28,6 +28,12 @@ after its end are *salvaged*: every complete batch is read, and :attr:`Stream.da
 where the good data ends and the seq / time of the last good message (never a silently shorter clean
 stream). A file cut inside its header, a foreign Arrow stream or not Arrow at all is refused
 (:class:`RecordingError` naming the file and what was expected).
+
+Lost streams: a stream none of whose batches could be written before the run's write failed (a full disk
+before its first batch, or a stream first seen after the disk was full) has no readable file; the writer
+removes the partial file and lists the stream under the manifest's ``lost_streams`` (source, contract,
+size, layout, ``reason``, ``first_t`` and ``unwritten_messages``) instead of ``streams``, so the run's other
+streams read normally and ``rec info`` names it (:meth:`Recording.lost`).
 """
 
 from __future__ import annotations
@@ -193,6 +199,9 @@ class StreamWriter:
         missing: seq numbers skipped between the messages received.
         missing_before_first: messages known lost before the first one received (set by the recorder).
         unwritten: messages received but not written (after a write failure).
+        first_t: time ``t`` of the first message received [s] (None before any).
+        lost: the write failed before any complete batch: the file held no readable header and was
+            removed (the stream is listed under the manifest's ``lost_streams``).
     """
 
     #: Rows per record batch at most: a backlog (a recorder that starts late) is written in batches of this
@@ -226,6 +235,8 @@ class StreamWriter:
         self.unwritten = 0
         self.good_bytes = 0  # end of the last complete batch in the file
         self.failed: OSError | None = None
+        self.first_t: float | None = None
+        self.lost = False
         self._on_failure = on_failure
 
     def _count_seq(self, seq: np.ndarray) -> None:
@@ -240,6 +251,8 @@ class StreamWriter:
         if v.size != self.size:
             raise RecordingError(f"{self.path.name}: message of {v.size} values, expected {self.size}")
         seq = int(seq)
+        if self.first_t is None:
+            self.first_t = float(t)
         if self.last_seq is not None and seq > self.last_seq + 1:
             self.missing += seq - self.last_seq - 1
         self.last_seq = seq if self.last_seq is None else max(seq, self.last_seq)
@@ -267,6 +280,8 @@ class StreamWriter:
             raise RecordingError(f"{self.path.name}: block of shape {values.shape}, expected ({seq.size}, {self.size})")
         if seq.size == 0:
             return
+        if self.first_t is None:
+            self.first_t = float(np.asarray(t, dtype=np.float64).reshape(-1)[0])
         self._count_seq(seq)
         if self.failed is not None:
             self.unwritten += int(seq.size)
@@ -301,7 +316,9 @@ class StreamWriter:
 
     def fail(self, exc: OSError) -> None:
         """Stop writing after a failed write: cut the file back to its last complete batch, close it
-        (no end-of-stream marker) and count the rows still buffered as unwritten."""
+        (no end-of-stream marker) and count the rows still buffered as unwritten. A file without a
+        complete batch (its Arrow header is written with the first one) could not be read: it is
+        removed and the stream marked :attr:`lost`."""
         if self.failed is not None:
             return
         self.failed = exc
@@ -310,6 +327,12 @@ class StreamWriter:
         self._f.truncate(self.good_bytes)
         self._f.fsync()
         self._f.close()
+        if self.good_bytes == 0:
+            self.lost = True
+            try:
+                self.path.unlink()
+            except OSError:
+                pass
         if self._on_failure is not None:
             self._on_failure(self, exc)
 
@@ -363,7 +386,8 @@ class RecordingWriter:
     disk) stops the whole run's writing: every stream file is cut back to its last complete batch and
     closed, :attr:`failure` says where and why, and later messages are counted (``unwritten_messages``
     in the manifest) rather than written; nothing is raised to the caller, who decides (the recorder
-    reports it and exits non-zero).
+    reports it and exits non-zero). A stream with no complete batch at the failure (or first seen
+    after it) has no file: it moves from the manifest's ``streams`` to ``lost_streams``, with the reason.
 
     Args:
         run_dir: the run directory (created).
@@ -410,14 +434,28 @@ class RecordingWriter:
         for w in self.streams.values():
             w.fail(exc)
         self.failure = dataclasses.replace(self.failure, bytes_written=sum(w.good_bytes for w in self.streams.values()))
+        self._move_lost()
+
+    def _move_lost(self) -> None:
+        """Move the streams left without a file by the failure from ``streams`` to ``lost_streams``."""
+        moved = False
+        for name, w in self.streams.items():
+            if w.lost and name in self.manifest["streams"]:
+                entry = self.manifest["streams"].pop(name)
+                entry.pop("file", None)
+                entry["reason"] = (f"not recorded: the run's stream files stopped being written ({self.failure.error}, "
+                                   f"first at stream {self.failure.stream}) before a complete batch of this stream was "
+                                   f"written; its partial file was removed")
+                self.manifest.setdefault("lost_streams", {})[name] = entry
+                moved = True
+        if moved:
+            self.write_manifest()
 
     def stream(self, name: str, size: int, metadata: dict[str, str]) -> StreamWriter:
         w = self.streams.get(name)
         if w is None:
             w = StreamWriter(self.run_dir / f"{name}.arrows", size, metadata, self.flush_period_s, budget=self.budget,
                              on_failure=self._failed)
-            if self.failure is not None:
-                w.fail(OSError(errno.ENOSPC, self.failure.error))
             self.streams[name] = w
             entry = {"file": f"{name}.arrows", "size": size}
             for key in ("source", "contract"):
@@ -428,6 +466,9 @@ class RecordingWriter:
             self.manifest["streams"][name] = entry
             if "config" in metadata:
                 self.manifest["configs"][metadata.get("source", name).split("/")[0]] = json.loads(metadata["config"])
+            if self.failure is not None:  # first seen after the disk was full: no file, a lost stream
+                w.fail(OSError(errno.ENOSPC, self.failure.error))
+                self._move_lost()
             self.write_manifest()
         return w
 
@@ -439,7 +480,13 @@ class RecordingWriter:
         for name, w in self.streams.items():
             w.close()
         for name, w in self.streams.items():
-            entry = self.manifest["streams"][name]
+            entry = self.manifest["streams"].get(name)
+            if entry is None:  # a lost stream (no file)
+                lost = self.manifest["lost_streams"][name]
+                lost["first_t"] = w.first_t
+                lost["unwritten_messages"] = w.unwritten
+                lost["missing_seq"] = w.missing
+                continue
             entry["messages"] = w.count
             entry["missing_seq"] = w.missing
             entry["missing_before_first"] = w.missing_before_first
@@ -830,6 +877,12 @@ def check_manifest(m: Any, mf: Path) -> dict:
             if key in e and not isinstance(e[key], str):
                 raise RecordingError(f"{where}.{key}: {e[key]!r}, expected a string")
         _layout(f"{where}.layout", e.get("layout"), e["size"])
+    lost = m.get("lost_streams", {})
+    if not isinstance(lost, dict):
+        raise RecordingError(f"{mf}: 'lost_streams' is a {type(lost).__name__}, expected an object name -> entry")
+    for name, e in lost.items():
+        if not isinstance(e, dict) or not isinstance(e.get("reason"), str):
+            raise RecordingError(f"{mf}: lost_streams.{name}: {str(e)[:80]}, expected an object with a 'reason' string")
     if version != FORMAT_VERSION:  # 1 -> 2: the same files; the version keys added
         m = {**m, "format": f"{FORMAT_NAME}/{FORMAT_VERSION}", "format_version": FORMAT_VERSION,
              "migrated_from": version}
@@ -848,6 +901,13 @@ class Recording:
     def stream_names(self) -> list[str]:
         return sorted(self.manifest.get("streams", {}))
 
+    @property
+    def lost(self) -> dict[str, dict]:
+        """Streams the recorder received but could not write at all (a full disk before their first
+        batch): name -> manifest entry (``reason``, ``source``, ``contract``, ``size``, ``first_t`` [s],
+        ``unwritten_messages``)."""
+        return dict(self.manifest.get("lost_streams", {}))
+
     def stream(self, name: str) -> Stream:
         """Load stream ``name`` (cached); a damaged file gives its complete prefix, ``truncated`` and ``damage``.
 
@@ -858,6 +918,8 @@ class Recording:
         if name in self._cache:
             return self._cache[name]
         entry = self.manifest.get("streams", {}).get(name)
+        if entry is None and name in self.lost:
+            raise RecordingError(f"{self.path}: stream {name!r} {self.lost[name]['reason']}")
         if entry is None:
             raise RecordingError(f"{self.path}: no stream {name!r}; streams: {self.stream_names}")
         path = self.path / entry["file"]
