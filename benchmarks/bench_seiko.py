@@ -24,8 +24,9 @@ imported in this process, so both versions run on the same machine state, interl
    (the mean of one run just before and one just after the graph).
    Then the same with the other Controller ``--sensor-lag`` (0 <-> 1; a copy of the graph).
 4. Real-time graphs: ``dora run dataflows/seiko_talos_realtime.yml`` (the driver paced by the wall
-   clock, every stage its own node) and ``seiko_talos_realtime_stack.yml`` (the three SEIKO stages in
-   one process), the summary's deadline misses, command ages, longest stall and recording gaps.
+   clock, every stage its own node) and ``seiko_talos_realtime_planner.yml`` (the Controller alone on
+   the critical path, the input filter and the Retargeting in one lower-priority planner process, the
+   operator ahead), the summary's deadline misses, command ages, longest stall and recording gaps.
 5. The QP solvers per QP: ``benchmarks/bench_seiko_qp.py --run QP_SECONDS`` (every QP of a
    closed-loop run solved by daqp and by quadprog, interleaved).
 
@@ -359,7 +360,7 @@ def markdown(res: dict) -> str:
                         f"{_yes(g['graph_over_loop'] >= TARGETS['graph_over_loop'])} |")
         elif g:
             rows.append(f"| lockstep graph ({key}) | failed: {g['error'][:200]!r} | - | - | - | - |")
-    for key, name in (("realtime", "seiko_talos_realtime.yml"), ("realtime_stack", "seiko_talos_realtime_stack.yml")):
+    for key, name in (("realtime", "seiko_talos_realtime.yml"), ("realtime_planner", "seiko_talos_realtime_planner.yml")):
         r = res.get(key)
         if r and "error" not in r:
             ratio = r.get("deadline_miss_ratio")
@@ -445,12 +446,12 @@ def main(argv: list[str] | None = None) -> int:
         step("lockstep_other_sensor_lag", lambda: lockstep_graph(robot, other))
         if not args.no_realtime:
             step("realtime", lambda: realtime_graph((res.get("lockstep") or {}).get("summary")))
-            step("realtime_stack", lambda: realtime_graph((res.get("lockstep") or {}).get("summary"),
-                                                          "dataflows/seiko_talos_realtime_stack.yml"))
+            step("realtime_planner", lambda: realtime_graph((res.get("lockstep") or {}).get("summary"),
+                                                            "dataflows/seiko_talos_realtime_planner.yml"))
     if not args.no_qp:
         step("qp", lambda: qp_bench(args.qp_seconds))
     res["load_after"] = [round(x, 2) for x in os.getloadavg()]
-    for k in ("per_step", "loop", "lockstep", "lockstep_other_sensor_lag", "realtime", "realtime_stack"):
+    for k in ("per_step", "loop", "lockstep", "lockstep_other_sensor_lag", "realtime", "realtime_planner"):
         if isinstance(res.get(k), dict) and "error" in res[k]:
             print(f"[bench seiko] {k} FAILED: {res[k]['error']}", file=sys.stderr)
     md = markdown(res)

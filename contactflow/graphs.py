@@ -49,7 +49,7 @@ OBSERVE = {"queue_size": 100, "queue_policy": "drop_oldest"}
 REALTIME = {"queue_size": 10, "queue_policy": "drop_oldest"}
 #: SCHED_FIFO priority of each real-time stage (env CONTACTFLOW_RT_PRIORITY, nodes/_runtime.py
 #: apply_scheduling); the recorder is not listed: normal priority.
-RT_PRIORITY = {"mujoco_driver": 20, "seiko_controller": 10, "seiko_stack": 10, "seiko_retargeting": 7, "operator": 6,
+RT_PRIORITY = {"mujoco_driver": 20, "seiko_controller": 10, "seiko_stack": 7, "seiko_retargeting": 7, "operator": 6,
                "input_filter": 5}
 #: SCHED_FIFO priority the real-time driver gives the dora daemon that spawned it (CONTACTFLOW_RT_DAEMON).
 RT_DAEMON = 30
@@ -413,14 +413,13 @@ STACK_RENAMES = {"seiko_stack/targets": "input_filter/targets", "seiko_stack/des
                  "seiko_stack/command": "seiko_controller/command", "seiko_stack/state": "seiko_controller/state"}
 
 
-def stack_node(*, realtime: bool = False) -> Node:
+def stack_node() -> Node:
     """The input filter, the Retargeting and the Controller in one process (nodes/seiko_stack.py)."""
-    q = _queue_of(realtime)
     # the lockstep stack gives seiko_talos.yml's outputs bit for bit: the same --sensor-lag
-    lag = "" if realtime or not MAIN_SENSOR_LAG else f" --sensor-lag {MAIN_SENSOR_LAG}"
-    return Node("seiko_stack", node_script("seiko_stack"), f"{_robot(realtime)} --lag 2{lag}",
-                {"sensors": ("mujoco_driver/sensors", q), "command": ("operator/command", q)},
-                ["command", LOG], env=_rt_env("seiko_stack", realtime))
+    lag = f" --sensor-lag {MAIN_SENSOR_LAG}" if MAIN_SENSOR_LAG else ""
+    return Node("seiko_stack", node_script("seiko_stack"), f"--robot talos --lag 2{lag}",
+                {"sensors": ("mujoco_driver/sensors", LOCKSTEP), "command": ("operator/command", LOCKSTEP)},
+                ["command", LOG])
 
 
 def seiko_talos_stack() -> Graph:
@@ -512,25 +511,38 @@ out. Without the privilege each node prints a warning and runs at normal priorit
                  [*nodes, recorder(nodes, name, f"{name}.yml")])
 
 
-def seiko_talos_realtime_stack() -> Graph:
-    name = "seiko_talos_realtime_stack"
-    nodes = [driver("seiko_stack/command", realtime=True), operator(clock="mujoco_driver/sensors", realtime=True),
-             stack_node(realtime=True)]
-    return Graph(f"""SEIKO on PAL Talos in MuJoCo, REAL TIME, the three SEIKO stages in one process: seiko_talos_realtime.yml
-with the input filter, the Retargeting and the Controller fused in nodes/seiko_stack.py --realtime.
+#: the planner's streams recorded under the names of the stages it runs.
+PLANNER_RENAMES = {k: v for k, v in STACK_RENAMES.items() if k in ("seiko_stack/targets", "seiko_stack/desired")}
+
+
+def seiko_talos_realtime_planner() -> Graph:
+    name = "seiko_talos_realtime_planner"
+    q, p = REALTIME, RT_PRIORITY
+    nodes = [driver("seiko_controller/command", realtime=True), operator(),
+             Node("seiko_stack", node_script("seiko_stack"), "--robot talos --realtime --lag 2 --no-controller",
+                  {"sensors": ("mujoco_driver/sensors", q), "command": ("operator/command", q)},
+                  ["targets", "desired", LOG], env=_rt_env("seiko_stack", True),
+                  comment="The planner: the input filter and the SEIKO Retargeting in one process (seiko_stack --no-controller)."),
+             Node("seiko_controller", node_script("seiko_controller"), "--robot talos --realtime --lag 2",
+                  {"sensors": ("mujoco_driver/sensors", q), "desired": ("seiko_stack/desired", q)},
+                  ["command", LOG], env=_rt_env("seiko_controller", True))]
+    return Graph(f"""SEIKO on PAL Talos in MuJoCo, REAL TIME, laid out as on a robot computer: the Controller alone on the
+critical path, the input filter and the Retargeting in one lower-priority planner process.
 
   dora run dataflows/{name}.yml
   CONTACTFLOW_SCENARIO=robots/talos/scenarios/smoke_2s.yaml dora run dataflows/{name}.yml
 
-The driver is paced by the wall clock as in seiko_talos_realtime.yml (same driver, operator, queues,
-SCHED_FIFO priorities and summary keys). Each period the stack takes the newest sensors, runs the
-Controller on them and sends its command at once, then runs the input filter (stepping over skipped
-ticks with the held operator command) and the Retargeting for the ticks that follow (the Controller
-uses the Retargeting output of two ticks before, --lag 2, as in every SEIKO graph). One process
-instead of three saves the per-tick messages between the stages (about half the messaging CPU of
-the split real-time graph) and the command waits for the Controller's QP only; what it loses is
-the two QPs running on two cores (docs/benchmarks.md compares both). The recorder names the streams
-as in seiko_talos.yml.""", [*nodes, recorder(nodes, name, f"{name}.yml", renames=STACK_RENAMES)])
+The driver is paced by the wall clock as in seiko_talos_realtime.yml (same driver, queues, summary
+keys). Per 2 ms period the critical path is two messages: the driver's sensors to the Controller
+(SCHED_FIFO {p["seiko_controller"]}) and its command back (the driver {p["mujoco_driver"]}, the dora daemon {RT_DAEMON}). The planner
+(nodes/seiko_stack.py --no-controller, SCHED_FIFO {p["seiko_stack"]}) takes the newest sensors as its clock, steps
+the input filter over the ticks it skipped and runs the Retargeting; the Controller uses its newest
+`desired` (--lag 2), so a planner that falls behind never delays a command. The operator plays its
+scenario ahead of the driver in 50-tick batches, clocked by the driver's batched log (a scenario
+depends only on time), instead of a message per tick: against seiko_talos_realtime.yml this takes
+four receives and two sends off each period (docs/benchmarks.md compares both). The recorder names
+the planner's streams as the input filter's and the Retargeting's.""",
+                 [*nodes, recorder(nodes, name, f"{name}.yml", renames=PLANNER_RENAMES)])
 
 
 #: graph name (file stem in dataflows/) -> builder.
@@ -548,7 +560,7 @@ GRAPHS: dict[str, Callable[[], Graph]] = {
     "seiko_talos_wrench_filter": seiko_talos_wrench_filter,
     "seiko_talos_wrench_filter_lag1": lambda: seiko_talos_wrench_filter(1),
     "seiko_talos_realtime": seiko_talos_realtime,
-    "seiko_talos_realtime_stack": seiko_talos_realtime_stack,
+    "seiko_talos_realtime_planner": seiko_talos_realtime_planner,
 }
 
 

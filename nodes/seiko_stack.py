@@ -21,10 +21,16 @@ Each tick the Controller runs first and its ``command`` is sent at once; the inp
 Retargeting of the tick run after it (with ``--lag`` >= 1 neither depends on the other within a
 tick, :meth:`SeikoPipeline.tick`), so the driver waits for the Controller's QP only.
 
-``--realtime`` (the real-time graph ``seiko_talos_realtime_stack.yml``): a tick per ``sensors``
+``--realtime`` (with ``--no-controller``: the planner of ``seiko_talos_realtime_planner.yml``): a tick per ``sensors``
 message, the newest one (:class:`Lockstep` real-time mode: skipped ones counted), the operator's
 command sampled and held; when ticks were skipped the input filter steps over them with the held
 command (as ``input_filter --realtime``, at most :data:`MAX_CATCH_UP_TICKS` at once).
+
+``--no-controller`` (the planner of the real-time graph ``seiko_talos_realtime_planner.yml``): the input filter
+and the Retargeting only (:meth:`SeikoPipeline.plan`), clocked by ``sensors`` (their time and seq only),
+outputs ``targets`` and ``desired``; the Controller runs as its own node at a higher priority, so
+the command never waits for the Retargeting and the two QPs run on two cores. With ``--lag L`` the
+input filter of tick k uses the ``desired`` of tick k - L, as ``input_filter --lag L``.
 """
 
 from __future__ import annotations
@@ -56,6 +62,8 @@ def main() -> int:
                    help="the Controller's command of tick k from the sensors of tick k - 1 (seiko_controller --sensor-lag)")
     p.add_argument("--realtime", action="store_true",
                    help="a tick per newest sensors message, the operator's command sampled and held (real-time graph)")
+    p.add_argument("--no-controller", action="store_true",
+                   help="the input filter and the Retargeting only, outputs targets and desired (the real-time graph's planner)")
     args = p.parse_args()
     robot = load_robot(args.robot)
     fcfg = load_node_config(InputFilterConfig, args.config, "input_filter", required=False)
@@ -64,12 +72,13 @@ def main() -> int:
     specs = port_specs(robot)
     env = load_environment(robot.raw.get("environment"), f"{robot.name}:environment") if args.environment else Environment()  # the floor
     pipeline = SeikoPipeline(robot, filter_config=fcfg, retargeting_config=rcfg, controller_config=ccfg,
-                             environment=env, lag=args.lag, sensor_lag=args.sensor_lag)  # ConfigError on a bad --lag
+                             environment=env, lag=args.lag, sensor_lag=args.sensor_lag,
+                             controller=not args.no_controller)  # ConfigError on a bad --lag
 
     node = connect()
     sender = sender_for(node, "seiko_stack", specs,
                         {"input_filter": fcfg, "seiko_retargeting": rcfg, "controller": ccfg, "lag": args.lag,
-                         "sensor_lag": args.sensor_lag, "realtime": args.realtime})
+                         "sensor_lag": args.sensor_lag, "realtime": args.realtime, "with_controller": not args.no_controller})
     # (the tick's t: the metadata of the last offset-0 input listed, the operator's command;
     # real time: the clock, the sensors)
     lock = lockstep_for(node, "seiko_stack", specs, skip_missing=args.realtime, clock="sensors")
@@ -92,6 +101,8 @@ def main() -> int:
         sender.send("command", command, seq=cur["k"], t=cur["t"], finished=fin)
         sender.send("state", state, seq=cur["k"], t=cur["t"], finished=fin)
 
+    if args.no_controller:
+        return _plan_only(node, sender, lock, pipeline)
     for tick in lock:
         t0 = time.perf_counter()
         stamp(tick)
@@ -121,6 +132,22 @@ def main() -> int:
             send_command(out.command, out.state, out.delayed_finished)
             if out.delayed_finished:
                 break
+    if lock.finished_seen:
+        drain_after_finish(node)
+    return 0
+
+
+def _plan_only(node, sender, lock, pipeline) -> int:
+    """``--no-controller``: the input filter and the Retargeting per tick, until the operator's end."""
+    for tick in lock:
+        out = pipeline.plan(tick.k, tick.t, tick.inputs["command"], command_error=tick.errors.get("command"),
+                            finished=tick.finished, filter_steps=min(tick.ticks, MAX_CATCH_UP_TICKS))
+        sender.send("targets", out.targets, seq=tick.k, t=tick.t, finished=tick.finished)
+        sender.send("desired", out.desired_vec, seq=tick.k, t=tick.t, finished=tick.finished,
+                    solve_time_s=float(pipeline.retargeting.out.diagnostics.get("solve_time_s", 0.0)))
+        sender.end_of_tick(tick.k)
+        if tick.finished:
+            break
     if lock.finished_seen:
         drain_after_finish(node)
     return 0

@@ -165,22 +165,30 @@ def test_an_unknown_graph_is_refused_naming_the_known_ones():
         graphs.render("seiko_tales")
 
 
-def test_the_realtime_stack_graph_is_the_stack_graph_in_real_time():
-    """seiko_talos_realtime_stack.yml: seiko_talos_stack.yml's nodes, every stage --realtime on
-    drop-oldest queues of 10 with its SCHED_FIFO priority, the operator per tick (clocked by the
-    sensors), the recorder's stream names those of the split graph."""
-    rt, base = _nodes("seiko_talos_realtime_stack"), _nodes("seiko_talos_stack")
-    assert set(rt) == set(base)
-    for nid in set(rt) - {"recorder"}:
-        node, ref = rt[nid], base[nid]
-        assert node["args"].split().count("--realtime") == 1, nid
-        assert ([a for a in node["args"].split() if a != "--realtime"]
-                == re.sub(r" --sensor-lag \d", "", ref["args"]).split()), nid
-        assert set(node["inputs"]) == set(ref["inputs"]), nid
-        for port, spec in node["inputs"].items():
+def test_the_realtime_planner_graph_puts_the_controller_alone_on_the_critical_path():
+    """seiko_talos_realtime_planner.yml: the driver and the Controller as in seiko_talos_realtime.yml,
+    the input filter and the Retargeting in one planner process (seiko_stack --no-controller) below the
+    Controller's priority, clocked by the newest sensors; the operator ahead of the driver on its
+    batched log (as in seiko_talos.yml); the recorder names the planner's streams as the split graph's."""
+    rt, split = _nodes("seiko_talos_realtime_planner"), _nodes("seiko_talos_realtime")
+    assert set(rt) == {"mujoco_driver", "operator", "seiko_stack", "seiko_controller", "recorder"}
+    assert rt["mujoco_driver"] == split["mujoco_driver"]
+    assert rt["seiko_controller"]["args"] == split["seiko_controller"]["args"]
+    assert rt["seiko_controller"]["inputs"]["desired"]["source"] == "seiko_stack/desired"
+    assert rt["seiko_controller"]["inputs"]["sensors"] == split["seiko_controller"]["inputs"]["sensors"]
+    planner = rt["seiko_stack"]
+    assert set(planner["args"].split()) >= {"--realtime", "--no-controller"} and "--lag 2" in planner["args"]
+    assert planner["outputs"] == ["targets", "desired", "log"]
+    assert {p: i["source"] for p, i in planner["inputs"].items()} == {"sensors": "mujoco_driver/sensors",
+                                                                       "command": "operator/command"}
+    for nid in ("seiko_stack", "seiko_controller"):
+        for port, spec in rt[nid]["inputs"].items():
             assert spec["queue_size"] == 10 and spec["queue_policy"] == "drop_oldest", (nid, port)
-        assert node["env"]["CONTACTFLOW_RT_PRIORITY"] == graphs.RT_PRIORITY[nid]
-    assert rt["operator"]["inputs"]["tick"]["source"] == "mujoco_driver/sensors"
-    assert rt["mujoco_driver"]["inputs"]["command"]["source"] == "seiko_stack/command"
-    for old, new in graphs.STACK_RENAMES.items():
-        assert f"--rename {old}={new}" in " ".join(rt["recorder"]["args"].split())
+    prio = {nid: rt[nid]["env"]["CONTACTFLOW_RT_PRIORITY"] for nid in ("mujoco_driver", "seiko_controller", "seiko_stack")}
+    assert prio["mujoco_driver"] > prio["seiko_controller"] > prio["seiko_stack"]
+    assert rt["operator"] == _nodes("seiko_talos")["operator"]  # ahead mode, clocked by the driver's log
+    assert rt["operator"]["inputs"]["tick"]["source"] == "mujoco_driver/log"
+    args = " ".join(rt["recorder"]["args"].split())
+    for old, new in graphs.PLANNER_RENAMES.items():
+        assert f"--rename {old}={new}" in args
+    assert "seiko_stack/command" not in args

@@ -185,9 +185,9 @@ def test_scheduling_from_the_node_environment(caplog):
 
 # ---------------------------------------------------------------- real dora run
 @pytest.mark.dora
-@pytest.mark.parametrize("graph", ["seiko_talos_realtime", pytest.param("seiko_talos_realtime_stack", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("graph", ["seiko_talos_realtime", "seiko_talos_realtime_planner"])
 def test_realtime_graph_summary_has_consistent_realtime_keys(tmp_path, graph):
-    """The split real-time graph and the one with the stages fused (seiko_stack --realtime)."""
+    """The split real-time graph and the planner layout (seiko_stack --no-controller --realtime)."""
     env = dict(os.environ)
     env["CONTACTFLOW_RECORDINGS"] = str(tmp_path / "recordings")
     env["CONTACTFLOW_SCENARIO"] = str(ROOT / "robots/talos/scenarios/smoke_2s.yaml")

@@ -93,6 +93,24 @@ def test_the_controller_and_the_input_filter_use_the_desired_of_tick_k_minus_lag
         assert tail.delayed_finished == (j == lag)
 
 
+def test_the_planner_computes_the_input_filter_and_retargeting_of_the_full_pipeline(robot, standing):
+    """SeikoPipeline(controller=False).plan: the real-time graph's planner (seiko_stack --no-controller)
+    gives the targets and desired of the full pipeline's ticks, bit for bit (skipped ticks included),
+    and builds no Controller."""
+    full, planner = SeikoPipeline(robot, lag=2), SeikoPipeline(robot, lag=2, controller=False)
+    assert planner.controller is None and planner.wrench_filter is None
+    for k in range(8):
+        steps = 3 if k == 5 else 1  # a tick after two skipped ones: the filter steps over them
+        a = full.tick(k, k * 0.002, standing, _command(robot, k), filter_steps=steps)
+        b = planner.plan(k, k * 0.002, _command(robot, k), filter_steps=steps)
+        assert b.command is None and b.state is None
+        np.testing.assert_array_equal(a.desired_vec, b.desired_vec)
+        for name, v in a.targets.items():
+            np.testing.assert_array_equal(v, b.targets[name])
+    with pytest.raises(RuntimeError, match="plan"):
+        planner.tick(8, 0.016, standing, _command(robot, 8))
+
+
 @pytest.mark.parametrize("wrench_lag", [0, 1])
 def test_the_wrench_filter_stage_stands_in_for_the_controllers_filter(robot, standing, wrench_lag):
     """wrench_lag 0: the Controller gets the filter (13) of tick k from the WrenchFilterStage, the

@@ -92,9 +92,12 @@ class SeikoPipeline:
             tick 0: its reset readings), as ``seiko_controller --sensor-lag 1``: the command is applied
             one period after the state it answers, as on a robot, and in a lockstep graph the
             Controller computes beside the driver's step instead of after it.
+        controller: False builds no Controller (and no wrench filter): the pipeline is the planner
+            of the real-time graph (``seiko_stack --no-controller``), run with :meth:`plan` only, while
+            the Controller runs in its own process.
 
     Attributes:
-        filter, retargeting, controller, wrench_filter (or None): the stage objects (``retargeting.failures``,
+        filter, retargeting, controller (None with ``controller=False``), wrench_filter (or None): the stage objects (``retargeting.failures``,
             ``controller.failures`` count the failed QPs); admittance: the
             :class:`~contactflow.seiko.stages.AdmittanceStage` or None.
         times: (3,) wall time of the last tick [s]: input filter (and admittance), Retargeting,
@@ -107,7 +110,7 @@ class SeikoPipeline:
 
     def __init__(self, robot, *, filter_config=None, retargeting_config=None, controller_config=None,
                  environment=None, lag: int = 2, admittance: Mapping | None = None, wrench_lag: int | None = None,
-                 stages: ModuleType | None = None, sensor_lag: int = 0):
+                 stages: ModuleType | None = None, sensor_lag: int = 0, controller: bool = True):
         from contactflow.contracts.messages import port_specs
 
         if int(lag) < 1:
@@ -134,9 +137,10 @@ class SeikoPipeline:
         self.dspec = port_specs(robot)["desired"]
         self.filter = stages.InputFilterStage(robot, filter_config)
         self.retargeting = stages.RetargetingStage(robot, retargeting_config, environment)
-        self.controller = stages.ControllerStage(robot, controller_config, retargeting_config)
+        self.controller = stages.ControllerStage(robot, controller_config, retargeting_config) if controller else None
         self.wrench_lag = wrench_lag
-        self.wrench_filter = None if wrench_lag is None else stages.WrenchFilterStage(robot, controller_config)
+        self.wrench_filter = (None if wrench_lag is None or not controller
+                              else stages.WrenchFilterStage(robot, controller_config))
         self._flex_rate = None  # the Controller's flex_rate of tick k - 1
         self._filtered_prev = None  # the wrench filter's output of tick k - 1
         self.admittance = None
@@ -147,6 +151,7 @@ class SeikoPipeline:
         # (tick, desired fields, finished) of ticks k - lag .. k - 1
         self._past: collections.deque = collections.deque(maxlen=self.lag)
         self.times = np.zeros(3)
+        self._t_retarget = 0.0  # perf_counter() when the tick's Retargeting began
 
     def tick(self, k: int, t: float, sensors: Mapping | None, command: Mapping | None, *,
              command_error: str | None = None, finished: bool = False, integrating: bool = True,
@@ -178,6 +183,8 @@ class SeikoPipeline:
         Returns:
             :class:`PipelineTick`.
         """
+        if self.controller is None:
+            raise RuntimeError("SeikoPipeline(controller=False) runs plan() only")
         past = self._past
         t0 = time.perf_counter() if t_start is None else t_start
         delayed, delayed_fin = past[0][1:] if len(past) == self.lag else (None, False)
@@ -190,16 +197,36 @@ class SeikoPipeline:
         if on_command is not None:
             on_command(cmd, state, delayed_fin)
         t3 = time.perf_counter()
+        targets, desired, dvec = self._plan(k, t, command, delayed, adm, command_error, finished, filter_steps)
+        self.times[:] = ((t1 - t0) + (self._t_retarget - t3), time.perf_counter() - self._t_retarget, t2 - t1)
+        return PipelineTick(targets, desired, dvec, cmd, state, adm, delayed_fin)
+
+    def plan(self, k: int, t: float, command: Mapping | None, *, command_error: str | None = None,
+             finished: bool = False, filter_steps: int = 1) -> PipelineTick:
+        """The input filter and the Retargeting of tick k, without the Controller (the planner of
+        the real-time graph, ``seiko_stack --no-controller``): :meth:`tick` less the Controller, the
+        admittance and the wrench filter. The arguments are those of :meth:`tick`.
+
+        Returns:
+            :class:`PipelineTick` with ``command``, ``state`` and ``admittance`` None.
+        """
+        t0 = time.perf_counter()
+        past = self._past
+        delayed = past[0][1] if len(past) == self.lag else None
+        targets, desired, dvec = self._plan(k, t, command, delayed, None, command_error, finished, filter_steps)
+        self.times[:] = (self._t_retarget - t0, time.perf_counter() - self._t_retarget, 0.0)
+        return PipelineTick(targets, desired, dvec, None, None, None, False)
+
+    def _plan(self, k, t, command, delayed, adm, command_error, finished, filter_steps):
         for _ in range(filter_steps - 1):
             self.filter.tick(command, delayed, adm)
         targets = self.filter.tick(command, delayed, adm)
-        t4 = time.perf_counter()
+        self._t_retarget = time.perf_counter()
         dvals = self.retargeting.tick(k, t, targets, command, command_error)
         dvec = self.dspec.pack(dvals)  # a copy: the next ticks read it while the Retargeting moves on
         desired = self.dspec.unpack(dvec, check_finite=False)
-        self.times[:] = ((t1 - t0) + (t4 - t3), time.perf_counter() - t4, t2 - t1)
-        past.append((k, desired, bool(finished)))
-        return PipelineTick(targets, desired, dvec, cmd, state, adm, delayed_fin)
+        self._past.append((k, desired, bool(finished)))
+        return targets, desired, dvec
 
     def tail_tick(self, k: int, sensors: Mapping | None, *, integrating: bool = True,
                   t_start: float | None = None) -> PipelineTick:
