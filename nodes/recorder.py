@@ -29,6 +29,15 @@ Args: ``--out DIR`` (default ``<repo>/recordings``, or ``$CONTACTFLOW_RECORDINGS
 (run name prefix, default the dataflow's name), ``--dataflow FILE`` (recorded in the manifest),
 ``--summary seiko|g1`` (compute and print the SEIKO or the G1 teleop run summary at the end), ``--robot``.
 
+Stop: after ``dora run --stop-after`` (or Ctrl-C) dora SIGTERMs a node that has not exited about 10 s
+after the stop. The recorder honours that: a SIGTERM while recording ends the drain and closes the run
+(manifest written); the summary (``--summary``), which reads the whole run back (minutes for an hour-long
+run), gets ``--summary-budget-s`` (7 s) from the STOP event and is abandoned at a SIGTERM. The manifest's
+``summary`` entry says what happened (``state``: ``computing`` while it runs, then ``written``,
+``not computed`` with the ``reason``, or ``failed``) and names the command that computes it later,
+``contactflow rec summary RUN`` (:func:`contactflow.recording.summary.run_summary`); a line says so too.
+Nothing is lost silently: the recording itself is complete before the summary starts.
+
 The run directory name is ``<name>-<UTC time>``; ``recordings/latest`` points at the newest run.
 Files are flushed every ``--flush-period-s`` (0.05 s), so a recorder killed with SIGKILL keeps all
 but about the last 100 ms, and the stream files stay readable (Arrow IPC *stream* format: no footer).
@@ -41,6 +50,9 @@ import datetime as dt
 import json
 import logging
 import os
+import signal
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -196,6 +208,95 @@ class Recorder:
                           log_batches_received=self.batches_received)
 
 
+class SummaryInterrupted(Exception):
+    """The summary was abandoned: a SIGTERM (the dataflow's stop) or its time budget spent."""
+
+
+class StopGuard:
+    """The recorder's SIGTERM handling: while recording, a SIGTERM only sets :attr:`terminated` (the
+    event loop ends and the run is closed normally); inside :meth:`interruptible` it raises
+    :class:`SummaryInterrupted` at once, as does the end of the time budget (``SIGALRM``)."""
+
+    def __init__(self):
+        self.terminated = False
+        self._raise = False
+        self._prev = signal.signal(signal.SIGTERM, self._on_term)
+
+    def _on_term(self, signum, frame):
+        self.terminated = True
+        if self._raise:
+            self._raise = False
+            raise SummaryInterrupted("SIGTERM (dora ends a node that has not exited ~10 s after the dataflow's stop)")
+
+    @contextmanager
+    def interruptible(self, deadline: float | None, budget_s: float | None = None):
+        """Run the block until it ends, a SIGTERM or ``deadline`` (``time.monotonic()``; None: none)."""
+        if self.terminated:
+            raise SummaryInterrupted("SIGTERM received before it started")
+        why = (f"its time budget ({budget_s:g} s from the STOP event, --summary-budget-s) was spent"
+               if budget_s is not None else "its deadline passed")
+        if deadline is not None and deadline - time.monotonic() <= 0:
+            raise SummaryInterrupted(f"{why} before it started")
+
+        def on_alarm(signum, frame):
+            if self._raise:
+                self._raise = False
+                raise SummaryInterrupted(why)
+
+        prev_alarm = None
+        self._raise = True
+        if deadline is not None:
+            prev_alarm = signal.signal(signal.SIGALRM, on_alarm)
+            signal.setitimer(signal.ITIMER_REAL, max(1e-3, deadline - time.monotonic()))
+        try:
+            yield
+        finally:
+            self._raise = False
+            if deadline is not None:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, prev_alarm)
+
+    def restore(self) -> None:
+        signal.signal(signal.SIGTERM, self._prev)
+
+
+def finish_summary(writer, kind: str, robot: str | None, guard: StopGuard, *, deadline: float | None = None,
+                   budget_s: float | None = None, emit=print) -> int:
+    """Compute and write the run's summary (:func:`contactflow.recording.summary.run_summary`) after the
+    run was closed, within ``deadline`` and until a SIGTERM; the manifest's ``summary`` entry always says
+    the outcome and the command that recomputes it. Returns the exit status (0; 1: the summary failed)."""
+    from contactflow.recording.summary import recompute_command, run_summary, write_run_summary
+
+    run_dir = writer.run_dir
+    cmd = recompute_command(run_dir)
+
+    def state(**entry):
+        writer.manifest["summary"] = {**entry, "command": cmd}
+        writer.write_manifest()
+
+    state(state="computing")  # a recorder killed now leaves this: the summary is missing, and how to get it
+    try:
+        with guard.interruptible(deadline, budget_s):
+            summary, text = run_summary(run_dir, kind, robot)
+            path = write_run_summary(run_dir, summary)
+    except SummaryInterrupted as exc:
+        state(state="not computed", reason=f"stopped: {exc}")
+        msg = (f"[recorder] WARNING: summary not computed (stopped: {exc}); the recording is complete; "
+               f"`{cmd}` computes it")
+        print(msg, flush=True)
+        log.warning("%s", msg)
+        return 0
+    except Exception as exc:  # noqa: BLE001 - report, don't hide the recording
+        state(state="failed", reason=str(exc))
+        print(f"[recorder] summary could not be computed: {exc} (`{cmd}` retries it)", flush=True)
+        return 1
+    state(state="written", file=path.name)
+    for line in text.splitlines():
+        emit(line)
+    emit(f"[recorder] summary written to {path}")
+    return 0
+
+
 def failure_line(f, unwritten: int | None) -> str:
     """The one line of a write failure (a full disk or ``--max-bytes``)."""
     limit = f" (limit --max-bytes {f.max_bytes})" if f.max_bytes is not None else ""
@@ -206,7 +307,7 @@ def failure_line(f, unwritten: int | None) -> str:
 
 def main() -> int:
     from contactflow.errors import RecordingError
-    from contactflow.recording.store import RecordingWriter, git_revision, port_table_streams, read_recording
+    from contactflow.recording.store import RecordingWriter, git_revision, port_table_streams
 
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--out", default=str(default_recordings_dir()))
@@ -221,6 +322,10 @@ def main() -> int:
     p.add_argument("--flush-period-s", type=float, default=0.05,
                    help="write the buffered messages to the files at least this often [s] (fsync every 1 s); a recorder "
                         "killed with SIGKILL loses at most about this much plus one event wait (50 ms)")
+    p.add_argument("--summary-budget-s", type=float, default=7.0,
+                   help="time the summary may take after the dataflow's STOP event [s]: dora SIGTERMs a node ~10 s "
+                        "after the stop; past it (or at a SIGTERM) the summary is left to `contactflow rec summary "
+                        "RUN` and the manifest says so (<= 0: no budget; a natural end has none)")
     p.add_argument("--max-bytes", type=int, default=0, metavar="N",
                    help="stop writing once the run's stream files reach N bytes, exactly as on a full disk (ENOSPC): "
                         "the files are cut back to their last complete batch, later messages are counted, not "
@@ -278,6 +383,7 @@ def main() -> int:
             "recorder_pid": os.getpid(),
             "flush_period_s": args.flush_period_s,
             "max_bytes": args.max_bytes or None,
+            "summary_kind": None if args.summary == "none" else args.summary,
         },
         flush_period_s=args.flush_period_s,
         max_bytes=args.max_bytes or None,
@@ -292,11 +398,19 @@ def main() -> int:
     print(f"[recorder] recording to {run_dir}", flush=True)
 
     rec = Recorder(writer, sources, renames, expected)
+    guard = StopGuard()
+    t_stop = None
     while True:
+        if guard.terminated:
+            log.warning("SIGTERM: the recording is closed now; inputs still queued are not recorded (streams "
+                        "without their 'finished' message are flagged)")
+            break
         ev = node.next(timeout=0.05)
         if ev is None:
             break
         typ = ev["type"]
+        if typ == "STOP" and t_stop is None:
+            t_stop = time.monotonic()
         if typ == "INPUT":
             try:
                 vec = ev["value"].to_numpy(zero_copy_only=False)
@@ -317,29 +431,12 @@ def main() -> int:
         raise RecordingError(failure_line(writer.failure, writer.manifest.get("unwritten_messages")))
 
     if args.summary != "none":
-        from contactflow.robot import load_robot
-        from contactflow.recording.summary import json_safe
-
-        if args.summary == "seiko":
-            from contactflow.recording.summary import format_summary as fmt, seiko_summary as compute
-            title = f"SEIKO run {run_dir.name}"
-        else:
-            from contactflow.lac.summary import format_g1_summary as fmt, g1_summary as compute
-            title = f"G1 run {run_dir.name}"
-        try:
-            summary = compute(read_recording(run_dir), load_robot(args.robot))
-        except Exception as exc:  # noqa: BLE001 - report, don't hide the recording
-            print(f"[recorder] summary could not be computed: {exc}", flush=True)
-            return 1
-        summary["recording_gaps"] = int(sum(gaps.values()))
-        summary["recording_gaps_by_stream"] = gaps
-        summary["recording_lost_batches"] = int(lost_batches)
-        (run_dir / "summary.json").write_text(json.dumps(json_safe(summary), indent=2))
+        budget = args.summary_budget_s if args.summary_budget_s > 0 else None
+        deadline = t_stop + budget if t_stop is not None and budget is not None else None
         # through dora's log (INFO) rather than stdout, so that `dora run --log-level info`, which
         # hides the daemon's DEBUG lines and the nodes' raw stdout, still shows the summary
-        for line in fmt(summary, title).splitlines():
-            log_info(node, line)
-        log_info(node, f"[recorder] summary written to {run_dir / 'summary.json'}")
+        return finish_summary(writer, args.summary, args.robot, guard, deadline=deadline, budget_s=budget,
+                              emit=lambda line: log_info(node, line))
     return 0
 
 

@@ -3,6 +3,7 @@
 Sub-commands:
     rec ls [--root DIR]                                 runs under the recordings directory
     rec info RUN [--json] [--fields]                    streams, rates, duration, gaps, damage
+    rec summary RUN [--kind seiko|g1] [--robot R]       (re)compute the run summary into RUN/summary.json
     rec export RUN --to parquet|csv|mcap [--out DIR] [--streams a.b,c.d] [--allow-truncated]
     plot RUN SIGNAL... [--out FIG.png] [--separate] [--allow-truncated]   time series (matplotlib PNG)
     bench NAME [ARGS...] | bench --list                 run benchmarks/bench_NAME.py (ARGS, --help too, go to it)
@@ -141,6 +142,16 @@ def _cmd_info(args) -> int:
     return rc
 
 
+def _cmd_summary(args) -> int:
+    from contactflow.recording.summary import run_summary, write_run_summary
+
+    run_dir = resolve_run(args.run, _root(args))
+    summary, text = run_summary(run_dir, args.kind, args.robot)
+    print(text)
+    print(f"summary written to {write_run_summary(run_dir, summary)}")
+    return 0
+
+
 def _field_list(rec, name: str) -> list[str]:
     """``field[size]`` of a stream's contract, from the manifest (no stream data read)."""
     layout = rec.manifest.get("streams", {}).get(name, {}).get("layout") or []
@@ -248,7 +259,7 @@ def _cmd_view(args) -> int:
 
 def add_parser(subparsers) -> None:
     """Register ``rec``, ``plot``, ``bench``, ``check`` and ``view`` on the ``contactflow`` parser."""
-    rec = subparsers.add_parser("rec", help="recordings: ls, info, export")
+    rec = subparsers.add_parser("rec", help="recordings: ls, info, summary, export")
     rsub = rec.add_subparsers(dest="rec_command", required=True)
 
     def common(p, run=True):
@@ -270,6 +281,13 @@ def add_parser(subparsers) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--fields", action="store_true", help="also list each stream's fields (names for `contactflow plot`)")
     p.set_defaults(func=_cmd_info)
+    p = rsub.add_parser("summary", help="(re)compute a run's summary into RUN/summary.json (the recorder's --summary, "
+                                        "e.g. after a stop that left it not computed)")
+    common(p)
+    p.add_argument("--kind", choices=["seiko", "g1"], default=None,
+                   help="the summary (default: the recorder's --summary, recorded in the manifest as summary_kind)")
+    p.add_argument("--robot", default=None, help="robot (default: the manifest's)")
+    p.set_defaults(func=_cmd_summary)
     p = rsub.add_parser("export", help="export a run to parquet, csv or mcap")
     common(p)
     p.add_argument("--to", required=True, choices=["parquet", "csv", "mcap"])

@@ -58,7 +58,11 @@ import pinocchio as pin
 
 from contactflow.recording.store import Recording, RecordingError
 
-__all__ = ["seiko_summary", "format_summary", "realtime_metrics", "REALTIME_KEYS"]
+__all__ = ["seiko_summary", "format_summary", "realtime_metrics", "REALTIME_KEYS", "SUMMARY_KINDS", "run_summary",
+           "write_run_summary", "recompute_command"]
+
+#: The run summaries the recorder computes at the end (``--summary``) and ``contactflow rec summary`` recomputes.
+SUMMARY_KINDS = ("seiko", "g1")
 
 
 def _fk_positions(robot, qs: np.ndarray, frame_id: int) -> np.ndarray:
@@ -273,3 +277,68 @@ def format_summary(s: dict, title: str = "contactflow run summary") -> str:
             v = ", ".join(map(str, v)) if v else "none"
         lines.append(f"{k:40s} {v}")
     return "\n".join(lines)
+
+
+def recompute_command(run_dir) -> str:
+    """The command that (re)computes a run's summary: ``contactflow rec summary <run_dir>``."""
+    return f"contactflow rec summary {run_dir}"
+
+
+def run_summary(run_dir, kind: str | None = None, robot: str | None = None) -> tuple[dict, str]:
+    """The summary of a recorded run, as the recorder computes it at the end, and its printed text.
+
+    Args:
+        run_dir: the run directory.
+        kind: ``seiko`` (:func:`seiko_summary`) or ``g1`` (:func:`contactflow.lac.summary.g1_summary`);
+            None: the manifest's ``summary_kind`` (the recorder's ``--summary``).
+        robot: robot name; None: the manifest's ``robot``.
+
+    Returns:
+        (summary dict with the recording's losses from the manifest: ``recording_gaps``,
+        ``recording_gaps_by_stream``, ``recording_lost_batches``; the formatted text).
+
+    Raises:
+        RecordingError: the run cannot be read, or no summary kind is given nor recorded.
+        ConfigError: an unknown robot.
+    """
+    from pathlib import Path
+
+    from contactflow.recording.store import read_recording
+    from contactflow.robot import load_robot
+
+    run_dir = Path(run_dir)
+    rec = read_recording(run_dir)
+    m = rec.manifest
+    kind = kind or m.get("summary_kind")
+    if kind not in SUMMARY_KINDS:
+        raise RecordingError(f"{run_dir / 'manifest.json'}: summary kind {kind!r}, expected one of {list(SUMMARY_KINDS)} "
+                             f"(pass --kind; the recorder records its --summary as summary_kind)")
+    robot = robot or m.get("robot")
+    if not robot:
+        raise RecordingError(f"{run_dir / 'manifest.json'}: no robot recorded (pass --robot)")
+    if kind == "seiko":
+        compute, fmt, title = seiko_summary, format_summary, f"SEIKO run {run_dir.name}"
+    else:
+        from contactflow.lac.summary import format_g1_summary as fmt, g1_summary as compute
+
+        title = f"G1 run {run_dir.name}"
+    summary = compute(rec, load_robot(robot))
+    gaps = {name: int(e.get("missing_seq", 0) or 0) + int(e.get("missing_before_first", 0) or 0)
+            for name, e in m.get("streams", {}).items()}
+    gaps = {k: v for k, v in gaps.items() if v}
+    summary["recording_gaps"] = int(sum(gaps.values()))
+    summary["recording_gaps_by_stream"] = gaps
+    summary["recording_lost_batches"] = int(m.get("recording_lost_batches", 0) or 0)
+    return summary, fmt(summary, title)
+
+
+def write_run_summary(run_dir, summary: dict):
+    """Write ``summary.json`` into the run directory (JSON-safe: NaN as null); returns its path."""
+    import json
+    from pathlib import Path
+
+    path = Path(run_dir) / "summary.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(json_safe(summary), indent=2))
+    tmp.replace(path)
+    return path
