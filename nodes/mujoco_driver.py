@@ -27,7 +27,19 @@ Modes:
   waits for one: without a new command the last safe command stays in force, a deadline miss) and
   simulates the period with it; the first ``--warmup-ticks`` ticks are a start-up handshake in which
   it waits for each command. If no command arrives for ``--command-timeout-s`` the last safe
-  command is held and reported (PD robots: damping mode), as a hardware driver must. With an
+  command is held and reported (PD robots: damping mode), as a hardware driver must. If no VALID
+  command has come for ``--command-lost-s`` (default 1 s of wall time, counted from the last
+  valid command taken, after the start-up handshake; 0 = never) the controller is lost (hung,
+  descheduled, or sending only refused commands): the driver keeps holding, publishes its last
+  sensors with ``finished`` (the other nodes and the recorder end normally) and then ENDS the
+  run, exit 3, with one line in the hardware driver's words::
+
+      command lost: no valid command for 1.002 s (timeout 1.000 s) on input 'command' from
+      seiko_controller/command; the last safe command was held; ending the run
+
+  (lockstep's counterpart is ``--lockstep-timeout-s``: "no input for 60 s while waiting for
+  command"). A driver that was itself paused (SIGSTOP) does not trip it: the commands answered
+  meanwhile are taken when it resumes. With an
   output ``log`` (or ``timing``) declared, one ``driver_timing`` row per period (the command in
   force, its age, the deadline met or missed) goes to the recorder; ``contactflow.recording.summary``
   turns them into ``deadline_misses``, ``command_age_ms_p50/p99`` and ``longest_stall_ms``.
@@ -45,8 +57,11 @@ manifest) says ``base_state: simulation_truth``: the base pose and twist in ``q`
 simulator's true state, not an estimate; a hardware driver says which estimator it uses.
 
 The run ends when a command carries ``finished`` (end of the scenario), when the robot falls
-(base below the robot file's ``fall_height_m``: 0.6 m for Talos, 0.35 m for the G1; reported,
-then the run ends), or after ``--max-sim-time-s``. A malformed, non-finite or out-of-limit command
+(base below the robot file's ``fall_height_m``: 0.6 m for Talos, 0.35 m for the G1), or after
+``--max-sim-time-s``. A fall is a failed run: the driver publishes the sensors of the fall with
+``finished`` (the recording and its summary, ``fell: true``, complete), then exits 2 with one line
+``the robot fell at t = X s (base height Y m < Z m)``; ``--fall-is-ok`` makes a fall a normal end
+(exit 0) for graphs whose purpose is to measure falls. A malformed, non-finite or out-of-limit command
 is not applied: the last safe command (PD: its target with its gains) is held, and the count is
 reported at the end. The logic lives in :class:`contactflow.sim.driver.RobotDriver`.
 """
@@ -72,7 +87,7 @@ def readings_values(robot, r, spec=None, estimators=None) -> dict:
 
 
 def main() -> int:
-    from contactflow.errors import ContractError
+    from contactflow.errors import ConfigError, ContactflowError
     from contactflow.contracts.messages import port_specs
     from contactflow.robot import load_robot
     from contactflow.environment import load_environment
@@ -84,6 +99,11 @@ def main() -> int:
     p.add_argument("--command-timeout-s", type=float, default=0.1)
     p.add_argument("--damping-recovery-s", type=float, default=1.0,
                    help="PD robots: gain ramp after damping mode [s] (0 = full gains at once)")
+    p.add_argument("--command-lost-s", type=float, default=1.0,
+                   help="realtime: no valid command for this long [s of wall time] after the start-up -> the run "
+                        "ends with a failure naming the input (0 = never)")
+    p.add_argument("--fall-is-ok", action="store_true",
+                   help="a fall ends the run normally (exit 0) instead of failing it (exit 2)")
     p.add_argument("--max-sim-time-s", type=float, default=600.0)
     p.add_argument("--lockstep-timeout-s", type=float, default=60.0)
     p.add_argument("--warmup-ticks", type=int, default=REALTIME_WARMUP_TICKS,
@@ -94,6 +114,8 @@ def main() -> int:
     p.add_argument("--payload", action="append", default=[],
                    help="unmodelled point mass LINK:MASS_KG[:X:Y:Z] welded to a link (simulation only)")
     args = p.parse_args()
+    if not (args.command_lost_s >= 0):  # NaN too
+        raise ConfigError(f"--command-lost-s must be >= 0 s (0 = never), got {args.command_lost_s}")
     robot = load_robot(args.robot)
     cfg = load_node_config(sim_config_class(robot), args.config, "mujoco_driver")
     specs = port_specs(robot)
@@ -112,7 +134,8 @@ def main() -> int:
     dt = sim.control_dt_s
 
     node = connect()
-    wired = set(declared_inputs(node, "mujoco_driver"))
+    sources = declared_inputs(node, "mujoco_driver")  # input -> source
+    wired = set(sources)
     use_wrench = "wrench" in wired and bool(driver.wrench_links)
     if "wrench" in wired and not driver.wrench_links:
         log.warning("input 'wrench' is wired but %s has no wrench_links: it is ignored", robot.file_label())
@@ -122,12 +145,13 @@ def main() -> int:
         meta.update(command_timeout_s=args.command_timeout_s, damping_recovery_s=args.damping_recovery_s,
                     damping_mode_kd_nms_per_rad=driver.hold.kd_damping)
     if args.realtime:
-        meta["warmup_ticks"] = args.warmup_ticks
+        meta.update(warmup_ticks=args.warmup_ticks, command_lost_s=args.command_lost_s)
     sender = sender_for(node, "mujoco_driver", specs, meta, optional=("timing",))  # timing: real time only
     mode = (lambda: {"command_mode": driver.command_mode}) if driver.pd else (lambda: {})
     if not args.realtime:
         sender.send("sensors", readings_values(robot, r, sspec, estimators), seq=0, t=r.t, **mode())
     finished = False
+    lost = ""
 
     def advance(fin: bool) -> bool:
         nonlocal r
@@ -150,8 +174,10 @@ def main() -> int:
                 finished = True
                 break
     else:
-        run_realtime(node, driver, sender, specs, lambda rr: readings_values(robot, rr, sspec, estimators), mode,
-                     use_wrench=use_wrench, warmup_ticks=args.warmup_ticks, timeout_s=args.lockstep_timeout_s)
+        lost = run_realtime(node, driver, sender, specs, lambda rr: readings_values(robot, rr, sspec, estimators),
+                            mode, use_wrench=use_wrench, warmup_ticks=args.warmup_ticks,
+                            timeout_s=args.lockstep_timeout_s, command_lost_s=args.command_lost_s,
+                            command_source=sources.get("command", "command"))
     st = driver.status
     if st.rejected_commands:
         log.warning("%d commands were not applied (malformed, non-finite or out of limits): the last safe command "
@@ -165,12 +191,16 @@ def main() -> int:
         log.warning("%d malformed external-wrench messages: wrenches cleared for those ticks", st.malformed_wrenches)
     log.info("simulation ended at t = %.3f s after %d ticks%s", driver.readings.t, st.ticks,
              " (the robot fell)" if st.fell else "")
-    drain_after_finish(node, 1.0)
+    drain_after_finish(node, 1.0)  # the last sensors reach the other nodes and the recorder first
+    if lost:
+        raise UpstreamError(lost)
+    if st.fell and not args.fall_is_ok:
+        raise ContactflowError(st.fall)
     return 0
 
 
 def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bool, warmup_ticks: int,
-                 timeout_s: float) -> None:
+                 timeout_s: float, command_lost_s: float = 0.0, command_source: str = "command") -> str:
     """The real-time loop: the driver paced by the wall clock (module docstring, ``--realtime``).
 
     Period k (control period ``dt``): at its deadline the driver publishes the sensors of t_k, takes
@@ -185,6 +215,11 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
     driver waits for the command of the previous sensors (every node has run and warmed up) and
     the wall clock starts after them. One ``timing`` row (contract ``driver_timing``) per period
     goes to the node's batched log when the entry declares ``log`` (or on ``timing`` if declared).
+
+    Command loss: when no valid command has been taken for ``command_lost_s`` [s of wall time]
+    (0 = never) since the last one (the clock starts with the first period after the start-up, or
+    with the first valid command when there is no start-up), the sensors of that period are the
+    last (``finished``). Returns that failure line (module docstring), or '' for any other end.
     """
     from contactflow.errors import ContractError
     from contactflow.contracts.ports import input_specs
@@ -226,6 +261,8 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
     applied_seq, applied_t = -1, float("nan")
     deadline = wall0 = None
     k = 0
+    valid_s = None  # wall time of the last valid command taken (None: commands have not started)
+    lost = ""
     while True:
         if k < warmup_ticks:  # start-up handshake: wait for the command of the previous sensors
             waited = time.monotonic()
@@ -253,14 +290,24 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
         if wall0 is None:
             wall0 = start
         new, fields, seq, t_cmd = latch.take()
-        # the run ends at the sensors after the last period (fell, max time), on STOP, or when the
-        # newest command says the scenario finished (as in lockstep: the same number of ticks)
-        finishing = done or stopped or latch.finished
+        if valid_s is None and deadline is not None and k >= warmup_ticks > 0:
+            valid_s = start  # the start-up handshake took a command for each tick: commands had started
+        if (command_lost_s > 0 and not new and valid_s is not None and not (done or stopped or latch.finished)
+                and start - valid_s >= command_lost_s):
+            lost = (f"command lost: no valid command for {start - valid_s:.3f} s (timeout {command_lost_s:.3f} s) "
+                    f"on input 'command' from {command_source}; the last safe command was held"
+                    f"{' (damping mode)' if driver.command_mode == 'damping' else ''}; ending the run")
+            log.error("t = %.3f s: %s", pending.t, lost)
+        # the run ends at the sensors after the last period (fell, max time), on STOP, when the
+        # newest command says the scenario finished (as in lockstep: the same number of ticks), or
+        # when the commands are lost
+        finishing = done or stopped or latch.finished or bool(lost)
         sender.send("sensors", values_of(pending), seq=k, t=pending.t, finished=finishing, **mode())
         if finishing:
             break
         if new and driver.offer_command(fields, start):
             applied_seq, applied_t = seq, t_cmd
+            valid_s = start
         else:
             new = False
         t_k = pending.t
@@ -280,6 +327,7 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
             # late_s says how many periods were lost; contactflow.recording.summary counts them as misses)
             deadline = deadline + dt if start - deadline < dt else start + dt
         k += 1
+    return lost
 
 
 if __name__ == "__main__":

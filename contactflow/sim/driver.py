@@ -140,6 +140,8 @@ class DriverStatus:
         damping_entries: times the PD driver entered damping mode (no valid command for the
             command timeout). damping_ticks: control ticks simulated in damping mode.
         fell: the robot fell (base below the fall height, or the state diverged).
+        fall: '' or one line saying when and how it fell (``the robot fell at t = X s (base
+            height Y m < Z m)``; a diverged state says so), for the run's failure line.
     """
 
     ticks: int = 0
@@ -149,6 +151,7 @@ class DriverStatus:
     damping_entries: int = 0
     damping_ticks: int = 0
     fell: bool = False
+    fall: str = ""
 
 
 class RobotDriver:
@@ -292,8 +295,13 @@ class RobotDriver:
         self.status.ticks += 1
         fell = self.sim.fell()
         if fell and not self.status.fell:
-            log.error("robot fell at t = %.3f s (base height %.3f m, threshold %.2f m); ending the run",
-                      self.readings.t, self.readings.base_height, self.sim.fall_height_m)
+            h, thr = self.readings.base_height, self.sim.fall_height_m
+            if np.isfinite(h) and h < thr:
+                self.status.fall = f"the robot fell at t = {self.readings.t:.3f} s (base height {h:.3f} m < {thr:.2f} m)"
+            else:  # MuJoCo diverged (it reset its state) or the state is not finite
+                self.status.fall = (f"the robot fell at t = {self.readings.t:.3f} s (the simulation diverged: base "
+                                    f"height {h:.3f} m, fall height {thr:.2f} m)")
+            log.error("%s; ending the run", self.status.fall)
         self.status.fell = self.status.fell or fell
         return self.readings, fell or self.readings.t >= self.max_sim_time_s - 1e-9
 
