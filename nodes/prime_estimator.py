@@ -6,6 +6,12 @@ input run has finished (a message with ``finished``, or the input closed): ``sta
 per sample), ``forces`` (force.<contact>, world [N]), ``torque`` and ``parameters`` (one message,
 ``finished``). The estimator is offline: it solves once on the whole received horizon.
 
+Duplicates and gaps (:func:`receive_samples`): a sensors message whose ``seq`` was already received
+(a duplicated delivery, a flood) is skipped (the first one wins, it is not acknowledged again) and
+counted; the count is logged once, when the input run ends. A missing seq (a real gap) still ends
+the node before the solve with one line naming the gap (``seq not contiguous (a -> b, n gap(s))``,
+:func:`contactflow.prime.io.measurements_from_arrays`).
+
 Stop: the node honours the dataflow's stop (``dora run --stop-after``, Ctrl-C) within one FDDP
 iteration, also while it solves: the solver's per-iteration callback polls the node's events and
 abandons the solve on a ``STOP``, or on SIGTERM / SIGINT (once the replay has ended, the node's
@@ -53,6 +59,66 @@ def _stopped_line(phase: str) -> str:
             "or a longer one) to keep the estimate")
 
 
+def receive_samples(node, sin, out) -> tuple[list, list, list, list, list]:
+    """Read the ``sensors`` input run until a message with ``finished`` (or the input closes).
+
+    Each new sample is acknowledged on ``ack``. A message whose ``seq`` was already received is
+    skipped and counted (module docstring), the count logged once at the end.
+
+    Args:
+        node: the dora node (``next(timeout)`` events).
+        sin: the ``sensors`` port spec (:func:`contactflow.prime.ports.prime_port_specs`).
+        out: the node's sender (``send(port, values, seq=, t=)``).
+
+    Returns:
+        (seqs, ts, qs, vs, taus): per received sample, in arrival order: seq, t [s], q (nq), v (nv),
+        tau (n).
+
+    Raises:
+        ContactflowError: the dataflow stopped before the input run finished.
+        UpstreamError: an upstream node failed, or no sample came.
+    """
+    seqs, ts, qs, vs, taus = [], [], [], [], []
+    seen: set[int] = set()
+    duplicates, first_dup = 0, None
+    finished = False
+    while not finished:
+        ev = node.next(timeout=1.0)
+        if ev is None:
+            break
+        typ = ev["type"]
+        if typ == "INPUT" and ev["id"] == "sensors":
+            md = ev["metadata"]
+            seq = int(md.get("seq", len(seqs)))
+            if seq in seen:  # a duplicated delivery: the first one counts
+                duplicates += 1
+                first_dup = seq if first_dup is None else first_dup
+                continue
+            vec = ev["value"].to_numpy(zero_copy_only=False)
+            f = sin.unpack(vec, check_finite=False)  # non-finite samples are reported with their seq below
+            seen.add(seq)
+            seqs.append(seq)
+            ts.append(float(md.get("t", f["t"][0])))
+            qs.append(f["q"].copy())
+            vs.append(f["v"].copy())
+            taus.append(f["tau"].copy())
+            out.send("ack", np.array([float(seq)]), seq=seq, t=ts[-1])
+            finished = bool(md.get("finished", False))
+        elif typ == "STOP" and ev.get("id") != _INPUTS_CLOSED:
+            raise ContactflowError(_stopped_line(f"while receiving (after {len(seqs)} samples, before the "
+                                                 "input run finished)"))
+        elif typ in ("INPUT_CLOSED", "STOP"):  # the replay ended without a `finished` message
+            break
+        elif typ == "NODE_FAILED":
+            raise UpstreamError(f"upstream node failed: {ev.get('value')}")
+    if duplicates:
+        log.warning("input 'sensors': %d duplicated message(s) skipped (a seq already received; first at seq %d)",
+                    duplicates, first_dup)
+    if not seqs:
+        raise UpstreamError("no sensors message received")
+    return seqs, ts, qs, vs, taus
+
+
 def main() -> int:
     from contactflow.prime.fie import PrimeConfig, PrimeEstimator
     from contactflow.prime.io import measurements_from_arrays, parameters_vector
@@ -70,34 +136,7 @@ def main() -> int:
     node = connect()
     out = sender_for(node, "prime_estimator", {s.name: s for s in specs.values()}, cfg)
 
-    seqs, ts, qs, vs, taus = [], [], [], [], []
-    finished = False
-    while not finished:
-        ev = node.next(timeout=1.0)
-        if ev is None:
-            break
-        typ = ev["type"]
-        if typ == "INPUT" and ev["id"] == "sensors":
-            md = ev["metadata"]
-            vec = ev["value"].to_numpy(zero_copy_only=False)
-            f = sin.unpack(vec, check_finite=False)  # non-finite samples are reported with their seq below
-            seq = int(md.get("seq", len(seqs)))
-            seqs.append(seq)
-            ts.append(float(md.get("t", f["t"][0])))
-            qs.append(f["q"].copy())
-            vs.append(f["v"].copy())
-            taus.append(f["tau"].copy())
-            out.send("ack", np.array([float(seq)]), seq=seq, t=ts[-1])
-            finished = bool(md.get("finished", False))
-        elif typ == "STOP" and ev.get("id") != _INPUTS_CLOSED:
-            raise ContactflowError(_stopped_line(f"while receiving (after {len(seqs)} samples, before the "
-                                                 "input run finished)"))
-        elif typ in ("INPUT_CLOSED", "STOP"):  # the replay ended without a `finished` message
-            break
-        elif typ == "NODE_FAILED":
-            raise UpstreamError(f"upstream node failed: {ev.get('value')}")
-    if not seqs:
-        raise UpstreamError("no sensors message received")
+    seqs, ts, qs, vs, taus = receive_samples(node, sin, out)
     meas, info = measurements_from_arrays(pr, cfg, np.array(seqs), np.array(ts), np.array(qs), np.array(vs),
                                           np.array(taus), where="input 'sensors'")
     log.info("solving PRIME on %d steps (identify %s)", meas.T, list(est.bodies))
