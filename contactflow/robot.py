@@ -24,7 +24,7 @@ from contactflow.errors import ConfigError, ModelError
 from contactflow.paths import ROBOT_PATH_ENV, robot_search_path, shipped_robots_dir
 
 __all__ = ["ContactSpec", "Robot", "load_robot", "read_robot_file", "robot_search_path", "robots_dir",
-           "resolve_package_path"]
+           "resolve_package_path", "body_inertia"]
 
 
 def robots_dir() -> Path:
@@ -318,6 +318,12 @@ def load_robot(name_or_path: str | Path = "talos") -> Robot:
             :func:`robot_search_path`: ``$CONTACTFLOW_ROBOT_PATH`` / ``--robot-path``, then the
             shipped robots. An unknown name is refused with the folders looked in.
 
+    Optional key ``body_inertias: {<joint>: {mass_kg, com_m, inertia_kgm2}}`` replaces the
+    inertia of the reduced model's body moved by ``<joint>`` (``root_joint``: the floating base;
+    links welded by locked joints belong to their parent body): the inertial parameters a PRIME
+    run identified (``contactflow prime apply``); see :func:`body_inertia` for the units and
+    checks. The MuJoCo builder applies it too (:mod:`contactflow.sim.mujoco_model`).
+
     Returns:
         Robot.
 
@@ -405,6 +411,8 @@ def load_robot(name_or_path: str | Path = "talos") -> Robot:
         if not isinstance(enabled, bool):
             raise ConfigError(f"{where}.enabled: expected true or false, got {enabled!r}")
         contacts[cname] = ContactSpec(cname, frame, model.getFrameId(frame), ctype, enabled)
+
+    _apply_body_inertias(model, raw.get("body_inertias"), src)
 
     data = model.createData()
     q = pin.neutral(model)
@@ -498,3 +506,63 @@ def _actuator_rows(section, joints, urdf_joints, src) -> tuple[np.ndarray, np.nd
         rows.append((a, d))
     arr = np.array(rows, dtype=float)
     return arr[:, 0].copy(), arr[:, 1].copy()
+
+
+def body_inertia(entry: Any, where: str) -> pin.Inertia:
+    """A physically consistent spatial inertia from a robot file's ``body_inertias.<joint>`` entry.
+
+    ``entry`` = ``{mass_kg: m, com_m: [x, y, z], inertia_kgm2: [xx, xy, yy, xz, yz, zz]}``: mass
+    [kg] > 0, centre of mass [m] in the body (joint) frame, rotational inertia about the centre of
+    mass [kg m^2] in the body frame's axes (pinocchio's order of the 6 components; a 3x3 nested
+    list is accepted too). The inertia must be symmetric positive definite and satisfy the
+    triangle inequalities (Wensing, Kim, Slotine, RA-L 2018: a body that exists).
+
+    Raises:
+        ConfigError: ``<where>.<key>: expected ...`` for a missing key, a wrong shape, a
+            non-finite number or a physically inconsistent body.
+    """
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}: expected a mapping {{mass_kg, com_m, inertia_kgm2}}, got {entry!r}")
+    unknown = sorted(map(str, set(entry) - {"mass_kg", "com_m", "inertia_kgm2"}))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; expected mass_kg, com_m, inertia_kgm2")
+    mass = float(_numbers(_need(entry, "mass_kg", where), None, f"{where}.mass_kg", "mass [kg]"))
+    if mass <= 0:
+        raise ConfigError(f"{where}.mass_kg: expected a mass > 0 kg, got {entry['mass_kg']!r}")
+    com = _numbers(_need(entry, "com_m", where), 3, f"{where}.com_m", "coordinates [m]")
+    raw_i = _need(entry, "inertia_kgm2", where)
+    if isinstance(raw_i, list) and len(raw_i) == 3 and all(isinstance(r, list) for r in raw_i):
+        I = np.array([_numbers(r, 3, f"{where}.inertia_kgm2", "numbers [kg m^2]") for r in raw_i])
+        if not np.allclose(I, I.T, rtol=0.0, atol=1e-12 * max(1.0, float(np.abs(I).max()))):
+            raise ConfigError(f"{where}.inertia_kgm2: expected a symmetric 3x3 matrix, got {raw_i!r}")
+        I = 0.5 * (I + I.T)
+    else:
+        xx, xy, yy, xz, yz, zz = _numbers(raw_i, 6, f"{where}.inertia_kgm2", "numbers [xx, xy, yy, xz, yz, zz] [kg m^2]")
+        I = np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
+    ev = np.linalg.eigvalsh(I)
+    if ev[0] <= 0 or 2.0 * ev.max() > ev.sum() * (1.0 + 1e-9):
+        raise ConfigError(f"{where}.inertia_kgm2: not a physical rotational inertia (principal moments "
+                          f"{ev.tolist()}: need all > 0 and each <= the sum of the other two)")
+    return pin.Inertia(mass, com, I)
+
+
+def _apply_body_inertias(model: pin.Model, section: Any, src: str) -> None:
+    """Robot file ``body_inertias: {<joint>: {mass_kg, com_m, inertia_kgm2}}``: replace the
+    inertia of the body moved by ``<joint>`` in the REDUCED model (``root_joint`` = the floating
+    base; the links welded to a body by the locked joints are part of it), e.g. the inertial
+    parameters identified by PRIME (``contactflow prime apply``). In place; see :func:`body_inertia`.
+
+    Raises:
+        ConfigError: not a mapping, a joint that is not a joint of the reduced model (a locked or
+            unknown joint; the message lists the valid ones), or a bad entry.
+    """
+    if section is None:
+        return
+    if not isinstance(section, dict):
+        raise ConfigError(f"{src}: body_inertias: expected a mapping joint -> {{mass_kg, com_m, inertia_kgm2}}")
+    valid = [model.names[i] for i in range(1, model.njoints)]
+    for joint, entry in section.items():
+        if not isinstance(joint, str) or joint not in valid:
+            raise ConfigError(f"{src}: body_inertias: {joint!r} is not a joint of the reduced model "
+                              f"(expected one of {valid}; a locked joint's link belongs to its parent body)")
+        model.inertias[model.getJointId(joint)] = body_inertia(entry, f"{src}: body_inertias.{joint}")

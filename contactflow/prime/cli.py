@@ -1,13 +1,16 @@
-"""``contactflow prime ...``: generate PRIME data and run the PRIME estimator on a recording.
+"""``contactflow prime ...``: generate PRIME data, run the PRIME estimator on a recording, apply its result.
 
     contactflow prime generate --robot go2 --motion squat --duration 3 --payload-kg 3 --seed 0 \
         --out recordings/prime_go2_squat
     contactflow prime estimate recordings/prime_go2_squat --robot go2 [--config est.yaml] \
         [--no-identify] [--max-samples 300] [--kappa-schedule 50,200] [--resample] --out recordings/prime_go2_squat_est
 
+    contactflow prime apply recordings/prime_go2_squat_est --out robots/go2_corrected [--force]
+
 ``estimate`` writes the estimator's recording (``prime_estimator.*`` streams) and ``report.json``
 into ``--out``, prints the identified parameters and, when the input recording holds
-``ground_truth.contact_forces``, the force RMSE against it.
+``ground_truth.contact_forces``, the force RMSE against it. ``apply`` writes the identified inertial
+parameters as a robot variant (:mod:`contactflow.prime.apply`).
 """
 
 from __future__ import annotations
@@ -58,6 +61,14 @@ def add_parser(subparsers) -> None:
                    help="interpolate an irregularly sampled stream (a hardware recording) onto the dt grid")
     e.add_argument("--out", default=None, help="output run directory (default: <recording>_prime)")
     e.set_defaults(func=_estimate)
+
+    a = sub.add_parser("apply", help="write the identified inertial parameters of a PRIME run as a robot variant")
+    a.add_argument("run", help="a contactflow prime estimate output directory")
+    a.add_argument("--out", required=True, help="robot folder to create (e.g. robots/talos_corrected)")
+    a.add_argument("--robot", default=None, help="base robot (default: the run's; refused if it differs)")
+    a.add_argument("--name", default=None, help="the variant's robot name (default: the --out folder's name)")
+    a.add_argument("--force", action="store_true", help="replace an --out folder written by an earlier apply")
+    a.set_defaults(func=_apply)
 
 
 def _generate(args) -> int:
@@ -140,6 +151,17 @@ def _estimate(args) -> int:
         summary["trunk_mass_error_kg"] = res.body_parameters()["root_joint"]["mass_kg"] - truth["mass_kg"] \
             if "root_joint" in res.bodies else None
     print(json.dumps(summary, indent=2))
+    return 0
+
+
+def _apply(args) -> int:
+    from contactflow.prime.apply import apply_estimate
+    from contactflow.robot import load_robot
+
+    path = apply_estimate(args.run, args.out, robot=args.robot, name=args.name, force=args.force)
+    r = load_robot(path)
+    print(f"wrote {path}: robot {r.name!r} ({r.mass:.3f} kg); load it with --robot {path.parent} "
+          f"(or --robot {r.name} --robot-path {path.parent.parent})")
     return 0
 
 

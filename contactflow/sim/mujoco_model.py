@@ -420,6 +420,8 @@ def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mappin
             spec.add_sensor(name=f"{frame}_force", type=mujoco.mjtSensor.mjSENS_FORCE, objtype=site, objname=frame)
             spec.add_sensor(name=f"{frame}_torque", type=mujoco.mjtSensor.mjSENS_TORQUE, objtype=site, objname=frame)
 
+    _apply_body_inertias(spec, robot)
+
     for item in extra_bodies or ():
         pm = _as_point_mass(item)
         parent = _body(spec, pm.parent, f"extra_bodies.{pm.name}.parent")
@@ -432,6 +434,57 @@ def build_mujoco_spec(robot: Robot, *, extra_bodies: Iterable[PointMass | Mappin
         b.inertia = list(map(float, pm.inertia))
         b.explicitinertial = True
     return spec
+
+
+def _apply_body_inertias(spec: mujoco.MjSpec, robot: Robot) -> None:
+    """The robot file's ``body_inertias`` (:func:`contactflow.robot.load_robot`) in the MuJoCo model.
+
+    ``body_inertias.<joint>`` is the inertia of the REDUCED model's body: the link moved by
+    ``<joint>`` plus the links welded to it (locked joints). MuJoCo keeps those links as separate
+    bodies, so the moved link gets ``robot.model.inertias[<joint>]`` minus the welded links'
+    URDF inertias (all in its frame, which is pinocchio's joint frame for a URDF): the composite
+    then equals the pinocchio body. Extra bodies (payloads) are added after, on top of it.
+
+    Raises:
+        ModelError: a joint without a MuJoCo body, or welded links heavier than the given body
+            (the remainder would not be a physical inertia).
+    """
+    section = robot.raw.get("body_inertias")
+    if not section:
+        return
+    m = spec.copy().compile()
+    d = mujoco.MjData(m)
+    mujoco.mj_kinematics(m, d)
+
+    def frame(b: int) -> pin.SE3:
+        return pin.SE3(pin.Quaternion(*d.xquat[b]).toRotationMatrix(), d.xpos[b].copy())  # wxyz ctor
+
+    for joint in section:
+        jid = robot.model.getJointId(joint)
+        body = root_link(robot) if jid == 1 else m.body(m.joint(joint).bodyid[0]).name
+        b = m.body(body).id
+        oMb = frame(b)
+        welded = pin.Inertia.Zero()
+        for c in range(m.nbody):  # descendants of b reached without crossing a joint
+            a = c
+            while a != b and a != 0 and m.body_jntnum[a] == 0:
+                a = m.body_parentid[a]
+            if c == b or a != b:
+                continue
+            R = pin.Quaternion(*m.body_iquat[c]).toRotationMatrix()
+            Ic = pin.Inertia(float(m.body_mass[c]), m.body_ipos[c].copy(), R @ np.diag(m.body_inertia[c]) @ R.T)
+            welded += (oMb.actInv(frame(c))).act(Ic)
+        target = robot.model.inertias[jid]
+        rest = pin.Inertia.FromDynamicParameters(target.toDynamicParameters() - welded.toDynamicParameters())
+        I = np.asarray(rest.inertia)
+        if rest.mass <= 0 or np.linalg.eigvalsh(0.5 * (I + I.T))[0] <= 0:
+            raise ModelError(f"{robot.file_label()}: body_inertias.{joint}: the links welded to {body!r} "
+                             f"({welded.mass:.4g} kg) leave no physical inertia for {body!r} itself")
+        sb = spec.body(body)
+        sb.mass = float(rest.mass)
+        sb.ipos = [float(x) for x in rest.lever]
+        sb.fullinertia = [I[0, 0], I[1, 1], I[2, 2], I[0, 1], I[0, 2], I[1, 2]]
+        sb.explicitinertial = True
 
 
 def root_link(robot: Robot) -> str:
