@@ -438,8 +438,9 @@ docs/benchmarks.md.
 
 def seiko_controller_replay() -> Graph:
     ack = "seiko_controller/command"
-    nodes = [replay_node("mujoco_driver", "mujoco_driver.sensors", "sensors", ack, "sensors"),
-             replay_node("seiko_retargeting", "seiko_retargeting.desired", "desired", ack, "desired"),
+    replayed = ("mujoco_driver.sensors", "seiko_retargeting.desired")  # both nodes pick the same run
+    nodes = [replay_node("mujoco_driver", "mujoco_driver.sensors", "sensors", ack, "sensors", require=replayed),
+             replay_node("seiko_retargeting", "seiko_retargeting.desired", "desired", ack, "desired", require=replayed),
              Node("seiko_controller", node_script("seiko_controller"),
                   "--robot talos --lag 2" + (f" --sensor-lag {MAIN_SENSOR_LAG}" if MAIN_SENSOR_LAG else ""),
                   {"sensors": ("mujoco_driver/sensors", LOCKSTEP), "desired": ("seiko_retargeting/desired", LOCKSTEP)},
