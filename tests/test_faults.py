@@ -227,3 +227,58 @@ def test_recording_loss_is_measured_per_stream_beyond_its_usual_spacing(tmp_path
     r = analyse(graph_case, GRAPH_SETUPS["seiko_talos.yml"], tmp_path / "recordings", [], 0, False, {})
     assert r["lost_stream"] == "mujoco_driver.sensors"
     assert r["lost_ms"] == pytest.approx(58.0, abs=0.5)  # 60 ms less the 2 ms tick spacing
+
+
+def _stream(name, seq, dt=0.002):
+    from contactflow.recording.store import Stream
+
+    seq = np.asarray(seq, dtype=np.int64)
+    n = seq.size
+    return Stream(name, seq, seq * dt, np.zeros(n, np.int64), np.zeros(n, bool), np.zeros((n, 1)), [])
+
+
+def test_real_time_runs_are_judged_by_what_was_lost_not_by_skipped_ticks():
+    """A real-time stage that skips ticks: its last message before the fault is 198 ms old although
+    nothing was lost. Lockstep judging fails it; real-time judging looks at the driver's stream (never
+    skips) and the lost log batches, and reports the staleness and the skipped ticks beside."""
+    from contactflow.faults.campaign import recording_loss
+
+    clock = _stream("mujoco_driver.sensors", np.arange(501))  # 0..1 s, every tick
+    # the controller: every tick to 0.4 s, then late: nothing until 0.62 s, then one tick in 40
+    ctrl = _stream("seiko_controller.command", np.r_[np.arange(201), np.arange(310, 501, 40)])
+    streams = {s.name: s for s in (clock, ctrl)}
+    kw = dict(clock_stream="mujoco_driver.sensors")
+    lock = recording_loss(streams, 0.6, realtime=False, **kw)
+    assert lock["lost_ms"] == pytest.approx(198.0) and lock["lost_stream"] == "seiko_controller.command"
+    rt = recording_loss(streams, 0.6, realtime=True, manifest={"recording_lost_batches": 0}, **kw)
+    assert rt["lost_ms"] == 0.0 and rt["lost_stream"] == ""
+    assert rt["stale_ms"] == pytest.approx(198.0) and rt["stale_stream"] == "seiko_controller.command"
+    assert rt["skipped_ticks"] == 109 + 4 * 39 and rt["skipped_by_stream"] == {"seiko_controller.command": 265}
+    kill = FaultCase("seiko_talos_realtime.yml", "kill", "seiko_controller", 0.6)
+    assert judge(kill, _outcome(**rt)) == (True, "")
+    ok, why = judge(kill, _outcome(**lock))
+    assert not ok and "198 ms before the fault (seiko_controller.command)" in why
+    # what was lost still fails a real-time run: log batches missing, or the driver's own stream cut
+    lost = recording_loss(streams, 0.6, realtime=True, manifest={"recording_lost_batches": 2}, **kw)
+    ok, why = judge(kill, _outcome(**lost))
+    assert not ok and "2 log batch(es) lost" in why
+    cut = {"mujoco_driver.sensors": _stream("mujoco_driver.sensors", np.arange(200)), "seiko_controller.command": ctrl}
+    ok, why = judge(kill, _outcome(**recording_loss(cut, 0.6, realtime=True, **kw)))
+    assert not ok and "mujoco_driver.sensors" in why
+    row = markdown_table([dict(_outcome(**rt), case=kill.to_dict(), t_fault_s=0.6, hold_after_ms=0.0,
+                               **{"pass": True, "why": ""})]).splitlines()[2]
+    assert "0 (driver; stages 198 stale, 265 ticks skipped)" in row
+
+
+def test_a_stream_never_written_counts_as_lost_from_its_first_message():
+    """disk_full: a stream the recorder received but could not write (manifest lost_streams) lost
+    everything from its first message; one that started after the fault lost nothing before it."""
+    from contactflow.faults.campaign import recording_loss
+
+    streams = {"drv.sensors": _stream("drv.sensors", np.arange(300))}
+    m = {"lost_streams": {"est.out": {"reason": "not recorded", "first_t": 0.3}}}
+    r = recording_loss(streams, 0.5, clock_stream="drv.sensors", realtime=False, manifest=m)
+    assert r["lost_ms"] == pytest.approx(200.0) and r["lost_stream"] == "est.out"
+    m["lost_streams"]["est.out"]["first_t"] = 0.55
+    r = recording_loss(streams, 0.5, clock_stream="drv.sensors", realtime=False, manifest=m)
+    assert r["lost_ms"] == 0.0 and r["lost_batches"] is None

@@ -22,14 +22,23 @@ What is measured afterwards (:func:`analyse`), from the run's output and its rec
   command). Replays (no simulated robot) and a killed simulator report ``n/a``.
 * **end of the run**: ``dora run``'s exit code, the ONE failure line (the first node that failed,
   :func:`contactflow.cli.run.parse_failures`, as ``contactflow run`` prints it), ``timed_out``.
-* **recording**: every stream read back (truncated streams salvaged by the reader); ``lost_ms``:
-  the largest gap, over the streams that were being written at the fault, between ``t_fault`` and
-  the stream's last message at or before it (0 when the stream goes on past the fault).
+* **recording** (:func:`recording_loss`): every stream read back (truncated streams salvaged by the
+  reader); ``lost_ms``: the largest gap, over the streams that were being written at the fault,
+  between ``t_fault`` and the stream's last message at or before it, less the stream's usual spacing
+  (0 when the stream goes on past the fault); a stream the recorder could not write at all (a full disk
+  before its first batch, the manifest's ``lost_streams``) counts from its first message. In a
+  real-time graph the stages skip ticks by design (a stage late for one tick takes the newest input),
+  so a stage's last message can be older than 100 ms without anything lost: there ``lost_ms`` is the
+  driver's stream (the clock never skips a tick) and the other streams' gap is reported as
+  ``stale_ms`` / ``stale_stream``, beside ``skipped_ticks`` (seq numbers missing in the streams other
+  than the clock's) -- reported, not judged. ``lost_batches``: the log batches lost on the way to the
+  recorder (the manifest's ``recording_lost_batches``; None when the recorder never closed the run),
+  judged in every graph: what was lost, whatever the stages skipped.
 
 Pass/fail per case (:func:`judge`, the issue's criteria): the robot kept (base above the fall
 height, or n/a); where a node failed (kill, hang, recorder kill, disk full) the run ended by itself
 with a non-zero exit and a failure line; where nothing failed (stall, dropout, baseline) exit 0 and
-no line; the recording readable up to <= 100 ms before the fault.
+no line; the recording readable up to <= 100 ms before the fault and no log batch lost.
 """
 
 from __future__ import annotations
@@ -54,7 +63,8 @@ from contactflow.errors import ConfigError
 from contactflow.faults.cases import PROCESS_KINDS, SIGNAL_KINDS, FaultCase
 
 __all__ = ["GraphSetup", "GRAPH_SETUPS", "process_cases", "campaign_cases", "run_case", "analyse", "judge",
-           "run_campaign", "markdown_table", "summarise", "write_outputs", "reanalyse", "REPO", "LOST_MS_MAX"]
+           "run_campaign", "markdown_table", "summarise", "write_outputs", "reanalyse", "REPO", "LOST_MS_MAX",
+           "recording_loss"]
 
 log = logging.getLogger("contactflow.faults")
 
@@ -465,8 +475,8 @@ def analyse(case: FaultCase, setup: GraphSetup, rec_root: Path, lines: list[str]
             timed_out: bool, fault: dict[str, Any]) -> dict[str, Any]:
     """The measured outcome of one run (module docstring). Keys: ``exit_code``, ``timed_out``,
     ``failure_line``, ``failed_nodes``, ``fault_sent``, ``t_fault_s``, ``base_min_m``, ``base_kept``,
-    ``sim_after_fault_ms``, ``hold_after_ms``, ``recording``, ``recording_bytes``, ``lost_ms``,
-    ``lost_stream``, ``truncated_streams``, ``clock_gaps``, ``unreadable``, ``errors``."""
+    ``sim_after_fault_ms``, ``hold_after_ms``, ``recording``, ``recording_bytes``, ``truncated_streams``,
+    ``clock_gaps``, ``unreadable``, ``errors`` and those of :func:`recording_loss`."""
     from contactflow.cli.run import parse_failures
     from contactflow.recording.store import RecordingError, read_recording
 
@@ -484,9 +494,11 @@ def analyse(case: FaultCase, setup: GraphSetup, rec_root: Path, lines: list[str]
     res["recording_bytes"] = sum(p.stat().st_size for p in run.glob("*.arrows")) if run else 0
     streams: dict[str, Any] = {}
     res["unreadable"] = []
+    manifest: dict | None = None
     if run is not None:
         try:
             rec = read_recording(run)
+            manifest = rec.manifest
             for name in rec.stream_names:
                 try:
                     streams[name] = rec.stream(name)
@@ -543,8 +555,30 @@ def analyse(case: FaultCase, setup: GraphSetup, rec_root: Path, lines: list[str]
                 and not (case.kind == "kill" and case.node == setup.clock)  # no robot after that
                 and case.kind not in ("stall", "dropout", "recorder_kill", "disk_full")):  # commands go on there
             res["hold_after_ms"] = round(max(0.0, float(cmd.t.max()) - t_fault) * 1e3, 1)
-    # recording kept up to
-    lost, worst = 0.0, ""
+    res.update(recording_loss(streams, t_fault, clock_stream=setup.clock_stream, realtime=setup.realtime,
+                              manifest=manifest))
+    return res
+
+
+def recording_loss(streams: dict[str, Any], t_fault: float | None, *, clock_stream: str, realtime: bool,
+                   manifest: dict | None = None) -> dict[str, Any]:
+    """How much of the recording before the fault survived (module docstring, *recording*).
+
+    Args:
+        streams: stream name -> :class:`~contactflow.recording.store.Stream` (``t`` [s], ``seq``).
+        t_fault: the fault's simulated time [s] (None: a baseline; nothing measured).
+        clock_stream: the driver's (clock's) stream, which never skips a tick.
+        realtime: a real-time graph (its stages skip ticks): judged on the clock's stream and lost batches.
+        manifest: the run's manifest (``recording_lost_batches``, ``lost_streams``), None if unreadable.
+
+    Returns:
+        ``lost_ms`` [ms] and ``lost_stream`` (judged: <= :data:`LOST_MS_MAX`), ``stale_ms`` and
+        ``stale_stream`` (real time: the largest gap of the other streams, reported), ``skipped_ticks``
+        (seq numbers missing in the non-clock streams, whole run) and ``skipped_by_stream``,
+        ``lost_batches`` (log batches lost on the way; None: unknown).
+    """
+    manifest = manifest or {}
+    gaps: dict[str, float] = {}
     if t_fault is not None:
         for name, s in streams.items():
             if not len(s) or float(s.t.min()) > t_fault:
@@ -553,12 +587,31 @@ def analyse(case: FaultCase, setup: GraphSetup, rec_root: Path, lines: list[str]
             # less the stream's usual spacing (95th percentile of its intervals before the fault): 2 ms for
             # a per-tick stream; a real-time stage that skips ticks sends less often by design
             usual = float(np.percentile(np.diff(before), 95)) if before.size > 2 else 0.0
-            gap = max(0.0, t_fault - float(before[-1]) - usual)
-            if gap > lost:
-                lost, worst = gap, name
-    res["lost_ms"] = None if t_fault is None or not streams else round(lost * 1e3, 1)
-    res["lost_stream"] = worst
-    return res
+            gaps[name] = max(0.0, t_fault - float(before[-1]) - usual)
+        for name, e in (manifest.get("lost_streams") or {}).items():  # received, never written (disk full)
+            first = e.get("first_t") if isinstance(e, dict) else None
+            if isinstance(first, (int, float)) and first <= t_fault:
+                gaps[name] = max(gaps.get(name, 0.0), t_fault - float(first))
+    judged = {n: g for n, g in gaps.items() if not realtime or n == clock_stream}
+    other = {n: g for n, g in gaps.items() if realtime and n != clock_stream}
+    lost_stream = max(judged, key=judged.get, default="")
+    stale_stream = max(other, key=other.get, default="")
+    skipped = {}
+    for name, s in streams.items():
+        if name != clock_stream and len(s) > 1:
+            d = np.diff(np.unique(s.seq))
+            if np.any(d > 1):
+                skipped[name] = int(np.sum(d[d > 1] - 1))
+    lost_batches = manifest.get("recording_lost_batches")
+    return {
+        "lost_ms": None if t_fault is None or not streams else round(judged.get(lost_stream, 0.0) * 1e3, 1),
+        "lost_stream": lost_stream if judged.get(lost_stream, 0.0) > 0 else "",
+        "stale_ms": round(other[stale_stream] * 1e3, 1) if stale_stream else None,
+        "stale_stream": stale_stream,
+        "skipped_ticks": int(sum(skipped.values())),
+        "skipped_by_stream": skipped,
+        "lost_batches": int(lost_batches) if isinstance(lost_batches, int) else None,
+    }
 
 
 _SIM_END = re.compile(r"simulation ended at t = (?P<t>[-+\d.eE]+) s")
@@ -607,6 +660,8 @@ def judge(case: FaultCase, r: dict[str, Any]) -> tuple[bool, str]:
         why.append("recording unreadable: " + "; ".join(r["unreadable"])[:200])
     if r["lost_ms"] is not None and r["lost_ms"] > LOST_MS_MAX:
         why.append(f"recording lost {r['lost_ms']:.0f} ms before the fault ({r['lost_stream']})")
+    if r.get("lost_batches"):
+        why.append(f"{r['lost_batches']} log batch(es) lost on the way to the recorder")
     if not r["recording"]:
         why.append("no recording")
     if case.kind in ("stall", "dropout", "baseline") and r["clock_gaps"]:
@@ -704,6 +759,11 @@ def markdown_table(results: list[dict[str, Any]]) -> str:
         exit_ = f"{r.get('exit_code')}{' (timeout)' if r.get('timed_out') else ''}"
         result = ("pending" if r.get("pending") else "pass" if r["pass"]
                   else f"**FAIL**: {r.get('why', '')}".replace("|", "\\|"))
+        lost = _fmt(r.get("lost_ms"))
+        if r.get("stale_stream"):  # real time: the driver's stream judged; the stages' staleness beside it
+            lost += f" (driver; stages {_fmt(r.get('stale_ms'))} stale, {r.get('skipped_ticks', 0)} ticks skipped)"
+        if r.get("lost_batches"):
+            lost += f"; {r['lost_batches']} batches lost"
         rows.append(f"| {Path(c['graph']).stem} | {c['kind']} | {c['target'] or '-'} | {_fmt(at)} | {robot} "
-                    f"| {_fmt(r.get('hold_after_ms'))} | {exit_} | {line or '-'} | {_fmt(r.get('lost_ms'))} | {result} |")
+                    f"| {_fmt(r.get('hold_after_ms'))} | {exit_} | {line or '-'} | {lost} | {result} |")
     return "\n".join(rows)
