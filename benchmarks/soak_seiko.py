@@ -11,8 +11,11 @@ What it does:
    5 cm/s, hold 3 s, back, hold 3 s), repeated until 3x ``--duration-s`` of simulated time, so the
    run never reaches its end before the wall-clock limit.
 2. ``dora run --stop-after <duration>s GRAPH`` with ``CONTACTFLOW_SCENARIO`` set to it and the
-   recording in a temporary directory (``CONTACTFLOW_RECORDINGS``); ``DORA_FINISH_DRAIN_GRACE_SECS``
-   is raised so the recorder can compute the summary of an hour-long run after the stop.
+   recording in a temporary directory (``CONTACTFLOW_RECORDINGS``). The recorder's own counts of
+   what was lost (``recording_gaps``, ``recording_lost_batches``) are read from the run's manifest,
+   written when the recording is closed; its summary of an hour-long run does not fit in the ~10 s
+   dora gives a node after the stop, and the manifest's ``summary`` entry says so
+   (``contactflow rec summary RUN`` computes it; ``--keep-recording`` keeps the run).
 3. Every ``--sample-period-s``: the resident memory (RSS, ``/proc/<pid>/status`` VmRSS) of every
    process of the dataflow (``dora run`` and its descendants: the nodes), the recording's size on
    disk, the machine's load average, and, read incrementally from the growing Arrow stream files
@@ -21,11 +24,18 @@ What it does:
    graph) and the ``seq`` numbers missing in every stream.
 4. Writes a JSON file, a PNG plot and a markdown section with the criteria of issue 16:
    RSS growth of every process < 5 % after the first minute (last sample vs the sample at one
-   minute), per-tick time flat (median of the last 10 % of the samples within 10 % of the median of
-   the first 10 % after the first minute), no sequence gaps (missing seq in every stream: 0, and
-   the recorder's own count, ``recording_gaps``, from its summary).
+   minute), per-tick time flat, no sequence gaps (missing seq in every stream: 0, and the recorder's
+   own counts from its manifest).
 
-The machine is shared: the per-tick time follows the other jobs' load (sampled next to it).
+Per-tick time flat: the graph slowing down over the hour (a leak that costs time, a growing queue, a
+list scanned every tick) shows as more *CPU time per tick* of the dataflow's processes (all of them,
+``/proc/<pid>/stat`` utime + stime, over the ticks of the sample period): the criterion is that the
+median of the last 10 % of the samples is at most 10 % above the median of the first 10 % (after the
+first minute). Wall time per tick is reported beside it, not judged: on a shared machine it follows
+the other jobs' load (the 1-hour run of 2026-12-01 saw it fall from 7.8 to 2.6 ms as the load fell
+from ~30 to ~5), and so does CPU time per tick, less (contention and the nodes' 50 ms event polls
+cost CPU per wall second): a falling CPU time per tick is the load falling, not a fault, so only a rise
+fails. The load average is sampled next to both.
 """
 
 from __future__ import annotations
@@ -200,7 +210,6 @@ def soak(graph: str, duration_s: float, period_s: float, keep: bool) -> dict:
     graph_copy = work / Path(graph).name
     graph_copy.write_text(yaml.safe_dump(flow, sort_keys=False))
     env = dict(scripts_env(), CONTACTFLOW_RECORDINGS=str(rec_root), CONTACTFLOW_SCENARIO=str(scenario))
-    env.setdefault("DORA_FINISH_DRAIN_GRACE_SECS", "1800")
     dora = shutil.which("dora", path=env["PATH"]) or str(Path(sys.executable).parent / "dora")
     log_path = work / "dora_run.log"
     t_start = time.monotonic()
@@ -267,7 +276,7 @@ def soak(graph: str, duration_s: float, period_s: float, keep: bool) -> dict:
               + "  ".join(f"{k} {v / 1e6:.0f}" for k, v in sorted(rss.items())) + " MB", flush=True)
     rc = proc.wait()
     total_s = time.monotonic() - t_start
-    summary = None
+    summary = manifest = None
     if run_dir is not None:
         for tail in tails.values():
             tail.poll()
@@ -277,6 +286,8 @@ def soak(graph: str, duration_s: float, period_s: float, keep: bool) -> dict:
                 tails[f.name].poll()
         if (run_dir / "summary.json").exists():
             summary = json.loads((run_dir / "summary.json").read_text())
+        if (run_dir / "manifest.json").exists():
+            manifest = json.loads((run_dir / "manifest.json").read_text())
     log_tail = log_path.read_text(errors="replace")[-4000:]
     res = {
         "graph": graph, "duration_s": duration_s, "sample_period_s": period_s, "scenario_cycles": cycles,
@@ -288,6 +299,9 @@ def soak(graph: str, duration_s: float, period_s: float, keep: bool) -> dict:
                                                          "recording_lost_batches", "ticks", "sim_time_s",
                                                          "wall_time_s", "realtime_factor", "fell")}
         if summary else None,
+        # the recorder's counts, written when it closed the run (before, and whatever happened to, the summary)
+        "recorder_manifest": {k: manifest.get(k) for k in ("complete", "recording_gaps", "recording_lost_batches",
+                                                           "messages", "summary")} if manifest else None,
         "dora_log_tail": log_tail if rc != 0 or summary is None else None,
     }
     if keep and run_dir is not None:
@@ -343,8 +357,9 @@ def verdict(res: dict) -> dict:
         a, b = float(np.median(cpu[:k])), float(np.median(cpu[-k:]))
         cpu_flat = {"first_ms": a, "last_ms": b, "change": (b - a) / a}
     gaps = sum(res["final_missing_seq"].values())
-    rec_gaps = (res["recorder_summary"] or {}).get("recording_gaps")
-    lost = (res["recorder_summary"] or {}).get("recording_lost_batches")
+    counts = res.get("recorder_manifest") or res["recorder_summary"] or {}  # older JSONs: the summary's
+    rec_gaps = counts.get("recording_gaps")
+    lost = counts.get("recording_lost_batches")
     return {
         "rss_growth": growth,
         "rss_growth_max": max(growth.values()) if growth else None,
@@ -352,15 +367,27 @@ def verdict(res: dict) -> dict:
         "rss_anon_growth": growth_anon,
         "rss_growth_second_half": growth_half,
         "rss_growth_second_half_max": max(growth_half.values()) if growth_half else None,
-        "tick_time": flat,
-        "tick_flat_ok": flat is not None and abs(flat["change"]) < TICK_FLAT_MAX,
+        "tick_time": flat,  # wall: reported, not judged (the other jobs' load)
+        "wall_flat": flat is not None and abs(flat["change"]) < TICK_FLAT_MAX,
         "cpu_per_tick": cpu_flat,
-        "cpu_flat_ok": cpu_flat is not None and abs(cpu_flat["change"]) < TICK_FLAT_MAX,
+        # the criterion: the graph itself did not slow down (a fall is the other jobs' load falling)
+        "tick_flat_ok": cpu_flat is not None and cpu_flat["change"] < TICK_FLAT_MAX,
+        "cpu_flat_ok": cpu_flat is not None and cpu_flat["change"] < TICK_FLAT_MAX,
         "missing_seq": gaps,
         "recorder_recording_gaps": rec_gaps,
         "recorder_lost_batches": lost,
         "gaps_ok": gaps == 0 and rec_gaps in (0, None) and lost in (0, None),
     }
+
+
+def _load_windows(samples: list[dict]) -> tuple[float, float]:
+    """Median load average of the first and the last 10 % of the samples after the first minute
+    (the windows of the per-tick criteria)."""
+    after = [x["loadavg_1min"] for x in samples if x["t_wall_s"] >= FIRST_MINUTE_S - 1e-6 and "cpu_ms_per_tick" in x]
+    if not after:
+        return float("nan"), float("nan")
+    k = max(1, len(after) // 10)
+    return float(np.median(after[:k])), float(np.median(after[-k:]))
 
 
 def plot(res: dict, path: Path) -> None:
@@ -425,23 +452,26 @@ def markdown(res: dict, v: dict, json_path: str, png_path: str) -> str:
     if gh:
         lines.append(f"| (leak or step?) RSS growth over the second half of the run | max "
                      f"{v['rss_growth_second_half_max'] * 100:+.2f} % ({max(gh, key=gh.get)}) | - |")
+    ct = v.get("cpu_per_tick")
+    load_w = _load_windows(s)
+    if ct:
+        lines.append(f"| per-tick time flat: CPU time per tick of all the dataflow's processes, last 10 % of the samples "
+                     f"at most 10 % above the first 10 % | {ct['first_ms']:.3f} -> {ct['last_ms']:.3f} ms "
+                     f"({ct['change'] * 100:+.1f} %) | {'yes' if v['tick_flat_ok'] else 'NO'} |")
+    else:
+        lines.append("| per-tick time flat (CPU time per tick) | too few samples | NO |")
     tt = v["tick_time"]
     if tt:
-        lines.append(f"| per-tick time flat (last 10 % vs first 10 % of the samples, within 10 %) | "
-                     f"{tt['first_ms']:.3f} -> {tt['last_ms']:.3f} ms ({tt['change'] * 100:+.1f} %) | "
-                     f"{'yes' if v['tick_flat_ok'] else 'NO'} |")
-    else:
-        lines.append("| per-tick time flat | too few samples | NO |")
-    ct = v.get("cpu_per_tick")
-    if ct:
-        lines.append(f"| CPU time per tick of all the dataflow's processes flat (same windows, within 10 %) | "
-                     f"{ct['first_ms']:.3f} -> {ct['last_ms']:.3f} ms ({ct['change'] * 100:+.1f} %) | "
-                     f"{'yes' if v['cpu_flat_ok'] else 'NO'} |")
+        lines.append(f"| (beside it, not judged: the other jobs' load) wall time per tick, same windows | "
+                     f"{tt['first_ms']:.3f} -> {tt['last_ms']:.3f} ms ({tt['change'] * 100:+.1f} %); load average "
+                     f"{load_w[0]:.1f} -> {load_w[1]:.1f} | - |")
     lines.append(f"| no sequence gaps | {v['missing_seq']} seq missing over all streams (read back); recorder: "
                  f"recording_gaps {v['recorder_recording_gaps']}, lost batches {v['recorder_lost_batches']} | "
                  f"{'yes' if v['gaps_ok'] else 'NO'} |")
     rs = res["recorder_summary"] or {}
     ticks = s[-1].get("ticks") if s else None
+    rm = res.get("recorder_manifest") or {}
+    summ = rm.get("summary") or {}
     lines += [
         "",
         f"Ticks simulated: {ticks} ({rs.get('sim_time_s', 'n/a')} s simulated per the summary); recording "
@@ -450,6 +480,10 @@ def markdown(res: dict, v: dict, json_path: str, png_path: str) -> str:
         + ("stopped by `--stop-after`)." if res["dora_run_total_wall_s"] >= res["duration_s"] - 5
            else "ended before `--stop-after`: see `dora_log_tail` in the JSON)."),
     ]
+    if summ:
+        lines.append(f"The recorder's summary: {summ.get('state')}"
+                     + (f" ({summ['reason']})" if summ.get("reason") else "")
+                     + f"; `{summ.get('command', 'contactflow rec summary RUN')}` computes it.")
     return "\n".join(lines) + "\n"
 
 
