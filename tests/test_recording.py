@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from contactflow.recording.store import RecordingError, RecordingWriter, read_recording
+from contactflow.recording.store import RecordingError, RecordingWriter, read_recording, read_stream_file
 
 
 def _write(tmp_path, n=50):
@@ -315,3 +315,17 @@ def test_a_stream_with_no_complete_batch_at_the_failure_is_lost_not_left_empty(t
     rec = read_recording(tmp_path / "run")
     assert rec.stream_names == ["a.out"] and rec.lost["b.out"]["unwritten_messages"] == 5
     assert rec.stream("a.out").damage.reason == "no end-of-stream marker"
+
+
+def test_buffered_rows_are_written_every_flush_period_of_recorded_time(tmp_path):
+    """A lockstep graph faster than real time (the G1 teleop graph, 50 Hz, ~5x real time) sends more
+    simulated time per wall-clock flush period: the rows are also written once they span a flush
+    period of their own time, so a killed recorder loses about that much simulated time, not 5x."""
+    w = RecordingWriter(tmp_path / "run", {}, flush_period_s=0.05)
+    s = w.stream("g1.cmd", 2, {"source": "g1/cmd"})
+    for k in range(12):  # 0.22 s of recorded time at 50 Hz, in far less than 50 ms of wall time
+        s.append(k, 0.02 * k, np.zeros(2))
+    # written (not only buffered) up to the row that spanned 0.05 s: what a SIGKILL now would leave
+    table, _, damage = read_stream_file(tmp_path / "run" / "g1.cmd.arrows")
+    assert damage.reason == "no end-of-stream marker"
+    assert 0.22 - table.column("t").to_numpy().max() <= 0.05 + 1e-9

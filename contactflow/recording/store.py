@@ -189,7 +189,9 @@ class StreamWriter:
         metadata: str -> str schema metadata (source, contract, layout...); the format version
             (:data:`STREAM_VERSION_KEY`) is added.
         flush_period_s: write buffered rows to the file (operating-system cache) at least this
-            often [s]; a killed process loses at most this much.
+            often [s], of wall time and of the messages' own time ``t`` (a lockstep graph faster than
+            real time sends more than this much simulated time per wall period); a killed process
+            loses at most about this much.
         fsync_period_s: also ``fsync`` the file at least this often [s] (and at close).
         on_failure: called with the ``OSError`` of a failed write (the :class:`RecordingWriter` stops
             every stream of the run then).
@@ -260,7 +262,8 @@ class StreamWriter:
             self.unwritten += 1
             return
         self._rows.append((seq, float(t), int(t_wall_ns if t_wall_ns is not None else time.time_ns()), bool(finished), v))
-        if len(self._rows) >= self.MAX_BATCH_ROWS or time.monotonic() - self._last_flush >= self.flush_period_s:
+        if (len(self._rows) >= self.MAX_BATCH_ROWS or time.monotonic() - self._last_flush >= self.flush_period_s
+                or float(t) - self._rows[0][1] >= self.flush_period_s):  # NaN times: never by this rule
             self.flush()
 
     def append_block(self, seq: np.ndarray, t: np.ndarray, values: np.ndarray, finished: np.ndarray,
