@@ -53,6 +53,19 @@ RT_PRIORITY = {"mujoco_driver": 20, "seiko_controller": 10, "seiko_stack": 7, "s
                "input_filter": 5}
 #: SCHED_FIFO priority the real-time driver gives the dora daemon that spawned it (CONTACTFLOW_RT_DAEMON).
 RT_DAEMON = 30
+#: dora's finish grace (``finish_grace_secs``, per node) [s]. Once the other nodes have ended, dora waits
+#: this long for the nodes still running, then stops them and, 15 s later (dora's own bound), kills them
+#: and names them ("node was killed by dora because it didn't react to a stop message in time"). dora
+#: 1.1's default is 120 s (DORA_FINISH_DRAIN_GRACE_SECS): a hung node was named ~135 s after the others
+#: ended. Measured with the installed dora (a SIGSTOPped node feeding a recorder-like node that waits for
+#: all its inputs): with 3 s on both, dora stopped both ~4 s after the hung node's inputs closed and
+#: killed the hung one 15 s later; with 3 s on the hung node and dora's 120 s on the waiting one, nothing
+#: happened for 90 s. So every node needs it, the recorder included. Every shipped graph sets it on
+#: every node (tests/test_finish_grace.py), the hand-written ones too.
+FINISH_GRACE_S = 10
+#: Per-node exceptions (node id): the recorder reads the whole run back for its summary once its inputs
+#: have closed; 30 s (+ dora's 15 s before the kill) leaves a long run the time for it.
+FINISH_GRACE_S_OF = {"recorder": 30}
 
 from contactflow.errors import ConfigError  # noqa: E402
 from contactflow.contracts.wiring import LOG_OUTPUT as LOG  # noqa: E402 - the batched log output (one source)
@@ -599,6 +612,7 @@ def _node_lines(n: Node) -> list[str]:
         lines.append(f"    outputs: [{', '.join(n.outputs)}]")
     if n.env:
         lines.append(f"    env: {{{_queue(n.env)}}}")
+    lines.append(f"    finish_grace_secs: {FINISH_GRACE_S_OF.get(n.id, FINISH_GRACE_S)}")
     return lines
 
 

@@ -1,0 +1,30 @@
+"""Every shipped graph bounds dora's finish grace on every node (``finish_grace_secs``,
+contactflow.graphs.FINISH_GRACE_S): with dora 1.1's default (120 s) a hung node was stopped and
+named ~135 s after the rest of the run had ended; the grace counts only once the other nodes have
+ended, and dora waits for the longest grace among the nodes still running, so the recorder needs one
+too (contactflow/graphs.py, the measurement)."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from contactflow.graphs import FINISH_GRACE_S, FINISH_GRACE_S_OF, GRAPHS
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = sorted((ROOT / "dataflows").glob("*.yml"))
+
+
+def test_the_shipped_graphs_include_the_generated_and_the_hand_written_ones():
+    names = {p.stem for p in SHIPPED}
+    assert set(GRAPHS) <= names
+    assert {"lac_g1_teleop", "lac_g1_hw", "prime_replay_go2", "g1_walk_holosoma"} <= names
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_every_node_of_every_shipped_graph_sets_a_bounded_finish_grace(path):
+    nodes = yaml.safe_load(path.read_text())["nodes"]
+    for n in nodes:
+        grace = n.get("finish_grace_secs")
+        assert grace == FINISH_GRACE_S_OF.get(n["id"], FINISH_GRACE_S), (path.name, n["id"], grace)
+    assert max(n["finish_grace_secs"] for n in nodes) <= 30  # dora's default is 120 s
