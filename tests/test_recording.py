@@ -329,3 +329,29 @@ def test_buffered_rows_are_written_every_flush_period_of_recorded_time(tmp_path)
     table, _, damage = read_stream_file(tmp_path / "run" / "g1.cmd.arrows")
     assert damage.reason == "no end-of-stream marker"
     assert 0.22 - table.column("t").to_numpy().max() <= 0.05 + 1e-9
+
+
+def test_background_fsync_keeps_the_disk_wait_out_of_the_writing_thread(tmp_path, monkeypatch):
+    """The recorder's writer fsyncs from a thread of its own (a fsync on a busy disk took 5-230 ms,
+    during which the recorder read nothing); the final fsync at close stays in the caller."""
+    import os
+    import threading
+    import time
+
+    from contactflow.recording import store
+
+    calls = []
+    real = os.fsync
+    monkeypatch.setattr(store.os, "fsync", lambda fd: (calls.append(threading.current_thread().name), real(fd)))
+    w = RecordingWriter(tmp_path / "run", {}, flush_period_s=0.0, background_fsync=True, fsync_period_s=0.01)
+    s = w.stream("a.out", 2, {"source": "a/out"})
+    end = time.monotonic() + 0.2
+    k = 0
+    while time.monotonic() < end:
+        s.append(k, 0.002 * k, np.zeros(2))
+        k += 1
+        time.sleep(0.002)
+    assert calls and set(calls) == {"recording-fsync"}
+    w.close()
+    assert calls[-1] == threading.current_thread().name  # the last one, at close
+    assert len(read_recording(tmp_path / "run").stream("a.out")) == k

@@ -44,6 +44,7 @@ import errno
 import json
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -116,6 +117,7 @@ class _StreamFile:
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self.pos = 0
         self.budget = budget
+        self._lock = threading.Lock()  # fsync (maybe from the writer's sync thread) vs close
 
     def write(self, data) -> int:
         mv = memoryview(data).cast("B")
@@ -138,10 +140,13 @@ class _StreamFile:
         return self.pos
 
     def fsync(self):
-        try:
-            os.fsync(self.fd)
-        except OSError:
-            pass
+        with self._lock:
+            if self.closed:
+                return
+            try:
+                os.fsync(self.fd)
+            except OSError:
+                pass
 
     def truncate(self, size: int):
         """Cut the file back to ``size`` bytes (the end of its last complete batch); frees the budget."""
@@ -153,9 +158,10 @@ class _StreamFile:
             pass
 
     def close(self):
-        if not self.closed:
-            self.closed = True
-            os.close(self.fd)
+        with self._lock:
+            if not self.closed:
+                self.closed = True
+                os.close(self.fd)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,6 +201,8 @@ class StreamWriter:
         fsync_period_s: also ``fsync`` the file at least this often [s] (and at close).
         on_failure: called with the ``OSError`` of a failed write (the :class:`RecordingWriter` stops
             every stream of the run then).
+        background_fsync: leave the periodic ``fsync`` to the caller (:meth:`sync`, from a thread: a
+            ``fsync`` on a busy disk blocked the writer for 5-230 ms); the one at close stays.
 
     Attributes:
         count: messages written to the file.
@@ -211,7 +219,8 @@ class StreamWriter:
     MAX_BATCH_ROWS = 100
 
     def __init__(self, path: Path, size: int, metadata: dict[str, str], flush_period_s: float = 0.1,
-                 fsync_period_s: float = 1.0, *, budget: _ByteBudget | None = None, on_failure=None):
+                 fsync_period_s: float = 1.0, *, budget: _ByteBudget | None = None, on_failure=None,
+                 background_fsync: bool = False):
         self.path = Path(path)
         self.size = int(size)
         self.schema = pa.schema(
@@ -240,6 +249,7 @@ class StreamWriter:
         self.first_t: float | None = None
         self.lost = False
         self._on_failure = on_failure
+        self.background_fsync = background_fsync
 
     def _count_seq(self, seq: np.ndarray) -> None:
         prev = seq[0] - 1 if self.last_seq is None else self.last_seq
@@ -359,10 +369,15 @@ class StreamWriter:
     def flush(self):
         self._flush_rows()
         now = time.monotonic()
-        if self.failed is None and now - self._last_fsync >= self.fsync_period_s:
+        if self.failed is None and not self.background_fsync and now - self._last_fsync >= self.fsync_period_s:
             self._f.fsync()
             self._last_fsync = now
         self._last_flush = now
+
+    def sync(self) -> None:
+        """``fsync`` the file now (thread-safe against :meth:`close`; nothing after a failure)."""
+        if self.failed is None:
+            self._f.fsync()
 
     def maybe_flush(self):
         if time.monotonic() - self._last_flush >= self.flush_period_s:
@@ -397,10 +412,13 @@ class RecordingWriter:
         manifest: initial manifest entries (dataflow, robot, git revision...).
         flush_period_s: see :class:`StreamWriter`.
         max_bytes: bytes the run's stream files may take (None or 0: no limit); the manifest is not counted.
+        background_fsync: ``fsync`` the stream files every ``fsync_period_s`` from a thread of its own
+            rather than in the writing thread (the recorder: its event loop never waits on the disk).
+        fsync_period_s: see :class:`StreamWriter`.
     """
 
     def __init__(self, run_dir: Path, manifest: dict[str, Any], flush_period_s: float = 0.1,
-                 max_bytes: int | None = None):
+                 max_bytes: int | None = None, *, background_fsync: bool = False, fsync_period_s: float = 1.0):
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.flush_period_s = flush_period_s
@@ -416,7 +434,18 @@ class RecordingWriter:
         self.streams: dict[str, StreamWriter] = {}
         self.budget = _ByteBudget(max_bytes)
         self.failure: WriteFailure | None = None
+        self.fsync_period_s = fsync_period_s
+        self._sync_stop = threading.Event()
+        self._syncer = None
+        if background_fsync:
+            self._syncer = threading.Thread(target=self._sync_loop, name="recording-fsync", daemon=True)
+            self._syncer.start()
         self.write_manifest()
+
+    def _sync_loop(self) -> None:
+        while not self._sync_stop.wait(self.fsync_period_s):
+            for w in list(self.streams.values()):
+                w.sync()
 
     def write_manifest(self):
         tmp = self.run_dir / "manifest.json.tmp"
@@ -457,8 +486,8 @@ class RecordingWriter:
     def stream(self, name: str, size: int, metadata: dict[str, str]) -> StreamWriter:
         w = self.streams.get(name)
         if w is None:
-            w = StreamWriter(self.run_dir / f"{name}.arrows", size, metadata, self.flush_period_s, budget=self.budget,
-                             on_failure=self._failed)
+            w = StreamWriter(self.run_dir / f"{name}.arrows", size, metadata, self.flush_period_s, self.fsync_period_s,
+                             budget=self.budget, on_failure=self._failed, background_fsync=self._syncer is not None)
             self.streams[name] = w
             entry = {"file": f"{name}.arrows", "size": size}
             for key in ("source", "contract"):
@@ -480,6 +509,9 @@ class RecordingWriter:
             w.maybe_flush()
 
     def close(self, **extra):
+        if self._syncer is not None:
+            self._sync_stop.set()
+            self._syncer.join(timeout=5.0)
         for name, w in self.streams.items():
             w.close()
         for name, w in self.streams.items():
