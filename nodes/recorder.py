@@ -86,6 +86,7 @@ class Recorder:
         self.lost_batches = 0
         self.lost_batches_before_first = 0
         self.batches_received = 0  # log messages received (the cost side of CONTACTFLOW_LOG_EVERY)
+        self.lag_ms: list[float] = []  # per log batch: receive time - its newest row's send time [ms]
         self.lost_by_input: dict[str, int] = {}
         self.finished: dict[str, bool] = {}  # stream -> a message with `finished` arrived
         self.failure_reported = False
@@ -156,7 +157,12 @@ class Recorder:
         self.last_batch[iid] = batch if prev is None else max(prev, batch)
         src_node = src.rpartition("/")[0] or src
         count = 0
-        for b in unpack_log(vec, md):
+        now_ns = time.time_ns()
+        blocks = unpack_log(vec, md)
+        newest = max((int(b.t_wall_ns.max()) for b in blocks if len(b.t_wall_ns)), default=None)
+        if newest is not None:
+            self.lag_ms.append((now_ns - newest) * 1e-6)
+        for b in blocks:
             stream_src = self.renames.get(f"{src_node}/{b.output}", f"{src_node}/{b.output}")
             meta = {"source": stream_src}
             if "contract" in b.head:
@@ -205,7 +211,17 @@ class Recorder:
         self.writer.close(messages=self.n_msgs, recording_gaps=sum(gaps.values()),
                           recording_lost_batches=self.lost_batches,
                           recording_lost_batches_before_first=self.lost_batches_before_first,
-                          log_batches_received=self.batches_received)
+                          log_batches_received=self.batches_received, recorder_lag_ms=self.lag_summary())
+
+    def lag_summary(self) -> dict | None:
+        """How far behind the nodes the recorder read their log batches: receive wall time minus the
+        batch's newest row's send time [ms] (``p50``, ``p99``, ``max``; None without a batch). What a
+        recorder killed at any instant loses is about this plus the batch period."""
+        if not self.lag_ms:
+            return None
+        a = np.asarray(self.lag_ms)
+        return {"p50": round(float(np.percentile(a, 50)), 1), "p99": round(float(np.percentile(a, 99)), 1),
+                "max": round(float(a.max()), 1), "batches": int(a.size)}
 
 
 class SummaryInterrupted(Exception):

@@ -421,3 +421,23 @@ def test_recorder_max_bytes_a_stream_first_seen_after_the_limit_is_named_lost(tm
     assert len(s) + m["streams"]["datagen.sensors"]["unwritten_messages"] == 400
     assert cli_main(["rec", "info", "rec-1", "--root", str(tmp_path)]) == 1
     assert "prime_estimator.estimate" in capsys.readouterr().out
+
+
+def test_the_recorder_measures_how_far_behind_the_nodes_it_reads(tmp_path):
+    """recorder_lag_ms in the manifest: receive time minus the newest row's send time of each batch
+    (what a recorder killed at that instant would lose, besides the batch period)."""
+    import time
+
+    from contactflow.nodes.recorder import Recorder
+
+    w = RecordingWriter(tmp_path / "rec-1", {})
+    rec = Recorder(w, {"src": "src/log"})
+    for batch in range(4):
+        sent = time.time_ns() - 300_000_000  # rows sent 0.3 s before the recorder reads them
+        rows = {"a": ({"contract": "a", "layout": [["x", 2]]},
+                      [(k, 0.002 * k, False, sent - 1000 * (25 - k % 25), np.zeros(2))
+                       for k in range(25 * batch, 25 * batch + 25)])}
+        rec.on_input("src", *pack_log(rows, batch))
+    rec.close()
+    lag = w.manifest["recorder_lag_ms"]
+    assert lag["batches"] == 4 and 300.0 <= lag["p50"] <= lag["max"] < 1000.0
