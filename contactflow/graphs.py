@@ -60,11 +60,14 @@ RT_DAEMON = 30
 #: ended. Measured with the installed dora (a SIGSTOPped node feeding a recorder-like node that waits for
 #: all its inputs): with 3 s on both, dora stopped both ~4 s after the hung node's inputs closed and
 #: killed the hung one 15 s later; with 3 s on the hung node and dora's 120 s on the waiting one, nothing
-#: happened for 90 s. So every node needs it, the recorder included. Every shipped graph sets it on
-#: every node (tests/test_finish_grace.py), the hand-written ones too.
+#: happened for 90 s. So every node needs it, the recorder included, and the longest grace of the nodes
+#: still running (the recorder's, as it waits for the hung node's log) sets when dora acts: in the fault
+#: campaign's real-time Controller hang, dora stopped the hung Controller 33 s after its inputs closed and
+#: named it 15 s later (55 s after the driver's "command lost" line; 120 s + 15 s before). Every shipped
+#: graph sets it on every node (tests/test_finish_grace.py), the hand-written ones too.
 FINISH_GRACE_S = 10
 #: Per-node exceptions (node id): the recorder reads the whole run back for its summary once its inputs
-#: have closed; 30 s (+ dora's 15 s before the kill) leaves a long run the time for it.
+#: have closed; 30 s (+ its summary budget after dora's stop) leaves a long run the time for it.
 FINISH_GRACE_S_OF = {"recorder": 30}
 
 from contactflow.errors import ConfigError  # noqa: E402
