@@ -2,6 +2,10 @@
 
     contactflow prime apply RUN_prime --out recordings/talos_corrected   # the corrected robot
     python benchmarks/bench_prime_apply.py --corrected recordings/talos_corrected [--scenarios hand_forward,far_reach]
+    # the Fig. 6 load (9 kg at the right hand, dataflows/seiko_talos_far_reach.yml), identified as
+    # the arm_right_4 body (prime estimate --bodies arm_right_4_joint) on a stand_7s recording:
+    python benchmarks/bench_prime_apply.py --corrected recordings/talos_hand_corrected --scenarios far_reach \
+        --payload-graph dataflows/seiko_talos_far_reach.yml
 
 The simulated Talos carries the payload of ``dataflows/prime_seiko_talos_payload.yml`` (read from
 that graph's ``mujoco_driver --payload``: 6.3 kg on ``base_link``) in every run; only the model of
@@ -60,9 +64,9 @@ SCENARIOS = {
 }
 
 
-def graph_payload() -> list:
-    """The payload graph's ``mujoco_driver --payload`` options as PointMasses (one source)."""
-    nodes = {n["id"]: n for n in yaml.safe_load(GRAPH.read_text())["nodes"]}
+def graph_payload(graph: Path = GRAPH) -> list:
+    """A graph's ``mujoco_driver --payload`` options as PointMasses (one source)."""
+    nodes = {n["id"]: n for n in yaml.safe_load(Path(graph).read_text())["nodes"]}
     args = shlex.split(nodes["mujoco_driver"]["args"])
     texts = [args[i + 1] for i, a in enumerate(args) if a == "--payload"]
     return [parse_payload(t, i) for i, t in enumerate(texts)]
@@ -145,22 +149,30 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corrected", required=True, help="the robot written by contactflow prime apply (folder or file)")
     ap.add_argument("--scenarios", default="hand_forward,far_reach")
+    ap.add_argument("--payload-graph", default=str(GRAPH),
+                    help="the graph whose mujoco_driver --payload the simulated robot carries (default: the "
+                         "PRIME payload graph; dataflows/seiko_talos_far_reach.yml: 9 kg at the right hand)")
     ap.add_argument("--duration", type=float, default=None, help="cut every scenario to this many seconds")
     ap.add_argument("--json", default=None, help="write the numbers here")
     args = ap.parse_args()
     base = load_robot("talos")
     corr = load_robot(args.corrected)
-    payload = graph_payload()
+    payload = graph_payload(args.payload_graph)
     print(f"# simulated: talos + {[(p.parent, p.mass, p.pos) for p in payload]}; model: talos "
           f"({base.mass:.3f} kg) vs {corr.name} ({corr.mass:.3f} kg; base body "
           f"{base.model.inertias[1].mass:.3f} -> {corr.model.inertias[1].mass:.3f} kg)", flush=True)
+    body = {b: (base.model.inertias[base.model.getJointId(b)].mass, corr.model.inertias[base.model.getJointId(b)].mass)
+            for b in (corr.raw.get("body_inertias") or {})}
+    print(f"# corrected bodies (nominal -> identified kg): {body}", flush=True)
     res = {}
     for sc in args.scenarios.split(","):
         for label, model in (("nominal", base), ("corrected", corr)):
             res[f"{sc}/{label}"] = m = run(sc, model, base, payload, duration_s=args.duration)
             print(f"{sc}/{label}: {json.dumps(m)}", flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"corrected": str(args.corrected), "results": res}, indent=2))
+        Path(args.json).write_text(json.dumps({"corrected": str(args.corrected), "payload_graph": args.payload_graph,
+                                               "payload": [[p.parent, p.mass, list(p.pos)] for p in payload],
+                                               "corrected_bodies_kg": body, "results": res}, indent=2))
     keys = sorted({k for m in res.values() for k in m})
     print("\n| metric | " + " | ".join(res) + " |\n|---|" + "---|" * len(res))
     for k in keys:
