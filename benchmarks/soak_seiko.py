@@ -380,6 +380,10 @@ def verdict(res: dict) -> dict:
     }
 
 
+def _fmt_s(x) -> str:
+    return f"{x:.1f}" if isinstance(x, (int, float)) else "n/a"
+
+
 def _load_windows(samples: list[dict]) -> tuple[float, float]:
     """Median load average of the first and the last 10 % of the samples after the first minute
     (the windows of the per-tick criteria)."""
@@ -434,7 +438,7 @@ def markdown(res: dict, v: dict, json_path: str, png_path: str) -> str:
         f"`nice -n 5 python benchmarks/soak_seiko.py --duration-s {res['duration_s']:.0f}` "
         f"(`{res['graph']}`, the default hand motion looped {res['scenario_cycles']} times; "
         f"{res['started_utc']}, {res['machine']}). The machine was shared with other jobs: load average "
-        f"{min(loads):.1f}-{max(loads):.1f} during the run (sampled each minute). Figures: `{json_path}`, plot `{png_path}`.",
+        f"{min(loads):.1f}-{max(loads):.1f} during the run (sampled every {res['sample_period_s']:g} s). Figures: `{json_path}`, plot `{png_path}`.",
         "",
         "| criterion | measured | met |",
         "|---|---|---|",
@@ -474,7 +478,7 @@ def markdown(res: dict, v: dict, json_path: str, png_path: str) -> str:
     summ = rm.get("summary") or {}
     lines += [
         "",
-        f"Ticks simulated: {ticks} ({rs.get('sim_time_s', 'n/a')} s simulated per the summary); recording "
+        f"Ticks simulated: {ticks} ({_fmt_s(rs.get('sim_time_s'))} s simulated per the summary); recording "
         f"{(res['final_recording_bytes'] or 0) / 1e9:.2f} GB at the end; `dora run` exit code {res['dora_exit_code']} "
         f"after {res['dora_run_total_wall_s']:.0f} s ("
         + ("stopped by `--stop-after`)." if res["dora_run_total_wall_s"] >= res["duration_s"] - 5
