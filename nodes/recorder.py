@@ -362,6 +362,15 @@ def main() -> int:
         from contactflow.errors import ConfigError
 
         raise ConfigError(f"--max-bytes {args.max_bytes}: expected a number of bytes >= 0 (0: no limit)")
+    # the robot (the port table's contract sizes) is loaded BEFORE connecting: dora starts the dataflow once
+    # every node has connected, so the graph does not run while the recorder is still loading (a real-time
+    # graph's recorder, killed 3.5 s after the start on a loaded machine, had written nothing yet)
+    try:
+        from contactflow.robot import load_robot
+
+        robot, robot_error = load_robot(args.robot), None
+    except Exception as exc:  # noqa: BLE001 - reported below; the recording goes on without the port table
+        robot, robot_error = None, exc
     node = connect()
     try:
         descriptor = node.dataflow_descriptor()
@@ -370,9 +379,9 @@ def main() -> int:
     inputs = declared_inputs(node, "recorder")
     sources = {iid: renames.get(src, src) for iid, src in inputs.items()}
     try:
-        from contactflow.robot import load_robot
-
-        expected = port_table_streams(descriptor, inputs, load_robot(args.robot), renames)
+        if robot_error is not None:
+            raise robot_error
+        expected = port_table_streams(descriptor, inputs, robot, renames)
     except Exception as exc:  # noqa: BLE001 - without the port table the messages' own metadata is used
         log.warning("the streams' contracts could not be taken from the port table (%s): a stream whose first "
                     "message is lost has no layout", exc)
