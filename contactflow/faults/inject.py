@@ -262,9 +262,13 @@ def _insert_injector(graph: dict, case: FaultCase) -> dict:
         args += ["--index", str(fault.index)]
     entry = {"id": nid, "path": _injector_path(), "args": shlex.join(args),
              "inputs": {"in": {"source": case.target, **queue} if queue else case.target}, "outputs": ["out"]}
-    env = _scheduling_env([n for n in nodes if isinstance(n, dict) and any(d.startswith(f"{n.get('id')}/") for d in dests)])
+    dest_nodes = [n for n in nodes if isinstance(n, dict) and any(d.startswith(f"{n.get('id')}/") for d in dests)]
+    env = _scheduling_env(dest_nodes)
     if env:
         entry["env"] = env
+    graces = [n["finish_grace_secs"] for n in dest_nodes if isinstance(n.get("finish_grace_secs"), (int, float))]
+    if graces:  # dora waits for the longest grace of the nodes still running: not dora's 120 s default
+        entry["finish_grace_secs"] = max(graces)
     nodes.append(entry)
     return graph
 
