@@ -301,20 +301,30 @@ def test_a_stream_first_seen_after_the_disk_is_full_is_listed_as_lost_and_the_ot
     assert "stream 'late.out' not recorded" in out.err
 
 
-def test_a_stream_with_no_complete_batch_at_the_failure_is_lost_not_left_empty(tmp_path):
-    """The disk fills while a stream's first rows are still buffered (its header is written with its
-    first batch): no empty or header-cut file stays behind; the rows are counted."""
+def test_a_stream_is_readable_from_its_creation_and_lost_only_without_its_header(tmp_path):
+    """A stream's header is written when it is created (with an empty batch): one whose first rows are
+    still buffered when the disk fills, or when the recorder is SIGKILLed, reads as 0 messages (its rows
+    counted as unwritten), never as a header-less file; one whose header itself did not fit is lost."""
     w = RecordingWriter(tmp_path / "run", {}, max_bytes=3000)
     a = w.stream("a.out", 4, {"source": "a/out"})
     b = w.stream("b.out", 2, {"source": "b/out"})
+    table, _, damage = read_stream_file(tmp_path / "run" / "b.out.arrows")  # as a SIGKILL now would leave it
+    assert table.num_rows == 0 and damage.reason == "no end-of-stream marker"
     for i in range(5):  # b's rows stay buffered (no flush)
         b.append(i, i * 0.002, np.zeros(2))
     _fill(w, [a], 200)  # a's batches spend the budget; the failure stops every stream
     w.close()
-    assert b.lost and not a.lost and not (tmp_path / "run" / "b.out.arrows").exists()
+    assert not b.lost and not a.lost
     rec = read_recording(tmp_path / "run")
-    assert rec.stream_names == ["a.out"] and rec.lost["b.out"]["unwritten_messages"] == 5
+    assert rec.stream_names == ["a.out", "b.out"] and len(rec.stream("b.out")) == 0
+    assert rec.manifest["streams"]["b.out"]["unwritten_messages"] == 5
     assert rec.stream("a.out").damage.reason == "no end-of-stream marker"
+    # a budget smaller than a header: the stream is lost, its partial file removed
+    w = RecordingWriter(tmp_path / "run2", {}, max_bytes=100)
+    c = w.stream("c.out", 2, {"source": "c/out"})
+    w.close()
+    assert c.lost and not (tmp_path / "run2" / "c.out.arrows").exists()
+    assert read_recording(tmp_path / "run2").lost["c.out"]["unwritten_messages"] == 0
 
 
 def test_buffered_rows_are_written_every_flush_period_of_recorded_time(tmp_path):

@@ -250,6 +250,9 @@ class StreamWriter:
         self.lost = False
         self._on_failure = on_failure
         self.background_fsync = background_fsync
+        # the Arrow header now, with an empty batch (pyarrow writes the schema with the first batch): a
+        # writer killed before its first rows leaves a readable stream of 0 messages, not a header-less file
+        self._write(pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in self.schema], schema=self.schema))
 
     def _count_seq(self, seq: np.ndarray) -> None:
         prev = seq[0] - 1 if self.last_seq is None else self.last_seq
