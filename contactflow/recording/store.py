@@ -29,9 +29,9 @@ where the good data ends and the seq / time of the last good message (never a si
 stream). A file cut inside its header, a foreign Arrow stream or not Arrow at all is refused
 (:class:`RecordingError` naming the file and what was expected).
 
-Lost streams: a stream none of whose batches could be written before the run's write failed (a full disk
-before its first batch, or a stream first seen after the disk was full) has no readable file; the writer
-removes the partial file and lists the stream under the manifest's ``lost_streams`` (source, contract,
+Lost streams: each stream's header is written when the stream is created (with an empty batch), so a writer
+killed before a stream's first rows leaves a readable stream of 0 messages. A stream whose header could not
+be written (first seen after the disk was full) has no readable file; the writer removes the partial file and lists the stream under the manifest's ``lost_streams`` (source, contract,
 size, layout, ``reason``, ``first_t`` and ``unwritten_messages``) instead of ``streams``, so the run's other
 streams read normally and ``rec info`` names it (:meth:`Recording.lost`).
 """
