@@ -82,6 +82,7 @@ def test_realtime_driver_ends_the_run_when_the_controller_goes_silent(tmp_path):
     print(f"run wall time {wall:.1f} s; {m[0]}; simulation ended at t = {t_end:.3f} s")
 
 
+@pytest.mark.slow  # ~15-40 s of dora run; the rule itself is checked by the test above
 def test_a_short_silence_does_not_end_the_run(tmp_path):
     """0.4 s of silence (damping, then the ramp back) is below --command-lost-s 1: the run ends at
     its scenario's end, exit 0 (the rule must not fire on a hiccup)."""
@@ -91,7 +92,7 @@ def test_a_short_silence_does_not_end_the_run(tmp_path):
     assert "command lost" not in out and "simulation ended at t = 1.000 s after 50 ticks" in out, out[-3000:]
 
 
-@pytest.mark.parametrize("fall_is_ok", [False, True], ids=["fails", "fall_is_ok"])
+@pytest.mark.parametrize("fall_is_ok", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["fails", "fall_is_ok"])
 def test_a_run_whose_robot_fell_fails_after_its_recording_completes(tmp_path, fall_is_ok):
     """A 150 kg unmodelled mass on the G1's pelvis (``--payload``) brings the robot down in lockstep
     (the commander holds the default posture; measured: below 0.35 m at ~0.5 s). The run ends with
