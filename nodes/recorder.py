@@ -371,6 +371,7 @@ def main() -> int:
         robot, robot_error = load_robot(args.robot), None
     except Exception as exc:  # noqa: BLE001 - reported below; the recording goes on without the port table
         robot, robot_error = None, exc
+    revision = git_revision(source_checkout()) if source_checkout() else "unknown (installed package)"  # a subprocess
     node = connect()
     try:
         descriptor = node.dataflow_descriptor()
@@ -405,7 +406,7 @@ def main() -> int:
             "dataflow_descriptor": descriptor,
             "dataflow_id": _safe(node.dataflow_id),
             "robot": args.robot,
-            "git_revision": git_revision(source_checkout()) if source_checkout() else "unknown (installed package)",
+            "git_revision": revision,
             "recorder_pid": os.getpid(),
             "flush_period_s": args.flush_period_s,
             "max_bytes": args.max_bytes or None,

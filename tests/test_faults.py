@@ -25,7 +25,7 @@ def _outcome(**kw):
     base = {"exit_code": 1, "timed_out": False, "fault_sent": True, "errors": [],
             "failure_line": "node seiko_controller failed: exited because of signal SIGKILL",
             "base_kept": True, "base_min_m": 1.05, "unreadable": [], "lost_ms": 20.0, "lost_stream": "a.b",
-            "recording": "/r", "clock_gaps": 0}
+            "recording": "/r", "clock_gaps": 0, "t_fault_s": 0.5}
     base.update(kw)
     return base
 
@@ -282,3 +282,13 @@ def test_a_stream_never_written_counts_as_lost_from_its_first_message():
     m["lost_streams"]["est.out"]["first_t"] = 0.55
     r = recording_loss(streams, 0.5, clock_stream="drv.sensors", realtime=False, manifest=m)
     assert r["lost_ms"] == 0.0 and r["lost_batches"] is None
+
+
+def test_a_signal_fault_with_nothing_recorded_before_it_fails():
+    """A recorder killed before it wrote a row of the clock's stream (the real-time graph at load ~20):
+    no fault time can be placed and nothing before the fault survived: a failure, not a silent pass."""
+    rk = FaultCase("seiko_talos_realtime.yml", "recorder_kill", "recorder", 3.554)
+    ok, why = judge(rk, _outcome(failure_line="node recorder failed: exited because of signal SIGKILL",
+                                 t_fault_s=None, lost_ms=None))
+    assert not ok and "nothing of the clock's stream recorded before the fault" in why
+    assert judge(rk, _outcome(failure_line="node recorder failed: exited because of signal SIGKILL", t_fault_s=3.55))[0]

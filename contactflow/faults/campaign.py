@@ -658,6 +658,10 @@ def judge(case: FaultCase, r: dict[str, Any]) -> tuple[bool, str]:
         why.append(f"robot fell (base {r['base_min_m']} m)")
     if r["unreadable"]:
         why.append("recording unreadable: " + "; ".join(r["unreadable"])[:200])
+    if (case.kind in SIGNAL_KINDS and r["fault_sent"] and r["recording"] and r.get("t_fault_s") is None
+            and not r["unreadable"]):
+        why.append("nothing of the clock's stream recorded before the fault (no fault time: the recording lost "
+                   "everything up to it)")
     if r["lost_ms"] is not None and r["lost_ms"] > LOST_MS_MAX:
         why.append(f"recording lost {r['lost_ms']:.0f} ms before the fault ({r['lost_stream']})")
     if r.get("lost_batches"):
