@@ -290,14 +290,6 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
         if wall0 is None:
             wall0 = start
         new, fields, seq, t_cmd = latch.take()
-        if valid_s is None and deadline is not None and k >= warmup_ticks > 0:
-            valid_s = start  # the start-up handshake took a command for each tick: commands had started
-        if (command_lost_s > 0 and not new and valid_s is not None and not (done or stopped or latch.finished)
-                and start - valid_s >= command_lost_s):
-            lost = (f"command lost: no valid command for {start - valid_s:.3f} s (timeout {command_lost_s:.3f} s) "
-                    f"on input 'command' from {command_source}; the last safe command was held"
-                    f"{' (damping mode)' if driver.command_mode == 'damping' else ''}; ending the run")
-            log.error("t = %.3f s: %s", pending.t, lost)
         # the run ends at the sensors after the last period (fell, max time), on STOP, when the
         # newest command says the scenario finished (as in lockstep: the same number of ticks), or
         # when the commands are lost
@@ -310,6 +302,15 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
             valid_s = start
         else:
             new = False
+            if valid_s is None and deadline is not None and k >= warmup_ticks > 0:
+                valid_s = start  # the start-up handshake took a command for each tick: commands had started
+            if command_lost_s > 0 and valid_s is not None and start - valid_s >= command_lost_s:
+                # no command, or only refused ones: this period is simulated under the held command, and
+                # the sensors after it are the last (finished)
+                lost = (f"command lost: no valid command for {start - valid_s:.3f} s (timeout {command_lost_s:.3f} s) "
+                        f"on input 'command' from {command_source}; the last safe command was held"
+                        f"{' (damping mode)' if driver.command_mode == 'damping' else ''}; ending the run")
+                log.error("t = %.3f s: %s", pending.t, lost)
         t_k = pending.t
         pending, done = driver.advance(start)
         step_s = time.monotonic() - start
