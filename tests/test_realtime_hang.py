@@ -84,6 +84,19 @@ def test_realtime_driver_ends_the_run_when_the_controller_goes_silent(tmp_path):
     print(f"run wall time {wall:.1f} s; {m[0]}; simulation ended at t = {t_end:.3f} s")
 
 
+@pytest.mark.slow  # ~15-40 s of dora run
+def test_realtime_driver_ends_the_run_when_every_command_is_refused(tmp_path):
+    """From tick 15 on the commander keeps answering, but with a NaN in q_target (refused by the
+    contract): no VALID command, so the same rule ends the run, naming the input."""
+    flow = _flow(tmp_path, "--command-lost-s 1 --command-timeout-s 10", "--ticks 250 --bad-tick -100 --bad-from 15",
+                 True)
+    rc, out, _ = _run(flow)
+    assert rc != 0, out[-4000:]
+    m = _LOST.search(out)
+    assert m and 1.0 <= float(m["s"]) < 2.5, out[-4000:]
+    assert "commands were not applied (malformed, non-finite or out of limits)" in out, out[-4000:]
+
+
 @pytest.mark.slow  # ~15-40 s of dora run; the rule itself is checked by the test above
 def test_a_short_silence_does_not_end_the_run(tmp_path):
     """0.4 s of silence (damping, then the ramp back) is below --command-lost-s 1: the run ends at
