@@ -12,7 +12,8 @@ import yaml
 from contactflow.graphs import FINISH_GRACE_S, FINISH_GRACE_S_OF, GRAPHS
 
 ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = sorted((ROOT / "dataflows").glob("*.yml"))
+# (files starting with "_" are temporary copies written by running tests, not shipped graphs)
+SHIPPED = sorted(p for p in (ROOT / "dataflows").glob("*.yml") if not p.name.startswith("_"))
 
 
 def test_the_shipped_graphs_include_the_generated_and_the_hand_written_ones():
