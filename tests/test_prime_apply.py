@@ -134,6 +134,12 @@ def test_refusals(tmp_path, variant):
     assert (tmp_path / "mine" / "notes.txt").exists()
     with pytest.raises(ConfigError, match="differs from the PRIME run's robot"):
         apply_estimate(run, tmp_path / "b", robot="g1")
+    other = tmp_path / "talos" / "robot.yaml"  # called talos, but its base body is not the run's
+    other.parent.mkdir()
+    other.write_text(yaml.safe_dump({"base": str(load_robot("talos").file), "name": "talos", "body_inertias": {
+        "root_joint": {"mass_kg": 10.0, "com_m": [0, 0, 0], "inertia_kgm2": [0.1, 0, 0.1, 0, 0, 0.1]}}}))
+    with pytest.raises(ConfigError, match="not the run's base robot"):
+        apply_estimate(run, tmp_path / "b", robot=str(other))
     with pytest.raises(ConfigError, match="not a PRIME estimate output|no prime_estimator.parameters"):
         apply_estimate(tmp_path / "mine", tmp_path / "c")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
