@@ -39,8 +39,11 @@ run), gets ``--summary-budget-s`` (7 s) from the STOP event and is abandoned at 
 Nothing is lost silently: the recording itself is complete before the summary starts.
 
 The run directory name is ``<name>-<UTC time>``; ``recordings/latest`` points at the newest run.
-Files are flushed every ``--flush-period-s`` (0.05 s), so a recorder killed with SIGKILL keeps all
-but about the last 100 ms, and the stream files stay readable (Arrow IPC *stream* format: no footer).
+Files are flushed every ``--flush-period-s`` (0.05 s) of wall time and of the messages' own time, a log
+batch is written as soon as it arrives, and every stream's header is written when the stream is created, so a
+recorder killed with SIGKILL keeps everything it had read but about the last 50 ms (plus what it had not read
+yet: ``recorder_lag_ms`` in the manifest), and the stream files stay readable (Arrow IPC *stream* format: no
+footer). The stream files are fsynced every second from a thread of their own.
 After STOP the inputs are drained fully (STOP overtakes queued inputs in dora).
 """
 
