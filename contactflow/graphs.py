@@ -48,9 +48,13 @@ OBSERVE = {"queue_size": 100, "queue_policy": "drop_oldest"}
 #: daemon, which lagged 300 ms (measured on the 2-core machine, commit fffb470).
 REALTIME = {"queue_size": 10, "queue_policy": "drop_oldest"}
 #: SCHED_FIFO priority of each real-time stage (env CONTACTFLOW_RT_PRIORITY, nodes/_runtime.py
-#: apply_scheduling); the recorder is not listed: normal priority.
+#: apply_scheduling); the recorder: RT_RECORDER_PRIORITY.
 RT_PRIORITY = {"mujoco_driver": 20, "seiko_controller": 10, "seiko_stack": 7, "seiko_retargeting": 7, "operator": 6,
                "input_filter": 5}
+#: SCHED_FIFO priority of the recorder of a real-time graph: below every stage of the control loop, above
+#: every normal process (at the normal priority it started and read seconds behind the SCHED_FIFO stages on
+#: a loaded machine, and a recorder killed then lost that backlog: docs/reliability.md).
+RT_RECORDER_PRIORITY = 1
 #: SCHED_FIFO priority the real-time driver gives the dora daemon that spawned it (CONTACTFLOW_RT_DAEMON).
 RT_DAEMON = 30
 #: dora's finish grace (``finish_grace_secs``, per node) [s]. Once the other nodes have ended, dora waits
@@ -247,8 +251,9 @@ def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | N
 
 
 def recorder(nodes: list[Node], name: str, dataflow: str, *, summary: str | None = "seiko",
-             renames: dict[str, str] | None = None) -> Node:
-    """The recorder: one input per logging node (``<id>: <id>/log``), one per output of the others."""
+             renames: dict[str, str] | None = None, realtime: bool = False) -> Node:
+    """The recorder: one input per logging node (``<id>: <id>/log``), one per output of the others;
+    ``realtime``: SCHED_FIFO :data:`RT_RECORDER_PRIORITY`."""
     inputs: dict[str, tuple[str, dict]] = {}
     for n in nodes:
         if LOG in n.outputs:
@@ -258,7 +263,8 @@ def recorder(nodes: list[Node], name: str, dataflow: str, *, summary: str | None
     args = f"--robot talos --name {name} --dataflow {dataflow}" + (f" --summary {summary}" if summary else "")
     for src, dst in (renames or {}).items():
         args += f" --rename {src}={dst}"
-    return Node("recorder", node_script("recorder"), args, inputs, [], folded_args=bool(renames))
+    return Node("recorder", node_script("recorder"), args, inputs, [], folded_args=bool(renames),
+                env={"CONTACTFLOW_RT_PRIORITY": RT_RECORDER_PRIORITY} if realtime else {})
 
 
 def viewer() -> Node:
@@ -275,7 +281,7 @@ def viewer() -> Node:
 _LOCKSTEP_NOTE = """The MuJoCo driver is the clock: lockstep by default (deterministic). Every lockstep input uses
 backpressure queues so that no tick is ever dropped. The run ends by itself at the end of the
 scenario; the recorder then writes recordings/<run>/ and prints the summary. Each node batches its
-outputs for the recorder (output `log`, every $CONTACTFLOW_LOG_EVERY = 50 ticks and at the end);
+outputs for the recorder (output `log`, every $CONTACTFLOW_LOG_EVERY = 25 ticks and at the end);
 the scenario operator, clocked by the driver's log, sends its commands 50 ticks per message, ahead
 of the driver (a scenario depends only on time), so the input filter and the Retargeting run ahead
 on the free core; the Controller reads the Retargeting 10 ticks per message (`desired_rows`), so the
@@ -512,7 +518,7 @@ accumulating lag, and a full queue drops its oldest message (dora logs "Discardi
 queue size limit"). The input filter steps once per tick it skipped (holding the operator's newest
 twist), so the targets still integrate the whole motion. (dora 1.1's queue_size 1 dropped ~30 % of
 a 500 Hz stream at an idle receiver; backpressure routed through the daemon, which lagged 300 ms.)
-Every node sends its outputs to the recorder in batches (output `log`, 50 ticks per message, on
+Every node sends its outputs to the recorder in batches (output `log`, 25 ticks per message, on
 lossless backpressure queues); the driver's log also carries one `driver_timing` row per period,
 from which the summary computes deadline_misses, command_age_ms_p50/p99 and longest_stall_ms
 (contactflow/recording/summary.py). The recorder counts the ticks the stages skipped as `recording_gaps`
@@ -520,12 +526,12 @@ from which the summary computes deadline_misses, command_age_ms_p50/p99 and long
 (log batches that never reached the recorder).
 Priorities: run as root (CAP_SYS_NICE), the graph puts its stages under SCHED_FIFO, as on a robot
 computer: the driver first ({p["mujoco_driver"]}), then the controller ({p["seiko_controller"]}), the Retargeting ({p["seiko_retargeting"]}), the operator ({p["operator"]})
-and the input filter ({p["input_filter"]}); the recorder at normal priority. The driver also puts the dora daemon
+and the input filter ({p["input_filter"]}); the recorder last ({RT_RECORDER_PRIORITY}: above every normal process). The driver also puts the dora daemon
 that spawned the graph under SCHED_FIFO {RT_DAEMON}: the nodes' batched-log sends wait on it, and starved
 behind the real-time nodes it stalled them for up to 0.65 s. These are CONTACTFLOW_RT_PRIORITY /
 CONTACTFLOW_RT_DAEMON in each node's env (nodes/_runtime.py apply_scheduling): remove them to opt
 out. Without the privilege each node prints a warning and runs at normal priority.""",
-                 [*nodes, recorder(nodes, name, f"{name}.yml")])
+                 [*nodes, recorder(nodes, name, f"{name}.yml", realtime=True)])
 
 
 #: the planner's streams recorded under the names of the stages it runs.
@@ -559,7 +565,7 @@ scenario ahead of the driver in 50-tick batches, clocked by the driver's batched
 depends only on time), instead of a message per tick: against seiko_talos_realtime.yml this takes
 four receives and two sends off each period (docs/benchmarks.md compares both). The recorder names
 the planner's streams as the input filter's and the Retargeting's.""",
-                 [*nodes, recorder(nodes, name, f"{name}.yml", renames=PLANNER_RENAMES)])
+                 [*nodes, recorder(nodes, name, f"{name}.yml", renames=PLANNER_RENAMES, realtime=True)])
 
 
 #: graph name (file stem in dataflows/) -> builder.

@@ -142,7 +142,9 @@ def test_the_realtime_graph_is_the_main_graph_with_every_stage_in_real_time():
     assert max(prio, key=prio.get) == "mujoco_driver" and prio["seiko_controller"] == sorted(prio.values())[-2]
     assert set(rt["mujoco_driver"]["env"]) == {"CONTACTFLOW_RT_PRIORITY", "CONTACTFLOW_RT_DAEMON"}
     assert rt["mujoco_driver"]["env"]["CONTACTFLOW_RT_DAEMON"] > max(prio.values())
-    assert "env" not in rt["recorder"] and rt["recorder"]["inputs"] == base["recorder"]["inputs"]
+    assert rt["recorder"]["inputs"] == base["recorder"]["inputs"]
+    # the recorder below every stage, above every normal process
+    assert rt["recorder"]["env"] == {"CONTACTFLOW_RT_PRIORITY": graphs.RT_RECORDER_PRIORITY} and graphs.RT_RECORDER_PRIORITY < min(prio.values())
     assert "--name seiko_talos_realtime --dataflow seiko_talos_realtime.yml" in rt["recorder"]["args"]
 
 
@@ -192,3 +194,4 @@ def test_the_realtime_planner_graph_puts_the_controller_alone_on_the_critical_pa
     for old, new in graphs.PLANNER_RENAMES.items():
         assert f"--rename {old}={new}" in args
     assert "seiko_stack/command" not in args
+    assert rt["recorder"]["env"] == {"CONTACTFLOW_RT_PRIORITY": graphs.RT_RECORDER_PRIORITY}
