@@ -92,8 +92,10 @@ def _play_ahead(node, sender, player, robot, args) -> int:
     k, done = 0, False
 
     def play(upto: int) -> None:
+        # full batches only (the last one may be short: the scenario's end), so a message carries
+        # --ahead-batch ticks whatever the driver's log cadence ($CONTACTFLOW_LOG_EVERY)
         nonlocal k, done
-        while k <= upto and not done:
+        while upto - k + 1 >= batch and not done:
             rows = []
             while len(rows) < batch and k <= upto and not done:
                 t = k * DT_S
