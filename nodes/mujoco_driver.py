@@ -218,12 +218,13 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
 
     Command loss: when no valid command has been taken for ``command_lost_s`` [s of wall time]
     (0 = never) since the last one (the clock starts with the first period after the start-up, or
-    with the first valid command when there is no start-up), the sensors of that period are the
-    last (``finished``). Returns that failure line (module docstring), or '' for any other end.
+    with the first valid command when there is no start-up; the driver's own absence, a period
+    that began more than two periods after the one before, does not count), the sensors of that
+    period are the last (``finished``). Returns that failure line (module docstring), or '' for any other end.
     """
     from contactflow.errors import ContractError
     from contactflow.contracts.ports import input_specs
-    from contactflow.sim.driver import NewestCommand
+    from contactflow.sim.driver import CommandLossClock, NewestCommand
 
     jc, ew = (input_specs("mujoco_driver", specs)[p] for p in ("command", "wrench"))  # declared inputs
     dt = driver.sim.control_dt_s
@@ -261,7 +262,7 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
     applied_seq, applied_t = -1, float("nan")
     deadline = wall0 = None
     k = 0
-    valid_s = None  # wall time of the last valid command taken (None: commands have not started)
+    loss = CommandLossClock(dt, command_lost_s)  # time without a valid command (--command-lost-s)
     lost = ""
     while True:
         if k < warmup_ticks:  # start-up handshake: wait for the command of the previous sensors
@@ -299,18 +300,18 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
             break
         if new and driver.offer_command(fields, start):
             applied_seq, applied_t = seq, t_cmd
-            valid_s = start
         else:
             new = False
-            if valid_s is None and deadline is not None and k >= warmup_ticks > 0:
-                valid_s = start  # the start-up handshake took a command for each tick: commands had started
-            if command_lost_s > 0 and valid_s is not None and start - valid_s >= command_lost_s:
-                # no command, or only refused ones: this period is simulated under the held command, and
-                # the sensors after it are the last (finished)
-                lost = (f"command lost: no valid command for {start - valid_s:.3f} s (timeout {command_lost_s:.3f} s) "
-                        f"on input 'command' from {command_source}; the last safe command was held"
-                        f"{' (damping mode)' if driver.command_mode == 'damping' else ''}; ending the run")
-                log.error("t = %.3f s: %s", pending.t, lost)
+            if deadline is not None and k >= warmup_ticks > 0:
+                loss.start(start)  # the start-up handshake took a command for each tick: commands had started
+        without_s = loss.period(start, new)
+        if without_s is not None:
+            # no command, or only refused ones: this period is simulated under the held command, and
+            # the sensors after it are the last (finished)
+            lost = (f"command lost: no valid command for {without_s:.3f} s (timeout {command_lost_s:.3f} s) "
+                    f"on input 'command' from {command_source}; the last safe command was held"
+                    f"{' (damping mode)' if driver.command_mode == 'damping' else ''}; ending the run")
+            log.error("t = %.3f s: %s", pending.t, lost)
         t_k = pending.t
         pending, done = driver.advance(start)
         step_s = time.monotonic() - start

@@ -94,6 +94,38 @@ def test_summary_aligns_each_tick_with_the_newest_message_in_force():
 
 
 # ---------------------------------------------------------------- driver command slot
+def test_the_command_loss_clock_counts_the_controllers_time_not_the_drivers_absence():
+    """mujoco_driver --command-lost-s: periods of 2 ms without a valid command are lost after 1 s; a
+    driver that was itself away 1.5 s (paused: the campaign's stall) had no sensors out, so that time
+    does not count; a valid command restarts the clock; 0 = never."""
+    from contactflow.sim.driver import CommandLossClock
+
+    dt = 0.002
+    c = CommandLossClock(dt, 1.0)
+    assert c.period(0.0, False) is None  # not started: no command yet
+    assert c.period(dt, True) is None
+    t, lost = dt, None
+    while lost is None and t < 2.0:  # the controller goes silent
+        t += dt
+        lost = c.period(t, False)
+    assert lost is not None and 1.0 <= lost < 1.0 + 1.5 * dt and t == pytest.approx(dt + lost)
+    c = CommandLossClock(dt, 1.0)
+    c.period(0.0, True)
+    assert c.period(dt, False) is None
+    assert c.period(dt + 1.5, False) is None  # the driver's own 1.5 s absence
+    assert c.period(dt + 1.5 + dt, False) is None
+    t, lost = dt + 1.5 + dt, None  # the controller then silent: lost ~1 s of the driver's running time later
+    while lost is None and t < 5.0:
+        t += dt
+        lost = c.period(t, False)
+    # without the credit for the absence it would have been lost at the first period after it (t = 1.502 s)
+    assert 1.0 <= lost < 1.0 + 1.5 * dt and t == pytest.approx(1.5 - dt + lost, abs=2 * dt) and t > 2.4
+    c = CommandLossClock(dt, 1.0)
+    c.start(0.0)  # after a start-up handshake
+    assert c.period(0.5, False) is None and c.period(0.5 + dt, True) is None and c.period(1.4, False) is None
+    assert CommandLossClock(dt, 0.0).period(10.0, False) is None
+
+
 def test_newest_command_wins_and_a_held_command_is_not_new():
     slot = NewestCommand()
     assert slot.take()[0] is False  # nothing yet: the driver holds its default command

@@ -306,6 +306,47 @@ class RobotDriver:
         return self.readings, fell or self.readings.t >= self.max_sim_time_s - 1e-9
 
 
+class CommandLossClock:
+    """How long a real-time driver has gone without a valid command, in the time its controller
+    could have answered (``nodes/mujoco_driver.py --command-lost-s``).
+
+    Call :meth:`period` once per control period, at its start, with whether a valid command was
+    taken. The clock starts with the first valid command (or :meth:`start`, after a start-up
+    handshake that took one per tick). The driver's own absence does not count: when a period
+    begins more than two periods after the one before (the driver was paused or descheduled), its
+    controller had no sensors to answer meanwhile, and that time (less one period) is not added.
+
+    Args:
+        dt_s: control period [s].
+        timeout_s: the loss threshold [s] (0 = never lost).
+    """
+
+    def __init__(self, dt_s: float, timeout_s: float):
+        self.dt_s = float(dt_s)
+        self.timeout_s = float(timeout_s)
+        self.valid_s: float | None = None  # the time of the last valid command, shifted by the driver's absences
+        self._last_start: float | None = None
+
+    def start(self, now_s: float) -> None:
+        """Commands have started (the start-up handshake took one per tick) at ``now_s``."""
+        if self.valid_s is None:
+            self.valid_s = now_s
+
+    def period(self, now_s: float, valid: bool) -> float | None:
+        """A period starts at ``now_s`` [s]; ``valid``: a valid command was taken in it. Returns the
+        time without a valid command [s] once it reaches ``timeout_s`` (the commands are lost),
+        else None."""
+        last, self._last_start = self._last_start, now_s
+        if self.valid_s is not None and last is not None and now_s - last > 2.0 * self.dt_s:
+            self.valid_s += now_s - last - self.dt_s  # the driver's own absence
+        if valid:
+            self.valid_s = now_s
+            return None
+        if self.timeout_s > 0 and self.valid_s is not None and now_s - self.valid_s >= self.timeout_s:
+            return now_s - self.valid_s
+        return None
+
+
 class NewestCommand:
     """Latest-value command slot of a real-time driver: the newest command received wins.
 
