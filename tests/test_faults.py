@@ -205,6 +205,27 @@ def test_the_failure_line_names_the_node_killed_first():
     assert "node operator failed: exited because of signal SIGKILL" in failure_report(lines, 1)[3]
 
 
+def test_a_hung_node_is_named_before_the_nodes_that_timed_out_waiting_for_it():
+    # dora 1.1's lines of the replay graph whose Controller was SIGSTOPped (abridged from a campaign run):
+    # the stages waiting on it stop on their no-input timeouts first (consequences); dora kills the hung
+    # Controller at the end and its summary names a stopped stage first
+    from contactflow.cli.run import failure_report, parse_failures
+
+    lines = [
+        "02:10:42 stdout seiko_retargeting: [contactflow] node 'seiko_retargeting' stopping: no input for 30 s "
+        "while waiting for targets (seq 773), command (seq 773)",
+        "02:11:12 stdout operator: [contactflow] node 'replay' stopping: no ack of seq 723 on input 'ack' for 60 s",
+        "02:12:02 ERROR  seiko_controller: daemon node was killed by dora because it didn't react to a stop message "
+        "in time (SIGKILL)",
+        "Dataflow failed:",
+        "Node `seiko_retargeting` failed: exited with code 3 with stderr output:",
+    ]
+    first = [f for f in parse_failures(lines).values() if not f.consequence]
+    assert [f.node for f in first] == ["seiko_controller"], first
+    assert "didn't react to a stop message" in first[0].message
+    assert "node seiko_controller failed: node was killed by dora" in failure_report(lines, 1)[3]
+
+
 def test_recording_loss_is_measured_per_stream_beyond_its_usual_spacing(tmp_path):
     # a recording written with the project's writer: a per-tick stream cut 60 ms before the fault and a
     # stream sending every 20 ms (a real-time stage that skips ticks) whose last message is 18 ms old

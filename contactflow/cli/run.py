@@ -34,6 +34,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _CF = re.compile(r"\[contactflow\] node '(?P<node>[^']+)' (?P<kind>failed|crashed|stopping)(?::\s*(?P<msg>.*))?$")
 _EXIT = re.compile(r"(?P<node>[\w.-]+): daemon exited with code (?P<code>-?\d+)")
 _SIGNALLED = re.compile(r"(?P<node>[\w.-]+): daemon exited because of signal (?P<sig>\w+)")
+_HUNG = re.compile(r"(?P<node>[\w.-]+): daemon node was killed by dora because it didn't react to a stop message in time")
 _CASCADE = re.compile(r"marking `(?P<node>[^`]+)` as cascading error caused by `(?P<cause>[^`]+)`")
 _DORA_FAILED = re.compile(r"^Node `(?P<node>[^`]+)` failed: (?P<msg>.*?)(?: with stderr output:)?$")
 _EXC_LINE = re.compile(r"^(?P<exc>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)(?::.*)?)$")
@@ -105,6 +106,11 @@ def parse_failures(lines: Iterable[str]) -> dict[str, NodeFailure]:
         if m:
             f = get(m["node"])
             f.message = f.message or f"exited because of signal {m['sig']}"
+            continue
+        m = _HUNG.search(line)  # alive but not reading (a hang): dora killed it at the end of the run
+        if m:
+            f = get(m["node"])
+            f.message = f.message or "node was killed by dora because it didn't react to a stop message in time (SIGKILL)"
             continue
         m = _CASCADE.search(line)
         if m:
