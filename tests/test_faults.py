@@ -215,6 +215,7 @@ def test_a_hung_node_is_named_before_the_nodes_that_timed_out_waiting_for_it():
         "02:10:42 stdout seiko_retargeting: [contactflow] node 'seiko_retargeting' stopping: no input for 30 s "
         "while waiting for targets (seq 773), command (seq 773)",
         "02:11:12 stdout operator: [contactflow] node 'replay' stopping: no ack of seq 723 on input 'ack' for 60 s",
+        "02:11:13 ERROR  operator: daemon exited with code 3 with stderr output:",
         "02:12:02 ERROR  seiko_controller: daemon node was killed by dora because it didn't react to a stop message "
         "in time (SIGKILL)",
         "Dataflow failed:",

@@ -86,7 +86,9 @@ def parse_failures(lines: Iterable[str]) -> dict[str, NodeFailure]:
         text = p["text"] if p else line.strip()
         m = _CF.search(text)
         if m:
-            f = get(m["node"])
+            # the dora id from dora's prefix when there is one: a replay node names itself 'replay'
+            # while its id is the node it stands in for
+            f = get(p["node"] if p else m["node"])
             kind, msg = m["kind"], (m["msg"] or "").strip()
             if kind != "stopping" or f.kind in ("", "stopping"):
                 f.kind = kind
