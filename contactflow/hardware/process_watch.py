@@ -106,7 +106,9 @@ class ProcessMonitor:
 
     def dying(self) -> str:
         """'' while the process lives; else why it is known to be gone or going: ``exited`` (no
-        longer readable, zombie or dead), ``exiting`` (PF_EXITING set), ``SIGKILL pending``."""
+        longer readable, zombie or dead), ``exiting`` (PF_EXITING set), ``SIGKILL pending``. Poll it:
+        between a fatal signal's delivery and PF_EXITING (microseconds, the process running on
+        another core) it still reads ''."""
         if self.closed:
             return ""
         try:
