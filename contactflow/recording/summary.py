@@ -284,14 +284,15 @@ def recompute_command(run_dir) -> str:
     return f"contactflow rec summary {run_dir}"
 
 
-def run_summary(run_dir, kind: str | None = None, robot: str | None = None) -> tuple[dict, str]:
+def run_summary(run_dir, kind: str | None = None, robot=None) -> tuple[dict, str]:
     """The summary of a recorded run, as the recorder computes it at the end, and its printed text.
 
     Args:
         run_dir: the run directory.
         kind: ``seiko`` (:func:`seiko_summary`) or ``g1`` (:func:`contactflow.lac.summary.g1_summary`);
             None: the manifest's ``summary_kind`` (the recorder's ``--summary``).
-        robot: robot name; None: the manifest's ``robot``.
+        robot: a :class:`contactflow.robot.Robot` (the recorder's, already loaded), a robot name, or
+            None: the manifest's ``robot``.
 
     Returns:
         (summary dict with the recording's losses from the manifest: ``recording_gaps``,
@@ -314,7 +315,7 @@ def run_summary(run_dir, kind: str | None = None, robot: str | None = None) -> t
         raise RecordingError(f"{run_dir / 'manifest.json'}: summary kind {kind!r}, expected one of {list(SUMMARY_KINDS)} "
                              f"(pass --kind; the recorder records its --summary as summary_kind)")
     robot = robot or m.get("robot")
-    if not robot:
+    if robot is None or robot == "":
         raise RecordingError(f"{run_dir / 'manifest.json'}: no robot recorded (pass --robot)")
     if kind == "seiko":
         compute, fmt, title = seiko_summary, format_summary, f"SEIKO run {run_dir.name}"
@@ -322,7 +323,7 @@ def run_summary(run_dir, kind: str | None = None, robot: str | None = None) -> t
         from contactflow.lac.summary import format_g1_summary as fmt, g1_summary as compute
 
         title = f"G1 run {run_dir.name}"
-    summary = compute(rec, load_robot(robot))
+    summary = compute(rec, load_robot(robot) if isinstance(robot, str) else robot)
     gaps = {name: int(e.get("missing_seq", 0) or 0) + int(e.get("missing_before_first", 0) or 0)
             for name, e in m.get("streams", {}).items()}
     gaps = {k: v for k, v in gaps.items() if v}
