@@ -740,7 +740,10 @@ def _sleeper(exit_on_stdin: bool = False):
     import sys
 
     body = "import sys\nsys.stdin.readline()\nraise SystemExit(3)" if exit_on_stdin else "import time\ntime.sleep(60)"
-    p = subprocess.Popen([sys.executable, "-c", f"print('ok', flush=True)\n{body}"], stdout=subprocess.PIPE,
+    # SIGTERM's default action restored: a shell or CI runner may start us with SIGTERM ignored, and an
+    # ignored disposition survives exec (a CI run's child read '' for 2 s after SIGTERM: it never died)
+    reset = "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_DFL)\nsignal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})"
+    p = subprocess.Popen([sys.executable, "-c", f"{reset}\nprint('ok', flush=True)\n{body}"], stdout=subprocess.PIPE,
                          stdin=subprocess.PIPE, env={"CF_TEST_NODE": "dataflow_id: 1\nnode_id: expert\n"})
     assert p.stdout.readline().strip() == b"ok"
     return p
@@ -768,8 +771,8 @@ def test_process_monitor_sees_a_dying_process_and_never_a_live_one(how):
             p.stdin.flush()
             assert _wait(lambda: mon.dying() != "", 5.0)
         else:  # a fatal signal is seen once sent (usually at once: SIGKILL pending; the process may already
-            # have taken it and not yet be flagged PF_EXITING; with SIGTERM a pytest run read '' for more than
-            # 0.1 s about one time in ten, not explained: the promptness is the kill benchmark's, docs/hardware.md)
+            # have taken it and not yet be flagged PF_EXITING: the promptness is the kill benchmark's,
+            # docs/hardware.md)
             os.kill(p.pid, getattr(signal, how))
             assert _wait(lambda: mon.dying() in ("SIGKILL pending", "exiting", "exited"), 2.0)
         p.wait(timeout=10)
