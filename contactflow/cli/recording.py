@@ -195,6 +195,8 @@ def _cmd_bench(args) -> int:
     if args.list or not args.name:
         print("benchmarks: " + ", ".join(benches))
         return 0
+    if args.name not in benches and args.name.replace("-", "_") in benches:  # `bench seiko-grid` runs bench_seiko_grid.py
+        args.name = args.name.replace("-", "_")
     if args.name not in benches:
         raise RecordingError(f"no benchmark {args.name!r}; available: {benches}")
     rest = list(args.bench_args)

@@ -1,0 +1,697 @@
+"""The Fig. 7 robustness grid of SEIKO (RA-L 2024 §V-F, Fig. 7; seiko.md §9.3 "Fig. 7 protocol").
+
+Talos in double support reaches with its **left hand** to a distant target at the edge of the
+Retargeting's feasibility and comes back, with an *unmodelled* mass at the left hand (in the MuJoCo
+model only), for each hand speed x mass x target, in three conditions:
+
+* ``off``: the SEIKO Controller off, the Retargeting's ahead posture ``theta_ahead`` sent directly
+  (:class:`contactflow.seiko.loop.SeikoLoop` with ``controller_on=False``; the Controller runs in shadow);
+* ``no_tau_limit``: the Controller on without (11i) and without (12)
+  (``torque_limit_constraint=False``, ``torque_limit_adaptation=False``);
+* ``full``: the Controller as configured (:class:`~contactflow.seiko.controller.ControllerConfig`
+  defaults: the grid follows whatever the defaults are, no gain is set here).
+
+The paper's counts (no fall, out of 10 per cell) give 30/250 = 0.12, 135/250 = 0.54, 181/250 = 0.72.
+
+**Targets** (:func:`sample_targets`, seeded). The paper does not list its targets ("distant targets
+at the edge of the feasibility boundary"). Here a target is a direction drawn uniformly in azimuth
+[-20, 80] deg (forward to the robot's left) and elevation [-25, 35] deg, and the distance at which the
+*Retargeting alone* (input filter + QP (9), run kinematically, no simulation, nominal model)
+stops progressing along it when the left hand is commanded far beyond (at ``probe_speed_mps``):
+the point where the Retargeting saturates (balance (9g), joint, torque limits). A direction whose
+edge is nearer than ``min_distance_m`` is redrawn. Each target is reachable by construction (the
+Retargeting reached it with the nominal model) and at its feasibility edge.
+
+**Trial** (:func:`run_trial`): the in-process closed loop :class:`contactflow.seiko.loop.SeikoLoop`
+(scenario -> :class:`~contactflow.seiko.loop.SeikoPipeline` -> MuJoCo Talos with the driver's command
+safety). A :class:`~contactflow.sim.mujoco_model.PointMass` is welded at the left hand frame and ramped
+from ~0 to the trial's mass over [``LOAD_START_S``, ``LOAD_START_S`` + ``LOAD_RAMP_S``] (as
+``benchmarks/bench_seiko_reach_load.py`` does for Fig. 6: the load is "added during operation", the
+reset is the nominal one). From ``REACH_START_S`` the left hand is commanded to the target offset at
+the trial's speed (a pose segment), holds ``HOLD_S``, comes back at the same speed and the run goes on
+``TAIL_S``. The input filter's bang-bang velocity bound (0.2 m/s per axis by default) is raised to the
+trial's speed where it would cap it; everything else is the configs' defaults.
+
+**Outcome**: ``success`` = the robot did not fall (base below the robot file's fall height or a
+diverged state: :meth:`contactflow.sim.mujoco_robot.MujocoRobotSim.fell`, the project's rule) **and**
+no QP of a stage driving the robot failed (the reference code throws on a failed QP: the run would
+stop); the Controller's QP counts only when it drives the robot (not in ``off``). A failure's
+``cause``: ``qp_failure`` (a driving QP failed), ``torque_limit`` (a joint's actuator torque reached
+its URDF effort limit, the MuJoCo forcerange, before the fall; ``torque_limit_joint`` names the first),
+``fall`` (neither). ``no_fall`` alone (the paper's metric) is kept in every result too.
+
+**Aggregation** (:func:`summarize`): per condition the success rate with a 95 % Wilson score interval
+(:func:`wilson_interval`), the failure causes, and per speed x mass cell the counts.
+
+The grid runner (:func:`run_grid`, ``contactflow bench seiko-grid``) runs trials in parallel
+processes, keeps every finished trial in the output JSON (rewritten after each one) and skips those
+on a rerun (resumable).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from contactflow.errors import ConfigError
+
+__all__ = [
+    "SPEEDS_MPS", "MASSES_KG", "CONDITIONS", "PAPER_RATES", "PAPER_COUNTS", "EFFECTOR",
+    "GridTarget", "TrialSpec", "effector_load", "load_ramp", "sample_targets", "trial_scenario",
+    "run_trial", "wilson_interval", "summarize", "trial_specs", "run_grid", "plot_grid", "main",
+]
+
+EFFECTOR = "left_hand"
+SPEEDS_MPS = (0.02, 0.10, 0.20, 0.30, 0.40)
+"""The paper's hand Cartesian speeds [m/s] (2, 10, 20, 30, 40 cm/s)."""
+MASSES_KG = (0.0, 2.0, 5.0, 10.0, 12.0)
+"""The paper's unmodelled left-hand masses [kg]."""
+CONDITIONS = ("off", "no_tau_limit", "full")
+"""Condition keys: Controller off; Controller without (11i) and (12); the full method."""
+CONDITION_LABELS = {"off": "Controller off", "no_tau_limit": "no (11i), no (12)", "full": "full"}
+PAPER_RATES = {"off": 0.12, "no_tau_limit": 0.54, "full": 0.72}
+"""The paper's overall success rates (seiko.md §9.3)."""
+PAPER_COUNTS = {  # rows: speeds 2 -> 40 cm/s; columns: masses 0 -> 12 kg (read from Fig. 7, seiko.md §9.3)
+    "off": [[4, 1, 1, 0, 0], [5, 1, 0, 0, 0], [5, 1, 0, 0, 0], [5, 1, 0, 0, 0], [5, 1, 0, 0, 0]],
+    "no_tau_limit": [[9, 8, 7, 6, 6], [9, 8, 7, 5, 3], [9, 8, 4, 1, 1], [9, 8, 5, 1, 0], [9, 8, 4, 0, 0]],
+    "full": [[10, 10, 10, 10, 10], [10, 10, 10, 8, 6], [10, 10, 7, 4, 3], [10, 9, 7, 2, 0], [9, 9, 6, 1, 0]],
+}
+
+LOAD_BODY = "grid_hand_load"
+LOAD_START_S, LOAD_RAMP_S = 1.0, 0.5
+REACH_START_S = 2.5  # after the load is in and the Controller's 2 s output blend is over
+HOLD_S = 1.0
+TAIL_S = 2.0
+AZIMUTH_DEG = (-20.0, 80.0)
+ELEVATION_DEG = (-25.0, 35.0)
+SATURATION_RATIO = 0.1  # progress along the direction over SATURATION_WINDOW_S below this x the probe's: saturated
+SATURATION_WINDOW_S = 0.5
+PUSH_ON_S = 1.0  # the reach command goes on this long beyond the target (at the edge: the Retargeting stays there)
+FALL_WINDOW_S = 1.0  # a joint at its effort limit within this long before a fall: cause "torque_limit"
+TORQUE_SATURATION = 0.999  # |tau| >= this * tau_max: the actuator is at its force limit
+
+
+# ---- the unmodelled load ---------------------------------------------------------------------
+def effector_load(robot, effector: str, mass_kg: float, name: str = LOAD_BODY):
+    """An unmodelled point mass at an effector's frame (simulation only).
+
+    Args:
+        robot: the :class:`contactflow.robot.Robot`. effector: a contact name (its frame is a robot
+            file ``extra_frames`` entry or a link). mass_kg: [kg], > 0. name: the MuJoCo body name.
+
+    Returns:
+        :class:`contactflow.sim.mujoco_model.PointMass` at the frame's origin, in its parent link.
+
+    Raises:
+        ConfigError: an unknown effector, or a frame that is neither an extra frame nor a link.
+    """
+    from contactflow.sim.mujoco_model import PointMass
+
+    if effector not in robot.contacts:
+        raise ConfigError(f"effector_load: unknown effector {effector!r}; known: {list(robot.contacts)}")
+    frame = robot.contacts[effector].frame
+    extra = (robot.raw.get("extra_frames") or {}).get(frame)
+    if extra is not None:
+        return PointMass(name=name, parent=extra["parent"], pos=tuple(float(x) for x in extra["translation"]),
+                         mass=float(mass_kg))
+    import pinocchio as pin
+
+    fid = robot.model.getFrameId(frame)
+    if fid >= robot.model.nframes or robot.model.frames[fid].type != pin.FrameType.BODY:
+        raise ConfigError(f"effector_load: frame {frame!r} of {effector!r} is neither in extra_frames nor a link")
+    return PointMass(name=name, parent=frame, pos=(0.0, 0.0, 0.0), mass=float(mass_kg))
+
+
+def load_ramp(mass_kg: float, start_s: float = LOAD_START_S, ramp_s: float = LOAD_RAMP_S, body: str = LOAD_BODY):
+    """``(sim_hook, disturb)`` for :class:`~contactflow.seiko.loop.SeikoLoop`: the body's mass is ~0
+    (1e-6 kg) at reset and ramps linearly to ``mass_kg`` over [start_s, start_s + ramp_s] [s]."""
+
+    def hook(sim):
+        sim.set_body_mass(body, 1e-6)
+
+    def disturb(sim, t):
+        if start_s - 0.01 <= t <= start_s + ramp_s + 0.01:
+            s = min(1.0, max(0.0, (t - start_s) / ramp_s))
+            sim.set_body_mass(body, max(1e-6, mass_kg * s))
+
+    return hook, disturb
+
+
+# ---- targets -------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class GridTarget:
+    """A reach target of the grid.
+
+    Attributes:
+        index: its index. azimuth_deg, elevation_deg: the direction (world; azimuth from +x toward +y).
+        direction: (3,) unit vector, world. distance_m: the Retargeting's feasibility edge along it [m].
+    """
+
+    index: int
+    azimuth_deg: float
+    elevation_deg: float
+    direction: tuple[float, float, float]
+    distance_m: float
+
+    @property
+    def offset_m(self) -> np.ndarray:
+        """(3,) commanded left-hand displacement, world [m]."""
+        return np.asarray(self.direction) * self.distance_m
+
+
+def _direction(az_deg: float, el_deg: float) -> np.ndarray:
+    a, e = math.radians(az_deg), math.radians(el_deg)
+    return np.array([math.cos(a) * math.cos(e), math.sin(a) * math.cos(e), math.sin(e)])
+
+
+def feasibility_edge(robot, direction: np.ndarray, *, probe_speed_mps: float = 0.2, max_time_s: float = 10.0,
+                     effector: str = EFFECTOR, rcfg=None, fcfg=None) -> tuple[float, bool]:
+    """Distance [m] the Retargeting moves ``effector`` along ``direction`` before it saturates.
+
+    Runs the input filter (8) and the Retargeting QP (9) alone (:meth:`SeikoPipeline.plan`,
+    kinematic: no simulation, nominal model) with the effector commanded at ``probe_speed_mps``
+    along ``direction`` (world) from the reset posture, until its desired position progressed
+    less than ``SATURATION_RATIO`` x the commanded progress along it over ``SATURATION_WINDOW_S``,
+    or ``max_time_s``.
+
+    Returns:
+        (distance along the direction at the end [m], saturated: True when it stopped progressing).
+    """
+    from contactflow.environment import Environment
+    from contactflow.operator.input_filter import InputFilterConfig
+    from contactflow.operator.scenario import OperatorCommand
+    from contactflow.seiko.loop import DT_S, SeikoPipeline
+    from contactflow.seiko.stages import operator_command_values
+
+    d = np.asarray(direction, dtype=float)
+    d = d / np.linalg.norm(d)
+    fcfg = fcfg or InputFilterConfig()
+    if fcfg.max_vel_lin_mps < probe_speed_mps:
+        fcfg = dataclasses.replace(fcfg, max_vel_lin_mps=probe_speed_mps)
+    p = SeikoPipeline(robot, filter_config=fcfg, retargeting_config=rcfg, environment=Environment(), lag=1,
+                      controller=False)
+    twist = np.concatenate([d * probe_speed_mps, np.zeros(3)])
+    win = int(round(SATURATION_WINDOW_S / DT_S))
+    hist: list[float] = []
+    x0 = None
+    for k in range(int(round(max_time_s / DT_S))):
+        t = k * DT_S
+        cmd = OperatorCommand(t=t, velocities={effector: twist}, finished=False, enable={}, push={}, force_rates={})
+        out = p.plan(k, t, operator_command_values(robot, cmd))
+        x = out.desired[f"pose_d.{effector}"][:3]
+        x0 = x.copy() if x0 is None else x0
+        hist.append(float((x - x0) @ d))
+        if len(hist) > win and hist[-1] - hist[-1 - win] < SATURATION_RATIO * probe_speed_mps * SATURATION_WINDOW_S \
+                and hist[-1] > 0.05:
+            return hist[-1], True
+    return hist[-1], False
+
+
+def sample_targets(robot, n: int, seed: int, *, min_distance_m: float = 0.25, probe_speed_mps: float = 0.2,
+                   max_draws: int | None = None, progress: Callable[[str], None] | None = None) -> list[GridTarget]:
+    """``n`` seeded reach targets of the left hand at the Retargeting's feasibility edge (module doc).
+
+    Args:
+        robot: the :class:`contactflow.robot.Robot` (Talos). n: targets (>= 1). seed: RNG seed.
+        min_distance_m: an edge nearer than this [m] is not a "distant target": the direction is redrawn.
+        probe_speed_mps: commanded speed of the kinematic probe [m/s].
+        max_draws: directions tried at most (default 10 n).
+        progress: called with one line per accepted or rejected direction.
+
+    Returns:
+        n :class:`GridTarget` (same seed, same robot and configs: the same targets).
+
+    Raises:
+        ConfigError: ``n`` < 1, or fewer than ``n`` acceptable directions in ``max_draws``.
+    """
+    if n < 1:
+        raise ConfigError(f"sample_targets: n must be >= 1, got {n}")
+    rng = np.random.default_rng(seed)
+    out: list[GridTarget] = []
+    draws = 0
+    max_draws = max_draws or 10 * n
+    while len(out) < n:
+        if draws >= max_draws:
+            raise ConfigError(f"sample_targets: only {len(out)} of {n} directions reached >= {min_distance_m} m "
+                              f"in {max_draws} draws (seed {seed})")
+        draws += 1
+        az, el = float(rng.uniform(*AZIMUTH_DEG)), float(rng.uniform(*ELEVATION_DEG))
+        d = _direction(az, el)
+        dist, saturated = feasibility_edge(robot, d, probe_speed_mps=probe_speed_mps)
+        ok = saturated and dist >= min_distance_m
+        if progress is not None:
+            progress(f"target direction az {az:.1f} el {el:.1f} deg: edge {dist:.3f} m"
+                     f"{'' if saturated else ' (not saturated)'} -> {'kept' if ok else 'redrawn'}")
+        if ok:
+            out.append(GridTarget(len(out), round(az, 3), round(el, 3), tuple(float(x) for x in d), round(dist, 4)))
+    return out
+
+
+# ---- one trial -----------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class TrialSpec:
+    """One trial of the grid: condition (:data:`CONDITIONS`), hand speed [m/s], unmodelled mass [kg], target index."""
+
+    condition: str
+    speed_mps: float
+    mass_kg: float
+    target: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.condition}|{self.speed_mps:g}|{self.mass_kg:g}|{self.target}"
+
+
+def trial_scenario(target: GridTarget, speed_mps: float) -> dict:
+    """The trial's scenario (``contactflow/operator/scenario.py`` format, as a mapping): from
+    :data:`REACH_START_S` the target offset at ``speed_mps`` (a pose segment), then the same velocity
+    :data:`PUSH_ON_S` longer (the target is at the feasibility edge, so the Retargeting stays there;
+    at high speed its lag behind the operator, bounded by the input filter's clamp, is made up), hold
+    :data:`HOLD_S`, back by the offset at the same speed, :data:`TAIL_S` more."""
+    if not speed_mps > 0:
+        raise ConfigError(f"trial speed must be > 0 m/s, got {speed_mps}")
+    off = target.offset_m
+    t_move = target.distance_m / speed_mps
+    t1 = REACH_START_S + t_move
+    t2 = t1 + PUSH_ON_S + HOLD_S
+    return {
+        "description": f"grid: left hand to target {target.index} ({target.distance_m:.3f} m) at {speed_mps:g} m/s and back",
+        "commands": [
+            {"effector": EFFECTOR, "start_s": REACH_START_S, "end_s": t1, "offset_m": [float(x) for x in off]},
+            {"effector": EFFECTOR, "start_s": t1, "end_s": t1 + PUSH_ON_S,
+             "linear_mps": [float(x) * speed_mps for x in target.direction]},
+            {"effector": EFFECTOR, "start_s": t2, "end_s": t2 + t_move, "offset_m": [float(-x) for x in off]},
+        ],
+        "tail_s": TAIL_S,
+    }
+
+
+def condition_setup(condition: str, ccfg=None) -> tuple[bool, object]:
+    """(controller_on, ControllerConfig) of a condition; ``ccfg`` (default: the defaults) is the full method's."""
+    from contactflow.seiko.controller import ControllerConfig
+
+    ccfg = ccfg or ControllerConfig()
+    if condition == "off":
+        return False, ccfg
+    if condition == "no_tau_limit":
+        return True, dataclasses.replace(ccfg, torque_limit_constraint=False, torque_limit_adaptation=False)
+    if condition == "full":
+        return True, ccfg
+    raise ConfigError(f"unknown condition {condition!r}; expected one of {list(CONDITIONS)}")
+
+
+def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None) -> dict:
+    """Run one trial (module doc) and return its outcome.
+
+    Args:
+        spec: the trial. target: its :class:`GridTarget` (``target.index == spec.target``).
+        robot: the :class:`contactflow.robot.Robot` (default: Talos, loaded here).
+        ccfg: the full method's ControllerConfig (default: the defaults).
+
+    Returns:
+        JSON-ready mapping: the spec's fields; ``success``, ``no_fall``, ``cause`` (None, ``"fall"``,
+        ``"torque_limit"``, ``"qp_failure"``), ``fell_at_s``, ``torque_limit_joint`` (after a fall: the
+        joint longest at its effort limit in the :data:`FALL_WINDOW_S` before it, else None),
+        ``first_torque_limit_s`` (first tick any joint was at its limit, or None), ``max_tau_ratio``
+        (largest |tau| / tau_max after the load ramp), ``retargeting_failures``, ``controller_failures``
+        (those of the driving stages), ``first_qp_failure_s``, ``reach_fraction`` and
+        ``desired_reach_fraction`` (largest measured / Retargeting-desired hand travel along the
+        direction over the target distance), ``sim_s``, ``wall_s``, ``cpu_s`` (process CPU time [s]).
+    """
+    import pinocchio as pin
+
+    from contactflow.operator.input_filter import InputFilterConfig
+    from contactflow.robot import load_robot
+    from contactflow.seiko.loop import DT_S, SeikoLoop
+
+    if robot is None:
+        robot = load_robot("talos")
+    if target.index != spec.target:
+        raise ConfigError(f"run_trial: target {target.index} given for spec target {spec.target}")
+    controller_on, cfg = condition_setup(spec.condition, ccfg)
+    fcfg = InputFilterConfig()
+    if fcfg.max_vel_lin_mps < spec.speed_mps:
+        fcfg = dataclasses.replace(fcfg, max_vel_lin_mps=spec.speed_mps)
+    extra, hook, disturb = [], None, None
+    if spec.mass_kg > 0:
+        extra = [effector_load(robot, EFFECTOR, spec.mass_kg)]
+        hook, disturb = load_ramp(spec.mass_kg)
+    import yaml
+
+    with tempfile.TemporaryDirectory(prefix="seiko_grid_") as tmp:
+        path = Path(tmp) / "trial.yaml"
+        path.write_text(yaml.safe_dump(trial_scenario(target, spec.speed_mps), sort_keys=False))
+        loop = SeikoLoop(robot, path, ccfg=cfg, fcfg=fcfg, controller_on=controller_on, sim_hook=hook,
+                         disturb=disturb, extra_bodies=extra)
+    tau_max = np.asarray(robot.tau_max, dtype=float)
+    t_after_load = LOAD_START_S + LOAD_RAMP_S
+    sat_joint = sat_t = first_fail = None
+    win = int(round(FALL_WINDOW_S / DT_S))
+    sat_hist = np.zeros((win, robot.n), dtype=bool)  # ring buffer: joints at their effort limit, last ticks
+    max_ratio = 0.0
+    pipe = loop.pipeline
+    m, data = robot.model, robot.model.createData()
+    fid = robot.contacts[EFFECTOR].frame_id
+    direction = np.asarray(target.direction)
+    x0, best = None, 0.0
+    t0, c0 = time.perf_counter(), time.process_time()
+    while not loop.step():
+        r = loop.readings
+        k = loop.k
+        ratio = np.abs(r.tau) / tau_max
+        if r.t >= t_after_load:
+            max_ratio = max(max_ratio, float(ratio.max()))
+        sat = ratio >= TORQUE_SATURATION
+        sat_hist[k % win] = sat
+        if sat_t is None and sat.any():
+            sat_t = float(r.t)
+        fails = pipe.retargeting.failures + (pipe.controller.failures if controller_on else 0)
+        if fails and first_fail is None:
+            first_fail = float(r.t)
+        if k % 25 == 0 or k == 1:
+            pin.framesForwardKinematics(m, data, r.q)
+            x = data.oMf[fid].translation
+            if x0 is None:
+                x0 = x.copy()
+            best = max(best, float((x - x0) @ direction))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    L = loop.log()
+    fell = bool(L.fell)
+    ticks_at_limit = sat_hist.sum(axis=0)
+    if fell and ticks_at_limit.any():
+        sat_joint = robot.joint_names[int(np.argmax(ticks_at_limit))]
+    pd = L.pose_d[EFFECTOR]
+    desired_best = float(((pd - pd[0]) @ direction).max()) if len(pd) else 0.0
+    ctrl_fail = L.controller_failures if controller_on else 0
+    qp_fail = L.retargeting_failures + ctrl_fail
+    if qp_fail and first_fail is None:  # failures of the very last tick
+        first_fail = float(L.t[-1])
+    if qp_fail:
+        cause = "qp_failure"
+    elif fell and sat_joint is not None:  # a joint at its limit in the FALL_WINDOW_S before the fall
+        cause = "torque_limit"
+    elif fell:
+        cause = "fall"
+    else:
+        cause = None
+    return {
+        "condition": spec.condition, "speed_mps": spec.speed_mps, "mass_kg": spec.mass_kg, "target": spec.target,
+        "success": cause is None, "no_fall": not fell, "cause": cause,
+        "fell_at_s": float(L.t[-1]) if fell else None,
+        "torque_limit_joint": sat_joint, "first_torque_limit_s": sat_t, "max_tau_ratio": round(max_ratio, 4),
+        "retargeting_failures": int(L.retargeting_failures), "controller_failures": int(ctrl_fail),
+        "first_qp_failure_s": first_fail,
+        "reach_fraction": round(best / target.distance_m, 4),
+        "desired_reach_fraction": round(desired_best / target.distance_m, 4),
+        "sim_s": round(float(len(L.t) * DT_S), 3), "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+    }
+
+
+# ---- aggregation ---------------------------------------------------------------------------
+def wilson_interval(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion ``k / n`` (95 % with the default ``z``).
+
+    Returns:
+        (low, high) in [0, 1]; (0, 1) when ``n`` is 0.
+
+    Raises:
+        ValueError: ``k`` outside [0, n] or ``n`` < 0.
+    """
+    if n < 0 or not 0 <= k <= n:
+        raise ValueError(f"wilson_interval: need 0 <= k <= n, got k={k}, n={n}")
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    z2 = z * z
+    den = 1.0 + z2 / n
+    centre = (p + z2 / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / den
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def summarize(results: Iterable[dict], speeds: Sequence[float], masses: Sequence[float],
+              conditions: Sequence[str] = CONDITIONS, n_targets: int | None = None) -> dict:
+    """Per condition: trials, successes, rate, 95 % Wilson interval, no-fall count and rate, failure
+    causes, and ``cells``: successes per speed (rows) x mass (columns), with ``cell_trials`` the trials
+    per cell. Only results inside the given grid (and of targets < ``n_targets`` when given) count."""
+    res = [r for r in results if r["condition"] in conditions and r["speed_mps"] in speeds and r["mass_kg"] in masses
+           and (n_targets is None or r["target"] < n_targets)]
+    out = {}
+    for c in conditions:
+        rc = [r for r in res if r["condition"] == c]
+        n, k = len(rc), sum(bool(r["success"]) for r in rc)
+        nf = sum(bool(r["no_fall"]) for r in rc)
+        causes: dict[str, int] = {}
+        joints: dict[str, int] = {}
+        for r in rc:
+            if r["cause"]:
+                causes[r["cause"]] = causes.get(r["cause"], 0) + 1
+            if r["cause"] == "torque_limit":
+                joints[r["torque_limit_joint"]] = joints.get(r["torque_limit_joint"], 0) + 1
+        cells = [[sum(r["success"] for r in rc if r["speed_mps"] == s and r["mass_kg"] == m_) for m_ in masses]
+                 for s in speeds]
+        cell_n = [[sum(1 for r in rc if r["speed_mps"] == s and r["mass_kg"] == m_) for m_ in masses] for s in speeds]
+        lo, hi = wilson_interval(k, n)
+        nlo, nhi = wilson_interval(nf, n)
+        out[c] = {"trials": n, "successes": k, "rate": (k / n) if n else None, "ci95": [round(lo, 4), round(hi, 4)],
+                  "no_fall": nf, "no_fall_rate": (nf / n) if n else None, "no_fall_ci95": [round(nlo, 4), round(nhi, 4)],
+                  "causes": causes, "torque_limit_joints": joints, "cells": cells, "cell_trials": cell_n,
+                  "paper_rate": PAPER_RATES.get(c)}
+    return out
+
+
+# ---- the grid runner -----------------------------------------------------------------------
+def trial_specs(speeds, masses, n_targets: int, conditions) -> list[TrialSpec]:
+    """Every trial of the grid, slowest (longest) first so parallel workers end together."""
+    specs = [TrialSpec(c, float(s), float(m), t) for s in speeds for m in masses for t in range(n_targets)
+             for c in conditions]
+    return sorted(specs, key=lambda sp: (sp.speed_mps, sp.mass_kg, sp.target, CONDITIONS.index(sp.condition)))
+
+
+def _write_json(path: Path, doc: dict) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1))
+    os.replace(tmp, path)
+
+
+_WORKER_ROBOT = None
+
+
+def _worker(args):
+    global _WORKER_ROBOT
+    spec, target = args
+    if _WORKER_ROBOT is None:
+        from contactflow.robot import load_robot
+
+        _WORKER_ROBOT = load_robot("talos")
+    return run_trial(spec, target, _WORKER_ROBOT)
+
+
+def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets: int = 10,
+             conditions=CONDITIONS, seed: int = 0, jobs: int = 1, progress: bool = True,
+             log: Callable[[str], None] = print, targets: Sequence[GridTarget] | None = None, robot=None) -> dict:
+    """Run (or resume) the grid and write ``out`` (JSON: ``meta``, ``targets``, ``trials``, ``summary``).
+
+    A trial already in ``out`` (same condition, speed, mass, target) is not run again; ``out`` is
+    rewritten after every finished trial, so an interrupted run resumes where it stopped. The targets
+    are sampled once (:func:`sample_targets`) and kept in ``out``; a rerun with another seed, or asking
+    for more targets than stored, samples them again and drops the stored trials (they were for other
+    targets).
+
+    Args:
+        out: the JSON file. speeds [m/s], masses [kg], n_targets, conditions: the grid. seed: target seed.
+        jobs: parallel processes (1: in this process). progress: a tqdm bar (stderr). log: one-line messages.
+        targets: use these targets (at least ``n_targets``) instead of sampling them (tests); recorded
+            with seed None.
+        robot: the Talos :class:`contactflow.robot.Robot` (default: loaded here).
+
+    Returns:
+        The written document.
+
+    Raises:
+        ConfigError: an unknown condition, ``jobs`` < 1, a non-positive speed or a negative mass.
+    """
+    from contactflow.robot import load_robot
+
+    for c in conditions:
+        if c not in CONDITIONS:
+            raise ConfigError(f"--conditions: unknown condition {c!r}; expected some of {list(CONDITIONS)}")
+    if jobs < 1:
+        raise ConfigError(f"--jobs must be >= 1, got {jobs}")
+    if any(not s > 0 for s in speeds) or any(m < 0 for m in masses):
+        raise ConfigError(f"--speeds must be > 0 and --masses >= 0, got {list(speeds)} and {list(masses)}")
+    out = Path(out)
+    doc = json.loads(out.read_text()) if out.exists() else {}
+    stored = doc.get("targets") or []
+    robot = robot if robot is not None else load_robot("talos")
+    if targets is not None:
+        if len(targets) < n_targets:
+            raise ConfigError(f"run_grid: {len(targets)} targets given for n_targets = {n_targets}")
+        seed = None
+        targets = list(targets)
+        same = json.loads(json.dumps([dataclasses.asdict(t) for t in targets])) == stored
+        trials = list(doc.get("trials") or []) if same else []
+    elif doc.get("meta", {}).get("seed") == seed and len(stored) >= n_targets:
+        targets = [GridTarget(t["index"], t["azimuth_deg"], t["elevation_deg"], tuple(t["direction"]), t["distance_m"])
+                   for t in stored]
+        trials = list(doc.get("trials") or [])
+    else:
+        if doc:
+            log(f"{out}: stored targets are for seed {doc.get('meta', {}).get('seed')} / {len(stored)} targets: "
+                f"sampling again, the stored trials are dropped")
+        t0 = time.perf_counter()
+        targets = sample_targets(robot, n_targets, seed, progress=log)
+        log(f"sampled {n_targets} targets in {time.perf_counter() - t0:.1f} s")
+        trials = []
+    from contactflow.seiko.controller import ControllerConfig
+
+    config = json.loads(json.dumps(dataclasses.asdict(ControllerConfig())))
+    if trials and doc.get("meta", {}).get("controller_config") != config:
+        log(f"{out}: the stored trials ran with other ControllerConfig defaults: they are dropped")
+        trials = []
+    done = {TrialSpec(r["condition"], r["speed_mps"], r["mass_kg"], r["target"]).key for r in trials}
+    todo = [s for s in trial_specs(speeds, masses, n_targets, conditions) if s.key not in done]
+    meta = {"seed": seed, "effector": EFFECTOR, "controller_config": config, "load_start_s": LOAD_START_S, "load_ramp_s": LOAD_RAMP_S,
+            "reach_start_s": REACH_START_S, "hold_s": HOLD_S, "tail_s": TAIL_S,
+            "azimuth_deg": AZIMUTH_DEG, "elevation_deg": ELEVATION_DEG}
+    grid = {"speeds_mps": list(map(float, speeds)), "masses_kg": list(map(float, masses)), "n_targets": n_targets,
+            "conditions": list(conditions)}
+
+    def write():
+        doc = {"meta": meta, "grid": grid, "targets": [dataclasses.asdict(t) for t in targets], "trials": trials,
+               "summary": summarize(trials, grid["speeds_mps"], grid["masses_kg"], conditions, n_targets)}
+        _write_json(out, doc)
+        return doc
+
+    log(f"{len(todo)} trials to run ({len(done)} already in {out}), {jobs} process(es)")
+    doc = write()
+    if not todo:
+        return doc
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(todo), unit="trial", dynamic_ncols=True)
+    args = [(s, targets[s.target]) for s in todo]
+
+    def record(r):
+        trials.append(r)
+        write()
+        if bar is not None:
+            bar.set_postfix_str(f"{r['condition']} {r['speed_mps']:g} m/s {r['mass_kg']:g} kg t{r['target']}: "
+                                f"{'ok' if r['success'] else r['cause']} ({r['wall_s']:.0f} s)", refresh=False)
+            bar.update(1)
+
+    if jobs == 1:
+        global _WORKER_ROBOT
+        _WORKER_ROBOT = robot
+        for a in args:
+            record(_worker(a))
+    else:
+        import multiprocessing as mp
+
+        with mp.get_context("spawn").Pool(jobs) as pool:
+            for r in pool.imap_unordered(_worker, args):
+                record(r)
+    if bar is not None:
+        bar.close()
+    return write()
+
+
+# ---- the plot ------------------------------------------------------------------------------
+def plot_grid(doc: dict, path: str | Path) -> None:
+    """A figure like Fig. 7: per condition a speed x mass grid of success counts, and the overall
+    success rates with their 95 % Wilson intervals beside the paper's. Needs matplotlib (``[plot]``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    grid, summ = doc["grid"], doc["summary"]
+    conds = [c for c in grid["conditions"] if summ[c]["trials"]]
+    fig, axes = plt.subplots(1, len(conds) + 1, figsize=(3.4 * (len(conds) + 1), 3.6),
+                             gridspec_kw={"width_ratios": [1] * len(conds) + [0.9]})
+    for ax, c in zip(axes, conds):
+        s = summ[c]
+        cells, ns = np.array(s["cells"], float), np.array(s["cell_trials"], float)
+        frac = np.where(ns > 0, cells / np.maximum(ns, 1), np.nan)
+        ax.imshow(frac, vmin=0, vmax=1, cmap="RdYlGn", aspect="auto")
+        for i in range(frac.shape[0]):
+            for j in range(frac.shape[1]):
+                ax.text(j, i, f"{int(cells[i, j])}/{int(ns[i, j])}" if ns[i, j] else "-", ha="center", va="center",
+                        fontsize=8)
+        ax.set_xticks(range(len(grid["masses_kg"])), [f"{m:g}" for m in grid["masses_kg"]])
+        ax.set_yticks(range(len(grid["speeds_mps"])), [f"{100 * v:g}" for v in grid["speeds_mps"]])
+        ax.set_xlabel("unmodelled left-hand mass [kg]")
+        ax.set_ylabel("hand speed [cm/s]")
+        ax.set_title(f"{CONDITION_LABELS[c]}: {s['successes']}/{s['trials']}", fontsize=9)
+    ax = axes[-1]
+    x = np.arange(len(conds))
+    rates = [summ[c]["rate"] for c in conds]
+    err = np.array([[r - summ[c]["ci95"][0], summ[c]["ci95"][1] - r] for c, r in zip(conds, rates)]).T
+    ax.bar(x, rates, yerr=err, capsize=4, color="tab:blue", label="this run (95 % Wilson)")
+    ax.scatter(x, [PAPER_RATES[c] for c in conds], color="k", marker="_", s=400, zorder=3, label="paper (Fig. 7)")
+    ax.set_xticks(x, [CONDITION_LABELS[c] for c in conds], fontsize=7, rotation=15)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("success rate (no fall, no QP failure)")
+    ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle(f"SEIKO robustness grid (cf. RA-L 2024 Fig. 7): left-hand reach to the feasibility edge, "
+                 f"{grid['n_targets']} target(s) per cell", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---- command line --------------------------------------------------------------------------
+def _floats(text: str, what: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"{what}: expected comma-separated numbers, got {text!r}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``contactflow bench seiko-grid``: run or resume the grid, print the summary, write the JSON and the plot."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="contactflow bench seiko-grid",
+                                description="SEIKO Fig. 7 robustness grid (RA-L 2024 §V-F): left-hand reach to the "
+                                            "feasibility edge x speed x unmodelled mass x condition; resumable")
+    p.add_argument("--speeds", default=",".join(f"{100 * s:g}" for s in SPEEDS_MPS), help="hand speeds [cm/s]")
+    p.add_argument("--masses", default=",".join(f"{m:g}" for m in MASSES_KG), help="unmodelled masses [kg]")
+    p.add_argument("--targets", type=int, default=10, help="random targets per cell")
+    p.add_argument("--conditions", default=",".join(CONDITIONS), help=f"some of {','.join(CONDITIONS)}")
+    p.add_argument("--seed", type=int, default=0, help="target sampling seed")
+    p.add_argument("--jobs", type=int, default=1, help="parallel processes")
+    p.add_argument("--out", default="seiko_grid.json", help="results JSON (resumable)")
+    p.add_argument("--plot", default=None, help="PNG like Fig. 7 (needs matplotlib)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    a = p.parse_args(argv)
+    try:
+        speeds = [v / 100.0 for v in _floats(a.speeds, "--speeds")]
+        doc = run_grid(a.out, speeds=speeds, masses=_floats(a.masses, "--masses"), n_targets=a.targets,
+                       conditions=[c.strip() for c in a.conditions.split(",") if c.strip()], seed=a.seed,
+                       jobs=a.jobs, progress=not a.no_progress)
+    except ConfigError as exc:
+        print(f"seiko-grid: error: {exc}")
+        return 2
+    for c, s in doc["summary"].items():
+        if s["trials"]:
+            print(f"{CONDITION_LABELS[c]:>18}: success {s['successes']}/{s['trials']} = {s['rate']:.2f} "
+                  f"[{s['ci95'][0]:.2f}, {s['ci95'][1]:.2f}] (paper {s['paper_rate']:.2f}); no fall {s['no_fall']}; "
+                  f"causes {s['causes']}")
+    walls = [r["wall_s"] for r in doc["trials"]]
+    if walls:
+        print(f"trial wall time: mean {np.mean(walls):.1f} s, total {np.sum(walls):.0f} s over {len(walls)} trials")
+    if a.plot:
+        plot_grid(doc, a.plot)
+        print(f"plot: {a.plot}")
+    return 0

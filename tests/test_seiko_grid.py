@@ -1,0 +1,159 @@
+"""The Fig. 7 robustness grid (contactflow/seiko/grid.py, ``contactflow bench seiko-grid``): the
+Wilson interval, the target sampler, the resume logic, and a 3-run mini grid in closed loop (one
+trial per condition at the fastest speed with a small mass)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from contactflow.errors import ConfigError
+from contactflow.seiko import grid
+from contactflow.seiko.grid import GridTarget, TrialSpec
+
+# a target of the sampler (seed 0, its first direction): left hand forward-left and a little down,
+# at the Retargeting's feasibility edge
+TARGET = GridTarget(0, 43.696, -8.813, (0.7144775820509752, 0.6826782081807912, -0.15320655606617), 0.5811)
+
+
+@pytest.fixture(scope="module")
+def robot():
+    from contactflow.robot import load_robot
+
+    return load_robot("talos")
+
+
+def test_wilson_interval_known_values():
+    # textbook values (Wilson 1927; e.g. Newcombe 1998, Table I): 0/10 -> [0, 0.2775], 5/10 -> [0.2366, 0.7634]
+    lo, hi = grid.wilson_interval(0, 10)
+    assert lo == 0.0 and hi == pytest.approx(0.27753, abs=1e-4)
+    lo, hi = grid.wilson_interval(5, 10)
+    assert (lo, hi) == pytest.approx((0.23659, 0.76341), abs=1e-4)
+    lo, hi = grid.wilson_interval(10, 10)
+    assert lo == pytest.approx(0.72247, abs=1e-4) and hi == pytest.approx(1.0)
+    # the paper's full method, 181/250: the interval holds the rate and is ~ +-0.055 wide
+    lo, hi = grid.wilson_interval(181, 250)
+    assert lo < 0.724 < hi and 0.10 < hi - lo < 0.12
+    assert grid.wilson_interval(0, 0) == (0.0, 1.0)
+    with pytest.raises(ValueError):
+        grid.wilson_interval(11, 10)
+
+
+def test_summarize_counts_cells_causes_and_intervals():
+    def r(c, s, m, t, ok, cause=None, joint=None):
+        return {"condition": c, "speed_mps": s, "mass_kg": m, "target": t, "success": ok, "no_fall": cause != "fall"
+                and cause != "torque_limit", "cause": cause, "torque_limit_joint": joint}
+
+    res = [r("full", 0.1, 0.0, 0, True), r("full", 0.1, 2.0, 0, False, "torque_limit", "arm_left_4_joint"),
+           r("full", 0.2, 0.0, 0, True), r("full", 0.2, 2.0, 0, False, "qp_failure"),
+           r("off", 0.1, 0.0, 0, False, "fall"), r("off", 0.3, 0.0, 0, True)]  # 0.3 m/s: outside the grid
+    s = grid.summarize(res, [0.1, 0.2], [0.0, 2.0], ["off", "full"])
+    assert s["full"]["trials"] == 4 and s["full"]["successes"] == 2 and s["full"]["rate"] == 0.5
+    assert s["full"]["cells"] == [[1, 0], [1, 0]] and s["full"]["cell_trials"] == [[1, 1], [1, 1]]
+    assert s["full"]["causes"] == {"torque_limit": 1, "qp_failure": 1}
+    assert s["full"]["torque_limit_joints"] == {"arm_left_4_joint": 1}
+    assert s["full"]["no_fall"] == 3  # a QP failure without a fall is a failure, not a fall
+    assert s["full"]["ci95"] == pytest.approx(list(grid.wilson_interval(2, 4)), abs=1e-4)
+    assert s["off"]["trials"] == 1 and s["off"]["successes"] == 0 and s["off"]["causes"] == {"fall": 1}
+
+
+def test_target_sampler_is_seeded_and_its_targets_reachable(robot):
+    a = grid.sample_targets(robot, 1, seed=3)
+    b = grid.sample_targets(robot, 1, seed=3)
+    assert a == b
+    t = a[0]
+    assert np.linalg.norm(t.direction) == pytest.approx(1.0)
+    assert grid.AZIMUTH_DEG[0] <= t.azimuth_deg <= grid.AZIMUTH_DEG[1]
+    assert grid.ELEVATION_DEG[0] <= t.elevation_deg <= grid.ELEVATION_DEG[1]
+    # at the edge: the Retargeting reached it and stopped there (a new probe, twice as fast, agrees
+    # within 5 cm: the edge is a property of the Retargeting, not of the probe's speed)
+    assert t.distance_m >= 0.25
+    d, saturated = grid.feasibility_edge(robot, np.array(t.direction), probe_speed_mps=0.4)
+    assert saturated and d == pytest.approx(t.distance_m, abs=0.05)
+    with pytest.raises(ConfigError):
+        grid.sample_targets(robot, 0, seed=3)
+
+
+def test_scenario_reaches_the_target_and_comes_back():
+    sc = grid.trial_scenario(TARGET, 0.2)
+    reach, push_on, back = sc["commands"]
+    assert np.allclose(np.add(reach["offset_m"], back["offset_m"]), 0.0)  # back to the start
+    assert np.linalg.norm(reach["offset_m"]) == pytest.approx(TARGET.distance_m)
+    assert reach["end_s"] - reach["start_s"] == pytest.approx(TARGET.distance_m / 0.2)
+    assert np.linalg.norm(push_on["linear_mps"]) == pytest.approx(0.2)
+    with pytest.raises(ConfigError):
+        grid.trial_scenario(TARGET, 0.0)
+    with pytest.raises(ConfigError):
+        grid.condition_setup("nope")
+    on, cfg = grid.condition_setup("no_tau_limit")
+    assert on and not cfg.torque_limit_constraint and not cfg.torque_limit_adaptation
+    on, cfg = grid.condition_setup("off")
+    assert not on
+
+
+def test_grid_resumes_and_skips_finished_trials(tmp_path, monkeypatch, robot):
+    calls = []
+
+    def fake_trial(spec, target, robot=None, **kw):
+        calls.append(spec.key)
+        return {"condition": spec.condition, "speed_mps": spec.speed_mps, "mass_kg": spec.mass_kg,
+                "target": spec.target, "success": spec.mass_kg == 0.0, "no_fall": spec.mass_kg == 0.0,
+                "cause": None if spec.mass_kg == 0.0 else "fall", "torque_limit_joint": None, "wall_s": 0.0}
+
+    monkeypatch.setattr(grid, "run_trial", fake_trial)
+    out = tmp_path / "g.json"
+    kw = dict(speeds=[0.1, 0.4], masses=[0.0, 5.0], n_targets=1, conditions=["off", "full"], targets=[TARGET],
+              progress=False, log=lambda s: None, robot=robot)
+    doc = grid.run_grid(out, **kw)
+    assert len(calls) == 8 and len(doc["trials"]) == 8
+    assert doc["summary"]["full"]["successes"] == 2 and doc["summary"]["full"]["cells"] == [[1, 0], [1, 0]]
+    # an interrupted run: two trials missing from the file -> only those two run again
+    stored = json.loads(out.read_text())
+    dropped = stored["trials"][-2:]
+    stored["trials"] = stored["trials"][:-2]
+    out.write_text(json.dumps(stored))
+    calls.clear()
+    doc = grid.run_grid(out, **kw)
+    assert sorted(calls) == sorted(TrialSpec(r["condition"], r["speed_mps"], r["mass_kg"], r["target"]).key
+                                   for r in dropped)
+    assert len(doc["trials"]) == 8
+    calls.clear()
+    grid.run_grid(out, **kw)  # complete: nothing runs
+    assert calls == []
+    # a larger grid runs only the new cells
+    grid.run_grid(out, **{**kw, "masses": [0.0, 5.0, 10.0]})
+    assert len(calls) == 4 and all("|10|" in c for c in calls)
+    # trials of other Controller defaults are stale: dropped and run again
+    stored = json.loads(out.read_text())
+    stored["meta"]["controller_config"]["kd"] = 123.0
+    out.write_text(json.dumps(stored))
+    calls.clear()
+    grid.run_grid(out, **kw)
+    assert len(calls) == 8
+    with pytest.raises(ConfigError):
+        grid.run_grid(out, **{**kw, "conditions": ["bogus"]})
+
+
+def test_mini_grid_one_trial_per_condition_in_closed_loop(tmp_path, robot):
+    """The 3-run mini grid: 40 cm/s (the fastest), 2 kg, one target, each condition once."""
+    out = tmp_path / "mini.json"
+    doc = grid.run_grid(out, speeds=[0.4], masses=[2.0], n_targets=1, targets=[TARGET], progress=False,
+                        log=lambda s: None, robot=robot)
+    trials = {r["condition"]: r for r in doc["trials"]}
+    assert set(trials) == set(grid.CONDITIONS)
+    for c, r in trials.items():
+        # the trial ran to the scenario's end or stopped at a fall, and its outcome is consistent
+        assert r["sim_s"] > grid.REACH_START_S
+        assert r["success"] == (r["cause"] is None)
+        assert r["no_fall"] == (r["fell_at_s"] is None)
+        assert r["no_fall"] or r["cause"] in ("fall", "torque_limit", "qp_failure")
+        assert r["max_tau_ratio"] > 0.0
+    # the full method reaches the target and comes back standing (paper: 9/10 at 40 cm/s, 2 kg)
+    full = trials["full"]
+    assert full["success"], full
+    assert full["desired_reach_fraction"] > 0.9, full
+    s = doc["summary"]
+    assert sum(s[c]["trials"] for c in grid.CONDITIONS) == 3
+    assert json.loads(out.read_text())["summary"] == s
