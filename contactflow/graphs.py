@@ -51,10 +51,13 @@ REALTIME = {"queue_size": 10, "queue_policy": "drop_oldest"}
 #: apply_scheduling); the recorder: RT_RECORDER_PRIORITY.
 RT_PRIORITY = {"mujoco_driver": 20, "seiko_controller": 10, "seiko_stack": 7, "seiko_retargeting": 7, "operator": 6,
                "input_filter": 5}
-#: SCHED_FIFO priority of the recorder of a real-time graph: below every stage of the control loop, above
-#: every normal process (at the normal priority it started and read seconds behind the SCHED_FIFO stages on
-#: a loaded machine, and a recorder killed then lost that backlog: docs/reliability.md).
-RT_RECORDER_PRIORITY = 1
+#: SCHED_FIFO priority of the recorder of a real-time graph: below the control loop's critical path (the
+#: driver, the Controller, the dora daemon), above the planning stages (Retargeting, operator, input filter)
+#: and every normal process. Its work is small and bounded (one log batch per node per 25 ticks), and it
+#: must keep up: at the normal priority, and at SCHED_FIFO 1 below planning stages that could not keep up on
+#: a loaded 2-core machine, it read nothing until the run ended, and a recorder killed in the run lost
+#: everything (docs/reliability.md).
+RT_RECORDER_PRIORITY = 8
 #: SCHED_FIFO priority the real-time driver gives the dora daemon that spawned it (CONTACTFLOW_RT_DAEMON).
 RT_DAEMON = 30
 #: dora's finish grace (``finish_grace_secs``, per node) [s]. Once the other nodes have ended, dora waits
@@ -526,7 +529,9 @@ from which the summary computes deadline_misses, command_age_ms_p50/p99 and long
 (log batches that never reached the recorder).
 Priorities: run as root (CAP_SYS_NICE), the graph puts its stages under SCHED_FIFO, as on a robot
 computer: the driver first ({p["mujoco_driver"]}), then the controller ({p["seiko_controller"]}), the Retargeting ({p["seiko_retargeting"]}), the operator ({p["operator"]})
-and the input filter ({p["input_filter"]}); the recorder last ({RT_RECORDER_PRIORITY}: above every normal process). The driver also puts the dora daemon
+and the input filter ({p["input_filter"]}); the recorder ({RT_RECORDER_PRIORITY}) below the driver and the Controller, above the
+planning stages (its work is small, and a recorder starved behind stages that cannot keep up reads nothing
+until the run ends). The driver also puts the dora daemon
 that spawned the graph under SCHED_FIFO {RT_DAEMON}: the nodes' batched-log sends wait on it, and starved
 behind the real-time nodes it stalled them for up to 0.65 s. These are CONTACTFLOW_RT_PRIORITY /
 CONTACTFLOW_RT_DAEMON in each node's env (nodes/_runtime.py apply_scheduling): remove them to opt

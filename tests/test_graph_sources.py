@@ -143,8 +143,9 @@ def test_the_realtime_graph_is_the_main_graph_with_every_stage_in_real_time():
     assert set(rt["mujoco_driver"]["env"]) == {"CONTACTFLOW_RT_PRIORITY", "CONTACTFLOW_RT_DAEMON"}
     assert rt["mujoco_driver"]["env"]["CONTACTFLOW_RT_DAEMON"] > max(prio.values())
     assert rt["recorder"]["inputs"] == base["recorder"]["inputs"]
-    # the recorder below every stage, above every normal process
-    assert rt["recorder"]["env"] == {"CONTACTFLOW_RT_PRIORITY": graphs.RT_RECORDER_PRIORITY} and graphs.RT_RECORDER_PRIORITY < min(prio.values())
+    # the recorder below the critical path (driver, Controller), above the planning stages
+    assert rt["recorder"]["env"] == {"CONTACTFLOW_RT_PRIORITY": graphs.RT_RECORDER_PRIORITY}
+    assert max(p for n, p in prio.items() if n not in ("mujoco_driver", "seiko_controller")) < graphs.RT_RECORDER_PRIORITY < prio["seiko_controller"]
     assert "--name seiko_talos_realtime --dataflow seiko_talos_realtime.yml" in rt["recorder"]["args"]
 
 
