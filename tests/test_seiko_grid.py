@@ -76,21 +76,54 @@ def test_target_sampler_is_seeded_and_its_targets_reachable(robot):
         grid.sample_targets(robot, 0, seed=3)
 
 
-def test_scenario_reaches_the_target_and_comes_back():
-    sc = grid.trial_scenario(TARGET, 0.2)
-    reach, push_on, back = sc["commands"]
-    assert np.allclose(np.add(reach["offset_m"], back["offset_m"]), 0.0)  # back to the start
-    assert np.linalg.norm(reach["offset_m"]) == pytest.approx(TARGET.distance_m)
-    assert reach["end_s"] - reach["start_s"] == pytest.approx(TARGET.distance_m / 0.2)
-    assert np.linalg.norm(push_on["linear_mps"]) == pytest.approx(0.2)
+def test_operator_reaches_holds_and_returns():
+    """The ReachOperator against a hand that follows its command exactly (x_d integrates the twist)."""
+    from contactflow.operator.scenario import OperatorCommand
+
+    v, dt = 0.2, 0.002
+    op = grid.ReachOperator(TARGET, v)
+    x = np.array([0.1, 0.3, 0.9])
+    cmd0 = OperatorCommand(t=0.0, velocities={}, finished=False, enable={}, push={}, force_rates={})
+    speeds, t = [], 0.0
+    while op.phase != "done" and t < 20.0:
+        op.x_d = x.copy()
+        tw = op(t, cmd0, None).velocities[grid.EFFECTOR]
+        speeds.append(np.linalg.norm(tw[:3]))
+        x = x + dt * tw[:3]
+        t += dt
+    assert op.phase == "done"
+    reach_s = TARGET.distance_m / v
+    assert op.reached_s == pytest.approx(grid.REACH_START_S + reach_s, abs=0.1)  # at the speed, to the target
+    assert max(speeds) == pytest.approx(v)
+    assert np.linalg.norm(x - [0.1, 0.3, 0.9]) <= grid.GOAL_TOL_M  # back at the start
+    assert op.done_at_s - op.reached_s == pytest.approx(grid.HOLD_S + reach_s, abs=0.5)
+
+    # a hand stuck at 0.2 m (the edge nearer than the target): the operator stops reaching
+    op = grid.ReachOperator(TARGET, v)
+    x0, t = np.zeros(3), 0.0
+    x = x0.copy()
+    while op.phase in ("wait", "reach") and t < 20.0:
+        op.x_d = x.copy()
+        tw = op(t, cmd0, None).velocities[grid.EFFECTOR]
+        if (x - x0) @ np.array(TARGET.direction) < 0.2:
+            x = x + dt * tw[:3]
+        t += dt
+    assert op.phase == "hold" and op.reached_s < grid.REACH_START_S + 0.2 / v + 1.0
     with pytest.raises(ConfigError):
-        grid.trial_scenario(TARGET, 0.0)
+        grid.ReachOperator(TARGET, 0.0)
+
+
+def test_conditions():
     with pytest.raises(ConfigError):
         grid.condition_setup("nope")
     on, cfg = grid.condition_setup("no_tau_limit")
     assert on and not cfg.torque_limit_constraint and not cfg.torque_limit_adaptation
     on, cfg = grid.condition_setup("off")
     assert not on
+    on, full = grid.condition_setup("full")
+    from contactflow.seiko.controller import ControllerConfig
+
+    assert on and full == ControllerConfig()  # the defaults, whatever they are
 
 
 def test_grid_resumes_and_skips_finished_trials(tmp_path, monkeypatch, robot):
@@ -136,6 +169,7 @@ def test_grid_resumes_and_skips_finished_trials(tmp_path, monkeypatch, robot):
         grid.run_grid(out, **{**kw, "conditions": ["bogus"]})
 
 
+@pytest.mark.slow  # ~35 s of CPU: three ~12 s closed-loop runs
 def test_mini_grid_one_trial_per_condition_in_closed_loop(tmp_path, robot):
     """The 3-run mini grid: 40 cm/s (the fastest), 2 kg, one target, each condition once."""
     out = tmp_path / "mini.json"

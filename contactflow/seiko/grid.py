@@ -27,10 +27,11 @@ Retargeting reached it with the nominal model) and at its feasibility edge.
 safety). A :class:`~contactflow.sim.mujoco_model.PointMass` is welded at the left hand frame and ramped
 from ~0 to the trial's mass over [``LOAD_START_S``, ``LOAD_START_S`` + ``LOAD_RAMP_S``] (as
 ``benchmarks/bench_seiko_reach_load.py`` does for Fig. 6: the load is "added during operation", the
-reset is the nominal one). From ``REACH_START_S`` the left hand is commanded to the target offset at
-the trial's speed (a pose segment), holds ``HOLD_S``, comes back at the same speed and the run goes on
-``TAIL_S``. The input filter's bang-bang velocity bound (0.2 m/s per axis by default) is raised to the
-trial's speed where it would cap it; everything else is the configs' defaults.
+reset is the nominal one). From ``REACH_START_S`` the operator (:class:`ReachOperator`) commands the
+left hand at the trial's speed toward the target until the Retargeting's desired hand is there (or
+stops at its edge), holds ``HOLD_S``, brings it back to its start, and the run goes on ``TAIL_S``.
+The input filter's bang-bang velocity bound (0.2 m/s per axis by default) is raised to the trial's
+speed where it would cap it; everything else is the configs' defaults.
 
 **Outcome**: ``success`` = the robot did not fall (base below the robot file's fall height or a
 diverged state: :meth:`contactflow.sim.mujoco_robot.MujocoRobotSim.fell`, the project's rule) **and**
@@ -65,7 +66,7 @@ from contactflow.errors import ConfigError
 
 __all__ = [
     "SPEEDS_MPS", "MASSES_KG", "CONDITIONS", "PAPER_RATES", "PAPER_COUNTS", "EFFECTOR",
-    "GridTarget", "TrialSpec", "effector_load", "load_ramp", "sample_targets", "trial_scenario",
+    "GridTarget", "TrialSpec", "ReachOperator", "effector_load", "load_ramp", "sample_targets",
     "run_trial", "wilson_interval", "summarize", "trial_specs", "run_grid", "plot_grid", "main",
 ]
 
@@ -94,7 +95,8 @@ AZIMUTH_DEG = (-20.0, 80.0)
 ELEVATION_DEG = (-25.0, 35.0)
 SATURATION_RATIO = 0.1  # progress along the direction over SATURATION_WINDOW_S below this x the probe's: saturated
 SATURATION_WINDOW_S = 0.5
-PUSH_ON_S = 1.0  # the reach command goes on this long beyond the target (at the edge: the Retargeting stays there)
+GOAL_TOL_M = 0.01  # the operator's goal tolerance [m]
+RETURN_TAU_S = 0.25  # the operator slows down over the last v * RETURN_TAU_S of the return [s]
 FALL_WINDOW_S = 1.0  # a joint at its effort limit within this long before a fall: cause "torque_limit"
 TORQUE_SATURATION = 0.999  # |tau| >= this * tau_max: the actuator is at its force limit
 
@@ -270,28 +272,78 @@ class TrialSpec:
         return f"{self.condition}|{self.speed_mps:g}|{self.mass_kg:g}|{self.target}"
 
 
-def trial_scenario(target: GridTarget, speed_mps: float) -> dict:
-    """The trial's scenario (``contactflow/operator/scenario.py`` format, as a mapping): from
-    :data:`REACH_START_S` the target offset at ``speed_mps`` (a pose segment), then the same velocity
-    :data:`PUSH_ON_S` longer (the target is at the feasibility edge, so the Retargeting stays there;
-    at high speed its lag behind the operator, bounded by the input filter's clamp, is made up), hold
-    :data:`HOLD_S`, back by the offset at the same speed, :data:`TAIL_S` more."""
-    if not speed_mps > 0:
-        raise ConfigError(f"trial speed must be > 0 m/s, got {speed_mps}")
-    off = target.offset_m
-    t_move = target.distance_m / speed_mps
-    t1 = REACH_START_S + t_move
-    t2 = t1 + PUSH_ON_S + HOLD_S
-    return {
-        "description": f"grid: left hand to target {target.index} ({target.distance_m:.3f} m) at {speed_mps:g} m/s and back",
-        "commands": [
-            {"effector": EFFECTOR, "start_s": REACH_START_S, "end_s": t1, "offset_m": [float(x) for x in off]},
-            {"effector": EFFECTOR, "start_s": t1, "end_s": t1 + PUSH_ON_S,
-             "linear_mps": [float(x) * speed_mps for x in target.direction]},
-            {"effector": EFFECTOR, "start_s": t2, "end_s": t2 + t_move, "offset_m": [float(-x) for x in off]},
-        ],
-        "tail_s": TAIL_S,
-    }
+class ReachOperator:
+    """The grid's operator: reach the target at the trial's speed, hold, come back (``SeikoLoop(operator_hook=...)``).
+
+    It watches the Retargeting's desired left-hand position ``x_d`` (what the operator commands; the
+    measured hand sags under the unmodelled load) and sends world twists:
+
+    * before ``REACH_START_S``: nothing;
+    * reach: ``speed_mps`` along the target direction until ``x_d`` progressed ``distance_m`` along it
+      (less ``GOAL_TOL_M``), or stopped progressing (less than ``SATURATION_RATIO`` of the commanded
+      progress over ``SATURATION_WINDOW_S``: the Retargeting is at its feasibility edge), or
+      ``2 d / v + 2 s`` passed;
+    * hold ``HOLD_S``;
+    * return: toward ``x_d``'s start position at ``min(speed_mps, |e| / RETURN_TAU_S)`` (slowing down over the
+      last few cm instead of overshooting) until within ``GOAL_TOL_M`` or ``2 d / v + 2 s`` passed;
+    * then nothing: :attr:`done_at_s` is set and the trial runs ``TAIL_S`` more.
+
+    The paper does not describe its operator beyond the hand speed; this one keeps the hand speed
+    the trial's whatever the Retargeting's lag (the input filter's clamp loses commands that run
+    ahead of it), so the fast trials reach as far as the slow ones.
+
+    Args:
+        target: the :class:`GridTarget`. speed_mps: hand speed [m/s].
+
+    Attributes:
+        phase: "wait", "reach", "hold", "return", "done". reached_s, done_at_s: phase ends [s] or None.
+        x_d: (3,) the latest desired hand position, set by the trial loop (None before the first tick).
+    """
+
+    def __init__(self, target: GridTarget, speed_mps: float):
+        if not speed_mps > 0:
+            raise ConfigError(f"trial speed must be > 0 m/s, got {speed_mps}")
+        self.dir = np.asarray(target.direction, dtype=float)
+        self.d, self.v = float(target.distance_m), float(speed_mps)
+        self.cap_s = 2.0 * self.d / self.v + 2.0
+        self.phase = "wait"
+        self.x_d = None
+        self.x_start = None
+        self.t_phase = 0.0
+        self.reached_s = self.done_at_s = None
+        self._hist: list[float] = []
+
+    def _twist(self, cmd, lin):
+        return dataclasses.replace(cmd, velocities={**cmd.velocities, EFFECTOR: np.concatenate([lin, np.zeros(3)])})
+
+    def __call__(self, t, cmd, reading):
+        """One tick: the scenario's command (no left-hand command in it) -> the command to send."""
+        zero = np.zeros(3)
+        x = self.x_d
+        if self.phase == "wait":
+            if t < REACH_START_S - 1e-9 or x is None:
+                return self._twist(cmd, zero)
+            self.phase, self.t_phase, self.x_start = "reach", t, x.copy()
+        if self.phase == "reach":
+            s = float((x - self.x_start) @ self.dir)
+            self._hist.append(s)
+            win = int(round(SATURATION_WINDOW_S / 0.002))
+            stalled = (len(self._hist) > win
+                       and s - self._hist[-1 - win] < SATURATION_RATIO * self.v * SATURATION_WINDOW_S)
+            if s < self.d - GOAL_TOL_M and not stalled and t - self.t_phase < self.cap_s:
+                return self._twist(cmd, self.v * self.dir)
+            self.phase, self.t_phase, self.reached_s = "hold", t, t
+        if self.phase == "hold":
+            if t - self.t_phase < HOLD_S:
+                return self._twist(cmd, zero)
+            self.phase, self.t_phase = "return", t
+        if self.phase == "return":
+            e = self.x_start - x
+            dist = float(np.linalg.norm(e))
+            if dist > GOAL_TOL_M and t - self.t_phase < self.cap_s:
+                return self._twist(cmd, e / dist * min(self.v, dist / RETURN_TAU_S))
+            self.phase, self.done_at_s = "done", t
+        return self._twist(cmd, zero)
 
 
 def condition_setup(condition: str, ccfg=None) -> tuple[bool, object]:
@@ -324,7 +376,10 @@ def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None) -> 
         (largest |tau| / tau_max after the load ramp), ``retargeting_failures``, ``controller_failures``
         (those of the driving stages), ``first_qp_failure_s``, ``reach_fraction`` and
         ``desired_reach_fraction`` (largest measured / Retargeting-desired hand travel along the
-        direction over the target distance), ``sim_s``, ``wall_s``, ``cpu_s`` (process CPU time [s]).
+        direction over the target distance; the measured one includes a fall's motion), ``reached_at_s``
+        (the operator's reach ended), ``desired_peak_speed_mps`` (the Retargeting's desired hand
+        speed along the direction, peak over 0.1 s [m/s]: the realised speed), ``returned`` (the hand was brought back to its start),
+        ``sim_s``, ``wall_s``, ``cpu_s`` (process CPU time [s]).
     """
     import pinocchio as pin
 
@@ -346,11 +401,13 @@ def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None) -> 
         hook, disturb = load_ramp(spec.mass_kg)
     import yaml
 
+    op = ReachOperator(target, spec.speed_mps)
+    bound_s = REACH_START_S + 2 * op.cap_s + HOLD_S + TAIL_S
     with tempfile.TemporaryDirectory(prefix="seiko_grid_") as tmp:
-        path = Path(tmp) / "trial.yaml"
-        path.write_text(yaml.safe_dump(trial_scenario(target, spec.speed_mps), sort_keys=False))
+        path = Path(tmp) / "trial.yaml"  # no scripted command: the ReachOperator commands the hand
+        path.write_text(yaml.safe_dump({"description": "seiko grid trial", "duration_s": bound_s}))
         loop = SeikoLoop(robot, path, ccfg=cfg, fcfg=fcfg, controller_on=controller_on, sim_hook=hook,
-                         disturb=disturb, extra_bodies=extra)
+                         disturb=disturb, extra_bodies=extra, operator_hook=op)
     tau_max = np.asarray(robot.tau_max, dtype=float)
     t_after_load = LOAD_START_S + LOAD_RAMP_S
     sat_joint = sat_t = first_fail = None
@@ -366,6 +423,9 @@ def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None) -> 
     while not loop.step():
         r = loop.readings
         k = loop.k
+        op.x_d = loop.log().pose_d[EFFECTOR][-1]
+        if op.done_at_s is not None and r.t >= op.done_at_s + TAIL_S:
+            break
         ratio = np.abs(r.tau) / tau_max
         if r.t >= t_after_load:
             max_ratio = max(max_ratio, float(ratio.max()))
@@ -389,7 +449,10 @@ def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None) -> 
     if fell and ticks_at_limit.any():
         sat_joint = robot.joint_names[int(np.argmax(ticks_at_limit))]
     pd = L.pose_d[EFFECTOR]
-    desired_best = float(((pd - pd[0]) @ direction).max()) if len(pd) else 0.0
+    sd = (pd - pd[0]) @ direction if len(pd) else np.zeros(1)
+    desired_best = float(sd.max())
+    n10 = int(round(0.1 / DT_S))  # the desired hand's peak speed along the direction, over 0.1 s
+    peak_speed = float(((sd[n10:] - sd[:-n10]) / 0.1).max()) if len(sd) > n10 else 0.0
     ctrl_fail = L.controller_failures if controller_on else 0
     qp_fail = L.retargeting_failures + ctrl_fail
     if qp_fail and first_fail is None:  # failures of the very last tick
@@ -408,9 +471,10 @@ def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None) -> 
         "fell_at_s": float(L.t[-1]) if fell else None,
         "torque_limit_joint": sat_joint, "first_torque_limit_s": sat_t, "max_tau_ratio": round(max_ratio, 4),
         "retargeting_failures": int(L.retargeting_failures), "controller_failures": int(ctrl_fail),
-        "first_qp_failure_s": first_fail,
+        "first_qp_failure_s": first_fail, "reached_at_s": op.reached_s, "returned": op.done_at_s is not None,
         "reach_fraction": round(best / target.distance_m, 4),
         "desired_reach_fraction": round(desired_best / target.distance_m, 4),
+        "desired_peak_speed_mps": round(peak_speed, 4),
         "sim_s": round(float(len(L.t) * DT_S), 3), "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
     }
 
@@ -470,10 +534,11 @@ def summarize(results: Iterable[dict], speeds: Sequence[float], masses: Sequence
 
 # ---- the grid runner -----------------------------------------------------------------------
 def trial_specs(speeds, masses, n_targets: int, conditions) -> list[TrialSpec]:
-    """Every trial of the grid, slowest (longest) first so parallel workers end together."""
+    """Every trial of the grid: target by target, the fastest (shortest) speeds first, so an
+    interrupted run has covered the most cells."""
     specs = [TrialSpec(c, float(s), float(m), t) for s in speeds for m in masses for t in range(n_targets)
              for c in conditions]
-    return sorted(specs, key=lambda sp: (sp.speed_mps, sp.mass_kg, sp.target, CONDITIONS.index(sp.condition)))
+    return sorted(specs, key=lambda sp: (sp.target, -sp.speed_mps, sp.mass_kg, CONDITIONS.index(sp.condition)))
 
 
 def _write_json(path: Path, doc: dict) -> None:
