@@ -191,3 +191,29 @@ def test_mini_grid_one_trial_per_condition_in_closed_loop(tmp_path, robot):
     s = doc["summary"]
     assert sum(s[c]["trials"] for c in grid.CONDITIONS) == 3
     assert json.loads(out.read_text())["summary"] == s
+
+
+def test_grid_with_more_targets_of_the_same_seed_keeps_the_finished_trials(tmp_path, monkeypatch, robot):
+    calls = []
+
+    def fake_sampler(robot, n, seed, progress=None):  # sequential, as the real one: seed -> same first targets
+        return [GridTarget(i, float(seed), 0.0, (1.0, 0.0, 0.0), 0.3 + 0.01 * i) for i in range(n)]
+
+    def fake_trial(spec, target, robot=None, **kw):
+        calls.append((spec.key, target.distance_m))
+        return {"condition": spec.condition, "speed_mps": spec.speed_mps, "mass_kg": spec.mass_kg,
+                "target": spec.target, "success": True, "no_fall": True, "cause": None, "torque_limit_joint": None,
+                "wall_s": 0.0}
+
+    monkeypatch.setattr(grid, "sample_targets", fake_sampler)
+    monkeypatch.setattr(grid, "run_trial", fake_trial)
+    out = tmp_path / "g.json"
+    kw = dict(speeds=[0.4], masses=[0.0], conditions=["full"], progress=False, log=lambda s: None, robot=robot)
+    grid.run_grid(out, n_targets=1, seed=7, **kw)
+    assert calls == [("full|0.4|0|0", 0.3)]
+    calls.clear()
+    doc = grid.run_grid(out, n_targets=2, seed=7, **kw)  # one more target: only its trial runs
+    assert calls == [("full|0.4|0|1", pytest.approx(0.31))] and len(doc["trials"]) == 2
+    calls.clear()
+    doc = grid.run_grid(out, n_targets=1, seed=8, **kw)  # another seed: other targets, everything again
+    assert len(calls) == 1 and len(doc["trials"]) == 1 and doc["meta"]["seed"] == 8

@@ -567,9 +567,9 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
 
     A trial already in ``out`` (same condition, speed, mass, target) is not run again; ``out`` is
     rewritten after every finished trial, so an interrupted run resumes where it stopped. The targets
-    are sampled once (:func:`sample_targets`) and kept in ``out``; a rerun with another seed, or asking
-    for more targets than stored, samples them again and drops the stored trials (they were for other
-    targets).
+    are sampled once (:func:`sample_targets`) and kept in ``out``; a rerun asking for more targets
+    samples again and keeps the trials of the stored targets when it drew them again (same seed); with
+    another seed the stored trials are dropped (they were for other targets).
 
     Args:
         out: the JSON file. speeds [m/s], masses [kg], n_targets, conditions: the grid. seed: target seed.
@@ -609,13 +609,16 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
                    for t in stored]
         trials = list(doc.get("trials") or [])
     else:
-        if doc:
-            log(f"{out}: stored targets are for seed {doc.get('meta', {}).get('seed')} / {len(stored)} targets: "
-                f"sampling again, the stored trials are dropped")
         t0 = time.perf_counter()
         targets = sample_targets(robot, n_targets, seed, progress=log)
         log(f"sampled {n_targets} targets in {time.perf_counter() - t0:.1f} s")
-        trials = []
+        new = json.loads(json.dumps([dataclasses.asdict(t) for t in targets]))
+        # more targets of the same seed: the sampler draws in sequence, so the stored ones come first again
+        keep = len(stored) if doc.get("meta", {}).get("seed") == seed and new[:len(stored)] == stored else 0
+        trials = [r for r in doc.get("trials") or [] if r["target"] < keep]
+        if doc and not keep:
+            log(f"{out}: stored targets are for seed {doc.get('meta', {}).get('seed')} / {len(stored)} targets: "
+                f"the stored trials are dropped")
     from contactflow.seiko.controller import ControllerConfig
 
     config = json.loads(json.dumps(dataclasses.asdict(ControllerConfig())))
