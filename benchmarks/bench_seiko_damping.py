@@ -7,8 +7,8 @@ Talos stands in double support (``robots/talos/scenarios/stand_7s.yaml``, in-pro
 The pelvis pitch rate (IMU gyro y, unfiltered) is recorded; the logarithmic decrement is
 ``delta = mean(log(|w_i| / |w_{i+1}|))`` over successive extrema of the same sign after the
 push whose amplitude exceeds 5 % of the first one (the paper's definition, Fig. 5 right).
-K_d in {0, 0.01, 0.05} with the paper's sign (``kd_sign = -1``: ``- K_d lam_dot_read``), plus
-K_d = 0.05 with the released code's sign (``kd_sign = +1``) to check seiko.md §11.1.
+K_d in {0, 0.01, 0.02, 0.05} with the paper's sign (``kd_sign = -1``: ``- K_d lam_dot_read``), plus
+K_d = 0.02 and 0.05 with the released code's sign (``kd_sign = +1``) to check seiko.md §11.1.
 """
 
 from __future__ import annotations
@@ -44,6 +44,20 @@ def log_decrement(t: np.ndarray, w: np.ndarray, t0: float) -> tuple[float, list[
     return (float(np.mean(ratios)) if ratios else float("nan")), [float(t[i]) for i in peaks[:12]]
 
 
+PUSH_BODY = "torso_2_link"
+
+
+def torso_push(force_n: float = 60.0, start_s: float = 3.0, duration_s: float = 0.1):
+    """``disturb(sim, t)`` for :func:`run_loop`: a push of ``force_n`` [N] along world +x on the torso
+    (``torso_2_link``) during [start_s, start_s + duration_s) [s]."""
+
+    def disturb(sim, t):
+        on = start_s <= t < start_s + duration_s
+        sim.set_external_wrench(PUSH_BODY, np.array([force_n, 0, 0, 0, 0, 0]) if on else None)
+
+    return disturb
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--force-n", type=float, default=60.0)
@@ -56,10 +70,8 @@ def main() -> None:
 
     robot = load_robot("talos")
 
-    def disturb(sim, t):
-        sim.set_external_wrench("torso_2_link", np.array([args.force_n, 0, 0, 0, 0, 0]) if 3.0 <= t < 3.1 else None)
-
-    cases = [(0.0, -1.0), (0.01, -1.0), (0.05, -1.0), (0.05, 1.0)]
+    disturb = torso_push(args.force_n)
+    cases = [(0.0, -1.0), (0.01, -1.0), (0.02, -1.0), (0.05, -1.0), (0.02, 1.0), (0.05, 1.0)]
     res = {}
     fig, ax = plt.subplots(figsize=(8, 4))
     for kd, sign in cases:

@@ -1,6 +1,7 @@
 """Far reach with an unmodelled 9 kg load, torque-limit adaptation (12) on/off (RA-L 2024 Fig. 6).
 
     python benchmarks/bench_seiko_reach_load.py      # ~6 min on 2 cores; docs/reach_load.{png,json}
+    python benchmarks/bench_seiko_reach_load.py --sweep-rho 0.6 0.57 0.54   # (12) alone: docs/reach_load_sweep.json
 
 In-process closed loop (:func:`contactflow.seiko.loop.run_loop`) of ``robots/talos/scenarios/far_reach.yaml``: the right
 ball hand reaches 0.40 m forward and 0.25 m up at 2 cm/s, holds 4 s and comes back. A 9 kg point
@@ -28,6 +29,12 @@ ticks hold a start-up transient of the pipeline, reported separately): fall; the
 exceeds the ratio and the 95th percentile of that maximum (below the ratio <=> above it less than
 5 % of the time); the same for the loaded shoulder joint ``arm_right_2`` and its mean over the
 hold at the far reach; the hand's largest forward and upward travel.
+
+``--sweep-rho R...``: the paper's rule (12) alone (no lowering), the paper's settings (K_d = 0.02,
+5 Hz ``tau_read``), the operator stopping when (12) fires (its ratio = R: the Controller's "stop
+moving this way"), judged at the criterion ratio ``--ratio`` (0.6): for which rho of (12) does
+the measured ratio stay below 0.6 (docs/seiko_multicontact.md, "Far reach")? Also reported: the
+loaded joint's ratio at the stop and its excess after it.
 """
 
 from __future__ import annotations
@@ -203,12 +210,54 @@ def run_condition(key: str, ratio: float) -> tuple[dict, dict]:
     return m, arrays
 
 
+def run_rho(rho: float, ratio: float, mass_kg: float = LOAD_KG) -> dict:
+    """The paper's rule (12) alone with ``max_tau_ratio = rho`` and the operator stopping when it
+    fires (:class:`StopAtRatioOperator` at ``rho``), judged at ``ratio``: :func:`metrics` plus the
+    loaded joint's ratio at the stop, its largest value after it and the time above ``ratio``
+    after the stop [s]."""
+    robot = load_robot("talos")
+    cfg = ControllerConfig(max_tau_ratio=rho, tau_read_cutoff_hz=5.0, kd=0.02, kd_sign=-1.0)
+    op = StopAtRatioOperator(robot, rho)
+    hook, disturb = load_ramp(mass_kg)
+    L = run_loop(robot, ROOT / "robots/talos/scenarios/far_reach.yaml", ccfg=cfg, disturb=disturb,
+                 sim_hook=hook, extra_bodies=[hand_load(robot, mass_kg)], operator_hook=op)
+    m = metrics(robot, L, ratio)
+    m.update(rho_12=rho, criterion_ratio=ratio, load_kg=mass_kg, operator_stopped_at_s=op.stopped_at_s,
+             fell_at_s=float(L.t[-1]) if L.fell else None)
+    if op.stopped_at_s is not None:
+        jl = robot.joint_names.index(LOADED_JOINT)
+        r = np.abs(L.tau[:, jl]) / robot.tau_max[jl]
+        after = L.t >= op.stopped_at_s
+        m["loaded_joint_ratio_at_stop"] = float(r[np.argmax(after)])
+        m["loaded_joint_max_ratio_after_stop"] = float(r[after].max())
+        m["loaded_joint_time_above_ratio_after_stop_s"] = float(np.sum(r[after] > ratio) * (L.t[1] - L.t[0]))
+    return m
+
+
+def sweep_rho(rhos: list[float], ratio: float, jobs: int, out: Path) -> None:
+    """``--sweep-rho``: :func:`run_rho` for each rho, in parallel; docs/reach_load_sweep.json."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        res = {f"rho_12={r:g}": m for r, m in zip(rhos, pool.map(run_rho, rhos, [ratio] * len(rhos)))}
+    for key, m in res.items():
+        print(key, {k: m[k] for k in ("fell", "operator_stopped_at_s", "loaded_joint_fraction_above_ratio",
+                                      "fraction_of_time_above_ratio", "loaded_joint_max_ratio",
+                                      "loaded_joint_hold_mean_ratio", "hand_travel_forward_up_m")}, flush=True)
+    (out / "reach_load_sweep.json").write_text(json.dumps(res, indent=2))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(ROOT / "docs"))
     p.add_argument("--ratio", type=float, default=0.6)
     p.add_argument("--jobs", type=int, default=2, help="conditions run in parallel (processes)")
+    p.add_argument("--sweep-rho", type=float, nargs="+", metavar="RHO",
+                   help="run only the (12)-alone sweep over these rho of (12) (judged at --ratio)")
     args = p.parse_args()
+    if args.sweep_rho:
+        sweep_rho(args.sweep_rho, args.ratio, args.jobs, Path(args.out))
+        return
     import matplotlib
 
     matplotlib.use("Agg")

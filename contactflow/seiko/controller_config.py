@@ -30,11 +30,18 @@ class ControllerConfig:
         dt_s: control period [s] (500 Hz).
         kp_per_s: proportional gain K_p of the feedback law (10) [1/s] (code: 0.2; not in the paper).
         kd: derivative gain K_d of (10) [-] (rate form: multiplies lam_dot_read [N/s] to give
-            N/s). Default **0.0**: the D term's sign differs between paper and code (seiko.md
-            §6.1/§11.1) and nothing here has verified it; the paper's experiments use 0.02 with
-            ``kd_sign = -1`` — enable it once a dynamic simulation confirms that a larger K_d
-            increases the logarithmic decrement (Fig. 5).
+            N/s). Default **0.0**; the paper's experiments use 0.02. Not shipped because
+            0.02 with either sign makes a shipped experiment worse (measured, MuJoCo Talos:
+            docs/seiko_multicontact.md "The paper's settings"): with the paper's sign the
+            wall push holds 32 N of 75 N and the foot-lift unloading rate peaks at 90 N/s
+            (criterion 80); with the code's sign the torso-push rocking decays more slowly.
         kd_sign: -1 for the paper's ``- K_d lam_dot_read`` (default), +1 for the released code.
+            -1 is the sign derived from the flexible model for a wrench disturbance the command
+            does not cause (docs/seiko_multicontact.md, "The paper's settings": the loop divides
+            the measured wrench rate by 1 + K_d), and the damping one in closed loop for the
+            whole-body rocking after a torso push (Fig. 5; ``tests/test_seiko_paper_settings.py``);
+            for a stiff contact mode driven by the command itself (the hand on the wall) the
+            estimator's ~41 ms lag makes +1 the damping one (same section).
         complementary_cutoff_hz: cutoff of the complementary filter (13) [Hz].
         rate_window_s: finite-difference window of the wrench-rate estimator [s].
         rate_cutoff_hz: low-pass cutoff of the wrench-rate estimator [Hz].
@@ -54,9 +61,14 @@ class ControllerConfig:
         torque_limit_constraint: impose (11i); off = the joint-torque rows of QP (11) get a
             1e6 N m bound that never binds (the QP keeps its size; the paper's Fig. 7 condition
             "Controller without (11i) and (12)"; (12) then has no effect on the solution).
-        max_tau_ratio: rho of (12) [-].
-        tau_read_cutoff_hz: low-pass of ``tau_read`` before (12) [Hz] (the code filters the
-            joint-torque sensors at 5 Hz, seiko.md §6.4); 0 = unfiltered (default).
+        max_tau_ratio: rho of (12) [-]; default 0.75, the released code's. The paper states 0.6
+            for its Fig. 6 experiment only (``robots/talos/seiko_far_reach.yaml``); as a default
+            0.6 fires (12) on the stance hip (leg_left_2, 0.63 of its limit) in the foot lift
+            and the unloading rate peaks at 252 N/s instead of 67 (criterion 80;
+            docs/seiko_multicontact.md, "The paper's settings").
+        tau_read_cutoff_hz: low-pass of ``tau_read`` before (12) [Hz]; default 5, the released
+            code's joint-torque sensor filter (seiko.md §6.4, §9.2); 0 = unfiltered (then the
+            start-up transient lowers limits at t = 0, docs/seiko_multicontact.md, Far reach).
         torque_margin_nm: eps1 of (12) [N m].
         torque_decay_nm_per_s: eps2 / dt of (12) [N m/s].
         torque_hysteresis: eps3 of (12), ratio of the URDF limit [-].
@@ -119,7 +131,7 @@ class ControllerConfig:
     torque_limit_adaptation: bool = True
     torque_limit_constraint: bool = True
     max_tau_ratio: float = 0.75
-    tau_read_cutoff_hz: float = 0.0
+    tau_read_cutoff_hz: float = 5.0
     torque_margin_nm: float = 1.0
     torque_decay_nm_per_s: float = 10.0
     torque_hysteresis: float = 0.1
