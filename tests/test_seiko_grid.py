@@ -217,3 +217,14 @@ def test_grid_with_more_targets_of_the_same_seed_keeps_the_finished_trials(tmp_p
     calls.clear()
     doc = grid.run_grid(out, n_targets=1, seed=8, **kw)  # another seed: other targets, everything again
     assert len(calls) == 1 and len(doc["trials"]) == 1 and doc["meta"]["seed"] == 8
+
+
+def test_bench_seiko_grid_command(capfd, tmp_path):
+    from contactflow.cli import main
+
+    rc = main(["bench", "seiko-grid", "--help"])  # `seiko-grid` runs benchmarks/bench_seiko_grid.py
+    out = capfd.readouterr().out
+    assert rc == 0 and "--targets" in out and "--jobs" in out and "resumable" in out
+    rc = grid.main(["--conditions", "full,bogus", "--out", str(tmp_path / "x.json"), "--no-progress"])
+    assert rc == 2 and "unknown condition 'bogus'" in capfd.readouterr().out
+    assert not (tmp_path / "x.json").exists()
