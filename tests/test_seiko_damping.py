@@ -3,7 +3,7 @@
 Double support (``robots/talos/scenarios/stand_7s.yaml``), a 60 N x 0.1 s push on the torso at
 3 s; the logarithmic decrement of the pelvis pitch rate (IMU gyro, unfiltered) must increase with
 K_d in {0, 0.01, 0.05} (the paper's sign, ``- K_d lam_dot_read``). Measured (docs/damping.json):
-0.427, 0.462, 0.515. The same runs as ``benchmarks/bench_seiko_damping.py``; ~40 s on 2 cores.
+0.346, 0.376, 0.414 (2026-12-02). The same runs as ``benchmarks/bench_seiko_damping.py``; ~40 s on 2 cores.
 """
 
 from __future__ import annotations
