@@ -69,6 +69,11 @@ class Tick:
     ticks: int = 1
 
 
+#: Real-time mode: how long [s] from the first tick an input may go without its first message when the
+#: Lockstep has a ``stale_s`` limit (the upstream stages start their loops after the clock's first ticks).
+STALE_FIRST_S = 10.0
+
+
 class Lockstep:
     """Iterate ticks of a dora node whose inputs are matched by ``seq``.
 
@@ -111,9 +116,17 @@ class Lockstep:
         node_kind: the node's kind in the port table (:mod:`contactflow.contracts.ports`); when given, every
             input must be one of its declared message inputs and ``heartbeat`` one of its timer inputs.
             Nodes build a Lockstep with :func:`lockstep_for`, which passes it.
+        stale_s: real-time mode: the longest wall time [s] an input other than the clock may go without
+            a new message while the clock ticks (None: no limit). Past it the tick raises UpstreamError
+            naming the input and its source: in real time a node holds an input's newest message, so an
+            upstream stage that hangs (alive, not sending) would otherwise go unnoticed, its consumer
+            running on a stale value for ever. An input that said ``finished`` or closed is exempt; one
+            that never sent a message gets :data:`STALE_FIRST_S` from the first tick (start-up).
 
     Raises:
         ContractError: with ``node_kind``, an input id its declaration lacks (naming node and port).
+        UpstreamError: while iterating: an input closed before the run ended, the event stream ended,
+            no input for ``timeout_s`` (lockstep), an input stale for ``stale_s`` (real time).
 
     Messages with the metadata ``repeat`` (:meth:`Sender.repeat`) are ignored: they re-send a seq
     already delivered. ``configs`` holds each input's ``config`` metadata (its sender's resolved
@@ -122,7 +135,8 @@ class Lockstep:
 
     def __init__(self, node, inputs: Mapping[str, tuple[PortSpec, int]], *, dt: float = 0.002, timeout_s: float = 30.0,
                  skip_missing: bool = False, clock: str | None = None, latest_clock: bool = True,
-                 heartbeat: tuple[str, Callable[["Lockstep"], None]] | None = None, node_kind: str | None = None):
+                 heartbeat: tuple[str, Callable[["Lockstep"], None]] | None = None, node_kind: str | None = None,
+                 stale_s: float | None = None):
         if node_kind is not None:
             from contactflow.contracts.ports import MESSAGE, TIMER, node_ports
 
@@ -156,6 +170,9 @@ class Lockstep:
         self.newest: dict[str, int] = {k: -1 for k in inputs}  # newest seq received per input
         self.finished_inputs: set[str] = set()  # inputs that sent a message with `finished`
         self.skipped = 0
+        self.stale_s = None if stale_s is None else float(stale_s)
+        self.last_rx: dict[str, float] = {}  # input -> time.monotonic() of its newest message
+        self._first_tick_s: float | None = None
 
     def _ready(self) -> bool:
         for i, off in self.offsets.items():
@@ -241,6 +258,30 @@ class Lockstep:
         self.k = c + 1
         return tick
 
+    def _check_stale(self) -> None:
+        """Real-time mode: raise UpstreamError if an input went stale (``stale_s``, class docstring)."""
+        now = time.monotonic()
+        if self._first_tick_s is None:
+            self._first_tick_s = now
+        for i in self.offsets:
+            if i == self.clock or i in self.finished_inputs or i in self.closed:
+                continue
+            since = self.last_rx.get(i)
+            limit = self.stale_s if since is not None else max(self.stale_s, STALE_FIRST_S)
+            age = now - (since if since is not None else self._first_tick_s)
+            if age > limit:
+                source = ""
+                if self.node_kind is not None:
+                    try:
+                        source = declared_inputs(self.node, self.node_kind).get(i, "")
+                    except Exception:  # noqa: BLE001 - the name is a courtesy; the error stands
+                        source = ""
+                what = "no new message" if since is not None else "no message yet"
+                raise UpstreamError(
+                    f"input {i!r}{f' from {source}' if source else ''}: {what} for {age:.2f} s while the clock "
+                    f"({self.clock!r}) ticked (real time, limit {limit:.2f} s, tick {self.k}): the upstream node "
+                    "hangs or fell behind")
+
     def _drain(self, waited_since: float) -> None:
         # events already received: taken before a real-time tick so that it uses the newest of each input
         try_recv = getattr(self.node, "try_recv", None)
@@ -261,6 +302,8 @@ class Lockstep:
                 c = self._next_clock()
             if c is not None:
                 waited_since = time.monotonic()
+                if self.stale_s is not None:
+                    self._check_stale()
                 yield self._pop_realtime(c)
                 continue
             waiting_for = [self.clock] if not any(s >= self.k for s in self.buffers[self.clock]) else [
@@ -314,6 +357,7 @@ class Lockstep:
                     self._handle({"type": "INPUT", "id": iid, "value": value, "metadata": meta}, waited_since, waiting_for)
                 return
             self.buffers[iid][seq] = (ev["value"], ev["metadata"])
+            self.last_rx[iid] = time.monotonic()
             if seq > self.newest[iid]:
                 self.newest[iid] = seq
             if ev["metadata"].get("finished", False):

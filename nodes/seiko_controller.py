@@ -15,7 +15,8 @@ complementary filter, and output ``flex_rate`` (``flex_wrench_rate``, tick k) fe
 Both are used only when the graph wires ``wrench``.
 
 Before the first Retargeting message arrives the node uses the Retargeting's reset state (the
-same computation as the seiko_retargeting node). If the QP fails, the previous offset is kept
+same computation as the seiko_retargeting node). In real time (``--realtime``) it holds the newest
+Retargeting message, and stops when none came for ``--input-stale-s`` (an upstream stage that hangs). If the QP fails, the previous offset is kept
 (a safe command: the desired posture plus the last compensation), ``ok = 0`` is sent and a
 warning is logged.
 """
@@ -48,6 +49,10 @@ def main() -> int:
                         "from the sensors of tick k - 1 (as on a robot, where it is applied one period after the "
                         "state it answers), so the Controller runs beside the driver's step in a lockstep graph")
     p.add_argument("--realtime", action="store_true")
+    p.add_argument("--input-stale-s", type=float, default=2.0,
+                   help="with --realtime: stop (exit 3, naming the input and its source) when `desired` (or `wrench`) "
+                        "brings no new message for this long [s] of wall time while the sensors tick: an upstream "
+                        "stage that hangs; the robot driver then holds its last safe command (0: no limit)")
     p.add_argument("--wrench-lag", type=int, default=0,
                    help="with a wrench_filter node: ticks between its filtered wrench used and the current tick")
     p.add_argument("--blend-from-measured", action="store_true",
@@ -71,7 +76,8 @@ def main() -> int:
     sender = sender_for(node, "seiko_controller", specs, config, optional=("flex_rate",) if filtered else ())
     lock = lockstep_for(node, "seiko_controller", specs, offsets={"sensors": args.sensor_lag, "desired": args.lag,
                                                                   "wrench": args.wrench_lag},
-                        optional=("wrench",) if filtered else (), skip_missing=args.realtime)
+                        optional=("wrench",) if filtered else (), skip_missing=args.realtime,
+                        stale_s=args.input_stale_s if args.realtime and args.input_stale_s > 0 else None)
     for tick in lock:
         t0 = time.perf_counter()
         s = tick.inputs["sensors"]

@@ -126,3 +126,50 @@ def test_meta_time_takes_a_finite_number_and_nothing_else():
     for bad in ("0.1", None, True, float("nan"), float("inf"), 10**400, [0.1]):
         assert meta_time({"t": bad}, -1.0) == -1.0, bad
     assert meta_time({}, -1.0) == -1.0
+
+
+class TimedNode(FakeNode):
+    """A FakeNode whose events come at given wall-clock delays: (delay_s, event) pairs."""
+
+    def next(self, timeout=None):
+        import time
+
+        if self.events:
+            delay, ev = self.events.pop(0)
+            time.sleep(delay)
+            return ev
+        return None
+
+
+def _clock_and_b(b_until: int, n: int = 40, b_finished: bool = False):
+    """Clock input `a` every 10 ms for n ticks; input `b` with each tick up to b_until, then silent."""
+    events = []
+    for k in range(n):
+        events.append((0.01, msg("a", k, [k, k], finished=k == n - 1)))
+        if k <= b_until:
+            events.append((0.0, msg("b", k, [k, k], finished=b_finished and k == b_until)))
+    return events + [(0.0, {"type": "INPUT_CLOSED", "id": "a"}), (0.0, {"type": "INPUT_CLOSED", "id": "b"})]
+
+
+def test_realtime_stale_input_stops_the_node_naming_the_input():
+    """Real time holds an input's newest message: an upstream that hangs (b silent after tick 5 while
+    the clock goes on) is noticed after stale_s of wall time, not run on a stale value for ever; an
+    input that said `finished` is exempt, and without stale_s nothing is checked."""
+    ins = {"a": (SPEC, 0), "b": (SPEC, 0)}
+    seen = []
+    with pytest.raises(UpstreamError, match=r"input 'b': no new message for 0\.\d\d s while the clock \('a'\) ticked"):
+        for tick in Lockstep(TimedNode(_clock_and_b(5)), ins, skip_missing=True, stale_s=0.1):
+            seen.append(tick.k)
+    assert 6 <= max(seen) < 39  # ~10 clock ticks of 10 ms after b's last message (5), well before the end
+    ticks = list(Lockstep(TimedNode(_clock_and_b(5, b_finished=True)), ins, skip_missing=True, stale_s=0.1))
+    assert ticks[-1].k == 39 and ticks[-1].finished
+    ticks = list(Lockstep(TimedNode(_clock_and_b(5)), ins, skip_missing=True))
+    assert ticks[-1].k == 39
+    np.testing.assert_array_equal(ticks[-1].inputs["b"]["x"], [5, 5])  # held
+
+
+def test_realtime_input_that_never_sends_gets_the_start_up_allowance(monkeypatch):
+    monkeypatch.setattr(_runtime, "STALE_FIRST_S", 0.15)
+    ins = {"a": (SPEC, 0), "b": (SPEC, 0)}
+    with pytest.raises(UpstreamError, match=r"input 'b': no message yet for 0\.\d\d s .*limit 0\.15 s"):
+        list(Lockstep(TimedNode(_clock_and_b(-1)), ins, skip_missing=True, stale_s=0.05))

@@ -26,7 +26,10 @@ What is measured afterwards (:func:`analyse`), from the run's output and its rec
   reader); ``lost_ms``: the largest gap, over the streams that were being written at the fault,
   between ``t_fault`` and the stream's last message at or before it, less the stream's usual spacing
   (0 when the stream goes on past the fault); a stream the recorder could not write at all (a full disk
-  before its first batch, the manifest's ``lost_streams``) counts from its first message. In a
+  before its first batch, the manifest's ``lost_streams``) counts from its first message. A failed
+  write (disk full) is measured in wall time instead, from the manifest: how long before the failure
+  the oldest message that was not written was sent (``first_unwritten_t_wall_ns``; a replay or a batch
+  estimator sends faster than its recorded time, so a recorded-time gap would overstate it). In a
   real-time graph the stages skip ticks by design (a stage late for one tick takes the newest input),
   so a stage's last message can be older than 100 ms without anything lost: there ``lost_ms`` is the
   driver's stream (the clock never skips a tick) and the other streams' gap is reported as
@@ -513,7 +516,8 @@ def analyse(case: FaultCase, setup: GraphSetup, rec_root: Path, lines: list[str]
         t_fault = None
     elif case.kind == "disk_full":
         # the limit was hit when the recorder wrote its last batch: the clock's newest written time (the
-        # manifest's write_failure has no time; the operator runs ahead of the clock, so not the newest of all)
+        # operator runs ahead of the clock, so not the newest of all); the loss itself is measured in wall
+        # time from the manifest (recording_loss)
         written = clock if clock is not None and len(clock) else None
         t_fault = (float(written.t.max()) if written is not None
                    else max((float(s.t.max()) for s in streams.values() if len(s)), default=None))
@@ -521,9 +525,11 @@ def analyse(case: FaultCase, setup: GraphSetup, rec_root: Path, lines: list[str]
         t_fault = (_interp_fault_t(clock.t, clock.t_wall_ns, fault["wall_ns"])
                    if fault.get("sent") and clock is not None else None)
         # the end of the clock: the driver's "simulation ended at t = X s" (its last rows may not be
-        # recorded), else the run's length; the fault time is capped there
+        # recorded), else (a replay: the clock replays a recording of duration_s) the replay's end, the
+        # later of duration_s and the newest recorded row; the fault time is capped there
         t_end = _sim_end(lines)
-        t_end = setup.duration_s + 0.1 if t_end is None else t_end
+        if t_end is None:
+            t_end = max(setup.duration_s, float(clock.t.max()) if clock is not None and len(clock) else 0.0)
         if t_fault is not None:
             t_fault = min(t_fault, t_end)
         fin = clock.finished.astype(bool) if clock is not None and len(clock) else np.zeros(0, bool)
@@ -569,7 +575,10 @@ def recording_loss(streams: dict[str, Any], t_fault: float | None, *, clock_stre
         t_fault: the fault's simulated time [s] (None: a baseline; nothing measured).
         clock_stream: the driver's (clock's) stream, which never skips a tick.
         realtime: a real-time graph (its stages skip ticks): judged on the clock's stream and lost batches.
-        manifest: the run's manifest (``recording_lost_batches``, ``lost_streams``), None if unreadable.
+        manifest: the run's manifest (``recording_lost_batches``, ``lost_streams``; after a failed write,
+            ``write_failure.t_wall_ns`` and each stream's ``first_unwritten_t_wall_ns``: then ``lost_ms`` is
+            how long before the failure the oldest message not written was sent, in wall time), None if
+            unreadable.
 
     Returns:
         ``lost_ms`` [ms] and ``lost_stream`` (judged: <= :data:`LOST_MS_MAX`), ``stale_ms`` and
@@ -593,6 +602,17 @@ def recording_loss(streams: dict[str, Any], t_fault: float | None, *, clock_stre
             if isinstance(first, (int, float)) and first <= t_fault:
                 gaps[name] = max(gaps.get(name, 0.0), t_fault - float(first))
     judged = {n: g for n, g in gaps.items() if not realtime or n == clock_stream}
+    wf = manifest.get("write_failure") or {}
+    if t_fault is not None and isinstance(wf.get("t_wall_ns"), int) and wf["t_wall_ns"] > 0:
+        # a failed write (disk full): the manifest says when the oldest message of each stream that was not
+        # written was sent; the loss is how long before the failure that was, in wall time (a replay or a
+        # batch estimator runs faster than its recorded time: its outputs carry the samples' times, so a
+        # recorded-time gap would count a fraction of a second of sending as seconds of loss)
+        entries = {**(manifest.get("streams") or {}), **(manifest.get("lost_streams") or {})}
+        walls = {n: e.get("first_unwritten_t_wall_ns") for n, e in entries.items() if isinstance(e, dict)}
+        if any(isinstance(w, int) for w in walls.values()):
+            judged = {n: max(0.0, (wf["t_wall_ns"] - w) * 1e-9) if isinstance(w, int) else 0.0
+                      for n, w in walls.items()}
     other = {n: g for n, g in gaps.items() if realtime and n != clock_stream}
     lost_stream = max(judged, key=judged.get, default="")
     stale_stream = max(other, key=other.get, default="")

@@ -32,7 +32,7 @@ stream). A file cut inside its header, a foreign Arrow stream or not Arrow at al
 Lost streams: each stream's header is written when the stream is created (with an empty batch), so a writer
 killed before a stream's first rows leaves a readable stream of 0 messages. A stream whose header could not
 be written (first seen after the disk was full) has no readable file; the writer removes the partial file and lists the stream under the manifest's ``lost_streams`` (source, contract,
-size, layout, ``reason``, ``first_t`` and ``unwritten_messages``) instead of ``streams``, so the run's other
+size, layout, ``reason``, ``first_t``, ``first_t_wall_ns`` and ``unwritten_messages``) instead of ``streams``, so the run's other
 streams read normally and ``rec info`` names it (:meth:`Recording.lost`).
 """
 
@@ -173,12 +173,14 @@ class WriteFailure:
         bytes_written: bytes of the run's stream files on disk (each cut back to its last complete batch).
         max_bytes: the byte limit, or None (a real write error).
         error: the operating system's message.
+        t_wall_ns: wall-clock time of the failed write [ns since the epoch] (0: unknown).
     """
 
     stream: str
     bytes_written: int
     max_bytes: int | None
     error: str
+    t_wall_ns: int = 0
 
 
 class StreamWriter:
@@ -210,6 +212,7 @@ class StreamWriter:
         missing_before_first: messages known lost before the first one received (set by the recorder).
         unwritten: messages received but not written (after a write failure).
         first_t: time ``t`` of the first message received [s] (None before any).
+        first_t_wall_ns: its ``t_wall_ns`` (the sender's wall clock when it sent it) [ns] (None before any).
         lost: the write failed before any complete batch: the file held no readable header and was
             removed (the stream is listed under the manifest's ``lost_streams``).
     """
@@ -247,6 +250,8 @@ class StreamWriter:
         self.good_bytes = 0  # end of the last complete batch in the file
         self.failed: OSError | None = None
         self.first_t: float | None = None
+        self.first_t_wall_ns: int | None = None  # the first message's t_wall_ns (when its sender sent it)
+        self.first_unwritten_t_wall_ns: int | None = None  # the same of the oldest message not written
         self.lost = False
         self._on_failure = on_failure
         self.background_fsync = background_fsync
@@ -266,15 +271,18 @@ class StreamWriter:
         if v.size != self.size:
             raise RecordingError(f"{self.path.name}: message of {v.size} values, expected {self.size}")
         seq = int(seq)
+        t_wall_ns = int(t_wall_ns if t_wall_ns is not None else time.time_ns())
         if self.first_t is None:
             self.first_t = float(t)
+            self.first_t_wall_ns = t_wall_ns
         if self.last_seq is not None and seq > self.last_seq + 1:
             self.missing += seq - self.last_seq - 1
         self.last_seq = seq if self.last_seq is None else max(seq, self.last_seq)
         if self.failed is not None:
             self.unwritten += 1
+            self._unwritten_at(t_wall_ns)
             return
-        self._rows.append((seq, float(t), int(t_wall_ns if t_wall_ns is not None else time.time_ns()), bool(finished), v))
+        self._rows.append((seq, float(t), t_wall_ns, bool(finished), v))
         if (len(self._rows) >= self.MAX_BATCH_ROWS or time.monotonic() - self._last_flush >= self.flush_period_s
                 or float(t) - self._rows[0][1] >= self.flush_period_s):  # NaN times: never by this rule
             self.flush()
@@ -298,9 +306,11 @@ class StreamWriter:
             return
         if self.first_t is None:
             self.first_t = float(np.asarray(t, dtype=np.float64).reshape(-1)[0])
+            self.first_t_wall_ns = int(np.asarray(t_wall_ns, dtype=np.int64).reshape(-1)[0])
         self._count_seq(seq)
         if self.failed is not None:
             self.unwritten += int(seq.size)
+            self._unwritten_at(int(np.min(np.asarray(t_wall_ns, dtype=np.int64))))
             return
         self._flush_rows()
         batch = pa.record_batch(
@@ -317,14 +327,22 @@ class StreamWriter:
         if time.monotonic() - self._last_flush >= self.flush_period_s:
             self.flush()
 
+    def _unwritten_at(self, t_wall_ns: int) -> None:
+        if self.first_unwritten_t_wall_ns is None or t_wall_ns < self.first_unwritten_t_wall_ns:
+            self.first_unwritten_t_wall_ns = int(t_wall_ns)
+
     def _write(self, batch: pa.RecordBatch) -> None:
         if self.failed is not None:
             self.unwritten += batch.num_rows
+            if batch.num_rows:
+                self._unwritten_at(int(np.min(batch.column(2).to_numpy())))
             return
         try:
             self._w.write_batch(batch)
         except OSError as exc:
             self.unwritten += batch.num_rows
+            if batch.num_rows:
+                self._unwritten_at(int(np.min(batch.column(2).to_numpy())))
             self.fail(exc)
             return
         self.count += batch.num_rows
@@ -339,6 +357,8 @@ class StreamWriter:
             return
         self.failed = exc
         self.unwritten += len(self._rows)
+        if self._rows:
+            self._unwritten_at(min(r[2] for r in self._rows))
         self._rows.clear()
         self._f.truncate(self.good_bytes)
         self._f.fsync()
@@ -405,8 +425,9 @@ class RecordingWriter:
 
     A write that fails (``ENOSPC``, any ``OSError``, or ``max_bytes`` reached, which emulates a full
     disk) stops the whole run's writing: every stream file is cut back to its last complete batch and
-    closed, :attr:`failure` says where and why, and later messages are counted (``unwritten_messages``
-    in the manifest) rather than written; nothing is raised to the caller, who decides (the recorder
+    closed, :attr:`failure` says where and why (with its wall time ``t_wall_ns``), and later messages are
+    counted (``unwritten_messages`` in the manifest, with ``first_unwritten_t_wall_ns``: when the oldest of
+    them was sent) rather than written; nothing is raised to the caller, who decides (the recorder
     reports it and exits non-zero). A stream with no complete batch at the failure (or first seen
     after it) has no file: it moves from the manifest's ``streams`` to ``lost_streams``, with the reason.
 
@@ -465,7 +486,7 @@ class RecordingWriter:
         if self.failure is not None:
             return
         name = next((n for n, w in self.streams.items() if w is stream), stream.path.stem)
-        self.failure = WriteFailure(name, 0, self.budget.max_bytes, exc.strerror or str(exc))
+        self.failure = WriteFailure(name, 0, self.budget.max_bytes, exc.strerror or str(exc), time.time_ns())
         for w in self.streams.values():
             w.fail(exc)
         self.failure = dataclasses.replace(self.failure, bytes_written=sum(w.good_bytes for w in self.streams.values()))
@@ -522,7 +543,9 @@ class RecordingWriter:
             if entry is None:  # a lost stream (no file)
                 lost = self.manifest["lost_streams"][name]
                 lost["first_t"] = w.first_t
+                lost["first_t_wall_ns"] = w.first_t_wall_ns
                 lost["unwritten_messages"] = w.unwritten
+                lost["first_unwritten_t_wall_ns"] = w.first_unwritten_t_wall_ns
                 lost["missing_seq"] = w.missing
                 continue
             entry["messages"] = w.count
@@ -530,6 +553,7 @@ class RecordingWriter:
             entry["missing_before_first"] = w.missing_before_first
             if w.unwritten:
                 entry["unwritten_messages"] = w.unwritten
+                entry["first_unwritten_t_wall_ns"] = w.first_unwritten_t_wall_ns
         self.manifest.update(extra)
         if self.failure is not None:
             self.manifest["write_failure"] = dataclasses.asdict(self.failure)
