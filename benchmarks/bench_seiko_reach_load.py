@@ -34,7 +34,8 @@ hold at the far reach; the hand's largest forward and upward travel.
 5 Hz ``tau_read``), the operator stopping when (12) fires (its ratio = R: the Controller's "stop
 moving this way"), judged at the criterion ratio ``--ratio`` (0.6): for which rho of (12) does
 the measured ratio stay below 0.6 (docs/seiko_multicontact.md, "Far reach")? Also reported: the
-loaded joint's ratio at the stop and its excess after it.
+loaded joint's ratio at the stop and its excess after it. With ``--scripted`` the same rule with
+the scripted reach (the operator does not stop): docs/reach_load_sweep_scripted.json.
 """
 
 from __future__ import annotations
@@ -210,21 +211,21 @@ def run_condition(key: str, ratio: float) -> tuple[dict, dict]:
     return m, arrays
 
 
-def run_rho(rho: float, ratio: float, mass_kg: float = LOAD_KG) -> dict:
+def run_rho(rho: float, ratio: float, mass_kg: float = LOAD_KG, stop: bool = True) -> dict:
     """The paper's rule (12) alone with ``max_tau_ratio = rho`` and the operator stopping when it
-    fires (:class:`StopAtRatioOperator` at ``rho``), judged at ``ratio``: :func:`metrics` plus the
-    loaded joint's ratio at the stop, its largest value after it and the time above ``ratio``
-    after the stop [s]."""
+    fires (:class:`StopAtRatioOperator` at ``rho``; ``stop`` False: the scripted reach), judged at
+    ``ratio``: :func:`metrics` plus the loaded joint's ratio at the stop, its largest value after it
+    and the time above ``ratio`` after the stop [s]."""
     robot = load_robot("talos")
     cfg = ControllerConfig(max_tau_ratio=rho, tau_read_cutoff_hz=5.0, kd=0.02, kd_sign=-1.0)
-    op = StopAtRatioOperator(robot, rho)
+    op = StopAtRatioOperator(robot, rho) if stop else None
     hook, disturb = load_ramp(mass_kg)
     L = run_loop(robot, ROOT / "robots/talos/scenarios/far_reach.yaml", ccfg=cfg, disturb=disturb,
                  sim_hook=hook, extra_bodies=[hand_load(robot, mass_kg)], operator_hook=op)
     m = metrics(robot, L, ratio)
-    m.update(rho_12=rho, criterion_ratio=ratio, load_kg=mass_kg, operator_stopped_at_s=op.stopped_at_s,
-             fell_at_s=float(L.t[-1]) if L.fell else None)
-    if op.stopped_at_s is not None:
+    m.update(rho_12=rho, criterion_ratio=ratio, load_kg=mass_kg, operator="stops when (12) fires" if stop else "scripted",
+             operator_stopped_at_s=op.stopped_at_s if stop else None, fell_at_s=float(L.t[-1]) if L.fell else None)
+    if stop and op.stopped_at_s is not None:
         jl = robot.joint_names.index(LOADED_JOINT)
         r = np.abs(L.tau[:, jl]) / robot.tau_max[jl]
         after = L.t >= op.stopped_at_s
@@ -234,17 +235,20 @@ def run_rho(rho: float, ratio: float, mass_kg: float = LOAD_KG) -> dict:
     return m
 
 
-def sweep_rho(rhos: list[float], ratio: float, jobs: int, out: Path) -> None:
-    """``--sweep-rho``: :func:`run_rho` for each rho, in parallel; docs/reach_load_sweep.json."""
+def sweep_rho(rhos: list[float], ratio: float, jobs: int, out: Path, stop: bool = True) -> None:
+    """``--sweep-rho``: :func:`run_rho` for each rho, in parallel; docs/reach_load_sweep.json
+    (``stop`` False: the scripted reach, docs/reach_load_sweep_scripted.json)."""
     from concurrent.futures import ProcessPoolExecutor
 
+    n = len(rhos)
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        res = {f"rho_12={r:g}": m for r, m in zip(rhos, pool.map(run_rho, rhos, [ratio] * len(rhos)))}
+        runs = pool.map(run_rho, rhos, [ratio] * n, [LOAD_KG] * n, [stop] * n)
+        res = {f"rho_12={r:g}": m for r, m in zip(rhos, runs)}
     for key, m in res.items():
         print(key, {k: m[k] for k in ("fell", "operator_stopped_at_s", "loaded_joint_fraction_above_ratio",
                                       "fraction_of_time_above_ratio", "loaded_joint_max_ratio",
                                       "loaded_joint_hold_mean_ratio", "hand_travel_forward_up_m")}, flush=True)
-    (out / "reach_load_sweep.json").write_text(json.dumps(res, indent=2))
+    (out / ("reach_load_sweep.json" if stop else "reach_load_sweep_scripted.json")).write_text(json.dumps(res, indent=2))
 
 
 def main() -> None:
@@ -254,9 +258,10 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=2, help="conditions run in parallel (processes)")
     p.add_argument("--sweep-rho", type=float, nargs="+", metavar="RHO",
                    help="run only the (12)-alone sweep over these rho of (12) (judged at --ratio)")
+    p.add_argument("--scripted", action="store_true", help="--sweep-rho with the scripted reach (no stop)")
     args = p.parse_args()
     if args.sweep_rho:
-        sweep_rho(args.sweep_rho, args.ratio, args.jobs, Path(args.out))
+        sweep_rho(args.sweep_rho, args.ratio, args.jobs, Path(args.out), stop=not args.scripted)
         return
     import matplotlib
 
