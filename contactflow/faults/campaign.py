@@ -118,6 +118,8 @@ GRAPH_SETUPS: dict[str, GraphSetup] = {s.graph: s for s in [
     # real time: 7 s (the recording, which times the faults, lags the wall clock by up to ~1 s under load)
     GraphSetup("seiko_talos_realtime.yml", "talos", "robots/talos/scenarios/stand_7s.yaml", 7.0, "mujoco_driver",
                "mujoco_driver.sensors", "seiko_controller.command", realtime=True),
+    GraphSetup("seiko_talos_realtime_planner.yml", "talos", "robots/talos/scenarios/stand_7s.yaml", 7.0,
+               "mujoco_driver", "mujoco_driver.sensors", "seiko_controller.command", realtime=True),
     GraphSetup("seiko_talos_multicontact.yml", "talos", _TALOS_SMOKE, 2.0, "mujoco_driver",
                "mujoco_driver.sensors", "seiko_controller.command"),
     GraphSetup("seiko_talos_replay.yml", "talos", "", 2.0, "mujoco_driver", "mujoco_driver.sensors",
