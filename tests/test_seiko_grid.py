@@ -165,6 +165,9 @@ def test_grid_resumes_and_skips_finished_trials(tmp_path, monkeypatch, robot):
     calls.clear()
     grid.run_grid(out, **kw)
     assert len(calls) == 8
+    calls.clear()
+    doc = grid.run_grid(out, **kw, load_at="wrist")  # the load elsewhere: other trials
+    assert len(calls) == 8 and doc["meta"]["load_at"] == "wrist"
     with pytest.raises(ConfigError):
         grid.run_grid(out, **{**kw, "conditions": ["bogus"]})
 
@@ -228,3 +231,25 @@ def test_bench_seiko_grid_command(capfd, tmp_path):
     rc = grid.main(["--conditions", "full,bogus", "--out", str(tmp_path / "x.json"), "--no-progress"])
     assert rc == 2 and "unknown condition 'bogus'" in capfd.readouterr().out
     assert not (tmp_path / "x.json").exists()
+
+
+def test_effector_load_at_the_hand_or_the_wrist(robot):
+    import pinocchio as pin
+
+    hand = grid.effector_load(robot, "left_hand", 5.0)
+    wrist = grid.effector_load(robot, "left_hand", 5.0, at="wrist")
+    assert hand.mass == wrist.mass == 5.0
+    m, d = robot.model, robot.model.createData()
+    pin.framesForwardKinematics(m, d, robot.q_default)
+
+    def world(pm):
+        return d.oMf[m.getFrameId(pm.parent)].act(np.array(pm.pos))
+
+    # the hand load sits on the left hand frame; the wrist load on the wrist joints' axis point
+    assert np.allclose(world(hand), d.oMf[robot.contacts["left_hand"].frame_id].translation, atol=1e-9)
+    assert np.allclose(world(wrist), d.oMi[m.getJointId("arm_left_7_joint")].translation, atol=1e-9)
+    assert np.linalg.norm(world(hand) - world(wrist)) > 0.2
+    with pytest.raises(ConfigError):
+        grid.effector_load(robot, "left_hand", 5.0, at="elbow")
+    with pytest.raises(ConfigError):
+        grid.effector_load(robot, "nope", 5.0)

@@ -27,7 +27,9 @@ Retargeting reached it with the nominal model) and at its feasibility edge.
 safety). A :class:`~contactflow.sim.mujoco_model.PointMass` is welded at the left hand frame and ramped
 from ~0 to the trial's mass over [``LOAD_START_S``, ``LOAD_START_S`` + ``LOAD_RAMP_S``] (as
 ``benchmarks/bench_seiko_reach_load.py`` does for Fig. 6: the load is "added during operation", the
-reset is the nominal one). From ``REACH_START_S`` the operator (:class:`ReachOperator`) commands the
+reset is the nominal one; ``--load-at wrist`` puts it at the wrist centre instead, where it puts no
+moment on the wrist joints: the left wrist ``arm_left_7`` has an 8 N m effort limit, 3.4 kg at the
+hand frame's 0.24 m lever). From ``REACH_START_S`` the operator (:class:`ReachOperator`) commands the
 left hand at the trial's speed toward the target until the Retargeting's desired hand is there (or
 stops at its edge), holds ``HOLD_S``, brings it back to its start, and the run goes on ``TAIL_S``.
 The input filter's bang-bang velocity bound (0.2 m/s per axis by default) is raised to the trial's
@@ -102,32 +104,47 @@ TORQUE_SATURATION = 0.999  # |tau| >= this * tau_max: the actuator is at its for
 
 
 # ---- the unmodelled load ---------------------------------------------------------------------
-def effector_load(robot, effector: str, mass_kg: float, name: str = LOAD_BODY):
-    """An unmodelled point mass at an effector's frame (simulation only).
+LOAD_AT = ("hand", "wrist")
+
+
+def effector_load(robot, effector: str, mass_kg: float, name: str = LOAD_BODY, at: str = "hand"):
+    """An unmodelled point mass at an effector (simulation only).
 
     Args:
         robot: the :class:`contactflow.robot.Robot`. effector: a contact name (its frame is a robot
             file ``extra_frames`` entry or a link). mass_kg: [kg], > 0. name: the MuJoCo body name.
+        at: ``"hand"``: at the effector's frame (Talos left hand: 0.24 m beyond the wrist joints, a
+            grasped object); ``"wrist"``: at the origin of the link moved by the frame's parent joint
+            (Talos: ``arm_left_7_link``, the wrist centre: no moment on the wrist joints).
 
     Returns:
-        :class:`contactflow.sim.mujoco_model.PointMass` at the frame's origin, in its parent link.
+        :class:`contactflow.sim.mujoco_model.PointMass`.
 
     Raises:
-        ConfigError: an unknown effector, or a frame that is neither an extra frame nor a link.
+        ConfigError: an unknown effector or ``at``, or a frame that is neither an extra frame nor a link.
     """
+    import pinocchio as pin
+
     from contactflow.sim.mujoco_model import PointMass
 
     if effector not in robot.contacts:
         raise ConfigError(f"effector_load: unknown effector {effector!r}; known: {list(robot.contacts)}")
+    if at not in LOAD_AT:
+        raise ConfigError(f"effector_load: at must be one of {LOAD_AT}, got {at!r}")
+    m = robot.model
     frame = robot.contacts[effector].frame
+    if at == "wrist":
+        j = m.frames[m.getFrameId(frame)].parentJoint
+        for f in m.frames:
+            if f.type == pin.FrameType.BODY and f.parentJoint == j and f.placement.isIdentity():
+                return PointMass(name=name, parent=f.name, pos=(0.0, 0.0, 0.0), mass=float(mass_kg))
+        raise ConfigError(f"effector_load: no link at joint {m.names[j]!r} of {effector!r}")
     extra = (robot.raw.get("extra_frames") or {}).get(frame)
     if extra is not None:
         return PointMass(name=name, parent=extra["parent"], pos=tuple(float(x) for x in extra["translation"]),
                          mass=float(mass_kg))
-    import pinocchio as pin
-
-    fid = robot.model.getFrameId(frame)
-    if fid >= robot.model.nframes or robot.model.frames[fid].type != pin.FrameType.BODY:
+    fid = m.getFrameId(frame)
+    if fid >= m.nframes or m.frames[fid].type != pin.FrameType.BODY:
         raise ConfigError(f"effector_load: frame {frame!r} of {effector!r} is neither in extra_frames nor a link")
     return PointMass(name=name, parent=frame, pos=(0.0, 0.0, 0.0), mass=float(mass_kg))
 
@@ -360,13 +377,14 @@ def condition_setup(condition: str, ccfg=None) -> tuple[bool, object]:
     raise ConfigError(f"unknown condition {condition!r}; expected one of {list(CONDITIONS)}")
 
 
-def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None) -> dict:
+def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None, load_at: str = "hand") -> dict:
     """Run one trial (module doc) and return its outcome.
 
     Args:
         spec: the trial. target: its :class:`GridTarget` (``target.index == spec.target``).
         robot: the :class:`contactflow.robot.Robot` (default: Talos, loaded here).
         ccfg: the full method's ControllerConfig (default: the defaults).
+        load_at: where the unmodelled mass sits (:func:`effector_load`).
 
     Returns:
         JSON-ready mapping: the spec's fields; ``success``, ``no_fall``, ``cause`` (None, ``"fall"``,
@@ -397,7 +415,7 @@ def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None) -> 
         fcfg = dataclasses.replace(fcfg, max_vel_lin_mps=spec.speed_mps)
     extra, hook, disturb = [], None, None
     if spec.mass_kg > 0:
-        extra = [effector_load(robot, EFFECTOR, spec.mass_kg)]
+        extra = [effector_load(robot, EFFECTOR, spec.mass_kg, at=load_at)]
         hook, disturb = load_ramp(spec.mass_kg)
     import yaml
 
@@ -552,17 +570,18 @@ _WORKER_ROBOT = None
 
 def _worker(args):
     global _WORKER_ROBOT
-    spec, target = args
+    spec, target, load_at = args
     if _WORKER_ROBOT is None:
         from contactflow.robot import load_robot
 
         _WORKER_ROBOT = load_robot("talos")
-    return run_trial(spec, target, _WORKER_ROBOT)
+    return run_trial(spec, target, _WORKER_ROBOT, load_at=load_at)
 
 
 def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets: int = 10,
              conditions=CONDITIONS, seed: int = 0, jobs: int = 1, progress: bool = True,
-             log: Callable[[str], None] = print, targets: Sequence[GridTarget] | None = None, robot=None) -> dict:
+             log: Callable[[str], None] = print, targets: Sequence[GridTarget] | None = None, robot=None,
+             load_at: str = "hand") -> dict:
     """Run (or resume) the grid and write ``out`` (JSON: ``meta``, ``targets``, ``trials``, ``summary``).
 
     A trial already in ``out`` (same condition, speed, mass, target) is not run again; ``out`` is
@@ -577,6 +596,8 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
         targets: use these targets (at least ``n_targets``) instead of sampling them (tests); recorded
             with seed None.
         robot: the Talos :class:`contactflow.robot.Robot` (default: loaded here).
+        load_at: where the unmodelled mass sits (:func:`effector_load`); trials stored for another
+            place are dropped.
 
     Returns:
         The written document.
@@ -591,6 +612,8 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
             raise ConfigError(f"--conditions: unknown condition {c!r}; expected some of {list(CONDITIONS)}")
     if jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {jobs}")
+    if load_at not in LOAD_AT:
+        raise ConfigError(f"--load-at must be one of {LOAD_AT}, got {load_at!r}")
     if any(not s > 0 for s in speeds) or any(m < 0 for m in masses):
         raise ConfigError(f"--speeds must be > 0 and --masses >= 0, got {list(speeds)} and {list(masses)}")
     out = Path(out)
@@ -625,9 +648,12 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
     if trials and doc.get("meta", {}).get("controller_config") != config:
         log(f"{out}: the stored trials ran with other ControllerConfig defaults: they are dropped")
         trials = []
+    if trials and doc.get("meta", {}).get("load_at", "hand") != load_at:
+        log(f"{out}: the stored trials had the load at the {doc['meta'].get('load_at', 'hand')}: they are dropped")
+        trials = []
     done = {TrialSpec(r["condition"], r["speed_mps"], r["mass_kg"], r["target"]).key for r in trials}
     todo = [s for s in trial_specs(speeds, masses, n_targets, conditions) if s.key not in done]
-    meta = {"seed": seed, "effector": EFFECTOR, "controller_config": config, "load_start_s": LOAD_START_S, "load_ramp_s": LOAD_RAMP_S,
+    meta = {"seed": seed, "effector": EFFECTOR, "load_at": load_at, "controller_config": config, "load_start_s": LOAD_START_S, "load_ramp_s": LOAD_RAMP_S,
             "reach_start_s": REACH_START_S, "hold_s": HOLD_S, "tail_s": TAIL_S,
             "azimuth_deg": AZIMUTH_DEG, "elevation_deg": ELEVATION_DEG}
     grid = {"speeds_mps": list(map(float, speeds)), "masses_kg": list(map(float, masses)), "n_targets": n_targets,
@@ -648,7 +674,7 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
         from tqdm import tqdm
 
         bar = tqdm(total=len(todo), unit="trial", dynamic_ncols=True)
-    args = [(s, targets[s.target]) for s in todo]
+    args = [(s, targets[s.target], load_at) for s in todo]
 
     def record(r):
         trials.append(r)
@@ -741,13 +767,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1, help="parallel processes")
     p.add_argument("--out", default="seiko_grid.json", help="results JSON (resumable)")
     p.add_argument("--plot", default=None, help="PNG like Fig. 7 (needs matplotlib)")
+    p.add_argument("--load-at", choices=LOAD_AT, default="hand",
+                   help="where the unmodelled mass sits: the hand frame (a grasped object, 0.24 m beyond the wrist) "
+                        "or the wrist centre")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     a = p.parse_args(argv)
     try:
         speeds = [v / 100.0 for v in _floats(a.speeds, "--speeds")]
         doc = run_grid(a.out, speeds=speeds, masses=_floats(a.masses, "--masses"), n_targets=a.targets,
                        conditions=[c.strip() for c in a.conditions.split(",") if c.strip()], seed=a.seed,
-                       jobs=a.jobs, progress=not a.no_progress)
+                       jobs=a.jobs, progress=not a.no_progress, load_at=a.load_at)
     except ConfigError as exc:
         print(f"seiko-grid: error: {exc}")
         return 2
