@@ -26,8 +26,8 @@ from __future__ import annotations
 import logging
 import time
 
-from contactflow.nodes._runtime import (connect, declared_inputs, base_parser, drain_after_finish, load_node_config, lockstep_for,
-                      node_main, sender_for)
+from contactflow.nodes._runtime import (add_input_stale_argument, connect, declared_inputs, base_parser, drain_after_finish,
+                                       input_stale_s, load_node_config, lockstep_for, node_main, sender_for)
 
 log = logging.getLogger("contactflow.seiko_controller")
 
@@ -49,11 +49,7 @@ def main() -> int:
                         "from the sensors of tick k - 1 (as on a robot, where it is applied one period after the "
                         "state it answers), so the Controller runs beside the driver's step in a lockstep graph")
     p.add_argument("--realtime", action="store_true")
-    p.add_argument("--input-stale-s", type=float, default=5.0,
-                   help="with --realtime: stop (exit 3, naming the input and its source) when `desired` (or `wrench`) "
-                        "brings no new message for this long [s] of wall time while the sensors tick: an upstream "
-                        "stage that hangs; the robot driver then holds its last safe command (0: no limit; on a loaded 2-core "
-                        "machine the real-time planning stages were measured to pause for up to 2.2 s without hanging)")
+    add_input_stale_argument(p, "`desired` (or `wrench`)")
     p.add_argument("--wrench-lag", type=int, default=0,
                    help="with a wrench_filter node: ticks between its filtered wrench used and the current tick")
     p.add_argument("--blend-from-measured", action="store_true",
@@ -78,7 +74,7 @@ def main() -> int:
     lock = lockstep_for(node, "seiko_controller", specs, offsets={"sensors": args.sensor_lag, "desired": args.lag,
                                                                   "wrench": args.wrench_lag},
                         optional=("wrench",) if filtered else (), skip_missing=args.realtime,
-                        stale_s=args.input_stale_s if args.realtime and args.input_stale_s > 0 else None)
+                        stale_s=input_stale_s(args))
     for tick in lock:
         t0 = time.perf_counter()
         s = tick.inputs["sensors"]

@@ -23,8 +23,9 @@ tick, :meth:`SeikoPipeline.tick`), so the driver waits for the Controller's QP o
 
 ``--realtime`` (with ``--no-controller``: the planner of ``seiko_talos_realtime_planner.yml``): a tick per ``sensors``
 message, the newest one (:class:`Lockstep` real-time mode: skipped ones counted), the operator's
-command sampled and held; when ticks were skipped the input filter steps over them with the held
-command (as ``input_filter --realtime``, at most :data:`MAX_CATCH_UP_TICKS` at once).
+command sampled and held (the node stops when none came for ``--input-stale-s``: an operator that hangs);
+when ticks were skipped the input filter steps over them with the held command (as ``input_filter
+--realtime``, at most :data:`MAX_CATCH_UP_TICKS` at once).
 
 ``--no-controller`` (the planner of the real-time graph ``seiko_talos_realtime_planner.yml``): the input filter
 and the Retargeting only (:meth:`SeikoPipeline.plan`), clocked by ``sensors`` (their time and seq only),
@@ -37,8 +38,8 @@ from __future__ import annotations
 
 import time
 
-from contactflow.nodes._runtime import (connect, base_parser, drain_after_finish, load_node_config, lockstep_for, node_main,
-                                       sender_for)
+from contactflow.nodes._runtime import (add_input_stale_argument, connect, base_parser, drain_after_finish, input_stale_s,
+                                       load_node_config, lockstep_for, node_main, sender_for)
 
 #: real-time mode: at most this many skipped ticks are integrated by the input filter at once (as
 #: ``nodes/input_filter.py``).
@@ -62,6 +63,7 @@ def main() -> int:
                    help="the Controller's command of tick k from the sensors of tick k - 1 (seiko_controller --sensor-lag)")
     p.add_argument("--realtime", action="store_true",
                    help="a tick per newest sensors message, the operator's command sampled and held (real-time graph)")
+    add_input_stale_argument(p, "the operator's `command`")
     p.add_argument("--no-controller", action="store_true",
                    help="the input filter and the Retargeting only, outputs targets and desired (the real-time graph's planner)")
     args = p.parse_args()
@@ -81,7 +83,8 @@ def main() -> int:
                          "sensor_lag": args.sensor_lag, "realtime": args.realtime, "with_controller": not args.no_controller})
     # (the tick's t: the metadata of the last offset-0 input listed, the operator's command;
     # real time: the clock, the sensors)
-    lock = lockstep_for(node, "seiko_stack", specs, skip_missing=args.realtime, clock="sensors")
+    lock = lockstep_for(node, "seiko_stack", specs, skip_missing=args.realtime, clock="sensors",
+                        stale_s=input_stale_s(args))
     end = None
     t_prev = None  # the time of the previous tick's sensors
     cur = {"k": 0, "t": 0.0}  # the tick computed: its seq, the time of the sensors its Controller used

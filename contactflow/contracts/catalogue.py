@@ -27,10 +27,17 @@ _BASE = [("--robot", "talos", "robot name (robot search path), robot folder or r
 
 
 def node_parameters(path: Path) -> list[tuple[str, str, str]]:
-    """(flag, default, help) of every ``add_argument`` call of a node file (plus ``base_parser``'s)."""
+    """(flag, default, help) of every ``add_argument`` call of a node file (plus ``base_parser``'s and
+    ``add_input_stale_argument``'s)."""
     tree = ast.parse(path.read_text())
     out = list(_BASE) if "base_parser(" in path.read_text() else []
     for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "add_input_stale_argument"
+                and len(node.args) == 2 and isinstance(node.args[1], ast.Constant)):
+            from contactflow.nodes._runtime import INPUT_STALE_S_DEFAULT, input_stale_help
+
+            out.append(("--input-stale-s", repr(INPUT_STALE_S_DEFAULT), input_stale_help(node.args[1].value)))
+            continue
         if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument" and node.args:
             first = node.args[0]
             if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
