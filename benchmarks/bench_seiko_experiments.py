@@ -4,6 +4,7 @@
     python benchmarks/bench_seiko_experiments.py foot_lift        # ~180 s
     python benchmarks/bench_seiko_experiments.py foot_touchdown   # ~150 s
     python benchmarks/bench_seiko_experiments.py bad_commands     # ~40 s
+    python benchmarks/bench_seiko_experiments.py kd_sign          # in process, ~3 min idle: docs/kd_sign.json
     python benchmarks/bench_seiko_experiments.py wall_push --recording recordings/latest   # re-plot
 
 Each experiment runs ``dataflows/seiko_talos_multicontact.yml`` with its scenario
@@ -24,6 +25,8 @@ Each experiment runs ``dataflows/seiko_talos_multicontact.yml`` with its scenari
   the measured force is back near its 50 N deadband. Metrics: touchdown time, peak force, mean
   force over the last second, rise of the desired foot height after the operator stops; the same
   scenario in-process without the admittance for comparison (fall, peak and final force).
+* kd_sign: the wall push and the foot lift in process (:func:`multicontact_loop`, the graph's
+  computation) with K_d = 0 and K_d = 0.02 of either sign of (10)'s D term (:func:`kd_sign`).
 * bad_commands: the refused requests of ``bad_commands.yaml`` (times from ``n_refused`` of the
   Retargeting's output, messages from the nodes' log, kept as ``dora_run.log`` in the run),
   the feet's vertical forces and the pelvis height: the robot must stay balanced.
@@ -322,9 +325,89 @@ EXPERIMENTS = {"wall_push": wall_push, "foot_lift": foot_lift, "foot_touchdown":
                "bad_commands": bad_commands}
 
 
+#: the admittance node's effectors in ``dataflows/seiko_talos_multicontact.yml`` (its ``--effectors``)
+MULTICONTACT_ADMITTANCE = ("left_foot", "right_foot", "left_hand")
+#: the D term of (10) compared by ``kd_sign``: name -> (K_d, kd_sign)
+KD_CASES = {"K_d = 0": (0.0, -1.0), "K_d = 0.02, paper's sign (-)": (0.02, -1.0),
+            "K_d = 0.02, code's sign (+)": (0.02, 1.0)}
+
+
+def multicontact_loop(robot, scenario: str, ccfg=None, duration_s: float | None = None):
+    """``dataflows/seiko_talos_multicontact.yml`` in one process: a :class:`contactflow.seiko.loop.SeikoLoop`
+    with lag 1, the environment and the admittance on :data:`MULTICONTACT_ADMITTANCE` (it computes what
+    the lockstep graph computes, ``tests/test_seiko_loop.py``). ``scenario``: path from the repository root."""
+    from contactflow.seiko.loop import SeikoLoop
+    from contactflow.seiko.stages import AdmittanceStage
+
+    adm = AdmittanceStage.default_params(robot, list(MULTICONTACT_ADMITTANCE))
+    return SeikoLoop(robot, ROOT / scenario, ccfg=ccfg, environment=True, admittance=adm, lag=1, duration_s=duration_s)
+
+
+def kd_wall_push(robot, ccfg) -> dict:
+    """The wall push in process: the left hand's measured normal force (wrist FT in R_c) against the
+    ``lam_d`` the Controller used, over the last 4 s of pushing (the hold, as :func:`wall_push`) [N]."""
+    from contactflow.operator.scenario import load_scenario
+
+    scenario = "robots/talos/scenarios/wall_push.yaml"
+    t_end = max(p.end_s for p in load_scenario(ROOT / scenario, robot).push if p.effector == "left_hand")
+    loop = multicontact_loop(robot, scenario, ccfg, t_end + 0.5)
+    R_c = DEFAULT_SURFACE_ROTATIONS["left_hand"]
+    rows = []
+    while not loop.done:
+        loop.step()
+        r = loop.readings
+        rows.append((r.t, (r.hand_forces["left_hand"] @ R_c)[2], loop.pipeline.controller.desired["lam"]["left_hand"][2]))
+    t, fn, fn_d = np.array(rows).T
+    hold = (t >= t_end - 4.0) & (t < t_end)
+    err = fn[hold] - fn_d[hold]
+    return {"fell": loop.fell, "commanded_normal_force_hold_n": float(np.mean(fn_d[hold])),
+            "measured_normal_force_hold_mean_n": float(np.mean(fn[hold])), "hold_mean_error_n": float(np.mean(err)),
+            "hold_max_abs_error_n": float(np.max(np.abs(err))), "hold_window_s": [t_end - 4.0, t_end]}
+
+
+def kd_foot_lift(robot, ccfg) -> dict:
+    """The foot lift in process, from the disable request to the foot's lift-off (measured f_z < 2 N
+    after 10 s): the largest measured right-sole f_z rate over 50 ms windows and its 95th percentile
+    [N/s] (the foot-lift acceptance, :data:`RATE_LIMIT_N_PER_S` + :data:`RATE_MARGIN_N_PER_S`)."""
+    from contactflow.operator.scenario import load_scenario
+
+    scenario = "robots/talos/scenarios/foot_lift.yaml"
+    t_req = next(e.t_s for e in load_scenario(ROOT / scenario, robot).contacts if e.effector == "right_foot" and not e.enable)
+    loop = multicontact_loop(robot, scenario, ccfg, 15.0)  # lift-off ~14.4 s; the lift starts at 15 s
+    while not loop.step():
+        pass
+    L = loop.log()
+    fz = L.wrench["right_foot"][:, 2]
+    off = np.flatnonzero((fz < 2.0) & (L.t > 10.0))
+    window = (L.t >= t_req) & (L.t <= (L.t[off[0]] if off.size else L.t[-1]))
+    r, tr = _windowed_rates(L.t, fz, window, 0.05)
+    return {"fell": L.fell, "lift_off_s": float(L.t[off[0]]) if off.size else None,
+            "measured_fz_max_rate_50ms_n_per_s": float(r.max()), "at_s": float(tr[np.argmax(r)]),
+            "measured_fz_rate_50ms_p95_n_per_s": float(np.percentile(r, 95)),
+            "rate_criterion_n_per_s": RATE_LIMIT_N_PER_S + RATE_MARGIN_N_PER_S}
+
+
+def kd_sign(robot, out: Path) -> None:
+    """``kd_sign``: the wall push and the foot lift in process for each of :data:`KD_CASES`
+    (docs/seiko_multicontact.md, "The paper's settings"; the damping row is
+    ``benchmarks/bench_seiko_damping.py``); writes ``kd_sign.json``."""
+    import dataclasses
+
+    from contactflow.seiko.controller import ControllerConfig
+
+    res = {}
+    for name, (kd, sign) in KD_CASES.items():
+        ccfg = dataclasses.replace(ControllerConfig(), kd=kd, kd_sign=sign)
+        res[name] = {"wall_push": kd_wall_push(robot, ccfg), "foot_lift": kd_foot_lift(robot, ccfg)}
+        print(name, json.dumps(res[name]), flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "kd_sign.json").write_text(json.dumps(res, indent=2))
+    print(f"wrote {out / 'kd_sign.json'}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("experiment", choices=sorted(EXPERIMENTS))
+    p.add_argument("experiment", choices=sorted(EXPERIMENTS) + ["kd_sign"])
     p.add_argument("--recording", default=None, help="analyse this recording instead of running")
     p.add_argument("--out", default=str(ROOT / "docs"),
                    help="where <experiment>.png and .json go (default: the repository's docs/, tracked files)")
@@ -337,6 +420,9 @@ def main() -> None:
     import matplotlib.pyplot as plt
 
     robot = load_robot("talos")
+    if args.experiment == "kd_sign":
+        kd_sign(robot, Path(args.out))
+        return
     tmp = None
     if args.recording:
         run = Path(args.recording)
