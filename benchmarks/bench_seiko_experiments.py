@@ -52,6 +52,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from contactflow.recording.store import read_recording  # noqa: E402
 from contactflow.robot import load_robot  # noqa: E402
 from contactflow.seiko.controller import DEFAULT_SURFACE_ROTATIONS  # noqa: E402
+from contactflow.seiko.controller_config import PAPER_KD  # noqa: E402
 
 
 def run_dataflow(scenario: str, out_dir: Path) -> Path:
@@ -328,8 +329,8 @@ EXPERIMENTS = {"wall_push": wall_push, "foot_lift": foot_lift, "foot_touchdown":
 #: the admittance node's effectors in ``dataflows/seiko_talos_multicontact.yml`` (its ``--effectors``)
 MULTICONTACT_ADMITTANCE = ("left_foot", "right_foot", "left_hand")
 #: the D term of (10) compared by ``kd_sign``: name -> (K_d, kd_sign)
-KD_CASES = {"K_d = 0": (0.0, -1.0), "K_d = 0.02, paper's sign (-)": (0.02, -1.0),
-            "K_d = 0.02, code's sign (+)": (0.02, 1.0)}
+KD_CASES = {"K_d = 0": (0.0, -1.0), "K_d = 0.02, paper's sign (-)": (PAPER_KD, -1.0),
+            "K_d = 0.02, code's sign (+)": (PAPER_KD, 1.0)}
 
 
 def multicontact_loop(robot, scenario: str, ccfg=None, duration_s: float | None = None):

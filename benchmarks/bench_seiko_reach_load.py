@@ -55,6 +55,7 @@ sys.path.insert(0, str(ROOT))
 from contactflow.operator.live import TorqueRatioMonitor  # noqa: E402
 from contactflow.robot import load_robot  # noqa: E402
 from contactflow.seiko.controller import ControllerConfig  # noqa: E402
+from contactflow.seiko.controller_config import PAPER_KD  # noqa: E402
 from contactflow.seiko.loop import run_loop  # noqa: E402
 from contactflow.sim.mujoco_model import PointMass  # noqa: E402
 
@@ -217,7 +218,7 @@ def run_rho(rho: float, ratio: float, mass_kg: float = LOAD_KG, stop: bool = Tru
     ``ratio``: :func:`metrics` plus the loaded joint's ratio at the stop, its largest value after it
     and the time above ``ratio`` after the stop [s]."""
     robot = load_robot("talos")
-    cfg = ControllerConfig(max_tau_ratio=rho, tau_read_cutoff_hz=5.0, kd=0.02, kd_sign=-1.0)
+    cfg = ControllerConfig(max_tau_ratio=rho, tau_read_cutoff_hz=5.0, kd=PAPER_KD, kd_sign=-1.0)
     op = StopAtRatioOperator(robot, rho) if stop else None
     hook, disturb = load_ramp(mass_kg)
     L = run_loop(robot, ROOT / "robots/talos/scenarios/far_reach.yaml", ccfg=cfg, disturb=disturb,

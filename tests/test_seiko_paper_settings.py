@@ -20,13 +20,13 @@ import pytest
 
 from contactflow.robot import load_robot
 from contactflow.seiko.controller import ControllerConfig
+from contactflow.seiko.controller_config import PAPER_KD
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_seiko_damping import log_decrement, torso_push  # noqa: E402
 from contactflow.seiko.loop import run_loop  # noqa: E402
 
-PAPER_KD = 0.02  # the paper's K_d for the experiments after Fig. 5 (RA-L 2024 §V-C)
 PUSH_START_S, PUSH_S = 3.0, 0.1
 
 

@@ -17,7 +17,11 @@ import numpy as np
 from contactflow.qp import QP_SOLVERS
 from contactflow.seiko.config_checks import config_error, require_positive
 
-__all__ = ["ControllerConfig", "ControllerOutput"]
+__all__ = ["ControllerConfig", "ControllerOutput", "PAPER_KD"]
+
+PAPER_KD = 0.02
+"""K_d of (10) in the paper's experiments after Fig. 5 (RA-L 2024 §V-C) [-]; not the default
+(:attr:`ControllerConfig.kd`, docs/seiko_multicontact.md "The paper's settings")."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
