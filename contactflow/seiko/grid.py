@@ -395,7 +395,8 @@ def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None, loa
         (those of the driving stages), ``first_qp_failure_s``, ``reach_fraction`` and
         ``desired_reach_fraction`` (largest measured / Retargeting-desired hand travel along the
         direction over the target distance; the measured one includes a fall's motion), ``reached_at_s``
-        (the operator's reach ended), ``desired_peak_speed_mps`` (the Retargeting's desired hand
+        (the operator's reach ended), ``limited_joints`` (joints whose (11i) limit (12) lowered below
+        99 % of the URDF effort; in shadow with the Controller off), ``desired_peak_speed_mps`` (the Retargeting's desired hand
         speed along the direction, peak over 0.1 s [m/s]: the realised speed), ``returned`` (the hand was brought back to its start),
         ``sim_s``, ``wall_s``, ``cpu_s`` (process CPU time [s]).
     """
@@ -466,6 +467,9 @@ def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None, loa
     ticks_at_limit = sat_hist.sum(axis=0)
     if fell and ticks_at_limit.any():
         sat_joint = robot.joint_names[int(np.argmax(ticks_at_limit))]
+    # joints whose limit (12) lowered below 99 % of the URDF effort (the Controller's tau_limit; off: in shadow)
+    limited = [robot.joint_names[i] for i in np.flatnonzero(L.tau_limit.min(axis=0) < 0.99 * tau_max)] \
+        if len(L.t) else []
     pd = L.pose_d[EFFECTOR]
     sd = (pd - pd[0]) @ direction if len(pd) else np.zeros(1)
     desired_best = float(sd.max())
@@ -493,6 +497,7 @@ def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None, loa
         "reach_fraction": round(best / target.distance_m, 4),
         "desired_reach_fraction": round(desired_best / target.distance_m, 4),
         "desired_peak_speed_mps": round(peak_speed, 4),
+        "limited_joints": limited,
         "sim_s": round(float(len(L.t) * DT_S), 3), "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
     }
 
@@ -738,7 +743,8 @@ def plot_grid(doc: dict, path: str | Path) -> None:
     ax.set_ylabel("success rate (no fall, no QP failure)")
     ax.legend(fontsize=7, loc="upper left")
     fig.suptitle(f"SEIKO robustness grid (cf. RA-L 2024 Fig. 7): left-hand reach to the feasibility edge, "
-                 f"{grid['n_targets']} target(s) per cell", fontsize=9)
+                 f"{grid['n_targets']} target(s) per cell, load at the {doc['meta'].get('load_at', 'hand')}",
+                 fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
