@@ -158,13 +158,28 @@ def test_grid_resumes_and_skips_finished_trials(tmp_path, monkeypatch, robot):
     # a larger grid runs only the new cells
     grid.run_grid(out, **{**kw, "masses": [0.0, 5.0, 10.0]})
     assert len(calls) == 4 and all("|10|" in c for c in calls)
-    # trials of other Controller defaults are stale: dropped and run again
+    # trials of other Controller defaults are stale where the condition uses them: run again
+    stored = json.loads(out.read_text())
+    stored["meta"]["controller_config"]["max_tau_ratio"] = 0.5  # (12) only: the full method's trials
+    out.write_text(json.dumps(stored))
+    calls.clear()
+    grid.run_grid(out, **kw)
+    assert len(calls) == 4 and all(c.startswith("full|") for c in calls)
+    stored = json.loads(out.read_text())
+    stored["meta"]["controller_config"]["kd"] = 123.0  # (10): every Controller-driven trial
+    out.write_text(json.dumps(stored))
+    calls.clear()
+    grid.run_grid(out, **kw)
+    assert len(calls) == 4 and all(c.startswith("full|") for c in calls)  # `off` runs the Controller in shadow
     stored = json.loads(out.read_text())
     stored["meta"]["controller_config"]["kd"] = 123.0
     out.write_text(json.dumps(stored))
     calls.clear()
+    grid.run_grid(out, **{**kw, "conditions": ["off", "no_tau_limit", "full"]})
+    assert sum(c.startswith("no_tau_limit|") for c in calls) == 4  # new cells, run once
+    calls.clear()
     grid.run_grid(out, **kw)
-    assert len(calls) == 8
+    assert calls == []
     calls.clear()
     doc = grid.run_grid(out, **kw, load_at="wrist")  # the load elsewhere: other trials
     assert len(calls) == 8 and doc["meta"]["load_at"] == "wrist"

@@ -363,6 +363,22 @@ class ReachOperator:
         return self._twist(cmd, zero)
 
 
+#: the ControllerConfig fields of the limit update (12): unused when it is off (``no_tau_limit``)
+ADAPTATION_FIELDS = ("max_tau_ratio", "tau_read_cutoff_hz", "torque_margin_nm", "torque_decay_nm_per_s",
+                     "torque_hysteresis", "torque_lowering_nm_per_s")
+
+
+def condition_config(condition: str, config: dict) -> dict:
+    """The part of a ControllerConfig (as a dict) a condition's outcome depends on: nothing with the
+    Controller off (it runs in shadow), all but :data:`ADAPTATION_FIELDS` without (12), all of it
+    for the full method. A stored trial is reused only while this part is unchanged."""
+    if condition == "off":
+        return {}
+    if condition == "no_tau_limit":
+        return {k: v for k, v in config.items() if k not in ADAPTATION_FIELDS}
+    return dict(config)
+
+
 def condition_setup(condition: str, ccfg=None) -> tuple[bool, object]:
     """(controller_on, ControllerConfig) of a condition; ``ccfg`` (default: the defaults) is the full method's."""
     from contactflow.seiko.controller import ControllerConfig
@@ -650,9 +666,12 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
     from contactflow.seiko.controller import ControllerConfig
 
     config = json.loads(json.dumps(dataclasses.asdict(ControllerConfig())))
-    if trials and doc.get("meta", {}).get("controller_config") != config:
-        log(f"{out}: the stored trials ran with other ControllerConfig defaults: they are dropped")
-        trials = []
+    old = doc.get("meta", {}).get("controller_config") or {}
+    stale = [r for r in trials if condition_config(r["condition"], old) != condition_config(r["condition"], config)]
+    if stale:
+        log(f"{out}: {len(stale)} stored trials ran with other ControllerConfig defaults that matter to their "
+            f"condition: they run again")
+        trials = [r for r in trials if r not in stale]
     if trials and doc.get("meta", {}).get("load_at", "hand") != load_at:
         log(f"{out}: the stored trials had the load at the {doc['meta'].get('load_at', 'hand')}: they are dropped")
         trials = []
