@@ -305,11 +305,11 @@ def test_a_stream_never_written_counts_as_lost_from_its_first_message():
     # that wrote them): the loss in wall time; a stream whose messages all came after the failure lost
     # nothing from before it, whatever their recorded times (a batch estimator's outputs)
     mw = {"write_failure": {"t_wall_ns": 10_000_000_000},
-          "streams": {"drv.sensors": {"first_unwritten_t_wall_ns": 9_960_000_000}},
-          "lost_streams": {"est.out": {"first_t": 0.3, "first_unwritten_t_wall_ns": 10_200_000_000}}}
+          "streams": {"drv.sensors": {"first_unwritten_rx_ns": 9_960_000_000}},
+          "lost_streams": {"est.out": {"first_t": 0.3, "first_unwritten_rx_ns": 10_200_000_000}}}
     r = recording_loss(streams, 0.5, clock_stream="drv.sensors", realtime=False, manifest=mw)
     assert r["lost_ms"] == pytest.approx(40.0) and r["lost_stream"] == "drv.sensors"
-    mw["lost_streams"]["est.out"]["first_unwritten_t_wall_ns"] = 9_700_000_000
+    mw["lost_streams"]["est.out"]["first_unwritten_rx_ns"] = 9_700_000_000
     r = recording_loss(streams, 0.5, clock_stream="drv.sensors", realtime=False, manifest=mw)
     assert r["lost_ms"] == pytest.approx(300.0) and r["lost_stream"] == "est.out"
     m["lost_streams"]["est.out"]["first_t"] = 0.55

@@ -416,8 +416,8 @@ def test_recorder_max_bytes_a_stream_first_seen_after_the_limit_is_named_lost(tm
     assert m["lost_streams"]["prime_estimator.estimate"]["finished"] is True
     # when the write failed and when the lost stream's first message was sent (the fault campaign's judge)
     est = m["lost_streams"]["prime_estimator.estimate"]
-    assert 0 < m["write_failure"]["t_wall_ns"] <= est["first_t_wall_ns"] == est["first_unwritten_t_wall_ns"]
-    assert m["streams"]["datagen.sensors"]["first_unwritten_t_wall_ns"] <= m["write_failure"]["t_wall_ns"]
+    assert 0 < m["write_failure"]["t_wall_ns"] <= est["first_unwritten_rx_ns"]  # received after the failure
+    assert m["streams"]["datagen.sensors"]["first_unwritten_rx_ns"] <= m["write_failure"]["t_wall_ns"]
     assert m["complete"] is False and "prime_estimator.estimate" not in m["streams"]
     run = read_recording(tmp_path / "rec-1")
     s = run.stream("datagen.sensors")

@@ -28,8 +28,10 @@ What is measured afterwards (:func:`analyse`), from the run's output and its rec
   (0 when the stream goes on past the fault); a stream the recorder could not write at all (a full disk
   before its first batch, the manifest's ``lost_streams``) counts from its first message. A failed
   write (disk full) is measured in wall time instead, from the manifest: how long before the failure
-  the oldest message that was not written was sent (``first_unwritten_t_wall_ns``; a replay or a batch
-  estimator sends faster than its recorded time, so a recorded-time gap would overstate it). In a
+  the recorder received the oldest message it did not write (``first_unwritten_rx_ns``): what it held
+  and lost, whatever the senders' clocks (a replay or a batch estimator sends faster than its recorded
+  time, the scenario operator runs ahead of it; messages still on their way when the disk filled are
+  counted in ``unwritten_messages``, not judged). In a
   real-time graph the stages skip ticks by design (a stage late for one tick takes the newest input),
   so a stage's last message can be older than 100 ms without anything lost: there ``lost_ms`` is the
   driver's stream (the clock never skips a tick) and the other streams' gap is reported as
@@ -578,9 +580,9 @@ def recording_loss(streams: dict[str, Any], t_fault: float | None, *, clock_stre
         clock_stream: the driver's (clock's) stream, which never skips a tick.
         realtime: a real-time graph (its stages skip ticks): judged on the clock's stream and lost batches.
         manifest: the run's manifest (``recording_lost_batches``, ``lost_streams``; after a failed write,
-            ``write_failure.t_wall_ns`` and each stream's ``first_unwritten_t_wall_ns``: then ``lost_ms`` is
-            how long before the failure the oldest message not written was sent, in wall time), None if
-            unreadable.
+            ``write_failure.t_wall_ns`` and each stream's ``first_unwritten_rx_ns``: then ``lost_ms`` is how
+            long before the failure the recorder received the oldest message it did not write, in wall
+            time), None if unreadable.
 
     Returns:
         ``lost_ms`` [ms] and ``lost_stream`` (judged: <= :data:`LOST_MS_MAX`), ``stale_ms`` and
@@ -606,12 +608,12 @@ def recording_loss(streams: dict[str, Any], t_fault: float | None, *, clock_stre
     judged = {n: g for n, g in gaps.items() if not realtime or n == clock_stream}
     wf = manifest.get("write_failure") or {}
     if t_fault is not None and isinstance(wf.get("t_wall_ns"), int) and wf["t_wall_ns"] > 0:
-        # a failed write (disk full): the manifest says when the oldest message of each stream that was not
-        # written was sent; the loss is how long before the failure that was, in wall time (a replay or a
-        # batch estimator runs faster than its recorded time: its outputs carry the samples' times, so a
+        # a failed write (disk full): the manifest says when the recorder received the oldest message of each
+        # stream that it did not write; the loss is how long before the failure that was, in wall time (a
+        # replay or a batch estimator runs faster than its recorded time, the operator ahead of it: a
         # recorded-time gap would count a fraction of a second of sending as seconds of loss)
         entries = {**(manifest.get("streams") or {}), **(manifest.get("lost_streams") or {})}
-        walls = {n: e.get("first_unwritten_t_wall_ns") for n, e in entries.items() if isinstance(e, dict)}
+        walls = {n: e.get("first_unwritten_rx_ns") for n, e in entries.items() if isinstance(e, dict)}
         if any(isinstance(w, int) for w in walls.values()):
             judged = {n: max(0.0, (wf["t_wall_ns"] - w) * 1e-9) if isinstance(w, int) else 0.0
                       for n, w in walls.items()}

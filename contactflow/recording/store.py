@@ -251,7 +251,9 @@ class StreamWriter:
         self.failed: OSError | None = None
         self.first_t: float | None = None
         self.first_t_wall_ns: int | None = None  # the first message's t_wall_ns (when its sender sent it)
-        self.first_unwritten_t_wall_ns: int | None = None  # the same of the oldest message not written
+        # the wall clock [ns] when the writer received the oldest message it did not write (a failed write)
+        self.first_unwritten_rx_ns: int | None = None
+        self._rows_rx_ns = 0  # when the oldest buffered row was received
         self.lost = False
         self._on_failure = on_failure
         self.background_fsync = background_fsync
@@ -280,8 +282,10 @@ class StreamWriter:
         self.last_seq = seq if self.last_seq is None else max(seq, self.last_seq)
         if self.failed is not None:
             self.unwritten += 1
-            self._unwritten_at(t_wall_ns)
+            self._unwritten_at(time.time_ns())
             return
+        if not self._rows:
+            self._rows_rx_ns = time.time_ns()
         self._rows.append((seq, float(t), t_wall_ns, bool(finished), v))
         if (len(self._rows) >= self.MAX_BATCH_ROWS or time.monotonic() - self._last_flush >= self.flush_period_s
                 or float(t) - self._rows[0][1] >= self.flush_period_s):  # NaN times: never by this rule
@@ -308,9 +312,10 @@ class StreamWriter:
             self.first_t = float(np.asarray(t, dtype=np.float64).reshape(-1)[0])
             self.first_t_wall_ns = int(np.asarray(t_wall_ns, dtype=np.int64).reshape(-1)[0])
         self._count_seq(seq)
+        rx_ns = time.time_ns()
         if self.failed is not None:
             self.unwritten += int(seq.size)
-            self._unwritten_at(int(np.min(np.asarray(t_wall_ns, dtype=np.int64))))
+            self._unwritten_at(rx_ns)
             return
         self._flush_rows()
         batch = pa.record_batch(
@@ -323,26 +328,27 @@ class StreamWriter:
             ],
             schema=self.schema,
         )
-        self._write(batch)
+        self._write(batch, rx_ns)
         if time.monotonic() - self._last_flush >= self.flush_period_s:
             self.flush()
 
-    def _unwritten_at(self, t_wall_ns: int) -> None:
-        if self.first_unwritten_t_wall_ns is None or t_wall_ns < self.first_unwritten_t_wall_ns:
-            self.first_unwritten_t_wall_ns = int(t_wall_ns)
+    def _unwritten_at(self, rx_ns: int) -> None:
+        if self.first_unwritten_rx_ns is None or rx_ns < self.first_unwritten_rx_ns:
+            self.first_unwritten_rx_ns = int(rx_ns)
 
-    def _write(self, batch: pa.RecordBatch) -> None:
+    def _write(self, batch: pa.RecordBatch, rx_ns: int = 0) -> None:
+        """Write ``batch`` (its rows received at ``rx_ns``, wall clock [ns], for the loss of a failed write)."""
         if self.failed is not None:
             self.unwritten += batch.num_rows
             if batch.num_rows:
-                self._unwritten_at(int(np.min(batch.column(2).to_numpy())))
+                self._unwritten_at(rx_ns or time.time_ns())
             return
         try:
             self._w.write_batch(batch)
         except OSError as exc:
             self.unwritten += batch.num_rows
             if batch.num_rows:
-                self._unwritten_at(int(np.min(batch.column(2).to_numpy())))
+                self._unwritten_at(rx_ns or time.time_ns())
             self.fail(exc)
             return
         self.count += batch.num_rows
@@ -358,7 +364,7 @@ class StreamWriter:
         self.failed = exc
         self.unwritten += len(self._rows)
         if self._rows:
-            self._unwritten_at(min(r[2] for r in self._rows))
+            self._unwritten_at(self._rows_rx_ns)
         self._rows.clear()
         self._f.truncate(self.good_bytes)
         self._f.fsync()
@@ -387,7 +393,7 @@ class StreamWriter:
                 schema=self.schema,
             )
             self._rows.clear()
-            self._write(batch)
+            self._write(batch, self._rows_rx_ns)
 
     def flush(self):
         self._flush_rows()
@@ -426,8 +432,8 @@ class RecordingWriter:
     A write that fails (``ENOSPC``, any ``OSError``, or ``max_bytes`` reached, which emulates a full
     disk) stops the whole run's writing: every stream file is cut back to its last complete batch and
     closed, :attr:`failure` says where and why (with its wall time ``t_wall_ns``), and later messages are
-    counted (``unwritten_messages`` in the manifest, with ``first_unwritten_t_wall_ns``: when the oldest of
-    them was sent) rather than written; nothing is raised to the caller, who decides (the recorder
+    counted (``unwritten_messages`` in the manifest, with ``first_unwritten_rx_ns``: when the writer
+    received the oldest message it did not write) rather than written; nothing is raised to the caller, who decides (the recorder
     reports it and exits non-zero). A stream with no complete batch at the failure (or first seen
     after it) has no file: it moves from the manifest's ``streams`` to ``lost_streams``, with the reason.
 
@@ -545,7 +551,7 @@ class RecordingWriter:
                 lost["first_t"] = w.first_t
                 lost["first_t_wall_ns"] = w.first_t_wall_ns
                 lost["unwritten_messages"] = w.unwritten
-                lost["first_unwritten_t_wall_ns"] = w.first_unwritten_t_wall_ns
+                lost["first_unwritten_rx_ns"] = w.first_unwritten_rx_ns
                 lost["missing_seq"] = w.missing
                 continue
             entry["messages"] = w.count
@@ -553,7 +559,7 @@ class RecordingWriter:
             entry["missing_before_first"] = w.missing_before_first
             if w.unwritten:
                 entry["unwritten_messages"] = w.unwritten
-                entry["first_unwritten_t_wall_ns"] = w.first_unwritten_t_wall_ns
+                entry["first_unwritten_rx_ns"] = w.first_unwritten_rx_ns
         self.manifest.update(extra)
         if self.failure is not None:
             self.manifest["write_failure"] = dataclasses.asdict(self.failure)
