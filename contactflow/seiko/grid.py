@@ -18,7 +18,7 @@ at the edge of the feasibility boundary"). Here a target is a direction drawn un
 [-20, 80] deg (forward to the robot's left) and elevation [-25, 35] deg, and the distance at which the
 *Retargeting alone* (input filter + QP (9), run kinematically, no simulation, nominal model)
 stops progressing along it when the left hand is commanded far beyond (at ``probe_speed_mps``):
-the point where the Retargeting saturates (balance (9g), joint, torque limits). A direction whose
+the point where the Retargeting saturates (whichever of its constraints binds). A direction whose
 edge is nearer than ``min_distance_m`` is redrawn. Each target is reachable by construction (the
 Retargeting reached it with the nominal model) and at its feasibility edge.
 
@@ -412,7 +412,7 @@ def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None, loa
         ``desired_reach_fraction`` (largest measured / Retargeting-desired hand travel along the
         direction over the target distance; the measured one includes a fall's motion), ``reached_at_s``
         (the operator's reach ended), ``limited_joints`` (joints whose (11i) limit (12) lowered below
-        99 % of the URDF effort; in shadow with the Controller off), ``desired_peak_speed_mps`` (the Retargeting's desired hand
+        99 % of the URDF effort: the Controller's ``tau_limit``), ``desired_peak_speed_mps`` (the Retargeting's desired hand
         speed along the direction, peak over 0.1 s [m/s]: the realised speed), ``returned`` (the hand was brought back to its start),
         ``sim_s``, ``wall_s``, ``cpu_s`` (process CPU time [s]).
     """
