@@ -79,23 +79,19 @@ CONDITIONS = {
 
 
 def hand_load(robot, mass_kg: float = LOAD_KG) -> PointMass:
-    """The unmodelled load: a point mass welded at the ball hand (``right_hand_frame``)."""
-    fr = robot.raw["extra_frames"]["right_hand_frame"]
-    return PointMass(name=LOAD_BODY, parent=fr["parent"], pos=tuple(fr["translation"]), mass=mass_kg)
+    """The unmodelled load: a point mass welded at the ball hand (``right_hand_frame``;
+    :func:`contactflow.seiko.grid.effector_load`)."""
+    from contactflow.seiko.grid import effector_load
+
+    return effector_load(robot, "right_hand", mass_kg, name=LOAD_BODY, at="hand")
 
 
 def load_ramp(mass_kg: float = LOAD_KG, start_s: float = LOAD_START_S, ramp_s: float = LOAD_RAMP_S):
-    """(sim_hook, disturb) for :func:`run_loop`: the load is ~0 at reset and ramps to ``mass_kg``."""
+    """(sim_hook, disturb) for :func:`run_loop`: the load is ~0 at reset and ramps to ``mass_kg``
+    (:func:`contactflow.seiko.grid.load_ramp`)."""
+    from contactflow.seiko.grid import load_ramp as ramp
 
-    def hook(sim):
-        sim.set_body_mass(LOAD_BODY, 1e-6)
-
-    def disturb(sim, t):
-        if start_s - 0.01 <= t <= start_s + ramp_s + 0.01:
-            s = min(1.0, max(0.0, (t - start_s) / ramp_s))
-            sim.set_body_mass(LOAD_BODY, max(1e-6, mass_kg * s))
-
-    return hook, disturb
+    return ramp(mass_kg, start_s, ramp_s, body=LOAD_BODY)
 
 
 class StopAtRatioOperator:
