@@ -1046,7 +1046,12 @@ def node_main(name: str, body: Callable[[], int | None]) -> None:
     """Run a node body; log and exit non-zero with a message naming the node on failure."""
     logging.basicConfig(level=logging.INFO, format=f"%(levelname)s {name}: %(message)s", stream=sys.stderr)
     import os
+    import signal
 
+    # a node stops when dora (or a terminal) sends SIGTERM, even if whoever started the dataflow had SIGTERM
+    # ignored (an ignored disposition survives exec); nodes that handle it install their handler in the body
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     apply_scheduling(name)
     prof_dir = os.environ.get("CONTACTFLOW_PROFILE_DIR")
     if prof_dir:  # profile the node body with cProfile: <dir>/<node kind>-<pid>.prof (docs/benchmarks.md)

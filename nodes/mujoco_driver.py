@@ -38,8 +38,8 @@ Modes:
       seiko_controller/command; the last safe command was held; ending the run
 
   (lockstep's counterpart is ``--lockstep-timeout-s``: "no input for 60 s while waiting for
-  command"). A driver that was itself paused (SIGSTOP) does not trip it: the commands answered
-  meanwhile are taken when it resumes. With an
+  command"). A driver that was itself paused (SIGSTOP) does not trip it: its own absence is not
+  counted (its controller had no sensors to answer meanwhile; ``contactflow.sim.driver.CommandLossClock``). With an
   output ``log`` (or ``timing``) declared, one ``driver_timing`` row per period (the command in
   force, its age, the deadline met or missed) goes to the recorder; ``contactflow.recording.summary``
   turns them into ``deadline_misses``, ``command_age_ms_p50/p99`` and ``longest_stall_ms``.

@@ -173,3 +173,24 @@ def test_realtime_input_that_never_sends_gets_the_start_up_allowance(monkeypatch
     ins = {"a": (SPEC, 0), "b": (SPEC, 0)}
     with pytest.raises(UpstreamError, match=r"input 'b': no message yet for 0\.\d\d s .*limit 0\.15 s"):
         list(Lockstep(TimedNode(_clock_and_b(-1)), ins, skip_missing=True, stale_s=0.05))
+
+
+def test_a_node_stops_on_sigterm_even_if_started_with_it_ignored():
+    """An ignored SIGTERM survives exec (a CI runner, nohup-like launchers): node_main restores the default
+    action, so dora's SIGTERM still stops a node that has no handler of its own."""
+    import signal
+    import subprocess
+    import sys
+
+    code = ("import sys, time\nfrom contactflow.nodes._runtime import node_main\n"
+            "def body():\n    print('up', flush=True)\n    time.sleep(30)\nnode_main('sleeper', body)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                         preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN))
+    try:
+        assert p.stdout.readline().strip() == b"up"
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
