@@ -1,7 +1,7 @@
 """Far reach with an unmodelled 9 kg load, torque-limit adaptation (12) on/off (RA-L 2024 Fig. 6).
 
     python benchmarks/bench_seiko_reach_load.py      # ~6 min on 2 cores; docs/reach_load.{png,json}
-    python benchmarks/bench_seiko_reach_load.py --sweep-rho 0.6 0.57 0.54   # (12) alone: docs/reach_load_sweep.json
+    python benchmarks/bench_seiko_reach_load.py --sweep-rho 0.6 0.57 0.55   # (12) alone: docs/reach_load_sweep.json
 
 In-process closed loop (:func:`contactflow.seiko.loop.run_loop`) of ``robots/talos/scenarios/far_reach.yaml``: the right
 ball hand reaches 0.40 m forward and 0.25 m up at 2 cm/s, holds 4 s and comes back. A 9 kg point

@@ -72,6 +72,9 @@ class Tick:
 #: Real-time mode: how long [s] from the first tick an input may go without its first message when the
 #: Lockstep has a ``stale_s`` limit (the upstream stages start their loops after the clock's first ticks).
 STALE_FIRST_S = 10.0
+#: Real-time mode: a gap [s] between two of a node's ticks above which the clock is taken as paused (the
+#: driver stopped, or the node itself), and the gap is not counted in its inputs' staleness.
+STALE_PAUSE_S = 0.5
 
 
 class Lockstep:
@@ -121,7 +124,8 @@ class Lockstep:
             naming the input and its source: in real time a node holds an input's newest message, so an
             upstream stage that hangs (alive, not sending) would otherwise go unnoticed, its consumer
             running on a stale value for ever. An input that said ``finished`` or closed is exempt; one
-            that never sent a message gets :data:`STALE_FIRST_S` from the first tick (start-up).
+            that never sent a message gets :data:`STALE_FIRST_S` from the first tick (start-up). Only
+            time while the node ticks counts (:data:`STALE_PAUSE_S`).
 
     Raises:
         ContractError: with ``node_kind``, an input id its declaration lacks (naming node and port).
@@ -173,6 +177,7 @@ class Lockstep:
         self.stale_s = None if stale_s is None else float(stale_s)
         self.last_rx: dict[str, float] = {}  # input -> time.monotonic() of its newest message
         self._first_tick_s: float | None = None
+        self._last_check_s: float | None = None
 
     def _ready(self) -> bool:
         for i, off in self.offsets.items():
@@ -259,10 +264,20 @@ class Lockstep:
         return tick
 
     def _check_stale(self) -> None:
-        """Real-time mode: raise UpstreamError if an input went stale (``stale_s``, class docstring)."""
+        """Real-time mode: raise UpstreamError if an input went stale (``stale_s``, class docstring).
+
+        Only time while this node ticks counts: a gap of more than :data:`STALE_PAUSE_S` between two
+        ticks (the clock paused: the driver stopped or stalled, or this node was) is not added to any
+        input's age, as the robot driver does not count its own absence (``CommandLossClock``)."""
         now = time.monotonic()
         if self._first_tick_s is None:
             self._first_tick_s = now
+        elif self._last_check_s is not None and now - self._last_check_s > STALE_PAUSE_S:
+            shift = now - self._last_check_s
+            self._first_tick_s = min(self._first_tick_s + shift, now)
+            for i in self.last_rx:
+                self.last_rx[i] = min(self.last_rx[i] + shift, now)
+        self._last_check_s = now
         for i in self.offsets:
             if i == self.clock or i in self.finished_inputs or i in self.closed:
                 continue
@@ -1052,6 +1067,7 @@ def node_main(name: str, body: Callable[[], int | None]) -> None:
     # ignored (an ignored disposition survives exec); nodes that handle it install their handler in the body
     if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     apply_scheduling(name)
     prof_dir = os.environ.get("CONTACTFLOW_PROFILE_DIR")
     if prof_dir:  # profile the node body with cProfile: <dir>/<node kind>-<pid>.prof (docs/benchmarks.md)

@@ -301,7 +301,7 @@ def test_a_stream_never_written_counts_as_lost_from_its_first_message():
     m = {"lost_streams": {"est.out": {"reason": "not recorded", "first_t": 0.3}}}
     r = recording_loss(streams, 0.5, clock_stream="drv.sensors", realtime=False, manifest=m)
     assert r["lost_ms"] == pytest.approx(200.0) and r["lost_stream"] == "est.out"
-    # with the failure's wall time and when each stream's oldest unwritten message was sent (a recorder
+    # with the failure's wall time and when the recorder received each stream's oldest unwritten message (a recorder
     # that wrote them): the loss in wall time; a stream whose messages all came after the failure lost
     # nothing from before it, whatever their recorded times (a batch estimator's outputs)
     mw = {"write_failure": {"t_wall_ns": 10_000_000_000},

@@ -129,50 +129,83 @@ def test_meta_time_takes_a_finite_number_and_nothing_else():
 
 
 class TimedNode(FakeNode):
-    """A FakeNode whose events come at given wall-clock delays: (delay_s, event) pairs."""
+    """A FakeNode whose events come at given delays of a fake monotonic clock: (delay_s, event) pairs
+    (no real sleep: a loaded machine cannot stretch the test's time)."""
+
+    def __init__(self, events, clock):
+        super().__init__(events)
+        self.clock = clock
 
     def next(self, timeout=None):
-        import time
-
         if self.events:
             delay, ev = self.events.pop(0)
-            time.sleep(delay)
+            self.clock[0] += delay
             return ev
         return None
 
 
-def _clock_and_b(b_until: int, n: int = 40, b_finished: bool = False):
-    """Clock input `a` every 10 ms for n ticks; input `b` with each tick up to b_until, then silent."""
+@pytest.fixture
+def fake_clock(monkeypatch):
+    """The runtime's time.monotonic() replaced by a list cell the TimedNode advances."""
+    import time as real_time
+    import types
+
+    cell = [1000.0]
+    fake = types.SimpleNamespace(**{k: getattr(real_time, k) for k in dir(real_time) if not k.startswith("_")})
+    fake.monotonic = lambda: cell[0]
+    monkeypatch.setattr(_runtime, "time", fake)
+    return cell
+
+
+def _clock_and_b(b_until: int, n: int = 40, b_finished: bool = False, pause_at: int = -1, pause_s: float = 0.0,
+                 b_from: int = 0):
+    """Clock input `a` every 10 ms for n ticks (a pause of pause_s before tick pause_at); input `b` with each
+    tick from b_from up to b_until, then silent."""
     events = []
     for k in range(n):
-        events.append((0.01, msg("a", k, [k, k], finished=k == n - 1)))
-        if k <= b_until:
+        events.append((0.01 + (pause_s if k == pause_at else 0.0), msg("a", k, [k, k], finished=k == n - 1)))
+        if b_from <= k <= b_until:
             events.append((0.0, msg("b", k, [k, k], finished=b_finished and k == b_until)))
     return events + [(0.0, {"type": "INPUT_CLOSED", "id": "a"}), (0.0, {"type": "INPUT_CLOSED", "id": "b"})]
 
 
-def test_realtime_stale_input_stops_the_node_naming_the_input():
+def test_realtime_stale_input_stops_the_node_naming_the_input(fake_clock):
     """Real time holds an input's newest message: an upstream that hangs (b silent after tick 5 while
-    the clock goes on) is noticed after stale_s of wall time, not run on a stale value for ever; an
-    input that said `finished` is exempt, and without stale_s nothing is checked."""
+    the clock goes on) is noticed after stale_s, not run on a stale value for ever; an input that said
+    `finished` is exempt, and without stale_s nothing is checked."""
     ins = {"a": (SPEC, 0), "b": (SPEC, 0)}
     seen = []
-    with pytest.raises(UpstreamError, match=r"input 'b': no new message for 0\.\d\d s while the clock \('a'\) ticked"):
-        for tick in Lockstep(TimedNode(_clock_and_b(5)), ins, skip_missing=True, stale_s=0.1):
+    with pytest.raises(UpstreamError, match=r"input 'b': no new message for 0\.1\d s while the clock \('a'\) ticked"):
+        for tick in Lockstep(TimedNode(_clock_and_b(5), fake_clock), ins, skip_missing=True, stale_s=0.1):
             seen.append(tick.k)
-    assert 6 <= max(seen) < 39  # ~10 clock ticks of 10 ms after b's last message (5), well before the end
-    ticks = list(Lockstep(TimedNode(_clock_and_b(5, b_finished=True)), ins, skip_missing=True, stale_s=0.1))
+    assert max(seen) == 15  # b's last message came with tick 5: ticks 6..15 are 0.10 s, tick 16 is past
+    ticks = list(Lockstep(TimedNode(_clock_and_b(5, b_finished=True), fake_clock), ins, skip_missing=True, stale_s=0.1))
     assert ticks[-1].k == 39 and ticks[-1].finished
-    ticks = list(Lockstep(TimedNode(_clock_and_b(5)), ins, skip_missing=True))
+    ticks = list(Lockstep(TimedNode(_clock_and_b(5), fake_clock), ins, skip_missing=True))
     assert ticks[-1].k == 39
     np.testing.assert_array_equal(ticks[-1].inputs["b"]["x"], [5, 5])  # held
 
 
-def test_realtime_input_that_never_sends_gets_the_start_up_allowance(monkeypatch):
+def test_realtime_staleness_does_not_count_a_paused_clock(fake_clock):
+    """The clock paused for 1 s (the driver stopped) while b waited for it: not stale (b had nothing to
+    answer); b silent afterwards while the clock ticks again: stale after stale_s of ticking."""
+    ins = {"a": (SPEC, 0), "b": (SPEC, 0)}
+    ticks = list(Lockstep(TimedNode(_clock_and_b(39, pause_at=10, pause_s=1.0), fake_clock), ins,
+                          skip_missing=True, stale_s=0.1))
+    assert ticks[-1].k == 39
+    seen = []
+    with pytest.raises(UpstreamError, match="input 'b': no new message"):
+        for tick in Lockstep(TimedNode(_clock_and_b(9, pause_at=10, pause_s=1.0), fake_clock), ins,
+                             skip_missing=True, stale_s=0.1):
+            seen.append(tick.k)
+    assert max(seen) == 20  # b's last with tick 9; the pause before tick 10 (and that tick's period) not counted
+
+
+def test_realtime_input_that_never_sends_gets_the_start_up_allowance(monkeypatch, fake_clock):
     monkeypatch.setattr(_runtime, "STALE_FIRST_S", 0.15)
     ins = {"a": (SPEC, 0), "b": (SPEC, 0)}
-    with pytest.raises(UpstreamError, match=r"input 'b': no message yet for 0\.\d\d s .*limit 0\.15 s"):
-        list(Lockstep(TimedNode(_clock_and_b(-1)), ins, skip_missing=True, stale_s=0.05))
+    with pytest.raises(UpstreamError, match=r"input 'b': no message yet for 0\.1\d s .*limit 0\.15 s"):
+        list(Lockstep(TimedNode(_clock_and_b(-1), fake_clock), ins, skip_missing=True, stale_s=0.05))
 
 
 def test_a_node_stops_on_sigterm_even_if_started_with_it_ignored():
@@ -184,8 +217,8 @@ def test_a_node_stops_on_sigterm_even_if_started_with_it_ignored():
 
     code = ("import sys, time\nfrom contactflow.nodes._runtime import node_main\n"
             "def body():\n    print('up', flush=True)\n    time.sleep(30)\nnode_main('sleeper', body)\n")
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                         preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN))
+    # the shell ignores SIGTERM (trap '') and execs Python, which inherits the ignored disposition
+    p = subprocess.Popen(["sh", "-c", 'trap "" TERM; exec "$0" -c "$1"', sys.executable, code], stdout=subprocess.PIPE)
     try:
         assert p.stdout.readline().strip() == b"up"
         p.send_signal(signal.SIGTERM)

@@ -18,15 +18,11 @@ from contactflow.seiko.controller import ControllerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_seiko_damping import log_decrement  # noqa: E402
+from bench_seiko_damping import log_decrement, torso_push  # noqa: E402
 from contactflow.seiko.loop import run_loop  # noqa: E402
 
 PUSH_N, PUSH_START_S, PUSH_S = 60.0, 3.0, 0.1
-
-
-def _push(sim, t):
-    on = PUSH_START_S <= t < PUSH_START_S + PUSH_S
-    sim.set_external_wrench("torso_2_link", np.array([PUSH_N, 0, 0, 0, 0, 0]) if on else None)
+_push = torso_push(PUSH_N, PUSH_START_S, PUSH_S)
 
 
 def test_log_decrement_increases_with_kd():

@@ -185,6 +185,17 @@ def test_grid_resumes_and_skips_finished_trials(tmp_path, monkeypatch, robot):
     assert len(calls) == 8 and doc["meta"]["load_at"] == "wrist"
     with pytest.raises(ConfigError):
         grid.run_grid(out, **{**kw, "conditions": ["bogus"]})
+    # another protocol (the load's ramp) in the stored file: its trials are dropped
+    stored = json.loads(out.read_text())
+    stored["meta"]["load_ramp_s"] = 9.0
+    out.write_text(json.dumps(stored))
+    calls.clear()
+    grid.run_grid(out, **{**kw, "load_at": "wrist"})
+    assert len(calls) == 8
+    # a file that is not a grid's: refused, naming it
+    out.write_text("{not json")
+    with pytest.raises(ConfigError, match="g.json: not a readable grid results file"):
+        grid.run_grid(out, **kw)
 
 
 @pytest.mark.slow  # ~35 s of CPU: three ~12 s closed-loop runs

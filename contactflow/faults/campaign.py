@@ -616,7 +616,7 @@ def recording_loss(streams: dict[str, Any], t_fault: float | None, *, clock_stre
         walls = {n: e.get("first_unwritten_rx_ns") for n, e in entries.items() if isinstance(e, dict)}
         if any(isinstance(w, int) for w in walls.values()):
             judged = {n: max(0.0, (wf["t_wall_ns"] - w) * 1e-9) if isinstance(w, int) else 0.0
-                      for n, w in walls.items()}
+                      for n, w in walls.items() if not realtime or n == clock_stream}
     other = {n: g for n, g in gaps.items() if realtime and n != clock_stream}
     lost_stream = max(judged, key=judged.get, default="")
     stale_stream = max(other, key=other.get, default="")

@@ -32,7 +32,7 @@ stream). A file cut inside its header, a foreign Arrow stream or not Arrow at al
 Lost streams: each stream's header is written when the stream is created (with an empty batch), so a writer
 killed before a stream's first rows leaves a readable stream of 0 messages. A stream whose header could not
 be written (first seen after the disk was full) has no readable file; the writer removes the partial file and lists the stream under the manifest's ``lost_streams`` (source, contract,
-size, layout, ``reason``, ``first_t``, ``first_t_wall_ns`` and ``unwritten_messages``) instead of ``streams``, so the run's other
+size, layout, ``reason``, ``first_t``, ``first_t_wall_ns``, ``unwritten_messages`` and ``first_unwritten_rx_ns``) instead of ``streams``, so the run's other
 streams read normally and ``rec info`` names it (:meth:`Recording.lost`).
 """
 
@@ -213,6 +213,8 @@ class StreamWriter:
         unwritten: messages received but not written (after a write failure).
         first_t: time ``t`` of the first message received [s] (None before any).
         first_t_wall_ns: its ``t_wall_ns`` (the sender's wall clock when it sent it) [ns] (None before any).
+        first_unwritten_rx_ns: after a failed write, the wall clock [ns] when the writer received the oldest
+            message it did not write (None: every message written).
         lost: the write failed before any complete batch: the file held no readable header and was
             removed (the stream is listed under the manifest's ``lost_streams``).
     """

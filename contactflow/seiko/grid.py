@@ -40,7 +40,8 @@ diverged state: :meth:`contactflow.sim.mujoco_robot.MujocoRobotSim.fell`, the pr
 no QP of a stage driving the robot failed (the reference code throws on a failed QP: the run would
 stop); the Controller's QP counts only when it drives the robot (not in ``off``). A failure's
 ``cause``: ``qp_failure`` (a driving QP failed), ``torque_limit`` (a joint's actuator torque reached
-its URDF effort limit, the MuJoCo forcerange, before the fall; ``torque_limit_joint`` names the first),
+its URDF effort limit, the MuJoCo forcerange, before the fall; ``torque_limit_joint`` names the joint
+longest at its limit in the last ``FALL_WINDOW_S`` before it),
 ``fall`` (neither). ``no_fall`` alone (the paper's metric) is kept in every result too.
 
 **Aggregation** (:func:`summarize`): per condition the success rate with a 95 % Wilson score interval
@@ -344,7 +345,9 @@ class ReachOperator:
         if self.phase == "reach":
             s = float((x - self.x_start) @ self.dir)
             self._hist.append(s)
-            win = int(round(SATURATION_WINDOW_S / 0.002))
+            from contactflow.seiko.loop import DT_S
+
+            win = int(round(SATURATION_WINDOW_S / DT_S))
             stalled = (len(self._hist) > win
                        and s - self._hist[-1 - win] < SATURATION_RATIO * self.v * SATURATION_WINDOW_S)
             if s < self.d - GOAL_TOL_M and not stalled and t - self.t_phase < self.cap_s:
@@ -638,7 +641,13 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
     if any(not s > 0 for s in speeds) or any(m < 0 for m in masses):
         raise ConfigError(f"--speeds must be > 0 and --masses >= 0, got {list(speeds)} and {list(masses)}")
     out = Path(out)
-    doc = json.loads(out.read_text()) if out.exists() else {}
+    try:
+        doc = json.loads(out.read_text()) if out.exists() else {}
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{out}: not a readable grid results file (JSON: meta, targets, trials, summary): {exc}; "
+                          "remove it or choose another --out") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{out}: not a grid results file (expected a JSON object with meta, targets, trials)")
     stored = doc.get("targets") or []
     robot = robot if robot is not None else load_robot("talos")
     if targets is not None:
@@ -674,6 +683,12 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
         trials = [r for r in trials if r not in stale]
     if trials and doc.get("meta", {}).get("load_at", "hand") != load_at:
         log(f"{out}: the stored trials had the load at the {doc['meta'].get('load_at', 'hand')}: they are dropped")
+        trials = []
+    protocol = {"load_start_s": LOAD_START_S, "load_ramp_s": LOAD_RAMP_S, "reach_start_s": REACH_START_S,
+                "hold_s": HOLD_S, "tail_s": TAIL_S}
+    if trials and any(doc.get("meta", {}).get(k, v) != v for k, v in protocol.items()):
+        log(f"{out}: the stored trials ran another protocol (load ramp, reach start, hold or tail times): they are "
+            "dropped")
         trials = []
     done = {TrialSpec(r["condition"], r["speed_mps"], r["mass_kg"], r["target"]).key for r in trials}
     todo = [s for s in trial_specs(speeds, masses, n_targets, conditions) if s.key not in done]
