@@ -372,7 +372,8 @@ class Lockstep:
                     self._handle({"type": "INPUT", "id": iid, "value": value, "metadata": meta}, waited_since, waiting_for)
                 return
             self.buffers[iid][seq] = (ev["value"], ev["metadata"])
-            self.last_rx[iid] = time.monotonic()
+            if self.stale_s is not None:
+                self.last_rx[iid] = time.monotonic()
             if seq > self.newest[iid]:
                 self.newest[iid] = seq
             if ev["metadata"].get("finished", False):

@@ -32,7 +32,7 @@ stream). A file cut inside its header, a foreign Arrow stream or not Arrow at al
 Lost streams: each stream's header is written when the stream is created (with an empty batch), so a writer
 killed before a stream's first rows leaves a readable stream of 0 messages. A stream whose header could not
 be written (first seen after the disk was full) has no readable file; the writer removes the partial file and lists the stream under the manifest's ``lost_streams`` (source, contract,
-size, layout, ``reason``, ``first_t``, ``first_t_wall_ns``, ``unwritten_messages`` and ``first_unwritten_rx_ns``) instead of ``streams``, so the run's other
+size, layout, ``reason``, ``first_t``, ``unwritten_messages`` and ``first_unwritten_rx_ns``) instead of ``streams``, so the run's other
 streams read normally and ``rec info`` names it (:meth:`Recording.lost`).
 """
 
@@ -212,7 +212,6 @@ class StreamWriter:
         missing_before_first: messages known lost before the first one received (set by the recorder).
         unwritten: messages received but not written (after a write failure).
         first_t: time ``t`` of the first message received [s] (None before any).
-        first_t_wall_ns: its ``t_wall_ns`` (the sender's wall clock when it sent it) [ns] (None before any).
         first_unwritten_rx_ns: after a failed write, the wall clock [ns] when the writer received the oldest
             message it did not write (None: every message written).
         lost: the write failed before any complete batch: the file held no readable header and was
@@ -252,7 +251,6 @@ class StreamWriter:
         self.good_bytes = 0  # end of the last complete batch in the file
         self.failed: OSError | None = None
         self.first_t: float | None = None
-        self.first_t_wall_ns: int | None = None  # the first message's t_wall_ns (when its sender sent it)
         # the wall clock [ns] when the writer received the oldest message it did not write (a failed write)
         self.first_unwritten_rx_ns: int | None = None
         self._rows_rx_ns = 0  # when the oldest buffered row was received
@@ -278,7 +276,6 @@ class StreamWriter:
         t_wall_ns = int(t_wall_ns if t_wall_ns is not None else time.time_ns())
         if self.first_t is None:
             self.first_t = float(t)
-            self.first_t_wall_ns = t_wall_ns
         if self.last_seq is not None and seq > self.last_seq + 1:
             self.missing += seq - self.last_seq - 1
         self.last_seq = seq if self.last_seq is None else max(seq, self.last_seq)
@@ -312,7 +309,6 @@ class StreamWriter:
             return
         if self.first_t is None:
             self.first_t = float(np.asarray(t, dtype=np.float64).reshape(-1)[0])
-            self.first_t_wall_ns = int(np.asarray(t_wall_ns, dtype=np.int64).reshape(-1)[0])
         self._count_seq(seq)
         rx_ns = time.time_ns()
         if self.failed is not None:
@@ -551,7 +547,6 @@ class RecordingWriter:
             if entry is None:  # a lost stream (no file)
                 lost = self.manifest["lost_streams"][name]
                 lost["first_t"] = w.first_t
-                lost["first_t_wall_ns"] = w.first_t_wall_ns
                 lost["unwritten_messages"] = w.unwritten
                 lost["first_unwritten_rx_ns"] = w.first_unwritten_rx_ns
                 lost["missing_seq"] = w.missing
