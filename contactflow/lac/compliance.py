@@ -6,7 +6,12 @@
 the trapezoid ``s(t)`` (ramp, hold, ramp). It measures the steady displacement of the loaded body's
 CoM along the force, ``mean(x | last second of the hold) - mean(x | the second before the event)``,
 and for a couple the rotation about its axis, ``Log(R_hold R_pre^T) . axis`` (lac.md §4 metrics).
-Used by the CI tests and ``benchmarks/bench_lac_expert.py`` (one source for both).
+It also gives the full CoM displacement and the attitude change ``|Log(R_hold R_pre^T)|`` (the
+metrics of LAC Figs. 3, 4, 6: "at the force peak", with a measuring window at the end of the hold,
+``measure_window_s``), and can take the wrench in the base or the loaded body's frame, rotated to
+world once at the event start ("the direction fixed at the start of the event", LAC §IV-B).
+Used by the CI tests, ``benchmarks/bench_lac_expert.py`` and ``contactflow lac eval``
+(:mod:`contactflow.lac.evaluate`), one source for all.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import pinocchio as pin
 from contactflow.lac.events import trapezoid
 from contactflow.lac.teleop import default_command
 from contactflow.sim.mujoco_robot import sensor_values
+from contactflow.sim.state import base_rotation
 
 __all__ = ["WrenchEventResult", "stand_command", "run_wrench_event"]
 
@@ -38,6 +44,12 @@ class WrenchEventResult:
         not_ok_ticks: ticks whose command had ``ok = 0``.
         step_times_s: (ticks,) controller step wall times [s].
         sim_time_s: simulated duration [s].
+        displacement_norm_m: norm of the steady CoM displacement of the loaded body [m] (NaN: fell).
+        attitude_rad: attitude change of the loaded body, ``|mean Log(R_hold R_pre^T)|`` [rad]
+            (NaN: fell).
+        wrench_applied_W: (6,) the peak wrench applied, in world axes [N, N m] (after the frame
+            rotation at the event start; the given one if the event never started).
+        fell_time_s: simulated time of the fall [s] (NaN: no fall).
     """
 
     fell: bool
@@ -48,6 +60,10 @@ class WrenchEventResult:
     not_ok_ticks: int
     step_times_s: np.ndarray
     sim_time_s: float
+    displacement_norm_m: float = float("nan")
+    attitude_rad: float = float("nan")
+    wrench_applied_W: np.ndarray | None = None
+    fell_time_s: float = float("nan")
 
 
 def stand_command(robot, stiffness, base_height_m: float | None = None) -> dict:
@@ -80,6 +96,11 @@ def run_wrench_event(
     after_s: float = 0.0,
     duration_s: float | None = None,
     on_tick: Callable | None = None,
+    release_s: float | None = None,
+    measure_window_s: float = 1.0,
+    wrench_frame: str = "world",
+    q0: np.ndarray | None = None,
+    max_tilt_rad: float | None = None,
 ) -> WrenchEventResult:
     """Run one trapezoid wrench event in closed loop (module docstring).
 
@@ -89,24 +110,41 @@ def run_wrench_event(
             ``command`` holds ``q_target``, ``kp``, ``kd``, ``tau_ff``, ``ok``.
         command: the teleop_command held during the run.
         body: loaded MuJoCo body (None: no wrench, a standing run).
-        wrench_W: (6,) peak [F; C] in world axes [N, N m].
+        wrench_W: (6,) peak [F; C] in the axes of ``wrench_frame`` [N, N m].
         t0_s, ramp_s, hold_s: event start, ramp and hold durations [s].
         after_s: simulated time after the ramp down [s].
         duration_s: total duration (overrides the event-derived one) [s].
         on_tick: optional ``f(k, sensors, output)`` called every tick.
+        release_s: ramp-down duration [s]; ``None`` = ``ramp_s``.
+        measure_window_s: the steady values average the last ``measure_window_s`` of the hold [s]
+            (and the pre-event pose the second before the event).
+        wrench_frame: ``"world"``, ``"base"`` (the pelvis frame) or ``"body"`` (the loaded body's
+            frame): ``wrench_W`` is rotated to world with that frame's orientation at the first
+            tick at or after ``t0_s`` and held fixed.
+        q0: initial posture for ``sim.reset`` (``None``: the default posture).
+        max_tilt_rad: also count a base z axis tilted more than this from the vertical as a fall
+            (``None``: the base height only, ``sim.fell()``).
 
     Returns:
         WrenchEventResult.
+
+    Raises:
+        ValueError: unknown ``wrench_frame``.
     """
+    if wrench_frame not in ("world", "base", "body"):
+        raise ValueError(f"wrench_frame: expected 'world', 'base' or 'body', got {wrench_frame!r}")
     w = np.asarray(wrench_W, float)
-    T = duration_s if duration_s is not None else t0_s + 2 * ramp_s + hold_s + after_s
+    rel = ramp_s if release_s is None else release_s
+    T = duration_s if duration_s is not None else t0_s + ramp_s + hold_s + rel + after_s
+    w_rotated = wrench_frame == "world"
     dt = sim.control_dt_s
-    r = sim.reset()
+    r = sim.reset(q0)
     s = sensor_values(r)
     controller.reset(s)
     bid = sim.model.body(body).id if body is not None else None
     pre_x, hold_x, pre_R, hold_R, times = [], [], [], [], []
-    h_min, not_ok, fell, p_start = np.inf, 0, False, None
+    h_min, not_ok, fell, p_start, t_fell = np.inf, 0, False, None, float("nan")
+    t_meas = t0_s + ramp_s + hold_s
     for k in range(int(round(T / dt))):
         t = r.t
         t_s = time.perf_counter()
@@ -122,25 +160,36 @@ def run_wrench_event(
             if t0_s - 1.0 <= t < t0_s:
                 pre_x.append(x)
                 pre_R.append(R)
-            if t0_s + ramp_s + hold_s - 1.0 <= t < t0_s + ramp_s + hold_s:
+            if t_meas - measure_window_s <= t < t_meas:
                 hold_x.append(x)
                 hold_R.append(R)
-            sim.set_external_wrench(body, float(trapezoid(t + 0.5 * dt, t0_s, ramp_s, hold_s, ramp_s)) * w)
+            if not w_rotated and t >= t0_s - 1e-9:
+                Rf = R if wrench_frame == "body" else base_rotation(r.q)
+                w = np.concatenate([Rf @ w[:3], Rf @ w[3:]])
+                w_rotated = True
+            sim.set_external_wrench(body, float(trapezoid(t + 0.5 * dt, t0_s, ramp_s, hold_s, rel)) * w)
         r = sim.step(c["q_target"], c["kp"], c["kd"], c["tau_ff"])
         s = sensor_values(r)
         h_min = min(h_min, r.base_height)
         if p_start is None and r.t >= 1.0:
             p_start = r.q[0:2].copy()
-        if sim.fell():
-            fell = True
+        tilted = False
+        if max_tilt_rad is not None:
+            qx, qy = r.q[3], r.q[4]  # R_zz = 1 - 2 (x^2 + y^2), quaternion xyzw
+            tilted = bool(np.arccos(np.clip(1.0 - 2.0 * (qx * qx + qy * qy), -1.0, 1.0)) > max_tilt_rad)
+        if sim.fell() or tilted:
+            fell, t_fell = True, float(r.t)
             break
-    disp = rot = float("nan")
+    disp = rot = disp_n = att = float("nan")
     if not fell and pre_x and hold_x:
         dx = np.mean(hold_x, axis=0) - np.mean(pre_x, axis=0)
+        disp_n = float(np.linalg.norm(dx))
+        rots = [pin.log3(Rh @ pre_R[-1].T) for Rh in hold_R]
+        att = float(np.linalg.norm(np.mean(rots, axis=0)))
         if np.linalg.norm(w[:3]) > 0:
             disp = float(dx @ (w[:3] / np.linalg.norm(w[:3])))
         if np.linalg.norm(w[3:]) > 0:
-            rots = [pin.log3(Rh @ pre_R[-1].T) for Rh in hold_R]
             rot = float(np.mean(rots, axis=0) @ (w[3:] / np.linalg.norm(w[3:])))
     drift = float(np.linalg.norm(r.q[0:2] - p_start)) if p_start is not None else float("nan")
-    return WrenchEventResult(fell, disp, rot, drift, float(h_min), not_ok, np.array(times), float(r.t))
+    return WrenchEventResult(fell, disp, rot, drift, float(h_min), not_ok, np.array(times), float(r.t),
+                             disp_n, att, w.copy(), t_fell)
