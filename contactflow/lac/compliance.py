@@ -119,8 +119,9 @@ def run_wrench_event(
         measure_window_s: the steady values average the last ``measure_window_s`` of the hold [s]
             (and the pre-event pose the second before the event).
         wrench_frame: ``"world"``, ``"base"`` (the pelvis frame) or ``"body"`` (the loaded body's
-            frame): ``wrench_W`` is rotated to world with that frame's orientation at the first
-            tick at or after ``t0_s`` and held fixed.
+            link frame, MuJoCo ``xmat``, in which its joint axis is given): ``wrench_W`` is rotated
+            to world with that frame's orientation at the first tick at or after ``t0_s`` and held
+            fixed.
         q0: initial posture for ``sim.reset`` (``None``: the default posture).
         max_tilt_rad: also count a base z axis tilted more than this from the vertical as a fall
             (``None``: the base height only, ``sim.fell()``).
@@ -164,7 +165,7 @@ def run_wrench_event(
                 hold_x.append(x)
                 hold_R.append(R)
             if not w_rotated and t >= t0_s - 1e-9:
-                Rf = R if wrench_frame == "body" else base_rotation(r.q)
+                Rf = sim.data.xmat[bid].reshape(3, 3) if wrench_frame == "body" else base_rotation(r.q)
                 w = np.concatenate([Rf @ w[:3], Rf @ w[3:]])
                 w_rotated = True
             sim.set_external_wrench(body, float(trapezoid(t + 0.5 * dt, t0_s, ramp_s, hold_s, rel)) * w)
