@@ -188,11 +188,32 @@ class PolicyRunner:
         except ModelError as exc:
             return self._reject(f"inference failed: {exc}", t1 - t0, time.perf_counter() - t1, tick)
         t2 = time.perf_counter()
-        obs_s, inf_s = t1 - t0, t2 - t1
+        return self.act(a, obs_s=t1 - t0, infer_s=t2 - t1, tick=tick)
+
+    def act(self, action: np.ndarray, *, obs_s: float = 0.0, infer_s: float = 0.0, tick: int | None = None) -> PolicyOutput:
+        """Map a raw action to the PD command and check it (the second half of :meth:`step`).
+
+        ``q_target = default + scale * clip(action)`` (policy order, sent in robot order). An
+        accepted action becomes ``last_action`` and the safe command; a refused one (wrong size,
+        non-finite, ``q_target`` outside the joint limits) returns the last safe command with
+        ``ok = 0``. :meth:`step` calls it after inference; the training environment
+        (``contactflow.lac.train.env``) calls it with the action of the policy being trained, so
+        training and deployment apply actions with the same code.
+
+        Args:
+            action: (n,) raw action, policy order.
+            obs_s, infer_s: time spent on the observation and the inference [s] (diagnostics).
+            tick: tick index for the diagnostics (``None``: the last tick).
+
+        Returns:
+            PolicyOutput.
+        """
+        a = np.asarray(action, dtype=float).reshape(-1)
+        tick = self._tick - 1 if tick is None else tick
         if a.size != len(self.spec.joint_names):
-            return self._reject(f"action has {a.size} values, expected {len(self.spec.joint_names)}", obs_s, inf_s, tick)
+            return self._reject(f"action has {a.size} values, expected {len(self.spec.joint_names)}", obs_s, infer_s, tick)
         if not np.isfinite(a).all():
-            return self._reject(f"non-finite action ({int((~np.isfinite(a)).sum())} of {a.size} values)", obs_s, inf_s, tick)
+            return self._reject(f"non-finite action ({int((~np.isfinite(a)).sum())} of {a.size} values)", obs_s, infer_s, tick)
         clip = self.spec.cfg.action.clip
         if clip is not None:
             a = np.clip(a, clip[0], clip[1])
@@ -201,10 +222,10 @@ class PolicyRunner:
         out = (q < self.spec.q_min) | (q > self.spec.q_max)
         if out.any():
             names = [self.spec.robot_joint_names[i] for i in np.flatnonzero(out)]
-            return self._reject(f"q_target outside the joint limits at {names}", obs_s, inf_s, tick)
+            return self._reject(f"q_target outside the joint limits at {names}", obs_s, infer_s, tick)
         self.last_action = a
         self._safe = self._command(q, True)
-        return self._out(self._safe, True, True, "", obs_s, inf_s, tick)
+        return self._out(self._safe, True, True, "", obs_s, infer_s, tick)
 
     def _reject(self, reason: str, obs_s: float, inf_s: float, tick: int) -> PolicyOutput:
         self.n_rejected += 1
