@@ -6,6 +6,8 @@ Sub-commands:
     lac plot     DIR --out FIG.png                      (Fig. 2-like composition plot)
     lac playback DIR --episode I --out FILE.npz [--png FIG.png]
                                                         (kinematic playback on the G1 MuJoCo model)
+    lac eval     [--controller C ...] [--suite paper|envelope] [--workers W] [--out DIR] [--compare S,T]
+                                                        (LAC Figs. 3, 4, 6 experiments, contactflow.lac.evaluate)
 """
 
 from __future__ import annotations
@@ -56,6 +58,34 @@ def _playback(args) -> int:
     return 0
 
 
+def _eval(args) -> int:
+    from pathlib import Path
+
+    from contactflow.lac.evaluate import (compare, format_summary, load_eval_config, merge_tables, plot_eval,
+                                          run_eval)
+    from contactflow.recording.summary import json_safe
+
+    override = {"trials": args.trials} if args.trials is not None else None
+    cfg = load_eval_config(args.config, override)
+    pair = tuple(args.compare.split(",", 1)) if args.compare else None
+    if pair is not None and len(pair) != 2:
+        raise SystemExit("--compare: expected STUDENT,TEACHER")
+    table = run_eval(args.controller or ["expert", "pd_stand"], suite=args.suite, cfg=cfg, workers=args.workers,
+                     progress=not args.no_progress)
+    for f in args.with_table or []:
+        merge_tables(table, json.loads(Path(f).read_text(encoding="utf-8")))
+    if pair is not None:
+        table["comparison"] = compare(table, pair[0], pair[1])
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    js = out / f"lac_eval_{args.suite}.json"
+    js.write_text(json.dumps(json_safe(table), indent=1) + "\n", encoding="utf-8")
+    pngs = [] if args.no_plots else plot_eval(table, out, prefix=f"lac_eval_{args.suite}")
+    print(format_summary(table))
+    print(f"wrote {js}" + "".join(f", {p}" for p in pngs))
+    return 0
+
+
 def add_parser(subparsers) -> None:
     """Register ``lac`` and its sub-commands on the ``contactflow`` parser."""
     p = subparsers.add_parser("lac", help="LAC compliant-motion augmentation (G1)")
@@ -83,6 +113,20 @@ def add_parser(subparsers) -> None:
     b.add_argument("--out", required=True, help="output .npz with the MuJoCo qpos trajectory")
     b.add_argument("--png", default=None, help="also render a few frames to this PNG (needs MUJOCO_GL)")
     b.set_defaults(func=_playback)
+
+    e = sub.add_parser("eval", help="LAC Figs. 3, 4, 6 compliance experiments for teleop-contract controllers")
+    e.add_argument("--controller", action="append",
+                   help="expert | pd_stand | holosoma | policy:SPEC[:MODEL.onnx] (repeat; default expert and pd_stand)")
+    e.add_argument("--suite", default="envelope", help="suite of the config: paper | envelope | quick")
+    e.add_argument("--config", default=None, help="evaluation config (default robots/g1/lac_eval.yaml)")
+    e.add_argument("--workers", type=int, default=1, help="worker processes")
+    e.add_argument("--trials", type=int, default=None, help="trials per (scenario, K) (default: the config's)")
+    e.add_argument("--out", default="lac_eval", help="output directory (JSON table + PNG plots)")
+    e.add_argument("--compare", default=None, help="STUDENT,TEACHER: per-K ratios of their primary metric")
+    e.add_argument("--with-table", action="append", help="also include the controllers of a stored table (same suite)")
+    e.add_argument("--no-plots", action="store_true", help="JSON only")
+    e.add_argument("--no-progress", action="store_true", help="no progress bar")
+    e.set_defaults(func=_eval)
 
 
 def _main(argv=None) -> int:  # pragma: no cover - for python -m
