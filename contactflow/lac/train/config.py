@@ -1,0 +1,235 @@
+"""Configuration of ``contactflow lac train`` (``robots/g1/lac_train.yaml``): one dataclass per part.
+
+Every hyper-parameter of the training lives here and in the shipped YAML; the loader rejects an
+unknown key or an out-of-range value with the file and the key path (:class:`ConfigError`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Mapping
+
+from contactflow.config import load_config, merge, read_yaml
+from contactflow.errors import ConfigError
+
+__all__ = ["EnvCfg", "RandomizationCfg", "StudentCfg", "OptimCfg", "DaggerCfg", "TrainConfig", "load_train_config",
+           "default_train_config_path"]
+
+
+def _range(name: str, r, lo: float = float("-inf")) -> None:
+    if len(r) != 2 or not lo <= r[0] <= r[1]:
+        raise ConfigError(f"{name}: expected [low, high] with {lo:g} <= low <= high, got {list(r)}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RandomizationCfg:
+    """Domain randomisation of one training episode (drawn at reset from the episode's RNG).
+
+    Attributes:
+        friction_scale: U(low, high) factor on the sliding friction of the soles and the floor [-].
+        mass_scale: U(low, high) factor on the mass (and inertia) of each body of ``mass_bodies`` [-].
+        mass_bodies: MuJoCo bodies whose mass is randomised.
+        start_at_reference_prob: probability that the episode starts with the upper body at the
+            commanded posture ``q_ref`` (else at the default posture, so the arms move to ``q_ref``).
+        joint_noise_rad: std of the Gaussian noise added to the initial joint angles [rad]
+            (clipped to the joint limits; the base is lowered onto the floor).
+        force_direction_jitter_deg: each event's force and couple direction is rotated by an angle
+            U(0, this) about a random axis [deg].
+    """
+
+    friction_scale: tuple[float, float] = (0.7, 1.3)
+    mass_scale: tuple[float, float] = (0.95, 1.05)
+    mass_bodies: tuple[str, ...] = ("pelvis", "torso_link")
+    start_at_reference_prob: float = 0.5
+    joint_noise_rad: float = 0.02
+    force_direction_jitter_deg: float = 10.0
+
+    def __post_init__(self):
+        _range("friction_scale", self.friction_scale, 0.0)
+        _range("mass_scale", self.mass_scale, 0.0)
+        if not 0 <= self.start_at_reference_prob <= 1:
+            raise ConfigError(f"start_at_reference_prob: must be in [0, 1], got {self.start_at_reference_prob!r}")
+        for n in ("joint_noise_rad", "force_direction_jitter_deg"):
+            if not getattr(self, n) >= 0:
+                raise ConfigError(f"{n}: must be >= 0, got {getattr(self, n)!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EnvCfg:
+    """One training episode built from one augmentation-dataset row (``contactflow lac augment``).
+
+    The row gives the commanded upper-body posture ``q_ref`` (waist yaw + 10 arm joints), the
+    commanded base height, the 5-D stiffness, the trapezoid profile (rest, ramp, hold, release) and
+    the peak force / couple per LAC link (world axes). The dataset's wrenches (15-70 N, 0.5-10 N m
+    summed) exceed what the model-based teacher survives (docs/lac_teleop.md "Measured": a 20 N hand
+    push at K = 100 N/m falls, 10 N on the torso saturates), so each peak is multiplied by
+    ``force_scale`` / ``couple_scale`` and then, per link, capped at the group's maximum: the
+    direction and the relative magnitudes of the dataset's events are kept, their size is the
+    teacher's envelope.
+
+    Attributes:
+        force_scale: factor on the dataset's peak forces [-] (0.15: 70 N -> 10.5 N).
+        couple_scale: factor on the dataset's peak couples [-] (0.15: 10 N m -> 1.5 N m).
+        max_hand_force_n: cap of the peak force on a wrist-roll (hand) link [N].
+        max_arm_force_n: cap on the other arm links (shoulders, elbows) [N].
+        max_torso_force_n: cap on the torso link [N].
+        max_couple_nm: cap of the peak couple on any link [N m].
+        settle_s: standing time before the dataset's rest period [s].
+        after_s: time after the release ramp [s].
+        max_episode_s: episode length cap [s] (the event is cut there).
+        base_height_m: the dataset's commanded base height is clamped to [low, high] [m].
+        randomization: domain randomisation.
+    """
+
+    force_scale: float = 0.15
+    couple_scale: float = 0.15
+    max_hand_force_n: float = 10.0
+    max_arm_force_n: float = 5.0
+    max_torso_force_n: float = 3.0
+    max_couple_nm: float = 1.5
+    settle_s: float = 1.0
+    after_s: float = 1.0
+    max_episode_s: float = 12.0
+    base_height_m: tuple[float, float] = (0.70, 0.78)
+    randomization: RandomizationCfg = dataclasses.field(default_factory=RandomizationCfg)
+
+    def __post_init__(self):
+        for n in ("force_scale", "couple_scale", "max_hand_force_n", "max_arm_force_n", "max_torso_force_n",
+                  "max_couple_nm", "settle_s", "after_s"):
+            if not getattr(self, n) >= 0:
+                raise ConfigError(f"{n}: must be >= 0, got {getattr(self, n)!r}")
+        if not self.max_episode_s > 0:
+            raise ConfigError(f"max_episode_s: must be > 0, got {self.max_episode_s!r}")
+        _range("base_height_m", self.base_height_m, 0.0)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StudentCfg:
+    """The student network (:class:`contactflow.lac.train.student.Student`).
+
+    Attributes:
+        conv_channels: channels of the 1-D temporal convolutions of the history encoder.
+        conv_kernel: kernel size of each convolution (stride 2).
+        latent_dim: history latent size.
+        actor_hidden: hidden widths of the actor MLP (input: the newest frame + the latent).
+        std_floor: lower bound of a feature's standard deviation in the normaliser [-].
+    """
+
+    conv_channels: tuple[int, ...] = (32, 32, 32)
+    conv_kernel: int = 4
+    latent_dim: int = 32
+    actor_hidden: tuple[int, ...] = (256, 128)
+    std_floor: float = 1e-2
+
+    def __post_init__(self):
+        if not self.conv_channels or min(self.conv_channels) < 1 or self.conv_kernel < 1:
+            raise ConfigError("conv_channels and conv_kernel: must be >= 1")
+        if self.latent_dim < 1 or not self.actor_hidden or min(self.actor_hidden) < 1:
+            raise ConfigError("latent_dim and actor_hidden: must be >= 1")
+        if not self.std_floor > 0:
+            raise ConfigError(f"std_floor: must be > 0, got {self.std_floor!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OptimCfg:
+    """Supervised regression of the teacher's actions (mean squared error, Adam).
+
+    Attributes:
+        lr: Adam learning rate. weight_decay: Adam weight decay.
+        batch_size: samples per gradient step.
+        epochs_per_round: passes over the aggregated dataset after each round.
+        max_steps_per_round: cap of gradient steps per round (0: no cap).
+        torch_threads: torch intra-op threads of the training (1: deterministic and one core).
+    """
+
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    batch_size: int = 256
+    epochs_per_round: int = 4
+    max_steps_per_round: int = 0
+    torch_threads: int = 1
+
+    def __post_init__(self):
+        if not self.lr > 0 or self.weight_decay < 0:
+            raise ConfigError("lr must be > 0 and weight_decay >= 0")
+        if self.batch_size < 1 or self.epochs_per_round < 1 or self.max_steps_per_round < 0 or self.torch_threads < 1:
+            raise ConfigError("batch_size, epochs_per_round, torch_threads must be >= 1; max_steps_per_round >= 0")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DaggerCfg:
+    """DAgger (Ross et al., AISTATS 2011) from the model-based teacher.
+
+    Round 0 rolls out the teacher (behaviour cloning data); in round ``r >= 1`` each tick executes
+    the teacher's action with probability ``beta_r = beta_1 * beta_decay^(r - 1)``, else the
+    student's, and the teacher labels every visited state. The data of all rounds are aggregated.
+
+    Attributes:
+        rounds: DAgger rounds including round 0.
+        episodes_per_round: training episodes rolled out per round.
+        beta_1: teacher probability in round 1. beta_decay: factor per later round.
+        dataset_seed: seed of the augmentation dataset generated when ``--dataset`` is not given.
+        dataset_episodes: contact frames (slots) of that generated dataset.
+    """
+
+    rounds: int = 6
+    episodes_per_round: int = 40
+    beta_1: float = 0.5
+    beta_decay: float = 0.5
+    dataset_seed: int = 0
+    dataset_episodes: int = 64
+
+    def __post_init__(self):
+        if self.rounds < 1 or self.episodes_per_round < 1 or self.dataset_episodes < 1:
+            raise ConfigError("rounds, episodes_per_round and dataset_episodes: must be >= 1")
+        if not (0 <= self.beta_1 <= 1 and 0 <= self.beta_decay <= 1):
+            raise ConfigError("beta_1 and beta_decay: must be in [0, 1]")
+
+    def beta(self, r: int) -> float:
+        """Teacher probability of round ``r`` (1 in round 0)."""
+        return 1.0 if r == 0 else self.beta_1 * self.beta_decay ** (r - 1)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """Everything ``contactflow lac train`` needs (``robots/g1/lac_train.yaml``).
+
+    Attributes:
+        robot: robot name. spec: the deploy policy spec the student is trained for (name or file).
+        expert_config: the teacher's configuration (``None``: ``robots/<robot>/lac_expert.yaml``).
+        seed: training seed (episodes, randomisation, weights, batches).
+        env, student, optim, dagger: the parts.
+    """
+
+    robot: str = "g1"
+    spec: str = "lac"
+    expert_config: str | None = None
+    seed: int = 0
+    env: EnvCfg = dataclasses.field(default_factory=EnvCfg)
+    student: StudentCfg = dataclasses.field(default_factory=StudentCfg)
+    optim: OptimCfg = dataclasses.field(default_factory=OptimCfg)
+    dagger: DaggerCfg = dataclasses.field(default_factory=DaggerCfg)
+
+
+def default_train_config_path() -> Path:
+    """The shipped file ``robots/g1/lac_train.yaml``."""
+    from contactflow.robot import robots_dir
+
+    return robots_dir() / "g1" / "lac_train.yaml"
+
+
+def load_train_config(path: str | Path | None = None, override: Mapping | None = None) -> TrainConfig:
+    """Load a :class:`TrainConfig` (strict keys; the shipped file when ``path`` is None).
+
+    Args:
+        path: YAML file. override: mapping merged over the file (tests, ``--seed``).
+
+    Raises:
+        ConfigError: unreadable file, unknown key, wrong type or out-of-range value (file and key named).
+    """
+    path = Path(path) if path is not None else default_train_config_path()
+    raw = read_yaml(path)
+    if raw is not None and not isinstance(raw, Mapping):
+        raise ConfigError(f"{path}: expected a mapping of TrainConfig keys, got {type(raw).__name__}")
+    return load_config(TrainConfig, merge(raw, override), source=str(path))

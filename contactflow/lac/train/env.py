@@ -1,0 +1,348 @@
+"""The training episode of ``contactflow lac train``: the G1-23 PD simulator driven by a LAC action.
+
+:class:`LacTrainEnv` wraps :class:`~contactflow.sim.pd_robot.PDRobotSim` (PD at every 2 ms physics
+step, 50 Hz ticks) and a :class:`~contactflow.policy.PolicyRunner` of the deploy spec
+(``robots/g1/policies/lac.yaml``): the 95-D observation frame, the 64-frame history (oldest first,
+the first frame replicated) and the action map ``q_target = default + 0.25 effort/Kp * action`` are
+computed by the runner's own methods (``frame``, ``push``, ``model_input``, ``act``), i.e. by the
+code ``lac_policy`` runs at deployment. The runner's model is never called here.
+
+An episode comes from one row of an augmentation dataset (``contactflow lac augment``,
+docs/lac_dataset.md) through :func:`episode_from_row`: the commanded upper-body posture ``q_ref``,
+base height and 5-D stiffness form the ``teleop_command`` held during the episode; the row's
+trapezoid profile (rest, ramp, hold, release) and peak force / couple per LAC link (world axes) are
+applied to the MuJoCo bodies of those links (``xfrc_applied``, force at the body's CoM), scaled into
+the teacher's envelope (:class:`~contactflow.lac.train.config.EnvCfg`). Domain randomisation
+(:class:`~contactflow.lac.train.config.RandomizationCfg`): sole/floor friction, pelvis and torso mass,
+initial joint angles, direction of each event's force and couple, and whether the arms start at
+``q_ref`` or at the default posture.
+
+Privileged information (never in the student's observation; for the DAgger teacher and the PPO
+teacher): the true state in ``sensors`` (the simulator's base pose and twist, torques, sole
+wrenches), the external wrench applied to each LAC link, and the dataset's augmented reference
+motion (``q_aug``, ``base_height_aug``) at the episode time. The augmented motion was computed for
+the dataset's UNSCALED wrench; ``wrench_scale`` gives the factor applied here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import mujoco
+import numpy as np
+import pinocchio as pin
+
+from contactflow.errors import ConfigError
+from contactflow.lac.compliance import stand_command
+from contactflow.lac.events import trapezoid
+from contactflow.lac.model import LacRobot
+from contactflow.lac.train.config import EnvCfg
+from contactflow.policy.runner import PolicyRunner
+from contactflow.policy.spec import PolicySpec
+from contactflow.robot import Robot
+from contactflow.sim.mujoco_robot import sensor_values
+from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
+
+__all__ = ["Episode", "StepResult", "LacTrainEnv", "episode_from_row", "episode_rng", "load_train_spec"]
+
+
+def load_train_spec(spec: str, robot: Robot, model: str | Path | None = None) -> PolicySpec:
+    """The deploy spec bound to ``robot`` for training.
+
+    ``load_policy_spec`` checks the spec against an ONNX model; before a student exists (or for a
+    teacher that never runs one) a placeholder of the spec's I/O that outputs zeros is written to
+    a temporary file (:func:`contactflow.policy.testing.mlp_model`, needs ``onnx``). Only the
+    spec's observation, history and action map are used by :class:`LacTrainEnv`.
+
+    Args:
+        spec: spec name or file (``lac``). robot: the robot. model: an ONNX file (None: placeholder).
+
+    Raises:
+        ConfigError / ModelError: as :func:`contactflow.policy.load_policy_spec`.
+    """
+    from contactflow.config import read_yaml
+    from contactflow.policy.spec import load_policy_spec, resolve_spec_file
+
+    if model is None:
+        from contactflow.policy.testing import mlp_model
+
+        raw = read_yaml(resolve_spec_file(spec))
+        tmp = Path(tempfile.mkdtemp(prefix="contactflow_lac_train_"))
+        model, _ = mlp_model(tmp / "placeholder.onnx", input_name=raw["input"]["name"], input_shape=raw["input"]["shape"],
+                             output_name=raw["output"]["name"], n_out=int(np.prod(raw["output"]["shape"])), weight_scale=0.0)
+    return load_policy_spec(spec, robot, model=model)
+
+
+def episode_rng(seed: int, *keys: int) -> np.random.Generator:
+    """The RNG of one episode: ``SeedSequence([seed, *keys])`` (independent of workers and order)."""
+    return np.random.default_rng(np.random.SeedSequence([int(seed), *map(int, keys)]))
+
+
+@dataclasses.dataclass(frozen=True)
+class Episode:
+    """One training episode (built by :func:`episode_from_row`).
+
+    Attributes:
+        command: the ``teleop_command`` held during the episode (``lin_vel`` 0, ``ang_vel`` 0,
+            ``base_height`` (1,) [m], ``waist_yaw`` (1,) [rad], ``q_ref_arms`` (10,) [rad],
+            ``stiffness`` (5,) RAW [N/m x3, N m/rad x2]).
+        links: (L,) MuJoCo bodies loaded (LAC link names).
+        peaks_W: (L, 6) peak [F; C] per loaded link, world axes, after scaling and jitter [N, N m].
+        wrench_scale: (L,) factor from the dataset's peak to the applied one [-].
+        event: (start, ramp, hold, release) [s], episode time.
+        duration_s: episode length [s].
+        q0: (n,) initial joint angles, robot order [rad].
+        friction_scale: factor on the sliding friction [-].
+        mass_scale: body name -> mass factor [-].
+        q_aug: (T, 11) the dataset's augmented upper-body motion (waist yaw + arms) [rad];
+            frame k is at episode time ``settle_s + k dt_aug``.
+        base_height_aug: (T,) the dataset's augmented base height [m].
+        row_index: index of the dataset row.
+    """
+
+    command: dict
+    links: tuple[str, ...]
+    peaks_W: np.ndarray
+    wrench_scale: np.ndarray
+    event: tuple[float, float, float, float]
+    duration_s: float
+    q0: np.ndarray
+    friction_scale: float
+    mass_scale: dict
+    q_aug: np.ndarray
+    base_height_aug: np.ndarray
+    row_index: int
+
+
+def _rotation(rng: np.random.Generator, max_angle_rad: float) -> np.ndarray:
+    axis = rng.standard_normal(3)
+    axis /= np.linalg.norm(axis)
+    return pin.exp3(axis * rng.uniform(0.0, max_angle_rad))
+
+
+def episode_from_row(row: Mapping, cfg: EnvCfg, lac: LacRobot, rng: np.random.Generator, *,
+                     row_index: int = -1) -> Episode:
+    """Build a training episode from one dataset row (:func:`contactflow.lac.dataset.read_episodes`).
+
+    Args:
+        row: the row (``q_ref`` (11,), ``base_height_cmd``, ``stiffness`` (5,), ``profile_s`` (4,),
+            ``force_peak`` / ``couple_peak`` (11, 3) world, ``q_aug`` (T, 11), ``base_height`` (T,)).
+        cfg: the episode configuration (scaling, caps, randomisation).
+        lac: the G1's LAC view (:class:`LacRobot`: link names and their joints, in the dataset's
+            order; the robot's limits, default posture and ``teleop.arm_joints``).
+        rng: the episode's RNG (:func:`episode_rng`).
+        row_index: kept in the episode for the logs.
+
+    Returns:
+        Episode.
+
+    Raises:
+        ConfigError: the row lacks a field or has a wrong shape (names it).
+    """
+    try:
+        q_ref = np.asarray(row["q_ref"], float).reshape(11)
+        k5 = np.asarray(row["stiffness"], float).reshape(5)
+        prof = np.asarray(row["profile_s"], float).reshape(4)
+        f_pk = np.asarray(row["force_peak"], float).reshape(11, 3)
+        c_pk = np.asarray(row["couple_peak"], float).reshape(11, 3)
+        h_cmd = float(row["base_height_cmd"])
+        q_aug = np.asarray(row["q_aug"], np.float32).reshape(-1, 11)
+        h_aug = np.asarray(row["base_height"], np.float32).reshape(-1)
+    except (KeyError, ValueError) as exc:
+        raise ConfigError(f"dataset row {row_index}: not an augmentation episode ({type(exc).__name__}: {exc})") from None
+    robot, lac_links = lac.robot, lac.link_names
+    upper = [lac.model.names[j] for j in lac.link_joint_ids]  # the joints of q_ref, dataset order
+    r = cfg.randomization
+    # ---- the command: waist yaw and the arm references by joint name
+    cmd = stand_command(robot, k5, float(np.clip(h_cmd, *cfg.base_height_m)))
+    cmd["waist_yaw"] = np.array([q_ref[upper.index("waist_yaw_joint")]])
+    cmd["q_ref_arms"] = np.array([q_ref[upper.index(j)] for j in robot.raw["teleop"]["arm_joints"]])
+    # ---- events: scaled into the teacher's envelope, capped per link group, direction jitter
+    links, peaks, scales = [], [], []
+    for j, name in enumerate(lac_links):
+        f, c = f_pk[j], c_pk[j]
+        if not (np.any(f) or np.any(c)):
+            continue
+        cap = cfg.max_torso_force_n if name == "torso_link" else (
+            cfg.max_hand_force_n if name.endswith("wrist_roll_link") else cfg.max_arm_force_n)
+        sf = cfg.force_scale
+        nf = float(np.linalg.norm(f)) * sf
+        if nf > cap:
+            sf *= cap / nf
+        sc = cfg.couple_scale
+        nc = float(np.linalg.norm(c)) * sc
+        if nc > cfg.max_couple_nm:
+            sc *= cfg.max_couple_nm / nc
+        R = _rotation(rng, np.deg2rad(r.force_direction_jitter_deg))
+        links.append(name)
+        peaks.append(np.concatenate([R @ (sf * f), R @ (sc * c)]))
+        scales.append(sf if np.any(f) else sc)
+    rest, ramp, hold, release = (float(x) for x in prof)
+    start = cfg.settle_s + rest
+    duration = min(start + ramp + hold + release + cfg.after_s, cfg.max_episode_s)
+    # ---- initial posture
+    names = list(robot.joint_names)
+    q0 = np.asarray(robot.theta_default, float).copy()
+    if rng.uniform() < r.start_at_reference_prob:
+        for jn, v in zip(upper, q_ref):
+            q0[names.index(jn)] = v
+    q0 = np.clip(q0 + rng.normal(0.0, r.joint_noise_rad, len(q0)), robot.q_min, robot.q_max)
+    return Episode(
+        command=cmd, links=tuple(links), peaks_W=np.array(peaks).reshape(-1, 6), wrench_scale=np.array(scales),
+        event=(start, ramp, hold, release), duration_s=float(duration), q0=q0,
+        friction_scale=float(rng.uniform(*r.friction_scale)),
+        mass_scale={b: float(rng.uniform(*r.mass_scale)) for b in r.mass_bodies},
+        q_aug=q_aug, base_height_aug=h_aug, row_index=int(row_index),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class StepResult:
+    """What :meth:`LacTrainEnv.step` returns.
+
+    Attributes:
+        obs: (64, 95) float32 student input (oldest frame first), the deploy ``frames`` without the
+            batch dimension.
+        privileged: see :meth:`LacTrainEnv.privileged`.
+        done: the episode ended (fell, or its duration is reached).
+        info: ``fell`` (bool), ``accepted`` (the action passed the runner's checks; else the last
+            safe command was held, as at deployment), ``reason`` (why refused), ``t`` [s].
+    """
+
+    obs: np.ndarray
+    privileged: dict
+    done: bool
+    info: dict
+
+
+class LacTrainEnv:
+    """LAC training episodes on the G1 PD simulator (module docstring).
+
+    Args:
+        cfg: episode configuration (:class:`EnvCfg`).
+        spec: the deploy policy spec (``load_policy_spec("lac", robot, model=...)``); its model is
+            not run here, only its observation, history and action map.
+        rows: dataset rows (:func:`contactflow.lac.dataset.read_episodes`) :meth:`reset` draws from.
+        robot: the spec's robot (``load_robot("g1")``).
+
+    Raises:
+        ConfigError: no rows, or a randomised body is not in the MuJoCo model.
+    """
+
+    def __init__(self, cfg: EnvCfg, spec: PolicySpec, rows: Sequence[Mapping], robot: Robot):
+        if not rows:
+            raise ConfigError("LacTrainEnv: the dataset has no episode")
+        self.cfg, self.spec, self.rows, self.robot = cfg, spec, list(rows), robot
+        self.sim = PDRobotSim(PDSimConfig(), robot)
+        self.runner = PolicyRunner(spec)
+        self.dt = self.sim.control_dt_s
+        m = self.sim.model
+        self._friction0 = m.geom_friction[:, 0].copy()
+        self._mass0 = {}
+        for b in cfg.randomization.mass_bodies:
+            bid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, b)
+            if bid < 0:
+                raise ConfigError(f"randomization.mass_bodies: no MuJoCo body {b!r}")
+            self._mass0[b] = float(m.body_mass[bid])
+        self.lac = LacRobot(robot)
+        self.lac_links = self.lac.link_names
+        self.episode: Episode | None = None
+
+    # ------------------------------------------------------------------ API
+    def reset(self, seed: int, index: int | None = None, *, episode: Episode | None = None) -> tuple[np.ndarray, dict]:
+        """Start an episode.
+
+        Args:
+            seed: the episode seed (row choice when ``index`` is None, randomisation).
+            index: dataset row; ``None`` = drawn from ``seed``.
+            episode: a prepared :class:`Episode` (``seed`` and ``index`` are then unused).
+
+        Returns:
+            (obs (64, 95) float32, privileged dict) at t = 0.
+        """
+        if episode is None:
+            rng = episode_rng(seed)
+            i = int(rng.integers(len(self.rows))) if index is None else int(index)
+            episode = episode_from_row(self.rows[i], self.cfg, self.lac, rng, row_index=i)
+        self.episode = ep = episode
+        sim, m = self.sim, self.sim.model
+        m.geom_friction[:, 0] = self._friction0 * ep.friction_scale
+        for b, m0 in self._mass0.items():
+            sim.set_body_mass(b, m0 * ep.mass_scale.get(b, 1.0))
+        self._r = sim.reset(ep.q0)
+        self.sensors = sensor_values(self._r)
+        self.command = ep.command
+        self._k = 0
+        self._n = int(round(ep.duration_s / self.dt))
+        self._wrench = np.zeros((len(self.lac_links), 6))
+        self.runner.reset()
+        self._observe()
+        return self.obs, self.privileged()
+
+    def step(self, action: np.ndarray) -> StepResult:
+        """Apply a LAC action for one 50 Hz tick.
+
+        Args:
+            action: (23,) raw action, policy order (``q_target = default + scale * action``).
+
+        Returns:
+            StepResult.
+        """
+        ep = self.episode
+        out = self.runner.act(action, tick=self._k)
+        t = self._r.t
+        s = float(trapezoid(t + 0.5 * self.dt, *ep.event))
+        self._wrench[:] = 0.0
+        for name, w in zip(ep.links, ep.peaks_W):
+            self.sim.set_external_wrench(name, s * w)
+            self._wrench[self.lac_links.index(name)] = s * w
+        c = out.command
+        self._r = self.sim.step(c["q_target"], c["kp"], c["kd"], c["tau_ff"])
+        self.sensors = sensor_values(self._r)
+        self._k += 1
+        fell = self.sim.fell()
+        done = fell or self._k >= self._n
+        if not fell:
+            self._observe()
+        return StepResult(self.obs, self.privileged(), done,
+                          {"fell": fell, "accepted": out.ok, "reason": out.diagnostics["reason"], "t": self._r.t})
+
+    def privileged(self) -> dict:
+        """What the teachers may see at the current tick (the student never does).
+
+        Returns:
+            ``t`` [s]; ``sensors`` (the ``sensors`` message with the TRUE base state: ``q`` (30,),
+            ``v`` (29,), ``tau`` (23,), IMU, ``wrench.<sole>``); ``command`` (the teleop command);
+            ``wrench_W`` (11, 6) [F; C] applied to each LAC link over the last tick (world axes,
+            force at the body's CoM) [N, N m]; ``lac_links`` (11,) their names; ``q_aug`` (11,)
+            and ``base_height_aug`` (1,) the dataset's augmented reference at this time (its last
+            frame after the end) [rad, m]; ``wrench_scale`` (L,) applied / dataset peak.
+        """
+        ep = self.episode
+        k = int(np.clip(round((self._r.t - self.cfg.settle_s) / self.dt), 0, len(ep.q_aug) - 1))
+        return {
+            "t": self._r.t, "sensors": self.sensors, "command": self.command, "wrench_W": self._wrench.copy(),
+            "lac_links": self.lac_links, "q_aug": ep.q_aug[k].astype(float),
+            "base_height_aug": np.array([float(ep.base_height_aug[min(k, len(ep.base_height_aug) - 1)])]),
+            "wrench_scale": ep.wrench_scale,
+        }
+
+    @property
+    def frame(self) -> np.ndarray:
+        """(95,) float32 the newest observation frame (the last row of :attr:`obs`)."""
+        return self.obs[-1]
+
+    @property
+    def n_steps(self) -> int:
+        """Ticks of the current episode."""
+        return self._n
+
+    # ------------------------------------------------------------------ helpers
+    def _observe(self) -> None:
+        run = self.runner
+        run.advance_phase(self.command)
+        run.push(run.frame(self.sensors, self.command))
+        self.obs = run.model_input()[0]
