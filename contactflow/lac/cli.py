@@ -6,6 +6,8 @@ Sub-commands:
     lac plot     DIR --out FIG.png                      (Fig. 2-like composition plot)
     lac playback DIR --episode I --out FILE.npz [--png FIG.png]
                                                         (kinematic playback on the G1 MuJoCo model)
+    lac train-teacher --out DIR [--config FILE] [--profile cpu] [--dataset DIR] [--iterations N]
+                 [--seed S] [--resume] [--no-progress]   (the privileged PPO teacher, LAC §III-C)
     lac eval     [--controller C ...] [--suite paper|envelope] [--workers W] [--out DIR] [--compare S,T]
                                                         (LAC Figs. 3, 4, 6 experiments, contactflow.lac.evaluate)
 """
@@ -86,6 +88,19 @@ def _eval(args) -> int:
     return 0
 
 
+def _train_teacher(args) -> int:
+    from contactflow.lac.train.ppo import load_ppo_config, train_teacher
+
+    over = {"run": {"seed": args.seed}} if args.seed is not None else None
+    cfg = load_ppo_config(args.config, profile=args.profile, overrides=over)
+    s = train_teacher(cfg, args.out, dataset=args.dataset, iterations=args.iterations, resume=args.resume,
+                      progress=not args.no_progress)
+    print(f"{s['env_steps']} env steps in {s['wall_s']:.1f} s ({s['env_steps_per_s']:.0f} steps/s; "
+          f"rollout {s['rollout_s_per_iter']:.3f} s + PPO update {s['update_s_per_iter']:.3f} s per iteration); "
+          f"curriculum level {s['curriculum']}; wrote {s['final']}")
+    return 0
+
+
 def add_parser(subparsers) -> None:
     """Register ``lac`` and its sub-commands on the ``contactflow`` parser."""
     p = subparsers.add_parser("lac", help="LAC compliant-motion augmentation (G1)")
@@ -127,6 +142,17 @@ def add_parser(subparsers) -> None:
     e.add_argument("--no-plots", action="store_true", help="JSON only")
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
     e.set_defaults(func=_eval)
+
+    t = sub.add_parser("train-teacher", help="the privileged PPO teacher of LAC §III-C (stable-baselines3)")
+    t.add_argument("--config", default=None, help="teacher config (default robots/g1/lac_ppo.yaml)")
+    t.add_argument("--profile", default=None, help="a profile of the config merged over it (cpu: the test's)")
+    t.add_argument("--dataset", default=None, help="augmentation dataset directory (default: env.dataset)")
+    t.add_argument("--out", required=True, help="run directory (checkpoints, progress.csv, final.zip)")
+    t.add_argument("--iterations", type=int, default=None, help="PPO iterations (default: the config's)")
+    t.add_argument("--seed", type=int, default=None, help="run seed (default: the config's)")
+    t.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
+    t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    t.set_defaults(func=_train_teacher)
 
 
 def _main(argv=None) -> int:  # pragma: no cover - for python -m
