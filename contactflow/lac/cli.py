@@ -8,6 +8,9 @@ Sub-commands:
                                                         (kinematic playback on the G1 MuJoCo model)
     lac train-teacher --out DIR [--config FILE] [--profile cpu] [--dataset DIR] [--iterations N]
                  [--seed S] [--resume] [--no-progress]   (the privileged PPO teacher, LAC §III-C)
+    lac train    --out DIR [--config FILE] [--dataset DIR] [--workers N] [--resume] [--seed S] [--no-progress]
+                                                        (DAgger student from lac_expert, contactflow.lac.train)
+    lac export   DIR_OR_CKPT --out FILE.onnx            (LAC deploy ONNX of a training checkpoint)
     lac eval     [--controller C ...] [--suite paper|envelope] [--workers W] [--out DIR] [--compare S,T]
                                                         (LAC Figs. 3, 4, 6 experiments, contactflow.lac.evaluate)
 """
@@ -101,6 +104,23 @@ def _train_teacher(args) -> int:
     return 0
 
 
+def _train(args) -> int:
+    from contactflow.lac.train.config import load_train_config
+    from contactflow.lac.train.dagger import train
+
+    cfg = load_train_config(args.config, {"seed": args.seed} if args.seed is not None else None)
+    s = train(cfg, args.out, dataset=args.dataset, workers=args.workers, resume=args.resume, progress=not args.no_progress)
+    print(f"student exported to {s['policy']} (train_log.json, loss.png, checkpoints/ in {s['out']})")
+    return 0
+
+
+def _export(args) -> int:
+    from contactflow.lac.train.dagger import export_checkpoint
+
+    print(f"wrote {export_checkpoint(args.run, args.out)}")
+    return 0
+
+
 def add_parser(subparsers) -> None:
     """Register ``lac`` and its sub-commands on the ``contactflow`` parser."""
     p = subparsers.add_parser("lac", help="LAC compliant-motion augmentation (G1)")
@@ -153,6 +173,21 @@ def add_parser(subparsers) -> None:
     t.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.set_defaults(func=_train_teacher)
+
+    d = sub.add_parser("train", help="DAgger student from the model-based teacher, LAC's deploy format (needs [train])")
+    d.add_argument("--config", default=None, help="training config (default robots/g1/lac_train.yaml)")
+    d.add_argument("--out", required=True, help="run directory (data, checkpoints, student.onnx, logs, loss.png)")
+    d.add_argument("--dataset", default=None, help="augmentation dataset directory (default: generated into OUT/dataset)")
+    d.add_argument("--workers", type=int, default=1, help="rollout worker processes")
+    d.add_argument("--resume", action="store_true", help="continue after the last complete round in --out")
+    d.add_argument("--seed", type=int, default=None, help="training seed (default: the config's)")
+    d.add_argument("--no-progress", action="store_true", help="no progress bar")
+    d.set_defaults(func=_train)
+
+    x = sub.add_parser("export", help="export a training checkpoint to LAC's deploy ONNX")
+    x.add_argument("run", help="run directory (its latest checkpoint) or a checkpoints/round_XXX.pt file")
+    x.add_argument("--out", required=True, help="output .onnx")
+    x.set_defaults(func=_export)
 
 
 def _main(argv=None) -> int:  # pragma: no cover - for python -m
