@@ -1,0 +1,538 @@
+"""DAgger distillation of the model-based teacher into the LAC student (``contactflow lac train``).
+
+LAC (Sec. III-C) trains a privileged PPO teacher and distils it into a student that sees only the
+95-D observation over 64 frames. On a 2-core CPU the teacher is the model-based ``LacExpert``
+(lac.md §0: PPO is not feasible here, BC/DAgger from such an expert is), and the distillation is
+DAgger (Ross, Gordon, Bagnell, AISTATS 2011):
+
+* round 0: the teacher acts (behaviour cloning data);
+* round r >= 1: at each tick the teacher's action is executed with probability ``beta_r``
+  (:meth:`DaggerCfg.beta`), else the student's (its ONNX export run by onnxruntime, as deployed);
+  the teacher labels EVERY visited state (it runs as an observer, ``lockstep=False``);
+* the data of all rounds are aggregated and the student is trained on them (mean squared error on
+  the action, Adam), warm-started from the previous round.
+
+Episodes are independent (seed ``SeedSequence([seed, round, episode])``) and rolled out in worker
+processes; results are gathered in episode order, so a run is deterministic for a seed whatever
+the number of workers (the training uses ``optim.torch_threads`` threads, 1 by default, and a
+batch order seeded per round). After each round a checkpoint (weights, optimiser, log) and the
+round's data are written; ``resume`` continues after the last complete round.
+
+Output directory: ``config.yaml`` (the resolved configuration), ``run.json`` (provenance),
+``data/round_XXX.npz``, ``checkpoints/round_XXX.pt``, ``student.onnx`` (the latest export, with the
+deploy metadata), ``train_log.json`` / ``train_log.csv`` (per round / per epoch) and ``loss.png``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import multiprocessing as mp
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from contactflow.config import to_dict
+from contactflow.errors import ConfigError
+from contactflow.lac.train.config import TrainConfig
+
+__all__ = ["RolloutResult", "rollout_episode", "train", "load_checkpoint", "export_checkpoint", "git_revision",
+           "window_index"]
+
+log = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------- rollouts (no torch)
+
+
+@dataclasses.dataclass
+class RolloutResult:
+    """One DAgger episode.
+
+    Attributes:
+        frames: (T, 95) float32 observation frames (the newest frame of each tick's input).
+        labels: (T, 23) float32 teacher actions (policy order).
+        teacher_ok: (T,) the teacher's own output (False: it held its last safe command).
+        student_acted: (T,) the student's action was executed.
+        fell: the robot fell (the episode ended there).
+        refused: ticks whose executed action the deploy runner refused.
+        on_policy_se: sum over the ticks of the mean squared student-teacher action difference
+            (0 in round 0).
+        row_index: dataset row. wall_s: rollout wall time [s].
+    """
+
+    frames: np.ndarray
+    labels: np.ndarray
+    teacher_ok: np.ndarray
+    student_acted: np.ndarray
+    fell: bool
+    refused: int
+    on_policy_se: float
+    row_index: int
+    wall_s: float
+
+
+class _Context:
+    """What a worker builds once per round: robot, spec (with the round's student), env, teacher."""
+
+    def __init__(self, cfg: TrainConfig, rows: list, student_model: str | None):
+        from contactflow.lac.expert import load_expert_config
+        from contactflow.lac.train.env import LacTrainEnv, load_train_spec
+        from contactflow.lac.train.teacher import ExpertTeacher
+        from contactflow.robot import load_robot
+
+        self.cfg = cfg
+        robot = load_robot(cfg.robot)
+        self.spec = load_train_spec(cfg.spec, robot, model=student_model)
+        self.env = LacTrainEnv(cfg.env, self.spec, rows, robot)
+        self.teacher = ExpertTeacher(load_expert_config(cfg.expert_config), robot, self.spec)
+        self.has_student = student_model is not None
+
+
+def rollout_episode(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
+    """Roll out episode ``i`` of round ``r`` (module docstring): teacher labels, beta mixing.
+
+    Args:
+        ctx: the worker's context. r, i: round and episode (the seed is
+            ``SeedSequence([cfg.seed, r, i])``). beta: probability of executing the teacher's action.
+
+    Returns:
+        RolloutResult.
+    """
+    # the deploy runner warns on every 50th refused action; a young student's refusals are counted
+    # in the round's log instead
+    plog = logging.getLogger("contactflow.policy")
+    level = plog.level
+    plog.setLevel(logging.ERROR)
+    try:
+        return _rollout(ctx, r, i, beta)
+    finally:
+        plog.setLevel(level)
+
+
+def _rollout(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
+    from contactflow.lac.train.env import episode_from_row, episode_rng
+
+    t0 = time.perf_counter()
+    env, teacher, cfg = ctx.env, ctx.teacher, ctx.cfg
+    rng = episode_rng(cfg.seed, r, i)
+    idx = int(rng.integers(len(env.rows)))
+    ep = episode_from_row(env.rows[idx], cfg.env, env.lac, rng, row_index=idx)
+    obs, priv = env.reset(0, episode=ep)
+    teacher.reset(priv["sensors"])
+    n = env.n_steps
+    frames = np.empty((n, env.spec.frame_dim), np.float32)
+    labels = np.empty((n, len(env.spec.joint_names)), np.float32)
+    t_ok = np.zeros(n, bool)
+    s_act = np.zeros(n, bool)
+    fell, refused, se, k = False, 0, 0.0, 0
+    for k in range(n):
+        a_t, ok = teacher.label(priv["sensors"], priv["command"])
+        frames[k], labels[k], t_ok[k] = env.frame, a_t, ok
+        a = a_t
+        if ctx.has_student:
+            a_s = np.asarray(env.spec.model.run(obs[None]), float).reshape(-1)
+            se += float(np.mean((a_s - a_t) ** 2))
+            if rng.uniform() >= beta:
+                a, s_act[k] = a_s, True
+        res = env.step(a)
+        obs, priv = res.obs, res.privileged
+        refused += int(not res.info["accepted"])
+        if res.done:
+            fell = bool(res.info["fell"])
+            break
+    m = k + 1
+    return RolloutResult(frames[:m], labels[:m], t_ok[:m], s_act[:m], fell, refused, se, idx, time.perf_counter() - t0)
+
+
+_CTX: _Context | None = None
+_ROWS: list | None = None
+
+
+def _init_worker(cfg: TrainConfig, student_model: str | None) -> None:
+    global _CTX
+    _CTX = _Context(cfg, _ROWS, student_model)
+
+
+def _run_job(job: tuple[int, int, float]) -> tuple[int, RolloutResult]:
+    r, i, beta = job
+    return i, rollout_episode(_CTX, r, i, beta)
+
+
+def _rollouts(cfg: TrainConfig, rows: list, r: int, student_model: str | None, workers: int,
+              tick: Callable[[int], None] | None) -> list[RolloutResult]:
+    global _ROWS
+    beta = cfg.dagger.beta(r) if student_model is not None else 1.0
+    jobs = [(r, i, beta) for i in range(cfg.dagger.episodes_per_round)]
+    out: dict[int, RolloutResult] = {}
+    if workers <= 1:
+        ctx = _Context(cfg, rows, student_model)
+        for job in jobs:
+            out[job[1]] = rollout_episode(ctx, *job)
+            if tick:
+                tick(1)
+    else:
+        _ROWS = rows  # inherited by the forked workers
+        with mp.get_context("fork").Pool(min(workers, len(jobs)), initializer=_init_worker,
+                                         initargs=(cfg, student_model)) as pool:
+            for i, res in pool.imap_unordered(_run_job, jobs):
+                out[i] = res
+                if tick:
+                    tick(1)
+        _ROWS = None
+    return [out[i] for i in range(len(jobs))]
+
+
+# --------------------------------------------------------------------------- data
+
+
+def window_index(first: np.ndarray, idx: np.ndarray, history: int) -> np.ndarray:
+    """Indices of the ``history`` frames of each sample, oldest first, clamped at the episode's
+    first frame (the deploy history's ``first_frame`` fill).
+
+    Args:
+        first: (N,) index of the first frame of each sample's episode. idx: (B,) sample indices.
+        history: frames per window (64).
+
+    Returns:
+        (B, history) int64 frame indices.
+    """
+    w = idx[:, None] + np.arange(-history + 1, 1)[None, :]
+    return np.maximum(w, first[idx][:, None])
+
+
+def _save_round(path: Path, results: list[RolloutResult]) -> None:
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(tmp, frames=np.concatenate([x.frames for x in results]), labels=np.concatenate([x.labels for x in results]),
+             teacher_ok=np.concatenate([x.teacher_ok for x in results]),
+             student_acted=np.concatenate([x.student_acted for x in results]),
+             ep_len=np.array([len(x.frames) for x in results]))
+    tmp.replace(path)
+
+
+def _load_rounds(data_dir: Path, upto: int) -> dict[str, np.ndarray]:
+    frames, labels, ok, first = [], [], [], []
+    n = 0
+    for r in range(upto + 1):
+        with np.load(data_dir / f"round_{r:03d}.npz") as d:
+            frames.append(d["frames"])
+            labels.append(d["labels"])
+            ok.append(d["teacher_ok"])
+            for L in d["ep_len"]:
+                first.append(np.full(int(L), n, np.int64))
+                n += int(L)
+    return {"frames": np.concatenate(frames), "labels": np.concatenate(labels), "ok": np.concatenate(ok),
+            "first": np.concatenate(first)}
+
+
+# --------------------------------------------------------------------------- provenance
+
+
+def git_revision() -> str:
+    """``git describe --always --dirty`` of the source tree ("unknown" outside a checkout)."""
+    try:
+        root = Path(__file__).resolve().parents[3]
+        out = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=12"],
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _dataset_info(path: Path) -> dict:
+    man = path / "manifest.json"
+    info = {"path": str(path)}
+    if man.is_file():
+        m = json.loads(man.read_text())
+        info.update(seed=m.get("seed"), config_hash=m.get("config_hash"), frames=m.get("frames"))
+    return info
+
+
+# --------------------------------------------------------------------------- checkpoints and export
+
+
+def _new_student(cfg: TrainConfig, spec):
+    from contactflow.lac.train.student import Student
+
+    k = next(b.sl for b in spec.terms if b.cfg.term == "stiffness")
+    return Student(cfg.student, history=spec.cfg.history.length, frame_dim=spec.frame_dim,
+                   n_act=len(spec.joint_names), stiffness=k)
+
+
+def load_checkpoint(path: str | Path) -> dict:
+    """Read a checkpoint (``checkpoints/round_XXX.pt``) or the latest one of a run directory.
+
+    Raises:
+        ConfigError: no checkpoint found, or the file is not one.
+    """
+    import torch
+
+    p = Path(path)
+    if p.is_dir():
+        found = sorted((p / "checkpoints").glob("round_*.pt"))
+        if not found:
+            raise ConfigError(f"{p}: no checkpoints/round_*.pt (not a training run directory, or no round finished)")
+        p = found[-1]
+    if not p.is_file():
+        raise ConfigError(f"{p}: checkpoint not found")
+    try:
+        ck = torch.load(p, map_location="cpu", weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - torch raises many types for a bad file: name it
+        raise ConfigError(f"{p}: not a readable checkpoint ({type(exc).__name__}: {exc})") from None
+    if not isinstance(ck, dict) or "model" not in ck or "config" not in ck:
+        raise ConfigError(f"{p}: not a contactflow lac train checkpoint")
+    ck["path"] = str(p)
+    return ck
+
+
+def _metadata(spec, cfg_dict: dict, run: dict, round_: int) -> dict:
+    from contactflow.lac.train.student import deploy_metadata
+
+    return {**deploy_metadata(spec), "training": "contactflow lac train (DAgger from lac_expert)",
+            "train_config": cfg_dict, "train_round": round_, "dataset": run.get("dataset", {}),
+            "dataset_seed": run.get("dataset", {}).get("seed"), "git_revision": run.get("git_revision", "unknown")}
+
+
+def export_checkpoint(ckpt: str | Path, out: str | Path) -> Path:
+    """Export a checkpoint (or the latest of a run directory) to LAC's deploy ONNX.
+
+    Args:
+        ckpt: checkpoint file or run directory. out: the ``.onnx`` file.
+
+    Returns:
+        The written path.
+    """
+    from contactflow.config import load_config
+    from contactflow.lac.train.env import load_train_spec
+    from contactflow.lac.train.student import export_onnx
+    from contactflow.robot import load_robot
+
+    ck = load_checkpoint(ckpt)
+    cfg = load_config(TrainConfig, ck["config"], source=ck["path"])
+    robot = load_robot(cfg.robot)
+    spec = load_train_spec(cfg.spec, robot)
+    model = _new_student(cfg, spec)
+    model.load_state_dict(ck["model"])
+    return export_onnx(model, out, _metadata(spec, ck["config"], ck.get("run", {}), ck["round"]))
+
+
+# --------------------------------------------------------------------------- training
+
+
+def _plot(log_rows: list[dict], epochs: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
+    x = np.arange(len(epochs))
+    ax[0].semilogy(x, [e["loss"] for e in epochs], "-o", ms=3)
+    for e in epochs:
+        if e["epoch"] == 0:
+            ax[0].axvline(x[epochs.index(e)], color="0.85", lw=0.8)
+    ax[0].set_xlabel("epoch (grey lines: new DAgger round)")
+    ax[0].set_ylabel("training loss (action MSE)")
+    rr = [r for r in log_rows if r["round"] >= 1]
+    if rr:
+        ax[1].semilogy([r["round"] for r in rr], [r["on_policy_mse"] for r in rr], "-o", label="student vs teacher, on-policy")
+        ax[1].legend(loc="best", fontsize=8)
+    ax[1].set_xlabel("DAgger round")
+    ax[1].set_ylabel("action MSE on the round's rollouts")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None = None, workers: int = 1,
+          resume: bool = False, progress: bool = True, echo: Callable[[str], None] = print) -> dict:
+    """Run (or resume) DAgger training into ``out_dir`` (module docstring).
+
+    Args:
+        cfg: the training configuration.
+        out_dir: run directory (created).
+        dataset: augmentation dataset directory; ``None``: one is generated into ``out_dir/dataset``
+            with ``dagger.dataset_seed`` / ``dagger.dataset_episodes`` (resumable).
+        workers: rollout worker processes.
+        resume: continue after the last complete round of ``out_dir``.
+        progress: tqdm progress bars.
+        echo: where the one-line rates are printed.
+
+    Returns:
+        Summary: ``rounds`` (the per-round log), ``policy`` (the exported ONNX), rates.
+
+    Raises:
+        ConfigError: ``out_dir`` holds a run and ``resume`` is false, or it holds a run with another
+            configuration; the dataset is missing or empty.
+    """
+    import torch
+
+    from contactflow.lac.augment import augment
+    from contactflow.lac.dataset import read_episodes
+    from contactflow.lac.train.env import load_train_spec
+    from contactflow.lac.train.student import export_onnx
+    from contactflow.robot import load_robot
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "data").mkdir(exist_ok=True)
+    (out / "checkpoints").mkdir(exist_ok=True)
+    cfg_dict = to_dict(cfg)
+    have = sorted((out / "checkpoints").glob("round_*.pt"))
+    if have and not resume:
+        raise ConfigError(f"{out}: holds a training run ({len(have)} round(s)); use --resume or a new directory")
+    run_path = out / "run.json"
+    if run_path.is_file():
+        old = json.loads(run_path.read_text())
+        if old.get("config") != cfg_dict:
+            diff = sorted(k for k in set(old.get("config", {})) | set(cfg_dict) if old.get("config", {}).get(k) != cfg_dict.get(k))
+            raise ConfigError(f"{out}: holds a run made with another configuration (sections {diff}); use a new directory")
+        run = old
+    else:
+        run = {"config": cfg_dict, "git_revision": git_revision(), "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+    # ---- the augmentation dataset
+    if dataset is None:
+        dpath = out / "dataset"
+        t0 = time.perf_counter()
+        s = augment(dpath, cfg.dagger.dataset_episodes, seed=cfg.dagger.dataset_seed, workers=workers, progress=progress)
+        if s["shards_written"]:
+            echo(f"dataset: generated {s['episodes_written']} episodes into {dpath} in {time.perf_counter() - t0:.1f} s "
+                 f"({workers} worker(s))")
+    else:
+        dpath = Path(dataset)
+        if not dpath.exists():
+            raise ConfigError(f"--dataset {dpath}: not found")
+    rows = read_episodes(dpath)
+    if not rows:
+        raise ConfigError(f"{dpath}: the dataset has no episode")
+    if run.get("dataset", {}).get("path") not in (None, str(dpath)):
+        raise ConfigError(f"{out}: the run used dataset {run['dataset']['path']}, not {dpath}")
+    run["dataset"] = _dataset_info(dpath)
+    run_path.write_text(json.dumps(run, indent=1, sort_keys=True))
+    (out / "config.yaml").write_text(_yaml(cfg_dict))
+
+    # ---- model, optimiser, state
+    torch.set_num_threads(cfg.optim.torch_threads)
+    torch.manual_seed(cfg.seed)
+    robot = load_robot(cfg.robot)
+    spec = load_train_spec(cfg.spec, robot)
+    model = _new_student(cfg, spec)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
+    log_rows: list[dict] = []
+    epochs: list[dict] = []
+    start = 0
+    if have:
+        ck = load_checkpoint(have[-1])
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optim"])
+        log_rows, epochs, start = ck["log"], ck["epochs"], ck["round"] + 1
+        echo(f"resuming after round {ck['round']} ({ck['path']})")
+    student_onnx = out / "student.onnx"
+    meta = lambda r: _metadata(spec, cfg_dict, run, r)  # noqa: E731
+    if start > 0:
+        export_onnx(model, student_onnx, meta(start - 1))
+
+    H = spec.cfg.history.length
+    bar_cls = None
+    if progress:
+        from tqdm import tqdm as bar_cls
+    for r in range(start, cfg.dagger.rounds):
+        # ---- rollouts
+        t0 = time.perf_counter()
+        bar = bar_cls(total=cfg.dagger.episodes_per_round, desc=f"round {r} rollouts", unit="ep", dynamic_ncols=True) if bar_cls else None
+        results = _rollouts(cfg, rows, r, str(student_onnx) if r > 0 else None, workers, bar.update if bar else None)
+        if bar:
+            bar.close()
+        roll_wall = time.perf_counter() - t0
+        _save_round(out / "data" / f"round_{r:03d}.npz", results)
+        ticks = sum(len(x.frames) for x in results)
+        row = {
+            "round": r, "beta": 1.0 if r == 0 else cfg.dagger.beta(r), "episodes": len(results), "ticks": ticks,
+            "falls": sum(x.fell for x in results), "teacher_not_ok": int(sum((~x.teacher_ok).sum() for x in results)),
+            "student_ticks": int(sum(x.student_acted.sum() for x in results)),
+            "refused": sum(x.refused for x in results),
+            "on_policy_mse": (sum(x.on_policy_se for x in results) / ticks) if r > 0 else None,
+            "rollout_wall_s": roll_wall, "rollout_ticks_per_s": ticks / roll_wall,
+            "rollout_ticks_per_s_per_worker": sum(len(x.frames) for x in results) / max(sum(x.wall_s for x in results), 1e-9),
+        }
+        # ---- training on the aggregate
+        data = _load_rounds(out / "data", r)
+        frames = torch.from_numpy(data["frames"])
+        labels = torch.from_numpy(data["labels"])
+        samples = np.flatnonzero(data["ok"])
+        if r == 0 and start == 0:
+            with torch.no_grad():
+                model.set_normalizer(model.features(frames[samples]).numpy(), cfg.student.std_floor)
+        g = np.random.default_rng(np.random.SeedSequence([cfg.seed, r, 7]))
+        B = cfg.optim.batch_size
+        per_epoch = max(1, int(np.ceil(len(samples) / B)))
+        total = per_epoch * cfg.optim.epochs_per_round
+        if cfg.optim.max_steps_per_round:
+            total = min(total, cfg.optim.max_steps_per_round)
+        t0 = time.perf_counter()
+        bar = bar_cls(total=total, desc=f"round {r} training", unit="step", dynamic_ncols=True) if bar_cls else None
+        model.train()
+        step, ep_i, seen = 0, 0, 0
+        while step < total:
+            perm = g.permutation(samples)
+            losses = []
+            for b0 in range(0, len(perm), B):
+                if step >= total:
+                    break
+                idx = perm[b0:b0 + B]
+                x = frames[torch.from_numpy(window_index(data["first"], idx, H))]
+                loss = torch.mean((model(x) - labels[torch.from_numpy(idx)]) ** 2)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                losses.append(float(loss.detach()))
+                step += 1
+                seen += len(idx)
+                if bar:
+                    bar.update(1)
+            epochs.append({"round": r, "epoch": ep_i, "loss": float(np.mean(losses)), "steps": len(losses)})
+            ep_i += 1
+        if bar:
+            bar.close()
+        train_wall = time.perf_counter() - t0
+        row.update(data_samples=int(len(samples)), train_steps=step, train_samples=seen, train_wall_s=train_wall,
+                   train_samples_per_s=seen / max(train_wall, 1e-9), loss_first_epoch=epochs[-ep_i]["loss"],
+                   loss_last_epoch=epochs[-1]["loss"])
+        log_rows.append(row)
+        # ---- checkpoint, export for the next round, logs
+        ck_path = out / "checkpoints" / f"round_{r:03d}.pt"
+        torch.save({"round": r, "model": model.state_dict(), "optim": opt.state_dict(), "log": log_rows, "epochs": epochs,
+                    "config": cfg_dict, "run": run}, ck_path.with_suffix(".tmp"))
+        ck_path.with_suffix(".tmp").replace(ck_path)
+        export_onnx(model, student_onnx, meta(r))
+        _write_logs(out, log_rows, epochs)
+        mse = "" if row["on_policy_mse"] is None else f", on-policy action MSE {row['on_policy_mse']:.4f}"
+        echo(f"round {r}: beta {row['beta']:.3g}, {row['episodes']} episodes, {ticks} ticks, {row['falls']} fall(s){mse}; "
+             f"rollouts {row['rollout_ticks_per_s']:.0f} samples/s ({workers} worker(s), "
+             f"{row['rollout_ticks_per_s_per_worker']:.0f} per worker); training {row['train_samples_per_s']:.0f} samples/s, "
+             f"loss {row['loss_first_epoch']:.4f} -> {row['loss_last_epoch']:.4f} on {row['data_samples']} samples")
+    return {"rounds": log_rows, "policy": str(student_onnx), "out": str(out)}
+
+
+def _write_logs(out: Path, log_rows: list[dict], epochs: list[dict]) -> None:
+    (out / "train_log.json").write_text(json.dumps({"rounds": log_rows, "epochs": epochs}, indent=1))
+    with open(out / "train_log.csv", "w") as f:
+        f.write("round,epoch,loss,steps\n")
+        for e in epochs:
+            f.write(f"{e['round']},{e['epoch']},{e['loss']:.6g},{e['steps']}\n")
+    try:
+        _plot(log_rows, epochs, out / "loss.png")
+    except ModuleNotFoundError:  # matplotlib is in [train]; without it the CSV/JSON logs remain
+        log.warning("matplotlib not installed: %s not drawn", out / "loss.png")
+
+
+def _yaml(d: dict) -> str:
+    import yaml
+
+    return "# resolved configuration of this run (contactflow lac train)\n" + yaml.safe_dump(d, sort_keys=False)
+
