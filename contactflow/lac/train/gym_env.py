@@ -52,6 +52,7 @@ components of axial ones negated).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import deque
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -299,13 +300,19 @@ def teacher_mirror(cfg: TeacherEnvCfg, spec=None, lac=None):
 
 def _spec_and_lac(cfg: TeacherEnvCfg):
     """The deploy spec (engineer T's :func:`~contactflow.lac.train.env.load_train_spec`: a
-    placeholder model, only the observation, history and action map are used) and the LAC robot view."""
+    placeholder model, only the observation, history and action map are used) and the LAC robot
+    view; built once per process and robot/spec pair (about 4 s) and shared read-only by its envs."""
+    return _spec_and_lac_cached(cfg.robot, cfg.spec)
+
+
+@functools.lru_cache(maxsize=4)
+def _spec_and_lac_cached(robot_name: str, spec_name: str):
     from contactflow.lac.model import LacRobot
     from contactflow.lac.train.env import load_train_spec
     from contactflow.robot import load_robot
 
-    robot = load_robot(cfg.robot)
-    return load_train_spec(cfg.spec, robot), LacRobot(robot)
+    robot = load_robot(robot_name)
+    return load_train_spec(spec_name, robot), LacRobot(robot)
 
 
 # --------------------------------------------------------------------------- privileged frame
@@ -437,7 +444,9 @@ class LacTeacherEnv(gym.Env):
         return self._obs(), {"row": i, "curriculum_level": self.curriculum_level}
 
     def step(self, action):
-        a = np.asarray(action, float)
+        """One 50 Hz tick; ``action`` (23,) policy order is clipped to the action Box first (as
+        SB3 does with its samples), so no action is refused by the deploy runner's limit check."""
+        a = np.clip(np.asarray(action, float), self.action_space.low, self.action_space.high)
         res = self.train_env.step(a)
         fell = bool(res.info["fell"]) or self._tilted()
         if not fell:

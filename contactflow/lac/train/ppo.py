@@ -435,9 +435,15 @@ def make_vec_env(cfg: PpoConfig, dataset=None):
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     n = cfg.ppo.n_envs
-    fns = [_make_env_fn(cfg, dataset, i) for i in range(n)]
     if cfg.run.workers == 1:
-        return DummyVecEnv(fns)
+        from contactflow.lac.dataset import read_episodes
+
+        if dataset is None and cfg.env.dataset is not None:
+            dataset = cfg.env.dataset
+        if isinstance(dataset, (str, Path)):
+            dataset = read_episodes(dataset)  # once for all the environments of this process
+        return DummyVecEnv([_make_env_fn(cfg, dataset, i) for i in range(n)])
+    fns = [_make_env_fn(cfg, dataset, i) for i in range(n)]
     if cfg.run.workers != n:
         raise ConfigError(f"{cfg.source}: run.workers must be 1 or ppo.n_envs ({n}), got {cfg.run.workers}")
     return SubprocVecEnv(fns, start_method="spawn")
