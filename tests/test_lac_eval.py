@@ -144,3 +144,21 @@ def test_bad_config_and_names_are_refused(tmp_path):
         run_eval(["expert"], suite="nope", cfg=_cfg(), progress=False)
     with pytest.raises(ConfigError, match="controller 'mpc'"):
         run_eval(["mpc"], suite="quick", cfg=_cfg(), progress=False)
+
+
+def test_a_stored_table_compares_and_plots_after_a_json_round_trip(table, tmp_path):
+    """The lead's route: a stored teacher table (JSON: NaN -> null) merged into a later run."""
+    from contactflow.lac.evaluate import format_summary
+    from contactflow.recording.summary import json_safe
+
+    t = run_eval(["expert", "pd_stand"], suite="quick", cfg=_cfg(suites={"quick": {"scale": {"fig6_hand": 8.0}}}),
+                 progress=False)
+    stored = json.loads(json.dumps(json_safe(t)))  # every mean is null (all fell)
+    c = compare(stored, "pd_stand", "expert")
+    assert c["all_within"] is False and all(np.isnan(r) for r in c["scenarios"]["fig6_hand"]["ratio"])
+    assert plot_eval(stored, tmp_path) and "falls 2/2" in format_summary(stored)
+    fresh = dict(table, results=dict(table["results"]), falls=dict(table["falls"]))
+    fresh["results"].pop("expert")
+    merge_tables(fresh, stored)  # keeps this run's pd_stand, adds the stored expert
+    assert fresh["results"]["pd_stand"] is table["results"]["pd_stand"]
+    assert compare(fresh, "pd_stand", "expert")["displacement_all_within"] is False

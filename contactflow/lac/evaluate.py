@@ -691,8 +691,11 @@ def compare(table: Mapping, student: str, teacher: str, tol: float = 0.25) -> di
         student, teacher: controller names. tol: the allowed relative difference (LAC issue: 25 %).
 
     Returns:
-        {scenario: {k, ratio (list; NaN where either fell), within (list of bool),
-        all_within (bool)}}, plus ``all_within`` over everything.
+        ``scenarios``: {scenario: ``metric`` (the scenario's primary one: the CoM displacement, or
+        the attitude change for Fig. 4's K_theta sweeps), ``k``, ``ratio`` (student / teacher per
+        K; NaN where either fell), ``within`` (``|ratio - 1| <= tol``), ``all_within``, and the same
+        for the CoM displacement in every scenario (``displacement_ratio``, ``displacement_within``)},
+        plus ``all_within`` (primary metrics) and ``displacement_all_within`` over everything.
 
     Raises:
         ConfigError: a controller is not in the table.
@@ -702,21 +705,45 @@ def compare(table: Mapping, student: str, teacher: str, tol: float = 0.25) -> di
         if c not in res:
             raise ConfigError(f"compare: controller {c!r} not in the table; it has {sorted(res)}")
     out: dict = {"student": student, "teacher": teacher, "tolerance": tol, "scenarios": {}}
-    every = True
+    every = every_d = True
+
+    def ratios_of(e_s, e_t, key):
+        ratios, within = [], []
+        for rs, rt in zip(e_s["rows"], e_t["rows"]):
+            a, b = _none_nan(rs["mean"][key]), _none_nan(rt["mean"][key])
+            ok = np.isfinite(a) and np.isfinite(b) and b != 0 and not rs["falls"] and not rt["falls"]
+            r = a / b if ok else float("nan")
+            ratios.append(r)
+            within.append(bool(np.isfinite(r) and abs(r - 1.0) <= tol))
+        return ratios, within
+
     for s, e in res[teacher].items():
         if s not in res[student]:
             continue
+        if [r["k"] for r in res[student][s]["rows"]] != [r["k"] for r in e["rows"]]:
+            raise ConfigError(f"compare: scenario {s!r} has different K grids in the two runs")
         key = "displacement_m" if e["metric"] == "displacement" else "attitude_deg"
-        ratios, within = [], []
-        for rt, rs in zip(e["rows"], res[student][s]["rows"]):
-            a, b = rs["mean"][key], rt["mean"][key]
-            r = a / b if (np.isfinite(a) and np.isfinite(b) and b != 0 and not rs["falls"] and not rt["falls"]) else float("nan")
-            ratios.append(r)
-            within.append(bool(np.isfinite(r) and abs(r - 1.0) <= tol))
-        out["scenarios"][s] = {"metric": key, "k": e["k"], "ratio": ratios, "within": within, "all_within": all(within)}
+        ratios, within = ratios_of(res[student][s], e, key)
+        d_ratios, d_within = ratios_of(res[student][s], e, "displacement_m")
+        out["scenarios"][s] = {"metric": key, "k": e["k"], "ratio": ratios, "within": within, "all_within": all(within),
+                               "displacement_ratio": d_ratios, "displacement_within": d_within}
         every = every and all(within)
+        every_d = every_d and all(d_within)
     out["all_within"] = every
+    out["displacement_all_within"] = every_d
     return out
+
+
+def _none_nan(x) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def _log_axes(ax) -> None:
+    """Log x; log y when some plotted value is positive (all fell: nothing to put on a log axis)."""
+    ax.set_xscale("log")
+    ys = [y for line in ax.get_lines() for y in np.asarray(line.get_ydata(), float)]
+    if any(np.isfinite(y) and y > 0 for y in ys):
+        ax.set_yscale("log")
 
 
 def plot_eval(table: Mapping, out_dir: str | Path, prefix: str = "lac_eval") -> list[Path]:
@@ -752,10 +779,9 @@ def plot_eval(table: Mapping, out_dir: str | Path, prefix: str = "lac_eval") -> 
                     e = table["results"][c].get(s)
                     if e is None:
                         continue
-                    y = [100 * r["mean"]["displacement_m"] for r in e["rows"]]
+                    y = [100 * _none_nan(r["mean"]["displacement_m"]) for r in e["rows"]]
                     ax.plot(e["k"], y, marker=styles[ci % len(styles)], label=f"{c} (falls {e['falls']}/{e['episodes']})")
-                ax.set_xscale("log")
-                ax.set_yscale("log")
+                _log_axes(ax)
                 ax.set_xlabel("K [N/m]")
                 ax.set_ylabel("CoM displacement at peak [cm]")
                 ax.set_title(s, fontsize=9)
@@ -767,13 +793,12 @@ def plot_eval(table: Mapping, out_dir: str | Path, prefix: str = "lac_eval") -> 
                 order = order[::-1]
             for ax, (key, sc, label, ls) in zip(axes[0], order):
                 for i, (c, s, e) in enumerate(scen):
-                    y = [sc * r["mean"][key] for r in e["rows"]]
+                    y = [sc * _none_nan(r["mean"][key]) for r in e["rows"]]
                     ci = ctrls.index(c)
                     ax.plot(e["k"], y, ls=ls, marker=styles[ci % len(styles)], color=f"C{i % 10}",
                             mfc="none" if key == "displacement_m" else None,
                             label=f"{c} {s} (falls {e['falls']}/{e['episodes']})")
-                ax.set_xscale("log")
-                ax.set_yscale("log")
+                _log_axes(ax)
                 ax.set_xlabel("K [N/m]" if fig_no == 3 else "K_theta [N m/rad]")
                 ax.set_ylabel(label)
                 ax.legend(fontsize=6)
@@ -811,12 +836,12 @@ def format_summary(table: Mapping) -> str:
         lines.append(f"{c}: {f['fell']} falls in {f['episodes']} episodes")
         for s, e in res.items():
             key, unit, sc = ("displacement_m", "cm", 100.0) if e["metric"] == "displacement" else ("attitude_deg", "deg", 1.0)
-            vals = " / ".join(f"{sc * r['mean'][key]:.3g}" for r in e["rows"])
+            vals = " / ".join(f"{sc * _none_nan(r['mean'][key]):.3g}" for r in e["rows"])
             mono = "decreasing" if e["monotonic"]["decreasing"] else f"NOT decreasing ({e['monotonic']['reason']})"
             lines.append(f"  {s}: {e['metric']} [{unit}] at K = {e['k']}: {vals}; {mono}; falls {e['falls']}/{e['episodes']}")
             if "headline" in e:
                 h = e["headline"]
-                ours = ", ".join(f"K={k}: {v:.3g}" for k, v in h["ours"].items())
+                ours = ", ".join(f"K={k}: {_none_nan(v):.3g}" for k, v in h["ours"].items())
                 lines.append(f"    LAC: {h['paper']['value']} {h['unit']} at K = {h['paper']['k']}; ours: {ours} {h['unit']}")
     for c, why in table.get("skipped", {}).items():
         lines.append(f"{c}: skipped ({why})")
@@ -824,5 +849,5 @@ def format_summary(table: Mapping) -> str:
     if cmp_:
         lines.append(f"{cmp_['student']} / {cmp_['teacher']} (within {100 * cmp_['tolerance']:.0f} %: {cmp_['all_within']}):")
         for s, e in cmp_["scenarios"].items():
-            lines.append(f"  {s}: " + " / ".join(f"{r:.2f}" for r in e["ratio"]))
+            lines.append(f"  {s} ({e['metric']}): " + " / ".join(f"{_none_nan(r):.2f}" for r in e["ratio"]))
     return "\n".join(lines)
