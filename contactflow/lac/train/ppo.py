@@ -432,6 +432,12 @@ def make_vec_env(cfg: PpoConfig, dataset=None):
     Raises:
         ConfigError: ``run.workers`` is neither 1 nor ``ppo.n_envs``.
     """
+    from stable_baselines3.common.vec_env import VecMonitor
+
+    return VecMonitor(_make_vec_env(cfg, dataset))  # episode return and length in progress.csv
+
+
+def _make_vec_env(cfg: PpoConfig, dataset):
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     n = cfg.ppo.n_envs
@@ -487,8 +493,15 @@ def make_ppo(cfg: PpoConfig, venv) -> PPO:
 
 
 def _latest_checkpoint(out: Path) -> Path | None:
-    ck = sorted(out.glob("model_*.zip"))
-    return ck[-1] if ck else None
+    """The checkpoint of ``out`` (``model_*.zip`` or ``final.zip``) with the most steps."""
+    best, best_n = None, -1
+    for ck in [*out.glob("model_*.zip"), out / "final.zip"]:
+        meta = Path(str(ck) + ".json")
+        if ck.is_file() and meta.is_file():
+            n = int(json.loads(meta.read_text())["num_timesteps"])
+            if n > best_n:
+                best, best_n = ck, n
+    return best
 
 
 def train_teacher(cfg: PpoConfig, out: str | Path, *, dataset=None, iterations: int | None = None,
@@ -502,7 +515,10 @@ def train_teacher(cfg: PpoConfig, out: str | Path, *, dataset=None, iterations: 
         dataset: augmentation episodes (rows of :func:`contactflow.lac.dataset.read_episodes`), a
             dataset directory, or None (the env's ``dataset`` setting).
         iterations: overrides ``ppo.iterations``.
-        resume: continue from the newest checkpoint of ``out`` (same config expected).
+        resume: continue from the newest checkpoint of ``out`` (same config expected): weights,
+            optimiser state, step counter and curriculum level; the environments start new
+            episodes and the random streams restart from the seed, so a resumed run is not
+            bit-identical to an uninterrupted one.
         progress: show SB3's progress bar (needs tqdm and rich).
 
     Returns:
