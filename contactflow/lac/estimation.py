@@ -31,6 +31,7 @@ from a base state estimator and foot force sensors (see :mod:`contactflow.lac.ex
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -39,6 +40,8 @@ import pinocchio as pin
 from contactflow.errors import ConfigError
 from contactflow.lac.model import LacRobot
 from contactflow.robot import Robot
+
+log = logging.getLogger(__name__)
 
 __all__ = ["EstimatorCfg", "WrenchEstimate", "WrenchEstimator"]
 
@@ -157,6 +160,28 @@ class WrenchEstimator:
         self._J = None
         self._v_prev = None
         self._vcom_prev = None
+        self._t_prev = None
+        self._last: WrenchEstimate | None = None
+        #: readings have come at other intervals than the nominal step (a wall-clock driver):
+        #: the measured joint torques are used from then on (:meth:`step`)
+        self.wall_clock = False
+
+    def interval(self, sensors: Mapping) -> float:
+        """Time since the previous reading [s]: the readings' own clock (``t``) where it differs
+        from the nominal step by more than 1 us, else the nominal ``dt``.
+
+        A wall-clock driver (the hardware, its emulator) reads the robot every 20 ms on average, but
+        one reading can follow the last by 0 to 35 ms (measured on the emulated G1); the finite
+        differences of :meth:`raw` taken over the nominal step then turned that jitter into
+        spurious external forces of several newtons while the arms moved, and the admittance
+        followed them. A lockstep simulator's readings are one nominal step apart (float noise
+        below 1 us is ignored, so lockstep runs are unchanged). 0 (or less): the same reading again.
+        """
+        t = sensors.get("t")
+        if t is None or self._t_prev is None:
+            return self.dt
+        dt = float(np.asarray(t, float).reshape(-1)[0]) - self._t_prev
+        return self.dt if abs(dt - self.dt) <= 1e-6 else dt
 
     def raw(self, sensors: Mapping, applied: Mapping | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Unfiltered estimates (f_arm (2, 3), c_arm (2, 3), f_torso (3,)) at ``sensors``; also
@@ -172,15 +197,18 @@ class WrenchEstimator:
         v = np.asarray(sensors["v"], float)
         tau = np.asarray(sensors["tau"], float)
         m, d, lac = self.model, self.data, self.lac
+        dt = self.interval(sensors)
+        if "t" in sensors:
+            self._t_prev = float(np.asarray(sensors["t"], float).reshape(-1)[0])
         if self.cfg.inertial and self._v_prev is not None:
-            a = (v - self._v_prev) / self.dt
+            a = (v - self._v_prev) / dt
             if applied is not None:
                 # momentum balance averaged over the last tick: the PD law is linear in (q, qdot),
                 # so its tick average is kp (q* - q_mid) - kd (q_k - q_k-1) / dt + tau_ff (exact
                 # up to the trapezoid q_mid and the effort clamp); dynamics at the mid state
                 q_mid = pin.interpolate(m, self._q_prev, q, 0.5)
                 g = pin.rnea(m, d, q_mid, 0.5 * (v + self._v_prev), a).copy()
-                dqj = (q[7:] - self._q_prev[7:]) / self.dt
+                dqj = (q[7:] - self._q_prev[7:]) / dt
                 tau = np.clip(applied["kp"] * (applied["q_target"] - q_mid[7:]) - applied["kd"] * dqj + applied["tau_ff"],
                               -self.robot.tau_max, self.robot.tau_max)
             else:
@@ -213,7 +241,7 @@ class WrenchEstimator:
                 f_soles += lac.data.oMf[c.frame_id].rotation @ w[:3]
             pin.centerOfMass(m, d, q, v)
             vcom = d.vcom[0].copy()
-            a_com = (vcom - self._vcom_prev) / self.dt if (self.cfg.inertial and self._vcom_prev is not None) else np.zeros(3)
+            a_com = (vcom - self._vcom_prev) / dt if (self.cfg.inertial and self._vcom_prev is not None) else np.zeros(3)
             self._vcom_prev = vcom
             # m c_ddot = sum f_sole + sum F_ext + m g  ->  F_ext,xy = m c_ddot,xy - sum f_sole,xy
             f_t[:2] = self.mass * a_com[:2] - f_soles[:2] - f_arm[:, :2].sum(axis=0)
@@ -227,7 +255,21 @@ class WrenchEstimator:
         Args:
             sensors: the reading.
             applied: the PD command in force since the previous reading (None: use ``tau``).
+                Ignored from the first reading that is not one nominal step after the previous one
+                (:attr:`wall_clock`): such a driver runs on its own clock, so the command in force
+                over the interval is not known (the emulated G1 on a loaded machine: readings 0 to
+                35 ms apart, and the tick-averaged PD law then gave spurious forces of up to 55 N
+                where the measured torques give under 5 N).
         """
+        dt = self.interval(sensors)
+        if self._t_prev is not None and dt != self.dt and not self.wall_clock:
+            self.wall_clock = True
+            log.info("wrench estimator: a reading %.1f ms after the last (nominal %.1f ms): a wall-clock driver; "
+                     "the measured joint torques are used from now on", 1e3 * dt, 1e3 * self.dt)
+        if self.wall_clock:
+            applied = None
+        if self._last is not None and dt <= 0.0:
+            return self._last  # the same reading again (a wall-clock driver): nothing new to estimate
         f_arm, c_arm, f_t = self.raw(sensors, applied)
         x = np.concatenate([f_arm.ravel(), c_arm.ravel(), f_t])
         self._k += 1
@@ -240,7 +282,8 @@ class WrenchEstimator:
         fa = np.array([_soft(y[0:3], c.deadband_force_n, c.max_force_n), _soft(y[3:6], c.deadband_force_n, c.max_force_n)])
         ca = np.array([_soft(y[6:9], c.deadband_couple_nm, c.max_couple_nm), _soft(y[9:12], c.deadband_couple_nm, c.max_couple_nm)])
         ft = _soft(y[12:15], c.deadband_force_n, c.max_force_n)
-        return WrenchEstimate(fa, ca, ft)
+        self._last = WrenchEstimate(fa, ca, ft)
+        return self._last
 
     def generalized_force(self, est: WrenchEstimate) -> np.ndarray:
         """``J_e^T w_est`` (29,): the generalized force of the estimated wrenches at the state of

@@ -269,7 +269,9 @@ class LacExpert:
             command in force over the last tick is the one sent last), so the arm rows of the
             wrench estimate use that PD command's tick average. ``False`` (a realtime graph, where
             ticks can be skipped and the driver may still apply an older command): the measured
-            joint torques ``tau`` of each reading are used instead.
+            joint torques ``tau`` of each reading are used instead. A lockstep expert whose
+            readings stop coming one period apart (a wall-clock driver: the hardware, its emulator)
+            switches to the measured torques by itself (``WrenchEstimator.wall_clock``).
 
     Raises:
         ConfigError: a configured link is not a LAC link of the right group, the robot file lacks
