@@ -191,6 +191,17 @@ def test_curriculum_levels_gate_the_rows(cfg, rows):
     assert drawn == set(range(len(rows)))
 
 
+def test_rare_links_are_drawn_more_often(cfg, rows):
+    r0 = rows[0]
+    three = [r0, dict(r0), dict(r0, links=["left_elbow_link"])]  # the elbow: 1 event, the hand: 2
+    env = LacTeacherEnv(cfg.env, dataset=three)
+    env.set_curriculum_level(10)
+    f = cfg.env.uniform_floor
+    np.testing.assert_allclose(env.row_probabilities(), (1 - f) * np.array([0.25, 0.25, 0.5]) + f / 3)
+    drawn = [env.reset(seed=s)[1]["row"] for s in range(60)]
+    assert 0.3 < drawn.count(2) / 60 < 0.75  # expected 0.45 (seeds fixed: deterministic)
+
+
 def test_ppo_iterations_change_the_policy_deterministically_and_resume(cfg, rows, tmp_path):
     """A few PPO iterations on CPU (profile ``cpu``: 2 envs x 16 steps x 2 iterations)."""
     init = _params(make_ppo(cfg, make_vec_env(cfg, rows)))

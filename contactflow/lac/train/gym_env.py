@@ -42,6 +42,8 @@ Reward (per 50 Hz tick; weights and widths in :class:`RewardCfg`), LAC §III-C "
 ``info["tracking"]`` is the tracking reward divided by its maximum (in [0, 1]); the curriculum
 reads it. Curriculum (LAC §III-C): level ``L`` admits dataset rows whose ``curriculum_bin`` is at
 most ``L`` (force bins 0..10, couple bins 0..7 of Fig. 2), :meth:`LacTeacherEnv.set_curriculum_level`.
+Episode sampling (LAC §III-C): rows whose rarest loaded link has few events in the dataset are drawn
+more often, mixed with a uniform floor (:meth:`LacTeacherEnv.row_probabilities`).
 
 Symmetry: :func:`teacher_mirror` gives the left/right mirror of the observation and of the action
 as signed permutations (sagittal-plane reflection: left and right joints, links and stiffness
@@ -157,6 +159,9 @@ class TeacherEnvCfg:
         max_tilt_rad: the episode ends (a fall) when the base tilts more than this [rad].
         walk_threshold: stance/walk label threshold on ``|v_tar|`` components (LAC: 0.1).
         wrench_obs_scale: factor on the wrenches in ``o^priv``.
+        uniform_floor: episode sampling (LAC §III-C): a row's probability is ``(1 - floor)
+            w_i / sum w + floor / N`` over the admitted rows, ``w_i = 1 / (event count of the
+            row's rarest loaded link in the dataset)``; 1 = uniform sampling.
         reward, curriculum: see :class:`RewardCfg`, :class:`CurriculumCfg`.
     """
 
@@ -170,6 +175,7 @@ class TeacherEnvCfg:
     max_tilt_rad: float = 1.0
     walk_threshold: float = 0.1
     wrench_obs_scale: float = 0.1
+    uniform_floor: float = 0.3
     reward: RewardCfg = dataclasses.field(default_factory=RewardCfg)
     curriculum: CurriculumCfg = dataclasses.field(default_factory=CurriculumCfg)
 
@@ -178,6 +184,8 @@ class TeacherEnvCfg:
             raise ConfigError("actor_history in [1, 64] and priv_history >= 1 expected")
         if not self.action_clip > 0 or not self.max_tilt_rad > 0 or not self.wrench_obs_scale > 0:
             raise ConfigError("action_clip, max_tilt_rad and wrench_obs_scale must be > 0")
+        if not 0 <= self.uniform_floor <= 1:
+            raise ConfigError(f"uniform_floor: expected in [0, 1], got {self.uniform_floor}")
 
 
 # --------------------------------------------------------------------------- mirrors
@@ -383,6 +391,12 @@ class LacTeacherEnv(gym.Env):
         self.train_env = LacTrainEnv(cfg.episode, spec, rows, lac.robot)
         self.rows = self.train_env.rows
         self._bins = np.array([int(r["curriculum_bin"]) for r in rows])
+        counts: dict[str, int] = {}
+        for r in rows:
+            for name in r["links"]:
+                counts[name] = counts.get(name, 0) + 1
+        self._w = np.array([1.0 / min((counts[n] for n in r["links"]), default=max(counts.values(), default=1))
+                            for r in rows])
         self.curriculum_level = cfg.curriculum.start_level
         D, P = spec.frame_dim, PRIV_DIM
         a = cfg.actor_history * D
@@ -421,13 +435,25 @@ class LacTeacherEnv(gym.Env):
         idx = np.flatnonzero(self._bins <= self.curriculum_level)
         return idx if idx.size else np.flatnonzero(self._bins == self._bins.min())
 
+    def row_probabilities(self) -> np.ndarray:
+        """(len(rows),) probability of each row at the next reset (0 outside the level; the
+        rare-link reweighting of LAC §III-C mixed with ``uniform_floor``)."""
+        idx = self.admitted_rows()
+        w = self._w[idx] / self._w[idx].sum()
+        f = self.cfg.uniform_floor
+        p = np.zeros(len(self.rows))
+        p[idx] = (1.0 - f) * w + f / idx.size
+        return p
+
     # ------------------------------------------------------------------ gym API
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         rng = self.np_random
-        idx = self.admitted_rows()
-        i = int(idx[rng.integers(idx.size)]) if options is None or "row" not in options else int(options["row"])
+        if options is not None and "row" in options:
+            i = int(options["row"])
+        else:
+            i = int(rng.choice(len(self.rows), p=self.row_probabilities()))
         ep_seed = int(rng.integers(2**31 - 1))
         _, priv = self.train_env.reset(ep_seed, i)
         ep = self.train_env.episode
