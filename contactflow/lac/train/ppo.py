@@ -27,9 +27,9 @@ Pieces (each small, each tested in ``tests/test_lac_ppo.py``):
   (``progress.csv``) and resumes (``resume=True`` continues from the newest checkpoint).
 
 Not implemented (said so in the docs): the estimator ``E^est`` regressed in parallel from the
-64-frame history (the student stage, engineer T's DAgger, distils the teacher instead), the gait
-terms of the walk mode (episodes here are standing ones: ``v_cmd = 0``, as in synthesis), and the
-rare-link reweighting of the episode sampling.
+64-frame history and LAC's second stage (here the student is distilled by
+:mod:`contactflow.lac.train.dagger` instead), the gait terms of the walk mode and the freshly sampled
+velocity command (episodes here are standing ones: ``v_cmd = 0``, as in synthesis).
 
 Every hyper-parameter is in ``robots/g1/lac_ppo.yaml`` (the paper-scale values, and a ``cpu``
 profile for tests); :func:`load_ppo_config` reads it (unknown keys are refused).
