@@ -586,11 +586,12 @@ def _summarise(cfg: EvalConfig, suite: str, controller: str, runs: Mapping[tuple
             h = dict(sc.paper_headline)
             unit = h.get("unit", "")
             scale = 100.0 if unit == "cm" else 1.0
-            ours = {}
+            ours, falls = {}, {}
             for kk in h.get("k", []):
                 if kk in ks:
                     ours[str(kk)] = rows[ks.index(kk)]["mean"][key] * scale
-            entry["headline"] = {"paper": h, "ours": ours, "unit": unit}
+                    falls[str(kk)] = rows[ks.index(kk)]["falls"]
+            entry["headline"] = {"paper": h, "ours": ours, "ours_falls": falls, "unit": unit}
         out[s] = entry
     return out
 
@@ -608,9 +609,13 @@ def run_eval(controllers: Sequence[str], *, suite: str = "envelope", cfg: EvalCo
         compare_pair: ``(student, teacher)``: add :func:`compare` of the two.
 
     Returns:
-        The JSON table: ``suite``, ``config``, ``profile``, ``trials``, ``results`` {controller:
-        {scenario: ...}}, ``falls`` {controller: {fell, episodes}}, ``skipped``, ``comparison``,
-        ``date_utc``, ``machine``, ``wall_s``, ``workers``.
+        The JSON table: ``suite``, ``profile``, ``trials``, ``k_grids``, ``pd_stand_gains``,
+        ``results`` {controller: {scenario: {figure, link, channel, metric, force_base_n,
+        couple_nm, scale, k, rows: [{k, trials: [:func:`run_job` dicts], mean (over the trials
+        that did not fall; NaN if all fell), falls}], falls, episodes, monotonic (primary
+        metric, :func:`monotonic_verdict`), monotonic_other, headline (LAC's numbers, ours and
+        our falls at the same K)}}}, ``falls`` {controller: {fell, episodes}}, ``skipped``,
+        ``comparison`` (with ``compare_pair``), ``date_utc``, ``machine``, ``wall_s``, ``workers``.
 
     Raises:
         ConfigError: unknown suite or controller, bad spec. ModelError: a policy model cannot be
@@ -841,7 +846,8 @@ def format_summary(table: Mapping) -> str:
             lines.append(f"  {s}: {e['metric']} [{unit}] at K = {e['k']}: {vals}; {mono}; falls {e['falls']}/{e['episodes']}")
             if "headline" in e:
                 h = e["headline"]
-                ours = ", ".join(f"K={k}: {_none_nan(v):.3g}" for k, v in h["ours"].items())
+                ours = ", ".join(f"K={k}: {_none_nan(v):.3g} (falls {h.get('ours_falls', {}).get(k, '?')})"
+                                 for k, v in h["ours"].items())
                 lines.append(f"    LAC: {h['paper']['value']} {h['unit']} at K = {h['paper']['k']}; ours: {ours} {h['unit']}")
     for c, why in table.get("skipped", {}).items():
         lines.append(f"{c}: skipped ({why})")
