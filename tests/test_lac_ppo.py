@@ -245,3 +245,5 @@ def test_config_errors_name_the_file_and_key(tmp_path):
         load_ppo_config(overrides={"ppo": {"n_envs": 3, "n_steps": 1, "n_minibatches": 2}})
     full = load_ppo_config()
     assert full.ppo.n_envs == 32768 and full.ppo.iterations == 20000 and full.model.latent_dim == 64
+    ws = load_ppo_config(profile="workstation")  # every shipped profile loads
+    assert ws.run.workers == ws.ppo.n_envs == 16 and ws.model == full.model
