@@ -210,7 +210,8 @@ def _save_round(path: Path, results: list[RolloutResult]) -> None:
     np.savez(tmp, frames=np.concatenate([x.frames for x in results]), labels=np.concatenate([x.labels for x in results]),
              teacher_ok=np.concatenate([x.teacher_ok for x in results]),
              student_acted=np.concatenate([x.student_acted for x in results]),
-             ep_len=np.array([len(x.frames) for x in results]))
+             ep_len=np.array([len(x.frames) for x in results]), fell=np.array([x.fell for x in results]),
+             row_index=np.array([x.row_index for x in results]), refused=np.array([x.refused for x in results]))
     tmp.replace(path)
 
 

@@ -1,0 +1,293 @@
+"""``contactflow lac train`` / ``lac export`` (contactflow/lac/train/): the pipeline, not the quality.
+
+A tiny student is re-trained from scratch (2 augmented episodes, 2 DAgger rounds of 2 two-second
+episodes), exported, loaded through the deploy spec and run in the PolicyRunner; the same seed gives
+the same weights (with 1 or 2 rollout workers); a resumed run ends with the weights of an
+uninterrupted one; the teacher's labels reproduce the expert's torque; the training windows are the
+deploy input. Needs the ``[train]`` extra (torch, onnx).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnx")
+
+from contactflow.config import load_config  # noqa: E402
+from contactflow.errors import ConfigError  # noqa: E402
+from contactflow.lac.train.config import TrainConfig, load_train_config  # noqa: E402
+from contactflow.lac.train.dagger import export_checkpoint, load_checkpoint, train, window_index  # noqa: E402
+from contactflow.lac.train.env import LacTrainEnv, episode_from_row, episode_rng, load_train_spec  # noqa: E402
+from contactflow.lac.train.teacher import ExpertTeacher, action_from_pd  # noqa: E402
+from contactflow.robot import load_robot  # noqa: E402
+
+TINY = {
+    "env": {"max_episode_s": 2.0, "settle_s": 0.2},
+    "optim": {"epochs_per_round": 2, "batch_size": 64},
+    "dagger": {"rounds": 2, "episodes_per_round": 2},
+}
+
+
+@pytest.fixture(scope="module")
+def robot():
+    return load_robot("g1")
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """Two augmented episodes of the shipped augmentation config (~3 s)."""
+    from contactflow.lac.augment import augment
+
+    d = tmp_path_factory.mktemp("lac_ds")
+    augment(d, 2, seed=0, workers=1, progress=False)
+    return d
+
+
+@pytest.fixture(scope="module")
+def rows(dataset):
+    from contactflow.lac.dataset import read_episodes
+
+    return read_episodes(dataset)
+
+
+@pytest.fixture(scope="module")
+def spec(robot):
+    return load_train_spec("lac", robot)
+
+
+@pytest.fixture(scope="module")
+def tiny_cfg():
+    return load_train_config(None, TINY)
+
+
+@pytest.fixture(scope="module")
+def run_a(tmp_path_factory, tiny_cfg, dataset):
+    out = tmp_path_factory.mktemp("run_a")
+    summary = train(tiny_cfg, out, dataset=dataset, workers=1, progress=False, echo=lambda s: None)
+    return out, summary
+
+
+def _expert_cfg():
+    from contactflow.lac.expert import load_expert_config
+
+    return load_expert_config()
+
+
+def _weights(run_dir) -> dict:
+    return load_checkpoint(run_dir)["model"]
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+# --------------------------------------------------------------------------- teacher labels
+
+
+def test_labels_reproduce_the_expert_torque(robot, spec, rows):
+    """PD with (q_target + tau_ff / kp, tau_ff = 0) gives the expert's torque with tau_ff at every
+    state, and the deploy runner turns the label back into that position target."""
+    from contactflow.sim.pd_robot import pd_torque
+
+    env = LacTrainEnv(load_train_config(None, TINY).env, spec, rows, robot)
+    teacher = ExpertTeacher(_expert_cfg(), robot, spec)
+    obs, priv = env.reset(5)
+    teacher.reset(priv["sensors"])
+    rng = np.random.default_rng(0)
+    n_checked = 0
+    for _ in range(25):
+        out = teacher.expert.step(priv["sensors"], priv["command"])  # the expert's own command ...
+        c = out.command
+        a = action_from_pd(spec, c["q_target"], c["kp"], c["tau_ff"])  # ... and its label (ExpertTeacher.label)
+        assert np.abs(c["tau_ff"]).max() > 0.1                       # a feed-forward to fold in
+        q_lab = spec.default_robot.copy()
+        q_lab[spec.policy_to_robot] = spec.default_policy + spec.scale * a
+        np.testing.assert_allclose(q_lab, c["q_target"] + c["tau_ff"] / c["kp"], atol=1e-12)
+        for _k in range(3):  # the current state and perturbed ones (the substeps see other states)
+            q = priv["sensors"]["q"][7:] + rng.normal(0, 0.05, robot.n) * (_k > 0)
+            qd = priv["sensors"]["v"][6:] + rng.normal(0, 0.5, robot.n) * (_k > 0)
+            t_exp = pd_torque(c["q_target"], c["kp"], c["kd"], c["tau_ff"], q, qd, robot.tau_max)
+            t_lac = pd_torque(q_lab, spec.kp, spec.kd, 0.0, q, qd, robot.tau_max)
+            np.testing.assert_allclose(t_lac, t_exp, atol=1e-9)
+            n_checked += 1
+        res = env.step(a)
+        np.testing.assert_allclose(env.runner.last_action, a)  # accepted and fed back, as deployed
+        np.testing.assert_allclose(env.sim.command.q_target, q_lab, atol=1e-12)
+        priv = res.privileged
+        assert not res.done
+    assert n_checked == 75
+
+
+def test_teacher_refuses_other_gains(robot, spec, rows):
+    teacher = ExpertTeacher(_expert_cfg(), robot, spec)
+    env = LacTrainEnv(load_train_config(None, TINY).env, spec, rows, robot)
+    _, priv = env.reset(1)
+    teacher.reset(priv["sensors"])
+    teacher.expert.kp = teacher.expert.kp * 1.5  # an expert tuned with other gains
+    with pytest.raises(ConfigError, match="PD gains differ"):
+        teacher.label(priv["sensors"], priv["command"])
+
+
+# --------------------------------------------------------------------------- environment
+
+
+def test_episode_and_training_windows_are_the_deploy_input(robot, spec, rows):
+    """The frame layout seen through the env (raw stiffness, command, fed-back action), the first
+    frame replicated at reset, and the training windows (window_index) equal to every tick's input."""
+    cfg = load_train_config(None, TINY).env
+    env = LacTrainEnv(cfg, spec, rows, robot)
+    rng = episode_rng(0, 3, 1)
+    ep = episode_from_row(rows[0], cfg, env.lac, rng, row_index=0)
+    # events scaled into the envelope, capped
+    f = np.linalg.norm(ep.peaks_W[:, :3], axis=1)
+    c = np.linalg.norm(ep.peaks_W[:, 3:], axis=1)
+    assert np.all(f <= cfg.max_hand_force_n + 1e-9) and np.all(c <= cfg.max_couple_nm + 1e-9)
+    assert len(ep.links) >= 1 and set(ep.links) <= set(env.lac_links)
+    obs, priv = env.reset(0, episode=ep)
+    assert obs.shape == (64, 95) and obs.dtype == np.float32
+    assert np.all(obs == obs[0])  # first frame replicated
+    lay = {r["term"]: slice(r["offset"], r["offset"] + r["dim"]) for r in spec.layout()}
+    np.testing.assert_allclose(obs[-1, lay["stiffness"]], ep.command["stiffness"], rtol=1e-6)  # RAW
+    np.testing.assert_allclose(obs[-1, lay["command_base_height"]], ep.command["base_height"], rtol=1e-6)
+    frames, inputs = [env.frame.copy()], [obs.copy()]
+    j = list(env.lac_links).index(ep.links[0])
+    for k in range(50):  # 1 s: PD alone at the default posture falls after ~1.3 s (lac.md §0)
+        a = np.full(23, 0.01 * (k % 5))
+        res = env.step(a)
+        assert res.info["accepted"] and not res.done, (k, res.info)
+        np.testing.assert_allclose(res.obs[-1, lay["last_action"]], a, atol=1e-6)  # fed back, policy order
+        frames.append(env.frame.copy())
+        inputs.append(res.obs.copy())
+        # the true wrench of the loaded link over the last tick: the trapezoid times the peak
+        from contactflow.lac.events import trapezoid
+
+        s = float(trapezoid(res.info["t"] - 0.5 * env.dt, *ep.event))
+        np.testing.assert_allclose(res.privileged["wrench_W"][j], s * ep.peaks_W[0], atol=1e-12)
+    frames = np.array(frames)
+    idx = np.arange(len(frames))
+    win = frames[window_index(np.zeros(len(frames), np.int64), idx, 64)]
+    np.testing.assert_array_equal(win, np.array(inputs))
+
+
+def test_episode_is_deterministic_for_a_seed(robot, spec, rows):
+    cfg = load_train_config(None, TINY).env
+    env = LacTrainEnv(cfg, spec, rows, robot)
+    traj = []
+    for _ in range(2):
+        obs, _ = env.reset(11)
+        xs = [obs[-1].copy()]
+        for _k in range(20):
+            xs.append(env.step(np.zeros(23)).obs[-1].copy())
+        traj.append(np.array(xs))
+    np.testing.assert_array_equal(traj[0], traj[1])
+
+
+# --------------------------------------------------------------------------- training and export
+
+
+def test_tiny_training_exports_a_deploy_policy(run_a, robot, tiny_cfg, tmp_path):
+    from contactflow.lac.compliance import stand_command
+    from contactflow.lac.train.student import Student
+    from contactflow.policy import PolicyRunner, load_policy_spec
+    from contactflow.sim.mujoco_robot import sensor_values
+    from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
+
+    out, summary = run_a
+    log = json.loads((out / "train_log.json").read_text())
+    assert [r["round"] for r in log["rounds"]] == [0, 1]
+    assert log["rounds"][0]["beta"] == 1.0 and log["rounds"][0]["student_ticks"] == 0
+    assert log["rounds"][1]["student_ticks"] > 0 and log["rounds"][1]["on_policy_mse"] > 0
+    assert all(np.isfinite(e["loss"]) for e in log["epochs"])
+    assert log["rounds"][1]["data_samples"] > log["rounds"][0]["data_samples"]  # aggregated
+    for f in ("loss.png", "train_log.csv", "config.yaml", "run.json", "checkpoints/round_001.pt"):
+        assert (out / f).is_file(), f
+    onnx_path = out / "student.onnx"
+    assert onnx_path.stat().st_size < 10e6
+
+    # unchanged deploy spec + the exported model
+    spec = load_policy_spec("lac", robot, model=onnx_path)
+    md = spec.model.metadata
+    assert md["dof_names"] == list(spec.joint_names)
+    np.testing.assert_allclose(md["kp"], spec.kp[spec.policy_to_robot])
+    np.testing.assert_allclose(md["kd"], spec.kd[spec.policy_to_robot])
+    np.testing.assert_allclose(md["action_scale"], spec.scale)
+    assert md["joint_orders"]["isaaclab_bfs"] == list(spec.cfg.joint_orders["isaaclab_bfs"])
+    assert md["dataset_seed"] == 0 and md["train_config"]["dagger"]["rounds"] == 2
+    assert md["spec_version"].startswith("lac-deploy/1") and md["git_revision"]
+
+    # the graph is the torch student, log of the RAW stiffness included
+    ck = load_checkpoint(out)
+    model = Student(load_config(TrainConfig, ck["config"]).student)
+    model.load_state_dict(ck["model"])
+    model.eval()
+    x = np.random.default_rng(1).normal(size=(1, 64, 95)).astype(np.float32)
+    x[..., 90:] = np.exp(np.random.default_rng(2).uniform(np.log(10), np.log(500), size=(1, 64, 5)))
+    with torch.no_grad():
+        ref = model(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(spec.model.run(x), ref, atol=1e-4)
+
+    # `contactflow lac export` of the run gives the same network
+    from contactflow.cli import main as cli_main
+
+    assert cli_main(["lac", "export", str(out), "--out", str(tmp_path / "p.onnx")]) == 0
+    spec2 = load_policy_spec("lac", robot, model=tmp_path / "p.onnx")
+    np.testing.assert_allclose(spec2.model.run(x), ref, atol=1e-4)
+
+    # ticks of the PolicyRunner on the simulated G1 (the pipeline, not the quality)
+    runner = PolicyRunner(spec)
+    sim = PDRobotSim(PDSimConfig(), robot)
+    r = sim.reset()
+    cmd = stand_command(robot, [100.0, 100.0, 100.0, 30.0, 30.0])
+    for _ in range(10):  # a tiny student's targets may leave the joint limits: refused, as deployed
+        o = runner.step(sensor_values(r), cmd)
+        assert o.acted and o.diagnostics["infer_time_s"] > 0 and np.all(np.isfinite(o.command["q_target"]))
+        r = sim.step(o.command["q_target"], o.command["kp"], o.command["kd"], o.command["tau_ff"])
+
+
+def test_same_seed_same_weights_with_two_workers(run_a, tiny_cfg, dataset, tmp_path):
+    out_a, _ = run_a
+    train(tiny_cfg, tmp_path, dataset=dataset, workers=2, progress=False, echo=lambda s: None)
+    assert _same(_weights(out_a), _weights(tmp_path))
+    a = np.load(out_a / "data" / "round_001.npz")
+    b = np.load(tmp_path / "data" / "round_001.npz")
+    np.testing.assert_array_equal(a["frames"], b["frames"])
+
+
+def test_resume_continues_from_the_last_checkpoint(run_a, tiny_cfg, dataset, tmp_path):
+    out_a, _ = run_a
+    run = tmp_path / "run"
+    shutil.copytree(out_a, run)
+    (run / "checkpoints" / "round_001.pt").unlink()  # interrupted during round 1
+    (run / "data" / "round_001.npz").unlink()
+    with pytest.raises(ConfigError, match="--resume"):
+        train(tiny_cfg, run, dataset=dataset, progress=False, echo=lambda s: None)
+    lines = []
+    train(tiny_cfg, run, dataset=dataset, resume=True, progress=False, echo=lines.append)
+    assert lines[0].startswith("resuming after round 0")
+    assert _same(_weights(out_a), _weights(run))
+    other = load_train_config(None, {**TINY, "seed": 5})
+    with pytest.raises(ConfigError, match="another configuration"):
+        train(other, run, dataset=dataset, resume=True, progress=False, echo=lambda s: None)
+
+
+def test_bad_config_is_named(tmp_path):
+    p = tmp_path / "lac_train.yaml"
+    p.write_text("optim: {lrr: 0.001}\n")
+    with pytest.raises(ConfigError, match=r"lac_train\.yaml.*optim.*'lrr'"):
+        load_train_config(p)
+    p.write_text("dagger: {beta_1: 2.0}\n")
+    with pytest.raises(ConfigError, match=r"lac_train\.yaml.*beta_1"):
+        load_train_config(p)
+    with pytest.raises(ConfigError, match="no checkpoints"):
+        export_checkpoint(tmp_path, tmp_path / "x.onnx")
+
+
+def test_shipped_config_binds_the_deploy_spec(robot):
+    cfg = load_train_config()  # robots/g1/lac_train.yaml
+    spec = load_train_spec(cfg.spec, robot)
+    assert spec.cfg.input.shape == (1, 64, 95) and spec.cfg.output.shape == (1, 23)
