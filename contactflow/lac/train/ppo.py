@@ -444,6 +444,10 @@ def _make_vec_env(cfg: PpoConfig, dataset):
     if cfg.run.workers == 1:
         from contactflow.lac.dataset import read_episodes
 
+        if n > 256:
+            log.warning("%s: %d MuJoCo environments in one process (LAC's GPU-simulator scale); with the CPU "
+                        "physics use a profile with one process per core (--profile workstation)", cfg.source, n)
+
         if dataset is None and cfg.env.dataset is not None:
             dataset = cfg.env.dataset
         if isinstance(dataset, (str, Path)):
