@@ -523,7 +523,7 @@ def train_teacher(cfg: PpoConfig, out: str | Path, *, dataset=None, iterations: 
             optimiser state, step counter and curriculum level; the environments start new
             episodes and the random streams restart from the seed, so a resumed run is not
             bit-identical to an uninterrupted one.
-        progress: show SB3's progress bar (needs tqdm and rich).
+        progress: show a progress bar (tqdm) over the environment steps.
 
     Returns:
         Summary: ``iterations``, ``env_steps``, ``wall_s``, ``env_steps_per_s``, ``update_s_per_iter``
@@ -553,8 +553,10 @@ def train_teacher(cfg: PpoConfig, out: str | Path, *, dataset=None, iterations: 
     remaining = max(total - done_steps, 0)
     t0 = time.perf_counter()
     if remaining:
-        model.learn(remaining, callback=[cur, _Checkpoints(out, cfg.run.checkpoint_every, cur), timer],
-                    reset_num_timesteps=not resume, progress_bar=progress)
+        cbs = [cur, _Checkpoints(out, cfg.run.checkpoint_every, cur), timer]
+        if progress:
+            cbs.append(_Progress(total, done_steps))
+        model.learn(remaining, callback=cbs, reset_num_timesteps=not resume)
     wall = time.perf_counter() - t0
     final = out / "final.zip"
     save_checkpoint(model, final, cur.level)
@@ -573,6 +575,30 @@ def train_teacher(cfg: PpoConfig, out: str | Path, *, dataset=None, iterations: 
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+class _Progress(BaseCallback):
+    """A tqdm bar over the run's environment steps (tqdm is a core dependency; SB3's own bar needs rich)."""
+
+    def __init__(self, total: int, done: int):
+        super().__init__()
+        self.total, self.done, self.bar = total, done, None
+
+    def _on_training_start(self) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=self.total, initial=self.done, unit="step", desc="PPO teacher")
+
+    def _on_rollout_end(self) -> None:
+        self.bar.update(self.num_timesteps - self.bar.n)
+        self.bar.set_postfix(level=self.model.logger.name_to_value.get("curriculum/level", 0))
+
+    def _on_training_end(self) -> None:
+        self.bar.update(self.num_timesteps - self.bar.n)
+        self.bar.close()
+
+    def _on_step(self) -> bool:
+        return True
 
 
 class _UpdateTimer(BaseCallback):
