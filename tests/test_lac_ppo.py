@@ -42,7 +42,9 @@ def _params(model) -> dict:
     return {k: v.detach().clone() for k, v in model.policy.state_dict().items()}
 
 
-def test_observation_shapes_reward_and_true_wrench(cfg, rows):
+def test_observation_shapes_reward_and_true_wrench(rows):
+    # half the dataset's force (~9 N on the hand, inside the expert's envelope; residual targets scaled by 0.5)
+    cfg = load_ppo_config(profile="cpu", overrides={"env": {"episode": {"force_scale": 0.5}}})
     env = LacTeacherEnv(cfg.env, dataset=rows)
     lay = env.obs_layout
     assert lay == {"actor": [0, 10 * 95], "priv": [950, 950 + 5 * PRIV_DIM], "crit": [1390, 1395]}
@@ -50,6 +52,7 @@ def test_observation_shapes_reward_and_true_wrench(cfg, rows):
     i = next(k for k, r in enumerate(rows) if r["event_type"] == "force")
     obs, info = env.reset(seed=3, options={"row": i})
     assert obs.shape == env.observation_space.shape == (1395,) and obs.dtype == np.float32
+    assert env.train_env.episode.wrench_scale == pytest.approx([0.5])  # no cap hit: residual targets x 0.5
     te = env.train_env
     sim = te.sim
     ep = te.episode
