@@ -123,11 +123,29 @@ def test_labels_reproduce_the_expert_torque(robot, spec, rows):
     assert n_checked == 75
 
 
-def test_teacher_refuses_other_gains(robot, spec, rows):
-    teacher = ExpertTeacher(_expert_cfg(), robot, spec)
+def test_teacher_labels_stay_inside_the_limits_and_gains_are_checked(robot, spec, rows):
+    """A label is the expert's action clipped to the joint limits - margin (the runner accepts it);
+    a joint the clip does not touch keeps the exact label. Other gains are refused."""
+    teacher = ExpertTeacher(_expert_cfg(), robot, spec, limit_margin_rad=0.25)  # ankle roll: +-0.012 rad left, it clips
     env = LacTrainEnv(load_train_config(None, TINY).env, spec, rows, robot)
     _, priv = env.reset(1)
     teacher.reset(priv["sensors"])
+    twin = ExpertTeacher(_expert_cfg(), robot, spec)
+    twin.reset(priv["sensors"])
+    for _ in range(5):
+        a, ok = teacher.label(priv["sensors"], priv["command"])
+        c = twin.expert.step(priv["sensors"], priv["command"]).command
+        raw = action_from_pd(spec, c["q_target"], c["kp"], c["tau_ff"])
+        q = spec.default_policy + spec.scale * a
+        lo, hi = spec.q_min[spec.policy_to_robot] + 0.25, spec.q_max[spec.policy_to_robot] - 0.25
+        assert ok and np.all(q >= lo - 1e-9) and np.all(q <= hi + 1e-9)
+        inside = (spec.default_policy + spec.scale * raw >= lo) & (spec.default_policy + spec.scale * raw <= hi)
+        np.testing.assert_allclose(a[inside], raw[inside], atol=1e-9)
+        assert (~inside).sum() == np.sum(a != raw)
+        res = env.step(a)
+        assert res.info["accepted"]
+        priv = res.privileged
+    assert teacher.n_clipped >= 1
     teacher.expert.kp = teacher.expert.kp * 1.5  # an expert tuned with other gains
     with pytest.raises(ConfigError, match="PD gains differ"):
         teacher.label(priv["sensors"], priv["command"])

@@ -69,8 +69,9 @@ class EnvCfg:
     teacher's envelope.
 
     Attributes:
-        force_scale: factor on the dataset's peak forces [-] (0.15: 70 N -> 10.5 N).
-        couple_scale: factor on the dataset's peak couples [-] (0.15: 10 N m -> 1.5 N m).
+        force_scale: factor on the dataset's peak forces [-] (0.4: the accepted peaks, mostly
+            15-30 N after the augmentation's decays, become 6-12 N, then capped).
+        couple_scale: factor on the dataset's peak couples [-] (0.3: 2-5 N m -> 0.6-1.5 N m).
         max_hand_force_n: cap of the peak force on a wrist-roll (hand) link [N].
         max_arm_force_n: cap on the other arm links (shoulders, elbows) [N].
         max_torso_force_n: cap on the torso link [N].
@@ -82,16 +83,16 @@ class EnvCfg:
         randomization: domain randomisation.
     """
 
-    force_scale: float = 0.15
-    couple_scale: float = 0.15
-    max_hand_force_n: float = 10.0
+    force_scale: float = 0.4
+    couple_scale: float = 0.3
+    max_hand_force_n: float = 8.0
     max_arm_force_n: float = 5.0
     max_torso_force_n: float = 3.0
     max_couple_nm: float = 1.5
     settle_s: float = 1.0
     after_s: float = 1.0
     max_episode_s: float = 12.0
-    base_height_m: tuple[float, float] = (0.70, 0.78)
+    base_height_m: tuple[float, float] = (0.56, 0.78)
     randomization: RandomizationCfg = dataclasses.field(default_factory=RandomizationCfg)
 
     def __post_init__(self):
@@ -116,7 +117,7 @@ class StudentCfg:
         std_floor: lower bound of a feature's standard deviation in the normaliser [-].
     """
 
-    conv_channels: tuple[int, ...] = (32, 32, 32)
+    conv_channels: tuple[int, ...] = (16, 16, 16)
     conv_kernel: int = 4
     latent_dim: int = 32
     actor_hidden: tuple[int, ...] = (256, 128)
@@ -169,6 +170,8 @@ class DaggerCfg:
         rounds: DAgger rounds including round 0.
         episodes_per_round: training episodes rolled out per round.
         beta_1: teacher probability in round 1. beta_decay: factor per later round.
+        label_limit_margin_rad: the teacher's label target is clipped this far inside the joint
+            limits (the deploy runner refuses a target outside them; ``ExpertTeacher``) [rad].
         dataset_seed: seed of the augmentation dataset generated when ``--dataset`` is not given.
         dataset_episodes: contact frames (slots) of that generated dataset.
     """
@@ -177,6 +180,7 @@ class DaggerCfg:
     episodes_per_round: int = 40
     beta_1: float = 0.5
     beta_decay: float = 0.5
+    label_limit_margin_rad: float = 0.02
     dataset_seed: int = 0
     dataset_episodes: int = 64
 
@@ -185,6 +189,8 @@ class DaggerCfg:
             raise ConfigError("rounds, episodes_per_round and dataset_episodes: must be >= 1")
         if not (0 <= self.beta_1 <= 1 and 0 <= self.beta_decay <= 1):
             raise ConfigError("beta_1 and beta_decay: must be in [0, 1]")
+        if not self.label_limit_margin_rad >= 0:
+            raise ConfigError(f"label_limit_margin_rad: must be >= 0, got {self.label_limit_margin_rad!r}")
 
     def beta(self, r: int) -> float:
         """Teacher probability of round ``r`` (1 in round 0)."""

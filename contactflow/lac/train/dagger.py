@@ -89,7 +89,8 @@ class _Context:
         robot = load_robot(cfg.robot)
         self.spec = load_train_spec(cfg.spec, robot, model=student_model)
         self.env = LacTrainEnv(cfg.env, self.spec, rows, robot)
-        self.teacher = ExpertTeacher(load_expert_config(cfg.expert_config), robot, self.spec)
+        self.teacher = ExpertTeacher(load_expert_config(cfg.expert_config), robot, self.spec,
+                                     limit_margin_rad=cfg.dagger.label_limit_margin_rad)
         self.has_student = student_model is not None
 
 

@@ -11,6 +11,15 @@ position target ``q_target + tau_ff / kp`` at the SAME gains gives the same torq
 which holds only while the expert's ``kp`` and ``kd`` equal the spec's gains: checked at
 construction and at every label (:class:`ConfigError` otherwise).
 
+**Joint limits.** LAC's deploy loop has no clip, but the project's runner refuses a target outside
+the joint limits (``robots/g1/policies/lac.yaml`` ``safety``: the whole action is refused and the last
+command held). With LAC's low gains the expert's equivalent target leaves the limits whenever its
+feed-forward is large (measured: ankle pitch/roll under balance torques, elbows and shoulder roll
+commanded near their limits; the refused teacher then fell in 3 of 24 episodes). The label is
+therefore clipped, per joint, to the limits shrunk by ``limit_margin_rad``: the closest target the
+deployed runner accepts (the torque differs only on the clipped joints; :attr:`ExpertTeacher.n_clipped`
+counts them).
+
 The expert runs as an OBSERVER on the states the executed actions (student or teacher) produce
 (DAgger relabelling), with ``lockstep=False``: the command in force over the last tick is then not
 the expert's own, so its arm-force estimate must use the measured joint torques (``sensors["tau"]``)
@@ -52,16 +61,24 @@ class ExpertTeacher:
         config: the expert's configuration (``load_expert_config()``).
         robot: the G1.
         spec: the deploy spec whose action the labels are.
+        limit_margin_rad: the label's target is kept this far inside the joint limits [rad].
 
     Raises:
         ConfigError: the expert's PD gains differ from the spec's (the label would not reproduce
             the expert's torque).
     """
 
-    def __init__(self, config: ExpertConfig, robot: Robot, spec: PolicySpec):
+    def __init__(self, config: ExpertConfig, robot: Robot, spec: PolicySpec, *, limit_margin_rad: float = 0.02):
         self.spec = spec
         self.expert = LacExpert(config, robot, lockstep=False)
         self._check_gains(self.expert.kp, self.expert.kd)
+        lo, hi = spec.q_min + limit_margin_rad, spec.q_max - limit_margin_rad
+        if np.any(lo > hi):
+            raise ConfigError(f"limit_margin_rad {limit_margin_rad:g}: larger than half a joint range")
+        self._lo = (lo[spec.policy_to_robot] - spec.default_policy) / spec.scale
+        self._hi = (hi[spec.policy_to_robot] - spec.default_policy) / spec.scale
+        #: labels whose target was clipped to the limits (at least one joint), since construction
+        self.n_clipped = 0
 
     def _check_gains(self, kp: np.ndarray, kd: np.ndarray) -> None:
         if not (np.allclose(kp, self.spec.kp, rtol=0, atol=1e-9) and np.allclose(kd, self.spec.kd, rtol=0, atol=1e-9)):
@@ -79,10 +96,13 @@ class ExpertTeacher:
             sensors: the ``sensors`` message (true base state). command: the ``teleop_command``.
 
         Returns:
-            (action (n,) policy order, ok: the expert's own output (False: it held its last safe
-            command, the label is then that command's action)).
+            (action (n,) policy order, clipped into the joint limits, ok: the expert's own output
+            (False: it held its last safe command, the label is then that command's action)).
         """
         out = self.expert.step(sensors, command)
         c = out.command
         self._check_gains(c["kp"], c["kd"])
-        return action_from_pd(self.spec, c["q_target"], c["kp"], c["tau_ff"]), bool(c["ok"][0] > 0.5)
+        a = action_from_pd(self.spec, c["q_target"], c["kp"], c["tau_ff"])
+        a_c = np.clip(a, self._lo, self._hi)
+        self.n_clipped += int(np.any(a_c != a))
+        return a_c, bool(c["ok"][0] > 0.5)
