@@ -80,6 +80,10 @@ class EnvCfg:
         after_s: time after the release ramp [s].
         max_episode_s: episode length cap [s] (the event is cut there).
         base_height_m: the dataset's commanded base height is clamped to [low, high] [m].
+        fall_tilt_rad: the episode ends (a fall) when the pelvis tilts more than this from upright
+            [rad] (the states of a fall in progress are not worth labelling).
+        fall_height_m: ... or when the pelvis is below this height [m] (the simulator's own fall
+            height, 0.35 m for the G1, is reached only on the floor).
         randomization: domain randomisation.
     """
 
@@ -93,6 +97,8 @@ class EnvCfg:
     after_s: float = 1.0
     max_episode_s: float = 12.0
     base_height_m: tuple[float, float] = (0.56, 0.78)
+    fall_tilt_rad: float = 0.5
+    fall_height_m: float = 0.45
     randomization: RandomizationCfg = dataclasses.field(default_factory=RandomizationCfg)
 
     def __post_init__(self):
@@ -100,6 +106,8 @@ class EnvCfg:
                   "max_couple_nm", "settle_s", "after_s"):
             if not getattr(self, n) >= 0:
                 raise ConfigError(f"{n}: must be >= 0, got {getattr(self, n)!r}")
+        if not (self.fall_tilt_rad > 0 and self.fall_height_m >= 0):
+            raise ConfigError("fall_tilt_rad must be > 0 and fall_height_m >= 0")
         if not self.max_episode_s > 0:
             raise ConfigError(f"max_episode_s: must be > 0, got {self.max_episode_s!r}")
         _range("base_height_m", self.base_height_m, 0.0)
@@ -137,6 +145,9 @@ class OptimCfg:
     """Supervised regression of the teacher's actions (mean squared error, Adam).
 
     Attributes:
+        loss: ``action`` (mean squared action error) or ``torque`` (the squared error of the PD
+            torque the actions command at a fixed state, ``(Kp scale (a - a*))^2``, divided by the
+            mean of ``(Kp scale)^2``: legs, whose balance torques matter most, weigh more).
         lr: Adam learning rate. weight_decay: Adam weight decay.
         batch_size: samples per gradient step.
         epochs_per_round: passes over the aggregated dataset after each round.
@@ -144,6 +155,7 @@ class OptimCfg:
         torch_threads: torch intra-op threads of the training (1: deterministic and one core).
     """
 
+    loss: str = "torque"
     lr: float = 1e-3
     weight_decay: float = 0.0
     batch_size: int = 256
@@ -152,6 +164,8 @@ class OptimCfg:
     torch_threads: int = 1
 
     def __post_init__(self):
+        if self.loss not in ("action", "torque"):
+            raise ConfigError(f"loss: expected 'action' or 'torque', got {self.loss!r}")
         if not self.lr > 0 or self.weight_decay < 0:
             raise ConfigError("lr must be > 0 and weight_decay >= 0")
         if self.batch_size < 1 or self.epochs_per_round < 1 or self.max_steps_per_round < 0 or self.torch_threads < 1:

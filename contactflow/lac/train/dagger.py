@@ -471,6 +471,10 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
             with torch.no_grad():
                 model.set_normalizer(model.features(frames[samples]).numpy(), cfg.student.std_floor)
         g = np.random.default_rng(np.random.SeedSequence([cfg.seed, r, 7]))
+        w = torch.ones(labels.shape[1])
+        if cfg.optim.loss == "torque":  # (Kp scale)^2 per joint, policy order, mean 1
+            w = torch.as_tensor((spec.kp[spec.policy_to_robot] * spec.scale) ** 2, dtype=torch.float32)
+            w = w / w.mean()
         B = cfg.optim.batch_size
         per_epoch = max(1, int(np.ceil(len(samples) / B)))
         total = per_epoch * cfg.optim.epochs_per_round
@@ -488,7 +492,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
                     break
                 idx = perm[b0:b0 + B]
                 x = frames[torch.from_numpy(window_index(data["first"], idx, H))]
-                loss = torch.mean((model(x) - labels[torch.from_numpy(idx)]) ** 2)
+                loss = torch.mean(w * (model(x) - labels[torch.from_numpy(idx)]) ** 2)
                 opt.zero_grad()
                 loss.backward()
                 opt.step()

@@ -42,6 +42,7 @@ from contactflow.lac.model import LacRobot
 from contactflow.lac.train.config import EnvCfg
 from contactflow.policy.runner import PolicyRunner
 from contactflow.policy.spec import PolicySpec
+from contactflow.policy.terms import projected_gravity
 from contactflow.robot import Robot
 from contactflow.sim.mujoco_robot import sensor_values
 from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
@@ -207,7 +208,8 @@ class StepResult:
         obs: (64, 95) float32 student input (oldest frame first), the deploy ``frames`` without the
             batch dimension.
         privileged: see :meth:`LacTrainEnv.privileged`.
-        done: the episode ended (fell, or its duration is reached).
+        done: the episode ended (fell: the pelvis tilted beyond ``fall_tilt_rad``, went below
+            ``fall_height_m`` or the simulator diverged; or its duration is reached).
         info: ``fell`` (bool), ``accepted`` (the action passed the runner's checks; else the last
             safe command was held, as at deployment), ``reason`` (why refused), ``t`` [s].
     """
@@ -303,7 +305,9 @@ class LacTrainEnv:
         self._r = self.sim.step(c["q_target"], c["kp"], c["kd"], c["tau_ff"])
         self.sensors = sensor_values(self._r)
         self._k += 1
-        fell = self.sim.fell()
+        up = projected_gravity(self._r.imu_quat)[2]  # -1 upright
+        fell = (self.sim.fell() or self._r.base_height < self.cfg.fall_height_m
+                or up > -np.cos(self.cfg.fall_tilt_rad))
         done = fell or self._k >= self._n
         if not fell:
             self._observe()
