@@ -604,7 +604,8 @@ def run_eval(controllers: Sequence[str], *, suite: str = "envelope", cfg: EvalCo
         controllers: names (module docstring). ``holosoma`` is skipped with a logged message (and a
             ``skipped`` entry) when its model cannot be fetched.
         suite: a suite of the config. cfg: the config (default :func:`load_eval_config`).
-        workers: parallel worker processes (1: in this process).
+        workers: parallel worker processes (``spawn``ed; 1: in this process, also used when the
+            caller's ``__main__`` is not a file the workers can re-import).
         progress: tqdm progress bar over the episodes.
         compare_pair: ``(student, teacher)``: add :func:`compare` of the two.
 
@@ -645,6 +646,10 @@ def run_eval(controllers: Sequence[str], *, suite: str = "envelope", cfg: EvalCo
         from tqdm import tqdm
 
         bar = tqdm(total=len(jobs), desc=f"lac eval {suite}", unit="ep")
+    if workers > 1 and not _main_importable():
+        log.warning("--workers %d: the caller's __main__ cannot be re-imported by spawned workers (a script read "
+                    "from stdin?); running in this process", workers)
+        workers = 1
     if workers <= 1:
         for j in jobs:
             results[j] = run_job(j, cfg)
@@ -686,6 +691,14 @@ def run_eval(controllers: Sequence[str], *, suite: str = "envelope", cfg: EvalCo
     table["wall_s"] = wall
     table["workers"] = workers
     return table
+
+
+def _main_importable() -> bool:
+    import sys
+
+    main = sys.modules.get("__main__")
+    f = getattr(main, "__file__", None)
+    return f is None or Path(f).is_file()  # no __file__: interactive / -c, spawn skips it
 
 
 def compare(table: Mapping, student: str, teacher: str, tol: float = 0.25) -> dict:
