@@ -802,7 +802,8 @@ def plot_eval(table: Mapping, out_dir: str | Path, prefix: str = "lac_eval") -> 
                 _log_axes(ax)
                 ax.set_xlabel("K [N/m]")
                 ax.set_ylabel("CoM displacement at peak [cm]")
-                ax.set_title(s, fontsize=9)
+                e0 = next(table["results"][c][s] for c in ctrls if s in table["results"][c])
+                ax.set_title(f"{s}: {np.linalg.norm(e0['force_base_n']):.3g} N on {e0['link']}", fontsize=9)
                 ax.legend(fontsize=7)
         else:
             fig, axes = plt.subplots(1, 2, figsize=(10, 4), squeeze=False)
