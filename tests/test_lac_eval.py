@@ -162,3 +162,18 @@ def test_a_stored_table_compares_and_plots_after_a_json_round_trip(table, tmp_pa
     merge_tables(fresh, stored)  # keeps this run's pd_stand, adds the stored expert
     assert fresh["results"]["pd_stand"] is table["results"]["pd_stand"]
     assert compare(fresh, "pd_stand", "expert")["displacement_all_within"] is False
+
+
+def test_holosoma_is_skipped_with_a_message_when_its_model_cannot_be_fetched(monkeypatch, caplog):
+    import contactflow.lac.evaluate as ev
+    import contactflow.policy.holosoma as hs
+
+    def no_network(name, *a, **k):
+        raise hs.ModelFetchError("no network (test)")
+
+    monkeypatch.setattr(hs, "fetch_holosoma", no_network)
+    monkeypatch.setattr(ev, "_WORKER", {})  # no cached holosoma from an earlier test
+    t = run_eval(["holosoma", "pd_stand"], suite="quick", cfg=_cfg(k_grids={"low_mid_high": [10.0]}), progress=False)
+    assert "no network (test)" in t["skipped"]["holosoma"] and "holosoma" not in t["results"]
+    assert t["falls"]["pd_stand"]["episodes"] == 1
+    assert "holosoma skipped" in caplog.text
