@@ -222,9 +222,15 @@ def test_ppo_iterations_change_the_policy_deterministically_and_resume(cfg, rows
     for k in p1:  # same seed -> same weights
         assert th.equal(p1[k], p2[k]), k
     assert np.isfinite(s1["update_s_per_iter"]) and np.isfinite(s1["env_steps_per_s"])
-    assert sorted(p.name for p in (tmp_path / "a").glob("model_*.zip")) == ["model_000000000032.zip",
-                                                                            "model_000000000064.zip"]
-    # resume: one more iteration continues from the newest checkpoint's step counter
+    # a checkpoint is written when the next rollout starts (after the update of the one before): the
+    # one after iteration 1 holds that update's weights; the last iteration's are in final.zip
+    assert sorted(p.name for p in (tmp_path / "a").glob("model_*.zip")) == ["model_000000000032.zip"]
+    ck32 = PPO.load(tmp_path / "a" / "model_000000000032.zip", device="cpu").policy.state_dict()
+    assert any(not th.equal(ck32[k], init[k]) for k in init) and any(not th.equal(ck32[k], p1[k]) for k in p1)
+    # resume: one more iteration continues from final.zip (the most steps)
+    from contactflow.lac.train.ppo import _latest_checkpoint
+
+    assert _latest_checkpoint(tmp_path / "a").name == "final.zip"
     s3 = train_teacher(cfg, tmp_path / "a", dataset=rows, iterations=3, resume=True, progress=False)
     assert s3["env_steps"] == 32
     assert json.loads((tmp_path / "a" / "final.zip.json").read_text())["num_timesteps"] == 96

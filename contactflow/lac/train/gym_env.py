@@ -156,7 +156,6 @@ class TeacherEnvCfg:
         action_clip: bound of the action Box (the Gaussian's samples are clipped to it by SB3);
             the Box is narrower where a joint limit is nearer (a target outside the limits would
             make the deploy runner refuse the whole action).
-        max_tilt_rad: the episode ends (a fall) when the base tilts more than this [rad].
         walk_threshold: stance/walk label threshold on ``|v_tar|`` components (LAC: 0.1).
         wrench_obs_scale: factor on the wrenches in ``o^priv``.
         uniform_floor: episode sampling (LAC §III-C): a row's probability is ``(1 - floor)
@@ -172,7 +171,6 @@ class TeacherEnvCfg:
     actor_history: int = 10
     priv_history: int = 5
     action_clip: float = 10.0
-    max_tilt_rad: float = 1.0
     walk_threshold: float = 0.1
     wrench_obs_scale: float = 0.1
     uniform_floor: float = 0.3
@@ -182,8 +180,8 @@ class TeacherEnvCfg:
     def __post_init__(self):
         if not 1 <= self.actor_history <= 64 or self.priv_history < 1:
             raise ConfigError("actor_history in [1, 64] and priv_history >= 1 expected")
-        if not self.action_clip > 0 or not self.max_tilt_rad > 0 or not self.wrench_obs_scale > 0:
-            raise ConfigError("action_clip, max_tilt_rad and wrench_obs_scale must be > 0")
+        if not self.action_clip > 0 or not self.wrench_obs_scale > 0:
+            raise ConfigError("action_clip and wrench_obs_scale must be > 0")
         if not 0 <= self.uniform_floor <= 1:
             raise ConfigError(f"uniform_floor: expected in [0, 1], got {self.uniform_floor}")
 
@@ -474,7 +472,7 @@ class LacTeacherEnv(gym.Env):
         SB3 does with its samples), so no action is refused by the deploy runner's limit check."""
         a = np.clip(np.asarray(action, float), self.action_space.low, self.action_space.high)
         res = self.train_env.step(a)
-        fell = bool(res.info["fell"]) or self._tilted()
+        fell = bool(res.info["fell"])  # the training episode's fall rule (episode.fall_tilt_rad, fall_height_m)
         if not fell:
             self._push_priv(res.privileged)
         r, parts = self._reward(res.privileged, a, fell)
@@ -524,10 +522,6 @@ class LacTeacherEnv(gym.Env):
             frames[:, self._k_sl] = np.log(np.maximum(frames[:, self._k_sl], 1e-6))
         return np.concatenate([frames.reshape(-1), np.concatenate(self._priv),
                                np.array(self._label, np.float32)]).astype(np.float32)
-
-    def _tilted(self) -> bool:
-        g = projected_gravity(np.asarray(self.train_env.sensors["q"], float)[3:7])
-        return bool(np.arccos(np.clip(-g[2], -1.0, 1.0)) > self.cfg.max_tilt_rad)
 
     def _reward(self, priv: Mapping, a: np.ndarray, fell: bool) -> tuple[float, dict]:
         c = self.cfg.reward

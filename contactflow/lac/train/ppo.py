@@ -389,7 +389,11 @@ class CurriculumCallback(BaseCallback):
 
 
 class _Checkpoints(BaseCallback):
-    """Save ``model_<steps>.zip`` every ``every`` rollouts, and the curriculum level next to it."""
+    """Save ``model_<steps>.zip`` every ``every`` iterations, and the curriculum level next to it.
+
+    Saved when the NEXT rollout starts: SB3 calls ``on_rollout_end`` before the update of that
+    rollout's data, so a checkpoint taken there would hold the weights from before the update under
+    a step counter that already counts the rollout (resume would silently drop one update)."""
 
     def __init__(self, out: Path, every: int, curriculum: CurriculumCallback):
         super().__init__()
@@ -398,10 +402,12 @@ class _Checkpoints(BaseCallback):
     def _on_step(self) -> bool:
         return True
 
+    def _on_rollout_start(self) -> None:
+        if self._k > 0 and self._k % self.every == 0:  # the update of rollout k is done
+            save_checkpoint(self.model, self.out / f"model_{self.num_timesteps:012d}.zip", self.cur.level)
+
     def _on_rollout_end(self) -> None:
         self._k += 1
-        if self._k % self.every == 0:
-            save_checkpoint(self.model, self.out / f"model_{self.num_timesteps:012d}.zip", self.cur.level)
 
 
 def save_checkpoint(model: PPO, path: Path, level: int) -> None:
@@ -497,13 +503,14 @@ def make_ppo(cfg: PpoConfig, venv) -> PPO:
 
 
 def _latest_checkpoint(out: Path) -> Path | None:
-    """The checkpoint of ``out`` (``model_*.zip`` or ``final.zip``) with the most steps."""
+    """The checkpoint of ``out`` (``model_*.zip`` or ``final.zip``) with the most steps (``final.zip``
+    on a tie: it holds every update)."""
     best, best_n = None, -1
-    for ck in [*out.glob("model_*.zip"), out / "final.zip"]:
+    for ck in [*sorted(out.glob("model_*.zip")), out / "final.zip"]:
         meta = Path(str(ck) + ".json")
         if ck.is_file() and meta.is_file():
             n = int(json.loads(meta.read_text())["num_timesteps"])
-            if n > best_n:
+            if n > best_n or (n == best_n and ck.name == "final.zip"):
                 best, best_n = ck, n
     return best
 
