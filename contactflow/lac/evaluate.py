@@ -428,8 +428,9 @@ _WORKER: dict = {}
 
 
 def _worker_state(name: str, cfg: EvalConfig):
-    """Per-process cache: robot, simulator and controller factory of ``name``."""
-    key = name
+    """Per-process cache: robot, simulator and controller factory of ``name`` (and of the PD stand's
+    gains: a second evaluation in the same process with other gains builds its own)."""
+    key = (name, repr(cfg.pd_stand))
     if key not in _WORKER:
         from contactflow.robot import load_robot
         from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
