@@ -12,13 +12,14 @@ which holds only while the expert's ``kp`` and ``kd`` equal the spec's gains: ch
 construction and at every label (:class:`ConfigError` otherwise).
 
 **Joint limits.** LAC's deploy loop has no clip, but the project's runner refuses a target outside
-the joint limits (``robots/g1/policies/lac.yaml`` ``safety``: the whole action is refused and the last
-command held). With LAC's low gains the expert's equivalent target leaves the limits whenever its
-feed-forward is large (measured: ankle pitch/roll under balance torques, elbows and shoulder roll
-commanded near their limits; the refused teacher then fell in 3 of 24 episodes). The label is
-therefore clipped, per joint, to the limits shrunk by ``limit_margin_rad``: the closest target the
+the spec's accepted range (``spec.q_min``, ``spec.q_max``: the joint limits widened by the spec's
+``safety`` margins; the whole action is refused and the last command held). With LAC's low gains the
+expert's equivalent target can leave that range when its feed-forward is large (measured with the
+range = the joint limits: ankle pitch/roll under balance torques, elbows and shoulder roll commanded
+near their limits; the refused teacher then fell in 3 of 24 episodes). The label is therefore
+clipped, per joint, to the accepted range shrunk by ``limit_margin_rad``: the closest target the
 deployed runner accepts (the torque differs only on the clipped joints; :attr:`ExpertTeacher.n_clipped`
-counts them).
+counts the clipped labels).
 
 The expert runs as an OBSERVER on the states the executed actions (student or teacher) produce
 (DAgger relabelling), with ``lockstep=False``: the command in force over the last tick is then not
