@@ -545,3 +545,25 @@ def test_holosoma_first_use_download_is_logged(tmp_path, monkeypatch, caplog):
         holosoma.fetch_holosoma(cache=tmp_path)
     (rec,) = [r for r in caplog.records if "downloading" in r.getMessage()]
     assert "holosoma-inference" in rec.getMessage() and "PyPI" in rec.getMessage() and str(tmp_path / "wheels") in rec.getMessage()
+
+
+def test_lac_spec_accepts_targets_up_to_effort_over_kp_past_a_limit(g1, models):
+    """safety.effort_margin (the LAC spec): a target up to tau_max / kp past a joint limit is accepted,
+    where the PD asks for at most the joint's effort limit at the limit; the G1's ankle roll at LAC's
+    Kp 28.5 N m/rad gets 50 / 28.5 = 1.75 rad past its limits. Without it, 0 past the limits."""
+    spec = load_policy_spec("lac", g1, model=models["lac"])
+    effort = np.asarray(g1.tau_max, float) / spec.kp
+    np.testing.assert_allclose(spec.q_max - np.asarray(g1.q_max, float), effort)
+    np.testing.assert_allclose(np.asarray(g1.q_min, float) - spec.q_min, effort)
+    j = g1.joint_names.index("left_ankle_roll_joint")
+    assert effort[j] == pytest.approx(50.0 / 28.5, rel=0.01)
+    run = PolicyRunner(spec)
+    p = list(spec.joint_names).index("left_ankle_roll_joint")
+    for past, ok in ((0.9, True), (1.1, False)):
+        a = np.zeros(len(spec.joint_names))
+        a[p] = (g1.q_max[j] + past * effort[j] - spec.default_policy[p]) / spec.scale[p]
+        out = run.act(a)
+        assert out.ok is ok, (past, out.diagnostics)
+    plain = _write_spec(models["dir"], "lac", safety={"joint_limit_margin_rad": 0.0})
+    spec0 = load_policy_spec(plain, g1, model=models["lac"])
+    np.testing.assert_allclose(spec0.q_max, g1.q_max)

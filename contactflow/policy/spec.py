@@ -184,9 +184,20 @@ class GainsCfg:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SafetyCfg:
     """Output check: a non-finite action, or a ``q_target`` outside ``[q_min - margin, q_max +
-    margin]`` of the robot file, is not sent (the last safe command is held, ``ok`` = 0)."""
+    margin]`` of the robot file, is not sent (the last safe command is held, ``ok`` = 0).
+
+    Attributes:
+        joint_limit_margin_rad: ``margin`` [rad], the same for every joint.
+        effort_margin: add ``tau_max / kp`` of each joint to its margin: a PD target that far past
+            a limit asks for the joint's effort limit at the limit, and a farther one for no more
+            (the motor saturates). A low-gain policy (LAC: Kp 28.5 N m/rad at the ankles) asks for
+            torque near a limit this way: held inside the limits, the G1's ankle roll at the
+            default posture could ask for 7.5 N m of its 50. The Unitree driver still clamps the
+            sent target into the limits on the robot (``contactflow.hardware.unitree``).
+    """
 
     joint_limit_margin_rad: float = 0.0
+    effort_margin: bool = False
 
     def __post_init__(self):
         if self.joint_limit_margin_rad < 0:
@@ -570,6 +581,9 @@ def load_policy_spec(path: str | Path, robot, *, model: str | Path | None = None
     if not (np.all(np.isfinite(kp)) and np.all(kp >= 0) and np.all(np.isfinite(kd)) and np.all(kd >= 0)):
         raise ConfigError(f"{src}: gains: expected finite, non-negative kp and kd")
     margin = cfg.safety.joint_limit_margin_rad
+    if cfg.safety.effort_margin:
+        with np.errstate(divide="ignore"):
+            margin = margin + np.where(kp > 0, np.asarray(robot.tau_max, float) / np.where(kp > 0, kp, 1.0), 0.0)
     q_min, q_max = np.asarray(robot.q_min, float) - margin, np.asarray(robot.q_max, float) + margin
     if np.any(default_robot < q_min) or np.any(default_robot > q_max):
         bad = [robot_names[i] for i in np.flatnonzero((default_robot < q_min) | (default_robot > q_max))]
