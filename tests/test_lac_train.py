@@ -123,29 +123,36 @@ def test_labels_reproduce_the_expert_torque(robot, spec, rows):
     assert n_checked == 75
 
 
-def test_teacher_labels_stay_inside_the_limits_and_gains_are_checked(robot, spec, rows):
-    """A label is the expert's action clipped to the joint limits - margin (the runner accepts it);
-    a joint the clip does not touch keeps the exact label. Other gains are refused."""
-    teacher = ExpertTeacher(_expert_cfg(), robot, spec, limit_margin_rad=0.25)  # ankle roll: +-0.012 rad left, it clips
+def test_teacher_labels_stay_inside_the_accepted_range_and_gains_are_checked(robot, spec, rows):
+    """A label whose target is past the spec's accepted range (joint limits + safety margins) is
+    clipped to the range shrunk by the margin; the other joints keep the exact label (the runner
+    accepts it). Other gains are refused."""
+    from contactflow.lac.expert import Output
+
+    teacher = ExpertTeacher(_expert_cfg(), robot, spec, limit_margin_rad=0.02)
     env = LacTrainEnv(load_train_config(None, TINY).env, spec, rows, robot)
     _, priv = env.reset(1)
     teacher.reset(priv["sensors"])
-    twin = ExpertTeacher(_expert_cfg(), robot, spec)
-    twin.reset(priv["sensors"])
-    for _ in range(5):
-        a, ok = teacher.label(priv["sensors"], priv["command"])
-        c = twin.expert.step(priv["sensors"], priv["command"]).command
-        raw = action_from_pd(spec, c["q_target"], c["kp"], c["tau_ff"])
-        q = spec.default_policy + spec.scale * a
-        lo, hi = spec.q_min[spec.policy_to_robot] + 0.25, spec.q_max[spec.policy_to_robot] - 0.25
-        assert ok and np.all(q >= lo - 1e-9) and np.all(q <= hi + 1e-9)
-        inside = (spec.default_policy + spec.scale * raw >= lo) & (spec.default_policy + spec.scale * raw <= hi)
-        np.testing.assert_allclose(a[inside], raw[inside], atol=1e-9)
-        assert (~inside).sum() == np.sum(a != raw)
-        res = env.step(a)
-        assert res.info["accepted"]
-        priv = res.privileged
-    assert teacher.n_clipped >= 1
+    real = teacher.expert.step(priv["sensors"], priv["command"]).command
+    over = dict(real)
+    i_hi, i_lo = 3, 9  # two joints (robot order) pushed past the accepted range by feed-forward
+    tau = np.array(real["tau_ff"], float)
+    tau[i_hi] += real["kp"][i_hi] * (spec.q_max[i_hi] + 0.5 - real["q_target"][i_hi])
+    tau[i_lo] -= real["kp"][i_lo] * (real["q_target"][i_lo] - spec.q_min[i_lo] + 0.5)
+    over["tau_ff"] = tau
+    teacher.expert.step = lambda sensors, command: Output(over, {})
+    a, ok = teacher.label(priv["sensors"], priv["command"])
+    raw = action_from_pd(spec, over["q_target"], over["kp"], over["tau_ff"])
+    q = np.empty(robot.n)
+    q[spec.policy_to_robot] = spec.default_policy + spec.scale * a
+    np.testing.assert_allclose(q[i_hi], spec.q_max[i_hi] - 0.02, atol=1e-9)
+    np.testing.assert_allclose(q[i_lo], spec.q_min[i_lo] + 0.02, atol=1e-9)
+    keep = np.ones(robot.n, bool)
+    keep[[i_hi, i_lo]] = False
+    np.testing.assert_allclose(a[keep[spec.policy_to_robot]], raw[keep[spec.policy_to_robot]], atol=1e-12)
+    assert ok and teacher.n_clipped == 1
+    assert env.step(a).info["accepted"]
+    del teacher.expert.step  # the expert's own step again
     teacher.expert.kp = teacher.expert.kp * 1.5  # an expert tuned with other gains
     with pytest.raises(ConfigError, match="PD gains differ"):
         teacher.label(priv["sensors"], priv["command"])
