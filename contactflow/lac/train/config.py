@@ -147,7 +147,9 @@ class OptimCfg:
     Attributes:
         loss: ``action`` (mean squared action error) or ``torque`` (the squared error of the PD
             torque the actions command at a fixed state, ``(Kp scale (a - a*))^2``, divided by the
-            mean of ``(Kp scale)^2``: legs, whose balance torques matter most, weigh more).
+            mean of ``(Kp scale)^2``: legs, whose balance torques matter most, weigh more) or
+            ``torque_floor`` (the torque weights raised to at least 1: the arms, whose positions
+            carry the commanded compliance, weigh as in the action loss).
         lr: Adam learning rate. weight_decay: Adam weight decay.
         batch_size: samples per gradient step.
         epochs_per_round: passes over the aggregated dataset after each round.
@@ -155,7 +157,7 @@ class OptimCfg:
         torch_threads: torch intra-op threads of the training (1: deterministic and one core).
     """
 
-    loss: str = "torque"
+    loss: str = "torque_floor"
     lr: float = 1e-3
     weight_decay: float = 0.0
     batch_size: int = 256
@@ -164,8 +166,8 @@ class OptimCfg:
     torch_threads: int = 1
 
     def __post_init__(self):
-        if self.loss not in ("action", "torque"):
-            raise ConfigError(f"loss: expected 'action' or 'torque', got {self.loss!r}")
+        if self.loss not in ("action", "torque", "torque_floor"):
+            raise ConfigError(f"loss: expected 'action', 'torque' or 'torque_floor', got {self.loss!r}")
         if not self.lr > 0 or self.weight_decay < 0:
             raise ConfigError("lr must be > 0 and weight_decay >= 0")
         if self.batch_size < 1 or self.epochs_per_round < 1 or self.max_steps_per_round < 0 or self.torch_threads < 1:

@@ -472,9 +472,11 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
                 model.set_normalizer(model.features(frames[samples]).numpy(), cfg.student.std_floor)
         g = np.random.default_rng(np.random.SeedSequence([cfg.seed, r, 7]))
         w = torch.ones(labels.shape[1])
-        if cfg.optim.loss == "torque":  # (Kp scale)^2 per joint, policy order, mean 1
+        if cfg.optim.loss in ("torque", "torque_floor"):  # (Kp scale)^2 per joint, policy order, mean 1
             w = torch.as_tensor((spec.kp[spec.policy_to_robot] * spec.scale) ** 2, dtype=torch.float32)
             w = w / w.mean()
+            if cfg.optim.loss == "torque_floor":  # no joint weighs less than in the action loss (the arms)
+                w = torch.clamp(w, min=1.0)
         B = cfg.optim.batch_size
         per_epoch = max(1, int(np.ceil(len(samples) / B)))
         total = per_epoch * cfg.optim.epochs_per_round
