@@ -30,6 +30,7 @@ TINY = {
     "env": {"max_episode_s": 2.0, "settle_s": 0.2},
     "optim": {"epochs_per_round": 2, "batch_size": 64},
     "dagger": {"rounds": 2, "episodes_per_round": 2},
+    "validation": {"stand_s": 1.0, "stiffness": [100.0, 300.0]},
 }
 
 
@@ -229,6 +230,10 @@ def test_tiny_training_exports_a_deploy_policy(run_a, robot, tiny_cfg, tmp_path)
     assert log["rounds"][1]["student_ticks"] > 0 and log["rounds"][1]["on_policy_mse"] > 0
     assert all(np.isfinite(e["loss"]) for e in log["epochs"])
     assert log["rounds"][1]["data_samples"] > log["rounds"][0]["data_samples"]  # aggregated
+    v = log["rounds"][1]["validation"]  # the student alone after the round
+    assert v["push_k"] == [100.0, 300.0] and len(v["push_fell"]) == len(v["push_displacement_m"]) == 2
+    assert isinstance(v["stand_fell"], bool) and isinstance(v["monotonic"], bool)
+    assert v["monotonic"] == (not any(v["push_fell"]) and v["push_displacement_m"][1] < v["push_displacement_m"][0])
     for f in ("loss.png", "train_log.csv", "config.yaml", "run.json", "checkpoints/round_001.pt"):
         assert (out / f).is_file(), f
     onnx_path = out / "student.onnx"

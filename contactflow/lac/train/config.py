@@ -13,7 +13,7 @@ from typing import Mapping
 from contactflow.config import load_config, merge, read_yaml
 from contactflow.errors import ConfigError
 
-__all__ = ["EnvCfg", "RandomizationCfg", "StudentCfg", "OptimCfg", "DaggerCfg", "TrainConfig", "load_train_config",
+__all__ = ["EnvCfg", "RandomizationCfg", "StudentCfg", "OptimCfg", "DaggerCfg", "ValidationCfg", "TrainConfig", "load_train_config",
            "default_train_config_path"]
 
 
@@ -89,7 +89,7 @@ class EnvCfg:
 
     force_scale: float = 0.4
     couple_scale: float = 0.3
-    max_hand_force_n: float = 8.0
+    max_hand_force_n: float = 10.0
     max_arm_force_n: float = 5.0
     max_torso_force_n: float = 3.0
     max_couple_nm: float = 1.5
@@ -122,7 +122,7 @@ class StudentCfg:
         conv_kernel: kernel size of each convolution (stride 2).
         latent_dim: history latent size.
         actor_hidden: hidden widths of the actor MLP (input: the newest frame + the latent).
-        std_floor: lower bound of a feature's standard deviation in the normaliser [-].
+        std_floor: a feature whose training std is below this keeps std 1 in the normaliser [-].
     """
 
     conv_channels: tuple[int, ...] = (16, 16, 16)
@@ -214,6 +214,33 @@ class DaggerCfg:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class ValidationCfg:
+    """Student-only check after each round (logged; it does not change the training).
+
+    The exported student runs alone in the deploy ``PolicyRunner`` on the G1 PD simulator
+    (:func:`contactflow.lac.compliance.run_wrench_event`, no randomisation): one standing run and,
+    for each ``stiffness``, a push on ``body`` along world +x, ramp 0.5 s at 2 s, hold 3 s; the
+    steady displacement is LAC Fig. 3's metric (lac.md §4). ``enabled: false`` skips it.
+
+    Attributes:
+        enabled: run the check.
+        stand_s: duration of the standing run [s].
+        body: the pushed MuJoCo body. force_n: the push [N].
+        stiffness: the commanded K of the pushed channel, one run each [N/m].
+    """
+
+    enabled: bool = True
+    stand_s: float = 10.0
+    body: str = "left_wrist_roll_link"
+    force_n: float = 8.0
+    stiffness: tuple[float, ...] = (30.0, 100.0, 300.0)
+
+    def __post_init__(self):
+        if not (self.stand_s > 0 and self.force_n >= 0) or not self.stiffness or min(self.stiffness) <= 0:
+            raise ConfigError("stand_s > 0, force_n >= 0 and positive stiffness values expected")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     """Everything ``contactflow lac train`` needs (``robots/g1/lac_train.yaml``).
 
@@ -222,6 +249,7 @@ class TrainConfig:
         expert_config: the teacher's configuration (``None``: ``robots/<robot>/lac_expert.yaml``).
         seed: training seed (episodes, randomisation, weights, batches).
         env, student, optim, dagger: the parts.
+        validation: the student-only check after each round (does not change the result).
     """
 
     robot: str = "g1"
@@ -232,6 +260,7 @@ class TrainConfig:
     student: StudentCfg = dataclasses.field(default_factory=StudentCfg)
     optim: OptimCfg = dataclasses.field(default_factory=OptimCfg)
     dagger: DaggerCfg = dataclasses.field(default_factory=DaggerCfg)
+    validation: ValidationCfg = dataclasses.field(default_factory=ValidationCfg)
 
 
 def default_train_config_path() -> Path:

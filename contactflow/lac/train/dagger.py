@@ -40,8 +40,8 @@ from contactflow.config import to_dict
 from contactflow.errors import ConfigError
 from contactflow.lac.train.config import TrainConfig
 
-__all__ = ["RolloutResult", "rollout_episode", "train", "load_checkpoint", "export_checkpoint", "git_revision",
-           "window_index"]
+__all__ = ["RolloutResult", "rollout_episode", "train", "validate", "load_checkpoint", "export_checkpoint",
+           "git_revision", "window_index"]
 
 log = logging.getLogger(__name__)
 
@@ -322,6 +322,72 @@ def export_checkpoint(ckpt: str | Path, out: str | Path) -> Path:
     return export_onnx(model, out, _metadata(spec, ck["config"], ck.get("run", {}), ck["round"]))
 
 
+# --------------------------------------------------------------------------- validation
+
+
+class _RunnerController:
+    """The deploy ``PolicyRunner`` behind the ``reset`` / ``step`` interface of ``run_wrench_event``."""
+
+    def __init__(self, spec):
+        from contactflow.policy import PolicyRunner
+
+        self.runner = PolicyRunner(spec)
+
+    def reset(self, sensors) -> None:
+        self.runner.reset()
+
+    def step(self, sensors, command):
+        return self.runner.step(sensors, command)
+
+
+def validate(cfg: TrainConfig, model: str | Path) -> dict:
+    """The student alone on the G1 PD simulator (:class:`~contactflow.lac.train.config.ValidationCfg`).
+
+    Args:
+        cfg: the training configuration (``validation``, ``robot``, ``spec``). model: the student ONNX.
+
+    Returns:
+        ``stand_fell``, ``stand_drift_m`` [m]; ``push_k`` (the K values) with ``push_fell`` and
+        ``push_displacement_m`` [m] (NaN when fallen) per K; ``monotonic``: no fall and the
+        displacement strictly decreasing in K; ``refused`` (actions refused by the runner, all runs).
+    """
+    from contactflow.lac.compliance import run_wrench_event, stand_command
+    from contactflow.lac.train.env import load_train_spec
+    from contactflow.robot import load_robot
+    from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
+
+    v = cfg.validation
+    robot = load_robot(cfg.robot)
+    spec = load_train_spec(cfg.spec, robot, model=model)
+    sim = PDRobotSim(PDSimConfig(), robot)
+    ctl = _RunnerController(spec)
+    plog = logging.getLogger("contactflow.policy")
+    level = plog.level
+    plog.setLevel(logging.ERROR)
+    try:
+        k0 = stand_command(robot, [100.0, 100.0, 100.0, 30.0, 30.0])
+        st = run_wrench_event(sim, ctl, k0, None, np.zeros(6), duration_s=v.stand_s)
+        refused = ctl.runner.n_rejected
+        ch = {"left": 0, "right": 1, "torso": 2}
+        grp = "torso" if v.body == "torso_link" else ("left" if v.body.startswith("left") else "right")
+        ks = sorted(v.stiffness)
+        fell, disp = [], []
+        for k in ks:
+            stiff = np.array([100.0, 100.0, 100.0, 30.0, 30.0])
+            stiff[ch[grp]] = k
+            r = run_wrench_event(sim, ctl, stand_command(robot, stiff), v.body, [v.force_n, 0, 0, 0, 0, 0],
+                                 t0_s=2.0, ramp_s=0.5, hold_s=3.0, after_s=0.5)
+            fell.append(bool(r.fell))
+            disp.append(float(r.displacement_m))
+            refused += ctl.runner.n_rejected
+    finally:
+        plog.setLevel(level)
+    d = np.array(disp)
+    mono = (not any(fell)) and bool(np.all(np.diff(d) < 0))
+    return {"stand_fell": bool(st.fell), "stand_drift_m": float(st.drift_m), "push_k": ks, "push_fell": fell,
+            "push_displacement_m": disp, "monotonic": mono, "refused": int(refused)}
+
+
 # --------------------------------------------------------------------------- training
 
 
@@ -331,7 +397,7 @@ def _plot(log_rows: list[dict], epochs: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, ax = plt.subplots(1, 3, figsize=(15, 3.6))
     x = np.arange(len(epochs))
     ax[0].semilogy(x, [e["loss"] for e in epochs], "-o", ms=3)
     for e in epochs:
@@ -345,6 +411,15 @@ def _plot(log_rows: list[dict], epochs: list[dict], path: Path) -> None:
         ax[1].legend(loc="best", fontsize=8)
     ax[1].set_xlabel("DAgger round")
     ax[1].set_ylabel("action MSE on the round's rollouts")
+    vr = [r for r in log_rows if "validation" in r]
+    if vr:
+        ks = vr[0]["validation"]["push_k"]
+        for j, k in enumerate(ks):
+            y = [np.nan if r["validation"]["push_fell"][j] else 100 * r["validation"]["push_displacement_m"][j] for r in vr]
+            ax[2].plot([r["round"] for r in vr], y, "-o", ms=3, label=f"K = {k:g} N/m")
+        ax[2].legend(loc="best", fontsize=8)
+    ax[2].set_xlabel("DAgger round")
+    ax[2].set_ylabel("student alone: push displacement [cm] (gap: fell)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -390,8 +465,10 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
     run_path = out / "run.json"
     if run_path.is_file():
         old = json.loads(run_path.read_text())
-        if old.get("config") != cfg_dict:
-            diff = sorted(k for k in set(old.get("config", {})) | set(cfg_dict) if old.get("config", {}).get(k) != cfg_dict.get(k))
+        oc = {k: v for k, v in old.get("config", {}).items() if k != "validation"}  # does not change the result
+        nc = {k: v for k, v in cfg_dict.items() if k != "validation"}
+        if oc != nc:
+            diff = sorted(k for k in set(oc) | set(nc) if oc.get(k) != nc.get(k))
             raise ConfigError(f"{out}: holds a run made with another configuration (sections {diff}); use a new directory")
         run = old
     else:
@@ -467,6 +544,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
         frames = torch.from_numpy(data["frames"])
         labels = torch.from_numpy(data["labels"])
         samples = np.flatnonzero(data["ok"])
+        if len(samples) == 0:
+            raise ConfigError(f"round {r}: no usable teacher label (the expert degraded on every tick of rounds 0-{r})")
         if r == 0 and start == 0:
             with torch.no_grad():
                 model.set_normalizer(model.features(frames[samples]).numpy(), cfg.student.std_floor)
@@ -518,12 +597,23 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
                     "config": cfg_dict, "run": run}, ck_path.with_suffix(".tmp"))
         ck_path.with_suffix(".tmp").replace(ck_path)
         export_onnx(model, student_onnx, meta(r))
+        if cfg.validation.enabled:
+            t0 = time.perf_counter()
+            row["validation"] = validate(cfg, student_onnx)
+            row["validation_wall_s"] = time.perf_counter() - t0
         _write_logs(out, log_rows, epochs)
         mse = "" if row["on_policy_mse"] is None else f", on-policy action MSE {row['on_policy_mse']:.4f}"
         echo(f"round {r}: beta {row['beta']:.3g}, {row['episodes']} episodes, {ticks} ticks, {row['falls']} fall(s){mse}; "
              f"rollouts {row['rollout_ticks_per_s']:.0f} samples/s ({workers} worker(s), "
              f"{row['rollout_ticks_per_s_per_worker']:.0f} per worker); training {row['train_samples_per_s']:.0f} samples/s, "
              f"loss {row['loss_first_epoch']:.4f} -> {row['loss_last_epoch']:.4f} on {row['data_samples']} samples")
+        if "validation" in row:
+            v = row["validation"]
+            pushes = ", ".join(f"K {k:g}: {'fell' if f else f'{100 * x:.1f} cm'}"
+                               for k, f, x in zip(v["push_k"], v["push_fell"], v["push_displacement_m"]))
+            echo(f"round {r} student alone: stand {cfg.validation.stand_s:g} s {'FELL' if v['stand_fell'] else 'ok'}; "
+                 f"{cfg.validation.force_n:g} N on {cfg.validation.body}: {pushes}; "
+                 f"{'monotonic' if v['monotonic'] else 'not monotonic'} in K")
     return {"rounds": log_rows, "policy": str(student_onnx), "out": str(out)}
 
 

@@ -33,6 +33,8 @@ from contactflow.policy.spec import PolicySpec
 
 __all__ = ["Student", "export_onnx", "ONNX_OPSET", "SPEC_VERSION", "deploy_metadata"]
 
+#: the normalised inputs are clipped to +- this many standard deviations inside the graph
+CLIP_SIGMA = 10.0
 #: opset of the exported graph (onnxruntime >= 1.14 runs it; checked with 1.32)
 ONNX_OPSET = 17
 #: version of the deploy interface the export follows (LAC demo db66486, lac.md §1.1)
@@ -78,13 +80,21 @@ class Student(nn.Module):
 
     def set_normalizer(self, features: np.ndarray, std_floor: float) -> None:
         """Store the mean and standard deviation of ``features`` (N, D) (the output of
-        :meth:`features` on training frames) as the normaliser; std below ``std_floor`` -> the floor."""
+        :meth:`features` on training frames) as the normaliser. A feature whose std is below
+        ``std_floor`` (constant in training: the base velocity commands, which the standing
+        teacher never receives) keeps std 1, so a command it never saw enters unscaled rather than
+        as hundreds of standard deviations."""
         f = np.asarray(features, dtype=np.float64)
+        sd = f.std(axis=0)
         self.obs_mean.copy_(torch.as_tensor(f.mean(axis=0), dtype=torch.float32))
-        self.obs_std.copy_(torch.as_tensor(np.maximum(f.std(axis=0), std_floor), dtype=torch.float32))
+        self.obs_std.copy_(torch.as_tensor(np.where(sd < std_floor, 1.0, sd), dtype=torch.float32))
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
-        x = (self.features(frames) - self.obs_mean) / self.obs_std
+        """(B, history, frame_dim) raw frames, oldest first -> (B, n_act) actions, policy order.
+
+        The normalised features are clipped to +-``CLIP_SIGMA`` (an input far outside the training
+        data saturates instead of extrapolating)."""
+        x = torch.clamp((self.features(frames) - self.obs_mean) / self.obs_std, -CLIP_SIGMA, CLIP_SIGMA)
         z = self.encoder(x.transpose(1, 2))
         return self.actor(torch.cat([x[:, -1], z], dim=-1))
 
