@@ -93,12 +93,13 @@ def _same(a: dict, b: dict) -> bool:
 def test_labels_reproduce_the_expert_torque(robot, spec, rows):
     """PD with (q_target + tau_ff / kp, tau_ff = 0) gives the expert's torque with tau_ff at every
     state, and the deploy runner turns the label back into that position target."""
-    from contactflow.sim.pd_robot import pd_torque
+    from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig, pd_torque
 
     env = LacTrainEnv(load_train_config(None, TINY).env, spec, rows, robot)
     teacher = ExpertTeacher(_expert_cfg(), robot, spec)
     obs, priv = env.reset(5)
     teacher.reset(priv["sensors"])
+    twin = PDRobotSim(PDSimConfig(), robot)
     rng = np.random.default_rng(0)
     n_checked = 0
     for _ in range(25):
@@ -116,6 +117,14 @@ def test_labels_reproduce_the_expert_torque(robot, spec, rows):
             t_lac = pd_torque(q_lab, spec.kp, spec.kd, 0.0, q, qd, robot.tau_max)
             np.testing.assert_allclose(t_lac, t_exp, atol=1e-9)
             n_checked += 1
+        # independently, through the simulator: one tick from this state under each command
+        q0, v0 = priv["sensors"]["q"], priv["sensors"]["v"]
+        ends = []
+        for cmd in ((c["q_target"], c["kp"], c["kd"], c["tau_ff"]), (q_lab, spec.kp, spec.kd, np.zeros(robot.n))):
+            twin.set_state(q0, v0)
+            twin.data.qacc_warmstart[:] = 0.0
+            ends.append(twin.step(*cmd).q)
+        np.testing.assert_allclose(ends[1], ends[0], atol=1e-7)
         res = env.step(a)
         np.testing.assert_allclose(env.runner.last_action, a)  # accepted and fed back, as deployed
         np.testing.assert_allclose(env.sim.command.q_target, q_lab, atol=1e-12)
@@ -200,6 +209,31 @@ def test_episode_and_training_windows_are_the_deploy_input(robot, spec, rows):
     np.testing.assert_array_equal(win, np.array(inputs))
 
 
+def test_event_caps_per_link_group(robot, rows):
+    """The dataset's peaks are scaled, then capped: hand 10 N, other arm links 5 N, torso 3 N, couples
+    1.5 N m (EnvCfg), direction kept up to the jitter."""
+    from contactflow.lac.model import LacRobot
+
+    cfg = load_train_config(None, {"env": {"randomization": {"force_direction_jitter_deg": 0.0}}}).env
+    lac = LacRobot(robot)
+    row = dict(rows[0])
+    f = np.zeros((11, 3))
+    c = np.zeros((11, 3))
+    names = list(lac.link_names)
+    for name in ("torso_link", "left_elbow_link", "left_wrist_roll_link"):
+        f[names.index(name)] = [60.0, 0.0, 80.0]  # 100 N
+    c[names.index("right_wrist_roll_link")] = [0.0, 0.0, 20.0]
+    c[names.index("left_wrist_roll_link")] = [0.0, 2.0, 0.0]  # 0.3 x 2 = 0.6 N m: below the cap
+    row["force_peak"], row["couple_peak"] = f, c
+    ep = episode_from_row(row, cfg, lac, episode_rng(0, 1), row_index=0)
+    got = {n: w for n, w in zip(ep.links, ep.peaks_W)}
+    for name, cap in (("torso_link", cfg.max_torso_force_n), ("left_elbow_link", cfg.max_arm_force_n),
+                      ("left_wrist_roll_link", cfg.max_hand_force_n)):
+        np.testing.assert_allclose(got[name][:3], cap * np.array([0.6, 0.0, 0.8]), atol=1e-9)
+    np.testing.assert_allclose(got["right_wrist_roll_link"][3:], [0.0, 0.0, cfg.max_couple_nm], atol=1e-9)
+    np.testing.assert_allclose(got["left_wrist_roll_link"][3:], [0.0, 2.0 * cfg.couple_scale, 0.0], atol=1e-9)
+
+
 def test_episode_is_deterministic_for_a_seed(robot, spec, rows):
     cfg = load_train_config(None, TINY).env
     env = LacTrainEnv(cfg, spec, rows, robot)
@@ -218,7 +252,9 @@ def test_episode_is_deterministic_for_a_seed(robot, spec, rows):
 
 def test_tiny_training_exports_a_deploy_policy(run_a, robot, tiny_cfg, tmp_path):
     from contactflow.lac.compliance import stand_command
-    from contactflow.lac.train.student import Student
+    import onnx
+
+    from contactflow.lac.train.dagger import new_student
     from contactflow.policy import PolicyRunner, load_policy_spec
     from contactflow.sim.mujoco_robot import sensor_values
     from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
@@ -252,8 +288,10 @@ def test_tiny_training_exports_a_deploy_policy(run_a, robot, tiny_cfg, tmp_path)
 
     # the graph is the torch student, log of the RAW stiffness included
     ck = load_checkpoint(out)
-    model = Student(load_config(TrainConfig, ck["config"]).student)
+    model = new_student(load_config(TrainConfig, ck["config"]), spec)
     model.load_state_dict(ck["model"])
+    ops = {n.op_type for n in onnx.load(str(onnx_path)).graph.node}
+    assert "Log" in ops and "Conv" in ops  # the log of the raw stiffness and the history encoder are in the graph
     model.eval()
     x = np.random.default_rng(1).normal(size=(1, 64, 95)).astype(np.float32)
     x[..., 90:] = np.exp(np.random.default_rng(2).uniform(np.log(10), np.log(500), size=(1, 64, 5)))

@@ -9,14 +9,17 @@ DAgger (Ross, Gordon, Bagnell, AISTATS 2011):
 * round r >= 1: at each tick the teacher's action is executed with probability ``beta_r``
   (:meth:`DaggerCfg.beta`), else the student's (its ONNX export run by onnxruntime, as deployed);
   the teacher labels EVERY visited state (it runs as an observer, ``lockstep=False``);
-* the data of all rounds are aggregated and the student is trained on them (mean squared error on
-  the action, Adam), warm-started from the previous round.
+* the data of all rounds are aggregated and the student is trained on them (squared action error
+  weighted per joint, ``optim.loss``; Adam), warm-started from the previous round;
+* after each round the exported student runs ALONE through the deploy runner (:func:`validate`:
+  a stand and hand pushes across K), logged and plotted; it does not change the training.
 
 Episodes are independent (seed ``SeedSequence([seed, round, episode])``) and rolled out in worker
 processes; results are gathered in episode order, so a run is deterministic for a seed whatever
 the number of workers (the training uses ``optim.torch_threads`` threads, 1 by default, and a
 batch order seeded per round). After each round a checkpoint (weights, optimiser, log) and the
-round's data are written; ``resume`` continues after the last complete round.
+round's data are written; ``resume`` continues after the last complete round (with the same
+configuration; a larger ``dagger.rounds`` extends a finished run).
 
 Output directory: ``config.yaml`` (the resolved configuration), ``run.json`` (provenance),
 ``data/round_XXX.npz``, ``checkpoints/round_XXX.pt``, ``student.onnx`` (the latest export, with the
@@ -40,7 +43,7 @@ from contactflow.config import to_dict
 from contactflow.errors import ConfigError
 from contactflow.lac.train.config import TrainConfig
 
-__all__ = ["RolloutResult", "rollout_episode", "train", "validate", "load_checkpoint", "export_checkpoint",
+__all__ = ["RolloutResult", "rollout_episode", "train", "validate", "new_student", "load_checkpoint", "export_checkpoint",
            "git_revision", "window_index"]
 
 log = logging.getLogger(__name__)
@@ -257,7 +260,9 @@ def _dataset_info(path: Path) -> dict:
 # --------------------------------------------------------------------------- checkpoints and export
 
 
-def _new_student(cfg: TrainConfig, spec):
+def new_student(cfg: TrainConfig, spec):
+    """A :class:`~contactflow.lac.train.student.Student` shaped by the deploy spec (history, frame,
+    actions, where the raw stiffness sits in a frame)."""
     from contactflow.lac.train.student import Student
 
     k = next(b.sl for b in spec.terms if b.cfg.term == "stiffness")
@@ -317,7 +322,7 @@ def export_checkpoint(ckpt: str | Path, out: str | Path) -> Path:
     cfg = load_config(TrainConfig, ck["config"], source=ck["path"])
     robot = load_robot(cfg.robot)
     spec = load_train_spec(cfg.spec, robot)
-    model = _new_student(cfg, spec)
+    model = new_student(cfg, spec)
     model.load_state_dict(ck["model"])
     return export_onnx(model, out, _metadata(spec, ck["config"], ck.get("run", {}), ck["round"]))
 
@@ -404,10 +409,11 @@ def _plot(log_rows: list[dict], epochs: list[dict], path: Path) -> None:
         if e["epoch"] == 0:
             ax[0].axvline(x[epochs.index(e)], color="0.85", lw=0.8)
     ax[0].set_xlabel("epoch (grey lines: new DAgger round)")
-    ax[0].set_ylabel("training loss (action MSE)")
+    ax[0].set_ylabel("training loss (weighted action MSE)")
     rr = [r for r in log_rows if r["round"] >= 1]
     if rr:
-        ax[1].semilogy([r["round"] for r in rr], [r["on_policy_mse"] for r in rr], "-o", label="student vs teacher, on-policy")
+        ax[1].semilogy([r["round"] for r in rr], [r["on_policy_mse"] for r in rr], "-o",
+                       label="student vs teacher on the round's states (plain action MSE)")
         ax[1].legend(loc="best", fontsize=8)
     ax[1].set_xlabel("DAgger round")
     ax[1].set_ylabel("action MSE on the round's rollouts")
@@ -465,12 +471,18 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
     run_path = out / "run.json"
     if run_path.is_file():
         old = json.loads(run_path.read_text())
-        oc = {k: v for k, v in old.get("config", {}).items() if k != "validation"}  # does not change the result
-        nc = {k: v for k, v in cfg_dict.items() if k != "validation"}
+        def comparable(c: dict) -> dict:  # validation does not change the result; more rounds extend a run
+            c = {k: v for k, v in c.items() if k != "validation"}
+            c["dagger"] = {k: v for k, v in c.get("dagger", {}).items() if k != "rounds"}
+            return c
+
+        oc, nc = comparable(old.get("config", {})), comparable(cfg_dict)
         if oc != nc:
             diff = sorted(k for k in set(oc) | set(nc) if oc.get(k) != nc.get(k))
             raise ConfigError(f"{out}: holds a run made with another configuration (sections {diff}); use a new directory")
-        run = old
+        if len(have) > cfg.dagger.rounds:
+            raise ConfigError(f"{out}: holds {len(have)} rounds, more than dagger.rounds = {cfg.dagger.rounds}")
+        run = dict(old, config=cfg_dict)
     else:
         run = {"config": cfg_dict, "git_revision": git_revision(), "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
@@ -489,6 +501,11 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
     rows = read_episodes(dpath)
     if not rows:
         raise ConfigError(f"{dpath}: the dataset has no episode")
+    man = dpath / "manifest.json"
+    dt_aug = json.loads(man.read_text()).get("config", {}).get("profile", {}).get("dt_s") if man.is_file() else None
+    if dt_aug is not None and abs(float(dt_aug) - 1.0 / 50.0) > 1e-9:
+        raise ConfigError(f"{man}: profile.dt_s = {dt_aug}; the training episode reads the augmented motion at the "
+                          f"50 Hz policy rate (0.02 s frames)")
     if run.get("dataset", {}).get("path") not in (None, str(dpath)):
         raise ConfigError(f"{out}: the run used dataset {run['dataset']['path']}, not {dpath}")
     run["dataset"] = _dataset_info(dpath)
@@ -500,7 +517,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
     torch.manual_seed(cfg.seed)
     robot = load_robot(cfg.robot)
     spec = load_train_spec(cfg.spec, robot)
-    model = _new_student(cfg, spec)
+    model = new_student(cfg, spec)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
     log_rows: list[dict] = []
     epochs: list[dict] = []

@@ -46,14 +46,17 @@ class Student(nn.Module):
 
     Args:
         cfg: network sizes.
-        history: frames in the input (64). frame_dim: values per frame (95). n_act: actions (23).
-        stiffness: slice of the stiffness values in a frame (the last 5).
+        history: frames in the input (LAC: 64). frame_dim: values per frame (95). n_act: actions (23).
+        stiffness: slice of the RAW stiffness values in a frame (LAC: the last 5). All four come from
+            the deploy spec (``dagger.new_student``).
+
+    Raises:
+        ValueError: the history is too short for the convolutions.
 
     Shapes: ``forward(frames (B, history, frame_dim)) -> (B, n_act)``.
     """
 
-    def __init__(self, cfg: StudentCfg, *, history: int = 64, frame_dim: int = 95, n_act: int = 23,
-                 stiffness: slice = slice(90, 95)):
+    def __init__(self, cfg: StudentCfg, *, history: int, frame_dim: int, n_act: int, stiffness: slice):
         super().__init__()
         self.history, self.frame_dim, self.n_act = history, frame_dim, n_act
         self.k0, self.k1 = stiffness.start, stiffness.stop
@@ -137,6 +140,10 @@ def export_onnx(model: Student, path: str | Path, metadata: Mapping, *, input_na
 
     Returns:
         The path.
+
+    Raises:
+        ModuleNotFoundError: ``onnx`` is not installed (the ``[train]`` extra).
+        onnx.checker.ValidationError: the exported graph is not valid ONNX (a bug).
     """
     import onnx
 
