@@ -316,6 +316,24 @@ class PolicySpec:
             )
         return n
 
+    def action_bounds(self, margin_rad: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """The raw actions the runner accepts (before ``action.clip``): ``q_target = default + scale *
+        action`` inside ``[q_min + margin, q_max - margin]`` (the accepted target range shrunk by
+        ``margin_rad``), per joint in policy order. For training code that must emit acceptable actions.
+
+        Returns:
+            (low (n,), high (n,)) policy order.
+
+        Raises:
+            ConfigError: the margin is larger than half a joint's accepted range.
+        """
+        lo, hi = self.q_min + margin_rad, self.q_max - margin_rad
+        if np.any(lo > hi):
+            raise ConfigError(f"{self.file}: action margin {margin_rad:g} rad exceeds half the accepted range of "
+                              f"{[self.robot_joint_names[i] for i in np.flatnonzero(lo > hi)]}")
+        p2r = self.policy_to_robot
+        return (lo[p2r] - self.default_policy) / self.scale, (hi[p2r] - self.default_policy) / self.scale
+
     def layout(self) -> list[dict[str, Any]]:
         """The observation frame as plain data: one row per term (for logs, docs and manifests)."""
         return [

@@ -73,11 +73,7 @@ class ExpertTeacher:
         self.spec = spec
         self.expert = LacExpert(config, robot, lockstep=False)
         self._check_gains(self.expert.kp, self.expert.kd)
-        lo, hi = spec.q_min + limit_margin_rad, spec.q_max - limit_margin_rad
-        if np.any(lo > hi):
-            raise ConfigError(f"limit_margin_rad {limit_margin_rad:g}: larger than half a joint range")
-        self._lo = (lo[spec.policy_to_robot] - spec.default_policy) / spec.scale
-        self._hi = (hi[spec.policy_to_robot] - spec.default_policy) / spec.scale
+        self._lo, self._hi = spec.action_bounds(limit_margin_rad)
         #: labels whose target was clipped to the limits (at least one joint), since construction
         self.n_clipped = 0
 
