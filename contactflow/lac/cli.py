@@ -1,4 +1,4 @@
-"""``contactflow lac ...``: augmentation dataset generation and inspection.
+"""``contactflow lac ...``: LAC on the G1: augmentation dataset, teacher and student training, export, evaluation.
 
 Sub-commands:
     lac augment  --episodes N --workers W --out DIR --seed S [--shard-size 64] [--config FILE]
@@ -123,7 +123,7 @@ def _export(args) -> int:
 
 def add_parser(subparsers) -> None:
     """Register ``lac`` and its sub-commands on the ``contactflow`` parser."""
-    p = subparsers.add_parser("lac", help="LAC compliant-motion augmentation (G1)")
+    p = subparsers.add_parser("lac", help="LAC (G1): augmentation, training (teacher, student), export, evaluation")
     sub = p.add_subparsers(dest="lac_command", required=True)
 
     a = sub.add_parser("augment", help="generate augmented episodes as Parquet shards")
