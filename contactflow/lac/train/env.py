@@ -99,9 +99,12 @@ class Episode:
         friction_scale: factor on the sliding friction [-].
         mass_scale: body name -> mass factor [-].
         q_aug: (T, 11) the dataset's augmented upper-body motion (waist yaw + arms) [rad];
-            frame k is at episode time ``settle_s + k dt_aug``.
+            frame k is at episode time ``aug_t0_s + k aug_dt_s`` (:meth:`aug_index`).
         base_height_aug: (T,) the dataset's augmented base height [m].
         row_index: index of the dataset row.
+        aug_t0_s: episode time of the dataset's frame 0 (the standing ``settle_s`` before it) [s].
+        aug_dt_s: the dataset's frame period [s] (``profile.dt_s`` of the augmentation config,
+            0.02 s; ``train`` checks the dataset's manifest).
     """
 
     command: dict
@@ -116,6 +119,12 @@ class Episode:
     q_aug: np.ndarray
     base_height_aug: np.ndarray
     row_index: int
+    aug_t0_s: float = 0.0
+    aug_dt_s: float = 0.02
+
+    def aug_index(self, t_s: float) -> int:
+        """The dataset frame at episode time ``t_s`` [s] (clamped to the first / last frame)."""
+        return int(np.clip(round((t_s - self.aug_t0_s) / self.aug_dt_s), 0, len(self.q_aug) - 1))
 
 
 def _rotation(rng: np.random.Generator, max_angle_rad: float) -> np.ndarray:
@@ -196,7 +205,7 @@ def episode_from_row(row: Mapping, cfg: EnvCfg, lac: LacRobot, rng: np.random.Ge
         event=(start, ramp, hold, release), duration_s=float(duration), q0=q0,
         friction_scale=float(rng.uniform(*r.friction_scale)),
         mass_scale={b: float(rng.uniform(*r.mass_scale)) for b in r.mass_bodies},
-        q_aug=q_aug, base_height_aug=h_aug, row_index=int(row_index),
+        q_aug=q_aug, base_height_aug=h_aug, row_index=int(row_index), aug_t0_s=cfg.settle_s,
     )
 
 
@@ -326,7 +335,7 @@ class LacTrainEnv:
             frame after the end) [rad, m]; ``wrench_scale`` (L,) applied / dataset peak.
         """
         ep = self.episode
-        k = int(np.clip(round((self._r.t - self.cfg.settle_s) / self.dt), 0, len(ep.q_aug) - 1))
+        k = ep.aug_index(self._r.t)
         return {
             "t": self._r.t, "sensors": self.sensors, "command": self.command, "wrench_W": self._wrench.copy(),
             "lac_links": self.lac_links, "q_aug": ep.q_aug[k].astype(float),
