@@ -341,6 +341,11 @@ def test_resume_continues_from_the_last_checkpoint(run_a, tiny_cfg, dataset, tmp
     other = load_train_config(None, {**TINY, "seed": 5})
     with pytest.raises(ConfigError, match="another configuration"):
         train(other, run, dataset=dataset, resume=True, progress=False, echo=lambda s: None)
+    # a finished run is extended by more rounds (only dagger.rounds differs)
+    more = load_train_config(None, {**TINY, "dagger": {**TINY["dagger"], "rounds": 3}})
+    lines = []
+    s = train(more, run, dataset=dataset, resume=True, progress=False, echo=lines.append)
+    assert lines[0].startswith("resuming after round 1") and [r["round"] for r in s["rounds"]] == [0, 1, 2]
 
 
 def test_bad_config_is_named(tmp_path):
