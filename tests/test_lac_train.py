@@ -234,6 +234,18 @@ def test_event_caps_per_link_group(robot, rows):
     np.testing.assert_allclose(got["left_wrist_roll_link"][3:], [0.0, 2.0 * cfg.couple_scale, 0.0], atol=1e-9)
 
 
+def test_default_command_episodes(robot, rows):
+    """default_command_prob = 1: the teleop's default command (posture, 0.74 m) with the row's stiffness."""
+    from contactflow.lac.compliance import stand_command
+    from contactflow.lac.model import LacRobot
+
+    cfg = load_train_config(None, {"env": {"default_command_prob": 1.0}}).env
+    ep = episode_from_row(rows[0], cfg, LacRobot(robot), episode_rng(0, 2), row_index=0)
+    ref = stand_command(robot, rows[0]["stiffness"])
+    for k in ("base_height", "waist_yaw", "q_ref_arms", "stiffness"):
+        np.testing.assert_allclose(ep.command[k], ref[k], atol=1e-6)
+
+
 def test_episode_is_deterministic_for_a_seed(robot, spec, rows):
     cfg = load_train_config(None, TINY).env
     env = LacTrainEnv(cfg, spec, rows, robot)

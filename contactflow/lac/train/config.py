@@ -80,6 +80,12 @@ class EnvCfg:
         after_s: time after the release ramp [s].
         max_episode_s: episode length cap [s] (the event is cut there).
         base_height_m: the dataset's commanded base height is clamped to [low, high] [m].
+        default_command_prob: probability that the episode commands the teleop's default posture
+            and base height (``stand_command``: arms at the default posture, 0.74 m) instead of the
+            row's ``q_ref`` and height (stiffness and events are the row's): the dataset's synthetic
+            contact frames rarely command the default posture, which deployment and the
+            evaluation start from. 0 keeps the row's command (the PPO teacher's residual targets
+            assume it).
         fall_tilt_rad: the episode ends (a fall) when the pelvis tilts more than this from upright
             [rad] (the states of a fall in progress are not worth labelling).
         fall_height_m: ... or when the pelvis is below this height [m] (the simulator's own fall
@@ -97,6 +103,7 @@ class EnvCfg:
     after_s: float = 1.0
     max_episode_s: float = 12.0
     base_height_m: tuple[float, float] = (0.56, 0.78)
+    default_command_prob: float = 0.0
     fall_tilt_rad: float = 0.5
     fall_height_m: float = 0.45
     randomization: RandomizationCfg = dataclasses.field(default_factory=RandomizationCfg)
@@ -106,6 +113,8 @@ class EnvCfg:
                   "max_couple_nm", "settle_s", "after_s"):
             if not getattr(self, n) >= 0:
                 raise ConfigError(f"{n}: must be >= 0, got {getattr(self, n)!r}")
+        if not 0 <= self.default_command_prob <= 1:
+            raise ConfigError(f"default_command_prob: must be in [0, 1], got {self.default_command_prob!r}")
         if not (self.fall_tilt_rad > 0 and self.fall_height_m >= 0):
             raise ConfigError("fall_tilt_rad must be > 0 and fall_height_m >= 0")
         if not self.max_episode_s > 0:

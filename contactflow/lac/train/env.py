@@ -166,10 +166,15 @@ def episode_from_row(row: Mapping, cfg: EnvCfg, lac: LacRobot, rng: np.random.Ge
     robot, lac_links = lac.robot, lac.link_names
     upper = [lac.model.names[j] for j in lac.link_joint_ids]  # the joints of q_ref, dataset order
     r = cfg.randomization
-    # ---- the command: waist yaw and the arm references by joint name
-    cmd = stand_command(robot, k5, float(np.clip(h_cmd, *cfg.base_height_m)))
-    cmd["waist_yaw"] = np.array([q_ref[upper.index("waist_yaw_joint")]])
-    cmd["q_ref_arms"] = np.array([q_ref[upper.index(j)] for j in robot.raw["teleop"]["arm_joints"]])
+    # ---- the command: waist yaw and the arm references by joint name (or the teleop's default)
+    if cfg.default_command_prob > 0 and rng.uniform() < cfg.default_command_prob:
+        cmd = stand_command(robot, k5)
+        q_ref = np.array([cmd["waist_yaw"][0] if j == "waist_yaw_joint" else
+                          cmd["q_ref_arms"][list(robot.raw["teleop"]["arm_joints"]).index(j)] for j in upper])
+    else:
+        cmd = stand_command(robot, k5, float(np.clip(h_cmd, *cfg.base_height_m)))
+        cmd["waist_yaw"] = np.array([q_ref[upper.index("waist_yaw_joint")]])
+        cmd["q_ref_arms"] = np.array([q_ref[upper.index(j)] for j in robot.raw["teleop"]["arm_joints"]])
     # ---- events: scaled into the teacher's envelope, capped per link group, direction jitter
     links, peaks, scales = [], [], []
     for j, name in enumerate(lac_links):
