@@ -360,6 +360,22 @@ def test_resume_continues_from_the_last_checkpoint(run_a, tiny_cfg, dataset, tmp
     assert lines[0].startswith("resuming after round 1") and [r["round"] for r in s["rounds"]] == [0, 1, 2]
 
 
+def test_auxiliary_force_head(robot, dataset, tmp_path):
+    """optim.aux_force_weight > 0: the round data keep the TRUE force on the hands and torso, the
+    student has a head on its latent for it, and the export is the deploy graph without the head."""
+    from contactflow.policy import load_policy_spec
+
+    cfg = load_train_config(None, {**TINY, "dagger": {"rounds": 1, "episodes_per_round": 3},  # episode 2: the force row
+                                   "optim": {**TINY["optim"], "aux_force_weight": 1.0}, "validation": {"enabled": False}})
+    train(cfg, tmp_path, dataset=dataset, progress=False, echo=lambda s: None)
+    d = np.load(tmp_path / "data" / "round_000.npz")
+    assert d["force"].shape == (len(d["frames"]), 9) and np.abs(d["force"]).max() > 0.5  # an event was applied
+    ck = load_checkpoint(tmp_path)
+    assert "aux.weight" in ck["model"] and ck["model"]["aux.weight"].shape == (9, cfg.student.latent_dim)
+    spec = load_policy_spec("lac", robot, model=tmp_path / "student.onnx")
+    assert spec.model.run(np.zeros((1, 64, 95), np.float32) + 50.0).shape == (1, 23)
+
+
 def test_bad_config_is_named(tmp_path):
     p = tmp_path / "lac_train.yaml"
     p.write_text("optim: {lrr: 0.001}\n")

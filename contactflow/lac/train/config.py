@@ -164,6 +164,10 @@ class OptimCfg:
         epochs_per_round: passes over the aggregated dataset after each round.
         max_steps_per_round: cap of gradient steps per round (0: no cap).
         torch_threads: torch intra-op threads of the training (1: deterministic and one core).
+        aux_force_weight: weight of an auxiliary loss: a linear head on the history latent predicts
+            the TRUE external force on the two hands and the torso (privileged, 9 values, in units
+            of 10 N), LAC's adaptation module trained on privileged information; the head is not
+            exported. 0: no head.
     """
 
     loss: str = "torque_floor"
@@ -173,8 +177,11 @@ class OptimCfg:
     epochs_per_round: int = 4
     max_steps_per_round: int = 0
     torch_threads: int = 1
+    aux_force_weight: float = 0.0
 
     def __post_init__(self):
+        if not self.aux_force_weight >= 0:
+            raise ConfigError(f"aux_force_weight: must be >= 0, got {self.aux_force_weight!r}")
         if self.loss not in ("action", "torque", "torque_floor"):
             raise ConfigError(f"loss: expected 'action', 'torque' or 'torque_floor', got {self.loss!r}")
         if not self.lr > 0 or self.weight_decay < 0:

@@ -39,7 +39,7 @@ from typing import Callable
 
 import numpy as np
 
-from contactflow.config import to_dict
+from contactflow.config import load_config, to_dict
 from contactflow.errors import ConfigError
 from contactflow.lac.train.config import TrainConfig
 
@@ -47,6 +47,11 @@ __all__ = ["RolloutResult", "rollout_episode", "train", "validate", "new_student
            "git_revision", "window_index"]
 
 log = logging.getLogger(__name__)
+
+#: links whose true external force the auxiliary head predicts (``optim.aux_force_weight``)
+AUX_FORCE_LINKS = ("left_wrist_roll_link", "right_wrist_roll_link", "torso_link")
+#: the auxiliary target's unit [N]
+AUX_FORCE_UNIT_N = 10.0
 
 
 # --------------------------------------------------------------------------- rollouts (no torch)
@@ -66,6 +71,8 @@ class RolloutResult:
         on_policy_se: sum over the ticks of the mean squared student-teacher action difference
             (0 in round 0).
         row_index: dataset row. wall_s: rollout wall time [s].
+        force: (T, 9) float32 the TRUE external force on the left hand, right hand and torso
+            (world axes) over the tick before each frame [N] (privileged; the auxiliary target).
     """
 
     frames: np.ndarray
@@ -77,6 +84,7 @@ class RolloutResult:
     on_policy_se: float
     row_index: int
     wall_s: float
+    force: np.ndarray | None = None
 
 
 class _Context:
@@ -133,10 +141,13 @@ def _rollout(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
     labels = np.empty((n, len(env.spec.joint_names)), np.float32)
     t_ok = np.zeros(n, bool)
     s_act = np.zeros(n, bool)
+    force = np.zeros((n, 3, 3), np.float32)
+    i_f = [env.lac_links.index(b) for b in AUX_FORCE_LINKS]
     fell, refused, se, k = False, 0, 0.0, 0
     for k in range(n):
         a_t, ok = teacher.label(priv["sensors"], priv["command"])
         frames[k], labels[k], t_ok[k] = env.frame, a_t, ok
+        force[k] = priv["wrench_W"][i_f, :3]
         a = a_t
         if ctx.has_student:
             a_s = np.asarray(env.spec.model.run(obs[None]), float).reshape(-1)
@@ -150,7 +161,8 @@ def _rollout(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
             fell = bool(res.info["fell"])
             break
     m = k + 1
-    return RolloutResult(frames[:m], labels[:m], t_ok[:m], s_act[:m], fell, refused, se, idx, time.perf_counter() - t0)
+    return RolloutResult(frames[:m], labels[:m], t_ok[:m], s_act[:m], fell, refused, se, idx, time.perf_counter() - t0,
+                         force[:m].reshape(m, 9))
 
 
 _CTX: _Context | None = None
@@ -215,15 +227,17 @@ def _save_round(path: Path, results: list[RolloutResult]) -> None:
              teacher_ok=np.concatenate([x.teacher_ok for x in results]),
              student_acted=np.concatenate([x.student_acted for x in results]),
              ep_len=np.array([len(x.frames) for x in results]), fell=np.array([x.fell for x in results]),
-             row_index=np.array([x.row_index for x in results]), refused=np.array([x.refused for x in results]))
+             row_index=np.array([x.row_index for x in results]), refused=np.array([x.refused for x in results]),
+             force=np.concatenate([x.force for x in results]))
     tmp.replace(path)
 
 
 def _load_rounds(data_dir: Path, upto: int) -> dict[str, np.ndarray]:
-    frames, labels, ok, first = [], [], [], []
+    frames, labels, ok, first, force = [], [], [], [], []
     n = 0
     for r in range(upto + 1):
         with np.load(data_dir / f"round_{r:03d}.npz") as d:
+            force.append(d["force"] if "force" in d.files else np.full((len(d["frames"]), 9), np.nan, np.float32))
             frames.append(d["frames"])
             labels.append(d["labels"])
             ok.append(d["teacher_ok"])
@@ -231,7 +245,7 @@ def _load_rounds(data_dir: Path, upto: int) -> dict[str, np.ndarray]:
                 first.append(np.full(int(L), n, np.int64))
                 n += int(L)
     return {"frames": np.concatenate(frames), "labels": np.concatenate(labels), "ok": np.concatenate(ok),
-            "first": np.concatenate(first)}
+            "first": np.concatenate(first), "force": np.concatenate(force)}
 
 
 # --------------------------------------------------------------------------- provenance
@@ -267,7 +281,8 @@ def new_student(cfg: TrainConfig, spec):
 
     k = next(b.sl for b in spec.terms if b.cfg.term == "stiffness")
     return Student(cfg.student, history=spec.cfg.history.length, frame_dim=spec.frame_dim,
-                   n_act=len(spec.joint_names), stiffness=k)
+                   n_act=len(spec.joint_names), stiffness=k,
+                   aux_dim=3 * len(AUX_FORCE_LINKS) if cfg.optim.aux_force_weight > 0 else 0)
 
 
 def load_checkpoint(path: str | Path) -> dict:
@@ -313,7 +328,6 @@ def export_checkpoint(ckpt: str | Path, out: str | Path) -> Path:
     Returns:
         The written path.
     """
-    from contactflow.config import load_config
     from contactflow.lac.train.env import load_train_spec
     from contactflow.lac.train.student import export_onnx
     from contactflow.robot import load_robot
@@ -476,7 +490,11 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
             c["dagger"] = {k: v for k, v in c.get("dagger", {}).items() if k != "rounds"}
             return c
 
-        oc, nc = comparable(old.get("config", {})), comparable(cfg_dict)
+        try:  # keys the old run did not have yet count as their defaults
+            old_dict = to_dict(load_config(TrainConfig, old.get("config", {}), source=str(run_path)))
+        except ConfigError:
+            old_dict = old.get("config", {})
+        oc, nc = comparable(old_dict), comparable(cfg_dict)
         if oc != nc:
             diff = sorted(k for k in set(oc) | set(nc) if oc.get(k) != nc.get(k))
             raise ConfigError(f"{out}: holds a run made with another configuration (sections {diff}); use a new directory")
@@ -560,6 +578,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
         data = _load_rounds(out / "data", r)
         frames = torch.from_numpy(data["frames"])
         labels = torch.from_numpy(data["labels"])
+        aux_t = torch.from_numpy(data["force"] / AUX_FORCE_UNIT_N)
+        aux_ok = torch.isfinite(aux_t).all(dim=1)
         samples = np.flatnonzero(data["ok"])
         if len(samples) == 0:
             raise ConfigError(f"round {r}: no usable teacher label (the expert degraded on every tick of rounds 0-{r})")
@@ -590,7 +610,12 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
                     break
                 idx = perm[b0:b0 + B]
                 x = frames[torch.from_numpy(window_index(data["first"], idx, H))]
-                loss = torch.mean(w * (model(x) - labels[torch.from_numpy(idx)]) ** 2)
+                ti = torch.from_numpy(idx)
+                pred, aux = model.forward_aux(x)
+                loss = torch.mean(w * (pred - labels[ti]) ** 2)
+                if aux is not None and bool(aux_ok[ti].any()):
+                    m_ok = aux_ok[ti]
+                    loss = loss + cfg.optim.aux_force_weight * torch.mean((aux[m_ok] - aux_t[ti][m_ok]) ** 2)
                 opt.zero_grad()
                 loss.backward()
                 opt.step()

@@ -49,6 +49,7 @@ class Student(nn.Module):
         history: frames in the input (LAC: 64). frame_dim: values per frame (95). n_act: actions (23).
         stiffness: slice of the RAW stiffness values in a frame (LAC: the last 5). All four come from
             the deploy spec (``dagger.new_student``).
+        aux_dim: outputs of an auxiliary linear head on the latent (training only; not exported).
 
     Raises:
         ValueError: the history is too short for the convolutions.
@@ -56,7 +57,8 @@ class Student(nn.Module):
     Shapes: ``forward(frames (B, history, frame_dim)) -> (B, n_act)``.
     """
 
-    def __init__(self, cfg: StudentCfg, *, history: int, frame_dim: int, n_act: int, stiffness: slice):
+    def __init__(self, cfg: StudentCfg, *, history: int, frame_dim: int, n_act: int, stiffness: slice,
+                 aux_dim: int = 0):
         super().__init__()
         self.history, self.frame_dim, self.n_act = history, frame_dim, n_act
         self.k0, self.k1 = stiffness.start, stiffness.stop
@@ -75,6 +77,7 @@ class Student(nn.Module):
             act += [nn.Linear(a, b), nn.ELU()]
         act.append(nn.Linear(sizes[-1], n_act))
         self.actor = nn.Sequential(*act)
+        self.aux = nn.Linear(cfg.latent_dim, aux_dim) if aux_dim > 0 else None
 
     def features(self, frames: torch.Tensor) -> torch.Tensor:
         """(B, H, D) raw frames -> log of the stiffness (clamped at 1e-6), other values as they are."""
@@ -97,9 +100,13 @@ class Student(nn.Module):
 
         The normalised features are clipped to +-``CLIP_SIGMA`` (an input far outside the training
         data saturates instead of extrapolating)."""
+        return self.forward_aux(frames)[0]
+
+    def forward_aux(self, frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(actions (B, n_act), the auxiliary head's output (B, aux_dim) or None)."""
         x = torch.clamp((self.features(frames) - self.obs_mean) / self.obs_std, -CLIP_SIGMA, CLIP_SIGMA)
         z = self.encoder(x.transpose(1, 2))
-        return self.actor(torch.cat([x[:, -1], z], dim=-1))
+        return self.actor(torch.cat([x[:, -1], z], dim=-1)), (self.aux(z) if self.aux is not None else None)
 
     def n_params(self) -> int:
         """Number of trained parameters."""
