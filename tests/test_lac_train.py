@@ -246,6 +246,19 @@ def test_default_command_episodes(robot, rows):
         np.testing.assert_allclose(ep.command[k], ref[k], atol=1e-6)
 
 
+def test_hand_push_episodes(robot, rows):
+    """hand_push_prob = 1: one horizontal push on a hand, magnitude in hand_push_n, the row's profile."""
+    from contactflow.lac.model import LacRobot
+
+    cfg = load_train_config(None, {"env": {"hand_push_prob": 1.0, "hand_push_n": [4.0, 10.0]}}).env
+    lac = LacRobot(robot)
+    for i in range(4):
+        ep = episode_from_row(rows[i % 2], cfg, lac, episode_rng(0, 9, i), row_index=i % 2)
+        assert len(ep.links) == 1 and ep.links[0] in ("left_wrist_roll_link", "right_wrist_roll_link")
+        f = ep.peaks_W[0]
+        assert f[2] == 0.0 and np.all(f[3:] == 0.0) and 4.0 <= np.linalg.norm(f[:3]) <= 10.0
+
+
 def test_episode_is_deterministic_for_a_seed(robot, spec, rows):
     cfg = load_train_config(None, TINY).env
     env = LacTrainEnv(cfg, spec, rows, robot)

@@ -86,6 +86,11 @@ class EnvCfg:
             contact frames rarely command the default posture, which deployment and the
             evaluation start from. 0 keeps the row's command (the PPO teacher's residual targets
             assume it).
+        hand_push_prob: probability that the episode's events are replaced by one horizontal push
+            on a hand (left or right), magnitude U(``hand_push_n``), direction uniform in the
+            horizontal plane, with the row's profile and stiffness: the evaluation's kind of load
+            (LAC Fig. 3), rare among the dataset's scaled events. 0: the row's events only.
+        hand_push_n: [low, high] magnitude of those pushes [N].
         fall_tilt_rad: the episode ends (a fall) when the pelvis tilts more than this from upright
             [rad] (the states of a fall in progress are not worth labelling).
         fall_height_m: ... or when the pelvis is below this height [m] (the simulator's own fall
@@ -104,6 +109,8 @@ class EnvCfg:
     max_episode_s: float = 12.0
     base_height_m: tuple[float, float] = (0.56, 0.78)
     default_command_prob: float = 0.0
+    hand_push_prob: float = 0.0
+    hand_push_n: tuple[float, float] = (4.0, 10.0)
     fall_tilt_rad: float = 0.5
     fall_height_m: float = 0.45
     randomization: RandomizationCfg = dataclasses.field(default_factory=RandomizationCfg)
@@ -113,6 +120,9 @@ class EnvCfg:
                   "max_couple_nm", "settle_s", "after_s"):
             if not getattr(self, n) >= 0:
                 raise ConfigError(f"{n}: must be >= 0, got {getattr(self, n)!r}")
+        if not 0 <= self.hand_push_prob <= 1:
+            raise ConfigError(f"hand_push_prob: must be in [0, 1], got {self.hand_push_prob!r}")
+        _range("hand_push_n", self.hand_push_n, 0.0)
         if not 0 <= self.default_command_prob <= 1:
             raise ConfigError(f"default_command_prob: must be in [0, 1], got {self.default_command_prob!r}")
         if not (self.fall_tilt_rad > 0 and self.fall_height_m >= 0):
