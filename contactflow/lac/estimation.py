@@ -183,7 +183,8 @@ class WrenchEstimator:
         dt = float(np.asarray(t, float).reshape(-1)[0]) - self._t_prev
         return self.dt if abs(dt - self.dt) <= 1e-6 else dt
 
-    def raw(self, sensors: Mapping, applied: Mapping | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def raw(self, sensors: Mapping, applied: Mapping | None = None, dt: float | None = None
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Unfiltered estimates (f_arm (2, 3), c_arm (2, 3), f_torso (3,)) at ``sensors``; also
         caches the link Jacobians used by :meth:`generalized_force`.
 
@@ -192,12 +193,13 @@ class WrenchEstimator:
             applied: the PD command in force since the previous reading (``q_target``, ``kp``,
                 ``kd``, ``tau_ff``, (23,) each), or None. With it (and ``inertial``) the arm rows
                 use the tick-averaged momentum balance (see :meth:`step`).
+            dt: time since the previous reading [s] (``None``: :meth:`interval`).
         """
         q = np.asarray(sensors["q"], float)
         v = np.asarray(sensors["v"], float)
         tau = np.asarray(sensors["tau"], float)
         m, d, lac = self.model, self.data, self.lac
-        dt = self.interval(sensors)
+        dt = self.interval(sensors) if dt is None else dt
         if "t" in sensors:
             self._t_prev = float(np.asarray(sensors["t"], float).reshape(-1)[0])
         if self.cfg.inertial and self._v_prev is not None:
@@ -270,7 +272,7 @@ class WrenchEstimator:
             applied = None
         if self._last is not None and dt <= 0.0:
             return self._last  # the same reading again (a wall-clock driver): nothing new to estimate
-        f_arm, c_arm, f_t = self.raw(sensors, applied)
+        f_arm, c_arm, f_t = self.raw(sensors, applied, dt)
         x = np.concatenate([f_arm.ravel(), c_arm.ravel(), f_t])
         self._k += 1
         # warm-up: the first readings after a reset hold the contact build-up (sole forces of

@@ -599,9 +599,8 @@ def load_policy_spec(path: str | Path, robot, *, model: str | Path | None = None
     if not (np.all(np.isfinite(kp)) and np.all(kp >= 0) and np.all(np.isfinite(kd)) and np.all(kd >= 0)):
         raise ConfigError(f"{src}: gains: expected finite, non-negative kp and kd")
     margin = cfg.safety.joint_limit_margin_rad
-    if cfg.safety.effort_margin:
-        with np.errstate(divide="ignore"):
-            margin = margin + np.where(kp > 0, np.asarray(robot.tau_max, float) / np.where(kp > 0, kp, 1.0), 0.0)
+    if cfg.safety.effort_margin:  # tau_max / kp per joint (none where kp = 0)
+        margin = margin + np.where(kp > 0, np.asarray(robot.tau_max, float) / np.where(kp > 0, kp, 1.0), 0.0)
     q_min, q_max = np.asarray(robot.q_min, float) - margin, np.asarray(robot.q_max, float) + margin
     if np.any(default_robot < q_min) or np.any(default_robot > q_max):
         bad = [robot_names[i] for i in np.flatnonzero((default_robot < q_min) | (default_robot > q_max))]

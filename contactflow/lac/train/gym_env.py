@@ -405,9 +405,8 @@ class LacTeacherEnv(gym.Env):
         n_act = len(spec.joint_names)
         # per joint, the actions whose target stays inside the joint limits (the deploy runner
         # refuses a whole action otherwise): SB3 clips the Gaussian's samples to these bounds
-        p2r = spec.policy_to_robot
-        lo = (spec.q_min[p2r] - spec.default_policy) / spec.scale + 1e-4
-        hi = (spec.q_max[p2r] - spec.default_policy) / spec.scale - 1e-4
+        lo, hi = spec.action_bounds()
+        lo, hi = lo + 1e-4, hi - 1e-4
         self.action_space = gym.spaces.Box(np.maximum(lo, -cfg.action_clip).astype(np.float32),
                                            np.minimum(hi, cfg.action_clip).astype(np.float32), (n_act,), np.float32)
         self._k_sl = next((b.sl for b in spec.terms if b.cfg.term == "stiffness"), None)
