@@ -224,6 +224,8 @@ def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | N
     filt = Node("input_filter", node_script("input_filter"), f"{robot} --lag {lag}",
                 {"command": ("operator/command", q), "desired": ("seiko_retargeting/desired", q)},
                 ["targets", LOG], env=_rt_env("input_filter", realtime))
+    if realtime:  # the driver's sensors are its clock (the operator sends ahead, in batches)
+        filt.inputs["sensors"] = ("mujoco_driver/sensors", q)
     nodes = [filt]
     if admittance:
         filt.inputs["admittance"] = ("admittance/twist", LOCKSTEP)
@@ -500,8 +502,7 @@ is measured against seiko_talos.yml (docs/benchmarks.md).
 
 def seiko_talos_realtime() -> Graph:
     name = "seiko_talos_realtime"
-    nodes = [driver("seiko_controller/command", realtime=True),
-             operator(clock="mujoco_driver/sensors", realtime=True), *seiko_stages(realtime=True)]
+    nodes = [driver("seiko_controller/command", realtime=True), operator(), *seiko_stages(realtime=True)]
     p = RT_PRIORITY
     return Graph(f"""SEIKO on PAL Talos in MuJoCo, REAL TIME: the driver is paced by the wall clock (500 Hz).
 
@@ -512,8 +513,9 @@ The same stages as seiko_talos.yml, each with --realtime (nodes/_runtime.py Lock
 nodes/mujoco_driver.py run_realtime). After a start-up handshake of 10 lockstep ticks the driver
 publishes the sensors at each 2 ms deadline, takes the newest command received and never waits for
 one: without a new command the last safe command stays in force (a deadline miss). The operator
-runs once per driver tick (clocked by the sensors, not ahead) and the Controller reads the per-tick
-`desired` of the Retargeting.
+plays its scenario ahead of the driver in 50-tick batches, clocked by the driver's batched log (a
+scenario depends only on time); the input filter ticks on the driver's sensors and samples the
+operator's command of its tick, and the Controller reads the per-tick `desired` of the Retargeting.
 Queues: every input between stages is a drop-oldest queue of 10 messages. Before each tick a node
 takes what has arrived and uses the newest message of each input (the driver:
 contactflow.sim.driver.NewestCommand), so a stage that falls behind skips stale messages instead of
@@ -528,8 +530,8 @@ from which the summary computes deadline_misses, command_age_ms_p50/p99 and long
 (missing seq per stream: expected in real time), while `recording_lost_batches` counts real losses
 (log batches that never reached the recorder).
 Priorities: run as root (CAP_SYS_NICE), the graph puts its stages under SCHED_FIFO, as on a robot
-computer: the driver first ({p["mujoco_driver"]}), then the controller ({p["seiko_controller"]}), the Retargeting ({p["seiko_retargeting"]}), the operator ({p["operator"]})
-and the input filter ({p["input_filter"]}); the recorder ({RT_RECORDER_PRIORITY}) below the driver and the Controller, above the
+computer: the driver first ({p["mujoco_driver"]}), then the controller ({p["seiko_controller"]}), the Retargeting ({p["seiko_retargeting"]})
+and the input filter ({p["input_filter"]}) (the operator, ahead of them, at normal priority); the recorder ({RT_RECORDER_PRIORITY}) below the driver and the Controller, above the
 planning stages (its work is small, and a recorder starved behind stages that cannot keep up reads nothing
 until the run ends). The driver also puts the dora daemon
 that spawned the graph under SCHED_FIFO {RT_DAEMON}: the nodes' batched-log sends wait on it, and starved

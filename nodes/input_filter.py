@@ -7,7 +7,9 @@ Outputs: ``targets`` (``effector_targets``): filtered pose targets. Enabled cont
          through at their desired pose (the filter is reset to it, seiko.md §7.1).
 
 Optional input ``admittance`` (``admittance_command``, tick k): admittance twists (eq. 14) added
-to the operator's twists of the disabled effectors.
+to the operator's twists of the disabled effectors. Optional input ``sensors`` (the driver's
+``sensors``; values unused): with ``--realtime``, the clock, a tick per newest sensors message (the
+real-time graph, whose operator sends its commands ahead of the driver in batches).
 
 A malformed input message is reported and the previous targets are sent again.
 
@@ -19,7 +21,7 @@ at once).
 
 from __future__ import annotations
 
-from contactflow.nodes._runtime import (connect, base_parser, drain_after_finish, load_node_config, lockstep_for, node_main,
+from contactflow.nodes._runtime import (connect, base_parser, declared_inputs, drain_after_finish, load_node_config, lockstep_for, node_main,
                                        sender_for)
 
 
@@ -47,7 +49,11 @@ def main() -> int:
     node = connect()
     sender = sender_for(node, "input_filter", specs, cfg)
     # + `admittance` when wired
-    lock = lockstep_for(node, "input_filter", specs, offsets={"desired": args.lag}, skip_missing=args.realtime)
+    # `sensors`, when wired (the real-time graph), is the clock: a tick per newest sensors message, so an
+    # operator that sends its commands ahead in batches is sampled at the driver's pace
+    clock = "sensors" if "sensors" in declared_inputs(node, "input_filter") else None
+    lock = lockstep_for(node, "input_filter", specs, offsets={"desired": args.lag}, skip_missing=args.realtime,
+                        clock=clock)
     for tick in lock:
         for _ in range(min(tick.ticks, MAX_CATCH_UP_TICKS) - 1):  # real-time: the ticks skipped before this one
             stage.tick(tick.inputs["command"], tick.inputs["desired"], tick.inputs.get("admittance"))

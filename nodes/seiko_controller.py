@@ -15,7 +15,9 @@ complementary filter, and output ``flex_rate`` (``flex_wrench_rate``, tick k) fe
 Both are used only when the graph wires ``wrench``.
 
 Before the first Retargeting message arrives the node uses the Retargeting's reset state (the
-same computation as the seiko_retargeting node). In real time (``--realtime``) it holds the newest
+same computation as the seiko_retargeting node). After sending each command the node computes the
+part of the next QP (11) that depends only on the flexible state (``ControllerStage.prepare``), so
+that the next sensors are answered with only the rest of the tick. In real time (``--realtime``) it holds the newest
 Retargeting message, and stops when none came for ``--input-stale-s`` (an upstream stage that hangs). If the QP fails, the previous offset is kept
 (a safe command: the desired posture plus the last compensation), ``ok = 0`` is sent and a
 warning is logged.
@@ -90,6 +92,9 @@ def main() -> int:
         sender.send("state", state, seq=tick.k, t=t, finished=tick.finished)
         if filtered:
             sender.send("flex_rate", stage.flex_rate_values(), seq=tick.k, t=tick.t, finished=tick.finished)
+        # the next tick's QP rows and Hessian from the flexible state, while the driver steps: its
+        # sensors are then answered with only the rest of the tick (same outputs bit for bit)
+        stage.prepare()
     if lock.finished_seen:
         drain_after_finish(node)
     if stage.failures:

@@ -119,6 +119,7 @@ def main() -> int:
         sender.send("desired", out.desired_vec, seq=tick.k, t=t_op, finished=fin,
                     solve_time_s=float(pipeline.retargeting.out.diagnostics.get("solve_time_s", 0.0)))
         sender.end_of_tick(tick.k)  # the log batch now, not before the next tick's command
+        pipeline.controller.prepare()  # the next QP (11)'s flexible-state part (seiko_controller node)
         if fin and not delayed_fin:
             end = tick.k
             break

@@ -118,13 +118,16 @@ def test_multi_tick_edges_only_where_the_retargeting_runs_ahead_of_the_driver():
 
 
 def test_the_realtime_graph_is_the_main_graph_with_every_stage_in_real_time():
-    """Same stages and wiring as seiko_talos.yml, but every node --realtime, the operator per tick (no
-    ahead mode, no `desired_rows`), drop-oldest queues of 10 between stages, lossless recorder inputs,
-    and each stage's SCHED_FIFO priority (the driver first, the dora daemon above it) in its env."""
+    """Same stages and wiring as seiko_talos.yml, but every SEIKO stage and the driver --realtime, the
+    operator in ahead mode as in the lockstep graph (a scenario depends only on time) with the input
+    filter ticking on the driver's sensors, no `desired_rows`, drop-oldest queues of 10 between stages,
+    lossless recorder inputs, and each stage's SCHED_FIFO priority (the driver first, the dora daemon
+    above it) in its env."""
     rt, base = _nodes("seiko_talos_realtime"), _nodes("seiko_talos")
     assert set(rt) == set(base)
-    stages = set(rt) - {"recorder"}
-    assert set(graphs.RT_PRIORITY) - {"seiko_stack"} == stages
+    assert rt["operator"] == base["operator"]  # ahead mode, clocked by the driver's log, normal priority
+    stages = set(rt) - {"recorder", "operator"}
+    assert set(graphs.RT_PRIORITY) - {"seiko_stack", "operator"} == stages
     for nid in stages:
         node, ref = rt[nid], base[nid]
         args = node["args"].split()
@@ -132,11 +135,11 @@ def test_the_realtime_graph_is_the_main_graph_with_every_stage_in_real_time():
         # (the lockstep Controller's --sensor-lag is the real-time graph's timing already: not repeated)
         assert [a for a in args if a != "--realtime"] == re.sub(r" --sensor-lag \d", "", ref["args"]).split(), nid
         assert [o for o in node["outputs"]] == [o for o in ref["outputs"] if o != "desired_rows"], nid
-        assert set(node["inputs"]) == set(ref["inputs"]), nid
+        assert set(node["inputs"]) == set(ref["inputs"]) | ({"sensors"} if nid == "input_filter" else set()), nid
         for port, spec in node["inputs"].items():
             assert spec["queue_size"] == 10 and spec["queue_policy"] == "drop_oldest", (nid, port)
         assert node["env"]["CONTACTFLOW_RT_PRIORITY"] == graphs.RT_PRIORITY[nid]
-    assert rt["operator"]["inputs"]["tick"]["source"] == "mujoco_driver/sensors"
+    assert rt["input_filter"]["inputs"]["sensors"]["source"] == "mujoco_driver/sensors"  # its clock
     assert rt["seiko_controller"]["inputs"]["desired"]["source"] == "seiko_retargeting/desired"
     prio = {nid: rt[nid]["env"]["CONTACTFLOW_RT_PRIORITY"] for nid in stages}
     assert max(prio, key=prio.get) == "mujoco_driver" and prio["seiko_controller"] == sorted(prio.values())[-2]

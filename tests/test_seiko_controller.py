@@ -351,6 +351,61 @@ def test_contact_switch_runs_init_and_blends_the_command(robot):
     np.testing.assert_array_equal(out.lam_flex["left_hand"], 0.0)
 
 
+def test_prepare_between_steps_gives_the_same_outputs_bit_for_bit(robot, monkeypatch):
+    """SeikoController.prepare (the flexible-state part of the next QP (11), computed while a node waits
+    for its sensors) against the same steps without it: every output identical at every step, through
+    a moving target, measured wrenches off the goal, a failed QP, a contact switch there and back, a
+    new surface frame of the enabled contact, a shadow step; on the steady steps the step itself prepares nothing."""
+    from contactflow.seiko import controller_qp
+
+    calls = {"n": 0}
+    real = controller_qp.Qp11Mixin._prepare_qp11
+
+    def counted(self, ws):
+        calls["n"] += 1
+        return real(self, ws)
+
+    monkeypatch.setattr(controller_qp.Qp11Mixin, "_prepare_qp11", counted)
+    plain, early = SeikoController(ControllerConfig(), robot), SeikoController(ControllerConfig(), robot)
+    plain._is_prepared = lambda ws: False  # the reference computes the whole QP in every step
+    out = plain.reset(robot.q_default, _lam0(robot), FEET)
+    early.reset(robot.q_default, _lam0(robot), FEET)
+    lam_d = {k: out.lam_flex[k].copy() for k in FEET}
+    hand = dict(FEET, left_hand=True)
+    bad = robot.q_default.copy()
+    bad[7 + robot.joint_names.index("leg_left_4_joint")] = -1.0  # (11h) infeasible: the QP fails
+    arm = 7 + robot.joint_names.index("arm_left_1_joint")
+    steady_prepares = []
+    for k in range(60):
+        q_d = robot.q_default.copy()
+        q_d[arm] += 0.004 * k
+        lam, enabled, kw = lam_d, FEET, {}
+        if k == 20:
+            q_d = bad
+        elif 30 <= k < 40:
+            lam, enabled = {**lam_d, "left_hand": np.array([0.0, 0.0, 2.0])}, hand
+        elif k == 45:
+            kw = {"integrating": False}
+        if k == 35:  # a new surface frame of the enabled hand contact (its rows of J and the terms)
+            for c in (plain, early):
+                c.set_surface_rotation("left_hand", pin.rpy.rpyToMatrix(0.0, 0.3, 0.0))
+        read = {e: v + np.array([0.0, 0.0, 3.0 * np.sin(0.3 * k), 0.5, 0.0, 0.0])[: len(v)] for e, v in lam.items()}
+        a = _step(plain, robot, q_d, lam, read, enabled=enabled, **kw)
+        before = calls["n"]
+        b = _step(early, robot, q_d, lam, read, enabled=enabled, **kw)
+        if k not in (20, 21, 30, 35, 40, 45, 46) and k > 0:
+            steady_prepares.append(calls["n"] - before)
+        for name in ("theta_cmd", "offset", "q_flex", "tau_flex", "tau_limit"):
+            np.testing.assert_array_equal(getattr(b, name), getattr(a, name), err_msg=f"{name}, step {k}")
+        for e in a.lam_flex:
+            np.testing.assert_array_equal(b.lam_flex[e], a.lam_flex[e], err_msg=f"lam_flex[{e}], step {k}")
+        assert (a.ok, a.diagnostics["eq_residual"]) == (b.ok, b.diagnostics["eq_residual"])
+        assert a.ok == (k != 20), f"step {k}: ok {a.ok}"
+        assert early.prepare() == (k != 45)  # nothing to prepare right after a shadow step
+        early.prepare()  # twice: still the same part
+    assert steady_prepares and set(steady_prepares) == {0}  # the step used what prepare() computed
+
+
 def test_shadow_mode_holds_the_offset_and_tracks_the_flexible_state(robot):
     ctl = SeikoController(ControllerConfig(), robot)
     out = ctl.reset(robot.q_default, _lam0(robot), FEET)

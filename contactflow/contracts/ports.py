@@ -139,8 +139,10 @@ _LAC_CONTROLLER = ({"sensors": _P("sensors"), "command": _P("teleop_command"),
 NODES: Mapping[str, NodePorts] = MappingProxyType({n.kind: n for n in (
     _node("operator", _TICK, {"command": _P("operator_command")}),
     _node("admittance", {"sensors": _P("sensors"), "desired": _P("desired")}, {"twist": _P("admittance_command")}),
+    # `sensors` (optional): the real-time clock (a tick per newest sensors message; values unused)
     _node("input_filter", {"command": _P("operator_command"), "desired": _P("desired"),
-                           "admittance": _P("admittance_command", optional=True)},
+                           "admittance": _P("admittance_command", optional=True),
+                           "sensors": _P("sensors", optional=True)},
           {"targets": _P("effector_targets")}),
     _node("seiko_retargeting", {"targets": _P("effector_targets"), "command": _P("operator_command", optional=True)},
           {"desired": _P("desired")}),

@@ -268,6 +268,7 @@ class SeikoController(StepInputsMixin, ContactSwitchingMixin, Qp11Mixin):
         if R.shape != (3, 3) or not np.allclose(R @ R.T, np.eye(3), atol=1e-6) or np.linalg.det(R) < 0:
             raise ConfigError(f"surface rotation of {name!r} is not a (3, 3) rotation matrix")
         self.R_c[name] = R.copy()
+        self._invalidate_prepared()
 
     @property
     def contacts_on(self) -> list[ContactSpec]:
@@ -277,6 +278,7 @@ class SeikoController(StepInputsMixin, ContactSwitchingMixin, Qp11Mixin):
     # ---------------------------------------------------------------- runInit
 
     def _run_init(self, theta_cmd: np.ndarray) -> QPSolution:
+        self._invalidate_prepared()  # self.data is used at other configurations
         on = self.contacts_on
         cfg = self.config
         weights = [cfg.weight_wrench_plane if c.type == "plane" else cfg.weight_force_point for c in on]

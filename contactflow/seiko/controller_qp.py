@@ -129,6 +129,14 @@ class Qp11Workspace:
         self.WJ_pose = np.zeros((len(wp), nv))
         self.H_pose = np.zeros((nv, nv))
         self.g_pose = np.zeros(nv)
+        # The part of the QP that depends only on the flexible state (Qp11Mixin._prepare_qp11): the
+        # Hessian before regularisation (copied into H at each solve: the solve regularises H in
+        # place), r of the equilibrium terms, and the state it was computed for (the q_flex array
+        # itself, never modified in place, and the bytes of the lam_flex rows); None = not prepared.
+        self.H0 = np.zeros((nx, nx))
+        self.H0_diag = np.einsum("ii->i", self.H0)
+        self.r = np.zeros(nv)
+        self.prepared_for: tuple | None = None
 
 
 class Qp11Mixin:
@@ -143,49 +151,123 @@ class Qp11Mixin:
             self._ws_cache[key] = ws
         return ws
 
-    def _solve_qp11(self, ws: Qp11Workspace, q_d: np.ndarray) -> QPSolution:
-        """Assemble QP (11) in the workspace (effort of (10) in ``ws.effort``) and solve it."""
+    def _prepared_key(self) -> tuple:
+        """What the prepared part of QP (11) depends on: the q_flex array (a new array at every
+        change, never modified in place) and the lam_flex rows' bytes."""
+        return (self.q_flex, self._lam_flex_rows.tobytes())
+
+    def prepare(self) -> bool:
+        """Compute now the part of the next :meth:`step`'s QP (11) that depends only on the flexible
+        state: the equilibrium terms (5) at ``(q_flex, lam_flex)``, the command-rate map M of (7),
+        the Hessian of (11b)-(11e) with the (11c) pose rows, and the constraint rows of (11f)-(11i)
+        (their bounds and the costs' linear terms need the next desired posture and the measured
+        wrenches, and are left to :meth:`step`). A real-time node calls it right after sending its
+        command, in the wait for the next sensors, so that the next step's latency from its
+        sensors to its command is only the rest of the step; :meth:`step` uses the prepared part
+        when the flexible state and the contact layout are still those it was prepared for, and
+        computes it itself otherwise (after a contact switch, runInit or reset). The results are
+        the same bit for bit either way (``tests/test_seiko_controller.py``).
+
+        Returns:
+            True when prepared; False when there is nothing to prepare (before :meth:`reset`, or
+            while the Controller runs in shadow, ``integrating=False``).
+        """
+        if not self._is_reset or not self.integrating:
+            return False
+        ws = self._workspace()
+        if ws.prepared_for is None or not self._is_prepared(ws):
+            self._prepare_qp11(ws)
+        return True
+
+    def _is_prepared(self, ws: Qp11Workspace) -> bool:
+        key = ws.prepared_for
+        return key is not None and key[0] is self.q_flex and key[1] == self._lam_flex_rows.tobytes()
+
+    def _invalidate_prepared(self) -> None:
+        """Forget every prepared QP (11) part (``self.data`` was used at another configuration, or
+        a surface frame R_c changed)."""
+        for ws in getattr(self, "_ws_cache", {}).values():  # (none yet while __init__ sets R_c)
+            ws.prepared_for = None
+
+    def _prepare_qp11(self, ws: Qp11Workspace) -> None:
+        """The flexible-state part of QP (11) into the workspace (see :meth:`prepare`); leaves
+        ``self.data`` at ``q_flex`` (joint Jacobians, frame placements) for the rest of the step."""
         cfg = self.config
         dt = cfg.dt_s
         nv = self.nv
-        on = ws.contacts
         model, data = self.model, self.data
         terms = equilibrium_terms(
-            model, data, self.q_flex, on, ws.lam_flex_on, [self.R_c.get(name) for name in ws.names_on]
+            model, data, self.q_flex, ws.contacts, ws.lam_flex_on, [self.R_c.get(name) for name in ws.names_on]
         )
+        np.copyto(ws.r, terms.r)
+        # T = [dr/dq + S K S^T | -J^T] (eq. 5); its joint rows T_J.
+        T = ws.T
+        T[:, :nv] = terms.dr_dq
+        ws.T_jdiag += self.K
+        np.negative(terms.J.T, out=T[:, nv:])
+        T_J = T[6:]
+        # theta_cmd_dot = M x + c / dt (eq. 7), M = K^-1 T_J.
+        M = ws.M
+        np.multiply(self._K_inv_col, T_J, out=M)
+        # (11e) + (11d): w_e ||M x + c/dt||^2 + w_d ||dt M x + offset + c||^2 -> (w_e + w_d dt^2) M^T M;
+        # base regularisation and (11b) wrench-rate tracking: constant diagonal.
+        H0 = ws.H0
+        w_e, w_d = cfg.weight_cmd_change, cfg.weight_cmd_offset
+        np.matmul(M.T, M, out=H0)
+        H0 *= w_e + w_d * dt * dt
+        ws.H0_diag += ws.H_const_diag
+        # (11c) pose rows: LOCAL Jacobians at q_flex, one weighted product.
+        if ws.pose:
+            for name, fid, src, Jrows, e_pos, e_rot in ws.pose:
+                Jrows[:] = pin.getFrameJacobian(model, data, fid, pin.LOCAL)[src]
+            Jp, WJ = ws.J_pose, ws.WJ_pose
+            np.multiply(ws.w_pose_col, Jp, out=WJ)
+            np.dot(Jp.T, WJ, out=ws.H_pose)
+            H0[:nv, :nv] += ws.H_pose
+        # Rows: (11g) contacts (the rows of J), (11f) base rows T_B, (11h) + offset bound on
+        # dt theta_cmd_dot, (11i) on dt (T_J x - K theta_dot), each scaled by weight_ineq.
+        s = cfg.weight_ineq
+        ws.A_c[:] = terms.J
+        ws.A_B[:] = T[:6]
+        np.multiply(M, s * dt, out=ws.A_P)
+        np.multiply(T_J, s * dt, out=ws.A_N)
+        ws.A_N_jdiag -= self._weight_ineq_dt_K
+        ws.prepared_for = self._prepared_key()
+
+    def _solve_qp11(self, ws: Qp11Workspace, q_d: np.ndarray) -> QPSolution:
+        """Assemble QP (11) in the workspace (effort of (10) in ``ws.effort``) and solve it: the
+        flexible-state part as :meth:`prepare` left it (computed here when it is not prepared
+        for this state), then the terms of this step's desired posture and measurements."""
+        if not self._is_prepared(ws):
+            self._prepare_qp11(ws)
+        cfg = self.config
+        dt = cfg.dt_s
+        nv = self.nv
+        model, data = self.model, self.data
         theta_cmd = self.theta_d + self.offset
         tau_flex = self.K * (theta_cmd - self.q_flex[7:])
         self.tau_flex = tau_flex
         dmin, dmax = self._dmin, self._dmax  # joint-limit margins of the offset (also for _integrate)
         np.subtract(self.theta_min, self.theta_d, out=dmin)
         np.subtract(self.theta_max, self.theta_d, out=dmax)
-        # T = [dr/dq + S K S^T | -J^T], t = r - S tau_flex (eq. 5).
-        T, t = ws.T, ws.t
-        T[:, :nv] = terms.dr_dq
-        ws.T_jdiag += self.K
-        np.negative(terms.J.T, out=T[:, nv:])
-        np.copyto(t, terms.r)
+        # t = r - S tau_flex (eq. 5)
+        t = ws.t
+        np.copyto(t, ws.r)
         t[6:] -= tau_flex
-        T_J, t_J = T[6:], t[6:]
-        # theta_cmd_dot = M x + c / dt (eq. 7).
+        t_J = t[6:]
         M = ws.M
-        np.multiply(self._K_inv_col, T_J, out=M)
         c_vec = self.K_inv * t_J
         # offset + K^-1 t_J: the offset after this step for x = 0 ((11d), (11h) and the offset bound)
         offset_x0 = self.offset + c_vec
         H, g = ws.H, ws.g
-        # (11e) + (11d): w_e ||M x + c/dt||^2 + w_d ||dt M x + offset + c||^2.
         w_e, w_d = cfg.weight_cmd_change, cfg.weight_cmd_offset
-        np.matmul(M.T, M, out=H)
-        H *= w_e + w_d * dt * dt
+        np.copyto(H, ws.H0)
         v = offset_x0 * (w_d * dt)
         v += c_vec * (w_e / dt)
         np.dot(M.T, v, out=g)  # (np.dot: less per-call overhead than matmul here, same BLAS product)
-        # Base regularisation and (11b) wrench-rate tracking: constant diagonal, - w effort.
-        ws.H_diag += ws.H_const_diag
+        # (11b): - w effort.
         g[nv:] -= ws.w_wrench * ws.effort
-        # (11c) disabled effectors and enabled-point orientation, targets = FK of q_d: all the
-        # pose rows stacked (LOCAL Jacobians, LOCAL errors), one weighted product.
+        # (11c) disabled effectors and enabled-point orientation, targets = FK of q_d: LOCAL errors.
         oMf = data.oMf
         if ws.pose:
             data_d = self._data_d
@@ -194,18 +276,13 @@ class Qp11Mixin:
                 pin.updateFramePlacement(model, data_d, fid)
             oMf_d = data_d.oMf
             for name, fid, src, Jrows, e_pos, e_rot in ws.pose:
-                Jrows[:] = pin.getFrameJacobian(model, data, fid, pin.LOCAL)[src]
                 cur = oMf[fid]
                 pose_error_local(oMf_d[fid], cur, e_pos, e_rot)  # R^T (p_t - p), log3(R^T R_t)
                 if e_pos is not None:
                     rise = self._rise_m.get(name)
                     if rise is not None:
                         e_pos += rise * cur.rotation[2]  # R^T [0, 0, rise]
-            Jp, WJ = ws.J_pose, ws.WJ_pose
-            np.multiply(ws.w_pose_col, Jp, out=WJ)
-            np.dot(Jp.T, WJ, out=ws.H_pose)
-            H[:nv, :nv] += ws.H_pose
-            np.dot(WJ.T, ws.e_pose, out=ws.g_pose)
+            np.dot(ws.WJ_pose.T, ws.e_pose, out=ws.g_pose)
             ws.g_pose *= cfg.gain_pose / dt
             g[:nv] -= ws.g_pose
         # Equalities (lo = hi): (11g) contacts stay at their frozen targets, in the rows of J
@@ -218,24 +295,19 @@ class Qp11Mixin:
             else:
                 np.subtract(tgt.translation, oMf[fid].translation, out=ws.tmp3)
                 np.dot(ws.tmp3, self.R_c[name], out=e_pos)
-        ws.A_c[:] = terms.J
         ws.lo_c /= dt
-        ws.A_B[:] = T[:6]
         np.divide(t[:6], -dt, out=ws.lo_B)
         ws.hi_eq[:] = ws.lo_eq
         # Inequalities, scaled by weight_ineq: command rows (11h) and |offset| bound, one
         # two-sided row per joint on dt theta_cmd_dot (the intersection of both intervals) ...
         s = cfg.weight_ineq
         L = cfg.max_pos_cmd_offset_rad
-        np.multiply(M, s * dt, out=ws.A_P)
         np.maximum(dmin, -L, out=ws.lo_P)  # max(theta_min - theta_cmd, -L - offset) - c
         np.minimum(dmax, L, out=ws.hi_P)
         bounds_P = ws.bounds_P  # both sides at once
         bounds_P -= offset_x0
         bounds_P *= s
         # ... and (11i): |tau_flex + t_J + dt (T_J x - K theta_dot)| <= tau_lim.
-        np.multiply(T_J, s * dt, out=ws.A_N)
-        ws.A_N_jdiag -= self._weight_ineq_dt_K
         # Without (11i) the rows stay (fixed QP size) with a bound that never binds.
         tau_lim = self._tau_adapt.value if cfg.torque_limit_constraint else _NO_TORQUE_LIMIT_NM
         tt = tau_flex + t_J
@@ -247,7 +319,7 @@ class Qp11Mixin:
         self._last_bias = (math.sqrt(float(t6.dot(t6))), math.sqrt(float(c_vec.dot(c_vec))))
         self._c_vec = c_vec
         # solved in the workspace's buffers, H regularised in place (qp_reg * max(1, max|diag H|);
-        # H is rebuilt every step)
+        # H is copied from H0 every step)
         t_solve = time.perf_counter()
         sol = ws.qp.solve(solver=cfg.qp_solver, reg=cfg.qp_reg, tol=cfg.qp_tol)
         self._solve_time = time.perf_counter() - t_solve

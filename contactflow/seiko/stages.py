@@ -392,6 +392,14 @@ class ControllerStage:
             state[k_tilde] = buf[1, i]
         return {"theta_cmd": self.theta_safe, "ok": 1.0 if out.ok else 0.0}, state
 
+    def prepare(self) -> bool:
+        """Compute the flexible-state part of the next tick's QP (11) now
+        (:meth:`contactflow.seiko.controller.SeikoController.prepare`): a node calls it after
+        sending its command, in the wait for the next sensors, so the next tick's latency from its
+        sensors to its command is shorter; the outputs are the same bit for bit. Returns whether
+        there was something to prepare."""
+        return self.ctrl.prepare()
+
     # -------------------------------------------------------------- the wrench_filter node (13)
 
     def _external_lam_tilde(self, filtered: Fields) -> dict:
