@@ -166,14 +166,16 @@ def replay_node(node_id: str, streams: str, output: str, ack: str, record_as: st
 
 
 def operator(mode: str = "scenario", scenario: str = "hand_forward.yaml", *, clock: str = "mujoco_driver/log",
-             realtime: bool = False) -> Node:
+             realtime: bool = False, rt_priority: bool = False) -> Node:
     """The operator: ``scenario`` (plays a file), ``recording`` (the scenario of the replayed run)
     or ``dynamic`` (a live program, examples/live_operator.py).
 
     ``clock``: the operator's ``tick`` input. The driver's batched ``log`` puts a scenario operator in
     ahead mode (commands sent 50 ticks per message, ahead of the driver: nodes/operator.py); the
     driver's ``sensors`` (a replay driver, a live operator, the real-time graph) give one command per
-    tick. ``realtime``: ``--realtime`` (a scenario operator), latest-value clock queue, SCHED_FIFO."""
+    tick. ``realtime``: ``--realtime`` (a scenario operator), latest-value clock queue, SCHED_FIFO.
+    ``rt_priority``: its SCHED_FIFO priority only (an operator ahead of a real-time graph: under real-time
+    stages that fill both cores, a normal-priority process gets ~5 % of a core and could fall behind)."""
     if realtime and mode != "scenario":
         raise ConfigError(f"a real-time operator plays a scenario (mode {mode!r} has no real-time settings)")
     tick = {"tick": (clock if mode != "dynamic" else "mujoco_driver/sensors", _queue_of(realtime))}
@@ -182,7 +184,8 @@ def operator(mode: str = "scenario", scenario: str = "hand_forward.yaml", *, clo
                     path_comment="started by your program: python examples/live_operator.py")
     args = ("--robot talos --scenario-from-recording latest" if mode == "recording"
             else f"{_robot(realtime)} --scenario {SCENARIOS}/{scenario}")
-    return Node("operator", node_script("operator"), args, tick, ["command", LOG], env=_rt_env("operator", realtime))
+    return Node("operator", node_script("operator"), args, tick, ["command", LOG],
+                env=_rt_env("operator", realtime or rt_priority))
 
 
 def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | None = None,
@@ -502,7 +505,7 @@ is measured against seiko_talos.yml (docs/benchmarks.md).
 
 def seiko_talos_realtime() -> Graph:
     name = "seiko_talos_realtime"
-    nodes = [driver("seiko_controller/command", realtime=True), operator(), *seiko_stages(realtime=True)]
+    nodes = [driver("seiko_controller/command", realtime=True), operator(rt_priority=True), *seiko_stages(realtime=True)]
     p = RT_PRIORITY
     return Graph(f"""SEIKO on PAL Talos in MuJoCo, REAL TIME: the driver is paced by the wall clock (500 Hz).
 
@@ -530,8 +533,8 @@ from which the summary computes deadline_misses, command_age_ms_p50/p99 and long
 (missing seq per stream: expected in real time), while `recording_lost_batches` counts real losses
 (log batches that never reached the recorder).
 Priorities: run as root (CAP_SYS_NICE), the graph puts its stages under SCHED_FIFO, as on a robot
-computer: the driver first ({p["mujoco_driver"]}), then the controller ({p["seiko_controller"]}), the Retargeting ({p["seiko_retargeting"]})
-and the input filter ({p["input_filter"]}) (the operator, ahead of them, at normal priority); the recorder ({RT_RECORDER_PRIORITY}) below the driver and the Controller, above the
+computer: the driver first ({p["mujoco_driver"]}), then the controller ({p["seiko_controller"]}), the Retargeting ({p["seiko_retargeting"]}), the operator ({p["operator"]}, ahead
+of the others) and the input filter ({p["input_filter"]}); the recorder ({RT_RECORDER_PRIORITY}) below the driver and the Controller, above the
 planning stages (its work is small, and a recorder starved behind stages that cannot keep up reads nothing
 until the run ends). The driver also puts the dora daemon
 that spawned the graph under SCHED_FIFO {RT_DAEMON}: the nodes' batched-log sends wait on it, and starved
@@ -548,7 +551,7 @@ PLANNER_RENAMES = {k: v for k, v in STACK_RENAMES.items() if k in ("seiko_stack/
 def seiko_talos_realtime_planner() -> Graph:
     name = "seiko_talos_realtime_planner"
     q, p = REALTIME, RT_PRIORITY
-    nodes = [driver("seiko_controller/command", realtime=True), operator(),
+    nodes = [driver("seiko_controller/command", realtime=True), operator(rt_priority=True),
              Node("seiko_stack", node_script("seiko_stack"), "--robot talos --realtime --lag 2 --no-controller",
                   {"sensors": ("mujoco_driver/sensors", q), "command": ("operator/command", q)},
                   ["targets", "desired", LOG], env=_rt_env("seiko_stack", True),

@@ -399,7 +399,8 @@ class Lockstep:
                 raise UpstreamError(f"no input for {self.timeout_s:.0f} s while waiting for {what}")
 
     def __iter__(self):
-        freeze_heap()  # what the node built after connect() (its sender, this Lockstep) too
+        if _FROZE:  # a node (connect() froze the start-up): what it built since (its sender, this Lockstep) too
+            freeze_heap()
         if self.skip_missing:
             yield from self._iter_realtime()
             return
@@ -870,11 +871,16 @@ def freeze_heap() -> bool:
     import gc
     import os
 
+    global _FROZE
     if os.environ.get("CONTACTFLOW_GC_FREEZE", "1").strip() == "0":
         return False
     gc.collect()
     gc.freeze()
+    _FROZE = True
     return True
+
+
+_FROZE = False  # freeze_heap ran in this process (a dora node: connect())
 
 
 def connect():

@@ -239,6 +239,8 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
     send_timing = sender.logging or "timing" in sender.wire
     latch = NewestCommand()
     stopped = False
+    hold_from = None  # after the publish of the sensors of tick k: commands of seq >= k wait a period
+    held: list[tuple] = []
 
     def handle(ev) -> None:
         nonlocal stopped
@@ -254,7 +256,11 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
             if ev["id"] == "command":
                 seq = md.get("seq")
                 if isinstance(seq, int):
-                    latch.offer(seq, meta_time(md, float("nan")), fields, bool(md.get("finished", False)))
+                    offer = (seq, meta_time(md, float("nan")), fields, bool(md.get("finished", False)))
+                    if hold_from is not None and seq >= hold_from:
+                        held.append(offer)  # computed from the sensors just published: next period
+                    else:
+                        latch.offer(*offer)
                 else:
                     log.warning("command without integer 'seq' metadata ignored")
             elif use_wrench:
@@ -318,9 +324,16 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
         if deadline is not None:
             # the command is latched after the sensors' publish (a robot's low level reads its state,
             # then writes the newest command): one sent before the deadline and still in the daemon
-            # then is taken now (~0.15 ms of publish), not a period later
+            # then is taken now (~0.15 ms of publish), not a period later; a command computed from the
+            # sensors just published (seq k) is held for the next period, so a command still acts
+            # from the period after the state it answers
+            hold_from = k
             drain()
+            hold_from = None
         new, fields, seq, t_cmd = latch.take()
+        for offer in held:
+            latch.offer(*offer)
+        held.clear()
         if new and driver.offer_command(fields, start):
             applied_seq, applied_t = seq, t_cmd
         else:

@@ -125,7 +125,9 @@ def test_the_realtime_graph_is_the_main_graph_with_every_stage_in_real_time():
     above it) in its env."""
     rt, base = _nodes("seiko_talos_realtime"), _nodes("seiko_talos")
     assert set(rt) == set(base)
-    assert rt["operator"] == base["operator"]  # ahead mode, clocked by the driver's log, normal priority
+    # ahead mode, clocked by the driver's log, as in the lockstep graph; with its SCHED_FIFO priority
+    assert {k: v for k, v in rt["operator"].items() if k != "env"} == base["operator"]
+    assert rt["operator"]["env"] == {"CONTACTFLOW_RT_PRIORITY": graphs.RT_PRIORITY["operator"]}
     stages = set(rt) - {"recorder", "operator"}
     assert set(graphs.RT_PRIORITY) - {"seiko_stack", "operator"} == stages
     for nid in stages:
@@ -192,7 +194,9 @@ def test_the_realtime_planner_graph_puts_the_controller_alone_on_the_critical_pa
             assert spec["queue_size"] == 10 and spec["queue_policy"] == "drop_oldest", (nid, port)
     prio = {nid: rt[nid]["env"]["CONTACTFLOW_RT_PRIORITY"] for nid in ("mujoco_driver", "seiko_controller", "seiko_stack")}
     assert prio["mujoco_driver"] > prio["seiko_controller"] > prio["seiko_stack"]
-    assert rt["operator"] == _nodes("seiko_talos")["operator"]  # ahead mode, clocked by the driver's log
+    # ahead mode, clocked by the driver's log, with its SCHED_FIFO priority
+    assert {k: v for k, v in rt["operator"].items() if k != "env"} == _nodes("seiko_talos")["operator"]
+    assert rt["operator"]["env"] == {"CONTACTFLOW_RT_PRIORITY": graphs.RT_PRIORITY["operator"]}
     assert rt["operator"]["inputs"]["tick"]["source"] == "mujoco_driver/log"
     args = " ".join(rt["recorder"]["args"].split())
     for old, new in graphs.PLANNER_RENAMES.items():

@@ -375,7 +375,7 @@ def test_prepare_between_steps_gives_the_same_outputs_bit_for_bit(robot, monkeyp
     bad = robot.q_default.copy()
     bad[7 + robot.joint_names.index("leg_left_4_joint")] = -1.0  # (11h) infeasible: the QP fails
     arm = 7 + robot.joint_names.index("arm_left_1_joint")
-    steady_prepares = []
+    steady_prepares, lowered = [], False
     for k in range(60):
         q_d = robot.q_default.copy()
         q_d[arm] += 0.004 * k
@@ -390,9 +390,11 @@ def test_prepare_between_steps_gives_the_same_outputs_bit_for_bit(robot, monkeyp
             for c in (plain, early):
                 c.set_surface_rotation("left_hand", pin.rpy.rpyToMatrix(0.0, 0.3, 0.0))
         read = {e: v + np.array([0.0, 0.0, 3.0 * np.sin(0.3 * k), 0.5, 0.0, 0.0])[: len(v)] for e, v in lam.items()}
-        a = _step(plain, robot, q_d, lam, read, enabled=enabled, **kw)
+        # measured torques near the limits of some joints: the limit adaptation (12) acts on the bounds
+        tau_read = np.asarray(robot.tau_max) * (0.6 + 0.3 * np.sin(0.2 * k + np.arange(robot.n)))
+        a = _step(plain, robot, q_d, lam, read, tau_read=tau_read, enabled=enabled, **kw)
         before = calls["n"]
-        b = _step(early, robot, q_d, lam, read, enabled=enabled, **kw)
+        b = _step(early, robot, q_d, lam, read, tau_read=tau_read, enabled=enabled, **kw)
         if k not in (20, 21, 30, 35, 40, 45, 46) and k > 0:
             steady_prepares.append(calls["n"] - before)
         for name in ("theta_cmd", "offset", "q_flex", "tau_flex", "tau_limit"):
@@ -401,9 +403,11 @@ def test_prepare_between_steps_gives_the_same_outputs_bit_for_bit(robot, monkeyp
             np.testing.assert_array_equal(b.lam_flex[e], a.lam_flex[e], err_msg=f"lam_flex[{e}], step {k}")
         assert (a.ok, a.diagnostics["eq_residual"]) == (b.ok, b.diagnostics["eq_residual"])
         assert a.ok == (k != 20), f"step {k}: ok {a.ok}"
+        lowered = lowered or bool((a.tau_limit < np.asarray(robot.tau_max)).any())
         assert early.prepare() == (k != 45)  # nothing to prepare right after a shadow step
         early.prepare()  # twice: still the same part
     assert steady_prepares and set(steady_prepares) == {0}  # the step used what prepare() computed
+    assert lowered  # (12) lowered a limit: its bounds entered the comparison
 
 
 def test_shadow_mode_holds_the_offset_and_tracks_the_flexible_state(robot):

@@ -131,8 +131,8 @@ class Qp11Workspace:
         self.g_pose = np.zeros(nv)
         # The part of the QP that depends only on the flexible state (Qp11Mixin._prepare_qp11): the
         # Hessian before regularisation (copied into H at each solve: the solve regularises H in
-        # place), r of the equilibrium terms, and the state it was computed for (the q_flex array
-        # itself, never modified in place, and the bytes of the lam_flex rows); None = not prepared.
+        # place), r of the equilibrium terms, and the state it was computed for (the bytes of q_flex
+        # and of the lam_flex rows); None = not prepared.
         self.H0 = np.zeros((nx, nx))
         self.H0_diag = np.einsum("ii->i", self.H0)
         self.r = np.zeros(nv)
@@ -151,10 +151,10 @@ class Qp11Mixin:
             self._ws_cache[key] = ws
         return ws
 
-    def _prepared_key(self) -> tuple:
-        """What the prepared part of QP (11) depends on: the q_flex array (a new array at every
-        change, never modified in place) and the lam_flex rows' bytes."""
-        return (self.q_flex, self._lam_flex_rows.tobytes())
+    def _prepared_key(self) -> tuple[bytes, bytes]:
+        """What the prepared part of QP (11) depends on: the bytes of q_flex and of the lam_flex rows
+        (compared by value: q_flex is also handed out in the outputs)."""
+        return (self.q_flex.tobytes(), self._lam_flex_rows.tobytes())
 
     def prepare(self) -> bool:
         """Compute now the part of the next :meth:`step`'s QP (11) that depends only on the flexible
@@ -175,13 +175,12 @@ class Qp11Mixin:
         if not self._is_reset or not self.integrating:
             return False
         ws = self._workspace()
-        if ws.prepared_for is None or not self._is_prepared(ws):
+        if not self._is_prepared(ws):
             self._prepare_qp11(ws)
         return True
 
     def _is_prepared(self, ws: Qp11Workspace) -> bool:
-        key = ws.prepared_for
-        return key is not None and key[0] is self.q_flex and key[1] == self._lam_flex_rows.tobytes()
+        return ws.prepared_for is not None and ws.prepared_for == self._prepared_key()
 
     def _invalidate_prepared(self) -> None:
         """Forget every prepared QP (11) part (``self.data`` was used at another configuration, or
