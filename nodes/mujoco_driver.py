@@ -210,10 +210,10 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
     """The real-time loop: the driver paced by the wall clock (module docstring, ``--realtime``).
 
     Period k (control period ``dt``): at its deadline the driver publishes the sensors of t_k, then
-    takes the newest command received so far (also one delivered during that publish; the events
-    received are taken shortly before the deadline, :data:`DRAIN_AHEAD_S`, at it and after the
-    publish) (:class:`contactflow.sim.driver.NewestCommand`; none new:
-    the last safe command stays in force, a miss) and simulates [t_k, t_k+1) with it; so a command
+    takes the newest command received so far (:class:`contactflow.sim.driver.NewestCommand`; none
+    new: the last safe command stays in force, a miss; events are taken :data:`DRAIN_AHEAD_S` before
+    the deadline, at it and after the publish, so a command delivered during the publish counts, and
+    one computed from the sensors just published waits a period) and simulates [t_k, t_k+1) with it; so a command
     acts from the period after the sensors it was computed from, as on a robot whose joint
     controllers latch the newest command at their period start. The deadlines are t0 + k dt on
     the monotonic clock; a period started less than one period late does not move the later ones;

@@ -146,6 +146,7 @@ class SeikoController(StepInputsMixin, ContactSwitchingMixin, Qp11Mixin):
         for c in self.contacts:
             if c.type == "point":
                 self.R_c[c.name] = DEFAULT_SURFACE_ROTATIONS.get(c.name, np.eye(3)).copy()
+        self._ws_cache: dict[tuple[bool, ...], Qp11Workspace] = {}  # QP (11) workspace per contact layout
         for name, R in (surface_rotations or {}).items():
             self.set_surface_rotation(name, R)
         dt = config.dt_s
@@ -186,7 +187,6 @@ class SeikoController(StepInputsMixin, ContactSwitchingMixin, Qp11Mixin):
         self._tau_read_alpha = (
             alpha_from_cutoff(config.tau_read_cutoff_hz, dt) if config.tau_read_cutoff_hz > 0.0 else 0.0
         )
-        self._ws_cache: dict[tuple[bool, ...], Qp11Workspace] = {}
         self.qp_hook: Callable[..., None] | None = None
         """Optional ``qp_hook(H, g, A, lo, hi, lb, ub, solution)`` called after every solve of QP
         (11) with the box form of :func:`contactflow.qp.solve_qp_box` (``lb = ub = None``; H as

@@ -185,7 +185,7 @@ class Qp11Mixin:
     def _invalidate_prepared(self) -> None:
         """Forget every prepared QP (11) part (``self.data`` was used at another configuration, or
         a surface frame R_c changed)."""
-        for ws in getattr(self, "_ws_cache", {}).values():  # (none yet while __init__ sets R_c)
+        for ws in self._ws_cache.values():
             ws.prepared_for = None
 
     def _prepare_qp11(self, ws: Qp11Workspace) -> None:
