@@ -360,7 +360,9 @@ def test_a_flooded_recorder_counts_every_loss_and_keeps_the_layout(tmp_path):
     e = rec.manifest["streams"]["mujoco_driver.sensors"]
     print(f"flood: {len(st)} of {n} recorded, {e['missing_seq']} missing in seq, {e['missing_before_first']} before "
           f"the first (first seq {st.seq[0]})")
-    assert e["missing_before_first"] > 0  # the flood did drop the first messages
+    # the flood did drop messages (before the first one recorded in most runs: on a fast machine the recorder
+    # is sometimes reading before the replay's first send, and then only later ones are lost)
+    assert e["missing_seq"] + e["missing_before_first"] > 0
     assert e["missing_before_first"] == st.seq[0]
     # every loss up to the last message received is counted
     assert len(st) + e["missing_seq"] + e["missing_before_first"] == st.seq[-1] + 1
