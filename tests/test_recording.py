@@ -365,3 +365,44 @@ def test_background_fsync_keeps_the_disk_wait_out_of_the_writing_thread(tmp_path
     w.close()
     assert calls[-1] == threading.current_thread().name  # the last one, at close
     assert len(read_recording(tmp_path / "run").stream("a.out")) == k
+
+
+def test_a_large_stream_is_read_with_signal_handlers_running_throughout(tmp_path, monkeypatch):
+    """An hour-long run has streams of several GB; the recorder's summary reads them back after the dataflow's
+    stop and must honour a SIGTERM or its time budget (a Python signal handler, nodes/recorder.py) within dora's
+    grace: no single call may read or copy a whole stream (the soak of 2026-12-02 12:01: the recorder was killed
+    while summarising 7.7 GB). Here a 96 MB stream is read with a 2 ms interval timer; the longest wait of its
+    handler must be a small part of the read (one chunk or one record batch), and the values must be intact."""
+    import signal
+    import time
+
+    from contactflow.recording import store
+
+    monkeypatch.setattr(store, "READ_CHUNK_BYTES", 4 << 20)
+    size, n, per = 6000, 2000, 20
+    w = RecordingWriter(tmp_path / "run", {"dataflow": "x.yml"})
+    s = w.stream("drv.sensors", size, {"source": "drv/sensors"})
+    base = np.arange(size, dtype=np.float64)
+    for i in range(n):
+        s.append(i, i * 0.002, base + i)
+        if (i + 1) % per == 0:
+            s.flush()
+    w.close()
+    runs: list[float] = []
+    prev = signal.signal(signal.SIGALRM, lambda *_: runs.append(time.monotonic()))
+    try:
+        t0 = time.monotonic()
+        signal.setitimer(signal.ITIMER_REAL, 0.002, 0.002)
+        st = read_recording(tmp_path / "run").stream("drv.sensors")
+        t1 = time.monotonic()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, prev)
+    marks = [t0, *[t for t in runs if t <= t1], t1]
+    longest = max(b - a for a, b in zip(marks, marks[1:]))
+    assert len(marks) >= 12, f"the handler ran {len(marks) - 2} times in {t1 - t0:.3f} s"
+    assert longest < 0.2 * (t1 - t0), f"the handler waited {longest * 1e3:.0f} ms of a {(t1 - t0) * 1e3:.0f} ms read"
+    assert st.values.shape == (n, size) and not st.truncated
+    np.testing.assert_array_equal(st.seq, np.arange(n))
+    np.testing.assert_array_equal(st.values[:, 0], np.arange(n, dtype=np.float64))
+    np.testing.assert_array_equal(st.values[-1], base + n - 1)

@@ -782,6 +782,32 @@ def _stream_version(path: Path, meta: dict) -> int:
     return version
 
 
+#: Bytes read per call when a stream file is loaded [B]: between two calls Python runs its signal handlers,
+#: so a SIGTERM or an alarm (the recorder's summary at a dataflow's stop, nodes/recorder.py) is honoured
+#: within one chunk's read, not after a whole multi-GB file (an hour-long run: 2-6 GB per stream).
+READ_CHUNK_BYTES = 32 << 20
+
+
+def _read_file(path: Path) -> memoryview:
+    """The whole file (bytes, as a memoryview), read ``READ_CHUNK_BYTES`` at a time into an uninitialised
+    buffer (no zero-filling pass over a multi-GB file): signals are handled between chunks.
+
+    Raises:
+        OSError: the file cannot be opened or read.
+    """
+    with open(path, "rb", buffering=0) as f:
+        size = os.fstat(f.fileno()).st_size
+        buf = np.empty(size, np.uint8)
+        view = memoryview(buf)
+        n = 0
+        while n < size:
+            got = f.readinto(view[n : min(size, n + READ_CHUNK_BYTES)])
+            if not got:  # cut while being read (a writer's file truncated under us): what was there
+                break
+            n += got
+    return view[:n]
+
+
 def read_stream_file(path: Path) -> tuple[pa.Table, dict, StreamDamage | None]:
     """Read a stream file message by message, salvaging the complete batches of a damaged one.
 
@@ -790,7 +816,7 @@ def read_stream_file(path: Path) -> tuple[pa.Table, dict, StreamDamage | None]:
             schema or another format version.
     """
     try:
-        data = path.read_bytes()  # in memory: no mapping of a file another process may cut
+        data = _read_file(path)  # in memory: no mapping of a file another process may cut
     except OSError as exc:
         raise RecordingError(f"{path}: cannot be read: {exc.strerror or exc}") from None
     if len(data) < 8:
@@ -995,15 +1021,15 @@ class Recording:
             raise RecordingError(f"{path}: messages of {file_size} values, but the manifest says {size}")
         layout = (_layout(f"{self.path / 'manifest.json'}: streams.{name}.layout", entry.get("layout"), size)
                   or _layout(f"{path}: schema metadata", meta.get("layout"), size))
-        vals = table.column("value").combine_chunks()
-        flat = vals.flatten().to_numpy(zero_copy_only=False) if len(vals) else np.zeros(0)
+        cols = _columns_numpy(table, size)
+        del table  # the file's bytes: the arrays below are copies
         s = Stream(
             name=name,
-            seq=table.column("seq").to_numpy(),
-            t=table.column("t").to_numpy(),
-            t_wall_ns=table.column("t_wall_ns").to_numpy(),
-            finished=table.column("finished").to_numpy(zero_copy_only=False),
-            values=flat.reshape(-1, size),
+            seq=cols["seq"],
+            t=cols["t"],
+            t_wall_ns=cols["t_wall_ns"],
+            finished=cols["finished"],
+            values=cols["value"],
             layout=layout,
             truncated=damage is not None,
             metadata=meta,
@@ -1011,6 +1037,26 @@ class Recording:
         )
         self._cache[name] = s
         return s
+
+
+def _columns_numpy(table: pa.Table, size: int) -> dict[str, np.ndarray]:
+    """A stream table's columns as numpy arrays (``value``: (N, size)), copied one record batch at a time:
+    no single call copies a whole multi-GB column, so signals are handled between batches (see
+    ``READ_CHUNK_BYTES``)."""
+    n = table.num_rows
+    out = {"seq": np.empty(n, np.int64), "t": np.empty(n, np.float64), "t_wall_ns": np.empty(n, np.int64),
+           "finished": np.empty(n, np.bool_), "value": np.empty((n, size), np.float64)}
+    i = 0
+    for batch in table.to_batches():
+        m = batch.num_rows
+        if not m:
+            continue
+        for name in ("seq", "t", "t_wall_ns", "finished"):
+            out[name][i : i + m] = batch.column(name).to_numpy(zero_copy_only=False)
+        if size:
+            out["value"][i : i + m] = batch.column("value").flatten().to_numpy(zero_copy_only=False).reshape(m, size)
+        i += m
+    return out
 
 
 def read_recording(path: str | Path) -> Recording:
