@@ -78,7 +78,7 @@ FINISH_GRACE_S = 10
 FINISH_GRACE_S_OF = {"recorder": 30}
 
 from contactflow.errors import ConfigError  # noqa: E402
-from contactflow.contracts.wiring import LOG_OUTPUT as LOG  # noqa: E402 - the batched log output (one source)
+from contactflow.contracts.wiring import LOG_OUTPUT as LOG, ROWS_SUFFIX  # noqa: E402 - the batched log and multi-tick outputs (one source)
 from contactflow.paths import node_script  # noqa: E402 - the nodes' installed executables (one source)
 SCENARIOS = "../robots/talos/scenarios"
 
@@ -191,7 +191,7 @@ def operator(mode: str = "scenario", scenario: str = "hand_forward.yaml", *, clo
 def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | None = None,
                  controller_config: str | None = None, controller_outputs: tuple[str, ...] = ("command",),
                  desired_rows: bool = False, wrench_filter: int | None = None, realtime: bool = False,
-                 sensor_lag: int = 0) -> list[Node]:
+                 sensor_lag: int = 0, planner_rows: bool = False) -> list[Node]:
     """Input filter (8) -> Retargeting QP (9) -> Controller QP (11), each its own node.
 
     Args:
@@ -207,6 +207,14 @@ def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | N
             where the Retargeting runs ahead of the driver (a scenario operator in ahead mode, no
             admittance): were the Retargeting paced by the driver, the Controller would wait for a
             batch that waits for the driver, which waits for the Controller (deadlock).
+        planner_rows: the input filter <-> Retargeting cycle exchanges ``lag`` ticks per message
+            (``targets_rows<lag>``, ``desired_rows<lag>``) instead of one: the input filter of tick k
+            reads the desired of tick k - lag, so a batch of ``lag`` ticks is complete before it is
+            needed (no deadlock), and the two stages compute the same values in the same order (the
+            outputs are those of the per-tick graph, bit for bit); half the messages of the cycle
+            with lag 2. Needs ``lag`` >= 2; with ``desired_rows`` only (an operator ahead, no admittance).
+            The per-tick ``targets`` / ``desired`` are then only logged (declared again for an observer
+            that reads them).
         wrench_filter: the complementary wrench filter (13) as its own node (nodes/wrench_filter.py)
             with the Controller's ``--wrench-lag`` = this value (0: exact, on the critical path;
             1: pipelined beside the Controller's QP); None: inside the Controller.
@@ -219,14 +227,19 @@ def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | N
             real-time settings for them).
 
     Raises:
-        ConfigError: ``realtime`` with ``admittance``, ``wrench_filter`` or ``desired_rows``.
+        ConfigError: ``realtime`` with ``admittance``, ``wrench_filter`` or ``desired_rows``;
+            ``planner_rows`` without ``desired_rows`` or with ``lag`` < 2.
     """
     if realtime and (admittance or wrench_filter is not None or desired_rows):
         raise ConfigError("seiko_stages(realtime=True) takes no admittance, wrench_filter or desired_rows")
+    if planner_rows and (not desired_rows or lag < 2):
+        raise ConfigError(f"seiko_stages(planner_rows=True) needs desired_rows=True and lag >= 2 (lag={lag})")
     q, robot = _queue_of(realtime), _robot(realtime)
+    # the input filter <-> Retargeting cycle: a message per tick, or per `lag` ticks (planner_rows)
+    cycle = f"{ROWS_SUFFIX}{lag}" if planner_rows else ""
     filt = Node("input_filter", node_script("input_filter"), f"{robot} --lag {lag}",
-                {"command": ("operator/command", q), "desired": ("seiko_retargeting/desired", q)},
-                ["targets", LOG], env=_rt_env("input_filter", realtime))
+                {"command": ("operator/command", q), "desired": (f"seiko_retargeting/desired{cycle}", q)},
+                [f"targets{cycle}", LOG], env=_rt_env("input_filter", realtime))
     if realtime:  # the driver's sensors are its clock (the operator sends ahead, in batches)
         filt.inputs["sensors"] = ("mujoco_driver/sensors", q)
     nodes = [filt]
@@ -238,8 +251,9 @@ def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | N
                           args_comment="right ball hand: see the node doc"))
     nodes.append(Node("seiko_retargeting", node_script("seiko_retargeting"),
                       f"{robot} --environment" if environment else robot,
-                      {"targets": ("input_filter/targets", q), "command": ("operator/command", q)},
-                      ["desired", "desired_rows", LOG] if desired_rows else ["desired", LOG],
+                      {"targets": (f"input_filter/targets{cycle}", q), "command": ("operator/command", q)},
+                      (["desired_rows", f"desired{cycle}", LOG] if planner_rows
+                       else ["desired", "desired_rows", LOG] if desired_rows else ["desired", LOG]),
                       env=_rt_env("seiko_retargeting", realtime)))
     cargs = (f"{robot} --lag {lag}" + (f" --sensor-lag {sensor_lag}" if sensor_lag else "")
              + (f" --config {controller_config}" if controller_config else ""))
@@ -292,8 +306,10 @@ scenario; the recorder then writes recordings/<run>/ and prints the summary. Eac
 outputs for the recorder (output `log`, every $CONTACTFLOW_LOG_EVERY = 25 ticks and at the end);
 the scenario operator, clocked by the driver's log, sends its commands 50 ticks per message, ahead
 of the driver (a scenario depends only on time), so the input filter and the Retargeting run ahead
-on the free core; the Controller reads the Retargeting 10 ticks per message (`desired_rows`), so the
-driver <-> Controller exchange is the only per-tick round trip."""
+on the free core; the Controller reads the Retargeting 10 ticks per message (`desired_rows`), and the
+input filter and the Retargeting exchange theirs 2 ticks per message (`targets_rows2`, `desired_rows2`:
+the input filter uses the desired of 2 ticks before), so the driver <-> Controller exchange is the
+only per-tick round trip."""
 
 
 #: The Controller's ``--sensor-lag`` in the main lockstep graphs (seiko_talos.yml and the graphs built
@@ -307,7 +323,13 @@ def _main_graph(name: str, dataflow: str, *, driver_args: str = "--robot talos",
                 wrench_filter: int | None = None) -> list[Node]:
     nodes = [driver("seiko_controller/command", args=driver_args, args_comment=driver_comment), operator(op),
              *seiko_stages(controller_config=controller_config, controller_outputs=controller_outputs,
-                           desired_rows=op == "scenario", wrench_filter=wrench_filter, sensor_lag=MAIN_SENSOR_LAG)]
+                           desired_rows=op == "scenario", planner_rows=op == "scenario", wrench_filter=wrench_filter,
+                           sensor_lag=MAIN_SENSOR_LAG)]
+    read = {src for x in extra for src, _ in x.inputs.values()}
+    for n in nodes:  # an observer (the viewer) of a per-tick output that the cycle sends only in batches
+        for out in ("targets", "desired"):
+            if f"{n.id}/{out}" in read and out not in n.outputs:
+                n.outputs.insert(0, out)
     return [*nodes, recorder(nodes, name, dataflow), *extra]
 
 

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import argparse
+import bisect
 import dataclasses
 import json
 import logging
@@ -22,7 +23,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -56,7 +57,11 @@ class Tick:
         seqs: input id -> ``seq`` of the message used (None: none). In lockstep always ``k - offset``;
             in real-time mode the newest one available (see :class:`Lockstep`).
         ticks: clock ticks this tick stands for: 1, or in real-time mode 1 + the clock ticks skipped
-            just before it (a stage that integrates per tick steps that many times, holding the inputs).
+            just before it (a stage that integrates per tick steps over them: see ``skipped``).
+        skipped: real-time mode, the Lockstep's ``per_tick`` inputs: one dict per skipped tick (the newest
+            ``max_per_tick`` of them), oldest first, input id -> unpacked fields of the newest message at
+            or before that tick (``None``: none yet, malformed, or a ``values_unused`` input); the other
+            inputs hold this tick's.
     """
 
     k: int
@@ -67,6 +72,7 @@ class Tick:
     errors: dict[str, str]
     seqs: dict[str, int | None] = dataclasses.field(default_factory=dict)
     ticks: int = 1
+    skipped: list[dict[str, dict[str, np.ndarray] | None]] = dataclasses.field(default_factory=list)
 
 
 #: Real-time mode: how long [s] from the first tick an input may go without its first message when the
@@ -91,7 +97,8 @@ class Lockstep:
     already received (``try_recv``), and the tick takes the newest clock message, skipping older
     unprocessed ones (counted in ``skipped``; ``latest_clock=False``: every one, in order).
     ``Tick.ticks`` says how many clock ticks a tick stands for (a stage that integrates per tick,
-    such as the input filter, steps that many times). So the latest-value semantics lives in the
+    such as the input filter, steps over the skipped ones, each with its own message of the
+    ``per_tick`` inputs: ``Tick.skipped``). So the latest-value semantics lives in the
     node: the dataflow can give the edge a lossless queue (backpressure), and a stage that falls
     behind still takes the newest message without accumulating lag (dora 1.1's ``queue_size: 1``
     also drops messages that arrive while the receiver waits: measured ~30 % at 500 Hz on a loaded
@@ -126,8 +133,16 @@ class Lockstep:
             running on a stale value for ever. An input that said ``finished`` or closed is exempt; one
             that never sent a message gets :data:`STALE_FIRST_S` from the first tick (start-up). Only
             time while the node ticks counts (:data:`STALE_PAUSE_S`).
+        per_tick: real-time mode: inputs whose message of each skipped tick a tick also gives
+            (``Tick.skipped``, the newest ``max_per_tick`` skipped ticks): a stage that steps once per
+            skipped tick (the input filter) integrates each tick's own operator command, not the newest
+            one held over the gap.
+        max_per_tick: the most skipped ticks ``Tick.skipped`` gives.
+        values_unused: inputs whose values the node does not read (a clock it only ticks on): not
+            decoded; their ``inputs`` / ``raw`` entries are None, their ``finished`` and ``t`` still count.
 
     Raises:
+        ValueError: ``clock``, ``per_tick`` or ``values_unused`` naming an input not listed.
         ContractError: with ``node_kind``, an input id its declaration lacks (naming node and port).
         UpstreamError: while iterating: an input closed before the run ended, the event stream ended,
             no input for ``timeout_s`` (lockstep), an input stale for ``stale_s`` (real time).
@@ -140,7 +155,8 @@ class Lockstep:
     def __init__(self, node, inputs: Mapping[str, tuple[PortSpec, int]], *, dt: float = 0.002, timeout_s: float = 30.0,
                  skip_missing: bool = False, clock: str | None = None, latest_clock: bool = True,
                  heartbeat: tuple[str, Callable[["Lockstep"], None]] | None = None, node_kind: str | None = None,
-                 stale_s: float | None = None):
+                 stale_s: float | None = None, per_tick: Iterable[str] = (), max_per_tick: int = 50,
+                 values_unused: Iterable[str] = ()):
         if node_kind is not None:
             from contactflow.contracts.ports import MESSAGE, TIMER, node_ports
 
@@ -171,6 +187,13 @@ class Lockstep:
             raise ValueError(f"clock input {clock!r} is not among the inputs {sorted(self.offsets)}")
         self.clock = clock
         self.latest_clock = bool(latest_clock)
+        self.per_tick = frozenset(per_tick)
+        self.max_per_tick = int(max_per_tick)
+        self.values_unused = frozenset(values_unused)
+        for name, ids in (("per_tick", self.per_tick), ("values_unused", self.values_unused)):
+            if not ids <= set(self.offsets):
+                raise ValueError(f"{name} input(s) {sorted(ids - set(self.offsets))} are not among the inputs "
+                                 f"{sorted(self.offsets)}")
         self.newest: dict[str, int] = {k: -1 for k in inputs}  # newest seq received per input
         self.finished_inputs: set[str] = set()  # inputs that sent a message with `finished`
         self.skipped = 0
@@ -190,6 +213,9 @@ class Lockstep:
         return [f"{i} (seq {self.k - o})" for i, o in self.offsets.items() if self.k - o >= 0 and self.k - o not in self.buffers[i]]
 
     def _unpack(self, i: str, value, meta: dict, inputs: dict, raw: dict, errors: dict) -> bool:
+        if i in self.values_unused:  # a clock whose values the node does not read: not decoded
+            inputs[i] = raw[i] = None
+            return bool(meta.get("finished", False))
         try:
             vec = self.specs[i].vector(value)
             inputs[i] = self.specs[i].unpack(vec)
@@ -237,9 +263,12 @@ class Lockstep:
         self.skipped += c - self.k
         skipped_from = self.k
         self.k = c
+        held = [{} for _ in range(max(0, min(c - skipped_from, self.max_per_tick)))] if self.per_tick else []
         for i, off in self.offsets.items():
             need = c - off
             buf = self.buffers[i]
+            if i in self.per_tick and held:
+                self._held_per_tick(i, c - len(held) - off, held)
             if i == self.clock:
                 for s in [s for s in buf if s <= c]:
                     value, meta = buf.pop(s)
@@ -258,10 +287,31 @@ class Lockstep:
             if i == self.clock:
                 t = meta_time(meta, t)
             finished = self._unpack(i, value, meta, inputs, raw, errors) or finished
-        tick = Tick(c, t if t is not None else c * self.dt, inputs, raw, finished, errors, seqs, ticks=c - skipped_from + 1)
+        tick = Tick(c, t if t is not None else c * self.dt, inputs, raw, finished, errors, seqs,
+                    ticks=c - skipped_from + 1, skipped=held)
         self.finished_seen = self.finished_seen or finished
         self.k = c + 1
         return tick
+
+    def _held_per_tick(self, i: str, first: int, held: list[dict]) -> None:
+        """Fill ``held[j][i]`` with input ``i``'s message for seq ``first + j`` (the newest at or before it;
+        None: none yet), each message decoded once."""
+        keys = sorted(self.buffers[i])
+        j0 = bisect.bisect_right(keys, first) - 1
+        decoded: dict[int, dict | None] = {}
+        for j, slot in enumerate(held):
+            while j0 + 1 < len(keys) and keys[j0 + 1] <= first + j:
+                j0 += 1
+            if j0 < 0:
+                slot[i] = None
+                continue
+            s = keys[j0]
+            if s not in decoded:
+                out: dict = {}
+                value, meta = self.buffers[i][s]
+                self._unpack(i, value, meta, out, {}, {})
+                decoded[s] = out[i]
+            slot[i] = decoded[s]
 
     def _check_stale(self) -> None:
         """Real-time mode: raise UpstreamError if an input went stale (``stale_s``, class docstring).
@@ -492,7 +542,7 @@ class KeepAlive:
             self.sender.repeat(self.output)
 
 
-from contactflow.contracts.wiring import LOG_OUTPUT, ROWS_SUFFIX  # noqa: E402 - the log and multi-tick output names (one source)
+from contactflow.contracts.wiring import LOG_OUTPUT, rows_output  # noqa: E402 - the log and multi-tick output names (one source)
 #: Default ticks per log batch (``CONTACTFLOW_LOG_EVERY`` overrides; 1 = a batch per tick). 25 ticks = 50 ms
 #: at 500 Hz: a node killed loses at most that much of its recording, within the fault campaign's 100 ms
 #: criterion with a margin (50 ticks gave 107 ms once); it doubles the log messages (docs/reliability.md).
@@ -517,12 +567,15 @@ class Sender:
     entry does NOT declare are then only logged, never sent over dora (an output read only by the
     recorder costs nothing per tick). Batch layout: :func:`contactflow.recording.store.pack_log`.
 
-    Multi-tick edge: when the entry declares ``<output>_rows`` (:data:`ROWS_SUFFIX`), the messages of
-    ``output`` are also sent there ``rows_every`` ticks per message (``$CONTACTFLOW_ROWS_EVERY``,
-    default 10; :meth:`send_rows` format, split back per seq by :class:`Lockstep`), at a message
-    with ``finished`` and at the end of the run. For a consumer that lags the producer by more than
-    ``rows_every`` ticks (the Controller reading a Retargeting that runs ahead): wired where the
-    producer would wait on the consumer, it deadlocks (the graph source decides where it is safe).
+    Multi-tick edge: when the entry declares ``<output>_rows`` (``contactflow.contracts.wiring.rows_output``),
+    the messages of ``output`` are also sent there ``rows_every`` ticks per message
+    (``$CONTACTFLOW_ROWS_EVERY``, default 10); ``<output>_rows<N>``: N ticks per message (several
+    such outputs may coexist, each with its own batches). :meth:`send_rows` format, split back per seq
+    by :class:`Lockstep`; a batch also goes at a message with ``finished`` and at the end of the run.
+    For a consumer that lags the producer by at least the batch's ticks (the Controller reading a
+    Retargeting that runs ahead: 10; the input filter <-> Retargeting cycle, lag 2: 2): wired where
+    the producer would wait on the consumer for a tick inside the batch, it deadlocks (the graph
+    source, ``contactflow/graphs.py``, decides where it is safe).
 
     Args:
         node: the dora Node.
@@ -562,10 +615,15 @@ class Sender:
             log_every = int(env) if env.strip().isdigit() and int(env) > 0 else LOG_EVERY_DEFAULT
         self.log_every = max(1, int(log_every))
         self._rows: dict[str, list[tuple]] = {k: [] for k in outputs}
-        self.row_outputs = {k for k in outputs if declared is not None and k + ROWS_SUFFIX in declared}
         env = os.environ.get("CONTACTFLOW_ROWS_EVERY", "")
         self.rows_every = int(env) if env.strip().isdigit() and int(env) > 0 else ROWS_EVERY_DEFAULT
-        self._edge_rows: dict[str, list[tuple]] = {k: [] for k in self.row_outputs}
+        # output -> [(multi-tick output declared in the entry, ticks per message; None: rows_every)]
+        self.row_outputs: dict[str, list[tuple[str, int | None]]] = {}
+        for wire in declared or ():
+            parsed = rows_output(wire)
+            if parsed is not None and parsed[0] in outputs:
+                self.row_outputs.setdefault(parsed[0], []).append((wire, parsed[1]))
+        self._edge_rows: dict[str, list[tuple]] = {w: [] for ws in self.row_outputs.values() for w, _ in ws}
         self._log_first = {k: True for k in outputs}
         self._batch_seq0: int | None = None
         self.batches_sent = 0
@@ -595,10 +653,12 @@ class Sender:
         if self.logging:
             self._log_row(output, int(seq), t, finished, vec)
         if output in self.row_outputs:
-            rows = self._edge_rows[output]
-            rows.append((int(seq), float(t), bool(finished), np.array(vec, dtype=np.float64)))
-            if len(rows) >= self.rows_every or finished:
-                self._send_edge_rows(output)
+            row = (int(seq), float(t), bool(finished), np.array(vec, dtype=np.float64))
+            for wire, every in self.row_outputs[output]:
+                rows = self._edge_rows[wire]
+                rows.append(row)
+                if len(rows) >= (every or self.rows_every) or finished:
+                    self._send_edge_rows(wire, output)
 
     def repeat(self, output: str) -> bool:
         """Re-send the newest message of ``output`` (same values, ``seq`` and ``t``) with the metadata
@@ -617,15 +677,15 @@ class Sender:
         self.last_send_s[output] = time.monotonic()
         return True
 
-    def _send_edge_rows(self, output: str) -> None:
-        rows = self._edge_rows[output]
+    def _send_edge_rows(self, wire: str, output: str) -> None:
+        rows = self._edge_rows[wire]
         if not rows:
             return
         md = {"seq": rows[0][0], "t": rows[0][1], "finished": any(r[2] for r in rows), "rows": len(rows),
               "row_t": [r[1] for r in rows], "row_finished": [int(r[2]) for r in rows]}
         values = np.concatenate([r[3] for r in rows])
         rows.clear()
-        self._send(output + ROWS_SUFFIX, values, md, contract_of=output)
+        self._send(wire, values, md, contract_of=output)
 
     def send_rows(self, output: str, rows: list[tuple[int, float, bool, Mapping[str, Any] | np.ndarray]], **meta):
         """Send the messages of several consecutive ticks of ``output`` as ONE dora message.
@@ -696,8 +756,9 @@ class Sender:
     def flush(self) -> bool:
         """Send the kept messages now (one ``log`` message, the ``_rows`` outputs); True if any was sent."""
         edge = any(self._edge_rows.values())
-        for out in self.row_outputs:
-            self._send_edge_rows(out)
+        for out, wires in self.row_outputs.items():
+            for wire, _ in wires:
+                self._send_edge_rows(wire, out)
         return self._flush_log() or edge
 
     def _flush_log(self) -> bool:

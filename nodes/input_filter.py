@@ -13,10 +13,11 @@ real-time graph, whose operator sends its commands ahead of the driver in batche
 
 A malformed input message is reported and the previous targets are sent again.
 
-``--realtime``: the operator's command is sampled (latest value); when commands were skipped, the
-filter steps once per skipped tick with the newest command (a zero-order hold of the twist), so
-the targets integrate the operator's motion over the elapsed time (at most ``MAX_CATCH_UP_TICKS``
-at once).
+``--realtime``: the operator's command is sampled (latest value); when ticks were skipped, the
+filter steps once per skipped tick with that tick's own command (and admittance twist) from the
+inputs' buffers (the newest message at or before it: a zero-order hold where the operator sent
+none), so the targets integrate the operator's motion over the elapsed time (at most
+:data:`contactflow.operator.input_filter.MAX_CATCH_UP_TICKS` at once).
 """
 
 from __future__ import annotations
@@ -25,14 +26,9 @@ from contactflow.nodes._runtime import (connect, base_parser, declared_inputs, d
                                        sender_for)
 
 
-#: real-time mode: at most this many skipped ticks are integrated at once (0.1 s at 500 Hz; a longer
-#: gap loses the rest of the operator's motion instead of making this tick slower still)
-MAX_CATCH_UP_TICKS = 50
-
-
 def main() -> int:
     from contactflow.contracts.messages import port_specs
-    from contactflow.operator.input_filter import InputFilterConfig
+    from contactflow.operator.input_filter import MAX_CATCH_UP_TICKS, InputFilterConfig
     from contactflow.robot import load_robot
     from contactflow.seiko.stages import InputFilterStage
 
@@ -52,11 +48,15 @@ def main() -> int:
     # `sensors`, when wired (the real-time graph), is the clock: a tick per newest sensors message, so an
     # operator that sends its commands ahead in batches is sampled at the driver's pace
     clock = "sensors" if "sensors" in declared_inputs(node, "input_filter") else None
+    # real-time: each skipped tick's own operator command (and admittance twist), from the inputs' buffers
+    per_tick = [i for i in ("command", "admittance") if i == "command" or i in declared_inputs(node, "input_filter")]
     lock = lockstep_for(node, "input_filter", specs, offsets={"desired": args.lag}, skip_missing=args.realtime,
-                        clock=clock)
+                        clock=clock, per_tick=per_tick if args.realtime else (),
+                        max_per_tick=MAX_CATCH_UP_TICKS - 1, values_unused=[clock] if clock else ())
     for tick in lock:
-        for _ in range(min(tick.ticks, MAX_CATCH_UP_TICKS) - 1):  # real-time: the ticks skipped before this one
-            stage.tick(tick.inputs["command"], tick.inputs["desired"], tick.inputs.get("admittance"))
+        for held in tick.skipped:  # real-time: the ticks skipped before this one, oldest first
+            stage.tick(held["command"], tick.inputs["desired"],
+                       held.get("admittance", tick.inputs.get("admittance")))
         targets = stage.tick(tick.inputs["command"], tick.inputs["desired"], tick.inputs.get("admittance"))
         sender.send("targets", targets, seq=tick.k, t=tick.t, finished=tick.finished)
     if lock.finished_seen:

@@ -24,8 +24,8 @@ tick, :meth:`SeikoPipeline.tick`), so the driver waits for the Controller's QP o
 ``--realtime`` (with ``--no-controller``: the planner of ``seiko_talos_realtime_planner.yml``): a tick per ``sensors``
 message, the newest one (:class:`Lockstep` real-time mode: skipped ones counted), the operator's
 command sampled and held (the node stops when none came for ``--input-stale-s``: an operator that hangs);
-when ticks were skipped the input filter steps over them with the held command (as ``input_filter
---realtime``, at most :data:`MAX_CATCH_UP_TICKS` at once).
+when ticks were skipped the input filter steps over them, each with its own operator command (as
+``input_filter --realtime``, at most :data:`contactflow.operator.input_filter.MAX_CATCH_UP_TICKS` at once).
 
 ``--no-controller`` (the planner of the real-time graph ``seiko_talos_realtime_planner.yml``): the input filter
 and the Retargeting only (:meth:`SeikoPipeline.plan`), clocked by ``sensors`` (their time and seq only),
@@ -41,15 +41,11 @@ import time
 from contactflow.nodes._runtime import (add_input_stale_argument, connect, base_parser, drain_after_finish, input_stale_s,
                                        load_node_config, lockstep_for, node_main, sender_for)
 
-#: real-time mode: at most this many skipped ticks are integrated by the input filter at once (as
-#: ``nodes/input_filter.py``).
-MAX_CATCH_UP_TICKS = 50
-
 
 def main() -> int:
     from contactflow.environment import Environment, load_environment
     from contactflow.contracts.messages import port_specs
-    from contactflow.operator.input_filter import InputFilterConfig
+    from contactflow.operator.input_filter import MAX_CATCH_UP_TICKS, InputFilterConfig
     from contactflow.robot import load_robot
     from contactflow.seiko.controller import ControllerConfig
     from contactflow.seiko.loop import SeikoPipeline
@@ -84,7 +80,9 @@ def main() -> int:
     # (the tick's t: the metadata of the last offset-0 input listed, the operator's command;
     # real time: the clock, the sensors)
     lock = lockstep_for(node, "seiko_stack", specs, skip_missing=args.realtime, clock="sensors",
-                        stale_s=input_stale_s(args))
+                        stale_s=input_stale_s(args), per_tick=("command",) if args.realtime else (),
+                        max_per_tick=MAX_CATCH_UP_TICKS - 1,
+                        values_unused=("sensors",) if args.no_controller else ())
     end = None
     t_prev = None  # the time of the previous tick's sensors
     cur = {"k": 0, "t": 0.0}  # the tick computed: its seq, the time of the sensors its Controller used
@@ -113,7 +111,7 @@ def main() -> int:
         t_op, k, s = tick.t, tick.k, tick.inputs["sensors"]
         out = pipeline.tick(k, tick.t, s, tick.inputs["command"], command_error=tick.errors.get("command"),
                             finished=tick.finished, t_start=t0, on_command=send_command,
-                            filter_steps=min(tick.ticks, MAX_CATCH_UP_TICKS))
+                            skipped_commands=[h["command"] for h in tick.skipped])
         fin, delayed_fin = tick.finished, out.delayed_finished
         sender.send("targets", out.targets, seq=tick.k, t=t_op, finished=fin)
         sender.send("desired", out.desired_vec, seq=tick.k, t=t_op, finished=fin,
@@ -145,7 +143,7 @@ def _plan_only(node, sender, lock, pipeline) -> int:
     """``--no-controller``: the input filter and the Retargeting per tick, until the operator's end."""
     for tick in lock:
         out = pipeline.plan(tick.k, tick.t, tick.inputs["command"], command_error=tick.errors.get("command"),
-                            finished=tick.finished, filter_steps=min(tick.ticks, MAX_CATCH_UP_TICKS))
+                            finished=tick.finished, skipped_commands=[h["command"] for h in tick.skipped])
         sender.send("targets", out.targets, seq=tick.k, t=tick.t, finished=tick.finished)
         sender.send("desired", out.desired_vec, seq=tick.k, t=tick.t, finished=tick.finished,
                     solve_time_s=float(pipeline.retargeting.out.diagnostics.get("solve_time_s", 0.0)))

@@ -25,7 +25,7 @@ from contactflow.contracts.wiring import check_descriptor
 ROOT = Path(__file__).resolve().parent.parent
 DATAFLOWS = ROOT / "dataflows"
 CAMPAIGN_GRAPHS = ["seiko_talos.yml", "seiko_talos_realtime.yml", "seiko_talos_multicontact.yml",
-                   "seiko_talos_replay.yml", "prime_replay_go2.yml", "lac_g1_teleop.yml"]
+                   "seiko_talos_replay.yml", "prime_replay_go2.yml", "lac_g1_teleop.yml", "lac_g1_policy.yml"]
 
 
 def _graph(name: str) -> dict:

@@ -9,7 +9,7 @@ import yaml
 from contactflow import graphs
 from contactflow.cli import main
 from contactflow.paths import node_kind
-from contactflow.contracts.wiring import check_descriptor
+from contactflow.contracts.wiring import check_descriptor, rows_output
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,13 +83,17 @@ def test_every_node_output_is_recorded_once_and_control_edges_keep_backpressure(
     ("prime_seiko_talos_payload", {"mujoco_driver": {"args"}, "recorder": {"args"}}),
     # a live operator runs per tick: the Retargeting is then paced by the driver and the Controller
     # reads its per-tick `desired` (not `desired_rows`, which would deadlock)
+    # (and the input filter <-> Retargeting cycle a message per tick: `targets`, `desired`)
     ("seiko_talos_live", {"operator": {"path", "args", "outputs", "inputs"}, "recorder": {"args", "inputs"},
-                          "seiko_retargeting": {"outputs"}, "seiko_controller": {"inputs"}}),
+                          "seiko_retargeting": {"outputs", "inputs"}, "seiko_controller": {"inputs"},
+                          "input_filter": {"outputs", "inputs"}}),
     ("seiko_talos_far_reach", {"operator": {"path", "args", "outputs", "inputs"}, "recorder": {"args", "inputs"},
                                "mujoco_driver": {"args"}, "seiko_controller": {"args", "inputs"},
-                               "seiko_retargeting": {"outputs"}}),
+                               "seiko_retargeting": {"outputs", "inputs"}, "input_filter": {"outputs", "inputs"}}),
     ("seiko_talos_sim", {"recorder": {"args"}}),
-    ("seiko_talos_view", {"seiko_controller": {"outputs"}, "recorder": {"args"}, "viewer": None}),
+    # the viewer reads the Retargeting's per-tick `desired`: declared again beside the batches
+    ("seiko_talos_view", {"seiko_controller": {"outputs"}, "seiko_retargeting": {"outputs"}, "recorder": {"args"},
+                          "viewer": None}),
 ])
 def test_variants_differ_from_the_main_graph_only_where_intended(variant, changed):
     base, var = _nodes("seiko_talos"), _nodes(variant)
@@ -101,6 +105,7 @@ def test_variants_differ_from_the_main_graph_only_where_intended(variant, change
         assert differ <= (changed.get(nid) or set()), (variant, nid, differ)
     if variant == "seiko_talos_view":
         assert var["seiko_controller"]["outputs"] == ["command", "state", "log"]
+        assert var["seiko_retargeting"]["outputs"] == ["desired", *base["seiko_retargeting"]["outputs"]]
     if "operator" in changed and var["operator"]["path"] == "dynamic":
         assert var["seiko_controller"]["inputs"]["desired"]["source"] == "seiko_retargeting/desired"
 
@@ -115,6 +120,30 @@ def test_multi_tick_edges_only_where_the_retargeting_runs_ahead_of_the_driver():
             assert nodes["operator"]["inputs"]["tick"]["source"].endswith("/log"), name
             assert "admittance" not in nodes["input_filter"]["inputs"], name
     assert _nodes("seiko_talos")["seiko_controller"]["inputs"]["desired"]["source"] == "seiko_retargeting/desired_rows"
+
+
+def test_the_planner_cycle_batches_no_more_ticks_than_the_input_filter_lags():
+    """The input filter <-> Retargeting cycle in `lag`-tick messages (`targets_rows<N>`, `desired_rows<N>`)
+    is deadlock-free only if the input filter's --lag >= N (the desired of tick k - lag is in a complete
+    batch when tick k needs it); the main graph uses it, a per-tick operator does not."""
+    used = []
+    for name in graphs.GRAPHS:
+        nodes = _nodes(name)
+        filt, ret = nodes.get("input_filter"), nodes.get("seiko_retargeting")
+        if filt is None or ret is None:
+            continue
+        lag = int(re.search(r"--lag (\d+)", filt["args"]).group(1))
+        for port, node in (("desired", filt), ("targets", ret)):
+            rows = rows_output(node["inputs"][port]["source"].split("/")[1])
+            if rows is not None:
+                assert rows[1] is not None and rows[1] <= lag, (name, port, rows, lag)
+                assert nodes["operator"]["inputs"]["tick"]["source"].endswith("/log"), name
+                used.append(name)
+    assert "seiko_talos" in used and "seiko_talos_live" not in used
+    with pytest.raises(ValueError, match="lag >= 2"):
+        graphs.seiko_stages(lag=1, desired_rows=True, planner_rows=True)
+    with pytest.raises(ValueError, match="desired_rows=True"):
+        graphs.seiko_stages(planner_rows=True)
 
 
 def test_the_realtime_graph_is_the_main_graph_with_every_stage_in_real_time():
@@ -136,7 +165,9 @@ def test_the_realtime_graph_is_the_main_graph_with_every_stage_in_real_time():
         assert args.count("--realtime") == 1, nid
         # (the lockstep Controller's --sensor-lag is the real-time graph's timing already: not repeated)
         assert [a for a in args if a != "--realtime"] == re.sub(r" --sensor-lag \d", "", ref["args"]).split(), nid
-        assert [o for o in node["outputs"]] == [o for o in ref["outputs"] if o != "desired_rows"], nid
+        # the lockstep graph's outputs, per tick (its multi-tick ones are lockstep-only)
+        per_tick = [o if rows_output(o) is None else rows_output(o)[0] for o in ref["outputs"] if o != "desired_rows"]
+        assert [o for o in node["outputs"]] == per_tick, nid
         assert set(node["inputs"]) == set(ref["inputs"]) | ({"sensors"} if nid == "input_filter" else set()), nid
         for port, spec in node["inputs"].items():
             assert spec["queue_size"] == 10 and spec["queue_policy"] == "drop_oldest", (nid, port)

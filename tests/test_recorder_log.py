@@ -238,6 +238,29 @@ def test_a_rows_output_carries_the_messages_ten_ticks_per_message_and_flushes_at
     assert ticks[-1].finished
 
 
+def test_rows_outputs_of_several_sizes_batch_the_same_messages_each_on_its_own():
+    """``a_rows2`` (2 ticks per message, the input filter <-> Retargeting cycle of lag 2) beside ``a_rows``
+    (the default, the Controller's): each is split back into the same per-tick messages; the per-tick
+    output, undeclared, is only logged."""
+    from contactflow.contracts.wiring import rows_output
+
+    assert [rows_output(n) for n in ("a_rows", "a_rows2", "a_rows10", "a_rows0", "a_rowsx", "_rows2", "a")] == [
+        ("a", None), ("a", 2), ("a", 10), None, None, None, None]
+    node = FakeNode(["a_rows", "a_rows2", "log"])
+    s = Sender(node, {"a": A}, log_every=50)
+    s.rows_every = 4
+    for k in range(7):
+        s.send("a", np.array([k, k], float), seq=k, t=k * 0.002, finished=k == 6)
+    assert [o for o, _, _ in node.sent].count("a") == 0
+    for wire, seqs in (("a_rows2", [0, 2, 4, 6]), ("a_rows", [0, 4])):
+        rows = [(v, md) for o, v, md in node.sent if o == wire]
+        assert [md["seq"] for _, md in rows] == seqs and rows[0][1]["contract"] == "a"
+        events = [{"type": "INPUT", "id": "a", "value": pa.array(v), "metadata": md} for v, md in rows]
+        ticks = list(_runtime.Lockstep(FakeEvents(events), {"a": (A, 0)}))
+        np.testing.assert_array_equal([t.inputs["a"]["x"][0] for t in ticks], np.arange(7))
+        assert ticks[-1].finished
+
+
 # --------------------------------------------------------------------------- losses before the first message
 
 

@@ -79,6 +79,40 @@ def test_realtime_mode_skips_dropped_ticks():
     assert [t.k for t in ticks] == [0, 3, 4]
 
 
+def _ahead_commands_and_a_dropping_clock(missing_cmd=(2,)):
+    """An operator ahead (cmd 0..7, some seqs missing), then a clock that drops ticks 1-3 and 6 (values of
+    the wrong length: a clock whose values the node does not read)."""
+    events = [msg("cmd", k, [k, -k]) for k in range(8) if k not in missing_cmd]
+    events += [msg("clk", k, [0, 0, 0], finished=k == 7) for k in (0, 4, 5, 7)]
+    return events + [{"type": "INPUT_CLOSED", "id": "clk"}, {"type": "INPUT_CLOSED", "id": "cmd"}]
+
+
+def test_realtime_per_tick_inputs_give_each_skipped_ticks_own_message():
+    """The real-time input filter steps once per skipped tick: with ``per_tick`` it gets each tick's own
+    operator command (the newest at or before it where one is missing), not the newest held over the gap;
+    a ``values_unused`` clock is not decoded (its wrong-length values raise no error)."""
+    ins = {"clk": (SPEC, 0), "cmd": (SPEC, 0)}
+    ticks = list(Lockstep(FakeNode(_ahead_commands_and_a_dropping_clock()), ins, skip_missing=True, clock="clk",
+                          per_tick=("cmd",), values_unused=("clk",)))
+    assert [t.k for t in ticks] == [0, 4, 5, 7] and [t.ticks for t in ticks] == [1, 4, 1, 2]
+    assert all(t.inputs["clk"] is None and not t.errors for t in ticks) and ticks[-1].finished
+    held = [[h["cmd"]["x"][0] for h in t.skipped] for t in ticks]
+    assert held == [[], [1, 1, 3], [], [6]]  # tick 2's command missing: tick 1's held for it
+    np.testing.assert_array_equal(ticks[1].inputs["cmd"]["x"], [4, -4])
+    # the newest max_per_tick skipped ticks only; without per_tick none (the clock decoded: its error kept)
+    short = list(Lockstep(FakeNode(_ahead_commands_and_a_dropping_clock()), ins, skip_missing=True, clock="clk",
+                          per_tick=("cmd",), max_per_tick=2, values_unused=("clk",)))
+    assert [[h["cmd"]["x"][0] for h in t.skipped] for t in short] == [[], [1, 3], [], [6]]
+    plain = list(Lockstep(FakeNode(_ahead_commands_and_a_dropping_clock()), ins, skip_missing=True, clock="clk"))
+    assert all(t.skipped == [] for t in plain) and "expected 2 float64 values" in plain[0].errors["clk"]
+    # a command that never came before a skipped tick: None (the filter is not stepped with it)
+    late = list(Lockstep(FakeNode(_ahead_commands_and_a_dropping_clock(missing_cmd=(0, 1, 2))), ins,
+                         skip_missing=True, clock="clk", per_tick=("cmd",)))
+    assert [h["cmd"] for h in late[1].skipped][:2] == [None, None]
+    with pytest.raises(ValueError, match="per_tick input\\(s\\) \\['nope'\\]"):
+        Lockstep(FakeNode([]), ins, skip_missing=True, per_tick=("nope",))
+
+
 def test_sender_attaches_seq_time_and_layout_once():
     node = FakeNode([])
     s = Sender(node, {"out": SPEC}, {"gain": 2.0})

@@ -100,9 +100,10 @@ def test_the_planner_computes_the_input_filter_and_retargeting_of_the_full_pipel
     full, planner = SeikoPipeline(robot, lag=2), SeikoPipeline(robot, lag=2, controller=False)
     assert planner.controller is None and planner.wrench_filter is None
     for k in range(8):
-        steps = 3 if k == 5 else 1  # a tick after two skipped ones: the filter steps over them
-        a = full.tick(k, k * 0.002, standing, _command(robot, k), filter_steps=steps)
-        b = planner.plan(k, k * 0.002, _command(robot, k), filter_steps=steps)
+        # a tick after two skipped ones: the filter steps over them, with their own commands
+        held = [_command(robot, k + 10), _command(robot, k + 20)] if k == 5 else []
+        a = full.tick(k, k * 0.002, standing, _command(robot, k), skipped_commands=held)
+        b = planner.plan(k, k * 0.002, _command(robot, k), skipped_commands=held)
         assert b.command is None and b.state is None
         np.testing.assert_array_equal(a.desired_vec, b.desired_vec)
         for name, v in a.targets.items():

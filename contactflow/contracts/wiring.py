@@ -23,7 +23,8 @@ dora modules (``module:``) are expanded with ``dora expand`` first.
 A node may declare the output ``log`` (``LOG_OUTPUT``: its outputs batched for the recorder, see
 ``nodes/_runtime.py`` Sender); such a node sends the outputs it does not declare only in its log, so
 an undeclared contract output is then not a problem (an edge from it still is). An output
-``<output>_rows`` carries ``<output>``'s messages several ticks per message: same contract.
+``<output>_rows`` carries ``<output>``'s messages several ticks per message (``<output>_rows<N>``: N
+ticks per message, :func:`rows_output`): same contract.
 """
 
 from __future__ import annotations
@@ -44,12 +45,27 @@ from contactflow.contracts.messages import PortSpec
 from contactflow.paths import node_kind
 from contactflow.contracts.ports import MESSAGE, NODES, TIMER
 
-__all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "check_config_files", "load_dataflow", "graph_node_kind", "LOG_OUTPUT"]
+__all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "check_config_files", "load_dataflow", "graph_node_kind", "LOG_OUTPUT",
+           "ROWS_SUFFIX", "rows_output"]
 
 #: The batched-log output every contactflow node may declare (nodes/_runtime.py Sender).
 LOG_OUTPUT = "log"
 #: ``<output>_rows``: the messages of ``<output>`` several ticks per message (same contract).
 ROWS_SUFFIX = "_rows"
+
+
+def rows_output(name: str) -> tuple[str, int | None] | None:
+    """``(output, ticks per message)`` of a multi-tick output name: ``desired_rows`` -> ``("desired", None)``
+    (the sender's default, ``$CONTACTFLOW_ROWS_EVERY``), ``desired_rows2`` -> ``("desired", 2)``; None for
+    any other name (``_rows0`` included)."""
+    base, sep, n = name.rpartition(ROWS_SUFFIX)
+    if not sep or not base:
+        return None
+    if n == "":
+        return base, None
+    if n.isdigit() and n[0] != "0":
+        return base, int(n)
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -263,7 +279,7 @@ def check_descriptor(flow: dict, *, strict: bool = False) -> list[WiringProblem]
                 problems.append(WiringProblem(nid, out, f"output not declared in 'outputs' {declared}: the node sends "
                                                         f"{_schema(outputs[out])} and dora would drop it"))
         for out in declared:
-            base = out[: -len(ROWS_SUFFIX)] if out.endswith(ROWS_SUFFIX) else None
+            base = (rows_output(out) or (None,))[0]
             if base in outputs:  # the same messages, several ticks per message
                 out_specs[(nid, out)] = outputs[base]
                 continue

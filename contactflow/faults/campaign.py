@@ -131,6 +131,9 @@ GRAPH_SETUPS: dict[str, GraphSetup] = {s.graph: s for s in [
                needs="prime_go2", timeout_s=400.0),
     GraphSetup("lac_g1_teleop.yml", "g1", "robots/g1/scenarios/stand_3s.yaml", 3.0, "mujoco_driver",
                "mujoco_driver.sensors", "lac_expert.command"),
+    # the shipped LAC student (an ONNX policy) in place of the expert
+    GraphSetup("lac_g1_policy.yml", "g1", "robots/g1/scenarios/stand_3s.yaml", 3.0, "mujoco_driver",
+               "mujoco_driver.sensors", "lac_policy.command"),
 ]}
 
 

@@ -55,6 +55,11 @@ log = logging.getLogger(__name__)
 
 _EPS = float(np.finfo(float).eps)
 
+#: Real time (``input_filter --realtime``, ``seiko_stack --realtime``): the most skipped ticks the filter
+#: steps over at once, each with its own operator command (0.1 s at 500 Hz; a longer gap loses the
+#: oldest of them instead of making this tick slower still).
+MAX_CATCH_UP_TICKS = 50
+
 
 # --------------------------------------------------------------------------------------------
 # Configuration

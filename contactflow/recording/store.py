@@ -824,7 +824,7 @@ def read_stream_file(path: Path) -> tuple[pa.Table, dict, StreamDamage | None]:
     if data[:6] == ARROW_FILE_MAGIC:
         raise RecordingError(f"{path}: an Arrow IPC *file*, not a contactflow stream recording")
     if data[:4] != ARROW_STREAM_MAGIC:
-        raise RecordingError(f"{path}: not an Arrow IPC stream (bad magic bytes {data[:4]!r})")
+        raise RecordingError(f"{path}: not an Arrow IPC stream (bad magic bytes {bytes(data[:4])!r})")
     src = pa.BufferReader(pa.py_buffer(data))
     try:
         reader = pa.ipc.MessageReader.open_stream(src)

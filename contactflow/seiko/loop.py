@@ -31,7 +31,7 @@ import dataclasses
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -156,7 +156,7 @@ class SeikoPipeline:
     def tick(self, k: int, t: float, sensors: Mapping | None, command: Mapping | None, *,
              command_error: str | None = None, finished: bool = False, integrating: bool = True,
              t_start: float | None = None, on_command: Callable[[dict, dict, bool], None] | None = None,
-             filter_steps: int = 1) -> PipelineTick:
+             skipped_commands: Sequence[Mapping | None] = ()) -> PipelineTick:
         """One tick.
 
         The Controller runs first: with ``lag`` >= 1 it does not depend on this tick's input filter
@@ -177,8 +177,9 @@ class SeikoPipeline:
             on_command: ``on_command(command, state, delayed_finished)`` called as soon as the
                 Controller's outputs of the tick exist, before the input filter and the Retargeting
                 run (``delayed_finished``: :attr:`PipelineTick.delayed_finished` of the tick).
-            filter_steps: input filter steps this tick (real time: 1 + the ticks skipped before it,
-                the operator's command held over them, as ``input_filter --realtime`` does).
+            skipped_commands: real time: the ``operator_command`` values of the ticks skipped before
+                this one, oldest first (``Tick.skipped``; None: none for that tick): the input filter
+                steps once with each before this tick's, as ``input_filter --realtime`` does.
 
         Returns:
             :class:`PipelineTick`.
@@ -197,12 +198,12 @@ class SeikoPipeline:
         if on_command is not None:
             on_command(cmd, state, delayed_fin)
         t3 = time.perf_counter()
-        targets, desired, dvec = self._plan(k, t, command, delayed, adm, command_error, finished, filter_steps)
+        targets, desired, dvec = self._plan(k, t, command, delayed, adm, command_error, finished, skipped_commands)
         self.times[:] = ((t1 - t0) + (self._t_retarget - t3), time.perf_counter() - self._t_retarget, t2 - t1)
         return PipelineTick(targets, desired, dvec, cmd, state, adm, delayed_fin)
 
     def plan(self, k: int, t: float, command: Mapping | None, *, command_error: str | None = None,
-             finished: bool = False, filter_steps: int = 1) -> PipelineTick:
+             finished: bool = False, skipped_commands: Sequence[Mapping | None] = ()) -> PipelineTick:
         """The input filter and the Retargeting of tick k, without the Controller (the planner of
         the real-time graph, ``seiko_stack --no-controller``): :meth:`tick` less the Controller, the
         admittance and the wrench filter. The arguments are those of :meth:`tick`.
@@ -213,13 +214,13 @@ class SeikoPipeline:
         t0 = time.perf_counter()
         past = self._past
         delayed = past[0][1] if len(past) == self.lag else None
-        targets, desired, dvec = self._plan(k, t, command, delayed, None, command_error, finished, filter_steps)
+        targets, desired, dvec = self._plan(k, t, command, delayed, None, command_error, finished, skipped_commands)
         self.times[:] = (self._t_retarget - t0, time.perf_counter() - self._t_retarget, 0.0)
         return PipelineTick(targets, desired, dvec, None, None, None, False)
 
-    def _plan(self, k, t, command, delayed, adm, command_error, finished, filter_steps):
-        for _ in range(filter_steps - 1):
-            self.filter.tick(command, delayed, adm)
+    def _plan(self, k, t, command, delayed, adm, command_error, finished, skipped_commands):
+        for held in skipped_commands:
+            self.filter.tick(held, delayed, adm)
         targets = self.filter.tick(command, delayed, adm)
         self._t_retarget = time.perf_counter()
         dvals = self.retargeting.tick(k, t, targets, command, command_error)
