@@ -306,10 +306,12 @@ scenario; the recorder then writes recordings/<run>/ and prints the summary. Eac
 outputs for the recorder (output `log`, every $CONTACTFLOW_LOG_EVERY = 25 ticks and at the end);
 the scenario operator, clocked by the driver's log, sends its commands 50 ticks per message, ahead
 of the driver (a scenario depends only on time), so the input filter and the Retargeting run ahead
-on the free core; the Controller reads the Retargeting 10 ticks per message (`desired_rows`), and the
-input filter and the Retargeting exchange theirs 2 ticks per message (`targets_rows2`, `desired_rows2`:
-the input filter uses the desired of 2 ticks before), so the driver <-> Controller exchange is the
-only per-tick round trip."""
+on the free core. Where they do (a scenario operator, no admittance stage: seiko_talos.yml and the
+graphs built like it), the Controller reads the Retargeting 10 ticks per message (`desired_rows`),
+and the input filter and the Retargeting exchange theirs 2 ticks per message (`targets_rows2`,
+`desired_rows2`: the input filter uses the desired of 2 ticks before), so the driver <-> Controller
+exchange is the only per-tick round trip; a live operator or an admittance stage paces them by the
+driver, and their edges carry a message per tick."""
 
 
 #: The Controller's ``--sensor-lag`` in the main lockstep graphs (seiko_talos.yml and the graphs built
