@@ -252,8 +252,7 @@ def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | N
     nodes.append(Node("seiko_retargeting", node_script("seiko_retargeting"),
                       f"{robot} --environment" if environment else robot,
                       {"targets": (f"input_filter/targets{cycle}", q), "command": ("operator/command", q)},
-                      (["desired_rows", f"desired{cycle}", LOG] if planner_rows
-                       else ["desired", "desired_rows", LOG] if desired_rows else ["desired", LOG]),
+                      [f"desired{cycle}", *(["desired_rows"] if desired_rows else []), LOG],
                       env=_rt_env("seiko_retargeting", realtime)))
     cargs = (f"{robot} --lag {lag}" + (f" --sensor-lag {sensor_lag}" if sensor_lag else "")
              + (f" --config {controller_config}" if controller_config else ""))

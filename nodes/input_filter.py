@@ -47,9 +47,10 @@ def main() -> int:
     # + `admittance` when wired
     # `sensors`, when wired (the real-time graph), is the clock: a tick per newest sensors message, so an
     # operator that sends its commands ahead in batches is sampled at the driver's pace
-    clock = "sensors" if "sensors" in declared_inputs(node, "input_filter") else None
+    wired = declared_inputs(node, "input_filter")
+    clock = "sensors" if "sensors" in wired else None
     # real-time: each skipped tick's own operator command (and admittance twist), from the inputs' buffers
-    per_tick = [i for i in ("command", "admittance") if i == "command" or i in declared_inputs(node, "input_filter")]
+    per_tick = ["command", *(["admittance"] if "admittance" in wired else [])]
     lock = lockstep_for(node, "input_filter", specs, offsets={"desired": args.lag}, skip_missing=args.realtime,
                         clock=clock, per_tick=per_tick if args.realtime else (),
                         max_per_tick=MAX_CATCH_UP_TICKS - 1, values_unused=[clock] if clock else ())

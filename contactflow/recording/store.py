@@ -1044,14 +1044,14 @@ def _columns_numpy(table: pa.Table, size: int) -> dict[str, np.ndarray]:
     no single call copies a whole multi-GB column, so signals are handled between batches (see
     ``READ_CHUNK_BYTES``)."""
     n = table.num_rows
-    out = {"seq": np.empty(n, np.int64), "t": np.empty(n, np.float64), "t_wall_ns": np.empty(n, np.int64),
-           "finished": np.empty(n, np.bool_), "value": np.empty((n, size), np.float64)}
+    out = {name: np.empty(n, ty.to_pandas_dtype()) for name, ty in _COLUMN_TYPES.items()}
+    out["value"] = np.empty((n, size), np.float64)
     i = 0
     for batch in table.to_batches():
         m = batch.num_rows
         if not m:
             continue
-        for name in ("seq", "t", "t_wall_ns", "finished"):
+        for name in _COLUMN_TYPES:
             out[name][i : i + m] = batch.column(name).to_numpy(zero_copy_only=False)
         if size:
             out["value"][i : i + m] = batch.column("value").flatten().to_numpy(zero_copy_only=False).reshape(m, size)
