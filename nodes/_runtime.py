@@ -841,13 +841,20 @@ def _plain(obj):
 
 
 def drain_after_finish(node, grace_s: float = 0.5) -> None:
-    """Send the pending logs (:func:`flush_senders`), then keep reading events for up to ``grace_s``
-    so that the last outputs are delivered before exit."""
+    """Send the pending logs (:func:`flush_senders`), then stay alive for ``grace_s`` (reading events
+    while the event stream lasts) so that the last outputs are delivered before exit.
+
+    The whole grace is always waited: dora 1.1 can drop the last outputs of a process that exits right
+    after sending them, and a node whose inputs have all closed (a batch node such as the PRIME
+    estimator, after its replay ended) has an event stream that is already over, so reading it returns
+    at once (the estimator lost its ``forces`` stream that way on a loaded CI machine).
+    """
     flush_senders()
     end = time.monotonic() + grace_s
-    while time.monotonic() < end:
-        ev = node.next(timeout=max(0.01, end - time.monotonic()))
-        if ev is None or ev["type"] == "STOP":
+    while (left := end - time.monotonic()) > 0:
+        ev = node.next(timeout=max(0.01, left))
+        if ev is None:  # the event stream is over: nothing more to read, the outputs may still be in flight
+            time.sleep(max(0.0, end - time.monotonic()))
             return
 
 
