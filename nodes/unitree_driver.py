@@ -17,7 +17,7 @@ Outputs: ``sensors`` (``sensors``) every control tick (the robot file's ``contro
          no backlog of sensors forms in a controller's queue while it loads); ``t`` = the robot's
          clock (the LowState ``tick`` [ms]) counted so that the first command falls at t = 0 (tick 1
          at one period); metadata
-         ``command_mode`` (wait / startup / normal / damping / ramp / estop / lost_state /
+         ``command_mode`` (wait / startup / normal / damping / ramp / estop / fell / lost_state /
          command_lost / end).
 
 DDS (own thread, :class:`contactflow.hardware.link.UnitreeLink`): ``rt/lowstate`` read and
@@ -36,7 +36,10 @@ clamps; non-finite or out-of-limit commands refused; no ``rt/lowstate`` for ``--
 -> damping latched and the run ends with a message naming the topic, domain and interface; the
 command source's process dying (seen in ``/proc`` by the 500 Hz thread: a pending SIGKILL or the
 kernel's exiting flag, :mod:`contactflow.hardware.process_watch`; otherwise dora closing the input)
--> damping in the same ``rt/lowcmd`` and the run ends naming that node; the wireless remote's
+-> damping in the same ``rt/lowcmd`` and the run ends naming that node; the fall rule: once commands
+are sent, an IMU tilt beyond ``--fall-tilt-rad`` (1.0 rad) -> damping latched in the ``rt/lowcmd``
+answering that state, the sensors of the fall published with ``finished``, and the run fails (exit 2)
+with one line ``the robot fell: IMU tilt X deg > ...`` as ``mujoco_driver``'s fall does; the wireless remote's
 ``--remote-estop`` buttons (L2+B) -> damping latched; a watchdog during the start-up ramp ramps
 again from the measured posture when commands resume; at the
 end of a run (SIGTERM included), damping for ``exit_damping_s`` before the process exits. Every transition is logged
@@ -114,6 +117,9 @@ def main() -> int:
                    help="the estop input silent this long after its first message (its node hung) -> damping latched [s]")
     p.add_argument("--remote-estop", default="L2+B",
                    help="wireless-remote buttons that latch damping, joined by '+' ('none': no remote e-stop)")
+    p.add_argument("--fall-tilt-rad", type=float, default=1.0,
+                   help="fall rule: IMU tilt beyond this once commands are sent -> damping latched, the run fails "
+                        "(exit 2) [rad]; 0: no fall rule")
     args = p.parse_args()
     domain = int(os.environ.get("CONTACTFLOW_UNITREE_DOMAIN", args.domain))
     interface = os.environ.get("CONTACTFLOW_UNITREE_INTERFACE", args.interface)
@@ -123,7 +129,8 @@ def main() -> int:
                               first_state_timeout_s=args.first_state_timeout_s, startup_ramp_s=args.startup_ramp_s,
                               startup_ramp_gains=args.startup_ramp_gains,
                               recovery_ramp_s=args.damping_recovery_s, exit_damping_s=args.exit_damping_s,
-                              estop_timeout_s=args.estop_timeout_s, remote_estop=args.remote_estop)
+                              estop_timeout_s=args.estop_timeout_s, remote_estop=args.remote_estop,
+                              fall_tilt_rad=args.fall_tilt_rad or None)
     specs = port_specs(robot)
     sspec = specs["sensors"]
     jc, es = (input_specs("unitree_driver", specs)[p] for p in ("command", "estop"))  # declared inputs
@@ -262,6 +269,8 @@ def main() -> int:
         link.stop()
         print(f"[contactflow] unitree_driver status: {json.dumps({**link.status.summary(), 'late_ticks': late, 'last_command_mono_s': link.shaper.last_command_s, 't0_mono_s': t0_mono})}",
               flush=True)
+    if failure and link.shaper.latched == "fell":
+        raise ContactflowError(failure)  # the robot's failure, as mujoco_driver's fall (exit 2)
     if failure:
         raise UpstreamError(failure)
     log.info("run ended: %s; damping mode sent for %.2f s", ended, cfg.exit_damping_s)

@@ -702,6 +702,47 @@ def test_link_ignores_non_finite_and_frozen_states(g1):
     assert link.status.states == 2 and link.latest_mono > m0
 
 
+def test_fall_rule_latches_damping_once_commands_are_sent_and_names_the_tilt(g1):
+    """An IMU tilt beyond fall_tilt_rad is a fall once the driver has left ``wait`` (a robot tilted
+    in its harness before the first command is not); below it, nothing happens."""
+    import dataclasses
+    import math
+
+    from contactflow.hardware.emulator import UnitreeEmulator
+    from contactflow.hardware.link import UnitreeLink
+
+    dom = _domain()
+    emu = UnitreeEmulator(g1, dom, "lo")
+    link = UnitreeLink(g1, UnitreeDriverConfig(startup_ramp_s=0.0, command_timeout_s=10.0), dom, "lo")
+    time.sleep(0.3)
+    good = emu.readings
+
+    def publish(tilt_rad, k):  # the base rolled by tilt_rad about x (xyzw)
+        quat = np.array([math.sin(tilt_rad / 2), 0.0, 0.0, math.cos(tilt_rad / 2)])
+        emu.readings = dataclasses.replace(good, imu_quat=quat)
+        emu._tick_ms += 2
+        emu._publish()
+        assert _wait(lambda: link._take_states(time.monotonic()) is not None and link.status.states == k), k
+
+    publish(1.3, 1)  # in wait: not a fall (nothing is sent yet)
+    assert link.shaper.latched == "" and link.failure == ""
+    link.offer_command(_cmd(g1))
+    assert link.shaper.targets(time.monotonic(), g1.theta_default) is not None and link.shaper.mode != "wait"
+    publish(0.95, 2)  # below 1.0 rad
+    assert link.shaper.latched == "" and link.failure == ""
+    publish(1.05, 3)
+    assert link.shaper.latched == "fell"
+    assert "the robot fell: IMU tilt 60 deg > fall_tilt_rad 1 rad" in link.failure
+    t = link.shaper.targets(time.monotonic(), g1.theta_default)
+    assert t.mode == "fell" and not t.kp.any() and (t.kd > 0).all() and not t.tau.any()  # damping
+    link.offer_command(_cmd(g1))  # commands keep coming: still damping
+    assert link.shaper.targets(time.monotonic(), g1.theta_default).mode == "fell"
+    off = UnitreeLink(g1, UnitreeDriverConfig(fall_tilt_rad=None), _domain(), "lo")
+    assert off._fall_cos is None
+    with pytest.raises(ConfigError, match="fall_tilt_rad"):
+        UnitreeDriverConfig(fall_tilt_rad=4.0)
+
+
 def test_a_crashing_lowcmd_thread_sends_damping_before_it_dies(g1, monkeypatch):
     from contactflow.hardware.emulator import UnitreeEmulator
     from contactflow.hardware.link import UnitreeLink

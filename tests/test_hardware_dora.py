@@ -322,6 +322,27 @@ def test_stopping_the_emulator_is_reported_as_lost_state_in_damping(tmp_path):
     assert emu["commands"] > 0
 
 
+def test_a_robot_pushed_over_is_a_fall_damping_latched_and_the_run_fails_in_one_line(tmp_path):
+    """The fall rule on the wire: a 150 N push on the torso (applied by the emulator) topples the
+    robot; the driver latches damping at an IMU tilt beyond 1 rad and the run fails naming the tilt."""
+    scenario = tmp_path / "topple.yaml"
+    scenario.write_text("description: a push the robot cannot stand\ntail_s: 6.0\nwrenches:\n"
+                        "  - {link: torso_link, start_s: 3.0, ramp_s: 0.1, hold_s: 1.0, release_s: 0.1, "
+                        "force_n: [150.0, 0.0, 0.0]}\n")
+    run = Run(tmp_path / "hw", str(scenario), _LOADED_MACHINE_STATE_TIMEOUT, emu_args=("--scenario", str(scenario)))
+    rc, out, status, emu, runs = run.finish()
+    assert rc != 0, out[-5000:]
+    assert "node 'unitree_driver' failed: the robot fell: IMU tilt" in out, out[-5000:]
+    fell = [t for t in status["transitions"] if " fell: " in t]
+    print(f"fall: {fell}; latch to the wire {1e3 * (status['latched_lowcmd_mono_s'] - status['latched_mono_s']):.2f} ms")
+    assert len(fell) == 1 and status["failure"].startswith("the robot fell")
+    assert status["latched_lowcmd_mono_s"] is not None and status["latched_lowcmd_mono_s"] >= status["latched_mono_s"]
+    (r,) = runs
+    sens = read_recording(r).stream("unitree_driver.sensors")
+    assert sens.finished[-1]  # the sensors of the fall close the stream
+    assert emu["commands"] > 0
+
+
 def test_no_robot_fails_in_one_line_naming_topic_domain_and_interface(tmp_path):
     domain = random.randint(100, 220)
     env = dict(os.environ, CONTACTFLOW_RECORDINGS=str(tmp_path / "recordings"))

@@ -10,7 +10,9 @@ right after it (and, if states stop, every ``1 / lowcmd_rate_hz`` anyway), built
 newest graph command, with ``mode_machine`` / ``mode_pr`` copied from the newest state. Nothing is
 sent before a state was seen. Once commands are being sent (not in mode ``wait``, when a gap in
 the state stream cannot hurt), no state for ``state_timeout_s`` latches damping mode and sets
-:attr:`UnitreeLink.failure` (naming the topic, the domain and the interface). The graph side
+:attr:`UnitreeLink.failure` (naming the topic, the domain and the interface), and so does a
+state whose IMU tilt exceeds ``fall_tilt_rad`` (the fall rule: mode ``fell``, checked on every
+accepted state in this thread, so the damping ``rt/lowcmd`` answers that very state). The graph side
 (dora node or test) calls :meth:`offer_command` and :meth:`readings`.
 
 Latency record (for ``benchmarks/bench_unitree_latency.py``): per sent command, the time from
@@ -20,6 +22,7 @@ taking the state it answers to the end of ``write`` [s], and the send times.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 
@@ -83,6 +86,8 @@ class UnitreeLink:
         combo = parse_combo(config.remote_estop)
         self._remote_estop = combo_masks(combo) if combo else None
         self.watch_failure = ""
+        # the fall rule on cos(tilt) = 1 - 2 (x^2 + y^2) of the IMU quaternion: one comparison per state
+        self._fall_cos = None if config.fall_tilt_rad is None else math.cos(config.fall_tilt_rad)
 
     def watch_source(self, monitor, describe) -> None:
         """Poll ``monitor`` (:class:`contactflow.hardware.process_watch.ProcessMonitor` of the command
@@ -163,6 +168,16 @@ class UnitreeLink:
             if self._remote_estop and not self.shaper.latched and combo_pressed(msg.wireless_remote, self._remote_estop):
                 self.shaper.latch("estop", f"wireless remote: {self.config.remote_estop} pressed", now)
             self.latest = reading
+            if self._fall_cos is not None and not self.shaper.latched and self.shaper.mode != "wait":
+                x, y = float(reading.quat_xyzw[0]), float(reading.quat_xyzw[1])
+                cos_tilt = 1.0 - 2.0 * (x * x + y * y)
+                if cos_tilt < self._fall_cos:
+                    self.failure = self.status.failure = (
+                        f"the robot fell: IMU tilt {math.degrees(math.acos(max(-1.0, cos_tilt))):.0f} deg > "
+                        f"fall_tilt_rad {self.config.fall_tilt_rad:g} rad (rt/lowstate tick {reading.tick_ms}); "
+                        "damping mode latched")
+                    self.shaper.latch("fell", self.failure, now)
+                    log.error("%s", self.failure)
             if self.first_state_mono is not None and int(msg.mode_machine) != self._mode_machine:
                 log.warning("rt/lowstate mode_machine changed %d -> %d", self._mode_machine, msg.mode_machine)
             self._mode_machine, self._mode_pr = int(msg.mode_machine), int(msg.mode_pr)

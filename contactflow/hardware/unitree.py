@@ -28,7 +28,8 @@ A Unitree G1 speaks ``rt/lowstate`` (joints + IMU, 500 Hz) and ``rt/lowcmd`` (pe
   with a gain ramp on recovery); non-finite / out-of-limit commands refused
   (``PDCommandHold``); per-joint clamps of the sent target to the joint limits and of the torque
   at the measured state to the effort limits; lost ``rt/lowstate`` for ``state_timeout_s`` ->
-  damping, latched, and a named failure; an e-stop that latches damping. Each transition is
+  damping, latched, and a named failure; an e-stop that latches damping; the fall rule (IMU tilt
+  beyond ``fall_tilt_rad`` once commands are sent -> damping latched, the run fails). Each transition is
   logged once with its reason and counted (:class:`HardwareStatus`).
 """
 
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import threading
 from collections.abc import Mapping
 
@@ -146,6 +148,12 @@ class UnitreeDriverConfig:
         remote_estop: buttons of the robot's wireless remote (``rt/lowstate`` ``wireless_remote``,
             :mod:`contactflow.hardware.remote`) that latch damping, joined by ``+`` (default
             ``L2+B``, the remote's own damping combination); ``none``: no e-stop on the remote.
+        fall_tilt_rad: the fall rule [rad]: once the driver has left ``wait``, a state whose IMU
+            tilt (the angle between the IMU's z axis and the vertical, from the ``rt/lowstate``
+            quaternion: ``arccos(1 - 2 (x^2 + y^2))``) exceeds it latches damping (mode ``fell``)
+            and ends the run as a failure, as the simulated driver's fall does (a fallen robot must
+            not keep pushing stiff joints against the floor). Default 1.0 rad (57 deg, the tilt the
+            project's G1 evaluation calls a fall); None: no fall rule.
     """
 
     command_timeout_s: float = 0.1
@@ -160,11 +168,15 @@ class UnitreeDriverConfig:
     mode_pr: int = 0
     estop_timeout_s: float = 0.25
     remote_estop: str = DEFAULT_ESTOP_COMBO
+    fall_tilt_rad: float | None = 1.0
 
     def __post_init__(self):
         from contactflow.hardware.remote import parse_combo
 
         parse_combo(self.remote_estop, "unitree_driver: remote_estop")
+        f = self.fall_tilt_rad
+        if f is not None and not (isinstance(f, (int, float)) and 0.0 < f <= math.pi):
+            raise ConfigError(f"unitree_driver: fall_tilt_rad must be in (0, pi] rad or None (no fall rule), got {f!r}")
         for name in ("command_timeout_s", "state_timeout_s", "first_state_timeout_s", "lowcmd_rate_hz",
                      "velocity_cutoff_hz", "estop_timeout_s"):
             x = getattr(self, name)
@@ -366,7 +378,7 @@ class HardwareStatus:
             metadata: the controller is alive between its ticks; nodes/_runtime.py KeepAlive).
         rejected_commands: joint commands refused (malformed, non-finite, out of limits).
         clamped: lowcmds in which a target or torque was clamped.
-        damping_entries: entries into damping mode (watchdog, lost state, e-stop).
+        damping_entries: entries into damping mode (watchdog, lost state, e-stop, fall).
         mode_refusals: reported ``mode_pr`` / ``mode_machine`` refused (the driver stays in ``wait``).
         transitions: list of (time [s], mode, reason), one per transition.
         failure: '' or why the driver gave up (lost state, no state at start).
@@ -418,7 +430,7 @@ class UnitreeCommandShaper:
     ``startup_ramp_gains`` also ``kp = s kp_cmd``, ``kd = (1 - s) kd_damping + s kd_cmd``, ``tau = s
     tau_cmd``, for a robot started hanging; the torque clamp still applies), then the modes of
     :class:`PDCommandHold` (``normal``, ``damping`` on the watchdog, ``ramp`` on recovery), and the
-    latched ``estop`` / ``lost_state`` / ``command_lost`` / ``end`` (damping until the process ends). Thread-safe: the graph
+    latched ``estop`` / ``fell`` / ``lost_state`` / ``command_lost`` / ``end`` (damping until the process ends). Thread-safe: the graph
     thread offers commands, the 500 Hz thread asks for targets.
 
     Clamps, each counted in ``status.clamped``: the sent ``q`` within ``[q_min, q_max]``; ``tau``
@@ -473,7 +485,7 @@ class UnitreeCommandShaper:
             return
         self.mode = mode
         self.status.transitions.append((now_s, mode, reason))
-        if mode in ("damping", "estop", "lost_state", "command_lost", "end", "link_failed"):
+        if mode in ("damping", "estop", "fell", "lost_state", "command_lost", "end", "link_failed"):
             self.status.damping_entries += 1
             log.warning("%s: damping mode (kp = 0, kd = damping, tau = 0): %s", mode, reason)
         else:
@@ -500,8 +512,8 @@ class UnitreeCommandShaper:
             return ok
 
     def latch(self, mode: str, reason: str, now_s: float) -> None:
-        """Latch damping mode until the process ends: ``mode`` ``estop``, ``lost_state``,
-        ``command_lost`` (the command source stopped) or ``end`` (end of the run). The first
+        """Latch damping mode until the process ends: ``mode`` ``estop``, ``fell`` (the fall rule),
+        ``lost_state``, ``command_lost`` (the command source stopped) or ``end`` (end of the run). The first
         latch wins (its reason is the one reported)."""
         with self._lock:
             if not self._latched:
