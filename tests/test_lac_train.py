@@ -259,6 +259,33 @@ def test_hand_push_episodes(robot, rows):
         assert f[2] == 0.0 and np.all(f[3:] == 0.0) and 4.0 <= np.linalg.norm(f[:3]) <= 10.0
 
 
+def test_hand_couple_episodes_and_the_draws_without_them(robot, rows):
+    """hand_couple_prob = 1: one couple on a hand, magnitude in hand_couple_nm, no force; with the key at
+    0 an episode is the one of a configuration without it (same draws: a shipped run reproduces)."""
+    from contactflow.errors import ConfigError
+    from contactflow.lac.model import LacRobot
+
+    lac = LacRobot(robot)
+    cfg = load_train_config(None, {"env": {"hand_push_prob": 0.0, "hand_couple_prob": 1.0, "hand_couple_nm": [0.5, 1.5]}}).env
+    axes = []
+    for i in range(4):
+        ep = episode_from_row(rows[i % 2], cfg, lac, episode_rng(0, 9, i), row_index=i % 2)
+        assert len(ep.links) == 1 and ep.links[0] in ("left_wrist_roll_link", "right_wrist_roll_link")
+        w = ep.peaks_W[0]
+        assert np.all(w[:3] == 0.0) and 0.5 <= np.linalg.norm(w[3:]) <= 1.5
+        axes.append(w[3:] / np.linalg.norm(w[3:]))
+    assert len({tuple(np.round(a, 6)) for a in axes}) == 4  # a direction per episode
+    push = {"hand_push_prob": 0.3}
+    a = load_train_config(None, {"env": push}).env
+    b = load_train_config(None, {"env": {**push, "hand_couple_prob": 0.0}}).env
+    for i in range(6):
+        ea = episode_from_row(rows[i % 2], a, lac, episode_rng(0, 3, i), row_index=i % 2)
+        eb = episode_from_row(rows[i % 2], b, lac, episode_rng(0, 3, i), row_index=i % 2)
+        assert ea.links == eb.links and np.array_equal(ea.peaks_W, eb.peaks_W) and np.array_equal(ea.q0, eb.q0)
+    with pytest.raises(ConfigError, match="hand_couple_prob"):
+        load_train_config(None, {"env": {"hand_push_prob": 0.7, "hand_couple_prob": 0.5}})
+
+
 def test_episode_is_deterministic_for_a_seed(robot, spec, rows):
     cfg = load_train_config(None, TINY).env
     env = LacTrainEnv(cfg, spec, rows, robot)

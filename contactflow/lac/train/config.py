@@ -91,6 +91,13 @@ class EnvCfg:
             horizontal plane, with the row's profile and stiffness: the evaluation's kind of load
             (LAC Fig. 3), rare among the dataset's scaled events. 0: the row's events only.
         hand_push_n: [low, high] magnitude of those pushes [N].
+        hand_couple_prob: probability that the episode's events are replaced by one couple on a hand
+            (left or right) about a direction uniform on the sphere, magnitude U(``hand_couple_nm``),
+            with the row's profile and stiffness: the load of LAC Fig. 4, whose attitude follows
+            K_theta; the dataset's couples are scaled by ``couple_scale`` and mixed with forces.
+            Drawn after ``hand_push_prob`` (the two sum to <= 1). 0: none (the random draws of an
+            episode are then those of a configuration without the key).
+        hand_couple_nm: [low, high] magnitude of those couples [N m].
         fall_tilt_rad: the episode ends (a fall) when the pelvis tilts more than this from upright
             [rad] (the states of a fall in progress are not worth labelling).
         fall_height_m: ... or when the pelvis is below this height [m] (the simulator's own fall
@@ -111,6 +118,8 @@ class EnvCfg:
     default_command_prob: float = 0.0
     hand_push_prob: float = 0.0
     hand_push_n: tuple[float, float] = (4.0, 10.0)
+    hand_couple_prob: float = 0.0
+    hand_couple_nm: tuple[float, float] = (0.5, 1.5)
     fall_tilt_rad: float = 0.5
     fall_height_m: float = 0.45
     randomization: RandomizationCfg = dataclasses.field(default_factory=RandomizationCfg)
@@ -123,6 +132,10 @@ class EnvCfg:
         if not 0 <= self.hand_push_prob <= 1:
             raise ConfigError(f"hand_push_prob: must be in [0, 1], got {self.hand_push_prob!r}")
         _range("hand_push_n", self.hand_push_n, 0.0)
+        if not (0 <= self.hand_couple_prob <= 1 and self.hand_push_prob + self.hand_couple_prob <= 1):
+            raise ConfigError(f"hand_couple_prob: must be in [0, 1 - hand_push_prob], got {self.hand_couple_prob!r} "
+                              f"(hand_push_prob {self.hand_push_prob!r})")
+        _range("hand_couple_nm", self.hand_couple_nm, 0.0)
         if not 0 <= self.default_command_prob <= 1:
             raise ConfigError(f"default_command_prob: must be in [0, 1], got {self.default_command_prob!r}")
         if not (self.fall_tilt_rad > 0 and self.fall_height_m >= 0):
