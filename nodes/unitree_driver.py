@@ -235,7 +235,8 @@ def main() -> int:
                 elif kind == "INPUT_CLOSED" and ev["id"] == "command":
                     # the controller is gone: damping now, not after the watchdog (dora's notice; the
                     # process watcher usually latched it already)
-                    failure = link.watch_failure or f"command source {source} closed: node {source_node!r} stopped; damping mode"
+                    failure = (link.watch_failure or link.failure
+                               or f"command source {source} closed: node {source_node!r} stopped; damping mode")
                     link.latch("command_lost", failure)
                     link.status.failure = failure
                 elif kind == "INPUT_CLOSED" and ev["id"] == "estop":
@@ -269,7 +270,7 @@ def main() -> int:
         link.stop()
         print(f"[contactflow] unitree_driver status: {json.dumps({**link.status.summary(), 'late_ticks': late, 'last_command_mono_s': link.shaper.last_command_s, 't0_mono_s': t0_mono})}",
               flush=True)
-    if failure and link.shaper.latched == "fell":
+    if failure and link.shaper.latched == "fell" and failure == link.failure:
         raise ContactflowError(failure)  # the robot's failure, as mujoco_driver's fall (exit 2)
     if failure:
         raise UpstreamError(failure)

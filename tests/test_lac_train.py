@@ -259,9 +259,9 @@ def test_hand_push_episodes(robot, rows):
         assert f[2] == 0.0 and np.all(f[3:] == 0.0) and 4.0 <= np.linalg.norm(f[:3]) <= 10.0
 
 
-def test_hand_couple_episodes_and_the_draws_without_them(robot, rows):
-    """hand_couple_prob = 1: one couple on a hand, magnitude in hand_couple_nm, no force; with the key at
-    0 an episode is the one of a configuration without it (same draws: a shipped run reproduces)."""
+def test_hand_couple_episodes(robot, rows):
+    """hand_couple_prob = 1: one couple on a hand, magnitude in hand_couple_nm, any axis, no force; the two
+    episode kinds cannot together exceed probability 1."""
     from contactflow.errors import ConfigError
     from contactflow.lac.model import LacRobot
 
@@ -275,13 +275,6 @@ def test_hand_couple_episodes_and_the_draws_without_them(robot, rows):
         assert np.all(w[:3] == 0.0) and 0.5 <= np.linalg.norm(w[3:]) <= 1.5
         axes.append(w[3:] / np.linalg.norm(w[3:]))
     assert len({tuple(np.round(a, 6)) for a in axes}) == 4  # a direction per episode
-    push = {"hand_push_prob": 0.3}
-    a = load_train_config(None, {"env": push}).env
-    b = load_train_config(None, {"env": {**push, "hand_couple_prob": 0.0}}).env
-    for i in range(6):
-        ea = episode_from_row(rows[i % 2], a, lac, episode_rng(0, 3, i), row_index=i % 2)
-        eb = episode_from_row(rows[i % 2], b, lac, episode_rng(0, 3, i), row_index=i % 2)
-        assert ea.links == eb.links and np.array_equal(ea.peaks_W, eb.peaks_W) and np.array_equal(ea.q0, eb.q0)
     with pytest.raises(ConfigError, match="hand_couple_prob"):
         load_train_config(None, {"env": {"hand_push_prob": 0.7, "hand_couple_prob": 0.5}})
 

@@ -172,12 +172,12 @@ class UnitreeLink:
                 x, y = float(reading.quat_xyzw[0]), float(reading.quat_xyzw[1])
                 cos_tilt = 1.0 - 2.0 * (x * x + y * y)
                 if cos_tilt < self._fall_cos:
-                    self.failure = self.status.failure = (
-                        f"the robot fell: IMU tilt {math.degrees(math.acos(max(-1.0, cos_tilt))):.0f} deg > "
-                        f"fall_tilt_rad {self.config.fall_tilt_rad:g} rad (rt/lowstate tick {reading.tick_ms}); "
-                        "damping mode latched")
-                    self.shaper.latch("fell", self.failure, now)
-                    log.error("%s", self.failure)
+                    why = (f"the robot fell: IMU tilt {math.degrees(math.acos(max(-1.0, cos_tilt))):.0f} deg > "
+                           f"fall_tilt_rad {self.config.fall_tilt_rad:g} rad (rt/lowstate tick {reading.tick_ms}); "
+                           "damping mode latched")
+                    if self.shaper.latch("fell", why, now):  # another latch (e-stop, end) may have come first
+                        self.failure = self.status.failure = why
+                        log.error("%s", why)
             if self.first_state_mono is not None and int(msg.mode_machine) != self._mode_machine:
                 log.warning("rt/lowstate mode_machine changed %d -> %d", self._mode_machine, msg.mode_machine)
             self._mode_machine, self._mode_pr = int(msg.mode_machine), int(msg.mode_pr)
@@ -203,7 +203,7 @@ class UnitreeLink:
                 fresh = self._take_states(t_state)
                 now = time.monotonic()
                 if self.latest_mono is not None and now - self.latest_mono > cfg.state_timeout_s \
-                        and self.shaper.latched != "lost_state" and self.shaper.mode != "wait":
+                        and self.shaper.latched not in ("lost_state", "fell") and self.shaper.mode != "wait":
                     self.failure = (f"lost rt/lowstate: no message for {1e3 * (now - self.latest_mono):.0f} ms "
                                     f"(timeout {1e3 * cfg.state_timeout_s:.0f} ms) on DDS domain {self.domain_id}, "
                                     f"interface {self.interface!r}")

@@ -511,15 +511,17 @@ class UnitreeCommandShaper:
                     log.warning("joint command refused (the last safe one stays): %s", self.hold.last_reason)
             return ok
 
-    def latch(self, mode: str, reason: str, now_s: float) -> None:
+    def latch(self, mode: str, reason: str, now_s: float) -> bool:
         """Latch damping mode until the process ends: ``mode`` ``estop``, ``fell`` (the fall rule),
         ``lost_state``, ``command_lost`` (the command source stopped) or ``end`` (end of the run). The first
-        latch wins (its reason is the one reported)."""
+        latch wins (its reason is the one reported). Returns whether this call latched."""
         with self._lock:
-            if not self._latched:
-                self._latched = mode
-                self.status.latched_mono_s = now_s
-                self._transition(now_s, mode, reason)
+            if self._latched:
+                return False
+            self._latched = mode
+            self.status.latched_mono_s = now_s
+            self._transition(now_s, mode, reason)
+            return True
 
     @property
     def latched(self) -> str:
