@@ -117,7 +117,7 @@ def main() -> int:
                    help="the estop input silent this long after its first message (its node hung) -> damping latched [s]")
     p.add_argument("--remote-estop", default="L2+B",
                    help="wireless-remote buttons that latch damping, joined by '+' ('none': no remote e-stop)")
-    p.add_argument("--fall-tilt-rad", type=float, default=1.0,
+    p.add_argument("--fall-tilt-rad", type=float, default=UnitreeDriverConfig.fall_tilt_rad,
                    help="fall rule: IMU tilt beyond this once commands are sent -> damping latched, the run fails "
                         "(exit 2) [rad]; 0: no fall rule")
     args = p.parse_args()

@@ -45,6 +45,7 @@ import numpy as np
 import pinocchio as pin
 
 from contactflow.errors import ConfigError
+from contactflow.lac.summary import FALL_TILT_RAD
 from contactflow.hardware.remote import DEFAULT_ESTOP_COMBO
 from contactflow.robot import Robot
 from contactflow.safety import PDCommandHold
@@ -152,8 +153,9 @@ class UnitreeDriverConfig:
             tilt (the angle between the IMU's z axis and the vertical, from the ``rt/lowstate``
             quaternion: ``arccos(1 - 2 (x^2 + y^2))``) exceeds it latches damping (mode ``fell``)
             and ends the run as a failure, as the simulated driver's fall does (a fallen robot must
-            not keep pushing stiff joints against the floor). Default 1.0 rad (57 deg, the tilt the
-            project's G1 evaluation calls a fall); None: no fall rule.
+            not keep pushing stiff joints against the floor). Default
+            :data:`contactflow.lac.summary.FALL_TILT_RAD` (1.0 rad, 57 deg: the tilt by which a G1 run's
+            summary and the evaluation call a fall); None: no fall rule.
     """
 
     command_timeout_s: float = 0.1
@@ -168,7 +170,7 @@ class UnitreeDriverConfig:
     mode_pr: int = 0
     estop_timeout_s: float = 0.25
     remote_estop: str = DEFAULT_ESTOP_COMBO
-    fall_tilt_rad: float | None = 1.0
+    fall_tilt_rad: float | None = FALL_TILT_RAD
 
     def __post_init__(self):
         from contactflow.hardware.remote import parse_combo

@@ -195,17 +195,18 @@ def episode_from_row(row: Mapping, cfg: EnvCfg, lac: LacRobot, rng: np.random.Ge
         links.append(name)
         peaks.append(np.concatenate([R @ (sf * f), R @ (sc * c)]))
         scales.append(sf if np.any(f) else sc)
+    # one push or one couple on a hand instead of the row's events (draws: u, the hand, then the wrench)
     u = rng.uniform() if (cfg.hand_push_prob > 0 or cfg.hand_couple_prob > 0) else 1.0
-    if u < cfg.hand_push_prob:
+    if u < cfg.hand_push_prob + cfg.hand_couple_prob:
         hand = ("left_wrist_roll_link", "right_wrist_roll_link")[int(rng.integers(2))]
-        ang = rng.uniform(0.0, 2.0 * np.pi)
-        f = rng.uniform(*cfg.hand_push_n) * np.array([np.cos(ang), np.sin(ang), 0.0])
-        links, peaks, scales = [hand], [np.concatenate([f, np.zeros(3)])], [float("nan")]
-    elif u < cfg.hand_push_prob + cfg.hand_couple_prob:
-        hand = ("left_wrist_roll_link", "right_wrist_roll_link")[int(rng.integers(2))]
-        axis = rng.normal(size=3)
-        c = rng.uniform(*cfg.hand_couple_nm) * axis / max(float(np.linalg.norm(axis)), 1e-9)
-        links, peaks, scales = [hand], [np.concatenate([np.zeros(3), c])], [float("nan")]
+        w = np.zeros(6)
+        if u < cfg.hand_push_prob:  # horizontal force
+            ang = rng.uniform(0.0, 2.0 * np.pi)
+            w[:3] = rng.uniform(*cfg.hand_push_n) * np.array([np.cos(ang), np.sin(ang), 0.0])
+        else:  # couple about a uniform axis
+            axis = rng.normal(size=3)
+            w[3:] = rng.uniform(*cfg.hand_couple_nm) * axis / max(float(np.linalg.norm(axis)), 1e-9)
+        links, peaks, scales = [hand], [w], [float("nan")]
     rest, ramp, hold, release = (float(x) for x in prof)
     start = cfg.settle_s + rest
     duration = min(start + ramp + hold + release + cfg.after_s, cfg.max_episode_s)
