@@ -6,7 +6,8 @@ stop arriving. :class:`CommandHold` implements both rules for joint position com
 (Unitree ``MotorCmd`` fields: ``q_target``, ``kp``, ``kd``, ``tau_ff``: after the timeout, damping
 mode ``kp = 0``, ``kd = kd_damping``, ``tau_ff = 0``, Unitree's convention for a lost command
 stream, then a gain ramp when commands come back); the MuJoCo driver uses them, and a hardware
-driver should too.
+driver should too. :func:`base_tilt_rad` and :data:`FALL_TILT_RAD` are the one fall-by-tilt rule of
+the floating-base robots (the G1 runs' summary, the LAC evaluation and training, the Unitree driver).
 """
 
 from __future__ import annotations
@@ -19,9 +20,34 @@ import numpy as np
 
 from contactflow.errors import ConfigError
 
-__all__ = ["CommandHold", "PDCommandHold", "FileEstop"]
+__all__ = ["CommandHold", "PDCommandHold", "FileEstop", "FALL_TILT_RAD", "base_tilt_rad"]
 
 log = logging.getLogger("contactflow.safety")
+
+#: A floating base tilted more than this from upright [rad] (~57 deg) has fallen: the G1 runs' summary
+#: (:func:`contactflow.lac.summary.g1_summary`) and the Unitree driver's fall rule (``fall_tilt_rad``).
+FALL_TILT_RAD = 1.0
+
+
+def base_tilt_rad(quat_xyzw):
+    """Tilt of a floating base: the angle between its z axis and the world's vertical [rad].
+
+    ``arccos(R_zz)`` with ``R_zz = 1 - 2 (x^2 + y^2) / |q|^2``, the (z, z) entry of the base's
+    rotation matrix in the world (0 upright, pi upside down).
+
+    Args:
+        quat_xyzw: (4,) or (N, 4) base orientations in the world frame, (x, y, z, w) (pinocchio's
+            and the IMU readings' order), not necessarily normalised.
+
+    Returns:
+        float for one quaternion, (N,) array for N; NaN where a quaternion holds NaN or is zero.
+    """
+    q = np.asarray(quat_xyzw, dtype=float)
+    x, y = q[..., 0], q[..., 1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r_zz = 1.0 - 2.0 * (x * x + y * y) / np.sum(q * q, axis=-1)
+    tilt = np.arccos(np.clip(r_zz, -1.0, 1.0))
+    return float(tilt) if tilt.ndim == 0 else tilt
 
 
 class CommandHold:

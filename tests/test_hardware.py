@@ -717,7 +717,7 @@ def test_fall_rule_latches_damping_once_commands_are_sent_and_names_the_tilt(g1)
     time.sleep(0.3)
     good = emu.readings
 
-    def publish(tilt_rad, k):  # the base rolled by tilt_rad about x (xyzw)
+    def publish(tilt_rad, k, emu=emu, link=link):  # the base rolled by tilt_rad about x (xyzw)
         quat = np.array([math.sin(tilt_rad / 2), 0.0, 0.0, math.cos(tilt_rad / 2)])
         emu.readings = dataclasses.replace(good, imu_quat=quat)
         emu._tick_ms += 2
@@ -737,8 +737,15 @@ def test_fall_rule_latches_damping_once_commands_are_sent_and_names_the_tilt(g1)
     assert t.mode == "fell" and not t.kp.any() and (t.kd > 0).all() and not t.tau.any()  # damping
     link.offer_command(_cmd(g1))  # commands keep coming: still damping
     assert link.shaper.targets(time.monotonic(), g1.theta_default).mode == "fell"
-    off = UnitreeLink(g1, UnitreeDriverConfig(fall_tilt_rad=None), _domain(), "lo")
-    assert off._fall_cos is None
+    # fall_tilt_rad None: no fall rule, whatever the tilt
+    dom_off = _domain()
+    emu_off = UnitreeEmulator(g1, dom_off, "lo")
+    off = UnitreeLink(g1, UnitreeDriverConfig(startup_ramp_s=0.0, command_timeout_s=10.0, fall_tilt_rad=None), dom_off, "lo")
+    time.sleep(0.3)
+    off.offer_command(_cmd(g1))
+    assert off.shaper.targets(time.monotonic(), g1.theta_default) is not None and off.shaper.mode != "wait"
+    publish(2.0, 1, emu=emu_off, link=off)
+    assert off.shaper.latched == "" and off.failure == ""
     with pytest.raises(ConfigError, match="fall_tilt_rad"):
         UnitreeDriverConfig(fall_tilt_rad=4.0)
 

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from contactflow.safety import CommandHold
 
@@ -37,3 +38,28 @@ def test_resumed_is_logged_only_after_a_reported_hold(caplog):
         assert hold.offer(np.ones(3), 0.102)
     msgs = [r.getMessage() for r in caplog.records]
     assert any("holding" in m for m in msgs) and msgs[-1] == "commands resumed"
+
+
+def test_base_tilt_is_the_angle_of_the_base_z_axis_from_the_vertical():
+    """The one fall-by-tilt rule (contactflow.safety.base_tilt_rad): against pinocchio rotations about
+    horizontal and tilted axes, one quaternion and a batch, unnormalised, and NaN for a NaN quaternion."""
+    import pinocchio as pin
+
+    from contactflow.safety import FALL_TILT_RAD, base_tilt_rad
+
+    rng = np.random.default_rng(3)
+    quats, expected = [], []
+    for _ in range(50):
+        R = pin.exp3(rng.normal(size=3) * rng.uniform(0.0, 3.0))
+        q = pin.Quaternion(R).coeffs()  # (x, y, z, w)
+        quats.append(q * rng.uniform(0.5, 2.0))  # not normalised
+        expected.append(np.arccos(np.clip(R[2, 2], -1.0, 1.0)))  # angle between R e_z and e_z
+        assert base_tilt_rad(quats[-1]) == pytest.approx(expected[-1], abs=1e-9)
+    np.testing.assert_allclose(base_tilt_rad(np.array(quats)), expected, atol=1e-9)
+    # a pure yaw is no tilt; a rotation about a horizontal axis by a tilts by a
+    assert base_tilt_rad(pin.Quaternion(pin.utils.rpyToMatrix(0.0, 0.0, 2.5)).coeffs()) == pytest.approx(0.0, abs=1e-7)
+    for a in (0.3, FALL_TILT_RAD, 2.0):
+        R = pin.AngleAxis(a, np.array([np.cos(0.7), np.sin(0.7), 0.0])).matrix()
+        assert base_tilt_rad(pin.Quaternion(R).coeffs()) == pytest.approx(a, abs=1e-9)
+    assert np.isnan(base_tilt_rad([np.nan, 0.0, 0.0, 1.0]))
+    assert isinstance(base_tilt_rad([0.0, 0.0, 0.0, 1.0]), float)

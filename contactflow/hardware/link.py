@@ -31,6 +31,7 @@ import numpy as np
 from contactflow.errors import ConfigError
 from contactflow.hardware.remote import combo_masks, combo_pressed, parse_combo
 from contactflow.robot import Robot
+from contactflow.safety import base_tilt_rad
 from contactflow.hardware.unitree import (BaseStateEstimator, SoleWrenchEstimator, UnitreeCommandShaper,
                                           UnitreeDriverConfig, fill_lowcmd, motor_slots, reading_from_lowstate,
                                           readings_from_state, state_problem)
@@ -87,7 +88,6 @@ class UnitreeLink:
         self._remote_estop = combo_masks(combo) if combo else None
         self.watch_failure = ""
         # the fall rule on cos(tilt) = 1 - 2 (x^2 + y^2) of the IMU quaternion: one comparison per state
-        self._fall_cos = None if config.fall_tilt_rad is None else math.cos(config.fall_tilt_rad)
 
     def watch_source(self, monitor, describe) -> None:
         """Poll ``monitor`` (:class:`contactflow.hardware.process_watch.ProcessMonitor` of the command
@@ -168,11 +168,11 @@ class UnitreeLink:
             if self._remote_estop and not self.shaper.latched and combo_pressed(msg.wireless_remote, self._remote_estop):
                 self.shaper.latch("estop", f"wireless remote: {self.config.remote_estop} pressed", now)
             self.latest = reading
-            if self._fall_cos is not None and not self.shaper.latched and self.shaper.mode != "wait":
-                x, y = float(reading.quat_xyzw[0]), float(reading.quat_xyzw[1])
-                cos_tilt = 1.0 - 2.0 * (x * x + y * y)
-                if cos_tilt < self._fall_cos:
-                    why = (f"the robot fell: IMU tilt {math.degrees(math.acos(max(-1.0, cos_tilt))):.0f} deg > "
+            limit = self.config.fall_tilt_rad
+            if limit is not None and not self.shaper.latched and self.shaper.mode != "wait":
+                tilt = base_tilt_rad(reading.quat_xyzw)
+                if tilt > limit:
+                    why = (f"the robot fell: IMU tilt {math.degrees(tilt):.0f} deg > "
                            f"fall_tilt_rad {self.config.fall_tilt_rad:g} rad (rt/lowstate tick {reading.tick_ms}); "
                            "damping mode latched")
                     if self.shaper.latch("fell", why, now):  # another latch (e-stop, end) may have come first

@@ -45,7 +45,7 @@ import numpy as np
 import pinocchio as pin
 
 from contactflow.errors import ConfigError
-from contactflow.lac.summary import FALL_TILT_RAD
+from contactflow.safety import FALL_TILT_RAD
 from contactflow.hardware.remote import DEFAULT_ESTOP_COMBO
 from contactflow.robot import Robot
 from contactflow.safety import PDCommandHold
@@ -154,7 +154,7 @@ class UnitreeDriverConfig:
             quaternion: ``arccos(1 - 2 (x^2 + y^2))``) exceeds it latches damping (mode ``fell``)
             and ends the run as a failure, as the simulated driver's fall does (a fallen robot must
             not keep pushing stiff joints against the floor). Default
-            :data:`contactflow.lac.summary.FALL_TILT_RAD` (1.0 rad, 57 deg: the tilt by which a G1 run's
+            :data:`contactflow.safety.FALL_TILT_RAD` (1.0 rad, 57 deg: the tilt by which a G1 run's
             summary and the evaluation call a fall); None: no fall rule.
     """
 

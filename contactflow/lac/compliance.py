@@ -25,6 +25,7 @@ import pinocchio as pin
 
 from contactflow.lac.events import trapezoid
 from contactflow.lac.teleop import default_command
+from contactflow.safety import base_tilt_rad
 from contactflow.sim.mujoco_robot import sensor_values
 from contactflow.sim.state import base_rotation
 
@@ -176,8 +177,7 @@ def run_wrench_event(
             p_start = r.q[0:2].copy()
         tilted = False
         if max_tilt_rad is not None:
-            qx, qy = r.q[3], r.q[4]  # R_zz = 1 - 2 (x^2 + y^2), quaternion xyzw
-            tilted = bool(np.arccos(np.clip(1.0 - 2.0 * (qx * qx + qy * qy), -1.0, 1.0)) > max_tilt_rad)
+            tilted = base_tilt_rad(r.q[3:7]) > max_tilt_rad  # the base quaternion (x, y, z, w)
         if sim.fell() or tilted:
             fell, t_fell = True, float(r.t)
             break

@@ -17,7 +17,7 @@ fixed at the event start). Metrics "at the force peak" (LAC Figs. 3, 4, 6): the 
   (``rotation_about_axis_deg``: its component about the couple's axis).
 
 A fall (base below the robot's ``fall_height_m`` or tilted more than
-:data:`contactflow.lac.summary.FALL_TILT_RAD`) anywhere in the episode makes its metrics NaN and is
+:data:`contactflow.safety.FALL_TILT_RAD`) anywhere in the episode makes its metrics NaN and is
 counted. The scenarios, the stiffness grids, the trials and two suites (``paper``: LAC's forces;
 ``envelope``: the same scenarios scaled to what the model-based teacher survives) are in
 ``robots/g1/lac_eval.yaml``.
@@ -454,7 +454,7 @@ def run_job(job: Job, cfg: EvalConfig) -> dict:
         ``degraded_ticks``, ``base_height_min_m``, ``step_ms_mean``, ``wall_s``.
     """
     from contactflow.lac.compliance import run_wrench_event, stand_command
-    from contactflow.lac.summary import FALL_TILT_RAD
+    from contactflow.safety import FALL_TILT_RAD
     from contactflow.lac.teleop import arm_joints, default_command
 
     robot, sim, factory = _worker_state(job.controller, cfg)

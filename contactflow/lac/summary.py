@@ -7,7 +7,7 @@ ground truth; optional) and the controller's ``joint_command`` (optional, for ``
 Metrics (SI units):
 
 * ``fell``: the base went below the robot file's ``fall_height_m`` (0.35 m if absent), or tilted more
-  than :data:`FALL_TILT_RAD` from upright, or the state became non-finite. ``base_height_min_m``:
+  than :data:`contactflow.safety.FALL_TILT_RAD` from upright, or the state became non-finite. ``base_height_min_m``:
   lowest base height; ``base_tilt_max_rad``: largest angle between the base's z axis and the vertical.
   On hardware the base height is an estimate that assumes the soles stay put (it cannot see a fall),
   while the orientation comes from the IMU: the tilt is what detects a fall there.
@@ -46,6 +46,7 @@ from contactflow.errors import ModelError
 from contactflow.lac.config import GROUP_CHANNELS
 from contactflow.lac.model import link_com_local as _link_com_local
 from contactflow.recording.store import Recording, RecordingError
+from contactflow.safety import FALL_TILT_RAD, base_tilt_rad
 from contactflow.sim.state import base_rotation, yaw
 
 __all__ = ["g1_summary", "format_g1_summary", "link_com_local", "STIFFNESS_CHANNEL"]
@@ -133,8 +134,6 @@ DRIVERS = ("mujoco_driver", "unitree_driver")
 """Node ids of the G1 drivers (simulation, hardware), looked up in this order when ``driver`` is None."""
 
 
-#: A base tilted more than this from upright [rad] (~57 deg) has fallen.
-FALL_TILT_RAD = 1.0
 
 
 def g1_summary(rec: Recording, robot, *, driver: str | None = None, teleop: str = "teleop",
@@ -167,10 +166,7 @@ def g1_summary(rec: Recording, robot, *, driver: str | None = None, teleop: str 
     finite = np.all(np.isfinite(q_all), axis=1) & np.all(np.isfinite(v_all), axis=1)
     heights = q_all[finite, 2]
     h_min = float(np.min(heights)) if len(heights) else float("nan")
-    # tilt of the base z axis from the vertical, from the base quaternion (x, y, z, w): R_zz = 1 - 2 (x^2 + y^2)
-    quat = q_all[finite, 3:7]
-    r_zz = 1.0 - 2.0 * (quat[:, 0] ** 2 + quat[:, 1] ** 2) / np.sum(quat**2, axis=1)
-    tilt = np.arccos(np.clip(r_zz, -1.0, 1.0))
+    tilt = base_tilt_rad(q_all[finite, 3:7])  # the base quaternion (x, y, z, w)
     tilt_max = float(tilt.max()) if tilt.size else float("nan")
     fell = bool((not finite.all()) or h_min < fall_height_m or tilt_max > FALL_TILT_RAD)
     dt = float(np.median(np.diff(sensors.t))) if len(sensors) > 1 else float("nan")

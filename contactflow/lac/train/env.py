@@ -42,8 +42,8 @@ from contactflow.lac.model import LacRobot
 from contactflow.lac.train.config import EnvCfg
 from contactflow.policy.runner import PolicyRunner
 from contactflow.policy.spec import PolicySpec
-from contactflow.policy.terms import projected_gravity
 from contactflow.robot import Robot
+from contactflow.safety import base_tilt_rad
 from contactflow.sim.mujoco_robot import sensor_values
 from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
 
@@ -331,9 +331,8 @@ class LacTrainEnv:
         self._r = self.sim.step(c["q_target"], c["kp"], c["kd"], c["tau_ff"])
         self.sensors = sensor_values(self._r)
         self._k += 1
-        up = projected_gravity(self._r.imu_quat)[2]  # -1 upright
         fell = (self.sim.fell() or self._r.base_height < self.cfg.fall_height_m
-                or up > -np.cos(self.cfg.fall_tilt_rad))
+                or base_tilt_rad(self._r.imu_quat) > self.cfg.fall_tilt_rad)
         done = fell or self._k >= self._n
         if not fell:
             self._observe()
