@@ -10,6 +10,7 @@ contract, Arrow type and rate, optional or not (the port table :data:`contactflo
 from __future__ import annotations
 
 import ast
+import importlib
 import importlib.util
 from pathlib import Path
 
@@ -26,10 +27,40 @@ _BASE = [("--robot", "talos", "robot name (robot search path), robot folder or r
          ("--config", "None", "YAML file with this node's configuration overrides")]
 
 
+def _imported_names(tree: ast.AST) -> dict[str, str]:
+    """name -> module of every ``from contactflow... import name`` of a node file (at any depth)."""
+    return {a.asname or a.name: n.module for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("contactflow") for a in n.names}
+
+
+def _default_text(expr: ast.expr, imported: dict[str, str]) -> str:
+    """A default as the catalogue shows it: the source text; for a constant taken from the package (a
+    name, or an attribute of one, imported from ``contactflow``) its value first, then the source."""
+    text = ast.unparse(expr)
+    parts = []
+    node = expr
+    while isinstance(node, ast.Attribute):
+        parts.insert(0, node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in imported:
+        return text
+    try:
+        value = getattr(importlib.import_module(imported[node.id]), node.id)
+        for attr in parts:
+            value = getattr(value, attr)
+    except (ImportError, AttributeError):
+        return text
+    if not isinstance(value, (bool, int, float, str, type(None))):
+        return text
+    return f"{value!r} ({text})"
+
+
 def node_parameters(path: Path) -> list[tuple[str, str, str]]:
     """(flag, default, help) of every ``add_argument`` call of a node file (plus ``base_parser``'s and
-    ``add_input_stale_argument``'s)."""
+    ``add_input_stale_argument``'s). A default that names a constant of the package shows its value
+    and its name."""
     tree = ast.parse(path.read_text())
+    imported = _imported_names(tree)
     out = list(_BASE) if "base_parser(" in path.read_text() else []
     for node in ast.walk(tree):
         if (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "add_input_stale_argument"
@@ -43,7 +74,7 @@ def node_parameters(path: Path) -> list[tuple[str, str, str]]:
             if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
                 continue
             kw = {k.arg: k.value for k in node.keywords}
-            default = ast.unparse(kw["default"]) if "default" in kw else ("False" if "action" in kw else "")
+            default = _default_text(kw["default"], imported) if "default" in kw else ("False" if "action" in kw else "")
             help_ = kw["help"].value if isinstance(kw.get("help"), ast.Constant) else ""
             if "required" in kw and ast.unparse(kw["required"]) == "True":
                 default = "(required)"
