@@ -28,7 +28,7 @@ from contactflow.nodes._runtime import (connect, base_parser, declared_inputs, d
 
 def main() -> int:
     from contactflow.contracts.messages import port_specs
-    from contactflow.operator.input_filter import MAX_CATCH_UP_TICKS, InputFilterConfig
+    from contactflow.operator.input_filter import MAX_SKIPPED_TICKS, InputFilterConfig
     from contactflow.robot import load_robot
     from contactflow.seiko.stages import InputFilterStage
 
@@ -53,7 +53,7 @@ def main() -> int:
     per_tick = ["command", *(["admittance"] if "admittance" in wired else [])]
     lock = lockstep_for(node, "input_filter", specs, offsets={"desired": args.lag}, skip_missing=args.realtime,
                         clock=clock, per_tick=per_tick if args.realtime else (),
-                        max_per_tick=MAX_CATCH_UP_TICKS - 1, values_unused=[clock] if clock else ())
+                        max_per_tick=MAX_SKIPPED_TICKS, values_unused=[clock] if clock else ())
     for tick in lock:
         for held in tick.skipped:  # real-time: the ticks skipped before this one, oldest first
             stage.tick(held["command"], tick.inputs["desired"],

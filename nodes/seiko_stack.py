@@ -45,7 +45,7 @@ from contactflow.nodes._runtime import (add_input_stale_argument, connect, base_
 def main() -> int:
     from contactflow.environment import Environment, load_environment
     from contactflow.contracts.messages import port_specs
-    from contactflow.operator.input_filter import MAX_CATCH_UP_TICKS, InputFilterConfig
+    from contactflow.operator.input_filter import MAX_SKIPPED_TICKS, InputFilterConfig
     from contactflow.robot import load_robot
     from contactflow.seiko.controller import ControllerConfig
     from contactflow.seiko.loop import SeikoPipeline
@@ -81,7 +81,7 @@ def main() -> int:
     # real time: the clock, the sensors)
     lock = lockstep_for(node, "seiko_stack", specs, skip_missing=args.realtime, clock="sensors",
                         stale_s=input_stale_s(args), per_tick=("command",) if args.realtime else (),
-                        max_per_tick=MAX_CATCH_UP_TICKS - 1,
+                        max_per_tick=MAX_SKIPPED_TICKS,
                         values_unused=("sensors",) if args.no_controller else ())
     end = None
     t_prev = None  # the time of the previous tick's sensors

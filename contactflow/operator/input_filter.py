@@ -60,6 +60,9 @@ _EPS = float(np.finfo(float).eps)
 #: oldest of them instead of making this tick slower still).
 MAX_CATCH_UP_TICKS = 50
 
+#: The skipped ticks a catch-up steps over besides the tick itself (``Lockstep(max_per_tick=...)``).
+MAX_SKIPPED_TICKS = MAX_CATCH_UP_TICKS - 1
+
 
 # --------------------------------------------------------------------------------------------
 # Configuration
