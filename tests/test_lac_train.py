@@ -433,3 +433,31 @@ def test_shipped_config_binds_the_deploy_spec(robot):
     cfg = load_train_config()  # robots/g1/lac_train.yaml
     spec = load_train_spec(cfg.spec, robot)
     assert spec.cfg.input.shape == (1, 64, 95) and spec.cfg.output.shape == (1, 23)
+
+
+def test_a_run_records_its_own_dataset_relative_to_itself_and_refuses_another_on_resume(run_a, tiny_cfg, dataset, tmp_path):
+    """The record (run.json, the exported model's metadata) names a dataset inside the run directory
+    relative to it (valid wherever the run is moved or shipped), one outside it as given; resuming with
+    another dataset than the recorded one is refused, with either form."""
+    import json
+
+    from contactflow.lac.train.dagger import _dataset_ref
+
+    out_a, _ = run_a
+    assert json.loads((out_a / "run.json").read_text())["dataset"]["path"] == str(dataset)  # outside: as given
+    run = tmp_path / "run"
+    shutil.copytree(out_a, run)
+    assert _dataset_ref(run / "dataset", run) == "dataset"
+    other = tmp_path / "other"
+    shutil.copytree(dataset, other)
+    with pytest.raises(ConfigError, match="the run used dataset"):
+        train(tiny_cfg, run, dataset=other, resume=True, progress=False, echo=lambda s: None)
+    # the dataset moved into the run directory and recorded relative to it: the run resumes with it
+    shutil.copytree(dataset, run / "dataset")
+    rec = json.loads((run / "run.json").read_text())
+    rec["dataset"]["path"] = "dataset"
+    (run / "run.json").write_text(json.dumps(rec))
+    train(tiny_cfg, run, dataset=run / "dataset", resume=True, progress=False, echo=lambda s: None)
+    assert json.loads((run / "run.json").read_text())["dataset"]["path"] == "dataset"
+    with pytest.raises(ConfigError, match="the run used dataset dataset"):
+        train(tiny_cfg, run, dataset=other, resume=True, progress=False, echo=lambda s: None)

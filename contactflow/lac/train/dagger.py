@@ -264,9 +264,19 @@ def git_revision() -> str:
         return "unknown"
 
 
-def _dataset_info(path: Path) -> dict:
+def _dataset_ref(path: Path, out: Path) -> str:
+    """How a run records its dataset's place: relative to the run directory when it lies inside it (the
+    default ``OUT/dataset``: the record and the exported model stay valid wherever the run is moved or
+    shipped), else the path as given."""
+    try:
+        return Path(path).resolve().relative_to(Path(out).resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _dataset_info(path: Path, out: Path) -> dict:
     man = path / "manifest.json"
-    info = {"path": str(path)}
+    info = {"path": _dataset_ref(path, out)}
     if man.is_file():
         m = json.loads(man.read_text())
         info.update(seed=m.get("seed"), config_hash=m.get("config_hash"), frames=m.get("frames"))
@@ -526,9 +536,10 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
     if dt_aug is not None and abs(float(dt_aug) - 1.0 / 50.0) > 1e-9:
         raise ConfigError(f"{man}: profile.dt_s = {dt_aug}; the training episode reads the augmented motion at the "
                           f"50 Hz policy rate (0.02 s frames)")
-    if run.get("dataset", {}).get("path") not in (None, str(dpath)):
-        raise ConfigError(f"{out}: the run used dataset {run['dataset']['path']}, not {dpath}")
-    run["dataset"] = _dataset_info(dpath)
+    used = run.get("dataset", {}).get("path")
+    if used is not None and (out / used).resolve() != dpath.resolve():  # (recorded relative to the run directory, or absolute)
+        raise ConfigError(f"{out}: the run used dataset {used}, not {dpath}")
+    run["dataset"] = _dataset_info(dpath, out)
     run_path.write_text(json.dumps(run, indent=1, sort_keys=True))
     (out / "config.yaml").write_text(_yaml(cfg_dict))
 
