@@ -113,6 +113,51 @@ def test_operator_reaches_holds_and_returns():
         grid.ReachOperator(TARGET, 0.0)
 
 
+def test_as_allowed_operator_stops_reaching_when_the_controller_lowers_a_limit():
+    """The ``as_allowed`` operator ends its reach (then holds and returns) once the trial loop says the
+    Controller's (12) has lowered a limit; the ``target`` operator keeps reaching."""
+    from contactflow.operator.scenario import OperatorCommand
+
+    v, dt = 0.2, 0.002
+    cmd0 = OperatorCommand(t=0.0, velocities={}, finished=False, enable={}, push={}, force_rates={})
+    t_limit = grid.REACH_START_S + 0.5
+    ends = {}
+    for stop in (False, True):
+        op = grid.ReachOperator(TARGET, v, stop_when_limited=stop)
+        x, t = np.zeros(3), 0.0
+        while op.phase in ("wait", "reach") and t < 20.0:
+            op.x_d = x.copy()
+            op.limited = t >= t_limit
+            x = x + dt * op(t, cmd0, None).velocities[grid.EFFECTOR][:3]
+            t += dt
+        ends[stop] = (op.reached_s, op.stopped_by_limit, float(x @ np.array(TARGET.direction)))
+    assert ends[True][0] == pytest.approx(t_limit, abs=2 * dt) and ends[True][1]
+    assert ends[True][2] == pytest.approx(0.5 * v, abs=0.01)  # stopped 0.5 s into the reach
+    assert ends[False][0] > t_limit + 1.0 and not ends[False][1]
+    assert ends[False][2] == pytest.approx(TARGET.distance_m, abs=grid.GOAL_TOL_M + 0.01)
+
+
+def test_a_results_file_holds_the_trials_of_one_operator(tmp_path, monkeypatch, robot):
+    seen = []
+
+    def fake_trial(spec, target, robot=None, **kw):
+        seen.append(kw.get("operator"))
+        return {"condition": spec.condition, "speed_mps": spec.speed_mps, "mass_kg": spec.mass_kg,
+                "target": spec.target, "success": True, "no_fall": True, "cause": None, "torque_limit_joint": None,
+                "wall_s": 0.0}
+
+    monkeypatch.setattr(grid, "run_trial", fake_trial)
+    out = tmp_path / "g.json"
+    kw = dict(speeds=[0.1], masses=[0.0], n_targets=1, conditions=["full"], targets=[TARGET], progress=False,
+              log=lambda s: None, robot=robot)
+    doc = grid.run_grid(out, **kw, operator="as_allowed")
+    assert seen == ["as_allowed"] and doc["meta"]["operator"] == "as_allowed"
+    with pytest.raises(ConfigError, match="'as_allowed' operator, not 'target'"):
+        grid.run_grid(out, **kw)
+    with pytest.raises(ConfigError, match="--operator"):
+        grid.run_grid(tmp_path / "h.json", **kw, operator="bogus")
+
+
 def test_conditions():
     with pytest.raises(ConfigError):
         grid.condition_setup("nope")

@@ -35,6 +35,14 @@ stops at its edge), holds ``HOLD_S``, brings it back to its start, and the run g
 The input filter's bang-bang velocity bound (0.2 m/s per axis by default) is raised to the trial's
 speed where it would cap it; everything else is the configs' defaults.
 
+**Operator** (``operator``): ``"target"`` (default) reaches until the target or the Retargeting's edge,
+whatever the Controller does; ``"as_allowed"`` also ends the reach as soon as the driving Controller's
+(12) has lowered a joint's torque limit (the Controller's "stop moving this way"): the paper's Fig. 6
+operator reached "as far as allowed by the controller", and its Fig. 7 full method "avoids infeasible
+hand pose commands". Without (12) (``off``, ``no_tau_limit``) there is no such signal and the two
+operators are the same. The paper does not say how its Fig. 7 operator decided to stop; both readings
+are measurable here, each in its own results file.
+
 **Outcome**: ``success`` = the robot did not fall (base below the robot file's fall height or a
 diverged state: :meth:`contactflow.sim.mujoco_robot.MujocoRobotSim.fell`, the project's rule) **and**
 no QP of a stage driving the robot failed (the reference code throws on a failed QP: the run would
@@ -69,7 +77,7 @@ from contactflow.errors import ConfigError
 
 __all__ = [
     "SPEEDS_MPS", "MASSES_KG", "CONDITIONS", "PAPER_RATES", "PAPER_COUNTS", "EFFECTOR",
-    "GridTarget", "TrialSpec", "ReachOperator", "effector_load", "load_ramp", "sample_targets",
+    "OPERATORS", "GridTarget", "TrialSpec", "ReachOperator", "effector_load", "load_ramp", "sample_targets",
     "run_trial", "wilson_interval", "summarize", "trial_specs", "run_grid", "plot_grid", "main",
 ]
 
@@ -102,9 +110,12 @@ GOAL_TOL_M = 0.01  # the operator's goal tolerance [m]
 RETURN_TAU_S = 0.25  # the operator slows down over the last v * RETURN_TAU_S of the return [s]
 FALL_WINDOW_S = 1.0  # a joint at its effort limit within this long before a fall: cause "torque_limit"
 TORQUE_SATURATION = 0.999  # |tau| >= this * tau_max: the actuator is at its force limit
+LIMITED_FRACTION = 0.99  # a (11i) limit below this * tau_max: (12) has lowered it
 
 
 # ---- the unmodelled load ---------------------------------------------------------------------
+OPERATORS = ("target", "as_allowed")
+"""The trial operators (:class:`ReachOperator` ``stop_when_limited`` False / True; module doc)."""
 LOAD_AT = ("hand", "wrist")
 
 
@@ -312,13 +323,16 @@ class ReachOperator:
 
     Args:
         target: the :class:`GridTarget`. speed_mps: hand speed [m/s].
+        stop_when_limited: also end the reach once :attr:`limited` is set (the ``as_allowed`` operator).
 
     Attributes:
         phase: "wait", "reach", "hold", "return", "done". reached_s, done_at_s: phase ends [s] or None.
         x_d: (3,) the latest desired hand position, set by the trial loop (None before the first tick).
+        limited: set by the trial loop: the driving Controller's (12) has lowered a joint's limit.
+        stopped_by_limit: the reach ended because of :attr:`limited`.
     """
 
-    def __init__(self, target: GridTarget, speed_mps: float):
+    def __init__(self, target: GridTarget, speed_mps: float, stop_when_limited: bool = False):
         if not speed_mps > 0:
             raise ConfigError(f"trial speed must be > 0 m/s, got {speed_mps}")
         self.dir = np.asarray(target.direction, dtype=float)
@@ -330,6 +344,9 @@ class ReachOperator:
         self.t_phase = 0.0
         self.reached_s = self.done_at_s = None
         self._hist: list[float] = []
+        self.stop_when_limited = bool(stop_when_limited)
+        self.limited = False
+        self.stopped_by_limit = False
 
     def _twist(self, cmd, lin):
         return dataclasses.replace(cmd, velocities={**cmd.velocities, EFFECTOR: np.concatenate([lin, np.zeros(3)])})
@@ -350,8 +367,10 @@ class ReachOperator:
             win = int(round(SATURATION_WINDOW_S / DT_S))
             stalled = (len(self._hist) > win
                        and s - self._hist[-1 - win] < SATURATION_RATIO * self.v * SATURATION_WINDOW_S)
-            if s < self.d - GOAL_TOL_M and not stalled and t - self.t_phase < self.cap_s:
+            allowed = not (self.stop_when_limited and self.limited)
+            if s < self.d - GOAL_TOL_M and not stalled and t - self.t_phase < self.cap_s and allowed:
                 return self._twist(cmd, self.v * self.dir)
+            self.stopped_by_limit = not allowed
             self.phase, self.t_phase, self.reached_s = "hold", t, t
         if self.phase == "hold":
             if t - self.t_phase < HOLD_S:
@@ -396,7 +415,8 @@ def condition_setup(condition: str, ccfg=None) -> tuple[bool, object]:
     raise ConfigError(f"unknown condition {condition!r}; expected one of {list(CONDITIONS)}")
 
 
-def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None, load_at: str = "hand") -> dict:
+def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None, load_at: str = "hand",
+              operator: str = "target") -> dict:
     """Run one trial (module doc) and return its outcome.
 
     Args:
@@ -404,6 +424,7 @@ def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None, loa
         robot: the :class:`contactflow.robot.Robot` (default: Talos, loaded here).
         ccfg: the full method's ControllerConfig (default: the defaults).
         load_at: where the unmodelled mass sits (:func:`effector_load`).
+        operator: one of :data:`OPERATORS` (module doc).
 
     Returns:
         JSON-ready mapping: the spec's fields; ``success``, ``no_fall``, ``cause`` (None, ``"fall"``,
@@ -414,7 +435,7 @@ def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None, loa
         (those of the driving stages), ``first_qp_failure_s``, ``reach_fraction`` and
         ``desired_reach_fraction`` (largest measured / Retargeting-desired hand travel along the
         direction over the target distance; the measured one includes a fall's motion), ``reached_at_s``
-        (the operator's reach ended), ``limited_joints`` (joints whose (11i) limit (12) lowered below
+        (the operator's reach ended), ``stopped_by_limit`` (the ``as_allowed`` operator ended it on (12)), ``limited_joints`` (joints whose (11i) limit (12) lowered below
         99 % of the URDF effort: the Controller's ``tau_limit``), ``desired_peak_speed_mps`` (the Retargeting's desired hand
         speed along the direction, peak over 0.1 s [m/s]: the realised speed), ``returned`` (the hand was brought back to its start),
         ``sim_s``, ``wall_s``, ``cpu_s`` (process CPU time [s]).
@@ -439,7 +460,9 @@ def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None, loa
         hook, disturb = load_ramp(spec.mass_kg)
     import yaml
 
-    op = ReachOperator(target, spec.speed_mps)
+    if operator not in OPERATORS:
+        raise ConfigError(f"--operator must be one of {OPERATORS}, got {operator!r}")
+    op = ReachOperator(target, spec.speed_mps, stop_when_limited=operator == "as_allowed" and controller_on)
     bound_s = REACH_START_S + 2 * op.cap_s + HOLD_S + TAIL_S
     with tempfile.TemporaryDirectory(prefix="seiko_grid_") as tmp:
         path = Path(tmp) / "trial.yaml"  # no scripted command: the ReachOperator commands the hand
@@ -461,7 +484,10 @@ def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None, loa
     while not loop.step():
         r = loop.readings
         k = loop.k
-        op.x_d = loop.log().pose_d[EFFECTOR][-1]
+        log_now = loop.log()
+        op.x_d = log_now.pose_d[EFFECTOR][-1]
+        if op.stop_when_limited and not op.limited:
+            op.limited = bool((log_now.tau_limit[-1] < LIMITED_FRACTION * tau_max).any())
         if op.done_at_s is not None and r.t >= op.done_at_s + TAIL_S:
             break
         ratio = np.abs(r.tau) / tau_max
@@ -487,7 +513,7 @@ def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None, loa
     if fell and ticks_at_limit.any():
         sat_joint = robot.joint_names[int(np.argmax(ticks_at_limit))]
     # joints whose limit (12) lowered below 99 % of the URDF effort (the Controller's tau_limit; off: in shadow)
-    limited = [robot.joint_names[i] for i in np.flatnonzero(L.tau_limit.min(axis=0) < 0.99 * tau_max)] \
+    limited = [robot.joint_names[i] for i in np.flatnonzero(L.tau_limit.min(axis=0) < LIMITED_FRACTION * tau_max)] \
         if len(L.t) else []
     pd = L.pose_d[EFFECTOR]
     sd = (pd - pd[0]) @ direction if len(pd) else np.zeros(1)
@@ -513,6 +539,7 @@ def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None, loa
         "torque_limit_joint": sat_joint, "first_torque_limit_s": sat_t, "max_tau_ratio": round(max_ratio, 4),
         "retargeting_failures": int(L.retargeting_failures), "controller_failures": int(ctrl_fail),
         "first_qp_failure_s": first_fail, "reached_at_s": op.reached_s, "returned": op.done_at_s is not None,
+        "operator": operator, "stopped_by_limit": op.stopped_by_limit,
         "reach_fraction": round(best / target.distance_m, 4),
         "desired_reach_fraction": round(desired_best / target.distance_m, 4),
         "desired_peak_speed_mps": round(peak_speed, 4),
@@ -594,18 +621,18 @@ _WORKER_ROBOT = None
 
 def _worker(args):
     global _WORKER_ROBOT
-    spec, target, load_at = args
+    spec, target, load_at, operator = args
     if _WORKER_ROBOT is None:
         from contactflow.robot import load_robot
 
         _WORKER_ROBOT = load_robot("talos")
-    return run_trial(spec, target, _WORKER_ROBOT, load_at=load_at)
+    return run_trial(spec, target, _WORKER_ROBOT, load_at=load_at, operator=operator)
 
 
 def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets: int = 10,
              conditions=CONDITIONS, seed: int = 0, jobs: int = 1, progress: bool = True,
              log: Callable[[str], None] = print, targets: Sequence[GridTarget] | None = None, robot=None,
-             load_at: str = "hand") -> dict:
+             load_at: str = "hand", operator: str = "target") -> dict:
     """Run (or resume) the grid and write ``out`` (JSON: ``meta``, ``targets``, ``trials``, ``summary``).
 
     A trial already in ``out`` (same condition, speed, mass, target) is not run again; ``out`` is
@@ -622,12 +649,14 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
         robot: the Talos :class:`contactflow.robot.Robot` (default: loaded here).
         load_at: where the unmodelled mass sits (:func:`effector_load`); trials stored for another
             place are dropped.
+        operator: one of :data:`OPERATORS`; a file holds the trials of one operator.
 
     Returns:
         The written document.
 
     Raises:
-        ConfigError: an unknown condition, ``jobs`` < 1, a non-positive speed or a negative mass.
+        ConfigError: an unknown condition or operator, ``jobs`` < 1, a non-positive speed or a negative
+            mass, or ``out`` holding trials of another operator.
     """
     from contactflow.robot import load_robot
 
@@ -638,6 +667,8 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
         raise ConfigError(f"--jobs must be >= 1, got {jobs}")
     if load_at not in LOAD_AT:
         raise ConfigError(f"--load-at must be one of {LOAD_AT}, got {load_at!r}")
+    if operator not in OPERATORS:
+        raise ConfigError(f"--operator must be one of {OPERATORS}, got {operator!r}")
     if any(not s > 0 for s in speeds) or any(m < 0 for m in masses):
         raise ConfigError(f"--speeds must be > 0 and --masses >= 0, got {list(speeds)} and {list(masses)}")
     out = Path(out)
@@ -648,6 +679,9 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
                           "remove it or choose another --out") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"{out}: not a grid results file (expected a JSON object with meta, targets, trials)")
+    stored_op = doc.get("meta", {}).get("operator", "target") if doc.get("trials") else operator
+    if stored_op != operator:
+        raise ConfigError(f"{out}: holds trials of the {stored_op!r} operator, not {operator!r}: choose another --out")
     stored = doc.get("targets") or []
     robot = robot if robot is not None else load_robot("talos")
     if targets is not None:
@@ -692,7 +726,7 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
         trials = []
     done = {TrialSpec(r["condition"], r["speed_mps"], r["mass_kg"], r["target"]).key for r in trials}
     todo = [s for s in trial_specs(speeds, masses, n_targets, conditions) if s.key not in done]
-    meta = {"seed": seed, "effector": EFFECTOR, "load_at": load_at, "controller_config": config, "load_start_s": LOAD_START_S, "load_ramp_s": LOAD_RAMP_S,
+    meta = {"seed": seed, "effector": EFFECTOR, "load_at": load_at, "operator": operator, "controller_config": config, "load_start_s": LOAD_START_S, "load_ramp_s": LOAD_RAMP_S,
             "reach_start_s": REACH_START_S, "hold_s": HOLD_S, "tail_s": TAIL_S,
             "azimuth_deg": AZIMUTH_DEG, "elevation_deg": ELEVATION_DEG}
     grid = {"speeds_mps": list(map(float, speeds)), "masses_kg": list(map(float, masses)), "n_targets": n_targets,
@@ -713,7 +747,7 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
         from tqdm import tqdm
 
         bar = tqdm(total=len(todo), unit="trial", dynamic_ncols=True)
-    args = [(s, targets[s.target], load_at) for s in todo]
+    args = [(s, targets[s.target], load_at, operator) for s in todo]
 
     def record(r):
         trials.append(r)
@@ -777,7 +811,8 @@ def plot_grid(doc: dict, path: str | Path) -> None:
     ax.set_ylabel("success rate (no fall, no QP failure)")
     ax.legend(fontsize=7, loc="upper left")
     fig.suptitle(f"SEIKO robustness grid (cf. RA-L 2024 Fig. 7): left-hand reach to the feasibility edge, "
-                 f"{grid['n_targets']} target(s) per cell, load at the {doc['meta'].get('load_at', 'hand')}",
+                 f"{grid['n_targets']} target(s) per cell, load at the {doc['meta'].get('load_at', 'hand')}, "
+                 f"operator {doc['meta'].get('operator', 'target')}",
                  fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -805,6 +840,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--conditions", default=",".join(CONDITIONS), help=f"some of {','.join(CONDITIONS)}")
     p.add_argument("--seed", type=int, default=0, help="target sampling seed")
     p.add_argument("--jobs", type=int, default=1, help="parallel processes")
+    p.add_argument("--operator", choices=OPERATORS, default="target",
+                   help="target: reach to the target whatever the Controller does; as_allowed: also stop reaching once "
+                        "the Controller's (12) lowers a joint's limit (one operator per --out)")
     p.add_argument("--out", default="seiko_grid.json", help="results JSON (resumable)")
     p.add_argument("--plot", default=None, help="PNG like Fig. 7 (needs matplotlib)")
     p.add_argument("--load-at", choices=LOAD_AT, default="hand",
@@ -816,7 +854,7 @@ def main(argv: list[str] | None = None) -> int:
         speeds = [v / 100.0 for v in _floats(a.speeds, "--speeds")]
         doc = run_grid(a.out, speeds=speeds, masses=_floats(a.masses, "--masses"), n_targets=a.targets,
                        conditions=[c.strip() for c in a.conditions.split(",") if c.strip()], seed=a.seed,
-                       jobs=a.jobs, progress=not a.no_progress, load_at=a.load_at)
+                       jobs=a.jobs, progress=not a.no_progress, load_at=a.load_at, operator=a.operator)
     except ConfigError as exc:
         print(f"seiko-grid: error: {exc}")
         return 2
