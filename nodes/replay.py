@@ -42,7 +42,7 @@ import time
 
 import pyarrow as pa
 
-from contactflow.nodes._runtime import UpstreamError, node_main
+from contactflow.nodes._runtime import UpstreamError, connect, node_main
 
 log = logging.getLogger("contactflow.recording.replay")
 
@@ -98,8 +98,6 @@ class _Events:
 
 
 def main() -> int:
-    from dora import Node
-
     from contactflow.recording.store import resolve_run
     from contactflow.recording.replay import check_replay_inputs, parse_stream_map, plan_replay
 
@@ -126,12 +124,11 @@ def main() -> int:
         raise RecordingError(f"{exc} (--recording RUN in the graph, or CONTACTFLOW_RECORDING=RUN)") from None
     plan = plan_replay(run_dir, mappings, start_seq=args.start_seq, end_seq=args.end_seq,
                        allow_truncated=args.allow_truncated, contract_sizes=sizes)
+    node = connect()  # from here the node's logging goes through dora's log (`dora run --log-level info` shows it)
     for w in plan.warnings:
         log.warning("%s", w)
-    print(f"[replay] {len(plan.ticks)} ticks of {', '.join(m.stream + '->' + m.output for m in mappings)} "
-          f"from {run_dir} ({args.mode})", flush=True)
-
-    node = Node()
+    log.info("[replay] %d ticks of %s from %s (%s)", len(plan.ticks),
+             ", ".join(m.stream + "->" + m.output for m in mappings), run_dir, args.mode)
     events = _Events(node, args.ack_input)
     t0_rec = plan.ticks[0].t
     t0_wall = time.monotonic()
@@ -171,7 +168,7 @@ def main() -> int:
         events.poll(0.1)
     if events.ended and time.monotonic() < grace:
         time.sleep(max(0.0, grace - time.monotonic()))
-    print(f"[replay] sent {sent} ticks", flush=True)
+    log.info("[replay] sent %d ticks", sent)
     return 0
 
 
