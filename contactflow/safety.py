@@ -25,7 +25,8 @@ __all__ = ["CommandHold", "PDCommandHold", "FileEstop", "FALL_TILT_RAD", "base_t
 log = logging.getLogger("contactflow.safety")
 
 #: A floating base tilted more than this from upright [rad] (~57 deg) has fallen: the G1 runs' summary
-#: (:func:`contactflow.lac.summary.g1_summary`) and the Unitree driver's fall rule (``fall_tilt_rad``).
+#: (:func:`contactflow.lac.summary.g1_summary`), the LAC evaluation (``contactflow lac eval``) and the
+#: Unitree driver's fall rule (``fall_tilt_rad``).
 FALL_TILT_RAD = 1.0
 
 

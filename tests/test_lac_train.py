@@ -10,7 +10,9 @@ deploy input. Needs the ``[train]`` extra (torch, onnx).
 from __future__ import annotations
 
 import json
+import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -444,7 +446,7 @@ def test_a_run_records_its_own_dataset_relative_to_itself_and_refuses_another_on
     from contactflow.lac.train.dagger import _dataset_ref
 
     out_a, _ = run_a
-    assert json.loads((out_a / "run.json").read_text())["dataset"]["path"] == str(dataset)  # outside: as given
+    assert json.loads((out_a / "run.json").read_text())["dataset"]["path"] == os.path.abspath(dataset)  # outside: absolute
     run = tmp_path / "run"
     shutil.copytree(out_a, run)
     assert _dataset_ref(run / "dataset", run) == "dataset"
@@ -461,3 +463,25 @@ def test_a_run_records_its_own_dataset_relative_to_itself_and_refuses_another_on
     assert json.loads((run / "run.json").read_text())["dataset"]["path"] == "dataset"
     with pytest.raises(ConfigError, match="the run used dataset dataset"):
         train(tiny_cfg, run, dataset=other, resume=True, progress=False, echo=lambda s: None)
+
+
+def test_a_dataset_outside_the_run_given_relative_to_the_working_directory_is_recorded_absolute(tmp_path, monkeypatch):
+    """A relative ``--dataset`` outside the run is recorded as an absolute path, so ``--resume`` with the
+    same arguments (or from another directory) finds it the same; a run's symlinked ``OUT/dataset`` stays
+    ``dataset``; older records (relative to the working directory) are still recognised."""
+    from contactflow.lac.train.dagger import _dataset_ref, _is_recorded_dataset
+
+    (tmp_path / "data" / "ds").mkdir(parents=True)
+    (tmp_path / "runs" / "a").mkdir(parents=True)
+    (tmp_path / "runs" / "a" / "dataset").symlink_to(tmp_path / "data" / "ds")
+    monkeypatch.chdir(tmp_path)
+    out, ds = Path("runs/a"), Path("data/ds")
+    rec = _dataset_ref(ds, out)
+    assert Path(rec).is_absolute() and Path(rec).resolve() == (tmp_path / "data" / "ds").resolve()
+    assert _is_recorded_dataset(rec, ds, out)
+    assert _is_recorded_dataset("data/ds", ds, out)  # an older record, relative to the working directory
+    assert not _is_recorded_dataset(rec, Path("runs/a"), out)
+    assert _dataset_ref(out / "dataset", out) == "dataset"  # the symlink inside the run: relative
+    assert _is_recorded_dataset("dataset", out / "dataset", out)
+    monkeypatch.chdir(tmp_path / "runs")  # resumed from elsewhere: the absolute record still matches
+    assert _is_recorded_dataset(rec, tmp_path / "data" / "ds", Path("a"))

@@ -137,23 +137,47 @@ def test_as_allowed_operator_stops_reaching_when_the_controller_lowers_a_limit()
     assert ends[False][2] == pytest.approx(TARGET.distance_m, abs=grid.GOAL_TOL_M + 0.01)
 
 
-def test_a_results_file_holds_the_trials_of_one_operator(tmp_path, monkeypatch, robot):
+def test_reach_limit_watch_signals_a_joint_engaged_during_the_reach_only():
+    """The as_allowed operator's signal: a joint whose limit (12) lowers during the reach; one lowered
+    before it (by the load's ramp) does not count, nor anything outside the reach."""
+    urdf = np.array([10.0, 100.0, 50.0])
+    w = grid.ReachLimitWatch(urdf)
+    assert w.update("wait", [5.0, 100.0, 50.0]) is None  # engaged before the reach: ignored
+    assert w.update("reach", [5.0, 100.0, 50.0]) is None  # the reach's first tick: noted
+    assert w.update("reach", [4.0, 100.0, 50.0]) is None  # the same joint lowered further: not new
+    assert w.update("reach", [5.0, 100.0, 49.9]) == 2  # a newly engaged joint
+    assert w.update("hold", [5.0, 60.0, 49.9]) is None
+    w = grid.ReachLimitWatch(urdf)
+    w.update("reach", urdf)
+    assert w.update("reach", [10.0, 100.0, 50.0]) is None and w.update("reach", [10.0, 99.0, 50.0]) == 1
+
+
+def test_a_results_file_reruns_only_the_full_method_for_another_operator(tmp_path, monkeypatch, robot):
     seen = []
 
     def fake_trial(spec, target, robot=None, **kw):
-        seen.append(kw.get("operator"))
+        seen.append((spec.condition, kw.get("operator")))
         return {"condition": spec.condition, "speed_mps": spec.speed_mps, "mass_kg": spec.mass_kg,
                 "target": spec.target, "success": True, "no_fall": True, "cause": None, "torque_limit_joint": None,
-                "wall_s": 0.0}
+                "wall_s": 0.0, "operator": kw.get("operator")}
 
     monkeypatch.setattr(grid, "run_trial", fake_trial)
     out = tmp_path / "g.json"
-    kw = dict(speeds=[0.1], masses=[0.0], n_targets=1, conditions=["full"], targets=[TARGET], progress=False,
-              log=lambda s: None, robot=robot)
-    doc = grid.run_grid(out, **kw, operator="as_allowed")
-    assert seen == ["as_allowed"] and doc["meta"]["operator"] == "as_allowed"
-    with pytest.raises(ConfigError, match="'as_allowed' operator, not 'target'"):
-        grid.run_grid(out, **kw)
+    kw = dict(speeds=[0.1], masses=[0.0], n_targets=1, conditions=["off", "no_tau_limit", "full"], targets=[TARGET],
+              progress=False, log=lambda s: None, robot=robot)
+    doc = grid.run_grid(out, **kw)
+    assert sorted(seen) == [("full", "target"), ("no_tau_limit", "target"), ("off", "target")]
+    assert doc["meta"]["operator"] == "target"
+    seen.clear()
+    doc = grid.run_grid(out, **kw, operator="as_allowed")  # the other operator: only the full method again
+    assert seen == [("full", "as_allowed")] and doc["meta"]["operator"] == "as_allowed" and len(doc["trials"]) == 3
+    seen.clear()
+    stored = json.loads(out.read_text())  # a file written before operators existed: its trials are "target"
+    for r in stored["trials"]:
+        r.pop("operator", None)
+    out.write_text(json.dumps(stored))
+    grid.run_grid(out, **kw, operator="as_allowed")
+    assert seen == [("full", "as_allowed")]
     with pytest.raises(ConfigError, match="--operator"):
         grid.run_grid(tmp_path / "h.json", **kw, operator="bogus")
 

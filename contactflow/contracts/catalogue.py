@@ -27,13 +27,14 @@ _BASE = [("--robot", "talos", "robot name (robot search path), robot folder or r
          ("--config", "None", "YAML file with this node's configuration overrides")]
 
 
-def _imported_names(tree: ast.AST) -> dict[str, str]:
-    """name -> module of every ``from contactflow... import name`` of a node file (at any depth)."""
-    return {a.asname or a.name: n.module for n in ast.walk(tree)
+def _imported_names(tree: ast.AST) -> dict[str, tuple[str, str]]:
+    """local name -> (module, name in the module) of every ``from contactflow... import name [as local]``
+    of a node file (at any depth)."""
+    return {a.asname or a.name: (n.module, a.name) for n in ast.walk(tree)
             if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("contactflow") for a in n.names}
 
 
-def _default_text(expr: ast.expr, imported: dict[str, str]) -> str:
+def _default_text(expr: ast.expr, imported: dict[str, tuple[str, str]]) -> str:
     """A default as the catalogue shows it: the source text; for a constant taken from the package (a
     name, or an attribute of one, imported from ``contactflow``) its value first, then the source."""
     text = ast.unparse(expr)
@@ -44,11 +45,12 @@ def _default_text(expr: ast.expr, imported: dict[str, str]) -> str:
         node = node.value
     if not isinstance(node, ast.Name) or node.id not in imported:
         return text
+    module, name = imported[node.id]
     try:
-        value = getattr(importlib.import_module(imported[node.id]), node.id)
+        value = getattr(importlib.import_module(module), name)
         for attr in parts:
             value = getattr(value, attr)
-    except (ImportError, AttributeError):
+    except Exception:  # noqa: BLE001 -- a module that cannot be imported here: the default as written
         return text
     if not isinstance(value, (bool, int, float, str, type(None))):
         return text

@@ -87,7 +87,6 @@ class UnitreeLink:
         combo = parse_combo(config.remote_estop)
         self._remote_estop = combo_masks(combo) if combo else None
         self.watch_failure = ""
-        # the fall rule on cos(tilt) = 1 - 2 (x^2 + y^2) of the IMU quaternion: one comparison per state
 
     def watch_source(self, monitor, describe) -> None:
         """Poll ``monitor`` (:class:`contactflow.hardware.process_watch.ProcessMonitor` of the command

@@ -45,10 +45,9 @@ import numpy as np
 import pinocchio as pin
 
 from contactflow.errors import ConfigError
-from contactflow.safety import FALL_TILT_RAD
 from contactflow.hardware.remote import DEFAULT_ESTOP_COMBO
 from contactflow.robot import Robot
-from contactflow.safety import PDCommandHold
+from contactflow.safety import FALL_TILT_RAD, PDCommandHold
 from contactflow.sim.driver import damping_mode_kd
 from contactflow.sim.mujoco_robot import SensorReadings
 
@@ -150,8 +149,8 @@ class UnitreeDriverConfig:
             :mod:`contactflow.hardware.remote`) that latch damping, joined by ``+`` (default
             ``L2+B``, the remote's own damping combination); ``none``: no e-stop on the remote.
         fall_tilt_rad: the fall rule [rad]: once the driver has left ``wait``, a state whose IMU
-            tilt (the angle between the IMU's z axis and the vertical, from the ``rt/lowstate``
-            quaternion: ``arccos(1 - 2 (x^2 + y^2))``) exceeds it latches damping (mode ``fell``)
+            tilt (the angle between the IMU's z axis and the vertical, :func:`contactflow.safety.base_tilt_rad`
+            of the ``rt/lowstate`` quaternion) exceeds it latches damping (mode ``fell``)
             and ends the run as a failure, as the simulated driver's fall does (a fallen robot must
             not keep pushing stiff joints against the floor). Default
             :data:`contactflow.safety.FALL_TILT_RAD` (1.0 rad, 57 deg: the tilt by which a G1 run's

@@ -134,8 +134,6 @@ DRIVERS = ("mujoco_driver", "unitree_driver")
 """Node ids of the G1 drivers (simulation, hardware), looked up in this order when ``driver`` is None."""
 
 
-
-
 def g1_summary(rec: Recording, robot, *, driver: str | None = None, teleop: str = "teleop",
                injector: str = "wrench_injector", window_s: float = 4.0, settle_s: float = 2.0,
                pre_s: float = 1.0, fall_height_m: float | None = None) -> dict:

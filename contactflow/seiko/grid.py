@@ -37,11 +37,13 @@ speed where it would cap it; everything else is the configs' defaults.
 
 **Operator** (``operator``): ``"target"`` (default) reaches until the target or the Retargeting's edge,
 whatever the Controller does; ``"as_allowed"`` also ends the reach as soon as the driving Controller's
-(12) has lowered a joint's torque limit (the Controller's "stop moving this way"): the paper's Fig. 6
-operator reached "as far as allowed by the controller", and its Fig. 7 full method "avoids infeasible
-hand pose commands". Without (12) (``off``, ``no_tau_limit``) there is no such signal and the two
-operators are the same. The paper does not say how its Fig. 7 operator decided to stop; both readings
-are measurable here, each in its own results file.
+(12) engages a joint during the reach (its limit goes below the URDF effort, the Controller's "stop moving
+this way" warning; :class:`ReachLimitWatch`: a joint engaged before the reach, by the load's ramp, does
+not count): the paper's Fig. 6 operator reached "as far as allowed by the controller", and its Fig. 7
+full method "avoids infeasible hand pose commands". Without (12) (``off``, ``no_tau_limit``) there is
+no such signal and the two operators are the same trial (a results file reuses those trials across
+operators and reruns the full method's). The paper does not say how its Fig. 7 operator decided to
+stop; both readings are measurable here.
 
 **Outcome**: ``success`` = the robot did not fall (base below the robot file's fall height or a
 diverged state: :meth:`contactflow.sim.mujoco_robot.MujocoRobotSim.fell`, the project's rule) **and**
@@ -77,7 +79,7 @@ from contactflow.errors import ConfigError
 
 __all__ = [
     "SPEEDS_MPS", "MASSES_KG", "CONDITIONS", "PAPER_RATES", "PAPER_COUNTS", "EFFECTOR",
-    "OPERATORS", "GridTarget", "TrialSpec", "ReachOperator", "effector_load", "load_ramp", "sample_targets",
+    "OPERATORS", "GridTarget", "TrialSpec", "ReachLimitWatch", "ReachOperator", "effector_load", "load_ramp", "sample_targets",
     "run_trial", "wilson_interval", "summarize", "trial_specs", "run_grid", "plot_grid", "main",
 ]
 
@@ -385,6 +387,34 @@ class ReachOperator:
         return self._twist(cmd, zero)
 
 
+class ReachLimitWatch:
+    """The ``as_allowed`` operator's signal: (12) engages a joint *during the reach*.
+
+    :meth:`update` is called every tick with the operator's phase and the Controller's (11i) limits
+    ``tau_limit`` (n,) [N m]; at the first ``"reach"`` tick it notes which joints are already engaged
+    (limit below ``tau_urdf``: lowered by (12) before the reach, e.g. by the load's ramp), and from then
+    on returns the index of a joint that becomes engaged (the Controller's own test, the one that logs
+    "stop moving this way"), else None. Outside the reach it returns None.
+
+    Args:
+        tau_urdf: (n,) the URDF effort limits [N m] (the Controller's unadapted limits).
+    """
+
+    def __init__(self, tau_urdf):
+        self.tau_urdf = np.asarray(tau_urdf, dtype=float)
+        self.engaged_at_start: np.ndarray | None = None
+
+    def update(self, phase: str, tau_limit) -> int | None:
+        if phase != "reach":
+            return None
+        engaged = np.asarray(tau_limit, dtype=float) < self.tau_urdf
+        if self.engaged_at_start is None:
+            self.engaged_at_start = engaged
+            return None
+        new = np.flatnonzero(engaged & ~self.engaged_at_start)
+        return int(new[0]) if len(new) else None
+
+
 #: the ControllerConfig fields of the limit update (12): unused when it is off (``no_tau_limit``)
 ADAPTATION_FIELDS = ("max_tau_ratio", "tau_read_cutoff_hz", "torque_margin_nm", "torque_decay_nm_per_s",
                      "torque_hysteresis", "torque_lowering_nm_per_s")
@@ -435,7 +465,8 @@ def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None, loa
         (those of the driving stages), ``first_qp_failure_s``, ``reach_fraction`` and
         ``desired_reach_fraction`` (largest measured / Retargeting-desired hand travel along the
         direction over the target distance; the measured one includes a fall's motion), ``reached_at_s``
-        (the operator's reach ended), ``stopped_by_limit`` (the ``as_allowed`` operator ended it on (12)), ``limited_joints`` (joints whose (11i) limit (12) lowered below
+        (the operator's reach ended), ``stopped_by_limit`` (the ``as_allowed`` operator ended it on (12)) and ``stop_joint`` (the joint (12)
+        engaged), ``limited_joints`` (joints whose (11i) limit (12) lowered below
         99 % of the URDF effort: the Controller's ``tau_limit``), ``desired_peak_speed_mps`` (the Retargeting's desired hand
         speed along the direction, peak over 0.1 s [m/s]: the realised speed), ``returned`` (the hand was brought back to its start),
         ``sim_s``, ``wall_s``, ``cpu_s`` (process CPU time [s]).
@@ -470,6 +501,8 @@ def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None, loa
         loop = SeikoLoop(robot, path, ccfg=cfg, fcfg=fcfg, controller_on=controller_on, sim_hook=hook,
                          disturb=disturb, extra_bodies=extra, operator_hook=op)
     tau_max = np.asarray(robot.tau_max, dtype=float)
+    watch = ReachLimitWatch(tau_max) if op.stop_when_limited else None
+    stop_joint = None
     t_after_load = LOAD_START_S + LOAD_RAMP_S
     sat_joint = sat_t = first_fail = None
     win = int(round(FALL_WINDOW_S / DT_S))
@@ -486,8 +519,10 @@ def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None, loa
         k = loop.k
         log_now = loop.log()
         op.x_d = log_now.pose_d[EFFECTOR][-1]
-        if op.stop_when_limited and not op.limited:
-            op.limited = bool((log_now.tau_limit[-1] < LIMITED_FRACTION * tau_max).any())
+        if watch is not None and not op.limited:
+            j = watch.update(op.phase, log_now.tau_limit[-1])
+            if j is not None:
+                op.limited, stop_joint = True, robot.joint_names[j]
         if op.done_at_s is not None and r.t >= op.done_at_s + TAIL_S:
             break
         ratio = np.abs(r.tau) / tau_max
@@ -539,7 +574,7 @@ def run_trial(spec: TrialSpec, target: GridTarget, robot=None, *, ccfg=None, loa
         "torque_limit_joint": sat_joint, "first_torque_limit_s": sat_t, "max_tau_ratio": round(max_ratio, 4),
         "retargeting_failures": int(L.retargeting_failures), "controller_failures": int(ctrl_fail),
         "first_qp_failure_s": first_fail, "reached_at_s": op.reached_s, "returned": op.done_at_s is not None,
-        "operator": operator, "stopped_by_limit": op.stopped_by_limit,
+        "operator": operator, "stopped_by_limit": op.stopped_by_limit, "stop_joint": stop_joint,
         "reach_fraction": round(best / target.distance_m, 4),
         "desired_reach_fraction": round(desired_best / target.distance_m, 4),
         "desired_peak_speed_mps": round(peak_speed, 4),
@@ -649,14 +684,14 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
         robot: the Talos :class:`contactflow.robot.Robot` (default: loaded here).
         load_at: where the unmodelled mass sits (:func:`effector_load`); trials stored for another
             place are dropped.
-        operator: one of :data:`OPERATORS`; a file holds the trials of one operator.
+        operator: one of :data:`OPERATORS`; stored full-method trials of another operator run again
+            (the other conditions do not depend on it).
 
     Returns:
         The written document.
 
     Raises:
-        ConfigError: an unknown condition or operator, ``jobs`` < 1, a non-positive speed or a negative
-            mass, or ``out`` holding trials of another operator.
+        ConfigError: an unknown condition or operator, ``jobs`` < 1, a non-positive speed or a negative mass.
     """
     from contactflow.robot import load_robot
 
@@ -679,9 +714,6 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
                           "remove it or choose another --out") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"{out}: not a grid results file (expected a JSON object with meta, targets, trials)")
-    stored_op = doc.get("meta", {}).get("operator", "target") if doc.get("trials") else operator
-    if stored_op != operator:
-        raise ConfigError(f"{out}: holds trials of the {stored_op!r} operator, not {operator!r}: choose another --out")
     stored = doc.get("targets") or []
     robot = robot if robot is not None else load_robot("talos")
     if targets is not None:
@@ -715,6 +747,10 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
         log(f"{out}: {len(stale)} stored trials ran with other ControllerConfig defaults that matter to their "
             f"condition: they run again")
         trials = [r for r in trials if r not in stale]
+    other_op = [r for r in trials if r["condition"] == "full" and r.get("operator", "target") != operator]
+    if other_op:  # off and no_tau_limit are the same trial with either operator (module doc): kept
+        log(f"{out}: {len(other_op)} stored full-method trials had another operator: they run again")
+        trials = [r for r in trials if r not in other_op]
     if trials and doc.get("meta", {}).get("load_at", "hand") != load_at:
         log(f"{out}: the stored trials had the load at the {doc['meta'].get('load_at', 'hand')}: they are dropped")
         trials = []
@@ -842,7 +878,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1, help="parallel processes")
     p.add_argument("--operator", choices=OPERATORS, default="target",
                    help="target: reach to the target whatever the Controller does; as_allowed: also stop reaching once "
-                        "the Controller's (12) lowers a joint's limit (one operator per --out)")
+                        "the Controller's (12) engages a joint during the reach (full-method trials of the other "
+                        "operator in --out run again)")
     p.add_argument("--out", default="seiko_grid.json", help="results JSON (resumable)")
     p.add_argument("--plot", default=None, help="PNG like Fig. 7 (needs matplotlib)")
     p.add_argument("--load-at", choices=LOAD_AT, default="hand",

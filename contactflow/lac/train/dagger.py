@@ -34,6 +34,7 @@ import dataclasses
 import json
 import logging
 import multiprocessing as mp
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -266,12 +267,20 @@ def git_revision() -> str:
 
 def _dataset_ref(path: Path, out: Path) -> str:
     """How a run records its dataset's place: relative to the run directory when it lies inside it (the
-    default ``OUT/dataset``: the record and the exported model stay valid wherever the run is moved or
-    shipped), else the path as given."""
-    try:
-        return Path(path).resolve().relative_to(Path(out).resolve()).as_posix()
-    except ValueError:
-        return str(path)
+    default ``OUT/dataset``, a symlink there included: the record and the exported model stay valid
+    wherever the run is moved or shipped), else as an absolute path (valid from any working directory)."""
+    p, o = os.path.abspath(path), os.path.abspath(out)
+    if os.path.commonpath([p, o]) == o:
+        return Path(os.path.relpath(p, o)).as_posix()
+    return p
+
+
+def _is_recorded_dataset(used: str, path: Path, out: Path) -> bool:
+    """Whether ``path`` (the dataset given now) is the one a run recorded as ``used``: relative to the run
+    directory (:func:`_dataset_ref`), or a path as recorded by older runs (absolute, or relative to the
+    working directory)."""
+    now = Path(path).resolve()
+    return (Path(out) / used).resolve() == now or Path(used).resolve() == now
 
 
 def _dataset_info(path: Path, out: Path) -> dict:
@@ -537,7 +546,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
         raise ConfigError(f"{man}: profile.dt_s = {dt_aug}; the training episode reads the augmented motion at the "
                           f"50 Hz policy rate (0.02 s frames)")
     used = run.get("dataset", {}).get("path")
-    if used is not None and (out / used).resolve() != dpath.resolve():  # (recorded relative to the run directory, or absolute)
+    if used is not None and not _is_recorded_dataset(used, dpath, out):
         raise ConfigError(f"{out}: the run used dataset {used}, not {dpath}")
     run["dataset"] = _dataset_info(dpath, out)
     run_path.write_text(json.dumps(run, indent=1, sort_keys=True))
