@@ -13,6 +13,7 @@ the floating-base robots (the G1 runs' summary, the LAC evaluation and training,
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -44,6 +45,12 @@ def base_tilt_rad(quat_xyzw):
         float for one quaternion, (N,) array for N; NaN where a quaternion holds NaN or is zero.
     """
     q = np.asarray(quat_xyzw, dtype=float)
+    if q.ndim == 1:  # one reading (the Unitree driver, every 500 Hz state): plain floats, ~5x cheaper
+        x, y, z, w = (float(c) for c in q)
+        n2 = x * x + y * y + z * z + w * w
+        if not n2 > 0.0 or not math.isfinite(n2):
+            return math.nan
+        return math.acos(min(1.0, max(-1.0, 1.0 - 2.0 * (x * x + y * y) / n2)))
     x, y = q[..., 0], q[..., 1]
     with np.errstate(invalid="ignore", divide="ignore"):
         r_zz = 1.0 - 2.0 * (x * x + y * y) / np.sum(q * q, axis=-1)

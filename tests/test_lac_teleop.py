@@ -342,6 +342,36 @@ def test_g1_summary_a_tilt_beyond_one_radian_is_a_fall(tmp_path, g1):
         assert s["fell"] is fell and s["base_height_min_m"] > 0.6
 
 
+def test_g1_summary_counts_a_zero_quaternion_as_an_invalid_state(tmp_path, g1):
+    """A corrupted sample (base quaternion all zeros) is counted like a non-finite one, not a crash."""
+    run = tmp_path / "run"
+    _synthetic_run(run, g1)
+    rec = read_recording(run)
+    s0 = g1_summary(rec, g1)
+    assert s0["invalid_state_samples"] == 0
+    t, q, v = rec.stream("mujoco_driver.sensors").t, rec.stream("mujoco_driver.sensors").field("q"), rec.stream(
+        "mujoco_driver.sensors").field("v")
+    T = len(t)
+    q2 = q.copy()
+    q2[T // 3, 3:7] = 0.0
+    run2 = tmp_path / "zero_quat"
+    _record(run2, g1, t, q2, v, np.zeros((T, 2)), np.tile([500.0, 500.0, 500.0, 50.0, 50.0], (T, 1)),
+            np.zeros((T, 6)), np.ones(T))
+    s = g1_summary(read_recording(run2), g1)
+    assert s["invalid_state_samples"] == 1 and s["fell"] is True
+    assert s["base_tilt_max_rad"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_base_rotation_refuses_a_quaternion_that_is_no_orientation():
+    from contactflow.sim.state import base_rotation
+
+    q = np.zeros(7)
+    with pytest.raises(ValueError, match=r"q\[3:7\].*not an orientation"):
+        base_rotation(q)
+    q[3:7] = [0.0, 0.0, 0.0, 2.0]  # not normalised: fine
+    np.testing.assert_allclose(base_rotation(q), np.eye(3))
+
+
 def test_g1_summary_without_commands_or_wrenches(tmp_path, g1):
     """A recording with only the driver's sensors: the metrics that need the rest are null."""
     run = tmp_path / "run"

@@ -63,3 +63,11 @@ def test_base_tilt_is_the_angle_of_the_base_z_axis_from_the_vertical():
         assert base_tilt_rad(pin.Quaternion(R).coeffs()) == pytest.approx(a, abs=1e-9)
     assert np.isnan(base_tilt_rad([np.nan, 0.0, 0.0, 1.0]))
     assert isinstance(base_tilt_rad([0.0, 0.0, 0.0, 1.0]), float)
+    # one quaternion (the driver's per-state path, plain floats) and a batch give the same numbers, NaN included
+    rng = np.random.default_rng(0)
+    batch = rng.normal(size=(200, 4))
+    batch[3] = 0.0
+    batch[4, 1] = np.inf
+    one_by_one = np.array([base_tilt_rad(q) for q in batch])
+    np.testing.assert_allclose(one_by_one, base_tilt_rad(batch), atol=1e-12)
+    assert np.isnan(one_by_one[3]) and np.isnan(one_by_one[4])

@@ -7,7 +7,8 @@ ground truth; optional) and the controller's ``joint_command`` (optional, for ``
 Metrics (SI units):
 
 * ``fell``: the base went below the robot file's ``fall_height_m`` (0.35 m if absent), or tilted more
-  than :data:`contactflow.safety.FALL_TILT_RAD` from upright, or the state became non-finite. ``base_height_min_m``:
+  than :data:`contactflow.safety.FALL_TILT_RAD` from upright, or the state became non-finite (a NaN / inf in
+  ``q`` or ``v``, or a zero base quaternion: counted in ``invalid_state_samples``). ``base_height_min_m``:
   lowest base height; ``base_tilt_max_rad``: largest angle between the base's z axis and the vertical.
   On hardware the base height is an estimate that assumes the soles stay put (it cannot see a fall),
   while the orientation comes from the IMU: the tilt is what detects a fall there.
@@ -162,6 +163,7 @@ def g1_summary(rec: Recording, robot, *, driver: str | None = None, teleop: str 
     sensors = rec.stream(f"{driver}.sensors")
     q_all, v_all = sensors.field("q"), sensors.field("v")
     finite = np.all(np.isfinite(q_all), axis=1) & np.all(np.isfinite(v_all), axis=1)
+    finite &= np.sum(np.where(finite[:, None], q_all[:, 3:7], 0.0) ** 2, axis=1) > 0.0  # a zero quaternion is no orientation
     heights = q_all[finite, 2]
     h_min = float(np.min(heights)) if len(heights) else float("nan")
     tilt = base_tilt_rad(q_all[finite, 3:7])  # the base quaternion (x, y, z, w)
@@ -169,7 +171,8 @@ def g1_summary(rec: Recording, robot, *, driver: str | None = None, teleop: str 
     fell = bool((not finite.all()) or h_min < fall_height_m or tilt_max > FALL_TILT_RAD)
     dt = float(np.median(np.diff(sensors.t))) if len(sensors) > 1 else float("nan")
 
-    out: dict = {"fell": fell, "base_height_min_m": h_min, "base_tilt_max_rad": tilt_max}
+    out: dict = {"fell": fell, "base_height_min_m": h_min, "base_tilt_max_rad": tilt_max,
+                 "invalid_state_samples": int(np.count_nonzero(~finite))}
     cmd = _optional(rec, f"{teleop}.command")
     vel_segments, stand_segments = [], []
     if cmd is not None:

@@ -16,6 +16,7 @@ untouched).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import mujoco
@@ -170,9 +171,14 @@ def base_rotation(q: np.ndarray) -> np.ndarray:
 
     Returns:
         (3, 3) rotation from the base frame to world.
+
+    Raises:
+        ValueError: the quaternion is zero or not finite (no orientation).
     """
     x, y, z, w = (float(c) for c in q[3:7])
     n = (x * x + y * y + z * z + w * w) ** 0.5
+    if not (math.isfinite(n) and n > 0.0):
+        raise ValueError(f"base quaternion q[3:7] = {[x, y, z, w]} is not an orientation (zero or not finite)")
     x, y, z, w = x / n, y / n, z / n, w / n
     return np.array([
         [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
