@@ -159,7 +159,7 @@ def test_a_results_file_reruns_only_the_full_method_for_another_operator(tmp_pat
         seen.append((spec.condition, kw.get("operator")))
         return {"condition": spec.condition, "speed_mps": spec.speed_mps, "mass_kg": spec.mass_kg,
                 "target": spec.target, "success": True, "no_fall": True, "cause": None, "torque_limit_joint": None,
-                "wall_s": 0.0, "operator": kw.get("operator")}
+                "wall_s": 0.0, "operator": kw.get("operator"), "stop_joint": None}
 
     monkeypatch.setattr(grid, "run_trial", fake_trial)
     out = tmp_path / "g.json"
@@ -175,6 +175,15 @@ def test_a_results_file_reruns_only_the_full_method_for_another_operator(tmp_pat
     stored = json.loads(out.read_text())  # a file written before operators existed: its trials are "target"
     for r in stored["trials"]:
         r.pop("operator", None)
+    out.write_text(json.dumps(stored))
+    grid.run_grid(out, **kw, operator="as_allowed")
+    assert seen == [("full", "as_allowed")]
+    seen.clear()
+    grid.run_grid(out, **kw, operator="as_allowed")  # nothing left to run
+    assert seen == []
+    stored = json.loads(out.read_text())  # as_allowed trials of the older rule (no stop_joint): run again
+    for r in stored["trials"]:
+        r.pop("stop_joint", None)
     out.write_text(json.dumps(stored))
     grid.run_grid(out, **kw, operator="as_allowed")
     assert seen == [("full", "as_allowed")]

@@ -13,8 +13,8 @@ model only), for each hand speed x mass x target, in three conditions:
 
 The paper's counts (no fall, out of 10 per cell) give 30/250 = 0.12, 135/250 = 0.54, 181/250 = 0.72.
 
-**Targets** (:func:`sample_targets`, seeded). The paper does not list its targets ("distant targets
-at the edge of the feasibility boundary"). Here a target is a direction drawn uniformly in azimuth
+**Targets** (:func:`sample_targets`, seeded). The paper does not list its targets (its words: "reaching
+a distant target with the left hand"; seiko.md §9.3 reads them as at the edge of feasibility). Here a target is a direction drawn uniformly in azimuth
 [-20, 80] deg (forward to the robot's left) and elevation [-25, 35] deg, and the distance at which the
 *Retargeting alone* (input filter + QP (9), run kinematically, no simulation, nominal model)
 stops progressing along it when the left hand is commanded far beyond (at ``probe_speed_mps``):
@@ -40,7 +40,10 @@ whatever the Controller does; ``"as_allowed"`` also ends the reach as soon as th
 (12) engages a joint during the reach (its limit goes below the URDF effort, the Controller's "stop moving
 this way" warning; :class:`ReachLimitWatch`: a joint engaged before the reach, by the load's ramp, does
 not count): the paper's Fig. 6 operator reached "as far as allowed by the controller", and its Fig. 7
-full method "avoids infeasible hand pose commands". Without (12) (``off``, ``no_tau_limit``) there is
+caption says that considering the torque limits in the controller "enhances robustness by optimizing
+posture and avoiding infeasible hand pose commands". This operator changes the motion of the full
+method only: the comparison with the other conditions is then not like for like (the full method's hand
+stops earlier). Without (12) (``off``, ``no_tau_limit``) there is
 no such signal and the two operators are the same trial (a results file reuses those trials across
 operators and reruns the full method's). The paper does not say how its Fig. 7 operator decided to
 stop; both readings are measurable here.
@@ -664,6 +667,15 @@ def _worker(args):
     return run_trial(spec, target, _WORKER_ROBOT, load_at=load_at, operator=operator)
 
 
+def _trial_operator(r: dict) -> str:
+    """The operator a stored trial ran with: ``"target"`` if it names none (a file written before operators
+    existed); ``"as_allowed (old rule)"`` for an ``as_allowed`` trial without ``stop_joint``, written while
+    the operator stopped on any limit below the URDF effort, a joint lowered by the load's ramp included
+    (before :class:`ReachLimitWatch`): such a trial is run again."""
+    op = r.get("operator", "target")
+    return "as_allowed (old rule)" if op == "as_allowed" and "stop_joint" not in r else op
+
+
 def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets: int = 10,
              conditions=CONDITIONS, seed: int = 0, jobs: int = 1, progress: bool = True,
              log: Callable[[str], None] = print, targets: Sequence[GridTarget] | None = None, robot=None,
@@ -747,9 +759,10 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
         log(f"{out}: {len(stale)} stored trials ran with other ControllerConfig defaults that matter to their "
             f"condition: they run again")
         trials = [r for r in trials if r not in stale]
-    other_op = [r for r in trials if r["condition"] == "full" and r.get("operator", "target") != operator]
+    other_op = [r for r in trials if r["condition"] == "full" and _trial_operator(r) != operator]
     if other_op:  # off and no_tau_limit are the same trial with either operator (module doc): kept
-        log(f"{out}: {len(other_op)} stored full-method trials had another operator: they run again")
+        log(f"{out}: {len(other_op)} stored full-method trials had another operator (or an older as_allowed "
+            "rule): they run again")
         trials = [r for r in trials if r not in other_op]
     if trials and doc.get("meta", {}).get("load_at", "hand") != load_at:
         log(f"{out}: the stored trials had the load at the {doc['meta'].get('load_at', 'hand')}: they are dropped")
