@@ -10,6 +10,7 @@ contract, Arrow type and rate, optional or not (the port table :data:`contactflo
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import importlib.util
 from pathlib import Path
@@ -25,6 +26,18 @@ NODES_DIR = Path(importlib.util.find_spec("contactflow.nodes").origin).parent
 _BASE = [("--robot", "talos", "robot name (robot search path), robot folder or robot YAML file"),
          ("--robot-path", "None", ROBOT_PATH_HELP),
          ("--config", "None", "YAML file with this node's configuration overrides")]
+
+
+def _parsed(path: Path) -> tuple[str, ast.Module]:
+    """(source, syntax tree) of a node file, read and parsed once while the file is unchanged."""
+    st = path.stat()
+    return _parse(path, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=None)
+def _parse(path: Path, mtime_ns: int, size: int) -> tuple[str, ast.Module]:
+    text = path.read_text()
+    return text, ast.parse(text)
 
 
 def _imported_names(tree: ast.AST) -> dict[str, tuple[str, str]]:
@@ -61,9 +74,9 @@ def node_parameters(path: Path) -> list[tuple[str, str, str]]:
     """(flag, default, help) of every ``add_argument`` call of a node file (plus ``base_parser``'s and
     ``add_input_stale_argument``'s). A default that names a constant of the package shows its value
     and its name."""
-    tree = ast.parse(path.read_text())
+    text, tree = _parsed(Path(path))
     imported = _imported_names(tree)
-    out = list(_BASE) if "base_parser(" in path.read_text() else []
+    out = list(_BASE) if "base_parser(" in text else []
     for node in ast.walk(tree):
         if (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "add_input_stale_argument"
                 and len(node.args) == 2 and isinstance(node.args[1], ast.Constant)):
@@ -85,7 +98,7 @@ def node_parameters(path: Path) -> list[tuple[str, str, str]]:
 
 
 def _doc(path: Path) -> str:
-    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    doc = ast.get_docstring(_parsed(Path(path))[1]) or ""
     return doc.split("\n\n")[0].replace("\n", " ")
 
 
