@@ -288,9 +288,9 @@ def solve_qp_box(
     variable bounds) is what makes daqp fast (its simple bounds cost no row).
 
     Args:
-        H: (n, n) symmetric positive (semi)definite Hessian, float64; not modified.
+        H: (n, n) symmetric positive (semi)definite Hessian (converted to float64); not modified.
         g: (n,) linear term.
-        A: (m, n) constraint rows (m may be 0), float64.
+        A: (m, n) constraint rows (m may be 0).
         lo, hi: (m,) row bounds, ``lo <= hi``; ``lo`` may hold ``-inf``, ``hi`` ``+inf``.
         lb, ub: (n,) variable bounds, or None (unbounded); may hold infinities.
         solver: ``"daqp"`` (default) or ``"quadprog"`` (converted to the stacked form; the
@@ -311,6 +311,10 @@ def solve_qp_box(
     """
     if solver not in QP_SOLVERS:
         raise ValueError(f"solve_qp_box: solver {solver!r} is not one of {QP_SOLVERS}")
+    # float64 without a copy when already so (integer or float32 data would break the solvers' C calls)
+    H, g, A, lo, hi = (np.asarray(a, dtype=np.float64) for a in (H, g, A, lo, hi))
+    lb = None if lb is None else np.asarray(lb, dtype=np.float64)
+    ub = None if ub is None else np.asarray(ub, dtype=np.float64)
     n = g.shape[0]
     if not _hga_finite(H, g, A):
         return QPSolution(False, "non_finite", np.zeros(n), message="non-finite entry in the QP data")

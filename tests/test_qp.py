@@ -186,6 +186,21 @@ def test_regularisation_and_inputs_untouched():
         solve_qp_box(H, g, A, lo, hi, solver="osqp")
 
 
+def test_integer_and_float32_data_are_solved_as_float64():
+    """solve_qp_box takes integer or float32 arrays (converted, inputs untouched) and a redundant equality
+    row (the same equality twice) without a failure."""
+    H = np.array([[2, 0], [0, 2]])  # int64
+    g = np.array([-2, -4])
+    A = np.array([[1, 1], [1, 1], [2, 2]])  # x0 + x1 = 1, written three times
+    lo = hi = np.array([1, 1, 2])
+    for solver in QP_SOLVERS:
+        for cast in (lambda a: a, lambda a: a.astype(np.float32)):
+            sol = solve_qp_box(cast(H), cast(g), cast(A), cast(lo), cast(hi), cast(np.array([-5, -5])),
+                               cast(np.array([5, 5])), solver=solver)
+            _ok(sol, [0.0, 1.0], atol=1e-6)
+    assert H.dtype == np.int64
+
+
 def test_nan_without_any_constraint():
     for solver in QP_SOLVERS:
         sol = solve_qp_box(np.eye(2), np.array([np.nan, 0.0]), np.zeros((0, 2)), np.zeros(0), np.zeros(0), solver=solver)
