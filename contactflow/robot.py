@@ -24,7 +24,7 @@ from contactflow.errors import ConfigError, ModelError
 from contactflow.paths import ROBOT_PATH_ENV, robot_search_path, shipped_robots_dir
 
 __all__ = ["ContactSpec", "Robot", "load_robot", "read_robot_file", "robot_search_path", "robots_dir",
-           "resolve_package_path", "body_inertia"]
+           "resolve_package_path", "body_inertia", "urdf_mimic_joints"]
 
 
 def robots_dir() -> Path:
@@ -309,6 +309,21 @@ def _names(value: Any, where: str) -> list[str]:
     return value
 
 
+def urdf_mimic_joints(urdf_path: str | Path) -> dict[str, str]:
+    """The URDF's mimic joints: ``{joint: mimicked joint}`` for every ``<joint>`` with a ``<mimic>``.
+
+    Raises:
+        ModelError: the file is not readable XML.
+    """
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.parse(str(urdf_path)).getroot()
+    except (OSError, ET.ParseError) as exc:
+        raise ModelError(f"{urdf_path}: not a readable URDF: {exc}") from None
+    return {j.get("name"): m.get("joint") for j in root.iter("joint") if (m := j.find("mimic")) is not None}
+
+
 def load_robot(name_or_path: str | Path = "talos") -> Robot:
     """Load a robot description and build its pinocchio model.
 
@@ -329,7 +344,8 @@ def load_robot(name_or_path: str | Path = "talos") -> Robot:
 
     Raises:
         ConfigError: missing or malformed description (message names file and key).
-        ModelError: URDF not found, unknown joint or frame.
+        ModelError: URDF not found, unknown joint or frame, a listed joint that mimics another (URDF
+            ``<mimic>``: it must stay locked).
     """
     path = _robot_file(name_or_path)
     src = str(path)
@@ -340,9 +356,14 @@ def load_robot(name_or_path: str | Path = "talos") -> Robot:
 
     joints = _names(_need(raw, "joints", src, list), f"{src}: joints")
     params = _need(raw, "joint_params", src, dict)
+    mimic = urdf_mimic_joints(urdf_path)
     for j in joints:
         if not full.existJointName(j):
             raise ModelError(f"{src}: joints: {j!r} is not a joint of {urdf_path.name}")
+        if j in mimic:
+            raise ModelError(f"{src}: joints: {j!r} mimics {mimic[j]!r} in {urdf_path.name} (<mimic>); contactflow "
+                             "models every listed joint as independent (pinocchio and MuJoCo would disagree): "
+                             "leave it out of joints (locked)")
         if j not in params:
             raise ConfigError(f"{src}: joint_params: missing entry for {j!r}")
     # joint_params may hold rows of locked URDF joints (shared by variant files), never unknown names

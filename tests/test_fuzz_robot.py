@@ -14,6 +14,7 @@ settings (``prime.yaml``, :func:`contactflow.prime.model.load_prime_robot`), mut
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
@@ -97,3 +98,22 @@ def _robot(name: str):
     if name not in _ROBOTS:
         _ROBOTS[name] = load_robot(name)
     return _ROBOTS[name]
+
+
+def test_a_listed_mimic_joint_is_refused_naming_it(tmp_path):
+    """A URDF <mimic> joint listed as an actuated joint would be independent in pinocchio and coupled in
+    MuJoCo: load_robot refuses it, naming the joint and the one it mimics (Talos' gripper joints)."""
+    from contactflow.errors import ModelError
+    from contactflow.robot import resolve_package_path, urdf_mimic_joints
+
+    doc = dict(ROBOT_FILES["talos"])
+    # the full Talos URDF: its gripper's mimic joints are revolute (fixed in the reduced one)
+    doc["urdf"] = {"package": "example-robot-data", "path": "robots/talos_data/robots/talos_full_v2.urdf"}
+    mimic = urdf_mimic_joints(resolve_package_path(doc["urdf"]["package"], doc["urdf"]["path"]))
+    assert len(mimic) == 12 and not set(mimic) & set(doc["joints"])
+    j, of = "gripper_left_inner_double_joint", "gripper_left_joint"
+    assert mimic[j] == of
+    doc["joints"] = list(doc["joints"]) + [j]
+    (tmp_path / "robot.yaml").write_text(yaml.safe_dump(doc))
+    with pytest.raises(ModelError, match=rf"joints: '{j}' mimics '{of}'"):
+        load_robot(tmp_path / "robot.yaml")
