@@ -20,7 +20,8 @@ part of the next QP (11) that depends only on the flexible state (``ControllerSt
 that the next sensors are answered with only the rest of the tick. In real time (``--realtime``) it holds the newest
 Retargeting message, and stops when none came for ``--input-stale-s`` (an upstream stage that hangs). If the QP fails, the previous offset is kept
 (a safe command: the desired posture plus the last compensation), ``ok = 0`` is sent and a
-warning is logged.
+warning is logged. A ``dt_s`` (its config's, the Retargeting config's) that is not the period of the
+sensors it receives is refused at the first two sensor messages (``ConfigError``: one line).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def main() -> int:
 
     from contactflow.contracts.messages import port_specs
     from contactflow.robot import load_robot
+    from contactflow.seiko.config_checks import PeriodCheck, require_period
     from contactflow.seiko.controller import ControllerConfig
     from contactflow.seiko.retargeting import RetargetingConfig
     from contactflow.seiko.stages import ControllerStage
@@ -64,6 +66,8 @@ def main() -> int:
     # file's seiko_retargeting section if it has one, else the defaults
     rcfg = load_node_config(RetargetingConfig, args.retargeting_config or args.config, "seiko_retargeting",
                             required=args.retargeting_config is not None)
+    require_period((rcfg,), cfg.dt_s, "the Controller's ControllerConfig.dt_s")
+    period = PeriodCheck(cfg, "the sensors' time step")
     specs = port_specs(robot)
     stage = ControllerStage(robot, cfg, rcfg)
 
@@ -80,6 +84,8 @@ def main() -> int:
     for tick in lock:
         t0 = time.perf_counter()
         s = tick.inputs["sensors"]
+        if s is not None:
+            period(tick.seqs.get("sensors"), float(s["t"][0]))
         if tick.k == args.sensor_lag and s is not None and args.blend_from_measured:
             stage.reset_from_measured(np.array(s["q"][7:]))
         if filtered:

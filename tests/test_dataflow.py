@@ -124,6 +124,23 @@ def test_bad_scenario_is_refused_before_anything_moves(tmp_path):
             assert len(rec.stream("mujoco_driver.sensors")) <= 1  # nothing moved
 
 
+def test_a_controller_period_other_than_the_sensors_is_refused(tmp_path):
+    """ControllerConfig.dt_s (and the Retargeting's, which it checks) at 1 ms in a 2 ms graph: the Controller
+    node stops at its second sensors message with one line naming the key and the sensors' period."""
+    cfg = tmp_path / "seiko_1ms.yaml"
+    cfg.write_text("seiko_controller: {dt_s: 0.001}\nseiko_retargeting: {dt_s: 0.001}\n")
+    graph = yaml.safe_load((ROOT / "dataflows" / "seiko_talos.yml").read_text())
+    for n in graph["nodes"]:
+        n["args"] = n.get("args", "").replace("../", f"{ROOT}/")
+        if n["id"] == "seiko_controller":
+            n["args"] += f" --config {cfg}"
+    path = tmp_path / "seiko_1ms.yml"
+    path.write_text(yaml.safe_dump(graph))
+    proc, out = _run(path, tmp_path, str(ROOT / "robots/talos/scenarios/smoke_2s.yaml"), timeout=120)
+    assert proc.returncode != 0
+    assert re.search(r"ControllerConfig.dt_s: expected 0.002 s \(the sensors' time step.*got 0.001", out), out[-3000:]
+
+
 def _multicontact(tmp_path, scenario):
     proc, out = _run(ROOT / "dataflows" / "seiko_talos_multicontact.yml", tmp_path, str(ROOT / "robots/talos/scenarios" / scenario))
     assert proc.returncode == 0, out[-4000:]

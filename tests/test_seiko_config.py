@@ -76,3 +76,25 @@ def test_the_low_pass_alpha_has_one_source():
     r = RetargetingConfig()
     f = NormalForceCommandFilter(r.dt_s, r.push_clamp_n, r.push_cutoff_hz, r.push_max_rate_n_per_s, r.push_max_acc_n_per_s2)
     assert f.alpha == alpha_from_cutoff(r.push_cutoff_hz, r.dt_s)
+
+
+def test_a_stage_period_other_than_its_clock_is_refused_naming_the_key():
+    """dt_s of the three SEIKO stage configs has to be the period they run at: the in-process loop's
+    2 ms, or the sensors' time step in the Controller node (PeriodCheck); seq gaps (real time) count."""
+    from contactflow.robot import load_robot
+    from contactflow.seiko.config_checks import PeriodCheck, require_period
+    from contactflow.seiko.loop import DT_S, SeikoPipeline
+
+    require_period((ControllerConfig(), RetargetingConfig(), InputFilterConfig()), DT_S, "the loop")
+    with pytest.raises(ConfigError, match=r"RetargetingConfig.dt_s: expected 0.002 s \(the in-process loop's period\), "
+                                          r"got 0.001"):
+        SeikoPipeline(load_robot("talos"), retargeting_config=RetargetingConfig(dt_s=0.001))
+    check = PeriodCheck(ControllerConfig(), "the sensors' time step")
+    for seq, t in ((None, 0.0), (0, 0.0), (1, 0.002), (1, 0.002), (4, 0.008), (5, 0.010)):
+        check(seq, t)
+    with pytest.raises(ConfigError, match=r"ControllerConfig.dt_s: expected 0.001 s \(the sensors' time step"):
+        check(6, 0.011)
+    slow = PeriodCheck(ControllerConfig(), "the sensors' time step")
+    slow(10, 0.04)
+    with pytest.raises(ConfigError, match=r"expected 0.004 s"):
+        slow(11, 0.044)

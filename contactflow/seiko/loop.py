@@ -105,7 +105,8 @@ class SeikoPipeline:
 
     Raises:
         ConfigError: ``lag`` < 1, ``wrench_lag`` not None, 0 or 1, ``sensor_lag`` not 0 or 1, a config
-            missing with ``stages``, an unknown admittance effector.
+            missing with ``stages``, an unknown admittance effector, a config whose ``dt_s`` is not
+            :data:`DT_S`.
     """
 
     def __init__(self, robot, *, filter_config=None, retargeting_config=None, controller_config=None,
@@ -132,6 +133,9 @@ class SeikoPipeline:
             controller_config = controller_config or ControllerConfig()
         elif None in (filter_config, retargeting_config, controller_config):
             raise ConfigError("SeikoPipeline: with `stages`, pass filter_config, retargeting_config and controller_config")
+        from contactflow.seiko.config_checks import require_period
+
+        require_period((filter_config, retargeting_config, controller_config), DT_S, "the in-process loop's period")
         self.robot = robot
         self.lag = int(lag)
         self.dspec = port_specs(robot)["desired"]
