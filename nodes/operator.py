@@ -12,7 +12,8 @@ last logged tick at t_k = k * 2 ms and sends ``--ahead-batch`` ticks (default 50
 ticks instead of one receive of the sensors, one send and two receives of the command per tick, and
 the input filter and the Retargeting run ahead of the driver on the free core. The window is kept
 above two log batches (``$CONTACTFLOW_LOG_EVERY``) so the driver never waits for a command. If the
-driver ends first (a fall), a last command with ``finished`` ends the stages that ran ahead.
+driver ends first (a fall), a last command with ``finished`` ends the stages that ran ahead. A driver
+whose log goes silent for ``SILENCE_S`` (30 s) stops the node with one line (a hung driver).
 
 Args: ``--scenario FILE`` (default: the robot's ``scenarios/hand_forward.yaml``). The environment
 variable ``CONTACTFLOW_SCENARIO`` overrides it, so another scenario runs without editing the
@@ -26,11 +27,15 @@ bad file stops the node (and the run) before anything moves, naming the file, ke
 from __future__ import annotations
 
 import os
-from contactflow.nodes._runtime import (connect, declared_inputs, base_parser, drain_after_finish, lockstep_for, log_info,
+import time
+
+from contactflow.nodes._runtime import (UpstreamError, connect, declared_inputs, base_parser, drain_after_finish, lockstep_for, log_info,
                                        node_main, sender_for)
 from contactflow.paths import resolve_data_path
 
 DT_S = 0.002  # the control period [s]: one command per tick
+#: Ahead mode: silence [s] on ``tick`` after which the node stops (a driver that hangs); the Lockstep's.
+SILENCE_S = 30.0
 
 
 def main() -> int:
@@ -109,12 +114,17 @@ def _play_ahead(node, sender, player, robot, args) -> int:
 
     play(window - 1)
     driver_done = False
+    last = time.monotonic()
     while not driver_done:
         ev = node.next(timeout=1.0)
         if ev is None:
             break
         typ = ev["type"]
+        if typ == "ERROR" and time.monotonic() - last > SILENCE_S:  # next()'s timeouts: the driver hangs
+            raise UpstreamError(f"no 'tick' message (the robot driver's log) for {SILENCE_S:.0f} s, at scenario "
+                                f"tick {k}: the driver hangs")
         if typ == "INPUT" and ev["id"] == "tick":
+            last = time.monotonic()
             md = ev["metadata"]
             driver_done = bool(md.get("log_finished", False))
             if not driver_done:

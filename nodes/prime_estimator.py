@@ -4,7 +4,8 @@ Inputs: ``sensors`` (the robot's ``sensors`` contract: q, v, tau are read; e.g. 
 recording). Outputs: ``ack`` (seq of each received sample, for a lockstep replay), and after the
 input run has finished (a message with ``finished``, or the input closed): ``state`` (refined q, v
 per sample), ``forces`` (force.<contact>, world [N]), ``torque`` and ``parameters`` (one message,
-``finished``). The estimator is offline: it solves once on the whole received horizon.
+``finished``). The estimator is offline: it solves once on the whole received horizon. An input
+silent for ``SILENCE_S`` (30 s) before its run finished stops the node with one line (a hung replay).
 
 Duplicates and gaps (:func:`receive_samples`): a sensors message whose ``seq`` was already received
 (a duplicated delivery, a flood) is skipped (the first one wins, it is not acknowledged again) and
@@ -59,7 +60,11 @@ def _stopped_line(phase: str) -> str:
             "or a longer one) to keep the estimate")
 
 
-def receive_samples(node, sin, out) -> tuple[list, list, list, list, list]:
+#: Silence [s] on ``sensors`` after which the node stops (an upstream replay that hangs); the Lockstep's.
+SILENCE_S = 30.0
+
+
+def receive_samples(node, sin, out, silence_s: float = SILENCE_S) -> tuple[list, list, list, list, list]:
     """Read the ``sensors`` input run until a message with ``finished`` (or the input closes).
 
     Each new sample is acknowledged on ``ack``. A message whose ``seq`` was already received is
@@ -69,6 +74,7 @@ def receive_samples(node, sin, out) -> tuple[list, list, list, list, list]:
         node: the dora node (``next(timeout)`` events).
         sin: the ``sensors`` port spec (:func:`contactflow.prime.ports.prime_port_specs`).
         out: the node's sender (``send(port, values, seq=, t=)``).
+        silence_s: no ``sensors`` message for this long [s] (wall time) before the run finished raises.
 
     Returns:
         (seqs, ts, qs, vs, taus): per received sample, in arrival order: seq, t [s], q (nq), v (nv),
@@ -76,18 +82,23 @@ def receive_samples(node, sin, out) -> tuple[list, list, list, list, list]:
 
     Raises:
         ContactflowError: the dataflow stopped before the input run finished.
-        UpstreamError: an upstream node failed, or no sample came.
+        UpstreamError: an upstream node failed, no sample came, or none for ``silence_s``.
     """
     seqs, ts, qs, vs, taus = [], [], [], [], []
     seen: set[int] = set()
     duplicates, first_dup = 0, None
     finished = False
+    last = time.monotonic()
     while not finished:
         ev = node.next(timeout=1.0)
         if ev is None:
             break
         typ = ev["type"]
+        if typ == "ERROR" and time.monotonic() - last > silence_s:  # next()'s timeouts: an upstream that hangs
+            raise UpstreamError(f"no 'sensors' message for {silence_s:.0f} s (after {len(seqs)} samples, before the "
+                                "input run finished): the upstream node hangs")
         if typ == "INPUT" and ev["id"] == "sensors":
+            last = time.monotonic()
             md = ev["metadata"]
             seq = int(md.get("seq", len(seqs)))
             if seq in seen:  # a duplicated delivery: the first one counts

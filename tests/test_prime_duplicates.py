@@ -94,3 +94,18 @@ def test_a_real_gap_still_fails_with_one_line(go2, caplog):
     with pytest.raises(RecordingError, match=r"input 'sensors': seq not contiguous \(16 -> 19, 1 gap\(s\)\)"):
         measurements_from_arrays(pr, cfg, np.array(seqs), np.array(ts), np.array(qs), np.array(vs), np.array(taus),
                                  where="input 'sensors'")
+
+
+def test_an_upstream_that_goes_silent_is_named_after_the_silence(go2):
+    """A replay that hangs (alive, no message, next() timing out): the estimator stops with one line
+    after ``silence_s`` instead of waiting forever; timeouts within it are waited through."""
+    from contactflow.nodes._runtime import UpstreamError
+
+    pr, cfg, sin = go2
+    timeout = {"type": "ERROR", "error": "timed out"}
+    events = [_sample(sin, pr, 0, cfg.dt_s), timeout, timeout, _sample(sin, pr, 1, cfg.dt_s, finished=True)]
+    seqs, *_ = receive_samples(_Events(events), sin, _Acks(), silence_s=60.0)
+    assert seqs == [0, 1]
+    events = [_sample(sin, pr, 0, cfg.dt_s), timeout, _sample(sin, pr, 1, cfg.dt_s, finished=True)]
+    with pytest.raises(UpstreamError, match=r"no 'sensors' message for 0 s \(after 1 samples"):
+        receive_samples(_Events(events), sin, _Acks(), silence_s=0.0)
