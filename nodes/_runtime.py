@@ -42,6 +42,11 @@ MAX_ROWS = 100_000
 REALTIME_WARMUP_TICKS = 10
 
 
+#: How long [s] a node waits without its clock input before it stops with one line (an upstream node that
+#: hangs): the Lockstep's ``timeout_s`` and the loops of the nodes that read their events themselves.
+SILENCE_S = 30.0
+
+
 @dataclasses.dataclass
 class Tick:
     """The inputs of one tick.
@@ -152,7 +157,7 @@ class Lockstep:
     configuration, a JSON string) from its first message.
     """
 
-    def __init__(self, node, inputs: Mapping[str, tuple[PortSpec, int]], *, dt: float = 0.002, timeout_s: float = 30.0,
+    def __init__(self, node, inputs: Mapping[str, tuple[PortSpec, int]], *, dt: float = 0.002, timeout_s: float = SILENCE_S,
                  skip_missing: bool = False, clock: str | None = None, latest_clock: bool = True,
                  heartbeat: tuple[str, Callable[["Lockstep"], None]] | None = None, node_kind: str | None = None,
                  stale_s: float | None = None, per_tick: Iterable[str] = (), max_per_tick: int = 50,

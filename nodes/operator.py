@@ -29,13 +29,11 @@ from __future__ import annotations
 import os
 import time
 
-from contactflow.nodes._runtime import (UpstreamError, connect, declared_inputs, base_parser, drain_after_finish, lockstep_for, log_info,
+from contactflow.nodes._runtime import (SILENCE_S, UpstreamError, connect, declared_inputs, base_parser, drain_after_finish, lockstep_for, log_info,
                                        node_main, sender_for)
 from contactflow.paths import resolve_data_path
 
 DT_S = 0.002  # the control period [s]: one command per tick
-#: Ahead mode: silence [s] on ``tick`` after which the node stops (a driver that hangs); the Lockstep's.
-SILENCE_S = 30.0
 
 
 def main() -> int:

@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from contactflow.errors import ContactflowError
-from contactflow.nodes._runtime import UpstreamError, base_parser, connect, drain_after_finish, load_node_config, node_main, sender_for
+from contactflow.nodes._runtime import SILENCE_S, UpstreamError, base_parser, connect, drain_after_finish, load_node_config, node_main, sender_for
 from contactflow.paths import default_recordings_dir
 
 log = logging.getLogger("contactflow.prime_estimator")
@@ -58,10 +58,6 @@ def _stopped_line(phase: str) -> str:
     return (f"stopped by the dataflow {phase}: no estimate was sent, the recording has no prime_estimator "
             "outputs (dora delivers nothing after a stop); let the replay finish the run (no --stop-after, "
             "or a longer one) to keep the estimate")
-
-
-#: Silence [s] on ``sensors`` after which the node stops (an upstream replay that hangs); the Lockstep's.
-SILENCE_S = 30.0
 
 
 def receive_samples(node, sin, out, silence_s: float = SILENCE_S) -> tuple[list, list, list, list, list]:
