@@ -47,7 +47,8 @@ def test_command_contract_round_trip_through_the_driver(driver, g1):
     np.testing.assert_allclose(c.q_target, g1.theta_default)
 
 
-@pytest.mark.parametrize("what", ["nan_target", "beyond_limit", "negative_kp", "huge_kd", "inf_tau_ff", "missing"])
+@pytest.mark.parametrize("what", ["nan_target", "beyond_limit", "negative_kp", "huge_kp", "huge_kd", "inf_tau_ff",
+                                  "missing"])
 def test_bad_command_is_not_applied_and_the_last_safe_one_is_held(driver, g1, what):
     good = _cmd(g1, q=g1.theta_default + 0.05, kp_scale=8.0)
     assert driver.offer_command(good, 0.0)
@@ -59,6 +60,8 @@ def test_bad_command_is_not_applied_and_the_last_safe_one_is_held(driver, g1, wh
         bad["q_target"][3] = g1.q_max[3] + 0.1
     elif what == "negative_kp":
         bad["kp"][0] = -1.0
+    elif what == "huge_kp":  # past the simulator's explicit-integration stability bound (pitfall M3)
+        bad["kp"][17] = driver.sim.kp_max[17] * 1.5
     elif what == "huge_kd":
         bad["kd"][17] = driver.sim.kd_max[17] * 1.5
     elif what == "inf_tau_ff":

@@ -419,6 +419,36 @@ def test_wrong_shaped_model_is_refused_naming_both_files(g1, models):
         load_policy_spec("lac", g1, model=junk)
 
 
+def test_a_float64_model_is_refused_naming_the_tensor_and_its_type(g1, tmp_path):
+    """LAC's deploy format takes float32 frames; a model exported in float64 (a common torch.onnx slip) is
+    refused at load, naming the tensor, the file and both types, not fed a silently converted input."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    def model(in_type, out_type, name):
+        inits = [numpy_helper.from_array(np.array([1, 64 * 95], dtype=np.int64), "flat"),
+                 numpy_helper.from_array(np.array([0], dtype=np.int64), "s"),
+                 numpy_helper.from_array(np.array([23], dtype=np.int64), "e"),
+                 numpy_helper.from_array(np.array([1], dtype=np.int64), "ax")]
+        nodes = [helper.make_node("Reshape", ["frames", "flat"], ["h"]),
+                 helper.make_node("Slice", ["h", "s", "e", "ax"], ["y"]),
+                 helper.make_node("Cast", ["y"], ["action"], to=out_type)]
+        graph = helper.make_graph(nodes, "cast", [helper.make_tensor_value_info("frames", in_type, [1, 64, 95])],
+                                  [helper.make_tensor_value_info("action", out_type, [1, 23])], initializer=inits)
+        path = tmp_path / name
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+        return path
+
+    ok = model(TensorProto.FLOAT, TensorProto.FLOAT, "f32.onnx")
+    load_policy_spec("lac", g1, model=ok)  # the same graph in float32 loads
+    with pytest.raises(ConfigError) as e:
+        load_policy_spec("lac", g1, model=model(TensorProto.DOUBLE, TensorProto.FLOAT, "f64_in.onnx"))
+    msg = _one_line(e)
+    assert "input 'frames'" in msg and "f64_in.onnx" in msg and "tensor(double)" in msg and "tensor(float)" in msg
+    with pytest.raises(ConfigError, match=r"output 'action' of .*f64_out.onnx is tensor\(double\)"):
+        load_policy_spec("lac", g1, model=model(TensorProto.FLOAT, TensorProto.DOUBLE, "f64_out.onnx"))
+
+
 def test_unknown_term_is_refused_naming_the_known_ones(g1, models, tmp_path):
     data = yaml.safe_load((POLICIES / "lac.yaml").read_text())
     data["observation"][1]["term"] = "gravity_vector"

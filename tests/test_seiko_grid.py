@@ -191,6 +191,57 @@ def test_a_results_file_reruns_only_the_full_method_for_another_operator(tmp_pat
         grid.run_grid(tmp_path / "h.json", **kw, operator="bogus")
 
 
+def test_a_grid_runs_with_a_given_controller_config_and_reruns_trials_of_another(tmp_path, monkeypatch, robot):
+    from contactflow.seiko.controller import ControllerConfig
+
+    seen = []
+
+    def fake_trial(spec, target, robot=None, **kw):
+        seen.append((spec.condition, kw["ccfg"].kp_per_s))
+        return {"condition": spec.condition, "speed_mps": spec.speed_mps, "mass_kg": spec.mass_kg,
+                "target": spec.target, "success": True, "no_fall": True, "cause": None, "torque_limit_joint": None,
+                "wall_s": 0.0}
+
+    monkeypatch.setattr(grid, "run_trial", fake_trial)
+    out = tmp_path / "g.json"
+    kw = dict(speeds=[0.1], masses=[0.0], n_targets=1, conditions=["off", "no_tau_limit", "full"], targets=[TARGET],
+              progress=False, log=lambda s: None, robot=robot)
+    grid.run_grid(out, **kw)
+    assert sorted(seen) == [("full", 0.2), ("no_tau_limit", 0.2), ("off", 0.2)]
+    seen.clear()
+    doc = grid.run_grid(out, **kw, ccfg=ControllerConfig(kp_per_s=1.0))  # (10)'s gain: the Controller-driven trials
+    assert sorted(seen) == [("full", 1.0), ("no_tau_limit", 1.0)]
+    assert doc["meta"]["controller_config"]["kp_per_s"] == 1.0
+    # the command line: --config FILE, the Controller node's file format (its seiko_controller section)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("seiko_controller:\n  kp_per_s: 1.0\n")
+    monkeypatch.setattr(grid, "sample_targets", lambda robot, n, seed, progress=None: [TARGET])
+    seen.clear()
+    args = ["--speeds", "10", "--masses", "0", "--targets", "1", "--out", str(tmp_path / "cli.json"), "--no-progress"]
+    assert grid.main(args + ["--config", str(cfg)]) == 0
+    assert sorted(seen) == [("full", 1.0), ("no_tau_limit", 1.0), ("off", 1.0)]
+    seen.clear()
+    assert grid.main(args + ["--config", str(cfg)]) == 0 and seen == []  # the same configuration: nothing again
+    assert grid.main(args) == 0 and sorted(seen) == [("full", 0.2), ("no_tau_limit", 0.2)]  # the defaults again
+    cfg.write_text("seiko_controller:\n  kp_per_sec: 1.0\n")
+    assert grid.main(["--out", str(out), "--config", str(cfg), "--no-progress"]) == 2  # a misspelt key: refused
+    cfg.write_text("input_filter: {}\n")
+    assert grid.main(["--out", str(out), "--config", str(cfg), "--no-progress"]) == 2
+
+
+def test_the_shipped_fig7_config_changes_only_the_force_feedback_gain(tmp_path, monkeypatch):
+    """robots/talos/seiko_fig7.yaml (the grid's K_p = 0.5 run, docs/seiko_multicontact.md) loads by its
+    robots/... name from any folder and differs from the defaults in K_p of (10) alone."""
+    import dataclasses
+
+    from contactflow.seiko.controller import ControllerConfig
+
+    monkeypatch.chdir(tmp_path)
+    cfg = grid._controller_config("robots/talos/seiko_fig7.yaml")
+    diff = {f.name for f in dataclasses.fields(cfg) if getattr(cfg, f.name) != getattr(ControllerConfig(), f.name)}
+    assert diff == {"kp_per_s"} and cfg.kp_per_s == 0.5
+
+
 def test_conditions():
     with pytest.raises(ConfigError):
         grid.condition_setup("nope")

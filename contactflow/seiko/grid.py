@@ -8,8 +8,10 @@ model only), for each hand speed x mass x target, in three conditions:
   (:class:`contactflow.seiko.loop.SeikoLoop` with ``controller_on=False``; the Controller runs in shadow);
 * ``no_tau_limit``: the Controller on without (11i) and without (12)
   (``torque_limit_constraint=False``, ``torque_limit_adaptation=False``);
-* ``full``: the Controller as configured (:class:`~contactflow.seiko.controller.ControllerConfig`
-  defaults: the grid follows whatever the defaults are, no gain is set here).
+* ``full``: the Controller as configured: the :class:`~contactflow.seiko.controller.ControllerConfig`
+  defaults (the grid follows whatever the defaults are), or the configuration given (``ccfg``,
+  ``--config FILE``: e.g. ``robots/talos/seiko_fig7.yaml``, K_p = 0.5 of (10)); ``no_tau_limit`` takes the
+  same configuration without (11i) and (12).
 
 The paper's counts (no fall, out of 10 per cell) give 30/250 = 0.12, 135/250 = 0.54, 181/250 = 0.72.
 
@@ -659,12 +661,12 @@ _WORKER_ROBOT = None
 
 def _worker(args):
     global _WORKER_ROBOT
-    spec, target, load_at, operator = args
+    spec, target, load_at, operator, ccfg = args
     if _WORKER_ROBOT is None:
         from contactflow.robot import load_robot
 
         _WORKER_ROBOT = load_robot("talos")
-    return run_trial(spec, target, _WORKER_ROBOT, load_at=load_at, operator=operator)
+    return run_trial(spec, target, _WORKER_ROBOT, ccfg=ccfg, load_at=load_at, operator=operator)
 
 
 def _trial_operator(r: dict) -> str:
@@ -679,7 +681,7 @@ def _trial_operator(r: dict) -> str:
 def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets: int = 10,
              conditions=CONDITIONS, seed: int = 0, jobs: int = 1, progress: bool = True,
              log: Callable[[str], None] = print, targets: Sequence[GridTarget] | None = None, robot=None,
-             load_at: str = "hand", operator: str = "target") -> dict:
+             load_at: str = "hand", operator: str = "target", ccfg=None) -> dict:
     """Run (or resume) the grid and write ``out`` (JSON: ``meta``, ``targets``, ``trials``, ``summary``).
 
     A trial already in ``out`` (same condition, speed, mass, target) is not run again; ``out`` is
@@ -752,11 +754,12 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
                 f"the stored trials are dropped")
     from contactflow.seiko.controller import ControllerConfig
 
-    config = json.loads(json.dumps(dataclasses.asdict(ControllerConfig())))
+    ccfg = ccfg if ccfg is not None else ControllerConfig()
+    config = json.loads(json.dumps(dataclasses.asdict(ccfg)))
     old = doc.get("meta", {}).get("controller_config") or {}
     stale = [r for r in trials if condition_config(r["condition"], old) != condition_config(r["condition"], config)]
     if stale:
-        log(f"{out}: {len(stale)} stored trials ran with other ControllerConfig defaults that matter to their "
+        log(f"{out}: {len(stale)} stored trials ran with another ControllerConfig in the fields that matter to their "
             f"condition: they run again")
         trials = [r for r in trials if r not in stale]
     other_op = [r for r in trials if r["condition"] == "full" and _trial_operator(r) != operator]
@@ -796,7 +799,7 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
         from tqdm import tqdm
 
         bar = tqdm(total=len(todo), unit="trial", dynamic_ncols=True)
-    args = [(s, targets[s.target], load_at, operator) for s in todo]
+    args = [(s, targets[s.target], load_at, operator, ccfg) for s in todo]
 
     def record(r):
         trials.append(r)
@@ -876,6 +879,22 @@ def _floats(text: str, what: str) -> list[float]:
         raise ConfigError(f"{what}: expected comma-separated numbers, got {text!r}") from None
 
 
+def _controller_config(path: str | None):
+    """The ControllerConfig of ``--config FILE``: its ``seiko_controller`` section (the node's file format);
+    the defaults without a file. Raises ConfigError naming the file, section or key."""
+    from contactflow.config import load_config, read_yaml
+    from contactflow.paths import resolve_data_path
+    from contactflow.seiko.controller import ControllerConfig
+
+    if path is None:
+        return ControllerConfig()
+    data = read_yaml(resolve_data_path(path))  # robots/talos/... names the shipped file from any folder
+    if not isinstance(data, dict) or "seiko_controller" not in data:
+        raise ConfigError(f"{path}: expected a mapping with a 'seiko_controller' section (the Controller "
+                          f"node's --config format)")
+    return load_config(ControllerConfig, data["seiko_controller"], source=f"{path}:seiko_controller")
+
+
 def main(argv: list[str] | None = None) -> int:
     """``contactflow bench seiko-grid``: run or resume the grid, print the summary, write the JSON and the plot."""
     import argparse
@@ -898,13 +917,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--load-at", choices=LOAD_AT, default="hand",
                    help="where the unmodelled mass sits: the hand frame (a grasped object, 0.24 m beyond the wrist) "
                         "or the wrist centre")
+    p.add_argument("--config", default=None, metavar="FILE",
+                   help="YAML with a 'seiko_controller' section (the Controller node's --config file): the "
+                        "Controller conditions run with it instead of the defaults; stored trials of another "
+                        "configuration run again")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     a = p.parse_args(argv)
     try:
+        ccfg = _controller_config(a.config)
         speeds = [v / 100.0 for v in _floats(a.speeds, "--speeds")]
         doc = run_grid(a.out, speeds=speeds, masses=_floats(a.masses, "--masses"), n_targets=a.targets,
                        conditions=[c.strip() for c in a.conditions.split(",") if c.strip()], seed=a.seed,
-                       jobs=a.jobs, progress=not a.no_progress, load_at=a.load_at, operator=a.operator)
+                       jobs=a.jobs, progress=not a.no_progress, load_at=a.load_at, operator=a.operator, ccfg=ccfg)
     except ConfigError as exc:
         print(f"seiko-grid: error: {exc}")
         return 2
