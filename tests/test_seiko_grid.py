@@ -212,6 +212,9 @@ def test_a_grid_runs_with_a_given_controller_config_and_reruns_trials_of_another
     doc = grid.run_grid(out, **kw, ccfg=ControllerConfig(kp_per_s=1.0))  # (10)'s gain: the Controller-driven trials
     assert sorted(seen) == [("full", 1.0), ("no_tau_limit", 1.0)]
     assert doc["meta"]["controller_config"]["kp_per_s"] == 1.0
+    assert grid.config_changes(doc) == "kp_per_s 1"  # what the plot's title states beside the rates
+    assert grid.config_changes(json.loads(json.dumps({"meta": {"controller_config": doc["meta"]["controller_config"]
+                                                                | {"kp_per_s": 0.2}}}))) == ""
     # the command line: --config FILE, the Controller node's file format (its seiko_controller section)
     cfg = tmp_path / "c.yaml"
     cfg.write_text("seiko_controller:\n  kp_per_s: 1.0\n")

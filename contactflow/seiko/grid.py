@@ -85,7 +85,7 @@ from contactflow.errors import ConfigError
 __all__ = [
     "SPEEDS_MPS", "MASSES_KG", "CONDITIONS", "PAPER_RATES", "PAPER_COUNTS", "EFFECTOR",
     "OPERATORS", "GridTarget", "TrialSpec", "ReachLimitWatch", "ReachOperator", "effector_load", "load_ramp", "sample_targets",
-    "run_trial", "wilson_interval", "summarize", "trial_specs", "run_grid", "plot_grid", "main",
+    "run_trial", "wilson_interval", "summarize", "trial_specs", "run_grid", "config_changes", "plot_grid", "main",
 ]
 
 EFFECTOR = "left_hand"
@@ -826,6 +826,18 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
 
 
 # ---- the plot ------------------------------------------------------------------------------
+def config_changes(doc: dict) -> str:
+    """The fields of a results file's ``meta.controller_config`` that differ from today's
+    :class:`~contactflow.seiko.controller.ControllerConfig` defaults, as ``"name value, ..."`` (``""``
+    when none): what a plot or a table must say beside the rates."""
+    from contactflow.seiko.controller import ControllerConfig
+
+    stored = doc.get("meta", {}).get("controller_config") or {}
+    default = json.loads(json.dumps(dataclasses.asdict(ControllerConfig())))
+    return ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
+                     for k, v in stored.items() if k in default and default[k] != v)
+
+
 def plot_grid(doc: dict, path: str | Path) -> None:
     """A figure like Fig. 7: per condition a speed x mass grid of success counts, and the overall
     success rates with their 95 % Wilson intervals beside the paper's. Needs matplotlib (``[plot]``)."""
@@ -862,9 +874,11 @@ def plot_grid(doc: dict, path: str | Path) -> None:
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("success rate (no fall, no QP failure)")
     ax.legend(fontsize=7, loc="upper left")
+    changed = config_changes(doc)
     fig.suptitle(f"SEIKO robustness grid (cf. RA-L 2024 Fig. 7): left-hand reach to the feasibility edge, "
                  f"{grid['n_targets']} target(s) per cell, load at the {doc['meta'].get('load_at', 'hand')}, "
-                 f"operator {doc['meta'].get('operator', 'target')}",
+                 f"operator {doc['meta'].get('operator', 'target')}"
+                 + (f"; Controller: {changed}" if changed else ""),
                  fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
