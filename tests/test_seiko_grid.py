@@ -240,7 +240,9 @@ def test_the_shipped_fig7_config_changes_only_the_force_feedback_gain(tmp_path, 
     from contactflow.seiko.controller import ControllerConfig
 
     monkeypatch.chdir(tmp_path)
-    cfg = grid._controller_config("robots/talos/seiko_fig7.yaml")
+    from contactflow.nodes._runtime import load_node_config
+
+    cfg = load_node_config(ControllerConfig, "robots/talos/seiko_fig7.yaml", "seiko_controller")  # as --config
     diff = {f.name for f in dataclasses.fields(cfg) if getattr(cfg, f.name) != getattr(ControllerConfig(), f.name)}
     assert diff == {"kp_per_s"} and cfg.kp_per_s == 0.5
 

@@ -755,7 +755,7 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
     from contactflow.seiko.controller import ControllerConfig
 
     ccfg = ccfg if ccfg is not None else ControllerConfig()
-    config = json.loads(json.dumps(dataclasses.asdict(ccfg)))
+    config = _config_dict(ccfg)
     old = doc.get("meta", {}).get("controller_config") or {}
     stale = [r for r in trials if condition_config(r["condition"], old) != condition_config(r["condition"], config)]
     if stale:
@@ -825,6 +825,11 @@ def run_grid(out: str | Path, *, speeds=SPEEDS_MPS, masses=MASSES_KG, n_targets:
     return write()
 
 
+def _config_dict(ccfg) -> dict:
+    """A ControllerConfig as stored in a results file's ``meta.controller_config`` (JSON types)."""
+    return json.loads(json.dumps(dataclasses.asdict(ccfg)))
+
+
 # ---- the plot ------------------------------------------------------------------------------
 def config_changes(doc: dict) -> str:
     """The fields of a results file's ``meta.controller_config`` that differ from today's
@@ -833,7 +838,7 @@ def config_changes(doc: dict) -> str:
     from contactflow.seiko.controller import ControllerConfig
 
     stored = doc.get("meta", {}).get("controller_config") or {}
-    default = json.loads(json.dumps(dataclasses.asdict(ControllerConfig())))
+    default = _config_dict(ControllerConfig())
     return ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
                      for k, v in stored.items() if k in default and default[k] != v)
 
@@ -893,22 +898,6 @@ def _floats(text: str, what: str) -> list[float]:
         raise ConfigError(f"{what}: expected comma-separated numbers, got {text!r}") from None
 
 
-def _controller_config(path: str | None):
-    """The ControllerConfig of ``--config FILE``: its ``seiko_controller`` section (the node's file format);
-    the defaults without a file. Raises ConfigError naming the file, section or key."""
-    from contactflow.config import load_config, read_yaml
-    from contactflow.paths import resolve_data_path
-    from contactflow.seiko.controller import ControllerConfig
-
-    if path is None:
-        return ControllerConfig()
-    data = read_yaml(resolve_data_path(path))  # robots/talos/... names the shipped file from any folder
-    if not isinstance(data, dict) or "seiko_controller" not in data:
-        raise ConfigError(f"{path}: expected a mapping with a 'seiko_controller' section (the Controller "
-                          f"node's --config format)")
-    return load_config(ControllerConfig, data["seiko_controller"], source=f"{path}:seiko_controller")
-
-
 def main(argv: list[str] | None = None) -> int:
     """``contactflow bench seiko-grid``: run or resume the grid, print the summary, write the JSON and the plot."""
     import argparse
@@ -938,7 +927,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     a = p.parse_args(argv)
     try:
-        ccfg = _controller_config(a.config)
+        from contactflow.nodes._runtime import load_node_config
+        from contactflow.seiko.controller import ControllerConfig
+
+        ccfg = load_node_config(ControllerConfig, a.config, "seiko_controller")  # the node's --config format
         speeds = [v / 100.0 for v in _floats(a.speeds, "--speeds")]
         doc = run_grid(a.out, speeds=speeds, masses=_floats(a.masses, "--masses"), n_targets=a.targets,
                        conditions=[c.strip() for c in a.conditions.split(",") if c.strip()], seed=a.seed,
