@@ -11,7 +11,9 @@ to the operator's twists of the disabled effectors. Optional input ``sensors`` (
 ``sensors``; values unused): with ``--realtime``, the clock, a tick per newest sensors message (the
 real-time graph, whose operator sends its commands ahead of the driver in batches).
 
-A malformed input message is reported and the previous targets are sent again.
+A malformed input message is reported and the previous targets are sent again. A ``dt_s`` (its
+config's) that is not the time step of its ticks is refused at the second tick (``ConfigError``: one
+line).
 
 ``--realtime``: the operator's command is sampled (latest value); when ticks were skipped, the
 filter steps once per skipped tick with that tick's own command (and admittance twist) from the
@@ -30,6 +32,7 @@ def main() -> int:
     from contactflow.contracts.messages import port_specs
     from contactflow.operator.input_filter import MAX_SKIPPED_TICKS, InputFilterConfig
     from contactflow.robot import load_robot
+    from contactflow.seiko.config_checks import PeriodCheck
     from contactflow.seiko.stages import InputFilterStage
 
     p = base_parser(__doc__.splitlines()[0])
@@ -54,7 +57,9 @@ def main() -> int:
     lock = lockstep_for(node, "input_filter", specs, offsets={"desired": args.lag}, skip_missing=args.realtime,
                         clock=clock, per_tick=per_tick if args.realtime else (),
                         max_per_tick=MAX_SKIPPED_TICKS, values_unused=[clock] if clock else ())
+    period = PeriodCheck(cfg, f"the time step of its ticks, the {clock or 'operator'}'s {'messages' if clock else 'commands'}")
     for tick in lock:
+        period(tick.k, tick.t)
         for held in tick.skipped:  # real-time: the ticks skipped before this one, oldest first
             stage.tick(held["command"], tick.inputs["desired"],
                        held.get("admittance", tick.inputs.get("admittance")))

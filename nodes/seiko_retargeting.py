@@ -13,7 +13,9 @@ reason and counted in ``n_refused``; the robot keeps its current contacts.
 
 At start the node resets the Retargeting on the robot's default posture (static inverse dynamics
 gives the initial contact wrenches). If the QP fails, the Retargeting keeps its last posture and
-wrenches (zero rates), the message carries ``ok = 0`` and a warning is logged.
+wrenches (zero rates), the message carries ``ok = 0`` and a warning is logged. A ``dt_s`` (its
+config's) that is not the time step of its ticks is refused at the second tick (``ConfigError``: one
+line).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ def main() -> int:
     from contactflow.environment import Environment, load_environment
     from contactflow.contracts.messages import port_specs
     from contactflow.robot import load_robot
+    from contactflow.seiko.config_checks import PeriodCheck
     from contactflow.seiko.retargeting import RetargetingConfig
     from contactflow.seiko.stages import RetargetingStage
 
@@ -40,11 +43,13 @@ def main() -> int:
     specs = port_specs(robot)
     env = load_environment(robot.raw.get("environment"), f"{robot.name}:environment") if args.environment else Environment()  # the floor
     stage = RetargetingStage(robot, cfg, env)
+    period = PeriodCheck(cfg, "the time step of its ticks, the input filter's targets")
 
     node = connect()
     sender = sender_for(node, "seiko_retargeting", specs, cfg)
     lock = lockstep_for(node, "seiko_retargeting", specs, skip_missing=args.realtime)  # + `command` when wired
     for tick in lock:
+        period(tick.k, tick.t)
         desired = stage.tick(tick.k, tick.t, tick.inputs["targets"], tick.inputs.get("command"), tick.errors.get("command"))
         sender.send("desired", desired, seq=tick.k, t=tick.t, finished=tick.finished,
                     solve_time_s=float(stage.out.diagnostics.get("solve_time_s", 0.0)))

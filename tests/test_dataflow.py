@@ -141,6 +141,25 @@ def test_a_controller_period_other_than_the_sensors_is_refused(tmp_path):
     assert re.search(r"ControllerConfig.dt_s: expected 0.002 s \(the sensors' time step.*got 0.001", out), out[-3000:]
 
 
+@pytest.mark.parametrize("node_id, section, cls", [("input_filter", "input_filter", "InputFilterConfig"),
+                                                    ("seiko_retargeting", "seiko_retargeting", "RetargetingConfig")])
+def test_an_upstream_stage_period_other_than_its_ticks_is_refused(tmp_path, node_id, section, cls):
+    """The input filter's and the Retargeting's dt_s at 1 ms in a 2 ms graph (only that node given the
+    file): the node stops at its second tick with one line naming the key and its ticks' period."""
+    cfg = tmp_path / "stage_1ms.yaml"
+    cfg.write_text(f"{section}: {{dt_s: 0.001}}\n")
+    graph = yaml.safe_load((ROOT / "dataflows" / "seiko_talos.yml").read_text())
+    for n in graph["nodes"]:
+        n["args"] = n.get("args", "").replace("../", f"{ROOT}/")
+        if n["id"] == node_id:
+            n["args"] += f" --config {cfg}"
+    path = tmp_path / "stage_1ms.yml"
+    path.write_text(yaml.safe_dump(graph))
+    proc, out = _run(path, tmp_path, str(ROOT / "robots/talos/scenarios/smoke_2s.yaml"), timeout=120)
+    assert proc.returncode != 0
+    assert re.search(rf"{cls}.dt_s: expected 0.002 s \(the time step of its ticks.*got 0.001", out), out[-3000:]
+
+
 def _multicontact(tmp_path, scenario):
     proc, out = _run(ROOT / "dataflows" / "seiko_talos_multicontact.yml", tmp_path, str(ROOT / "robots/talos/scenarios" / scenario))
     assert proc.returncode == 0, out[-4000:]

@@ -1,0 +1,36 @@
+"""`contactflow bench seiko` helpers (benchmarks/bench_seiko.py): repeated dora runs and their median."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+import bench_seiko as B  # noqa: E402
+
+
+def _runs(values):
+    it = iter(values)
+    return lambda: {"v": next(it), "id": len(values)}
+
+
+def test_repeated_keeps_the_median_run_and_every_value():
+    r = B.repeated(_runs([0.70, 0.90, 0.60]), 3, "v")
+    assert r["v"] == 0.70 and r["repeats"] == [0.70, 0.90, 0.60] and r["repeats_of"] == "v"
+    # even count: the worse middle run (a ratio: the lower one; a miss ratio: the higher one)
+    assert B.repeated(_runs([0.7, 0.9, 0.6, 0.8]), 4, "v")["v"] == 0.7
+    assert B.repeated(_runs([0.01, 0.04, 0.02, 0.03]), 4, "v", higher_is_better=False)["v"] == 0.03
+    # a run without the value counts as the worst
+    assert B.repeated(_runs([0.01, None, 0.02]), 3, "v", higher_is_better=False)["v"] == 0.02
+    # one run: as it came, no spread
+    one = B.repeated(_runs([0.5]), 1, "v")
+    assert one == {"v": 0.5, "id": 1} and B._spread(one) == ""
+
+
+def test_the_table_states_the_spread_of_repeated_runs():
+    g = {"graph_realtime_factor": 1.3, "dora_run_total_wall_s": 20.0, "loop_realtime_factors": [1.6, 1.7],
+         "graph_over_loop": 0.79, "sensor_lag": 1, "shipped": True, "repeats": [0.79, 0.83, 0.66]}
+    r = {"deadline_misses": 5, "periods": 1000, "deadline_miss_ratio": 0.005, "repeats": [0.005, 0.02, 0.001]}
+    md = B.markdown({"machine": "m", "date_utc": "d", "commit": "c", "baseline": "b", "load_before": [0],
+                     "lockstep": g, "realtime": r})
+    assert "x0.79 (median of 3: 0.66-0.83) | >= x0.8 | **no**" in md
+    assert "5 of 1000 (0.50 %) (median of 3: 0.10 %-2.00 %)" in md
