@@ -47,6 +47,25 @@ REALTIME_WARMUP_TICKS = 10
 SILENCE_S = 30.0
 
 
+def watched_events(node, inputs: str | tuple[str, ...], silence_s: float, silent: Callable[[], str]):
+    """The events of a node that reads them itself (``node.next(timeout=1.0)``, the ERROR events of
+    its timeouts included), until the stream ends; raises :class:`UpstreamError` with ``silent()``'s
+    line when none of ``inputs`` came for ``silence_s`` [s] of wall time (an upstream node that
+    hangs, alive but silent). The Lockstep's ``timeout_s`` does the same for the lockstep nodes."""
+    inputs = (inputs,) if isinstance(inputs, str) else tuple(inputs)
+    last = time.monotonic()
+    while True:
+        ev = node.next(timeout=1.0)
+        if ev is None:
+            return
+        typ = ev["type"]
+        if typ == "ERROR" and time.monotonic() - last > silence_s:  # next()'s timeouts
+            raise UpstreamError(silent())
+        if typ == "INPUT" and ev["id"] in inputs:
+            last = time.monotonic()
+        yield ev
+
+
 @dataclasses.dataclass
 class Tick:
     """The inputs of one tick.

@@ -27,10 +27,8 @@ bad file stops the node (and the run) before anything moves, naming the file, ke
 from __future__ import annotations
 
 import os
-import time
-
-from contactflow.nodes._runtime import (SILENCE_S, UpstreamError, connect, declared_inputs, base_parser, drain_after_finish, lockstep_for, log_info,
-                                       node_main, sender_for)
+from contactflow.nodes._runtime import (SILENCE_S, connect, declared_inputs, base_parser, drain_after_finish, lockstep_for, log_info,
+                                       node_main, sender_for, watched_events)
 from contactflow.paths import resolve_data_path
 
 DT_S = 0.002  # the control period [s]: one command per tick
@@ -111,24 +109,16 @@ def _play_ahead(node, sender, player, robot, args) -> int:
             sender.send_rows("command", rows)
 
     play(window - 1)
-    driver_done = False
-    last = time.monotonic()
-    while not driver_done:
-        ev = node.next(timeout=1.0)
-        if ev is None:
-            break
+    for ev in watched_events(node, "tick", SILENCE_S, lambda: f"no 'tick' message (the robot driver's log) for "
+                             f"{SILENCE_S:.0f} s, at scenario tick {k}: the driver hangs"):
         typ = ev["type"]
-        if typ == "ERROR" and time.monotonic() - last > SILENCE_S:  # next()'s timeouts: the driver hangs
-            raise UpstreamError(f"no 'tick' message (the robot driver's log) for {SILENCE_S:.0f} s, at scenario "
-                                f"tick {k}: the driver hangs")
         if typ == "INPUT" and ev["id"] == "tick":
-            last = time.monotonic()
             md = ev["metadata"]
-            driver_done = bool(md.get("log_finished", False))
-            if not driver_done:
-                play(int(md.get("last_seq", 0)) + window)
+            if md.get("log_finished", False):
+                break
+            play(int(md.get("last_seq", 0)) + window)
         elif typ in ("STOP", "INPUT_CLOSED"):
-            driver_done = True
+            break
     if not done:  # the driver ended first (a fall, its time limit): end the stages that ran ahead
         t = k * DT_S
         sender.send_rows("command", [(k, t, True, operator_command_values(robot, player.step(t, dt_s=DT_S)))])

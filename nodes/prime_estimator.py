@@ -40,7 +40,8 @@ from pathlib import Path
 import numpy as np
 
 from contactflow.errors import ContactflowError
-from contactflow.nodes._runtime import SILENCE_S, UpstreamError, base_parser, connect, drain_after_finish, load_node_config, node_main, sender_for
+from contactflow.nodes._runtime import (SILENCE_S, UpstreamError, base_parser, connect, drain_after_finish, load_node_config,
+                                       node_main, sender_for, watched_events)
 from contactflow.paths import default_recordings_dir
 
 log = logging.getLogger("contactflow.prime_estimator")
@@ -83,18 +84,10 @@ def receive_samples(node, sin, out, silence_s: float = SILENCE_S) -> tuple[list,
     seqs, ts, qs, vs, taus = [], [], [], [], []
     seen: set[int] = set()
     duplicates, first_dup = 0, None
-    finished = False
-    last = time.monotonic()
-    while not finished:
-        ev = node.next(timeout=1.0)
-        if ev is None:
-            break
+    for ev in watched_events(node, "sensors", silence_s, lambda: f"no 'sensors' message for {silence_s:.0f} s (after "
+                             f"{len(seqs)} samples, before the input run finished): the upstream node hangs"):
         typ = ev["type"]
-        if typ == "ERROR" and time.monotonic() - last > silence_s:  # next()'s timeouts: an upstream that hangs
-            raise UpstreamError(f"no 'sensors' message for {silence_s:.0f} s (after {len(seqs)} samples, before the "
-                                "input run finished): the upstream node hangs")
         if typ == "INPUT" and ev["id"] == "sensors":
-            last = time.monotonic()
             md = ev["metadata"]
             seq = int(md.get("seq", len(seqs)))
             if seq in seen:  # a duplicated delivery: the first one counts
@@ -110,7 +103,8 @@ def receive_samples(node, sin, out, silence_s: float = SILENCE_S) -> tuple[list,
             vs.append(f["v"].copy())
             taus.append(f["tau"].copy())
             out.send("ack", np.array([float(seq)]), seq=seq, t=ts[-1])
-            finished = bool(md.get("finished", False))
+            if md.get("finished", False):
+                break
         elif typ == "STOP" and ev.get("id") != _INPUTS_CLOSED:
             raise ContactflowError(_stopped_line(f"while receiving (after {len(seqs)} samples, before the "
                                                  "input run finished)"))
