@@ -19,6 +19,7 @@ import bisect
 import dataclasses
 import json
 import logging
+import math
 import sys
 import time
 import traceback
@@ -438,10 +439,9 @@ class Lockstep:
                     # values for them instead of waiting for seqs that never come (a lockstep stall)
                     log.warning("input %r: malformed multi-tick message (seq %d..%d) ignored, its ticks are "
                                 "malformed: %s", iid, seq, seq + n - 1, exc)
-                    t0 = meta_time(ev["metadata"], seq * self.dt)
                     fin = bool(ev["metadata"].get("finished", False))
-                    parts = [(seq + j, pa.array([], type=pa.float64()),
-                              {"seq": seq + j, "t": t0 + j * self.dt, "finished": fin and j == n - 1}) for j in range(n)]
+                    parts = [(seq + j, pa.array([], type=pa.float64()), {"seq": seq + j, "t": t, "finished": fin and j == n - 1})
+                             for j, t in enumerate(self._row_times(ev["metadata"], seq, n))]
                 for s, value, meta in parts:
                     self._handle({"type": "INPUT", "id": iid, "value": value, "metadata": meta}, waited_since, waiting_for)
                 return
@@ -471,6 +471,20 @@ class Lockstep:
             if time.monotonic() - waited_since > self.timeout_s:
                 what = ", ".join(waiting_for) if waiting_for is not None else ", ".join(self._missing())
                 raise UpstreamError(f"no input for {self.timeout_s:.0f} s while waiting for {what}")
+
+    def _row_times(self, meta: Mapping[str, Any], seq: int, n: int) -> list[float]:
+        """The times [s] of the ``n`` ticks of a multi-tick message whose values could not be read: its
+        ``row_t`` when that is n finite numbers, else its ``t`` (or ``seq * dt``) plus ``j * dt``."""
+        row_t = meta.get("row_t")
+        if isinstance(row_t, (list, tuple)) and len(row_t) == n:
+            try:
+                ts = [float(x) for x in row_t]
+            except (TypeError, ValueError, OverflowError):
+                ts = []
+            if len(ts) == n and all(math.isfinite(x) for x in ts):
+                return ts
+        t0 = meta_time(meta, seq * self.dt)
+        return [t0 + j * self.dt for j in range(n)]
 
     def __iter__(self):
         if _FROZE:  # a node (connect() froze the start-up): what it built since (its sender, this Lockstep) too

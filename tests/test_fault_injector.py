@@ -188,6 +188,22 @@ def test_a_malformed_multi_tick_message_delivers_its_ticks_as_malformed_instead_
     assert [t.k for t in ticks] == list(range(9))  # the three ticks of the bad message came, nothing waited
     assert [t.inputs["command"] is None for t in ticks] == [False] * 3 + [True] * 3 + [False] * 3
     assert "expected 36 float64 values" in ticks[4].errors["command"] and ticks[-1].finished
+    assert [t.t for t in ticks[3:6]] == [0.006, 0.008, 0.010]  # the bad message's own row_t
+
+
+def test_the_ticks_of_a_malformed_multi_tick_message_keep_their_own_times():
+    """Its row_t when usable (a 1 ms graph stays 1 ms), else its t plus the Lockstep's dt per row."""
+    from contactflow.contracts.messages import port_specs
+    from contactflow.nodes._runtime import lockstep_for
+
+    from contactflow.robot import load_robot
+
+    spec = port_specs(load_robot("talos"))["operator_command"]
+    lock = lockstep_for(_Events([]), "input_filter", {"operator_command": spec, "desired": None}, only=("command",))
+    assert lock._row_times({"t": 0.1, "row_t": [0.1, 0.101, 0.102]}, 100, 3) == [0.1, 0.101, 0.102]
+    for bad in ([0.1, 0.101], [0.1, "x", 0.102], [0.1, float("nan"), 0.102], None):
+        assert lock._row_times({"t": 0.1, "row_t": bad}, 100, 3) == [0.1, 0.1 + lock.dt, 0.1 + 2 * lock.dt]
+    assert lock._row_times({}, 100, 2) == [100 * lock.dt, 101 * lock.dt]
 
 
 # ---------------------------------------------------------------- through the real nodes (CI subset)
