@@ -76,6 +76,26 @@ FINISH_GRACE_S = 10
 #: Per-node exceptions (node id): the recorder reads the whole run back for its summary once its inputs
 #: have closed; 30 s (+ its summary budget after dora's stop) leaves a long run the time for it.
 FINISH_GRACE_S_OF = {"recorder": 30}
+#: The grace of a graph with an offline node, one that works after its inputs have closed (the PRIME
+#: estimator: it solves once the replay has ended, ~30 s for 3 s of Go2 data on the quiet 2-core machine,
+#: minutes for longer runs or under load), on that node and on the recorder that waits for its outputs:
+#: with the 10 s / 30 s above dora stopped both after 30 s and the estimate was lost (its outputs sent
+#: after the recorder ended; 2026-12-03, `dora run dataflows/prime_replay_go2.yml` on a loaded machine).
+#: The price: an estimator that hangs is named 10 min after the replay ended (a stop, Ctrl-C or
+#: `--stop-after`, still ends it within one FDDP iteration).
+FINISH_GRACE_S_OFFLINE = 600
+#: Node kinds (:func:`contactflow.paths.node_kind`) that work after their inputs have closed.
+OFFLINE_NODE_KINDS = ("prime_estimator",)
+
+
+def finish_grace_of(node_id: str, kind: str | None, graph_kinds: set[str]) -> int:
+    """The ``finish_grace_secs`` a shipped graph gives node ``node_id`` of kind ``kind`` in a graph whose
+    nodes are of kinds ``graph_kinds`` (:data:`FINISH_GRACE_S`, :data:`FINISH_GRACE_S_OF`,
+    :data:`FINISH_GRACE_S_OFFLINE`)."""
+    offline = bool(graph_kinds & set(OFFLINE_NODE_KINDS))
+    if offline and (kind in OFFLINE_NODE_KINDS or kind == "recorder"):
+        return FINISH_GRACE_S_OFFLINE
+    return FINISH_GRACE_S_OF.get(node_id, FINISH_GRACE_S)
 
 from contactflow.errors import ConfigError  # noqa: E402
 from contactflow.contracts.wiring import LOG_OUTPUT as LOG, ROWS_SUFFIX  # noqa: E402 - the batched log and multi-tick outputs (one source)

@@ -96,6 +96,7 @@ class Recorder:
         self.lost_by_input: dict[str, int] = {}
         self.finished: dict[str, bool] = {}  # stream -> a message with `finished` arrived
         self.failure_reported = False
+        self.received: set[str] = set()  # input ids with at least one message (repeats included)
 
     def _stream(self, name: str, size: int, meta: dict):
         """The stream's writer, created with the port table's contract / layout where the message lacks them."""
@@ -112,6 +113,7 @@ class Recorder:
 
     def on_input(self, iid: str, vec, md: dict) -> None:
         """Record one input message (a keep-alive repeat is skipped; a bad message is logged, not raised)."""
+        self.received.add(iid)
         if md.get("repeat", False):  # a keep-alive re-send of a seq already recorded (Sender.repeat)
             return
         src = self.sources.get(iid, iid)
@@ -213,8 +215,14 @@ class Recorder:
             if not done:
                 log.warning("stream %s: no message with 'finished' arrived: the run was stopped before its end, or "
                             "the stream's last messages were lost (those cannot be counted)", name)
+        # declared inputs that never sent: nothing of them is in the files (a node stopped before it sent,
+        # e.g. an offline estimator stopped in its solve): listed, never silent
+        silent = {iid: src for iid, src in sorted(self.sources.items()) if iid not in self.received}
+        for iid, src in silent.items():
+            log.warning("input %r (%s): no message arrived: nothing of it is recorded (its node was stopped or "
+                        "failed before it sent, or it never sends in this run)", iid, src)
         gaps = self.gaps()
-        self.writer.close(messages=self.n_msgs, recording_gaps=sum(gaps.values()),
+        self.writer.close(messages=self.n_msgs, recording_gaps=sum(gaps.values()), silent_inputs=silent,
                           recording_lost_batches=self.lost_batches,
                           recording_lost_batches_before_first=self.lost_batches_before_first,
                           log_batches_received=self.batches_received, recorder_lag_ms=self.lag_summary())

@@ -262,3 +262,20 @@ def test_a_scenario_fault_is_bounded_or_refused_and_the_robot_keeps_standing(kin
         assert summary["requests_refused"] >= 2 and not summary["contact_switches"]  # nothing was enabled
     if kind == "too_much":  # lockstep is deterministic: the Controller's torque guard (12) engages
         assert "torque limit (12)" in text and summary["pelvis_min_height_m"] < 1.0  # the load bends it down
+
+
+def test_a_hang_case_runs_with_the_online_finish_graces():
+    """The PRIME graph's 10 min grace (its estimator solves after the replay) would outlast the campaign's
+    time limit of a hang case: there the graces are the online ones, elsewhere as shipped."""
+    import yaml
+
+    from contactflow.faults.campaign import FaultCase, _edit_graph, _setup
+    from contactflow.graphs import FINISH_GRACE_S, FINISH_GRACE_S_OF, FINISH_GRACE_S_OFFLINE
+
+    graph = yaml.safe_load((ROOT / "dataflows" / "prime_replay_go2.yml").read_text())
+    setup = _setup("prime_replay_go2.yml")
+    hang = _edit_graph(graph, FaultCase("prime_replay_go2.yml", "hang", "prime_estimator", 1.0), setup, None)
+    assert {n["id"]: n["finish_grace_secs"] for n in hang["nodes"]} == {
+        n["id"]: FINISH_GRACE_S_OF.get(n["id"], FINISH_GRACE_S) for n in graph["nodes"]}
+    kill = _edit_graph(graph, FaultCase("prime_replay_go2.yml", "kill", "prime_estimator", 1.0), setup, None)
+    assert {n["id"]: n["finish_grace_secs"] for n in kill["nodes"]}["prime_estimator"] == FINISH_GRACE_S_OFFLINE

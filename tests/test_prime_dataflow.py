@@ -35,6 +35,11 @@ def test_prime_dataflow_yaml_declares_the_estimator_ports(robot, motion):
     assert node_kind(nodes[src]["path"]) == "replay" and "ack" in nodes[src]["inputs"]
     assert nodes[src]["inputs"]["ack"]["source"] == "prime_estimator/ack"
     assert f"--robot {robot}" in est["args"]
+    # the solve runs after the replay ends (~30 s for 3 s of Go2 data here, minutes for longer runs): dora
+    # stops a node its finish_grace_secs after its inputs closed, the recorder included, before the estimator's
+    # outputs reach it (the default 30 s lost the estimate of a 3 s run on a loaded machine)
+    for node in ("prime_estimator", "recorder"):
+        assert nodes[node]["finish_grace_secs"] >= 600, node  # contactflow.graphs.FINISH_GRACE_S_OFFLINE
 
 
 @pytest.mark.dora

@@ -1,6 +1,7 @@
 """The nodes' batched log (nodes/_runtime.py Sender) and its unpacking by the recorder."""
 
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -470,3 +471,22 @@ def test_the_recorder_measures_how_far_behind_the_nodes_it_reads(tmp_path):
     rec.close()
     lag = w.manifest["recorder_lag_ms"]
     assert lag["batches"] == 4 and 300.0 <= lag["p50"] <= lag["max"] < 1000.0
+
+
+def test_an_input_that_never_sent_is_listed_in_the_manifest_and_by_rec_info(tmp_path, capsys):
+    """The PRIME replay stopped in its solve: the recorder's estimator inputs got nothing. The manifest
+    names them (``silent_inputs``), the recorder logs one line each, `rec info` prints NO MESSAGE."""
+    from contactflow.cli import main as cli_main
+    from contactflow.nodes.recorder import Recorder
+
+    w = RecordingWriter(tmp_path / "rec-1", {"robot": "go2"}, flush_period_s=0.0)
+    rec = Recorder(w, {"sensors": "datagen/sensors", "state": "prime_estimator/state", "ping": "x/ping"})
+    for k in range(3):
+        rec.on_input("sensors", np.full(30, float(k)), {"seq": k, "t": 0.01 * k, "finished": k == 2})
+    rec.on_input("ping", np.zeros(1), {"seq": 0, "t": 0.0, "repeat": True})  # a keep-alive repeat: it did send
+    rec.close()
+    m = json.loads((tmp_path / "rec-1" / "manifest.json").read_text())
+    assert m["silent_inputs"] == {"state": "prime_estimator/state"} and m["complete"] is True
+    cli_main(["rec", "info", "rec-1", "--root", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert re.search(r"prime_estimator\.state .*NO MESSAGE: the recorder's input 'state' received nothing", out), out

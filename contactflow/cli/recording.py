@@ -123,6 +123,9 @@ def _cmd_info(args) -> int:
             print(f"{'':34s} received but not written: {s['unwritten_messages']}")
     for u in info["unreadable"]:
         print(f"{u['name']:34s} UNREADABLE")
+    for iid, src in info["silent_inputs"].items():
+        print(f"{src.replace('/', '.'):34s} {'-':18s} NO MESSAGE: the recorder's input {iid!r} received nothing "
+              "(its node stopped or failed before it sent)")
     for lost in info["lost"]:
         print(f"{lost['name']:34s} {lost.get('contract') or '-':18s} NOT RECORDED: "
               f"{lost.get('unwritten_messages', '?')} message(s) received, none written (disk full before its first batch)")

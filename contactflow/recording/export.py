@@ -107,7 +107,8 @@ def run_info(rec: Recording, progress: Callable[[Iterable], Iterable] = lambda x
         The manifest's keys, ``streams`` (a dict per readable stream, with the manifest's
         ``missing_before_first`` and ``unwritten_messages`` when recorded), ``unreadable``
         ([{name, error}]) and ``lost`` (streams received but never written, a full disk before their
-        first batch: [{name, reason, unwritten_messages, ...}], :attr:`Recording.lost`).
+        first batch: [{name, reason, unwritten_messages, ...}], :attr:`Recording.lost`) and
+        ``silent_inputs`` (the recorder's inputs no message came on: ``{input id: source}``).
     """
     m = rec.manifest
     streams, unreadable = [], []
@@ -140,6 +141,8 @@ def run_info(rec: Recording, progress: Callable[[Iterable], Iterable] = lambda x
         "streams": [as_dict(s) for s in streams],
         "unreadable": unreadable,
         "lost": [{"name": n, **e} for n, e in sorted(rec.lost.items())],
+        # the recorder's inputs that never received a message: {input id: source node/output}
+        "silent_inputs": dict(m.get("silent_inputs") or {}),
     }
 
 
