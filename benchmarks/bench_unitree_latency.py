@@ -12,9 +12,16 @@ node's does (:mod:`contactflow.hardware.process_watch`). Reports, over the run:
 
 * the latency from taking a state off the reader to the end of writing the command that answers
   it (CRC check, safety layer, packing, CRC, DDS write): p50 / p99 / max [ms];
-* the fraction of the 2 ms periods (from the first command to the last) in which no command was
-  sent, and the longest gap between two commands [ms];
+* the fraction of the 2 ms periods (from the first command to the last) that no command answered:
+  each gap between two commands counts the periods it skipped (``round(gap / 2 ms) - 1``), and the
+  longest gap [ms];
 * the emulator's overruns (steps started > 10 ms late) and the machine's core count.
+
+The robot is held by a fixed PD posture at the robot file's gains (a policy's: too soft to keep the
+emulated G1 up, it lies on the floor after ~1.3 s), so the driver's fall rule is off here: the link's
+timing does not depend on the robot standing. The run ends early if the link fails otherwise (lost
+states, say); the figures then cover the time before it (``measured_s``), the reason is printed and
+the exit status is 2.
 
 Benchmark only (wall-clock numbers depend on the machine and its load), not a test.
 """
@@ -55,7 +62,11 @@ def main() -> int:
     emu = subprocess.Popen([sys.executable, "-m", "contactflow.cli", "sim-robot", args.robot, "--domain", str(domain),
                             "--duration-s", str(args.duration_s + 30), "--status-json", str(emu_status)], cwd=ROOT,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    link = UnitreeLink(robot, UnitreeDriverConfig(startup_ramp_s=1.0), domain, "lo", record_latency=True)
+    # no fall rule: a fixed PD posture at the robot file's gains (a policy's, soft) does not hold the emulated
+    # G1 up (it tips over ~1.3 s after the ramp, at any load); what is measured is the link's timing, which
+    # does not depend on the robot standing (the numbers of docs/hardware.md were taken so)
+    link = UnitreeLink(robot, UnitreeDriverConfig(startup_ramp_s=1.0, fall_tilt_rad=None), domain, "lo",
+                       record_latency=True)
     # as in the node: the 500 Hz thread checks the command source's process before every rt/lowcmd
     # (a stand-in child process here: it sleeps, as the controller does between its ticks)
     source = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1e6)"])
@@ -81,26 +92,34 @@ def main() -> int:
         emu.wait(timeout=30)
     lat = np.array(link.latency_s) * 1e3
     send = np.array(link.send_mono)
-    periods = np.floor((send - send[0]) / 0.002).astype(int)
-    n_periods = int(periods[-1]) + 1
-    empty = 1.0 - len(np.unique(periods)) / n_periods
+    # periods missed: each gap between two commands counts the 2 ms periods it skipped (a gap of 4 ms:
+    # one); binning the send times into 2 ms periods from the first send instead counted the jitter of
+    # commands sent near a bin's edge (two in one bin, none in the next) and read 1-15 % from run to run
+    gaps = np.diff(send)
+    n_periods = int(round(float(send[-1] - send[0]) / 0.002)) + 1
+    empty = float(np.maximum(np.round(gaps / 0.002) - 1.0, 0.0).sum()) / n_periods
     es = json.loads(emu_status.read_text()) if emu_status.exists() else {}
+    measured_s = float(send[-1] - send[0]) if len(send) > 1 else 0.0  # first to last command sent
     res = {
-        "duration_s": args.duration_s, "cores": os.cpu_count(), "load_average_1min": os.getloadavg()[0],
+        "duration_s": args.duration_s, "measured_s": measured_s, "cores": os.cpu_count(),
+        "load_average_1min": os.getloadavg()[0],
         "latency_ms": {"p50": float(np.percentile(lat, 50)), "p99": float(np.percentile(lat, 99)), "max": float(lat.max()),
                        "n": int(len(lat))},
-        "periods_without_command_fraction": empty, "max_gap_ms": float(np.diff(send).max() * 1e3),
+        "periods_skipped_fraction": empty, "max_gap_ms": float(np.diff(send).max() * 1e3),
         "lowcmds": int(link.status.lowcmds), "states": int(link.status.states),
         "states_bad_crc": int(link.status.states_bad_crc), "failure": link.failure,
         "emulator": {k: es.get(k) for k in ("steps", "states", "commands", "overruns")},
     }
     print(f"lowstate -> lowcmd latency: p50 {res['latency_ms']['p50']:.3f} ms, p99 {res['latency_ms']['p99']:.3f} ms, "
-          f"max {res['latency_ms']['max']:.2f} ms over {len(lat)} commands ({args.duration_s:g} s, "
+          f"max {res['latency_ms']['max']:.2f} ms over {len(lat)} commands ({measured_s:.1f} s of the {args.duration_s:g} s asked, "
           f"{os.cpu_count()} cores, load {res['load_average_1min']:.1f})")
-    print(f"2 ms periods without a command: {100 * empty:.2f} %; longest gap {res['max_gap_ms']:.1f} ms; "
+    print(f"2 ms periods skipped (no command): {100 * empty:.2f} %; longest gap {res['max_gap_ms']:.1f} ms; "
           f"emulator overruns {res['emulator']['overruns']}")
     if args.out:
         Path(args.out).write_text(json.dumps(res, indent=2))
+    if link.failure:  # the figures above cover only the run before it
+        print(f"the run ended early, after {measured_s:.1f} s: {link.failure}", file=sys.stderr)
+        return 2
     return 0
 
 
