@@ -149,6 +149,29 @@ def test_a_robot_of_ones_own_by_path_search_path_and_flag(tmp_path, monkeypatch)
     assert load_robot(args.robot).name == "talos_tool"
 
 
+def test_contactflow_check_uses_the_robot_path_of_each_node(tmp_path, monkeypatch):
+    """A graph whose nodes say `--robot talos_tool --robot-path my_robots` (the README's variant, relative to
+    the dataflow's folder, as dora starts the nodes there) checks clean from any folder; without the
+    flag the robot is not found and the check says so."""
+    from contactflow.contracts.wiring import check_dataflow
+
+    _tool_robot(tmp_path)
+    monkeypatch.delenv(ROBOT_PATH_ENV, raising=False)
+    monkeypatch.chdir(ROOT)  # not the dataflow's folder
+    graph = yaml.safe_load((ROOT / "dataflows/seiko_talos.yml").read_text())
+    for n in graph["nodes"]:
+        n["args"] = n.get("args", "").replace("--robot talos", "--robot talos_tool --robot-path my_robots").replace(
+            "../robots/", f"{ROOT}/robots/")
+    (tmp_path / "tool.yml").write_text(yaml.safe_dump(graph))
+    assert check_dataflow(tmp_path / "tool.yml") == []
+    assert ROBOT_PATH_ENV not in os.environ  # the check's search path does not leak
+    for n in graph["nodes"]:
+        n["args"] = n["args"].replace(" --robot-path my_robots", "")
+    (tmp_path / "tool2.yml").write_text(yaml.safe_dump(graph))
+    with pytest.raises(ConfigError, match="robot 'talos_tool': robot description not found"):
+        check_dataflow(tmp_path / "tool2.yml")
+
+
 def test_the_search_path_comes_first_and_an_unknown_robot_lists_where_it_looked(tmp_path, monkeypatch):
     first, second = tmp_path / "first", tmp_path / "second"
     for d, margin in ((first, 0.1), (second, 0.3)):

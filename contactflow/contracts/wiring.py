@@ -29,6 +29,8 @@ ticks per message, :func:`rows_output`): same contract.
 
 from __future__ import annotations
 
+import contextlib
+
 import dataclasses
 import os
 import shlex
@@ -80,12 +82,42 @@ class WiringProblem:
         return f"node {self.node!r} port {self.port!r}: {self.message}"
 
 
+@contextlib.contextmanager
+def _robot_search(robot_path: tuple[str, ...]):
+    """The robot search path of a node given ``--robot-path`` (``robot_path``: absolute folders, first
+    searched first) for the duration of the block (``$CONTACTFLOW_ROBOT_PATH``, as the node sets it)."""
+    from contactflow.paths import ROBOT_PATH_ENV
+
+    if not robot_path:
+        yield
+        return
+    old = os.environ.get(ROBOT_PATH_ENV)
+    os.environ[ROBOT_PATH_ENV] = os.pathsep.join([*robot_path, *([old] if old else [])])
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(ROBOT_PATH_ENV, None)
+        else:
+            os.environ[ROBOT_PATH_ENV] = old
+
+
+def _robot_paths(args: list[str], base_dir: Path | None) -> tuple[str, ...]:
+    """A node's ``--robot-path`` folders, absolute (relative ones from the dataflow's folder, where dora
+    starts the node), in search order (each use goes first, as :class:`contactflow.paths.RobotPathAction`)."""
+    dirs = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--robot-path"]
+    dirs += [a.split("=", 1)[1] for a in args if a.startswith("--robot-path=")]
+    base = Path.cwd() if base_dir is None else Path(base_dir)
+    return tuple(str((base / Path(d).expanduser()).resolve()) for d in reversed(dirs))
+
+
 @lru_cache(maxsize=8)
-def _specs(robot: str) -> dict[str, PortSpec]:
+def _specs(robot: str, robot_path: tuple[str, ...] = ()) -> dict[str, PortSpec]:
     from contactflow.contracts.messages import port_specs
     from contactflow.robot import load_robot
 
-    return port_specs(load_robot(robot))
+    with _robot_search(robot_path):
+        return port_specs(load_robot(robot))
 
 
 def _schema(spec: PortSpec | str) -> str:
@@ -144,7 +176,7 @@ def check_dataflow(path: str | Path, *, strict: bool = False) -> list[WiringProb
         ConfigError: the file is not a readable dataflow.
     """
     flow = load_dataflow(path)
-    return check_descriptor(flow, strict=strict) + check_config_files(flow, Path(path).parent)
+    return check_descriptor(flow, strict=strict, base_dir=Path(path).parent) + check_config_files(flow, Path(path).parent)
 
 
 #: The flags that name a node's configuration file (:data:`contactflow.cli.config.NODE_CONFIGS`).
@@ -188,7 +220,9 @@ def check_config_files(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
         if not files:
             continue
         robot = _arg(args, "--robot", graph_robot) or graph_robot
-        for flag, msg in check_node_config_files(kind, files, robot):
+        with _robot_search(_robot_paths(args, Path(base_dir))):
+            found = check_node_config_files(kind, files, robot)
+        for flag, msg in found:
             problems.append(WiringProblem(str(n["id"]), flag, f"configuration file {msg}"))
     return problems
 
@@ -222,13 +256,15 @@ def _graph_robot(nodes) -> str:
     return robots.pop() if len(robots) == 1 else "talos"
 
 
-def check_descriptor(flow: dict, *, strict: bool = False) -> list[WiringProblem]:
+def check_descriptor(flow: dict, *, strict: bool = False, base_dir: str | Path | None = None) -> list[WiringProblem]:
     """Check an already loaded (flat) dataflow descriptor; see :func:`check_dataflow`.
 
     Args:
         flow: the descriptor.
         strict: also report every node that is not a contactflow node (not in the port table), so a
             check that passes covers every node of the graph.
+        base_dir: the dataflow's folder: a node's relative ``--robot-path`` is resolved from it, as
+            the node resolves it (default: the current folder).
     """
     problems: list[WiringProblem] = []
     nodes = {n["id"]: n for n in flow["nodes"] if isinstance(n, dict) and "id" in n}
@@ -246,6 +282,7 @@ def check_descriptor(flow: dict, *, strict: bool = False) -> list[WiringProblem]
             continue
         args = shlex.split(str(n.get("args", "") or ""))
         robot = _arg(args, "--robot", graph_robot if str(n.get("path")) == "dynamic" else "talos")
+        rpath = _robot_paths(args, None if base_dir is None else Path(base_dir))
         declared = [str(o) for o in (n.get("outputs") or [])]
         if kind == "replay":
             streams = _arg(args, "--streams", "") or ""
@@ -257,7 +294,7 @@ def check_descriptor(flow: dict, *, strict: bool = False) -> list[WiringProblem]
                 port = rec_decl.outputs.get(rec_out) if rec_decl is not None else None
                 if port is None or port.contract is None:
                     continue
-                specs = _specs(robot)
+                specs = _specs(robot, rpath)
                 out_specs[(nid, out)] = _contract(specs, port.contract)
                 if out not in declared:
                     problems.append(WiringProblem(nid, out, f"replayed stream {name!r} is sent on output {out!r}, "
@@ -271,7 +308,7 @@ def check_descriptor(flow: dict, *, strict: bool = False) -> list[WiringProblem]
         decl = NODES[kind]
         if decl.any_inputs:  # the recorder: any input, no outputs
             continue
-        specs = _specs(robot)
+        specs = _specs(robot, rpath)
         outputs = {out: _contract(specs, port.contract) for out, port in decl.outputs.items()}
         for out, port in decl.outputs.items():
             out_specs[(nid, out)] = outputs[out]

@@ -904,7 +904,8 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(prog="contactflow bench seiko-grid",
                                 description="SEIKO Fig. 7 robustness grid (RA-L 2024 §V-F): left-hand reach to the "
-                                            "feasibility edge x speed x unmodelled mass x condition; resumable")
+                                            "feasibility edge x speed x unmodelled mass x condition; resumable",
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--speeds", default=",".join(f"{100 * s:g}" for s in SPEEDS_MPS), help="hand speeds [cm/s]")
     p.add_argument("--masses", default=",".join(f"{m:g}" for m in MASSES_KG), help="unmodelled masses [kg]")
     p.add_argument("--targets", type=int, default=10, help="random targets per cell")
