@@ -62,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if not args.verbose:  # third-party INFO (matplotlib's "Using categorical units...") is noise at our INFO level
+        for name in ("matplotlib", "PIL"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     try:
         return int(args.func(args) or 0)
     except ContactflowError as exc:

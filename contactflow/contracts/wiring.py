@@ -79,6 +79,10 @@ class WiringProblem:
     message: str
 
     def __str__(self) -> str:
+        if self.port == "-":  # the node as a whole (not a contactflow node)
+            return f"node {self.node!r}: {self.message}"
+        if self.port.startswith("--"):  # a node argument (a configuration file)
+            return f"node {self.node!r} argument {self.port}: {self.message}"
         return f"node {self.node!r} port {self.port!r}: {self.message}"
 
 
