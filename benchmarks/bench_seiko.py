@@ -288,8 +288,15 @@ def repeated(fn, n: int, key: str, higher_is_better: bool = True) -> dict:
     ``n`` the worse of the two middle ones), with ``repeats`` (every run's ``key``, in order) beside it. This
     machine's speed drifts within minutes (a lockstep graph / loop ratio of 0.66 and 0.83 in two
     runs a few minutes apart): one run is one sample of that spread."""
-    runs = [fn() for _ in range(max(1, n))]
-    vals = [r[key] for r in runs]
+    runs = []
+    for _ in range(max(1, n)):
+        try:
+            runs.append(fn())
+        except Exception as exc:  # one failed run is one bad sample (the worst), not the loss of the others
+            if n <= 1:
+                raise
+            runs.append({"error": f"{type(exc).__name__}: {exc}"})
+    vals = [r.get(key) for r in runs]
     # None (a run without the value) sorts as the worst
     worst = -math.inf if higher_is_better else math.inf
     order = sorted(range(len(runs)), key=lambda i: worst if vals[i] is None else vals[i], reverse=not higher_is_better)
@@ -302,10 +309,13 @@ def repeated(fn, n: int, key: str, higher_is_better: bool = True) -> dict:
 
 def _spread(r: dict, fmt: str = "{:.2f}", scale: float = 1.0) -> str:
     """`` (median of N: lo-hi)`` for a :func:`repeated` result, else ""."""
-    vals = [v for v in r.get("repeats") or [] if v is not None]
-    if len(vals) < 2:
+    allv = r.get("repeats") or []
+    vals = [v for v in allv if v is not None]
+    if len(allv) < 2 or not vals:
         return ""
-    return f" (median of {len(vals)}: {fmt.format(scale * min(vals))}-{fmt.format(scale * max(vals))})"
+    failed = len(allv) - len(vals)
+    return (f" (median of {len(allv)}: {fmt.format(scale * min(vals))}-{fmt.format(scale * max(vals))}"
+            + (f", {failed} failed" if failed else "") + ")")
 
 
 REALTIME_KEYS = ("realtime", "periods", "deadline_misses", "deadline_miss_ratio", "command_age_ms_p50",

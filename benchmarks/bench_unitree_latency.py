@@ -92,6 +92,9 @@ def main() -> int:
         emu.wait(timeout=30)
     lat = np.array(link.latency_s) * 1e3
     send = np.array(link.send_mono)
+    if len(send) < 2 or not len(lat):  # the link failed before it could answer two states
+        print(f"no measurement: {len(send)} command(s) sent; {link.failure or 'no failure named'}", file=sys.stderr)
+        return 2
     # periods missed: each gap between two commands counts the 2 ms periods it skipped (a gap of 4 ms:
     # one); binning the send times into 2 ms periods from the first send instead counted the jitter of
     # commands sent near a bin's edge (two in one bin, none in the next) and read 1-15 % from run to run

@@ -57,7 +57,8 @@ def main() -> int:
     lock = lockstep_for(node, "input_filter", specs, offsets={"desired": args.lag}, skip_missing=args.realtime,
                         clock=clock, per_tick=per_tick if args.realtime else (),
                         max_per_tick=MAX_SKIPPED_TICKS, values_unused=[clock] if clock else ())
-    period = PeriodCheck(cfg, f"the time step of its ticks, the {clock or 'operator'}'s {'messages' if clock else 'commands'}")
+    period = PeriodCheck(cfg, "the time step of its ticks, the driver's sensors" if clock else
+                         "the time step of its ticks, the operator's commands")
     for tick in lock:
         period(tick.k, tick.t)
         for held in tick.skipped:  # real-time: the ticks skipped before this one, oldest first

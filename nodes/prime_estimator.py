@@ -16,7 +16,8 @@ the node before the solve with one line naming the gap (``seq not contiguous (a 
 Stop: the node honours the dataflow's stop (``dora run --stop-after``, Ctrl-C) within one FDDP
 iteration, also while it solves: the solver's per-iteration callback polls the node's events and
 abandons the solve on a ``STOP``, or on SIGTERM / SIGINT (once the replay has ended, the node's
-inputs are closed and dora drops the STOP: it sends SIGTERM after its ~10 s grace). dora 1.1
+inputs are closed and dora drops the STOP: it sends SIGTERM after the node's finish grace,
+``finish_grace_secs``: 10 min in the shipped PRIME graphs, contactflow.graphs.FINISH_GRACE_S_OFFLINE). dora 1.1
 ends every node's input stream right after the stop (the recorder's included; checked: outputs
 sent after it never arrive), so an estimate finished after the stop could not be recorded anyway. A run stopped before the estimator sent its outputs
 therefore ends with one line naming the node, the phase (receiving or solving, iterations done)
@@ -143,7 +144,7 @@ def main() -> int:
     log.info("solving PRIME on %d steps (identify %s)", meas.T, list(est.bodies))
     t_solve = time.monotonic()
     # Once its inputs have all closed (the replay ended) the node's event stream is over and dora 1.1
-    # drops the STOP it sends later: the stop then comes as SIGTERM (after dora's grace period, ~10 s)
+    # drops the STOP it sends later: the stop then comes as SIGTERM (after the node's finish grace)
     # or, from a terminal, as SIGINT. Either ends the solve at the next iteration, as a STOP does.
     signalled: list[str] = []
     for sig in (signal.SIGTERM, signal.SIGINT):

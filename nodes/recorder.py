@@ -454,6 +454,7 @@ def main() -> int:
         if typ == "STOP" and t_stop is None:
             t_stop = time.monotonic()
         if typ == "INPUT":
+            rec.received.add(ev["id"])  # it sent, even if this message cannot be read (not a silent input)
             try:
                 vec = ev["value"].to_numpy(zero_copy_only=False)
             except Exception as exc:  # noqa: BLE001 - a bad message must not stop the recording

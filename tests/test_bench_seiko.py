@@ -24,6 +24,17 @@ def test_repeated_keeps_the_median_run_and_every_value():
     # one run: as it came, no spread
     one = B.repeated(_runs([0.5]), 1, "v")
     assert one == {"v": 0.5, "id": 1} and B._spread(one) == ""
+    # a run that raises is one failed sample, the others kept
+    it = iter([0.7, RuntimeError("dora run failed"), 0.8])
+
+    def flaky():
+        v = next(it)
+        if isinstance(v, Exception):
+            raise v
+        return {"v": v}
+
+    r = B.repeated(flaky, 3, "v")
+    assert r["v"] == 0.7 and r["repeats"] == [0.7, None, 0.8] and B._spread(r) == " (median of 3: 0.70-0.80, 1 failed)"
 
 
 def test_the_table_states_the_spread_of_repeated_runs():

@@ -845,3 +845,39 @@ def test_process_monitor_refuses_a_process_that_does_not_exist():
     p.wait()
     with pytest.raises(OSError):
         ProcessMonitor(p.pid)
+
+
+def test_emulator_names_a_fall_under_the_drivers_damping_and_since_when(g1, caplog):
+    """kp = 0, kd > 0 after a stiff command is the driver's damping (its end of run, or a fault it
+    latched): a fall after it is reported with the time damping began; a stiff command clears it."""
+    import logging
+
+    from contactflow.hardware.emulator import UnitreeEmulator
+
+    emu = UnitreeEmulator(g1, _domain(), "lo")
+    slots = motor_slots(g1).tolist()
+
+    def command(kp, kd):
+        cmd = M.LowCmd_()
+        for j, s in enumerate(slots):
+            cmd.motor_cmd[s].mode, cmd.motor_cmd[s].q = 1, float(g1.theta_default[j])
+            cmd.motor_cmd[s].kp, cmd.motor_cmd[s].kd = float(kp[j]), float(kd[j])
+        cmd.crc = M.lowcmd_crc(cmd)
+        n = emu.status.commands
+        emu._accept(cmd)
+        assert emu.status.commands == n + 1  # accepted
+
+    zero = np.zeros(g1.n)
+    command(zero, 0.5 * np.asarray(g1.kd))  # the start-up ramp begins at kp 0: not damping
+    assert emu._damping_since_t is None
+    command(np.asarray(g1.K), np.asarray(g1.kd))
+    command(zero, np.asarray(g1.kd))  # damping after a stiff command
+    assert emu._damping_since_t == pytest.approx(emu.readings.t)
+    command(np.asarray(g1.K), np.asarray(g1.kd))  # stiff again (a recovery): cleared
+    assert emu._damping_since_t is None
+    command(zero, np.asarray(g1.kd))
+    emu.sim.fell = lambda: True  # the base below the fall height at the next step
+    with caplog.at_level(logging.WARNING, logger="contactflow"):
+        emu.step()
+    assert emu.status.fell and emu.status.fell_in_damping
+    assert "under the driver's damping command since t = " in caplog.text

@@ -158,13 +158,14 @@ def test_contactflow_check_uses_the_robot_path_of_each_node(tmp_path, monkeypatc
     _tool_robot(tmp_path)
     monkeypatch.delenv(ROBOT_PATH_ENV, raising=False)
     monkeypatch.chdir(ROOT)  # not the dataflow's folder
-    graph = yaml.safe_load((ROOT / "dataflows/seiko_talos.yml").read_text())
-    for n in graph["nodes"]:
-        n["args"] = n.get("args", "").replace("--robot talos", "--robot talos_tool --robot-path my_robots").replace(
-            "../robots/", f"{ROOT}/robots/")
-    (tmp_path / "tool.yml").write_text(yaml.safe_dump(graph))
-    assert check_dataflow(tmp_path / "tool.yml") == []
-    assert ROBOT_PATH_ENV not in os.environ  # the check's search path does not leak
+    for name in ("seiko_talos_live", "seiko_talos"):  # the live graph's operator is a dynamic node (no args)
+        graph = yaml.safe_load((ROOT / f"dataflows/{name}.yml").read_text())
+        for n in graph["nodes"]:
+            n["args"] = n.get("args", "").replace("--robot talos", "--robot talos_tool --robot-path my_robots").replace(
+                "../robots/", f"{ROOT}/robots/")
+        (tmp_path / "tool.yml").write_text(yaml.safe_dump(graph))
+        assert check_dataflow(tmp_path / "tool.yml") == [], name
+        assert ROBOT_PATH_ENV not in os.environ  # the check's search path does not leak
     for n in graph["nodes"]:
         n["args"] = n["args"].replace(" --robot-path my_robots", "")
     (tmp_path / "tool2.yml").write_text(yaml.safe_dump(graph))

@@ -109,8 +109,12 @@ def _robot_search(robot_path: tuple[str, ...]):
 def _robot_paths(args: list[str], base_dir: Path | None) -> tuple[str, ...]:
     """A node's ``--robot-path`` folders, absolute (relative ones from the dataflow's folder, where dora
     starts the node), in search order (each use goes first, as :class:`contactflow.paths.RobotPathAction`)."""
-    dirs = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--robot-path"]
-    dirs += [a.split("=", 1)[1] for a in args if a.startswith("--robot-path=")]
+    dirs = []
+    for i, a in enumerate(args):  # in the order given, both spellings
+        if a == "--robot-path" and i + 1 < len(args):
+            dirs.append(args[i + 1])
+        elif a.startswith("--robot-path="):
+            dirs.append(a.split("=", 1)[1])
     base = Path.cwd() if base_dir is None else Path(base_dir)
     return tuple(str((base / Path(d).expanduser()).resolve()) for d in reversed(dirs))
 
@@ -260,6 +264,13 @@ def _graph_robot(nodes) -> str:
     return robots.pop() if len(robots) == 1 else "talos"
 
 
+def _graph_robot_paths(nodes, base_dir: Path | None) -> tuple[str, ...]:
+    """The ``--robot-path`` folders a graph's nodes give when those that give any agree, else none
+    (a dynamic node, with no args, is started with the graph's robot: it takes these)."""
+    paths = {_robot_paths(shlex.split(str(n.get("args", "") or "")), base_dir) for n in nodes} - {()}
+    return paths.pop() if len(paths) == 1 else ()
+
+
 def check_descriptor(flow: dict, *, strict: bool = False, base_dir: str | Path | None = None) -> list[WiringProblem]:
     """Check an already loaded (flat) dataflow descriptor; see :func:`check_dataflow`.
 
@@ -277,6 +288,7 @@ def check_descriptor(flow: dict, *, strict: bool = False, base_dir: str | Path |
     in_specs: dict[tuple[str, str], PortSpec | str] = {}
     # a dynamic node has no args: its robot is the graph's (the one --robot its other nodes name)
     graph_robot = _graph_robot(nodes.values())
+    graph_paths = _graph_robot_paths(nodes.values(), None if base_dir is None else Path(base_dir))
     for nid, n in nodes.items():
         kind = graph_node_kind(n)
         if kind is None:
@@ -285,8 +297,9 @@ def check_descriptor(flow: dict, *, strict: bool = False, base_dir: str | Path |
                                                         f"{sorted(NODES)}): its ports are not checked"))
             continue
         args = shlex.split(str(n.get("args", "") or ""))
-        robot = _arg(args, "--robot", graph_robot if str(n.get("path")) == "dynamic" else "talos")
-        rpath = _robot_paths(args, None if base_dir is None else Path(base_dir))
+        dynamic = str(n.get("path")) == "dynamic"
+        robot = _arg(args, "--robot", graph_robot if dynamic else "talos")
+        rpath = _robot_paths(args, None if base_dir is None else Path(base_dir)) or (graph_paths if dynamic else ())
         declared = [str(o) for o in (n.get("outputs") or [])]
         if kind == "replay":
             streams = _arg(args, "--streams", "") or ""

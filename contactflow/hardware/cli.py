@@ -45,7 +45,7 @@ def _run(args) -> int:
     if args.status_json:
         emu.write_status(args.status_json)
     s = emu.status
-    fell = (", the robot went down under the driver's damping command" if s.fell_in_damping
+    fell = (", the robot fell under the driver's damping command" if s.fell_in_damping
             else ", the robot fell" if s.fell else "")
     log.info("emulator ended at t = %.3f s (simulated since the first command): %d states (%d corrupted), %d commands, "
              "%d bad CRC, %d invalid, %d overruns%s", s.t_s, s.states, s.states_corrupted, s.commands, s.commands_bad_crc,

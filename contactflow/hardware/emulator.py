@@ -56,8 +56,9 @@ class EmulatorStatus:
         command and of the first damping command (every enabled motor kp = 0, kd > 0, after a command
         with some kp > 0: the start-up ramp also begins at kp = 0).
         t_s: simulated time [s]. fell: the base went below the robot file's fall height.
-        fell_in_damping: it did so under the driver's damping command (kp = 0 after a stiff command: its
-            end of run or a fault it latched, which the driver's log names), as a robot in damping mode sinks.
+        fell_in_damping: it did so under the driver's damping command (kp = 0 after a stiff command: the
+            driver's end of run, when a robot in damping mode sinks, or a fault it latched, which the
+            driver's log names).
         remote_pressed_mono_s: ``time.monotonic()`` of the first state showing ``press_remote``.
         damping_mono_s: ``time.monotonic()`` of every damping command that follows a stiff one (each
         entry into damping: watchdog, latch).
@@ -126,7 +127,7 @@ class UnitreeEmulator:
         self.readings = self.sim.reset()
         self.harness_s = float(harness_s)
         self._prev_stiff = False
-        self._in_damping = False  # the newest command is the driver's damping (kp = 0 after a stiff one)
+        self._damping_since_t: float | None = None  # sim time the driver's damping began (kp = 0 after a stiff command)
         self._base0 = (self.sim.data.qpos[:7].copy(), self.sim.data.time)
         self._tick_ms = 0
         from contactflow.hardware.remote import parse_combo, remote_bytes
@@ -178,9 +179,11 @@ class UnitreeEmulator:
                 self.status.first_damping_mono_s = now
                 log.info("damping command received")
             self.status.damping_mono_s.append(now)
+        if self._prev_stiff and np.any(on) and not stiff and np.all(kd[on] > 0):
+            self._damping_since_t = float(self.readings.t) if self.readings is not None else 0.0
+        elif stiff:
+            self._damping_since_t = None
         self._prev_stiff = stiff
-        # in the driver's damping mode now (a fall then is the expected sinking, reported as such)
-        self._in_damping = bool(np.any(on)) and not stiff and bool(np.all(kd[on] > 0)) and self.status.first_damping_mono_s is not None
         self._cmd = cmd
 
     def _publish(self) -> None:
@@ -234,10 +237,11 @@ class UnitreeEmulator:
         self.status.t_s = self.readings.t
         if self.sim.fell() and not self.status.fell:
             self.status.fell = True
-            if self._in_damping:  # a robot in damping mode sinks: the driver ended its run or latched a fault
+            if self._damping_since_t is not None:  # a robot in damping mode sinks: after a run's end, expected
                 self.status.fell_in_damping = True
-                log.info("the emulated robot went down at t = %.3f s under the driver's damping command (kp = 0: the "
-                         "driver's end of run or a fault it latched; its own log says which)", self.readings.t)
+                log.warning("the emulated robot fell at t = %.3f s, under the driver's damping command since t = %.3f s "
+                            "(the driver's end of run, when a robot in damping mode sinks, or a fault it latched: the "
+                            "driver's log says which)", self.readings.t, self._damping_since_t)
             else:
                 log.warning("the emulated robot fell at t = %.3f s", self.readings.t)
         self._publish()
