@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 __all__ = ["Node", "Graph", "GRAPHS", "render", "check_graphs", "write_graphs", "driver", "replay_node", "operator",
            "seiko_stages", "recorder", "viewer", "DATAFLOWS", "REALTIME", "RT_PRIORITY", "RT_DAEMON"]
@@ -88,11 +88,11 @@ FINISH_GRACE_S_OFFLINE = 600
 OFFLINE_NODE_KINDS = ("prime_estimator",)
 
 
-def finish_grace_of(node_id: str, kind: str | None, graph_kinds: set[str]) -> int:
+def finish_grace_of(node_id: str, kind: str | None = None, graph_kinds: Iterable[str] = ()) -> int:
     """The ``finish_grace_secs`` a shipped graph gives node ``node_id`` of kind ``kind`` in a graph whose
     nodes are of kinds ``graph_kinds`` (:data:`FINISH_GRACE_S`, :data:`FINISH_GRACE_S_OF`,
-    :data:`FINISH_GRACE_S_OFFLINE`)."""
-    offline = bool(graph_kinds & set(OFFLINE_NODE_KINDS))
+    :data:`FINISH_GRACE_S_OFFLINE`); without the kinds, the grace of a graph without an offline node."""
+    offline = bool(set(graph_kinds) & set(OFFLINE_NODE_KINDS))
     if offline and (kind in OFFLINE_NODE_KINDS or kind == "recorder"):
         return FINISH_GRACE_S_OFFLINE
     return FINISH_GRACE_S_OF.get(node_id, FINISH_GRACE_S)
@@ -674,7 +674,7 @@ def _node_lines(n: Node) -> list[str]:
         lines.append(f"    outputs: [{', '.join(n.outputs)}]")
     if n.env:
         lines.append(f"    env: {{{_queue(n.env)}}}")
-    lines.append(f"    finish_grace_secs: {FINISH_GRACE_S_OF.get(n.id, FINISH_GRACE_S)}")
+    lines.append(f"    finish_grace_secs: {finish_grace_of(n.id)}")  # (no generated graph has an offline node)
     return lines
 
 

@@ -454,11 +454,11 @@ def main() -> int:
         if typ == "STOP" and t_stop is None:
             t_stop = time.monotonic()
         if typ == "INPUT":
-            rec.received.add(ev["id"])  # it sent, even if this message cannot be read (not a silent input)
             try:
                 vec = ev["value"].to_numpy(zero_copy_only=False)
             except Exception as exc:  # noqa: BLE001 - a bad message must not stop the recording
                 log.warning("input %r: message not recorded: %s", ev["id"], exc)
+                rec.received.add(ev["id"])  # it sent, though unreadable: not a silent input (on_input adds the others)
                 continue
             rec.on_input(ev["id"], vec, ev["metadata"])
         # STOP: keep draining, queued inputs still arrive after STOP (dora delivers STOP first)

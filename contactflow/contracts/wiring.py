@@ -30,7 +30,6 @@ ticks per message, :func:`rows_output`): same contract.
 from __future__ import annotations
 
 import contextlib
-
 import dataclasses
 import os
 import shlex
@@ -90,13 +89,13 @@ class WiringProblem:
 def _robot_search(robot_path: tuple[str, ...]):
     """The robot search path of a node given ``--robot-path`` (``robot_path``: absolute folders, first
     searched first) for the duration of the block (``$CONTACTFLOW_ROBOT_PATH``, as the node sets it)."""
-    from contactflow.paths import ROBOT_PATH_ENV
+    from contactflow.paths import ROBOT_PATH_ENV, add_robot_path
 
     if not robot_path:
         yield
         return
     old = os.environ.get(ROBOT_PATH_ENV)
-    os.environ[ROBOT_PATH_ENV] = os.pathsep.join([*robot_path, *([old] if old else [])])
+    add_robot_path(*robot_path)
     try:
         yield
     finally:
@@ -288,7 +287,8 @@ def check_descriptor(flow: dict, *, strict: bool = False, base_dir: str | Path |
     in_specs: dict[tuple[str, str], PortSpec | str] = {}
     # a dynamic node has no args: its robot is the graph's (the one --robot its other nodes name)
     graph_robot = _graph_robot(nodes.values())
-    graph_paths = _graph_robot_paths(nodes.values(), None if base_dir is None else Path(base_dir))
+    base_dir = None if base_dir is None else Path(base_dir)
+    graph_paths = _graph_robot_paths(nodes.values(), base_dir)
     for nid, n in nodes.items():
         kind = graph_node_kind(n)
         if kind is None:
@@ -299,7 +299,7 @@ def check_descriptor(flow: dict, *, strict: bool = False, base_dir: str | Path |
         args = shlex.split(str(n.get("args", "") or ""))
         dynamic = str(n.get("path")) == "dynamic"
         robot = _arg(args, "--robot", graph_robot if dynamic else "talos")
-        rpath = _robot_paths(args, None if base_dir is None else Path(base_dir)) or (graph_paths if dynamic else ())
+        rpath = _robot_paths(args, base_dir) or (graph_paths if dynamic else ())
         declared = [str(o) for o in (n.get("outputs") or [])]
         if kind == "replay":
             streams = _arg(args, "--streams", "") or ""

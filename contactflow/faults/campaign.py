@@ -288,7 +288,7 @@ def _edit_graph(graph: dict, case: FaultCase, setup: GraphSetup, baseline: dict 
                 raise ConfigError(f"{case.name}: disk_full needs params max_bytes or a baseline run's size")
             limit = int(baseline["recording_bytes"] * float(case.params.get("fraction", 0.5)))
         extra[case.node] = f"{extra.get(case.node, '')} --max-bytes {int(limit)}".strip()
-    from contactflow.graphs import FINISH_GRACE_S, FINISH_GRACE_S_OF
+    from contactflow.graphs import finish_grace_of
 
     for n in graph.get("nodes", []):
         if n.get("id") in extra:
@@ -296,7 +296,7 @@ def _edit_graph(graph: dict, case: FaultCase, setup: GraphSetup, baseline: dict 
         if case.kind == "hang" and "finish_grace_secs" in n:
             # what is judged is how fast dora names a hung node: the online graces (an offline graph's
             # 10 min for the PRIME solve would outlast the run's time limit)
-            n["finish_grace_secs"] = min(int(n["finish_grace_secs"]), FINISH_GRACE_S_OF.get(n.get("id"), FINISH_GRACE_S))
+            n["finish_grace_secs"] = min(int(n["finish_grace_secs"]), finish_grace_of(str(n.get("id"))))
     return graph
 
 

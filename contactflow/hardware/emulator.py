@@ -179,8 +179,7 @@ class UnitreeEmulator:
                 self.status.first_damping_mono_s = now
                 log.info("damping command received")
             self.status.damping_mono_s.append(now)
-        if self._prev_stiff and np.any(on) and not stiff and np.all(kd[on] > 0):
-            self._damping_since_t = float(self.readings.t) if self.readings is not None else 0.0
+            self._damping_since_t = float(self.readings.t)
         elif stiff:
             self._damping_since_t = None
         self._prev_stiff = stiff
