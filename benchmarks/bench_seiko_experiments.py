@@ -5,6 +5,7 @@
     python benchmarks/bench_seiko_experiments.py foot_touchdown   # ~150 s
     python benchmarks/bench_seiko_experiments.py bad_commands     # ~40 s
     python benchmarks/bench_seiko_experiments.py kd_sign          # in process, ~3 min idle: docs/kd_sign.json
+    python benchmarks/bench_seiko_experiments.py kp               # in process, ~2 min on 2 cores: docs/kp_default.json
     python benchmarks/bench_seiko_experiments.py wall_push --recording recordings/latest   # re-plot
 
 Each experiment runs ``dataflows/seiko_talos_multicontact.yml`` with its scenario
@@ -27,6 +28,12 @@ Each experiment runs ``dataflows/seiko_talos_multicontact.yml`` with its scenari
   scenario in-process without the admittance for comparison (fall, peak and final force).
 * kd_sign: the wall push and the foot lift in process (:func:`multicontact_loop`, the graph's
   computation) with K_d = 0 and K_d = 0.02 of either sign of (10)'s D term (:func:`kd_sign`).
+* kp: the default K_p of (10) (0.2 1/s, the released code's) against the Fig. 7 grid's 0.5
+  (``robots/talos/seiko_fig7.yaml``) on Figs. 3-6, in process: the wall push and the foot lift
+  (as ``kd_sign``), the early touchdown (:func:`touchdown_in_process`, the acceptance of
+  ``tests/test_seiko_touchdown.py``), the damping of the rocking after a torso push
+  (``bench_seiko_damping.py``'s log decrement) and the Fig. 6 far reach with (12) alone
+  (``bench_seiko_reach_load.py``, scripted and stop-at-ratio operators) (:func:`kp_check`).
 * bad_commands: the refused requests of ``bad_commands.yaml`` (times from ``n_refused`` of the
   Retargeting's output, messages from the nodes' log, kept as ``dora_run.log`` in the run),
   the feet's vertical forces and the pelvis height: the robot must stay balanced.
@@ -406,9 +413,92 @@ def kd_sign(robot, out: Path) -> None:
     print(f"wrote {out / 'kd_sign.json'}")
 
 
+#: K_p of (10) compared by ``kp``: the default and the Fig. 7 grid's (robots/talos/seiko_fig7.yaml) [1/s]
+KP_CASES = (0.2, 0.5)
+#: early-touchdown acceptance (tests/test_seiko_touchdown.py): the desired foot rises by more than this after the
+#: operator stops [m], ends within this of its start height [m], and the mean force of the last second is in this range [N]
+TOUCHDOWN_MIN_RISE_M, TOUCHDOWN_END_TOL_M, TOUCHDOWN_FINAL_FZ_N = 0.003, 0.003, (0.5, 50.0)
+
+
+def touchdown_in_process(robot, ccfg) -> dict:
+    """The early touchdown in process (:func:`multicontact_loop`, the graph's computation) with
+    ``ccfg``: the metrics of :func:`foot_touchdown` (heights relative to the desired foot's at reset
+    [m], forces [N]) and ``met``, the acceptance of ``tests/test_seiko_touchdown.py``."""
+    lower_start_s, lower_end_s = touchdown_lowering(robot)
+    loop = multicontact_loop(robot, str(TOUCHDOWN_SCENARIO.relative_to(ROOT)), ccfg)
+    while not loop.step():
+        pass
+    L = loop.log()
+    fz, z_d = L.wrench["right_foot"][:, 2], L.pose_d["right_foot"][:, 2]
+    i_low, i_end = int(np.searchsorted(L.t, lower_start_s)), int(np.searchsorted(L.t, lower_end_s))
+    td = i_low + int(np.argmax(fz[i_low:] > 50.0)) if (fz[i_low:] > 50.0).any() else None
+    last = L.t >= L.t[-1] - 1.0
+    m = {"fell": bool(L.fell), "touchdown_at_s": float(L.t[td]) if td is not None else None,
+         "lowering_ends_at_s": lower_end_s,
+         "right_foot_peak_fz_after_lowering_start_n": float(fz[i_low:].max()),
+         "right_foot_final_fz_n_mean_last_1s": float(fz[last].mean()),
+         "desired_foot_z_final_m": float(z_d[-1] - z_d[0]),
+         "desired_foot_rise_after_lowering_m": float(z_d[-1] - z_d[i_end:].min())}
+    lo, hi = TOUCHDOWN_FINAL_FZ_N
+    m["met"] = bool(not L.fell and td is not None and L.t[td] < lower_end_s
+                    and m["desired_foot_rise_after_lowering_m"] > TOUCHDOWN_MIN_RISE_M
+                    and abs(m["desired_foot_z_final_m"]) < TOUCHDOWN_END_TOL_M
+                    and lo < m["right_foot_final_fz_n_mean_last_1s"] < hi)
+    return m
+
+
+def kp_damping(robot, ccfg) -> dict:
+    """The rocking after a 60 N x 0.1 s torso push in double support (``bench_seiko_damping.py``):
+    log decrement of the pelvis pitch rate [-] and its largest value after the push [rad/s]."""
+    from bench_seiko_damping import log_decrement, torso_push
+
+    from contactflow.seiko.loop import run_loop
+
+    L = run_loop(robot, ROOT / "robots/talos/scenarios/stand_7s.yaml", ccfg=ccfg, disturb=torso_push(60.0))
+    delta, _ = log_decrement(L.t, L.gyro[:, 1], 3.1)
+    return {"fell": bool(L.fell), "log_decrement": delta,
+            "max_abs_pitch_rate_after_push_radps": float(np.max(np.abs(L.gyro[L.t > 3.1, 1])))}
+
+
+def kp_case(kp: float) -> dict:
+    """Every experiment of ``kp`` with K_p = ``kp`` and the other Controller settings the defaults (the
+    Fig. 6 runs: rho = 0.6, as ``bench_seiko_reach_load.py``)."""
+    import dataclasses
+
+    from bench_seiko_reach_load import run_condition
+
+    from contactflow.seiko.controller import ControllerConfig
+
+    robot = load_robot("talos")
+    ccfg = dataclasses.replace(ControllerConfig(), kp_per_s=kp)
+    keys = ("fell", "fraction_of_time_above_ratio", "loaded_joint_max_ratio", "loaded_joint_hold_mean_ratio",
+            "hand_travel_forward_up_m", "operator_stopped_at_s")
+    reach = {}
+    for cond in ("with (12)", "stop at ratio, with (12)"):
+        m, _ = run_condition(cond, 0.6, kp_per_s=kp)
+        reach[cond] = {k: m[k] for k in keys}
+    return {"kp_per_s": kp, "wall_push": kd_wall_push(robot, ccfg), "foot_lift": kd_foot_lift(robot, ccfg),
+            "foot_touchdown": touchdown_in_process(robot, ccfg), "damping": kp_damping(robot, ccfg),
+            "far_reach_12_alone": reach}
+
+
+def kp_check(out: Path, jobs: int = 2) -> None:
+    """``kp``: :func:`kp_case` for each of :data:`KP_CASES`, in parallel processes; writes
+    ``kp_default.json`` (docs/seiko_multicontact.md, the defaults table's K_p row)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        res = {f"K_p = {kp:g}": r for kp, r in zip(KP_CASES, pool.map(kp_case, KP_CASES))}
+    for name, r in res.items():
+        print(name, json.dumps(r), flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "kp_default.json").write_text(json.dumps(res, indent=2))
+    print(f"wrote {out / 'kp_default.json'}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("experiment", choices=sorted(EXPERIMENTS) + ["kd_sign"])
+    p.add_argument("experiment", choices=sorted(EXPERIMENTS) + ["kd_sign", "kp"])
     p.add_argument("--recording", default=None, help="analyse this recording instead of running")
     p.add_argument("--out", default=str(ROOT / "docs"),
                    help="where <experiment>.png and .json go (default: the repository's docs/, tracked files)")
@@ -423,6 +513,9 @@ def main() -> None:
     robot = load_robot("talos")
     if args.experiment == "kd_sign":
         kd_sign(robot, Path(args.out))
+        return
+    if args.experiment == "kp":
+        kp_check(Path(args.out))
         return
     tmp = None
     if args.recording:

@@ -187,11 +187,12 @@ def metrics(robot, L, ratio_limit: float) -> dict:
     }
 
 
-def run_condition(key: str, ratio: float) -> tuple[dict, dict]:
-    """One condition of :data:`CONDITIONS`: (metrics, arrays for the plot)."""
+def run_condition(key: str, ratio: float, **overrides) -> tuple[dict, dict]:
+    """One condition of :data:`CONDITIONS`: (metrics, arrays for the plot). ``overrides``: further
+    :class:`ControllerConfig` fields (e.g. ``kp_per_s``)."""
     robot = load_robot("talos")
     kw, stop = CONDITIONS[key]
-    cfg = ControllerConfig(max_tau_ratio=ratio, tau_read_cutoff_hz=5.0, **kw)
+    cfg = ControllerConfig(max_tau_ratio=ratio, tau_read_cutoff_hz=5.0, **kw, **overrides)
     op = StopAtRatioOperator(robot, ratio) if stop else None
     hook, disturb = load_ramp()
     L = run_loop(robot, ROOT / "robots/talos/scenarios/far_reach.yaml", ccfg=cfg, disturb=disturb,

@@ -22,7 +22,8 @@ from contactflow.seiko.admittance import AdmittanceParams
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_seiko_experiments import TOUCHDOWN_SCENARIO as SCENARIO, touchdown_lowering  # noqa: E402
+from bench_seiko_experiments import (  # noqa: E402
+    TOUCHDOWN_END_TOL_M, TOUCHDOWN_FINAL_FZ_N, TOUCHDOWN_MIN_RISE_M, TOUCHDOWN_SCENARIO as SCENARIO, touchdown_lowering)
 from contactflow.seiko.loop import run_loop  # noqa: E402
 
 ADMITTANCE = {"left_foot": AdmittanceParams.foot(), "right_foot": AdmittanceParams.foot(),
@@ -49,11 +50,11 @@ def test_admittance_lifts_the_foot_on_early_touchdown(robot):
     # the admittance raised the desired foot after the operator stopped lowering it
     # (measured: 5.3 mm, back to 0.6 mm above its height at reset; without: 15 mm below it)
     rise = z_d[-1] - z_d[i_end:].min()
-    assert rise > 0.003, f"desired right-foot height rose by {1e3 * rise:.1f} mm only"
-    assert abs(z_d[-1] - z_d[0]) < 0.003, f"desired right foot ends {1e3 * (z_d[-1] - z_d[0]):+.1f} mm from its start"
+    assert rise > TOUCHDOWN_MIN_RISE_M, f"desired right-foot height rose by {1e3 * rise:.1f} mm only"
+    assert abs(z_d[-1] - z_d[0]) < TOUCHDOWN_END_TOL_M, f"desired right foot ends {1e3 * (z_d[-1] - z_d[0]):+.1f} mm from its start"
     last = L.t >= L.t[-1] - 1.0
     # back below the deadband, and still on the floor (measured 4.8 N): not lifted into the air
-    assert 0.5 < np.mean(fz[last]) < 50.0, f"right foot ends with {np.mean(fz[last]):.1f} N"
+    assert TOUCHDOWN_FINAL_FZ_N[0] < np.mean(fz[last]) < TOUCHDOWN_FINAL_FZ_N[1], f"right foot ends with {np.mean(fz[last]):.1f} N"
 
     L0 = run_loop(robot, SCENARIO, environment=True)
     fz0 = L0.wrench["right_foot"][:, 2]

@@ -33,6 +33,8 @@ class ControllerConfig:
     Attributes:
         dt_s: control period [s] (500 Hz).
         kp_per_s: proportional gain K_p of the feedback law (10) [1/s] (code: 0.2; not in the paper).
+            0.5 in ``robots/talos/seiko_fig7.yaml`` (the Fig. 7 grid); not the default, as it fails the
+            early touchdown of Fig. 4 (docs/seiko_multicontact.md, "K_p = 0.5 on Figs. 3-6").
         kd: derivative gain K_d of (10) [-] (rate form: multiplies lam_dot_read [N/s] to give
             N/s). Default **0.0**; the paper's experiments use 0.02. Not shipped because
             0.02 with either sign makes a shipped experiment worse (measured, MuJoCo Talos:
