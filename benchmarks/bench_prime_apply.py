@@ -1,11 +1,11 @@
 """Identify, correct, rerun: SEIKO with the nominal vs the PRIME-corrected model (issue 17 item 4).
 
     contactflow prime apply RUN_prime --out recordings/talos_corrected   # the corrected robot
-    python benchmarks/bench_prime_apply.py --corrected recordings/talos_corrected [--scenarios hand_forward,far_reach]
+    python benchmarks/bench_prime_apply.py --corrected recordings/talos_corrected --json docs/prime_apply_base.json
     # the Fig. 6 load (9 kg at the right hand, dataflows/seiko_talos_far_reach.yml), identified as
     # the arm_right_4 body (prime estimate --bodies arm_right_4_joint) on a stand_7s recording:
     python benchmarks/bench_prime_apply.py --corrected recordings/talos_hand_corrected --scenarios far_reach \
-        --payload-graph dataflows/seiko_talos_far_reach.yml
+        --payload-graph dataflows/seiko_talos_far_reach.yml --json docs/prime_apply_hand.json
 
 The simulated Talos carries the payload of ``dataflows/prime_seiko_talos_payload.yml`` (read from
 that graph's ``mujoco_driver --payload``: 6.3 kg on ``base_link``) in every run; only the model of
