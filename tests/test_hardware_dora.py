@@ -148,11 +148,19 @@ def test_hw_graph_stands_and_follows_the_scenario_like_the_simulated_graph(tmp_p
     # 5-15 ms of loop latency); the final posture (base height, elbows, waist yaw, mean of the last
     # 0.5 s) within 1 cm / 0.05 rad of the simulated graph's
     assert hw["fell"] is False and sim["fell"] is False, (hw, out[-3000:])
-    assert abs(hw["base_height_min_m"] - sim["base_height_min_m"]) < 0.02
-    assert hw["standing_drift_m"] < 0.05 and sim["standing_drift_m"] < 0.05
-    assert hw["sim_time_s"] == pytest.approx(10.0, abs=0.1)  # the scenario's duration on the robot's clock
     rec = read_recording(r)
     sens = rec.stream("unitree_driver.sensors")
+    # one CI run (2026-12-03 15:24 UTC) saw the emulated base dip to 0.623 m and recover (sim 0.719), not
+    # reproduced in 9 reruns, alone or beside two CPU hogs: on a failure, say when and what the driver did
+    z = sens.field("q")[:, 2]
+    i_min = int(np.argmin(z))
+    gaps = np.diff(sens.t)
+    assert abs(hw["base_height_min_m"] - sim["base_height_min_m"]) < 0.02, (
+        f"lowest base {z[i_min]:.3f} m at t = {sens.t[i_min] - sens.t[0]:.3f} s of the recording; largest sensor gap "
+        f"{gaps.max() * 1e3:.1f} ms at t = {sens.t[int(np.argmax(gaps))] - sens.t[0]:.3f} s; driver {status}; emulator {emu}; "
+        + out[-3000:])
+    assert hw["standing_drift_m"] < 0.05 and sim["standing_drift_m"] < 0.05
+    assert hw["sim_time_s"] == pytest.approx(10.0, abs=0.1)  # the scenario's duration on the robot's clock
     assert (np.diff(sens.seq) == 1).all()
     cfg = rec.manifest["configs"]["unitree_driver"]
     assert cfg["base_state"].startswith("estimated") and cfg["sole_wrench"].startswith("estimated")
