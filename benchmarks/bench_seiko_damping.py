@@ -58,6 +58,17 @@ def torso_push(force_n: float = 60.0, start_s: float = 3.0, duration_s: float = 
     return disturb
 
 
+def damping_case(robot, ccfg: ControllerConfig, force_n: float = 60.0, with_log: bool = False):
+    """Standing (``stand_7s.yaml``, :func:`run_loop`) with Controller ``ccfg``, a ``force_n`` [N] x 0.1 s torso
+    push at 3 s: ``{log_decrement, fell, peak_times_s, max_abs_pitch_rate_after_push_radps}`` of the pelvis
+    pitch rate after 3.1 s ([-], [s], [rad/s]); with ``with_log``, ``(that, the LoopLog)``."""
+    L = run_loop(robot, ROOT / "robots/talos/scenarios/stand_7s.yaml", ccfg=ccfg, disturb=torso_push(force_n))
+    delta, peaks = log_decrement(L.t, L.gyro[:, 1], 3.1)
+    res = {"log_decrement": delta, "fell": L.fell, "peak_times_s": peaks,
+           "max_abs_pitch_rate_after_push_radps": float(np.max(np.abs(L.gyro[L.t > 3.1, 1])))}
+    return (res, L) if with_log else res
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--force-n", type=float, default=60.0)
@@ -70,19 +81,14 @@ def main() -> None:
 
     robot = load_robot("talos")
 
-    disturb = torso_push(args.force_n)
     cases = [(0.0, -1.0), (0.01, -1.0), (0.02, -1.0), (0.05, -1.0), (0.02, 1.0), (0.05, 1.0)]
     res = {}
     fig, ax = plt.subplots(figsize=(8, 4))
     for kd, sign in cases:
-        L = run_loop(robot, ROOT / "robots/talos/scenarios/stand_7s.yaml", ccfg=ControllerConfig(kd=kd, kd_sign=sign),
-                     disturb=disturb)
-        delta, peaks = log_decrement(L.t, L.gyro[:, 1], 3.1)
         key = f"kd={kd} sign={'paper(-)' if sign < 0 else 'code(+)'}"
-        res[key] = {"log_decrement": delta, "fell": L.fell, "peak_times_s": peaks,
-                    "max_abs_pitch_rate_after_push_radps": float(np.max(np.abs(L.gyro[L.t > 3.1, 1])))}
+        res[key], L = damping_case(robot, ControllerConfig(kd=kd, kd_sign=sign), args.force_n, with_log=True)
         print(key, res[key], flush=True)
-        ax.plot(L.t, L.gyro[:, 1], label=f"{key}: $\\delta$={delta:.3f}")
+        ax.plot(L.t, L.gyro[:, 1], label=f"{key}: $\\delta$={res[key]['log_decrement']:.3f}")
     ax.set_xlim(2.8, 7.0)
     ax.set_xlabel("time [s]")
     ax.set_ylabel("pelvis pitch rate [rad/s]")

@@ -32,7 +32,7 @@ Each experiment runs ``dataflows/seiko_talos_multicontact.yml`` with its scenari
   (``robots/talos/seiko_fig7.yaml``) on Figs. 3-6, in process: the wall push and the foot lift
   (as ``kd_sign``), the early touchdown (:func:`touchdown_in_process`, the acceptance of
   ``tests/test_seiko_touchdown.py``), the damping of the rocking after a torso push
-  (``bench_seiko_damping.py``'s log decrement) and the Fig. 6 far reach with (12) alone
+  (``bench_seiko_damping.damping_case``) and the Fig. 6 far reach with (12) alone
   (``bench_seiko_reach_load.py``, scripted and stop-at-ratio operators) (:func:`kp_check`).
 * bad_commands: the refused requests of ``bad_commands.yaml`` (times from ``n_refused`` of the
   Retargeting's output, messages from the nodes' log, kept as ``dora_run.log`` in the run),
@@ -221,6 +221,9 @@ def foot_lift(rec, robot, plt):
 
 
 TOUCHDOWN_SCENARIO = ROOT / "robots/talos/scenarios/foot_touchdown.yaml"
+#: early-touchdown acceptance (tests/test_seiko_touchdown.py): the desired foot rises by more than this after the
+#: operator stops [m], ends within this of its start height [m], and the mean force of the last second is in this range [N]
+TOUCHDOWN_MIN_RISE_M, TOUCHDOWN_END_TOL_M, TOUCHDOWN_FINAL_FZ_N = 0.003, 0.003, (0.5, 50.0)
 
 
 def touchdown_lowering(robot) -> tuple[float, float]:
@@ -232,17 +235,18 @@ def touchdown_lowering(robot) -> tuple[float, float]:
     return low.start_s, low.end_s
 
 
-def foot_touchdown(rec, robot, plt):
+def touchdown_metrics(robot, t: np.ndarray, fz: np.ndarray, z_d: np.ndarray, fell: bool) -> dict:
+    """The early-touchdown metrics from the right sole's measured f_z [N] and desired height [m] over
+    time ``t`` [s] (heights relative to the desired foot's at the start) and ``met``, the acceptance of
+    ``tests/test_seiko_touchdown.py`` (:data:`TOUCHDOWN_MIN_RISE_M`, :data:`TOUCHDOWN_END_TOL_M`,
+    :data:`TOUCHDOWN_FINAL_FZ_N`; touchdown = f_z above the 50 N deadband before the lowering ends)."""
     lower_start_s, lower_end_s = touchdown_lowering(robot)
-    s, d, i_s, i_d, t = _aligned(rec)
-    fz = s.field("wrench.right_foot")[i_s, 2]
-    z_d = d.field("pose_d.right_foot")[i_d, 2]
     i_low = int(np.searchsorted(t, lower_start_s))  # the foot is in the air here
     i_end = int(np.searchsorted(t, lower_end_s))
     td = i_low + int(np.argmax(fz[i_low:] > 50.0)) if (fz[i_low:] > 50.0).any() else None
     last = t >= t[-1] - 1.0
     m = {
-        "fell": bool(np.min(s.field("q")[i_s][:, 2]) < 0.6),
+        "fell": bool(fell),
         "touchdown_at_s": float(t[td]) if td is not None else None,
         "lowering_ends_at_s": lower_end_s,
         "right_foot_peak_fz_after_lowering_start_n": float(fz[i_low:].max()),
@@ -251,6 +255,20 @@ def foot_touchdown(rec, robot, plt):
         "desired_foot_z_final_m": float(z_d[-1] - z_d[0]),
         "desired_foot_rise_after_lowering_m": float(z_d[-1] - z_d[i_end:].min()),
     }
+    lo, hi = TOUCHDOWN_FINAL_FZ_N
+    m["met"] = bool(not fell and td is not None and t[td] < lower_end_s
+                    and m["desired_foot_rise_after_lowering_m"] > TOUCHDOWN_MIN_RISE_M
+                    and abs(m["desired_foot_z_final_m"]) < TOUCHDOWN_END_TOL_M
+                    and lo < m["right_foot_final_fz_n_mean_last_1s"] < hi)
+    return m
+
+
+def foot_touchdown(rec, robot, plt):
+    lower_start_s, lower_end_s = touchdown_lowering(robot)
+    s, d, i_s, i_d, t = _aligned(rec)
+    fz = s.field("wrench.right_foot")[i_s, 2]
+    z_d = d.field("pose_d.right_foot")[i_d, 2]
+    m = touchdown_metrics(robot, t, fz, z_d, np.min(s.field("q")[i_s][:, 2]) < 0.6)
     from contactflow.seiko.loop import run_loop
 
     L0 = run_loop(robot, TOUCHDOWN_SCENARIO, environment=True)
@@ -415,49 +433,16 @@ def kd_sign(robot, out: Path) -> None:
 
 #: K_p of (10) compared by ``kp``: the default and the Fig. 7 grid's (robots/talos/seiko_fig7.yaml) [1/s]
 KP_CASES = (0.2, 0.5)
-#: early-touchdown acceptance (tests/test_seiko_touchdown.py): the desired foot rises by more than this after the
-#: operator stops [m], ends within this of its start height [m], and the mean force of the last second is in this range [N]
-TOUCHDOWN_MIN_RISE_M, TOUCHDOWN_END_TOL_M, TOUCHDOWN_FINAL_FZ_N = 0.003, 0.003, (0.5, 50.0)
 
 
 def touchdown_in_process(robot, ccfg) -> dict:
     """The early touchdown in process (:func:`multicontact_loop`, the graph's computation) with
-    ``ccfg``: the metrics of :func:`foot_touchdown` (heights relative to the desired foot's at reset
-    [m], forces [N]) and ``met``, the acceptance of ``tests/test_seiko_touchdown.py``."""
-    lower_start_s, lower_end_s = touchdown_lowering(robot)
+    ``ccfg``: :func:`touchdown_metrics`."""
     loop = multicontact_loop(robot, str(TOUCHDOWN_SCENARIO.relative_to(ROOT)), ccfg)
     while not loop.step():
         pass
     L = loop.log()
-    fz, z_d = L.wrench["right_foot"][:, 2], L.pose_d["right_foot"][:, 2]
-    i_low, i_end = int(np.searchsorted(L.t, lower_start_s)), int(np.searchsorted(L.t, lower_end_s))
-    td = i_low + int(np.argmax(fz[i_low:] > 50.0)) if (fz[i_low:] > 50.0).any() else None
-    last = L.t >= L.t[-1] - 1.0
-    m = {"fell": bool(L.fell), "touchdown_at_s": float(L.t[td]) if td is not None else None,
-         "lowering_ends_at_s": lower_end_s,
-         "right_foot_peak_fz_after_lowering_start_n": float(fz[i_low:].max()),
-         "right_foot_final_fz_n_mean_last_1s": float(fz[last].mean()),
-         "desired_foot_z_final_m": float(z_d[-1] - z_d[0]),
-         "desired_foot_rise_after_lowering_m": float(z_d[-1] - z_d[i_end:].min())}
-    lo, hi = TOUCHDOWN_FINAL_FZ_N
-    m["met"] = bool(not L.fell and td is not None and L.t[td] < lower_end_s
-                    and m["desired_foot_rise_after_lowering_m"] > TOUCHDOWN_MIN_RISE_M
-                    and abs(m["desired_foot_z_final_m"]) < TOUCHDOWN_END_TOL_M
-                    and lo < m["right_foot_final_fz_n_mean_last_1s"] < hi)
-    return m
-
-
-def kp_damping(robot, ccfg) -> dict:
-    """The rocking after a 60 N x 0.1 s torso push in double support (``bench_seiko_damping.py``):
-    log decrement of the pelvis pitch rate [-] and its largest value after the push [rad/s]."""
-    from bench_seiko_damping import log_decrement, torso_push
-
-    from contactflow.seiko.loop import run_loop
-
-    L = run_loop(robot, ROOT / "robots/talos/scenarios/stand_7s.yaml", ccfg=ccfg, disturb=torso_push(60.0))
-    delta, _ = log_decrement(L.t, L.gyro[:, 1], 3.1)
-    return {"fell": bool(L.fell), "log_decrement": delta,
-            "max_abs_pitch_rate_after_push_radps": float(np.max(np.abs(L.gyro[L.t > 3.1, 1])))}
+    return touchdown_metrics(robot, L.t, L.wrench["right_foot"][:, 2], L.pose_d["right_foot"][:, 2], L.fell)
 
 
 def kp_case(kp: float) -> dict:
@@ -465,6 +450,7 @@ def kp_case(kp: float) -> dict:
     Fig. 6 runs: rho = 0.6, as ``bench_seiko_reach_load.py``)."""
     import dataclasses
 
+    from bench_seiko_damping import damping_case
     from bench_seiko_reach_load import run_condition
 
     from contactflow.seiko.controller import ControllerConfig
@@ -478,7 +464,7 @@ def kp_case(kp: float) -> dict:
         m, _ = run_condition(cond, 0.6, kp_per_s=kp)
         reach[cond] = {k: m[k] for k in keys}
     return {"kp_per_s": kp, "wall_push": kd_wall_push(robot, ccfg), "foot_lift": kd_foot_lift(robot, ccfg),
-            "foot_touchdown": touchdown_in_process(robot, ccfg), "damping": kp_damping(robot, ccfg),
+            "foot_touchdown": touchdown_in_process(robot, ccfg), "damping": damping_case(robot, ccfg),
             "far_reach_12_alone": reach}
 
 
