@@ -419,6 +419,35 @@ def test_auxiliary_force_head(robot, dataset, tmp_path):
     assert spec.model.run(np.zeros((1, 64, 95), np.float32) + 50.0).shape == (1, 23)
 
 
+def test_stiffness_film_student_starts_as_the_plain_one_and_exports(robot, spec, tmp_path):
+    """student.stiffness_film: zero-initialised FiLM layers leave the actor as the plain MLP; once
+    they are non-zero the action depends on the stiffness through them, and the ONNX export is the
+    torch network (LAC's deploy input, unchanged spec)."""
+    from contactflow.lac.train.dagger import new_student
+    from contactflow.lac.train.student import export_onnx
+    from contactflow.policy import load_policy_spec
+
+    torch.manual_seed(3)
+    plain = new_student(load_train_config(None, {"seed": 3}), spec)
+    film = new_student(load_train_config(None, {"seed": 3, "student": {"stiffness_film": True}}), spec)
+    assert all(k.startswith("film.") for k in film.state_dict().keys() - plain.state_dict().keys())
+    film.load_state_dict({**film.state_dict(), **plain.state_dict()})
+    x = np.random.default_rng(1).normal(size=(4, 64, 95)).astype(np.float32)
+    x[..., 90:] = np.exp(np.random.default_rng(2).uniform(np.log(10), np.log(500), size=(4, 64, 5)))
+    xt = torch.from_numpy(x)
+    with torch.no_grad():
+        np.testing.assert_array_equal(film(xt).numpy(), plain(xt).numpy())
+        for lin in film.film:
+            lin.weight.normal_(0.0, 0.3)
+        a = film(xt).numpy()
+        assert np.abs(a - plain(xt).numpy()).max() > 1e-3  # the modulation acts
+    from contactflow.lac.train.student import deploy_metadata
+
+    path = export_onnx(film, tmp_path / "film.onnx", deploy_metadata(spec))
+    loaded = load_policy_spec("lac", robot, model=path)
+    np.testing.assert_allclose(loaded.model.run(x[:1]), a[:1], atol=1e-4)
+
+
 def test_bad_config_is_named(tmp_path):
     p = tmp_path / "lac_train.yaml"
     p.write_text("optim: {lrr: 0.001}\n")

@@ -155,6 +155,10 @@ class StudentCfg:
         latent_dim: history latent size.
         actor_hidden: hidden widths of the actor MLP (input: the newest frame + the latent).
         std_floor: a feature whose training std is below this keeps std 1 in the normaliser [-].
+        stiffness_film: condition every hidden layer of the actor on the newest frame's normalised
+            log stiffness (FiLM, Perez et al., 2018: ``h * (1 + gamma(k)) + beta(k)``, gamma and beta
+            linear in the 5 values, initialised to zero), so the actions can scale with the commanded
+            stiffness multiplicatively instead of through 5 of the MLP's 127 inputs.
     """
 
     conv_channels: tuple[int, ...] = (16, 16, 16)
@@ -162,6 +166,7 @@ class StudentCfg:
     latent_dim: int = 32
     actor_hidden: tuple[int, ...] = (256, 128)
     std_floor: float = 1e-2
+    stiffness_film: bool = False
 
     def __post_init__(self):
         if not self.conv_channels or min(self.conv_channels) < 1 or self.conv_kernel < 1:

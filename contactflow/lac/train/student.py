@@ -9,7 +9,10 @@ to the action (B, 23), with everything LAC puts inside its graph (lac.md §1.1):
 3. a history encoder: 1-D temporal convolutions (stride 2, ELU) over the 64 frames, then a linear
    layer to a latent vector (LAC's adaptation module, the "history estimator", scaled down for a
    CPU: lac.md §0 measured a 725 k-parameter conv encoder at 2.6 k samples/s);
-4. the actor: an MLP (ELU) on the newest normalised frame and the latent.
+4. the actor: an MLP (ELU) on the newest normalised frame and the latent; with
+   ``stiffness_film`` every hidden layer is modulated by the newest frame's normalised log
+   stiffness ``k``: ``h <- h * (1 + gamma_i(k)) + beta_i(k)`` (FiLM, Perez et al., 2018; gamma_i,
+   beta_i linear, zero at initialisation).
 
 :func:`export_onnx` writes the graph with input ``frames`` (1, 64, 95) float32 and output
 ``action`` (1, 23), opset 17, and the metadata the deploy side and a reader need (gains, action
@@ -77,6 +80,13 @@ class Student(nn.Module):
             act += [nn.Linear(a, b), nn.ELU()]
         act.append(nn.Linear(sizes[-1], n_act))
         self.actor = nn.Sequential(*act)
+        n_k = self.k1 - self.k0
+        self.film = (nn.ModuleList(nn.Linear(n_k, 2 * w) for w in cfg.actor_hidden)
+                     if cfg.stiffness_film else None)
+        if self.film is not None:
+            for lin in self.film:
+                nn.init.zeros_(lin.weight)
+                nn.init.zeros_(lin.bias)
         self.aux = nn.Linear(cfg.latent_dim, aux_dim) if aux_dim > 0 else None
 
     def features(self, frames: torch.Tensor) -> torch.Tensor:
@@ -106,7 +116,18 @@ class Student(nn.Module):
         """(actions (B, n_act), the auxiliary head's output (B, aux_dim) or None)."""
         x = torch.clamp((self.features(frames) - self.obs_mean) / self.obs_std, -CLIP_SIGMA, CLIP_SIGMA)
         z = self.encoder(x.transpose(1, 2))
-        return self.actor(torch.cat([x[:, -1], z], dim=-1)), (self.aux(z) if self.aux is not None else None)
+        h = torch.cat([x[:, -1], z], dim=-1)
+        if self.film is None:
+            a = self.actor(h)
+        else:
+            k = x[:, -1, self.k0:self.k1]
+            mods = list(self.actor)
+            for i, film in enumerate(self.film):  # (Linear, ELU) pairs, then the output layer
+                h = mods[2 * i + 1](mods[2 * i](h))
+                gamma, beta = film(k).chunk(2, dim=-1)
+                h = h * (1.0 + gamma) + beta
+            a = mods[-1](h)
+        return a, (self.aux(z) if self.aux is not None else None)
 
     def n_params(self) -> int:
         """Number of trained parameters."""
