@@ -281,6 +281,40 @@ def test_hand_couple_episodes(robot, rows):
         load_train_config(None, {"env": {"hand_push_prob": 0.7, "hand_couple_prob": 0.5}})
 
 
+def test_hand_couple_about_the_joint_axis_is_the_evaluations_couple(robot, spec, rows):
+    """hand_couple_axis: joint: the couple is about the hand's own joint axis (either sign), turned to
+    world at the event start and held: parallel to MuJoCo's world axis of the wrist roll joint then."""
+    from contactflow.lac.model import LacRobot
+
+    lac = LacRobot(robot)
+    cfg = load_train_config(None, {"env": {**TINY["env"], "hand_push_prob": 0.0, "hand_couple_prob": 1.0,
+                                           "hand_couple_axis": "joint"}}).env
+    signs = set()
+    for i in range(6):
+        ep = episode_from_row(rows[i % 2], cfg, lac, episode_rng(0, 9, i), row_index=i % 2)
+        assert ep.body_frame == (True,)
+        c = ep.peaks_W[0][3:]
+        assert 0.5 <= np.linalg.norm(c) <= 1.5 and np.count_nonzero(c) == 1
+        signs.add(float(np.sign(c.sum())))
+    assert signs == {-1.0, 1.0}
+    env = LacTrainEnv(cfg, spec, rows, robot)
+    env.reset(0, episode=ep)
+    m, d = env.sim.model, env.sim.data
+    body = ep.links[0]
+    jid = int(m.body_jntadr[m.body(body).id])
+    start = ep.event[0]
+    axis_at_start = None
+    while env.sim.data.time < start + ep.event[1] + 0.1:
+        if axis_at_start is None and env.sim.data.time + 0.5 * env.dt >= start:
+            axis_at_start = np.array(d.xaxis[jid])
+        env.step(np.zeros(len(spec.joint_names), np.float32))
+    c_W = env.privileged()["wrench_W"][env.lac_links.index(body)][3:]
+    assert np.linalg.norm(c_W) > 0.4
+    np.testing.assert_allclose(abs(c_W @ axis_at_start) / np.linalg.norm(c_W), 1.0, atol=0.05)
+    with pytest.raises(ConfigError, match="hand_couple_axis"):
+        load_train_config(None, {"env": {"hand_couple_axis": "body"}})
+
+
 def test_episode_is_deterministic_for_a_seed(robot, spec, rows):
     cfg = load_train_config(None, TINY).env
     env = LacTrainEnv(cfg, spec, rows, robot)

@@ -98,6 +98,10 @@ class EnvCfg:
             Drawn after ``hand_push_prob`` (the two sum to <= 1). 0: none (the random draws of an
             episode are then those of a configuration without the key).
         hand_couple_nm: [low, high] magnitude of those couples [N m].
+        hand_couple_axis: ``"sphere"``: the couple's axis is uniform on the sphere (world axes);
+            ``"joint"``: about the hand's own joint axis (the wrist roll, either sign), turned into
+            world axes with the hand's orientation at the event start and held there: the
+            evaluation's Fig. 4 couple (``contactflow lac eval``, ``fig4_couple``).
         fall_tilt_rad: the episode ends (a fall) when the pelvis tilts more than this from upright
             [rad] (the states of a fall in progress are not worth labelling).
         fall_height_m: ... or when the pelvis is below this height [m] (the simulator's own fall
@@ -120,6 +124,7 @@ class EnvCfg:
     hand_push_n: tuple[float, float] = (4.0, 10.0)
     hand_couple_prob: float = 0.0
     hand_couple_nm: tuple[float, float] = (0.5, 1.5)
+    hand_couple_axis: str = "sphere"
     fall_tilt_rad: float = 0.5
     fall_height_m: float = 0.45
     randomization: RandomizationCfg = dataclasses.field(default_factory=RandomizationCfg)
@@ -136,6 +141,8 @@ class EnvCfg:
             raise ConfigError(f"hand_couple_prob: must be in [0, 1 - hand_push_prob], got {self.hand_couple_prob!r} "
                               f"(hand_push_prob {self.hand_push_prob!r})")
         _range("hand_couple_nm", self.hand_couple_nm, 0.0)
+        if self.hand_couple_axis not in ("sphere", "joint"):
+            raise ConfigError(f"hand_couple_axis: expected 'sphere' or 'joint', got {self.hand_couple_axis!r}")
         if not 0 <= self.default_command_prob <= 1:
             raise ConfigError(f"default_command_prob: must be in [0, 1], got {self.default_command_prob!r}")
         if not (self.fall_tilt_rad > 0 and self.fall_height_m >= 0):

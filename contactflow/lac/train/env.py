@@ -93,6 +93,9 @@ class Episode:
         links: (L,) MuJoCo bodies loaded (LAC link names).
         peaks_W: (L, 6) peak [F; C] per loaded link, world axes, after scaling and jitter [N, N m].
         wrench_scale: (L,) factor from the dataset's peak to the applied one [-].
+        body_frame: (L,) True where ``peaks_W`` is in the loaded body's own axes instead (the
+            ``hand_couple_axis: joint`` couple): rotated to world with the body's orientation at the
+            first tick of the event and held there, as the evaluation does.
         event: (start, ramp, hold, release) [s], episode time.
         duration_s: episode length [s].
         q0: (n,) initial joint angles, robot order [rad].
@@ -121,10 +124,17 @@ class Episode:
     row_index: int
     aug_t0_s: float = 0.0
     aug_dt_s: float = 0.02
+    body_frame: tuple[bool, ...] = ()
 
     def aug_index(self, t_s: float) -> int:
         """The dataset frame at episode time ``t_s`` [s] (clamped to the first / last frame)."""
         return int(np.clip(round((t_s - self.aug_t0_s) / self.aug_dt_s), 0, len(self.q_aug) - 1))
+
+
+def _body_to_world(sim, body: str, w: np.ndarray) -> np.ndarray:
+    """(6,) [F; C] in the axes of MuJoCo body ``body`` -> world axes (its current ``xmat``)."""
+    R = np.asarray(sim.data.xmat[sim.model.body(body).id], float).reshape(3, 3)
+    return np.concatenate([R @ w[:3], R @ w[3:]])
 
 
 def _rotation(rng: np.random.Generator, max_angle_rad: float) -> np.ndarray:
@@ -196,6 +206,7 @@ def episode_from_row(row: Mapping, cfg: EnvCfg, lac: LacRobot, rng: np.random.Ge
         peaks.append(np.concatenate([R @ (sf * f), R @ (sc * c)]))
         scales.append(sf if np.any(f) else sc)
     # one push or one couple on a hand instead of the row's events (draws: u, the hand, then the wrench)
+    body_frame: tuple[bool, ...] = ()
     u = rng.uniform() if (cfg.hand_push_prob > 0 or cfg.hand_couple_prob > 0) else 1.0
     if u < cfg.hand_push_prob + cfg.hand_couple_prob:
         hand = ("left_wrist_roll_link", "right_wrist_roll_link")[int(rng.integers(2))]
@@ -203,6 +214,10 @@ def episode_from_row(row: Mapping, cfg: EnvCfg, lac: LacRobot, rng: np.random.Ge
         if u < cfg.hand_push_prob:  # horizontal force
             ang = rng.uniform(0.0, 2.0 * np.pi)
             w[:3] = rng.uniform(*cfg.hand_push_n) * np.array([np.cos(ang), np.sin(ang), 0.0])
+        elif cfg.hand_couple_axis == "joint":  # about the hand's joint axis, body axes, either sign
+            axis = lac.link_axis_local[lac.link_index(hand)] * (1.0 if rng.uniform() < 0.5 else -1.0)
+            w[3:] = rng.uniform(*cfg.hand_couple_nm) * axis
+            body_frame = (True,)
         else:  # couple about a uniform axis
             axis = rng.normal(size=3)
             w[3:] = rng.uniform(*cfg.hand_couple_nm) * axis / max(float(np.linalg.norm(axis)), 1e-9)
@@ -223,6 +238,7 @@ def episode_from_row(row: Mapping, cfg: EnvCfg, lac: LacRobot, rng: np.random.Ge
         friction_scale=float(rng.uniform(*r.friction_scale)),
         mass_scale={b: float(rng.uniform(*r.mass_scale)) for b in r.mass_bodies},
         q_aug=q_aug, base_height_aug=h_aug, row_index=int(row_index), aug_t0_s=cfg.settle_s,
+        body_frame=body_frame or (False,) * len(links),
     )
 
 
@@ -306,6 +322,7 @@ class LacTrainEnv:
         self._k = 0
         self._n = int(round(ep.duration_s / self.dt))
         self._wrench = np.zeros((len(self.lac_links), 6))
+        self._peaks = None
         self.runner.reset()
         self._observe()
         return self.obs, self.privileged()
@@ -324,7 +341,10 @@ class LacTrainEnv:
         t = self._r.t
         s = float(trapezoid(t + 0.5 * self.dt, *ep.event))
         self._wrench[:] = 0.0
-        for name, w in zip(ep.links, ep.peaks_W):
+        if self._peaks is None and s > 0:  # the event starts: body-axes peaks turned to world, held
+            self._peaks = np.array([_body_to_world(self.sim, name, w) if bf else w
+                                    for name, w, bf in zip(ep.links, ep.peaks_W, ep.body_frame)]).reshape(-1, 6)
+        for name, w in zip(ep.links, ep.peaks_W if self._peaks is None else self._peaks):
             self.sim.set_external_wrench(name, s * w)
             self._wrench[self.lac_links.index(name)] = s * w
         c = out.command
