@@ -35,7 +35,6 @@ import json
 import logging
 import multiprocessing as mp
 import os
-import subprocess
 import time
 from pathlib import Path
 from typing import Callable
@@ -256,13 +255,9 @@ def _load_rounds(data_dir: Path, upto: int) -> dict[str, np.ndarray]:
 
 def git_revision() -> str:
     """``git describe --always --dirty`` of the source tree ("unknown" outside a checkout)."""
-    try:
-        root = Path(__file__).resolve().parents[3]
-        out = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=12"],
-                             capture_output=True, text=True, timeout=10)
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+    from contactflow.recording.store import git_revision as describe
+
+    return describe(Path(__file__).resolve().parents[3])
 
 
 def _dataset_ref(path: Path, out: Path) -> str:
