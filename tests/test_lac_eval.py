@@ -177,3 +177,17 @@ def test_holosoma_is_skipped_with_a_message_when_its_model_cannot_be_fetched(mon
     assert "no network (test)" in t["skipped"]["holosoma"] and "holosoma" not in t["results"]
     assert t["falls"]["pd_stand"]["episodes"] == 1
     assert "holosoma skipped" in caplog.text
+
+
+def test_a_mistyped_compare_is_refused_before_any_episode_runs(monkeypatch, tmp_path):
+    """`lac eval --compare S,T` names a controller neither run nor stored: refused up front, nothing run."""
+    import contactflow.lac.evaluate as ev
+    from contactflow.cli import main as cli_main
+
+    def must_not_run(*a, **k):
+        raise AssertionError("an episode ran")
+
+    monkeypatch.setattr(ev, "run_eval", must_not_run)
+    with pytest.raises(SystemExit, match=r"--compare: 'expertt' is neither.*known: pd_stand"):
+        cli_main(["lac", "eval", "--controller", "pd_stand", "--compare", "pd_stand,expertt",
+                  "--out", str(tmp_path), "--no-progress"])

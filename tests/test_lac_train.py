@@ -494,6 +494,18 @@ def test_bad_config_is_named(tmp_path):
         export_checkpoint(tmp_path, tmp_path / "x.onnx")
 
 
+def test_a_partial_config_file_changes_only_its_keys_of_the_shipped_recipe(tmp_path):
+    """--config FILE: its keys are layered over robots/g1/lac_train.yaml, not over the code's defaults."""
+    shipped = load_train_config()
+    p = tmp_path / "tiny.yaml"
+    p.write_text("dagger: {rounds: 2}\noptim: {epochs_per_round: 1}\n")
+    cfg = load_train_config(p)
+    assert cfg.dagger.rounds == 2 and cfg.optim.epochs_per_round == 1
+    assert cfg.student == shipped.student and cfg.env == shipped.env  # FiLM, hand pushes ... as shipped
+    assert cfg.optim.lr == shipped.optim.lr and cfg.dagger.beta_decay == shipped.dagger.beta_decay
+    assert TrainConfig().student != shipped.student  # the code's defaults are not the recipe
+
+
 def test_shipped_config_binds_the_deploy_spec(robot):
     cfg = load_train_config()  # robots/g1/lac_train.yaml
     spec = load_train_spec(cfg.spec, robot)

@@ -75,10 +75,17 @@ def _eval(args) -> int:
     pair = tuple(args.compare.split(",", 1)) if args.compare else None
     if pair is not None and len(pair) != 2:
         raise SystemExit("--compare: expected STUDENT,TEACHER")
-    table = run_eval(args.controller or ["expert", "pd_stand"], suite=args.suite, cfg=cfg, workers=args.workers,
-                     progress=not args.no_progress)
-    for f in args.with_table or []:
-        merge_tables(table, json.loads(Path(f).read_text(encoding="utf-8")))
+    controllers = args.controller or ["expert", "pd_stand"]
+    stored = [json.loads(Path(f).read_text(encoding="utf-8")) for f in args.with_table or []]
+    if pair is not None:  # checked before any episode runs (a teacher suite takes minutes)
+        known = list(dict.fromkeys([*controllers, *(c for t in stored for c in t.get("results", {}))]))
+        for name in pair:
+            if name not in known:
+                raise SystemExit(f"--compare: {name!r} is neither a --controller of this run nor in a --with-table; "
+                                 f"known: {', '.join(known)}")
+    table = run_eval(controllers, suite=args.suite, cfg=cfg, workers=args.workers, progress=not args.no_progress)
+    for t in stored:
+        merge_tables(table, t)
     if pair is not None:
         table["comparison"] = compare(table, pair[0], pair[1])
     out = Path(args.out)
@@ -175,7 +182,7 @@ def add_parser(subparsers) -> None:
     t.set_defaults(func=_train_teacher)
 
     d = sub.add_parser("train", help="DAgger student from the model-based teacher, LAC's deploy format (needs [train])")
-    d.add_argument("--config", default=None, help="training config (default robots/g1/lac_train.yaml)")
+    d.add_argument("--config", default=None, help="training config: its keys layered over robots/g1/lac_train.yaml (the shipped recipe; a run's own config.yaml holds every key)")
     d.add_argument("--out", required=True, help="run directory (data, checkpoints, student.onnx, logs, loss.png)")
     d.add_argument("--dataset", default=None, help="augmentation dataset directory (default: generated into OUT/dataset)")
     d.add_argument("--workers", type=int, default=1, help="rollout worker processes")

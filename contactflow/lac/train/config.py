@@ -322,16 +322,30 @@ def default_train_config_path() -> Path:
 
 
 def load_train_config(path: str | Path | None = None, override: Mapping | None = None) -> TrainConfig:
-    """Load a :class:`TrainConfig` (strict keys; the shipped file when ``path`` is None).
+    """Load a :class:`TrainConfig` (strict keys): the shipped file (``robots/g1/lac_train.yaml``, the
+    shipped student's recipe), ``path``'s keys layered over it, then ``override``.
+
+    A file that sets a few keys therefore changes those keys of the shipped recipe and nothing else
+    (a run's own ``config.yaml``, which holds every key, reproduces that run whatever the shipped file
+    says).
 
     Args:
-        path: YAML file. override: mapping merged over the file (tests, ``--seed``).
+        path: YAML file (None: the shipped file alone). override: mapping merged last (tests, ``--seed``).
 
     Raises:
         ConfigError: unreadable file, unknown key, wrong type or out-of-range value (file and key named).
     """
-    path = Path(path) if path is not None else default_train_config_path()
+    default = default_train_config_path()
+    raw = _read_mapping(default)
+    source = str(default)
+    if path is not None and Path(path).resolve() != default.resolve():
+        raw = merge(raw, _read_mapping(Path(path)))
+        source = f"{path} (over {default.name})"
+    return load_config(TrainConfig, merge(raw, override), source=source)
+
+
+def _read_mapping(path: Path) -> dict:
     raw = read_yaml(path)
     if raw is not None and not isinstance(raw, Mapping):
         raise ConfigError(f"{path}: expected a mapping of TrainConfig keys, got {type(raw).__name__}")
-    return load_config(TrainConfig, merge(raw, override), source=str(path))
+    return dict(raw or {})
