@@ -29,7 +29,7 @@ from contactflow.safety import base_tilt_rad
 from contactflow.sim.mujoco_robot import sensor_values
 from contactflow.sim.state import base_rotation
 
-__all__ = ["WrenchEventResult", "stand_command", "run_wrench_event"]
+__all__ = ["WrenchEventResult", "stand_command", "run_wrench_event", "rotate_wrench"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +82,12 @@ def stand_command(robot, stiffness, base_height_m: float | None = None) -> dict:
     if base_height_m is not None:
         cmd["base_height"] = np.array([float(base_height_m)])
     return cmd
+
+
+def rotate_wrench(R: np.ndarray, w) -> np.ndarray:
+    """(6,) [F; C] in the axes of a frame with world orientation ``R`` (3, 3) -> world axes."""
+    w = np.asarray(w, float)
+    return np.concatenate([R @ w[:3], R @ w[3:]])
 
 
 def run_wrench_event(
@@ -166,8 +172,7 @@ def run_wrench_event(
                 hold_x.append(x)
                 hold_R.append(R)
             if not w_rotated and t >= t0_s - 1e-9:
-                Rf = sim.data.xmat[bid].reshape(3, 3) if wrench_frame == "body" else base_rotation(r.q)
-                w = np.concatenate([Rf @ w[:3], Rf @ w[3:]])
+                w = rotate_wrench(sim.data.xmat[bid].reshape(3, 3) if wrench_frame == "body" else base_rotation(r.q), w)
                 w_rotated = True
             sim.set_external_wrench(body, float(trapezoid(t + 0.5 * dt, t0_s, ramp_s, hold_s, rel)) * w)
         r = sim.step(c["q_target"], c["kp"], c["kd"], c["tau_ff"])

@@ -36,7 +36,7 @@ import numpy as np
 import pinocchio as pin
 
 from contactflow.errors import ConfigError
-from contactflow.lac.compliance import stand_command
+from contactflow.lac.compliance import rotate_wrench, stand_command
 from contactflow.lac.events import trapezoid
 from contactflow.lac.model import LacRobot
 from contactflow.lac.train.config import EnvCfg
@@ -95,7 +95,7 @@ class Episode:
         wrench_scale: (L,) factor from the dataset's peak to the applied one [-].
         body_frame: (L,) True where ``peaks_W`` is in the loaded body's own axes instead (the
             ``hand_couple_axis: joint`` couple): rotated to world with the body's orientation at the
-            first tick of the event and held there, as the evaluation does.
+            first tick of the event and held there, as the evaluation does; () = all world axes.
         event: (start, ramp, hold, release) [s], episode time.
         duration_s: episode length [s].
         q0: (n,) initial joint angles, robot order [rad].
@@ -129,12 +129,6 @@ class Episode:
     def aug_index(self, t_s: float) -> int:
         """The dataset frame at episode time ``t_s`` [s] (clamped to the first / last frame)."""
         return int(np.clip(round((t_s - self.aug_t0_s) / self.aug_dt_s), 0, len(self.q_aug) - 1))
-
-
-def _body_to_world(sim, body: str, w: np.ndarray) -> np.ndarray:
-    """(6,) [F; C] in the axes of MuJoCo body ``body`` -> world axes (its current ``xmat``)."""
-    R = np.asarray(sim.data.xmat[sim.model.body(body).id], float).reshape(3, 3)
-    return np.concatenate([R @ w[:3], R @ w[3:]])
 
 
 def _rotation(rng: np.random.Generator, max_angle_rad: float) -> np.ndarray:
@@ -238,7 +232,7 @@ def episode_from_row(row: Mapping, cfg: EnvCfg, lac: LacRobot, rng: np.random.Ge
         friction_scale=float(rng.uniform(*r.friction_scale)),
         mass_scale={b: float(rng.uniform(*r.mass_scale)) for b in r.mass_bodies},
         q_aug=q_aug, base_height_aug=h_aug, row_index=int(row_index), aug_t0_s=cfg.settle_s,
-        body_frame=body_frame or (False,) * len(links),
+        body_frame=body_frame,
     )
 
 
@@ -342,8 +336,10 @@ class LacTrainEnv:
         s = float(trapezoid(t + 0.5 * self.dt, *ep.event))
         self._wrench[:] = 0.0
         if self._peaks is None and s > 0:  # the event starts: body-axes peaks turned to world, held
-            self._peaks = np.array([_body_to_world(self.sim, name, w) if bf else w
-                                    for name, w, bf in zip(ep.links, ep.peaks_W, ep.body_frame)]).reshape(-1, 6)
+            self._peaks = np.array(ep.peaks_W, float).reshape(-1, 6)
+            for i in np.flatnonzero(ep.body_frame):
+                R = self.sim.data.xmat[self.sim.model.body(ep.links[i]).id].reshape(3, 3)
+                self._peaks[i] = rotate_wrench(R, ep.peaks_W[i])
         for name, w in zip(ep.links, ep.peaks_W if self._peaks is None else self._peaks):
             self.sim.set_external_wrench(name, s * w)
             self._wrench[self.lac_links.index(name)] = s * w
