@@ -261,6 +261,51 @@ def test_hand_push_episodes(robot, rows):
         assert f[2] == 0.0 and np.all(f[3:] == 0.0) and 4.0 <= np.linalg.norm(f[:3]) <= 10.0
 
 
+def test_hand_push_sphere_direction(robot, rows):
+    """hand_push_direction: sphere: the push has vertical components (either sign) at the same magnitudes;
+    an unknown direction mode is refused with its key."""
+    from contactflow.errors import ConfigError
+    from contactflow.lac.model import LacRobot
+
+    cfg = load_train_config(None, {"env": {"hand_push_prob": 1.0, "hand_push_n": [4.0, 10.0],
+                                           "hand_push_direction": "sphere"}}).env
+    lac = LacRobot(robot)
+    fz = []
+    for i in range(16):
+        f = episode_from_row(rows[i % 2], cfg, lac, episode_rng(0, 9, i), row_index=i % 2).peaks_W[0]
+        assert np.all(f[3:] == 0.0) and 4.0 <= np.linalg.norm(f[:3]) <= 10.0
+        fz.append(f[2] / np.linalg.norm(f[:3]))
+    assert min(fz) < -0.3 and max(fz) > 0.3
+    with pytest.raises(ConfigError, match="hand_push_direction"):
+        load_train_config(None, {"env": {"hand_push_direction": "up"}})
+
+
+def test_stiffness_sampled_per_episode(robot, rows):
+    """stiffness_sample_prob = 1: each episode commands a stiffness of its own, log-uniform over LAC's ranges,
+    not the row's; the other draws of the episode are those of the configuration without the key."""
+    from contactflow.lac.config import K_ANG_RANGE, K_LIN_RANGE
+    from contactflow.lac.model import LacRobot
+
+    lac = LacRobot(robot)
+    base = load_train_config(None, {}).env
+    cfg = load_train_config(None, {"env": {"stiffness_sample_prob": 1.0}}).env
+    ks = []
+    for i in range(12):
+        ep0 = episode_from_row(rows[0], base, lac, episode_rng(0, 9, i), row_index=0)
+        ep = episode_from_row(rows[0], cfg, lac, episode_rng(0, 9, i), row_index=0)
+        k = ep.command["stiffness"]
+        assert np.all((K_LIN_RANGE[0] <= k[:3]) & (k[:3] <= K_LIN_RANGE[1]))
+        assert np.all((K_ANG_RANGE[0] <= k[3:]) & (k[3:] <= K_ANG_RANGE[1]))
+        assert not np.allclose(k, rows[0]["stiffness"])
+        np.testing.assert_array_equal(ep.peaks_W, ep0.peaks_W)
+        np.testing.assert_array_equal(ep.q0, ep0.q0)
+        ks.append(k)
+    ks = np.log(np.array(ks))
+    assert np.ptp(ks[:, 0]) > 0.5 * np.log(K_LIN_RANGE[1] / K_LIN_RANGE[0])  # spread over the range
+    with pytest.raises(ConfigError, match="stiffness_sample_prob"):
+        load_train_config(None, {"env": {"stiffness_sample_prob": 1.5}})
+
+
 def test_hand_couple_episodes(robot, rows):
     """hand_couple_prob = 1: one couple on a hand, magnitude in hand_couple_nm, any axis, no force; the two
     episode kinds cannot together exceed probability 1."""

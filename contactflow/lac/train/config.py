@@ -91,6 +91,9 @@ class EnvCfg:
             horizontal plane, with the row's profile and stiffness: the evaluation's kind of load
             (LAC Fig. 3), rare among the dataset's scaled events. 0: the row's events only.
         hand_push_n: [low, high] magnitude of those pushes [N].
+        hand_push_direction: ``"horizontal"``: the push's direction is uniform in the horizontal
+            plane (world); ``"sphere"``: uniform on the sphere (world), so that vertical loads (LAC
+            Fig. 3's downward force) are trained as often as horizontal ones of the same size.
         hand_couple_prob: probability that the episode's events are replaced by one couple on a hand
             (left or right) about a direction uniform on the sphere, magnitude U(``hand_couple_nm``),
             with the row's profile and stiffness: the load of LAC Fig. 4, whose attitude follows
@@ -102,6 +105,13 @@ class EnvCfg:
             ``"joint"``: about the hand's own joint axis (the wrist roll, either sign), turned into
             world axes with the hand's orientation at the event start and held there: the
             evaluation's Fig. 4 couple (``contactflow lac eval``, ``fig4_couple``).
+        stiffness_sample_prob: probability that the episode's 5-D stiffness command is drawn anew,
+            each value log-uniform over LAC's command range (K_lin [10, 500] N/m x 3, K_theta
+            [10, 100] N m/rad x 2, ``contactflow.lac.config``), instead of the row's: the dataset
+            holds one stiffness per row (96 rows: 96 values of each channel), too few to learn a
+            response that follows K over its whole range. The teacher (``lac_expert``) computes
+            its compliance from the command, so any K is labelled consistently. Drawn after every
+            other draw of the episode (0: the episodes of a configuration without the key).
         fall_tilt_rad: the episode ends (a fall) when the pelvis tilts more than this from upright
             [rad] (the states of a fall in progress are not worth labelling).
         fall_height_m: ... or when the pelvis is below this height [m] (the simulator's own fall
@@ -122,9 +132,11 @@ class EnvCfg:
     default_command_prob: float = 0.0
     hand_push_prob: float = 0.0
     hand_push_n: tuple[float, float] = (4.0, 10.0)
+    hand_push_direction: str = "horizontal"
     hand_couple_prob: float = 0.0
     hand_couple_nm: tuple[float, float] = (0.5, 1.5)
     hand_couple_axis: str = "sphere"
+    stiffness_sample_prob: float = 0.0
     fall_tilt_rad: float = 0.5
     fall_height_m: float = 0.45
     randomization: RandomizationCfg = dataclasses.field(default_factory=RandomizationCfg)
@@ -141,6 +153,10 @@ class EnvCfg:
             raise ConfigError(f"hand_couple_prob: must be in [0, 1 - hand_push_prob], got {self.hand_couple_prob!r} "
                               f"(hand_push_prob {self.hand_push_prob!r})")
         _range("hand_couple_nm", self.hand_couple_nm, 0.0)
+        if not 0 <= self.stiffness_sample_prob <= 1:
+            raise ConfigError(f"stiffness_sample_prob: must be in [0, 1], got {self.stiffness_sample_prob!r}")
+        if self.hand_push_direction not in ("horizontal", "sphere"):
+            raise ConfigError(f"hand_push_direction: expected 'horizontal' or 'sphere', got {self.hand_push_direction!r}")
         if self.hand_couple_axis not in ("sphere", "joint"):
             raise ConfigError(f"hand_couple_axis: expected 'sphere' or 'joint', got {self.hand_couple_axis!r}")
         if not 0 <= self.default_command_prob <= 1:
