@@ -107,7 +107,7 @@ class EnvCfg:
             evaluation's Fig. 4 couple (``contactflow lac eval``, ``fig4_couple``).
         stiffness_sample_prob: probability that the episode's 5-D stiffness command is drawn anew,
             each value log-uniform over LAC's command range (K_lin [10, 500] N/m x 3, K_theta
-            [10, 100] N m/rad x 2, ``contactflow.lac.config``), instead of the row's: the dataset
+            [10, 100] N m/rad x 2: the robot's ``teleop.yaml``, which the teleop and the teacher enforce), instead of the row's: the dataset
             holds one stiffness per row (96 rows: 96 values of each channel), too few to learn a
             response that follows K over its whole range. The teacher (``lac_expert``) computes
             its compliance from the command, so any K is labelled consistently. Drawn after every

@@ -37,9 +37,9 @@ import pinocchio as pin
 
 from contactflow.errors import ConfigError
 from contactflow.lac.compliance import rotate_wrench, stand_command
-from contactflow.lac.config import K_ANG_RANGE, K_LIN_RANGE
 from contactflow.lac.events import trapezoid
 from contactflow.lac.model import LacRobot
+from contactflow.lac.teleop import load_teleop_config
 from contactflow.lac.train.config import EnvCfg
 from contactflow.policy.runner import PolicyRunner
 from contactflow.policy.spec import PolicySpec
@@ -206,12 +206,14 @@ def episode_from_row(row: Mapping, cfg: EnvCfg, lac: LacRobot, rng: np.random.Ge
     if u < cfg.hand_push_prob + cfg.hand_couple_prob:
         hand = ("left_wrist_roll_link", "right_wrist_roll_link")[int(rng.integers(2))]
         w = np.zeros(6)
-        if u < cfg.hand_push_prob and cfg.hand_push_direction == "sphere":  # force, any direction
-            d = rng.normal(size=3)
-            w[:3] = rng.uniform(*cfg.hand_push_n) * d / max(float(np.linalg.norm(d)), 1e-9)
-        elif u < cfg.hand_push_prob:  # horizontal force
-            ang = rng.uniform(0.0, 2.0 * np.pi)
-            w[:3] = rng.uniform(*cfg.hand_push_n) * np.array([np.cos(ang), np.sin(ang), 0.0])
+        if u < cfg.hand_push_prob:  # a force: any direction, or horizontal
+            if cfg.hand_push_direction == "sphere":
+                d = rng.normal(size=3)
+                d /= max(float(np.linalg.norm(d)), 1e-9)
+            else:
+                ang = rng.uniform(0.0, 2.0 * np.pi)
+                d = np.array([np.cos(ang), np.sin(ang), 0.0])
+            w[:3] = rng.uniform(*cfg.hand_push_n) * d
         elif cfg.hand_couple_axis == "joint":  # about the hand's joint axis, body axes, either sign
             axis = lac.link_axis_local[lac.link_index(hand)] * (1.0 if rng.uniform() < 0.5 else -1.0)
             w[3:] = rng.uniform(*cfg.hand_couple_nm) * axis
@@ -231,8 +233,8 @@ def episode_from_row(row: Mapping, cfg: EnvCfg, lac: LacRobot, rng: np.random.Ge
             q0[names.index(jn)] = v
     q0 = np.clip(q0 + rng.normal(0.0, r.joint_noise_rad, len(q0)), robot.q_min, robot.q_max)
     if cfg.stiffness_sample_prob > 0 and rng.uniform() < cfg.stiffness_sample_prob:  # after every other draw
-        lo = np.log([K_LIN_RANGE[0]] * 3 + [K_ANG_RANGE[0]] * 2)
-        hi = np.log([K_LIN_RANGE[1]] * 3 + [K_ANG_RANGE[1]] * 2)
+        t = load_teleop_config(robot)  # the ranges the teleop and the teacher enforce
+        lo, hi = np.log([t.stiffness_lin_range_n_per_m] * 3 + [t.stiffness_ang_range_nm_per_rad] * 2).T
         cmd["stiffness"] = np.exp(rng.uniform(lo, hi))
     return Episode(
         command=cmd, links=tuple(links), peaks_W=np.array(peaks).reshape(-1, 6), wrench_scale=np.array(scales),
