@@ -527,6 +527,46 @@ def test_stiffness_film_student_starts_as_the_plain_one_and_exports(robot, spec,
     np.testing.assert_allclose(loaded.model.run(x[:1]), a[:1], atol=1e-4)
 
 
+def test_tracking_features_are_the_pd_and_reference_errors_of_the_runner_frame(robot, spec, tmp_path):
+    """student.tracking_features: the 33 values appended inside the graph equal, for a frame the
+    deploy runner builds, the PD tracking error (target - angle) of every joint in policy order and
+    the arm reference minus the arm angle, computed here from the state by joint name; the export
+    keeps LAC's input (1, 64, 95) and is the torch network."""
+    from contactflow.lac.train.dagger import new_student
+    from contactflow.lac.train.student import deploy_metadata, export_onnx
+    from contactflow.policy import PolicyRunner, load_policy_spec
+
+    rng = np.random.default_rng(7)
+    run = PolicyRunner(spec)
+    q = robot.q_default.copy()
+    q[7:] += 0.2 * rng.standard_normal(robot.n)
+    sensors = {"t": np.zeros(1), "q": q, "v": rng.standard_normal(robot.nv), "imu_quat": np.array([0.0, 0.0, 0.0, 1.0]),
+               "imu_gyro": np.zeros(3)}
+    arm_names = list(robot.raw["teleop"]["arm_joints"])
+    command = {"lin_vel": np.zeros(2), "ang_vel": np.zeros(1), "base_height": np.array([0.74]), "waist_yaw": np.zeros(1),
+               "q_ref_arms": 0.3 * rng.standard_normal(len(arm_names)), "stiffness": np.array([40.0, 300.0, 120.0, 15.0, 80.0])}
+    run.last_action[:] = rng.standard_normal(len(spec.joint_names))
+    frame = run.frame(sensors, command)
+    model = new_student(load_train_config(None, {"student": {"tracking_features": True}}), spec)
+    with torch.no_grad():
+        feats = model.features(torch.from_numpy(frame[None, None].astype(np.float32))).numpy()[0, 0]
+    assert feats.shape == (95 + 23 + 10,)
+    angle = {name: q[7 + i] for i, name in enumerate(robot.joint_names)}
+    default = dict(zip(spec.joint_names, spec.default_policy))
+    pd_err = [default[nm] + spec.scale[i] * run.last_action[i] - angle[nm] for i, nm in enumerate(spec.joint_names)]
+    ref = dict(zip(arm_names, command["q_ref_arms"]))
+    ref_err = [ref[nm] - angle[nm] for nm in spec.cfg.joint_orders["arms"]]
+    np.testing.assert_allclose(feats[95:118], pd_err, atol=2e-6)
+    np.testing.assert_allclose(feats[118:], ref_err, atol=2e-6)
+    np.testing.assert_array_equal(feats[:90], frame[:90].astype(np.float32))
+    x = np.repeat(frame[None, None].astype(np.float32), 64, axis=1)
+    model.set_normalizer(model.features(torch.from_numpy(x[0])).numpy() + rng.normal(size=(64, 128)), 1e-2)
+    path = export_onnx(model, tmp_path / "tracking.onnx", deploy_metadata(spec))
+    loaded = load_policy_spec("lac", robot, model=path)
+    with torch.no_grad():
+        np.testing.assert_allclose(loaded.model.run(x), model(torch.from_numpy(x)).numpy(), atol=1e-4)
+
+
 def test_bad_config_is_named(tmp_path):
     p = tmp_path / "lac_train.yaml"
     p.write_text("optim: {lrr: 0.001}\n")

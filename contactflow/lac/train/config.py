@@ -182,6 +182,13 @@ class StudentCfg:
             log stiffness (FiLM, Perez et al., 2018: ``h * (1 + gamma(k)) + beta(k)``, gamma and beta
             linear in the 5 values, initialised to zero), so the actions can scale with the commanded
             stiffness multiplicatively instead of through 5 of the MLP's 127 inputs.
+        tracking_features: append to every frame, inside the graph, what the external load shows
+            as: the PD tracking error ``scale * last_action - joint_pos_rel`` of the 23 joints
+            (policy order) [rad] and the arm reference error ``ref_upper_dof_pos - q_arm`` of
+            the 10 arm joints [rad] (:func:`contactflow.lac.train.student.tracking_feature_map`).
+            Both are linear in the frame, but as differences of two large signals (joint angles
+            that move with the reference) they are small (a load of a few N moves them by
+            0.01-0.05 rad); given explicitly, the normaliser scales them by their own spread.
     """
 
     conv_channels: tuple[int, ...] = (16, 16, 16)
@@ -190,6 +197,7 @@ class StudentCfg:
     actor_hidden: tuple[int, ...] = (256, 128)
     std_floor: float = 1e-2
     stiffness_film: bool = False
+    tracking_features: bool = False
 
     def __post_init__(self):
         if not self.conv_channels or min(self.conv_channels) < 1 or self.conv_kernel < 1:

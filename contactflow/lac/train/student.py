@@ -3,7 +3,9 @@
 :class:`Student` maps the deploy input ``frames`` (B, 64, 95), oldest frame first, stiffness RAW,
 to the action (B, 23), with everything LAC puts inside its graph (lac.md §1.1):
 
-1. the log of the 5 stiffness values of every frame;
+1. the log of the 5 stiffness values of every frame; with ``tracking_features``, 33 values appended to
+   every frame, linear in it (:func:`tracking_feature_map`): the PD tracking error of the 23 joints and
+   the arm reference error of the 10 arm joints;
 2. the normaliser ``(x - mean) / std`` per feature, statistics of the training data stored as
    buffers (exported as constants);
 3. a history encoder: 1-D temporal convolutions (stride 2, ELU) over the 64 frames, then a linear
@@ -34,7 +36,7 @@ from torch import nn
 from contactflow.lac.train.config import StudentCfg
 from contactflow.policy.spec import PolicySpec
 
-__all__ = ["Student", "export_onnx", "ONNX_OPSET", "SPEC_VERSION", "deploy_metadata"]
+__all__ = ["Student", "export_onnx", "ONNX_OPSET", "SPEC_VERSION", "deploy_metadata", "tracking_feature_map"]
 
 #: the normalised inputs are clipped to +- this many standard deviations inside the graph
 CLIP_SIGMA = 10.0
@@ -42,6 +44,55 @@ CLIP_SIGMA = 10.0
 ONNX_OPSET = 17
 #: version of the deploy interface the export follows (LAC demo db66486, lac.md §1.1)
 SPEC_VERSION = "lac-deploy/1 (frames (1, 64, 95) oldest first, raw stiffness, action (1, 23) policy order)"
+
+
+def tracking_feature_map(spec: PolicySpec) -> tuple[np.ndarray, np.ndarray]:
+    """The linear map ``d = frame @ W + b`` from a deploy frame to what an external load shows as:
+
+    - ``d[:n]`` (n = 23, policy order): the PD tracking error ``scale * last_action -
+      joint_pos_rel`` [rad], the joint's target minus its angle (its PD torque over Kp, less the
+      damping term);
+    - ``d[n:]`` (one per joint of ``ref_upper_dof_pos``'s order, LAC: the 10 arm joints): the
+      reference minus the joint angle ``ref_upper_dof_pos - (joint_pos_rel + default)`` [rad]
+      (how far the arm has yielded from the commanded motion).
+
+    Each term's spec ``scale`` is divided out (a clipped term gives its clipped value).
+
+    Args:
+        spec: the deploy spec (its frame layout, joint orders, action scale and default posture).
+
+    Returns:
+        (W (frame_dim, n + n_ref), b (n + n_ref,)) float32.
+
+    Raises:
+        ConfigError: the spec's frame lacks ``joint_pos_rel``, ``last_action`` or
+            ``ref_upper_dof_pos``.
+    """
+    from contactflow.errors import ConfigError
+
+    terms = {b.cfg.term: b for b in spec.terms}
+    missing = [t for t in ("joint_pos_rel", "last_action", "ref_upper_dof_pos") if t not in terms]
+    if missing:
+        raise ConfigError(f"{spec.file}: student.tracking_features needs the observation terms {missing}")
+    jpr, la, ref = terms["joint_pos_rel"], terms["last_action"], terms["ref_upper_dof_pos"]
+    n = len(spec.joint_names)
+
+    def position(b, source_index: int) -> int:  # where the term holds element source_index of its source
+        return int(source_index) if b.index is None else int(np.flatnonzero(b.index == source_index)[0])
+
+    ref_names = spec.cfg.joint_orders[ref.cfg.joints]
+    W = np.zeros((spec.frame_dim, n + len(ref_names)))
+    b = np.zeros(n + len(ref_names))
+    for i in range(n):
+        col_q = jpr.sl.start + position(jpr, spec.policy_to_robot[i])
+        W[la.sl.start + position(la, i), i] = spec.scale[i] / la.cfg.scale
+        W[col_q, i] = -1.0 / jpr.cfg.scale
+    for k, name in enumerate(ref_names):
+        i = spec.joint_names.index(name)
+        W[ref.sl.start + k, n + k] = 1.0 / ref.cfg.scale
+        W[jpr.sl.start + position(jpr, spec.policy_to_robot[i]), n + k] = -1.0 / jpr.cfg.scale
+        b[n + k] = -spec.default_policy[i]
+    return W.astype(np.float32), b.astype(np.float32)
 
 
 class Student(nn.Module):
@@ -53,6 +104,8 @@ class Student(nn.Module):
         stiffness: slice of the RAW stiffness values in a frame (LAC: the last 5). All four come from
             the deploy spec (``dagger.new_student``).
         aux_dim: outputs of an auxiliary linear head on the latent (training only; not exported).
+        tracking: ``(W, b)`` of :func:`tracking_feature_map` when ``cfg.tracking_features`` (stored as
+            buffers, exported as constants), else None.
 
     Raises:
         ValueError: the history is too short for the convolutions.
@@ -61,20 +114,30 @@ class Student(nn.Module):
     """
 
     def __init__(self, cfg: StudentCfg, *, history: int, frame_dim: int, n_act: int, stiffness: slice,
-                 aux_dim: int = 0):
+                 aux_dim: int = 0, tracking: tuple[np.ndarray, np.ndarray] | None = None):
         super().__init__()
         self.history, self.frame_dim, self.n_act = history, frame_dim, n_act
         self.k0, self.k1 = stiffness.start, stiffness.stop
-        self.register_buffer("obs_mean", torch.zeros(frame_dim))
-        self.register_buffer("obs_std", torch.ones(frame_dim))
-        layers, c_in, length = [], frame_dim, history
+        if cfg.tracking_features != (tracking is not None):
+            raise ValueError("tracking: give tracking_feature_map(spec) exactly when cfg.tracking_features")
+        self.tracking = tracking is not None
+        feat_dim = frame_dim
+        if tracking is not None:
+            W, b = tracking
+            self.register_buffer("tracking_W", torch.as_tensor(np.asarray(W, np.float32)))
+            self.register_buffer("tracking_b", torch.as_tensor(np.asarray(b, np.float32)))
+            feat_dim += int(W.shape[1])
+        self.feat_dim = feat_dim
+        self.register_buffer("obs_mean", torch.zeros(feat_dim))
+        self.register_buffer("obs_std", torch.ones(feat_dim))
+        layers, c_in, length = [], feat_dim, history
         for c in cfg.conv_channels:
             layers += [nn.Conv1d(c_in, c, cfg.conv_kernel, stride=2), nn.ELU()]
             c_in, length = c, (length - cfg.conv_kernel) // 2 + 1
         if length < 1:
             raise ValueError(f"history {history} too short for {len(cfg.conv_channels)} convolutions of kernel {cfg.conv_kernel}")
         self.encoder = nn.Sequential(*layers, nn.Flatten(), nn.Linear(c_in * length, cfg.latent_dim), nn.ELU())
-        sizes = [frame_dim + cfg.latent_dim, *cfg.actor_hidden]
+        sizes = [feat_dim + cfg.latent_dim, *cfg.actor_hidden]
         act = []
         for a, b in zip(sizes[:-1], sizes[1:]):
             act += [nn.Linear(a, b), nn.ELU()]
@@ -90,9 +153,14 @@ class Student(nn.Module):
         self.aux = nn.Linear(cfg.latent_dim, aux_dim) if aux_dim > 0 else None
 
     def features(self, frames: torch.Tensor) -> torch.Tensor:
-        """(B, H, D) raw frames -> log of the stiffness (clamped at 1e-6), other values as they are."""
+        """(B, H, D) raw frames -> (B, H, feat_dim): the log of the stiffness (clamped at 1e-6), other
+        values as they are, then (``tracking_features``) the tracking errors of
+        :func:`tracking_feature_map`."""
         k = torch.log(torch.clamp(frames[..., self.k0:self.k1], min=1e-6))
-        return torch.cat([frames[..., :self.k0], k, frames[..., self.k1:]], dim=-1)
+        parts = [frames[..., :self.k0], k, frames[..., self.k1:]]
+        if self.tracking:
+            parts.append(frames @ self.tracking_W + self.tracking_b)
+        return torch.cat(parts, dim=-1)
 
     def set_normalizer(self, features: np.ndarray, std_floor: float) -> None:
         """Store the mean and standard deviation of ``features`` (N, D) (the output of
