@@ -443,6 +443,39 @@ def test_tiny_training_exports_a_deploy_policy(run_a, robot, tiny_cfg, tmp_path)
         r = sim.step(o.command["q_target"], o.command["kp"], o.command["kd"], o.command["tau_ff"])
 
 
+def test_export_averages_the_weights_of_rounds(run_a, robot, tmp_path):
+    """`contactflow lac export RUN --average 0-1`: the ONNX is the student whose every weight is the mean
+    of the rounds' (the normaliser, set in round 0, is shared); the rounds are recorded in the
+    metadata; a checkpoint file or a missing round is refused by name."""
+    from contactflow.cli import main as cli_main
+    from contactflow.lac.train.dagger import new_student
+    from contactflow.policy import load_policy_spec
+
+    out, _ = run_a
+    assert cli_main(["lac", "export", str(out), "--out", str(tmp_path / "avg.onnx"), "--average", "0,1"]) == 0
+    cks = [load_checkpoint(out / "checkpoints" / f"round_{r:03d}.pt") for r in (0, 1)]
+    assert not _same(cks[0]["model"], cks[1]["model"])
+    spec = load_policy_spec("lac", robot, model=tmp_path / "avg.onnx")
+    assert spec.model.metadata["train_rounds_averaged"] == [0, 1] and spec.model.metadata["train_round"] == 1
+    model = new_student(load_config(TrainConfig, cks[1]["config"]), spec)
+    model.load_state_dict({k: (cks[0]["model"][k] + cks[1]["model"][k]) / 2 for k in cks[1]["model"]})
+    model.eval()
+    x = np.random.default_rng(4).normal(size=(1, 64, 95)).astype(np.float32)
+    x[..., 90:] = 100.0
+    with torch.no_grad():
+        np.testing.assert_allclose(spec.model.run(x), model(torch.from_numpy(x)).numpy(), atol=1e-4)
+        one = new_student(load_config(TrainConfig, cks[1]["config"]), spec)
+        one.load_state_dict(cks[1]["model"])
+        one.eval()
+        assert np.abs(spec.model.run(x) - one(torch.from_numpy(x)).numpy()).max() > 1e-4  # not the last round
+    with pytest.raises(ConfigError, match="run directory"):
+        export_checkpoint(out / "checkpoints" / "round_001.pt", tmp_path / "x.onnx", average=[0, 1])
+    with pytest.raises(ConfigError, match="round_007.pt"):
+        export_checkpoint(out, tmp_path / "x.onnx", average=[1, 7])
+    with pytest.raises(SystemExit):
+        cli_main(["lac", "export", str(out), "--out", str(tmp_path / "x.onnx"), "--average", "a-b"])
+
+
 def test_same_seed_same_weights_with_two_workers(run_a, tiny_cfg, dataset, tmp_path):
     """Episodes do not depend on the worker that runs them. Across processes the results agree to
     floating-point rounding, not bit for bit (measured once: 1 of 19 000 frame values 1 ulp apart;

@@ -121,10 +121,24 @@ def _train(args) -> int:
     return 0
 
 
+def _rounds(text: str) -> list[int]:
+    """``"10,11"`` or ``"8-11"`` (or both, comma-separated) -> sorted round numbers."""
+    out = set()
+    try:
+        for part in text.split(","):
+            a, _, b = part.strip().partition("-")
+            out.update(range(int(a), int(b) + 1) if b else [int(a)])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected rounds like 10,11 or 8-11, got {text!r}") from None
+    if not out or min(out) < 0:
+        raise argparse.ArgumentTypeError(f"expected rounds like 10,11 or 8-11, got {text!r}")
+    return sorted(out)
+
+
 def _export(args) -> int:
     from contactflow.lac.train.dagger import export_checkpoint
 
-    print(f"wrote {export_checkpoint(args.run, args.out)}")
+    print(f"wrote {export_checkpoint(args.run, args.out, average=args.average or ())}")
     return 0
 
 
@@ -194,6 +208,8 @@ def add_parser(subparsers) -> None:
     x = sub.add_parser("export", help="export a training checkpoint to LAC's deploy ONNX")
     x.add_argument("run", help="run directory (its latest checkpoint) or a checkpoints/round_XXX.pt file")
     x.add_argument("--out", required=True, help="output .onnx")
+    x.add_argument("--average", type=_rounds, default=None, metavar="ROUNDS",
+                   help="average the weights of these rounds of the run directory, e.g. 10,11 or 8-11 (default: none, the checkpoint as it is)")
     x.set_defaults(func=_export)
 
 

@@ -37,7 +37,7 @@ import multiprocessing as mp
 import os
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -328,34 +328,62 @@ def load_checkpoint(path: str | Path) -> dict:
     return ck
 
 
-def _metadata(spec, cfg_dict: dict, run: dict, round_: int) -> dict:
+def _metadata(spec, cfg_dict: dict, run: dict, round_: int, averaged: Sequence[int] = ()) -> dict:
     from contactflow.lac.train.student import deploy_metadata
 
+    extra = {"train_rounds_averaged": [int(r) for r in averaged]} if averaged else {}
     return {**deploy_metadata(spec), "training": "contactflow lac train (DAgger from lac_expert)",
-            "train_config": cfg_dict, "train_round": round_, "dataset": run.get("dataset", {}),
+            "train_config": cfg_dict, "train_round": round_, **extra, "dataset": run.get("dataset", {}),
             "dataset_seed": run.get("dataset", {}).get("seed"), "git_revision": run.get("git_revision", "unknown")}
 
 
-def export_checkpoint(ckpt: str | Path, out: str | Path) -> Path:
+def export_checkpoint(ckpt: str | Path, out: str | Path, *, average: Sequence[int] = ()) -> Path:
     """Export a checkpoint (or the latest of a run directory) to LAC's deploy ONNX.
 
     Args:
         ckpt: checkpoint file or run directory. out: the ``.onnx`` file.
+        average: rounds whose weights are averaged into the exported student, uniformly
+            (stochastic weight averaging over DAgger rounds, Izmailov et al., 2018: each round
+            warm-starts from the one before, so their weights lie in one basin); ``ckpt`` must then
+            be the run directory. Empty: the checkpoint as it is.
 
     Returns:
         The written path.
+
+    Raises:
+        ConfigError: no such checkpoint; ``average`` given with a checkpoint file, naming a
+            round without a checkpoint, or rounds whose configuration or normaliser differ.
     """
+    import torch
+
     from contactflow.lac.train.env import load_train_spec
     from contactflow.lac.train.student import export_onnx
     from contactflow.robot import load_robot
 
-    ck = load_checkpoint(ckpt)
+    if average:
+        run_dir = Path(ckpt)
+        if not run_dir.is_dir():
+            raise ConfigError(f"{run_dir}: averaging rounds needs the run directory, not a checkpoint file")
+        cks = [load_checkpoint(run_dir / "checkpoints" / f"round_{int(r):03d}.pt") for r in sorted(set(average))]
+        ck = cks[-1]
+        for other in cks[:-1]:
+            if other["config"] != ck["config"]:
+                raise ConfigError(f"{other['path']}: another training configuration than {ck['path']}: not averaged")
+            for key in ("obs_mean", "obs_std"):
+                if not torch.equal(other["model"][key], ck["model"][key]):
+                    raise ConfigError(f"{other['path']}: another normaliser ({key}) than {ck['path']}: not averaged")
+        state = {k: (sum(c["model"][k].double() for c in cks) / len(cks)).to(v.dtype) if v.is_floating_point() else v
+                 for k, v in ck["model"].items()}
+        averaged = [int(c["round"]) for c in cks]
+    else:
+        ck = load_checkpoint(ckpt)
+        state, averaged = ck["model"], []
     cfg = load_config(TrainConfig, ck["config"], source=ck["path"])
     robot = load_robot(cfg.robot)
     spec = load_train_spec(cfg.spec, robot)
     model = new_student(cfg, spec)
-    model.load_state_dict(ck["model"])
-    return export_onnx(model, out, _metadata(spec, ck["config"], ck.get("run", {}), ck["round"]))
+    model.load_state_dict(state)
+    return export_onnx(model, out, _metadata(spec, ck["config"], ck.get("run", {}), ck["round"], averaged))
 
 
 # --------------------------------------------------------------------------- validation
