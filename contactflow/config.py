@@ -196,6 +196,36 @@ def merge(base: Mapping[str, Any] | None, override: Mapping[str, Any] | None) ->
     return out
 
 
+def read_layered(default: str | Path, path: str | Path | None, what: str) -> tuple[dict, str]:
+    """A shipped config file's mapping with ``path``'s keys layered over it (:func:`merge`), and the
+    source label for errors: a user's file needs only the keys it changes (a complete copy, such as
+    a run's own ``config.yaml``, gives itself).
+
+    Args:
+        default: the shipped file. path: the user's file (None, or the shipped file itself: that
+            file alone). what: what the mapping holds, for the error (``"TrainConfig keys"``).
+
+    Returns:
+        (mapping, source): source is ``"PATH (over DEFAULT_NAME)"`` when layered, else the default.
+
+    Raises:
+        ConfigError: a file is unreadable or not a mapping (the file named).
+    """
+    default = Path(default)
+
+    def mapping(p: Path) -> dict:
+        raw = read_yaml(p)
+        if raw is not None and not isinstance(raw, Mapping):
+            raise ConfigError(f"{p}: expected a mapping of {what}, got {type(raw).__name__}")
+        return dict(raw or {})
+
+    raw, source = mapping(default), str(default)
+    if path is not None and Path(path).resolve() != default.resolve():
+        raw = merge(raw, mapping(Path(path)))
+        source = f"{path} (over {default.name})"
+    return raw, source
+
+
 def to_dict(cfg: Any) -> Any:
     """A config dataclass as plain YAML-able data (for manifests)."""
     if dataclasses.is_dataclass(cfg):

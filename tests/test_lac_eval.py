@@ -146,6 +146,20 @@ def test_bad_config_and_names_are_refused(tmp_path):
         run_eval(["mpc"], suite="quick", cfg=_cfg(), progress=False)
 
 
+def test_a_partial_config_file_changes_only_its_keys(tmp_path):
+    """`lac eval --config FILE`: FILE's keys are layered over robots/g1/lac_eval.yaml (as `lac train`'s)."""
+    shipped = load_eval_config()
+    p = tmp_path / "mine.yaml"
+    p.write_text("trials: 1\nscenarios:\n  fig3_forward: {force_n: [4.0, 0.0, 0.0]}\n")
+    mine = load_eval_config(p)
+    assert mine.trials == 1 and mine.scenarios["fig3_forward"].force_n == (4.0, 0.0, 0.0)
+    assert mine.scenarios.keys() == shipped.scenarios.keys() and mine.suites == shipped.suites
+    assert mine.scenarios["fig3_lateral"] == shipped.scenarios["fig3_lateral"]
+    p.write_text("trails: 1\n")
+    with pytest.raises(ConfigError, match=r"mine\.yaml \(over lac_eval\.yaml\).*'trails'"):
+        load_eval_config(p)
+
+
 def test_a_stored_table_compares_and_plots_after_a_json_round_trip(table, tmp_path):
     """The lead's route: a stored teacher table (JSON: NaN -> null) merged into a later run."""
     from contactflow.lac.evaluate import format_summary

@@ -5,6 +5,8 @@ and resume. Needs the ``[train]`` extra (torch, stable-baselines3)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 
 import numpy as np
@@ -252,6 +254,10 @@ def test_config_errors_name_the_file_and_key(tmp_path):
         load_ppo_config(profile="gpu")
     with pytest.raises(ConfigError, match="n_minibatches"):
         load_ppo_config(overrides={"ppo": {"n_envs": 3, "n_steps": 1, "n_minibatches": 2}})
+    partial = tmp_path / "partial.yaml"
+    partial.write_text("ppo: {n_epochs: 3}\n")  # layered over the shipped file: only this key changes
+    assert load_ppo_config(partial).ppo == dataclasses.replace(load_ppo_config().ppo, n_epochs=3)
+    assert load_ppo_config(partial, profile="cpu").ppo.n_envs == load_ppo_config(profile="cpu").ppo.n_envs
     full = load_ppo_config()
     assert full.ppo.n_envs == 32768 and full.ppo.iterations == 20000 and full.model.latent_dim == 64
     ws = load_ppo_config(profile="workstation")  # every shipped profile loads

@@ -174,7 +174,7 @@ def add_parser(subparsers) -> None:
     e.add_argument("--controller", action="append",
                    help="expert | pd_stand | holosoma | policy:SPEC[:MODEL.onnx] (repeat; default expert and pd_stand)")
     e.add_argument("--suite", default="envelope", help="suite of the config: paper | envelope | quick (default envelope)")
-    e.add_argument("--config", default=None, help="evaluation config (default robots/g1/lac_eval.yaml)")
+    e.add_argument("--config", default=None, help="evaluation config: its keys layered over robots/g1/lac_eval.yaml (a file needs only the keys it changes)")
     e.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     e.add_argument("--trials", type=int, default=None, help="trials per (scenario, K) (default: the config's)")
     e.add_argument("--out", default="lac_eval", help="output directory (JSON table + PNG plots; default lac_eval)")
@@ -185,7 +185,7 @@ def add_parser(subparsers) -> None:
     e.set_defaults(func=_eval)
 
     t = sub.add_parser("train-teacher", help="the privileged PPO teacher of LAC §III-C (stable-baselines3)")
-    t.add_argument("--config", default=None, help="teacher config (default robots/g1/lac_ppo.yaml)")
+    t.add_argument("--config", default=None, help="teacher config: its keys layered over robots/g1/lac_ppo.yaml (a file needs only the keys it changes)")
     t.add_argument("--profile", default=None, help="a profile of the config merged over it (cpu: the test's)")
     t.add_argument("--dataset", default=None, help="augmentation dataset directory (default: env.dataset)")
     t.add_argument("--out", required=True, help="run directory (checkpoints, progress.csv, final.zip)")

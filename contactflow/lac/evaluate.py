@@ -248,18 +248,17 @@ def default_eval_config_path() -> Path:
 
 
 def load_eval_config(path: str | Path | None = None, override: Mapping | None = None) -> EvalConfig:
-    """Read the evaluation config (default :func:`default_eval_config_path`).
+    """Read the evaluation config: the shipped file (:func:`default_eval_config_path`), ``path``'s keys
+    layered over it (a file with one new scenario or suite, or a changed setting, needs only those
+    keys), then ``override``.
 
     Raises:
         ConfigError: unreadable file, unknown key or bad value (one line with the file and key).
     """
-    from contactflow.config import merge
+    from contactflow.config import merge, read_layered
 
-    p = Path(path) if path is not None else default_eval_config_path()
-    data = read_yaml(p)
-    if override:
-        data = merge(data, override)
-    return load_config(EvalConfig, data, source=str(p))
+    data, source = read_layered(default_eval_config_path(), path, "EvalConfig keys")
+    return load_config(EvalConfig, merge(data, override), source=source)
 
 
 # ------------------------------------------------------------------------------------ controllers

@@ -10,7 +10,7 @@ import dataclasses
 from pathlib import Path
 from typing import Mapping
 
-from contactflow.config import load_config, merge, read_yaml
+from contactflow.config import load_config, merge, read_layered
 from contactflow.errors import ConfigError
 
 __all__ = ["EnvCfg", "RandomizationCfg", "StudentCfg", "OptimCfg", "DaggerCfg", "ValidationCfg", "TrainConfig", "load_train_config",
@@ -359,17 +359,5 @@ def load_train_config(path: str | Path | None = None, override: Mapping | None =
     Raises:
         ConfigError: unreadable file, unknown key, wrong type or out-of-range value (file and key named).
     """
-    default = default_train_config_path()
-    raw = _read_mapping(default)
-    source = str(default)
-    if path is not None and Path(path).resolve() != default.resolve():
-        raw = merge(raw, _read_mapping(Path(path)))
-        source = f"{path} (over {default.name})"
+    raw, source = read_layered(default_train_config_path(), path, "TrainConfig keys")
     return load_config(TrainConfig, merge(raw, override), source=source)
-
-
-def _read_mapping(path: Path) -> dict:
-    raw = read_yaml(path)
-    if raw is not None and not isinstance(raw, Mapping):
-        raise ConfigError(f"{path}: expected a mapping of TrainConfig keys, got {type(raw).__name__}")
-    return dict(raw or {})

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from contactflow.config import load_config, merge, read_yaml
+from contactflow.config import load_config, merge, read_layered
 from contactflow.errors import ConfigError
 
 __all__ = [
@@ -179,7 +179,8 @@ def default_ppo_config_path() -> Path:
 
 def load_ppo_config(path: str | Path | None = None, *, profile: str | None = None,
                     overrides: dict | None = None) -> PpoConfig:
-    """Read the teacher configuration.
+    """Read the teacher configuration: the shipped file (``robots/g1/lac_ppo.yaml``) with ``path``'s
+    keys layered over it (a file needs only the keys it changes).
 
     The file has sections ``env``, ``model``, ``ppo``, ``run`` and ``profiles``; a profile
     (``profiles.<name>``) is merged over the sections (``cpu``: the few-iteration CPU settings of
@@ -190,9 +191,7 @@ def load_ppo_config(path: str | Path | None = None, *, profile: str | None = Non
     """
     from contactflow.lac.train.gym_env import TeacherEnvCfg
 
-    file = Path(path) if path is not None else default_ppo_config_path()
-    raw = read_yaml(file) or {}
-    src = str(file)
+    raw, src = read_layered(default_ppo_config_path(), path, "teacher config sections")
     unknown = set(raw) - {"env", "model", "ppo", "run", "profiles"}
     if unknown:
         raise ConfigError(f"{src}: unknown section(s) {sorted(unknown)}; expected env, model, ppo, run, profiles")
