@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pinocchio as pin
 
-from contactflow.config import read_yaml
+from contactflow.config import did_you_mean, read_yaml
 from contactflow.errors import ConfigError, ModelError
 from contactflow.paths import ROBOT_PATH_ENV, robot_search_path, shipped_robots_dir
 
@@ -221,7 +221,9 @@ def _robot_file(name_or_path: str | Path) -> Path:
             return variants[0]
         if len(variants) > 1:
             raise ConfigError(f"robot {name!r} is ambiguous: {[str(v) for v in variants]}")
-    raise ConfigError(f"robot {name!r}: robot description not found (looked for {name}/robot.yaml and "
+    known = sorted({f.parent.name for d in search for f in d.glob("*/robot.yaml")})
+    raise ConfigError(f"robot {name!r}: robot description not found (known: {', '.join(known) or 'none'}"
+                      f"{did_you_mean([name], known)}; looked for {name}/robot.yaml and "
                       f"*/{name}.yaml in {', '.join(str(d) for d in search)}; ${ROBOT_PATH_ENV} or --robot-path "
                       "add folders, or give the robot's folder or robot.yaml path)")
 

@@ -136,7 +136,8 @@ def test_a_robot_of_ones_own_by_path_search_path_and_flag(tmp_path, monkeypatch)
     by_path = load_robot("my_robots/talos_tool")
     assert by_path.name == "talos_tool" and by_path.joint_names == talos.joint_names
     assert np.linalg.norm(_left_hand(by_path) - _left_hand(talos)) == pytest.approx(0.10, abs=1e-9)
-    with pytest.raises(ConfigError, match=r"robot 'talos_tool': robot description not found .*" + re.escape(str(ROOT / "robots"))):
+    with pytest.raises(ConfigError, match=r"robot 'talos_tool': robot description not found \(known: g1, go2, talos "
+                       r"\(did you mean 'talos'\?\); .*" + re.escape(str(ROOT / "robots"))):
         load_robot("talos_tool")
 
     monkeypatch.setenv(ROBOT_PATH_ENV, str(my_robots))

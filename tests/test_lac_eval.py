@@ -205,3 +205,16 @@ def test_a_mistyped_compare_is_refused_before_any_episode_runs(monkeypatch, tmp_
     with pytest.raises(SystemExit, match=r"--compare: 'expertt' is neither.*known: pd_stand"):
         cli_main(["lac", "eval", "--controller", "pd_stand", "--compare", "pd_stand,expertt",
                   "--out", str(tmp_path), "--no-progress"])
+
+
+def test_missing_matplotlib_is_named_before_any_episode_runs(monkeypatch, tmp_path):
+    """`lac eval` without the [plot] extra stops at once (not after the episodes) and names --no-plots."""
+    import sys
+
+    import contactflow.lac.evaluate as ev
+    from contactflow.cli import main
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now fails as if not installed
+    monkeypatch.setattr(ev, "run_eval", lambda *a, **k: pytest.fail("episodes ran before the check"))
+    with pytest.raises(SystemExit, match=r"matplotlib.*\[plot\].*--no-plots"):
+        main(["lac", "eval", "--suite", "quick", "--out", str(tmp_path)])

@@ -144,3 +144,19 @@ def test_successful_run_passes_dora_arguments_and_prints_no_report(tmp_path):
     debug = [ln for ln in proc.stdout.splitlines() if "DEBUG" in ln]
     assert debug and all("building node" in ln for ln in debug), debug
     assert len((tmp_path / "counter.log").read_text().splitlines()) == 3
+
+
+def test_a_missing_training_package_names_the_train_extra(monkeypatch, capsys):
+    """`contactflow lac train` without the [train] extra: one line naming the extra and torch's CPU
+    build, not a traceback (simulated: the training module raises as a missing torch would)."""
+    import contactflow.lac.train.dagger as dagger
+
+    def no_torch(*a, **k):
+        raise ModuleNotFoundError("No module named 'torch'", name="torch")
+
+    monkeypatch.setattr(dagger, "export_checkpoint", no_torch)
+    assert cli.main(["lac", "export", "runs/none", "--out", "x.onnx"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'torch'" in err and ".[train]" in err and "torch==2.13.0" in err
+    assert cli.missing_extra_message(ModuleNotFoundError("x", name="stable_baselines3.common")).count(".[train]") == 1
+    assert cli.missing_extra_message(ModuleNotFoundError("x", name="numpy")) is None

@@ -1,4 +1,4 @@
-"""The ``contactflow`` command line.
+"""contactflow: multi-contact control, compliance and estimation pipelines on dora-rs (SEIKO, LAC, PRIME).
 
 Sub-commands are registered by the modules that own them: each module in ``_SUBCOMMANDS`` exposes
 ``add_parser(subparsers)`` which adds its parser and sets ``func`` (called with the parsed args and
@@ -15,7 +15,8 @@ import sys
 from contactflow.errors import ContactflowError
 
 # optional third-party package -> the pip extra that installs it
-OPTIONAL_EXTRAS = {"crocoddyl": "prime", "rerun": "viewer", "mcap": "export", "matplotlib": "plot", "cyclonedds": "hardware"}
+OPTIONAL_EXTRAS = {"crocoddyl": "prime", "rerun": "viewer", "mcap": "export", "matplotlib": "plot", "cyclonedds": "hardware",
+                   "torch": "train", "onnx": "train", "stable_baselines3": "train", "gymnasium": "train"}
 
 
 def missing_extra_message(exc: ModuleNotFoundError) -> str | None:
@@ -24,7 +25,8 @@ def missing_extra_message(exc: ModuleNotFoundError) -> str | None:
     extra = OPTIONAL_EXTRAS.get(top)
     if extra is None:
         return None
-    return (f"this needs the optional package {top!r}: uv pip install -e '.[{extra}]' in a checkout "
+    first = "pip install torch==2.13.0 (its CPU build; docs/lac_policy.md), then " if extra == "train" else ""
+    return (f"this needs the optional package {top!r}: {first}uv pip install -e '.[{extra}]' in a checkout "
             f"(or pip install 'contactflow[{extra}]')")
 
 # module path -> imported lazily so that a missing optional dependency only breaks its command.

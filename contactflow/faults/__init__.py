@@ -1,4 +1,4 @@
-"""Fault injection over the shipped graphs (issue 16, item 1): cases, the campaign runner, the CLI.
+"""Fault injection over the shipped graphs: cases, the campaign runner, the CLI.
 
 ``contactflow faults run`` runs the campaign (:mod:`contactflow.faults.campaign`); the case type is
 :class:`contactflow.faults.cases.FaultCase`.

@@ -1,4 +1,4 @@
-"""The fault-injection campaign (issue 16, item 1): run shipped graphs with one fault each, measure.
+"""The fault-injection campaign: run shipped graphs with one fault each, measure.
 
 For each :class:`~contactflow.faults.cases.FaultCase` the runner starts ``dora run`` on the graph
 (edited first for the graph faults of :mod:`contactflow.faults.inject` and for ``disk_full``), with

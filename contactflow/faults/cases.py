@@ -1,4 +1,4 @@
-"""Fault cases of the reliability campaign (issue 16, item 1): what to break, where and when.
+"""Fault cases of the reliability campaign: what to break, where and when.
 
 A :class:`FaultCase` names a shipped dataflow, a fault kind, its target and its time. Two families:
 

@@ -1,4 +1,4 @@
-"""``contactflow faults``: the fault-injection campaign over the shipped graphs (issue 16, item 1).
+"""``contactflow faults``: the fault-injection campaign over the shipped graphs.
 
 ``contactflow faults run [--quick] [--graphs G ...] [--kinds K ...] [--out DIR]`` runs every case
 (:func:`contactflow.faults.campaign.campaign_cases`) one after the other, prints a progress line per

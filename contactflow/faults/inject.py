@@ -1,4 +1,4 @@
-"""Graph faults of the reliability campaign (issue 16, item 1): a fault injector on one connection,
+"""Graph faults of the reliability campaign: a fault injector on one connection,
 a scenario that asks for the wrong thing.
 
 Two families, both applied by editing the dataflow before the run (:func:`edit_graph`), so that

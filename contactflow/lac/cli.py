@@ -75,6 +75,14 @@ def _eval(args) -> int:
     pair = tuple(args.compare.split(",", 1)) if args.compare else None
     if pair is not None and len(pair) != 2:
         raise SystemExit("--compare: expected STUDENT,TEACHER")
+    if not args.no_plots:  # checked before any episode runs: the plots are written last
+        from contactflow.cli import missing_extra_message
+
+        try:
+            import matplotlib  # noqa: F401
+        except ModuleNotFoundError as exc:
+            raise SystemExit(f"contactflow lac eval: the plots need matplotlib ({missing_extra_message(exc)}); "
+                             "or run with --no-plots (the JSON table needs nothing more)") from None
     controllers = args.controller or ["expert", "pd_stand"]
     stored = [json.loads(Path(f).read_text(encoding="utf-8")) for f in args.with_table or []]
     if pair is not None:  # checked before any episode runs (a teacher suite takes minutes)

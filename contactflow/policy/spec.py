@@ -468,7 +468,7 @@ def load_policy_spec(path: str | Path, robot, *, model: str | Path | None = None
 
     if model is not None:
         try:
-            model_path = resolve_data_path(model, "model file (--model)")
+            model_path = resolve_data_path(model, "model file (--model, or $CONTACTFLOW_POLICY_MODEL in a graph)")
         except ConfigError as exc:
             raise ModelError(str(exc)) from None
     elif cfg.model is None:
