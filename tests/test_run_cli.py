@@ -160,3 +160,16 @@ def test_a_missing_training_package_names_the_train_extra(monkeypatch, capsys):
     assert err.count("\n") == 1 and "'torch'" in err and ".[train]" in err and "torch==2.13.0" in err
     assert cli.missing_extra_message(ModuleNotFoundError("x", name="stable_baselines3.common")).count(".[train]") == 1
     assert cli.missing_extra_message(ModuleNotFoundError("x", name="numpy")) is None
+
+
+def test_a_bad_node_argument_is_reported_with_argparse_line():
+    """A node whose graph `args` its parser refuses exits 2 before any contactflow line: the report
+    quotes argparse's error line (dora prints the node's output with its prefix)."""
+    lines = """\
+10:00:01 stdout seiko_retargeting: usage: contactflow-seiko-retargeting [-h] [--robot ROBOT]
+10:00:01 stdout seiko_retargeting: contactflow-seiko-retargeting: error: unrecognized arguments: --lag 0
+10:00:01 ERROR  seiko_retargeting: daemon exited with code 2 with stderr output:
+""".splitlines()
+    report = failure_report(lines, 1, "g.yml")
+    assert report[-1] == ("  node seiko_retargeting failed (exit code 2): contactflow-seiko-retargeting: error: "
+                          "unrecognized arguments: --lag 0 (the node's args in the graph)")

@@ -38,6 +38,7 @@ _HUNG = re.compile(r"(?P<node>[\w.-]+): daemon node was killed by dora because i
 _CASCADE = re.compile(r"marking `(?P<node>[^`]+)` as cascading error caused by `(?P<cause>[^`]+)`")
 _DORA_FAILED = re.compile(r"^Node `(?P<node>[^`]+)` failed: (?P<msg>.*?)(?: with stderr output:)?$")
 _EXC_LINE = re.compile(r"^(?P<exc>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)(?::.*)?)$")
+_ARGPARSE = re.compile(r"^(?P<prog>[\w.-]+): error: (?P<msg>.+)$")  # argparse: a bad command-line argument
 _PREFIX = re.compile(r"^\d\d:\d\d:\d\d (?:stdout|stderr)\s+(?P<node>[\w.-]+): (?P<text>.*)$")
 
 
@@ -99,6 +100,9 @@ def parse_failures(lines: Iterable[str]) -> dict[str, NodeFailure]:
             em = _EXC_LINE.match(p["text"])
             if em:
                 last_exc[p["node"]] = em["exc"]
+            am = _ARGPARSE.match(p["text"])
+            if am:  # argparse's exit (code 2) before the node's own error handling: its args in the graph
+                last_exc[p["node"]] = f"{am['prog']}: error: {am['msg']} (the node's args in the graph)"
             continue
         m = _EXIT.search(line)
         if m:
