@@ -1108,7 +1108,7 @@ def load_node_config(cls, path: str | None, section: str | None = None, *, requi
         ConfigError: unreadable file, missing section, unknown section or a bad key inside the
             section (naming the file, the section and the key).
     """
-    from contactflow.config import load_config, read_yaml
+    from contactflow.config import did_you_mean, load_config, read_yaml
     from contactflow.errors import ConfigError
     from contactflow.paths import resolve_data_path
     from contactflow.contracts.ports import NODES
@@ -1123,7 +1123,7 @@ def load_node_config(cls, path: str | None, section: str | None = None, *, requi
     known = set(NODES) | {section}
     unknown = sorted(map(str, set(data) - known))  # str: a YAML key may be a number
     if unknown:
-        raise ConfigError(f"{path}: unknown section(s) {unknown}; node sections are {sorted(known)}")
+        raise ConfigError(f"{path}: unknown section(s) {unknown}{did_you_mean(unknown, known)}; node sections are {sorted(known)}")
     if section not in data and not required:
         return load_config(cls, None, source=f"{path}:{section}")
     if section not in data:

@@ -45,7 +45,7 @@ def test_check_reports_a_misspelled_key_with_a_suggestion(tmp_path, capsys):
 
     assert cli.main(["check", str(graph)]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"{graph}: 1 wiring problem(s)"
+    assert out[0] == f"{graph}: 1 problem(s) (wiring or node configuration)"
     assert out[1].startswith("  - node 'seiko_controller' argument --config: configuration file ")
     assert "did you mean 'kp_per_s'" in out[1] and len(out) == 2
 
@@ -64,7 +64,7 @@ def test_check_reports_a_missing_file_and_sections(tmp_path):
 
     (tmp_path / "sec.yaml").write_text("seiko_controler:\n  kp_per_s: 0.3\n")
     (p,) = check_dataflow(_far_reach_with(tmp_path, "sec.yaml"))
-    assert "unknown section(s) ['seiko_controler']" in p.message
+    assert "unknown section(s) ['seiko_controler'] (did you mean 'seiko_controller'?)" in p.message
 
     (tmp_path / "other.yaml").write_text("input_filter: {}\n")  # a known section, but not the Controller's
     (p,) = check_dataflow(_far_reach_with(tmp_path, "other.yaml"))

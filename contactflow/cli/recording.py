@@ -217,7 +217,7 @@ def _cmd_check(args) -> int:
         problems = check_dataflow(df, strict=args.strict)
         if problems:
             bad += 1
-            print(f"{df}: {len(problems)} wiring problem(s)")
+            print(f"{df}: {len(problems)} problem(s) (wiring or node configuration)")
             for p in problems:
                 print(f"  - {p}")
         else:
