@@ -1089,7 +1089,8 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     from contactflow.paths import ROBOT_PATH_HELP, RobotPathAction
 
-    p.add_argument("--robot", default="talos", help="robot name (robot search path), robot folder or robot YAML file")
+    p.add_argument("--robot", default="talos", help="robot name (robot search path), robot folder or robot YAML file "
+                   "(default: %(default)s)")
     p.add_argument("--robot-path", action=RobotPathAction, metavar="DIR", default=None, help=ROBOT_PATH_HELP)
     p.add_argument("--config", default=None, help="YAML file with this node's configuration overrides")
     return p

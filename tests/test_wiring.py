@@ -104,3 +104,20 @@ def test_the_catalogue_shows_the_value_of_a_default_taken_from_a_package_constan
     assert rows["--fall-tilt-rad"] == f"{UnitreeDriverConfig.fall_tilt_rad!r} (UnitreeDriverConfig.fall_tilt_rad)"
     rows = {flag: default for flag, default, _ in node_parameters(NODES_DIR / "recorder.py")}
     assert rows["--out"] == "str(default_recordings_dir())"  # a call stays as written (its value is per machine)
+
+
+def test_a_node_without_robot_is_checked_with_the_robot_it_runs(tmp_path):
+    """lac_expert runs the G1 without --robot, lac_policy the robot its --spec names: `check` uses those
+    (the node's declared default, contracts/ports.py), not Talos."""
+    root = Path(__file__).resolve().parents[1] / "dataflows"
+    for graph, node in (("lac_g1_teleop.yml", "lac_expert"), ("lac_g1_policy.yml", "lac_policy")):
+        flow = yaml.safe_load((root / graph).read_text())
+        n = next(x for x in flow["nodes"] if x["id"] == node)
+        assert "--robot g1" in n["args"]
+        n["args"] = n["args"].replace("--robot g1", "").strip()
+        df = tmp_path / graph
+        df.write_text(yaml.safe_dump(flow))
+        assert check_dataflow(df) == [], graph
+        n["args"] = (n["args"] + " --robot talos").strip()
+        df.write_text(yaml.safe_dump(flow))
+        assert check_dataflow(df), graph  # the wrong robot still fails

@@ -74,6 +74,8 @@ class NodePorts:
             :class:`~contactflow.nodes._runtime.Sender` are implied, see :mod:`contactflow.contracts.wiring`).
         any_inputs: the node accepts inputs of any name and contract (the recorder).
         stream_outputs: the node's outputs are named by its ``--streams`` argument (the replay).
+        default_robot: the robot the node runs without ``--robot`` (its parser's default, read
+            from here); None: the robot its ``--spec`` names (lac_policy).
     """
 
     kind: str
@@ -81,6 +83,7 @@ class NodePorts:
     outputs: Mapping[str, Port]
     any_inputs: bool = False
     stream_outputs: bool = False
+    default_robot: str | None = "talos"
 
     def __post_init__(self):
         object.__setattr__(self, "inputs", MappingProxyType(dict(self.inputs)))
@@ -169,8 +172,8 @@ NODES: Mapping[str, NodePorts] = MappingProxyType({n.kind: n for n in (
     # LAC teleop pipeline (Unitree G1)
     _node("teleop", _TICK, {"command": _P("teleop_command")}),
     _node("wrench_injector", _TICK, {"wrench": _P("external_wrench")}),
-    _node("lac_policy", *_LAC_CONTROLLER),
-    _node("lac_expert", *_LAC_CONTROLLER),
+    _node("lac_policy", *_LAC_CONTROLLER, default_robot=None),
+    _node("lac_expert", *_LAC_CONTROLLER, default_robot="g1"),
     # PRIME (offline): contracts of contactflow.prime.ports.prime_port_specs (sizes set by the estimator)
     _node("prime_estimator", {"sensors": _P("sensors")},
           {"ack": _P("prime_ack"), "state": _P("prime_state"), "forces": _P("prime_contact_forces"),

@@ -257,6 +257,27 @@ def _same(a: PortSpec | str, b: PortSpec | str) -> bool:
     return isinstance(a, str) or isinstance(b, str) or a.size == b.size
 
 
+def _default_robot(kind: str, args: list[str], graph_robot: str) -> str:
+    """The robot a node of ``kind`` runs without ``--robot``: its declared default
+    (:attr:`~contactflow.contracts.ports.NodePorts.default_robot`), or for a node that takes it from
+    its ``--spec`` (lac_policy) the spec file's ``robot``, else the graph's."""
+    default = NODES[kind].default_robot
+    if default is not None:
+        return default
+    spec = _arg(args, "--spec", None)
+    if spec:
+        try:
+            from contactflow.config import read_yaml
+            from contactflow.policy.spec import resolve_spec_file
+
+            robot = (read_yaml(resolve_spec_file(spec)) or {}).get("robot")
+            if isinstance(robot, str):
+                return robot
+        except ConfigError:  # an unreadable spec is the node's own error at start: the ports with the graph's robot
+            pass
+    return graph_robot
+
+
 def _graph_robot(nodes) -> str:
     """The robot a graph's nodes name with ``--robot`` when they agree on one, else ``talos``."""
     robots = {_arg(shlex.split(str(n.get("args", "") or "")), "--robot") for n in nodes} - {None}
@@ -298,7 +319,7 @@ def check_descriptor(flow: dict, *, strict: bool = False, base_dir: str | Path |
             continue
         args = shlex.split(str(n.get("args", "") or ""))
         dynamic = str(n.get("path")) == "dynamic"
-        robot = _arg(args, "--robot", graph_robot if dynamic else "talos")
+        robot = _arg(args, "--robot", graph_robot if dynamic else _default_robot(kind, args, graph_robot))
         rpath = _robot_paths(args, base_dir) or (graph_paths if dynamic else ())
         declared = [str(o) for o in (n.get("outputs") or [])]
         if kind == "replay":
