@@ -173,3 +173,18 @@ def test_a_bad_node_argument_is_reported_with_argparse_line():
     report = failure_report(lines, 1, "g.yml")
     assert report[-1] == ("  node seiko_retargeting failed (exit code 2): contactflow-seiko-retargeting: error: "
                           "unrecognized arguments: --lag 0 (the node's args in the graph)")
+
+
+def test_a_failure_quoted_in_dora_stderr_block_is_the_node_of_that_block():
+    """A replay node standing in for `mujoco_driver` names itself 'replay' in its error line; when dora
+    quotes it in the driver's stderr block (no prefix), the report names the graph's node id."""
+    lines = """\
+10:00:01 ERROR  mujoco_driver: daemon exited with code 2 with stderr output:
+---------------------------------------------------------------------------------
+[contactflow] node 'replay' failed: run.arrows: recorded with robot 'g1', this graph runs 'talos'
+---------------------------------------------------------------------------------
+10:00:02 stdout recorder: [contactflow] node 'recorder' stopping: input closed
+""".splitlines()
+    failures = parse_failures(lines)
+    assert "replay" not in failures
+    assert failures["mujoco_driver"].kind == "failed" and "recorded with robot 'g1'" in failures["mujoco_driver"].message

@@ -39,6 +39,7 @@ _CASCADE = re.compile(r"marking `(?P<node>[^`]+)` as cascading error caused by `
 _DORA_FAILED = re.compile(r"^Node `(?P<node>[^`]+)` failed: (?P<msg>.*?)(?: with stderr output:)?$")
 _EXC_LINE = re.compile(r"^(?P<exc>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)(?::.*)?)$")
 _ARGPARSE = re.compile(r"^(?P<prog>[\w.-]+): error: (?P<msg>.+)$")  # argparse: a bad command-line argument
+_STAMP = re.compile(r"^\d\d:\d\d:\d\d ")  # a line of dora's own log (or a node's prefixed output)
 _PREFIX = re.compile(r"^\d\d:\d\d:\d\d (?:stdout|stderr)\s+(?P<node>[\w.-]+): (?P<text>.*)$")
 
 
@@ -81,15 +82,25 @@ def parse_failures(lines: Iterable[str]) -> dict[str, NodeFailure]:
     def get(node: str) -> NodeFailure:
         return out.setdefault(node, NodeFailure(node))
 
+    block = None  # the node whose stderr dora is quoting ("<node>: daemon exited with code N with stderr output:")
     for raw in lines:
         line = _ANSI.sub("", raw).rstrip()
         p = _PREFIX.match(line)
         text = p["text"] if p else line.strip()
+        if _STAMP.match(line) or p:
+            block = None
+            q = _EXIT.search(line)
+            if q and line.endswith("with stderr output:"):
+                block = q["node"]
+        else:
+            q = _DORA_FAILED.match(text)
+            if q:
+                block = q["node"] if line.endswith("with stderr output:") else None
         m = _CF.search(text)
         if m:
-            # the dora id from dora's prefix when there is one: a replay node names itself 'replay'
-            # while its id is the node it stands in for
-            f = get(p["node"] if p else m["node"])
+            # the dora id from dora's prefix, or of the stderr block dora quotes, when there is one: a
+            # replay node names itself 'replay' while its id is the node it stands in for
+            f = get(p["node"] if p else block or m["node"])
             kind, msg = m["kind"], (m["msg"] or "").strip()
             if kind != "stopping" or f.kind in ("", "stopping"):
                 f.kind = kind
