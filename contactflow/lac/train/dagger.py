@@ -337,6 +337,14 @@ def _metadata(spec, cfg_dict: dict, run: dict, round_: int, averaged: Sequence[i
             "dataset_seed": run.get("dataset", {}).get("seed"), "git_revision": run.get("git_revision", "unknown")}
 
 
+def _same_run_keys(cfg_dict: dict) -> dict:
+    """The configuration keys that make two runs (or two checkpoints) one run: all but the validation
+    (it does not change the result) and ``dagger.rounds`` (more rounds extend a run, ``--resume``)."""
+    c = {k: v for k, v in cfg_dict.items() if k != "validation"}
+    c["dagger"] = {k: v for k, v in c.get("dagger", {}).items() if k != "rounds"}
+    return c
+
+
 def export_checkpoint(ckpt: str | Path, out: str | Path, *, average: Sequence[int] = ()) -> Path:
     """Export a checkpoint (or the latest of a run directory) to LAC's deploy ONNX.
 
@@ -367,7 +375,7 @@ def export_checkpoint(ckpt: str | Path, out: str | Path, *, average: Sequence[in
         cks = [load_checkpoint(run_dir / "checkpoints" / f"round_{int(r):03d}.pt") for r in sorted(set(average))]
         ck = cks[-1]
         for other in cks[:-1]:
-            if other["config"] != ck["config"]:
+            if _same_run_keys(other["config"]) != _same_run_keys(ck["config"]):
                 raise ConfigError(f"{other['path']}: another training configuration than {ck['path']}: not averaged")
             for key in ("obs_mean", "obs_std"):
                 if not torch.equal(other["model"][key], ck["model"][key]):
@@ -530,16 +538,11 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
     run_path = out / "run.json"
     if run_path.is_file():
         old = json.loads(run_path.read_text())
-        def comparable(c: dict) -> dict:  # validation does not change the result; more rounds extend a run
-            c = {k: v for k, v in c.items() if k != "validation"}
-            c["dagger"] = {k: v for k, v in c.get("dagger", {}).items() if k != "rounds"}
-            return c
-
         try:  # keys the old run did not have yet count as their defaults
             old_dict = to_dict(load_config(TrainConfig, old.get("config", {}), source=str(run_path)))
         except ConfigError:
             old_dict = old.get("config", {})
-        oc, nc = comparable(old_dict), comparable(cfg_dict)
+        oc, nc = _same_run_keys(old_dict), _same_run_keys(cfg_dict)
         if oc != nc:
             diff = sorted(k for k in set(oc) | set(nc) if oc.get(k) != nc.get(k))
             raise ConfigError(f"{out}: holds a run made with another configuration (sections {diff}); use a new directory")
