@@ -1085,12 +1085,16 @@ def input_stale_s(args: argparse.Namespace) -> float | None:
     return float(args.input_stale_s) if args.realtime and args.input_stale_s > 0 else None
 
 
-def base_parser(description: str) -> argparse.ArgumentParser:
+def base_parser(description: str, kind: str | None = None) -> argparse.ArgumentParser:
+    """The arguments every node takes (``--robot``, ``--robot-path``, ``--config``); ``kind``: the node
+    kind whose declared default robot ``--robot`` takes (``contracts/ports.py``; None: Talos)."""
     p = argparse.ArgumentParser(description=description)
+    from contactflow.contracts.ports import NODES
     from contactflow.paths import ROBOT_PATH_HELP, RobotPathAction
 
-    p.add_argument("--robot", default="talos", help="robot name (robot search path), robot folder or robot YAML file "
-                   "(default: %(default)s)")
+    robot = NODES[kind].default_robot if kind is not None else "talos"
+    p.add_argument("--robot", default=robot, help="robot name (robot search path), robot folder or robot YAML file "
+                   f"(default: {robot if robot is not None else 'the robot the --spec file names'})")
     p.add_argument("--robot-path", action=RobotPathAction, metavar="DIR", default=None, help=ROBOT_PATH_HELP)
     p.add_argument("--config", default=None, help="YAML file with this node's configuration overrides")
     return p

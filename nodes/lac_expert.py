@@ -25,7 +25,6 @@ import logging
 import numpy as np
 
 from contactflow.nodes._runtime import KeepAlive, base_parser, connect, drain_after_finish, lockstep_for, node_main, sender_for
-from contactflow.contracts.ports import NODES
 
 log = logging.getLogger("contactflow.lac_expert")
 
@@ -37,8 +36,7 @@ def main() -> int:
     from contactflow.contracts.messages import port_specs
     from contactflow.robot import load_robot
 
-    p = base_parser(__doc__.splitlines()[0])
-    p.set_defaults(robot=NODES["lac_expert"].default_robot)  # one source: contactflow check reads it too
+    p = base_parser(__doc__.splitlines()[0], "lac_expert")
     p.add_argument("--realtime", action="store_true",
                    help="skip ticks whose messages were dropped (the wrench estimate then uses the measured joint torques)")
     args = p.parse_args()

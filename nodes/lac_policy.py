@@ -34,7 +34,6 @@ import os
 import numpy as np
 
 from contactflow.nodes._runtime import KeepAlive, base_parser, connect, drain_after_finish, lockstep_for, node_main, sender_for
-from contactflow.contracts.ports import NODES
 
 log = logging.getLogger("contactflow.lac_policy")
 
@@ -58,8 +57,7 @@ def main() -> int:
     from contactflow.config import read_yaml
     from contactflow.robot import load_robot
 
-    p = base_parser(__doc__.splitlines()[0])
-    p.set_defaults(robot=NODES["lac_policy"].default_robot)  # None: the robot the spec names
+    p = base_parser(__doc__.splitlines()[0], "lac_policy")
     p.add_argument("--spec", required=True, help="policy I/O spec: YAML file or name under robots/*/policies/ (--robot defaults to the robot the spec names)")
     p.add_argument("--model", default=None, help="ONNX file overriding the spec's model ($CONTACTFLOW_POLICY_MODEL overrides it)")
     p.add_argument("--realtime", action="store_true", help="skip ticks whose messages were dropped")
