@@ -76,7 +76,13 @@ def node_parameters(path: Path) -> list[tuple[str, str, str]]:
     and its name."""
     text, tree = _parsed(Path(path))
     imported = _imported_names(tree)
-    out = list(_BASE) if "base_parser(" in text else []
+    out = []
+    if "base_parser(" in text:
+        from contactflow.contracts.ports import NODES
+
+        decl = NODES.get(Path(path).stem)
+        robot = "talos" if decl is None else decl.default_robot
+        out = [(_BASE[0][0], "the --spec file's robot" if robot is None else robot, _BASE[0][2]), *_BASE[1:]]
     for node in ast.walk(tree):
         if (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "add_input_stale_argument"
                 and len(node.args) == 2 and isinstance(node.args[1], ast.Constant)):
