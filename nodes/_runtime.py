@@ -1087,12 +1087,12 @@ def input_stale_s(args: argparse.Namespace) -> float | None:
 
 def base_parser(description: str, kind: str | None = None) -> argparse.ArgumentParser:
     """The arguments every node takes (``--robot``, ``--robot-path``, ``--config``); ``kind``: the node
-    kind whose declared default robot ``--robot`` takes (``contracts/ports.py``; None: Talos)."""
+    kind whose declared default robot ``--robot`` takes (``contracts/ports.py``; None: ``DEFAULT_ROBOT``)."""
     p = argparse.ArgumentParser(description=description)
-    from contactflow.contracts.ports import NODES
+    from contactflow.contracts.ports import DEFAULT_ROBOT, NODES
     from contactflow.paths import ROBOT_PATH_HELP, RobotPathAction
 
-    robot = NODES[kind].default_robot if kind is not None else "talos"
+    robot = NODES[kind].default_robot if kind is not None else DEFAULT_ROBOT
     p.add_argument("--robot", default=robot, help="robot name (robot search path), robot folder or robot YAML file "
                    f"(default: {robot if robot is not None else 'the robot the --spec file names'})")
     p.add_argument("--robot-path", action=RobotPathAction, metavar="DIR", default=None, help=ROBOT_PATH_HELP)

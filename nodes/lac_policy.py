@@ -53,8 +53,7 @@ def main() -> int:
     from contactflow.errors import ConfigError
     from contactflow.contracts.messages import port_specs
     from contactflow.policy import PolicyRunner, load_policy_spec
-    from contactflow.policy.spec import resolve_spec_file
-    from contactflow.config import read_yaml
+    from contactflow.policy.spec import spec_robot
     from contactflow.robot import load_robot
 
     p = base_parser(__doc__.splitlines()[0], "lac_policy")
@@ -67,9 +66,8 @@ def main() -> int:
 
     robot_name = args.robot
     if robot_name is None:  # the robot the spec names
-        raw = read_yaml(resolve_spec_file(args.spec))
-        robot_name = raw.get("robot") if isinstance(raw, dict) else None
-        if not robot_name:
+        robot_name = spec_robot(args.spec)
+        if robot_name is None:
             raise ConfigError(f"{args.spec}: no 'robot' in the spec; give --robot")
     robot = load_robot(robot_name)
     if robot.actuation != "pd":

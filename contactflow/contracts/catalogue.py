@@ -78,10 +78,10 @@ def node_parameters(path: Path) -> list[tuple[str, str, str]]:
     imported = _imported_names(tree)
     out = []
     if "base_parser(" in text:
-        from contactflow.contracts.ports import NODES
+        from contactflow.contracts.ports import DEFAULT_ROBOT, NODES
 
         decl = NODES.get(Path(path).stem)
-        robot = "talos" if decl is None else decl.default_robot
+        robot = DEFAULT_ROBOT if decl is None else decl.default_robot
         out = [(_BASE[0][0], "the --spec file's robot" if robot is None else robot, _BASE[0][2]), *_BASE[1:]]
     for node in ast.walk(tree):
         if (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "add_input_stale_argument"

@@ -36,12 +36,14 @@ from typing import Iterable, Mapping
 
 from contactflow.errors import ContractError
 
-__all__ = ["Port", "NodePorts", "NODES", "node_ports", "lockstep_inputs", "sender_outputs", "input_specs", "MESSAGE",
+__all__ = ["Port", "NodePorts", "NODES", "node_ports", "lockstep_inputs", "sender_outputs", "input_specs", "MESSAGE", "DEFAULT_ROBOT",
            "TIMER"]
 
 #: Input kinds.
 MESSAGE = "message"
 TIMER = "timer"
+#: the robot a node runs without ``--robot`` unless its declaration names another (NodePorts.default_robot)
+DEFAULT_ROBOT = "talos"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,7 +85,7 @@ class NodePorts:
     outputs: Mapping[str, Port]
     any_inputs: bool = False
     stream_outputs: bool = False
-    default_robot: str | None = "talos"
+    default_robot: str | None = DEFAULT_ROBOT
 
     def __post_init__(self):
         object.__setattr__(self, "inputs", MappingProxyType(dict(self.inputs)))

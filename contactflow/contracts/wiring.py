@@ -44,7 +44,7 @@ import yaml
 from contactflow.errors import ConfigError
 from contactflow.contracts.messages import PortSpec
 from contactflow.paths import node_kind
-from contactflow.contracts.ports import MESSAGE, NODES, TIMER
+from contactflow.contracts.ports import DEFAULT_ROBOT, MESSAGE, NODES, TIMER
 
 __all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "check_config_files", "load_dataflow", "graph_node_kind", "LOG_OUTPUT",
            "ROWS_SUFFIX", "rows_output"]
@@ -266,13 +266,10 @@ def _default_robot(kind: str, args: list[str], graph_robot: str) -> str:
         return default
     spec = _arg(args, "--spec", None)
     if spec:
-        try:
-            from contactflow.config import read_yaml
-            from contactflow.policy.spec import resolve_spec_file
+        from contactflow.policy.spec import spec_robot
 
-            robot = (read_yaml(resolve_spec_file(spec)) or {}).get("robot")
-            if isinstance(robot, str):
-                return robot
+        try:
+            return spec_robot(spec) or graph_robot
         except ConfigError:  # an unreadable spec is the node's own error at start: the ports with the graph's robot
             pass
     return graph_robot
@@ -281,7 +278,7 @@ def _default_robot(kind: str, args: list[str], graph_robot: str) -> str:
 def _graph_robot(nodes) -> str:
     """The robot a graph's nodes name with ``--robot`` when they agree on one, else ``talos``."""
     robots = {_arg(shlex.split(str(n.get("args", "") or "")), "--robot") for n in nodes} - {None}
-    return robots.pop() if len(robots) == 1 else "talos"
+    return robots.pop() if len(robots) == 1 else DEFAULT_ROBOT
 
 
 def _graph_robot_paths(nodes, base_dir: Path | None) -> tuple[str, ...]:

@@ -378,6 +378,19 @@ def resolve_data_path(path: str | Path, what: str) -> Path:
     raise ConfigError(f"{path}: {what} not found; looked in: {', '.join(dict.fromkeys(tried))}")
 
 
+def spec_robot(path: str | Path) -> str | None:
+    """The robot a spec file names (its ``robot`` key), or None when it names none.
+
+    Raises:
+        ConfigError: the spec file is not found or not readable YAML (:func:`resolve_spec_file`).
+    """
+    from contactflow.config import read_yaml
+
+    raw = read_yaml(resolve_spec_file(path))
+    robot = raw.get("robot") if isinstance(raw, dict) else None
+    return robot if isinstance(robot, str) and robot else None
+
+
 def resolve_spec_file(path: str | Path) -> Path:
     """The spec file: a YAML path (absolute, from the working directory, else from the repository
     root), or a bare name ``<name>`` = ``robots/*/policies/<name>.yaml``.
