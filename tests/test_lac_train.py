@@ -560,6 +560,36 @@ def test_stiffness_film_student_starts_as_the_plain_one_and_exports(robot, spec,
     np.testing.assert_allclose(loaded.model.run(x[:1]), a[:1], atol=1e-4)
 
 
+def test_actor_dropout_acts_in_training_only_and_the_export_has_none(robot, spec, tmp_path):
+    """student.actor_dropout: in train mode two passes differ (the dropout masks), in eval mode the
+    student is the same network without dropout (same weights, bit for bit), and the ONNX export is
+    that eval-mode network; a probability outside [0, 1) is refused with its key."""
+    from contactflow.lac.train.dagger import new_student
+    from contactflow.lac.train.student import deploy_metadata, export_onnx
+    from contactflow.policy import load_policy_spec
+
+    torch.manual_seed(3)
+    plain = new_student(load_train_config(None, {"seed": 3}), spec)
+    drop = new_student(load_train_config(None, {"seed": 3, "student": {"actor_dropout": 0.2}}), spec)
+    drop.load_state_dict(plain.state_dict())
+    x = np.random.default_rng(1).normal(size=(4, 64, 95)).astype(np.float32)
+    x[..., 90:] = np.exp(np.random.default_rng(2).uniform(np.log(10), np.log(500), size=(4, 64, 5)))
+    xt = torch.from_numpy(x)
+    with torch.no_grad():
+        drop.train()
+        a1, a2 = drop(xt).numpy(), drop(xt).numpy()
+        assert np.abs(a1 - a2).max() > 1e-4
+        drop.eval()
+        plain.eval()
+        a = drop(xt).numpy()
+        np.testing.assert_array_equal(a, plain(xt).numpy())
+    path = export_onnx(drop, tmp_path / "drop.onnx", deploy_metadata(spec))
+    loaded = load_policy_spec("lac", robot, model=path)
+    np.testing.assert_allclose(loaded.model.run(x[:1]), a[:1], atol=1e-4)
+    with pytest.raises(ConfigError, match="actor_dropout"):
+        load_train_config(None, {"student": {"actor_dropout": 1.0}})
+
+
 def test_tracking_features_are_the_pd_and_reference_errors_of_the_runner_frame(robot, spec, tmp_path):
     """student.tracking_features: the 33 values appended inside the graph equal, for a frame the
     deploy runner builds, the PD tracking error (target - angle) of every joint in policy order and

@@ -11,7 +11,8 @@ to the action (B, 23), with everything LAC puts inside its graph (lac.md §1.1):
 3. a history encoder: 1-D temporal convolutions (stride 2, ELU) over the 64 frames, then a linear
    layer to a latent vector (LAC's adaptation module, the "history estimator", scaled down for a
    CPU: lac.md §0 measured a 725 k-parameter conv encoder at 2.6 k samples/s);
-4. the actor: an MLP (ELU) on the newest normalised frame and the latent; with
+4. the actor: an MLP (ELU) on the newest normalised frame and the latent (with ``actor_dropout``, dropout
+   on its hidden layers while training only); with
    ``stiffness_film`` every hidden layer is modulated by the newest frame's normalised log
    stiffness ``k``: ``h <- h * (1 + gamma_i(k)) + beta_i(k)`` (FiLM, Perez et al., 2018; gamma_i,
    beta_i linear, zero at initialisation).
@@ -151,6 +152,7 @@ class Student(nn.Module):
                 nn.init.zeros_(lin.weight)
                 nn.init.zeros_(lin.bias)
         self.aux = nn.Linear(cfg.latent_dim, aux_dim) if aux_dim > 0 else None
+        self.actor_dropout = float(cfg.actor_dropout)
 
     def features(self, frames: torch.Tensor) -> torch.Tensor:
         """(B, H, D) raw frames -> (B, H, feat_dim): the log of the stiffness (clamped at 1e-6), other
@@ -185,15 +187,18 @@ class Student(nn.Module):
         x = torch.clamp((self.features(frames) - self.obs_mean) / self.obs_std, -CLIP_SIGMA, CLIP_SIGMA)
         z = self.encoder(x.transpose(1, 2))
         h = torch.cat([x[:, -1], z], dim=-1)
-        if self.film is None:
+        if self.film is None and not (self.actor_dropout and self.training):
             a = self.actor(h)
         else:
             k = x[:, -1, self.k0:self.k1]
             mods = list(self.actor)
-            for i, film in enumerate(self.film):  # (Linear, ELU) pairs, then the output layer
+            for i in range(len(mods) // 2):  # (Linear, ELU) pairs, then the output layer
                 h = mods[2 * i + 1](mods[2 * i](h))
-                gamma, beta = film(k).chunk(2, dim=-1)
-                h = h * (1.0 + gamma) + beta
+                if self.film is not None:
+                    gamma, beta = self.film[i](k).chunk(2, dim=-1)
+                    h = h * (1.0 + gamma) + beta
+                if self.actor_dropout:  # identity in eval mode (the export)
+                    h = nn.functional.dropout(h, self.actor_dropout, self.training)
             a = mods[-1](h)
         return a, (self.aux(z) if self.aux is not None else None)
 
