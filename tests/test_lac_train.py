@@ -708,3 +708,31 @@ def test_a_dataset_outside_the_run_given_relative_to_the_working_directory_is_re
     assert _is_recorded_dataset("dataset", out / "dataset", out)
     monkeypatch.chdir(tmp_path / "runs")  # resumed from elsewhere: the absolute record still matches
     assert _is_recorded_dataset(rec, tmp_path / "data" / "ds", Path("a"))
+
+
+def test_holdout_benchmark_keeps_held_out_episodes_out_of_training(run_a, tiny_cfg, tmp_path):
+    """benchmarks/bench_lac_student_holdout.py on a tiny run: every sample of the aggregate is in the
+    training or the held-out share (never both), the losses are finite, and a variant is applied."""
+    import json
+    import subprocess
+    import sys
+
+    out, _ = run_a
+    rnd = tiny_cfg.dagger.rounds - 1
+    report = tmp_path / "holdout.json"
+    subprocess.run([sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "bench_lac_student_holdout.py"),
+                    str(out), "--round", str(rnd), "--steps", "4", "--every", "2", "--holdout", "0.5",
+                    "--variant", "", "--variant", "student.actor_dropout=0.2", "--out", str(report)],
+                   check=True, capture_output=True, text=True)
+    r = json.loads(report.read_text())
+    n_ok = sum(int(np.load(out / "data" / f"round_{i:03d}.npz")["teacher_ok"].sum()) for i in range(rnd + 1))
+    assert r["held_out_episodes"] == round(0.5 * r["episodes"]) and r["held_out_samples"] > 0
+    assert r["train_samples"] + r["held_out_samples"] == n_ok  # (a tiny run: fewer than the 20 000 evaluated)
+    assert [x["variant"] for x in r["results"]] == ["", "student.actor_dropout=0.2"]
+    for x in r["results"]:
+        assert [c["step"] for c in x["curve"]] == [2, 4]
+        assert all(np.isfinite(c["train_loss"]) and np.isfinite(c["held_out_loss"]) for c in x["curve"])
+    with pytest.raises(subprocess.CalledProcessError):
+        subprocess.run([sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "bench_lac_student_holdout.py"),
+                        str(out), "--round", str(rnd), "--steps", "2", "--variant", "env.force_scale=1"],
+                       check=True, capture_output=True, text=True)

@@ -1,0 +1,140 @@
+"""How well a LAC student generalises to episodes it was not trained on: a fresh student trained on a
+run's aggregate with a share of the episodes held out, its training and held-out loss against the steps.
+
+Run: ``python benchmarks/bench_lac_student_holdout.py RUN --round R [--steps 12500] [--variant KEY=VALUE,...]
+[--out FILE.json]`` where ``RUN`` is a ``contactflow lac train`` run folder (``config.yaml``, ``data/``).
+Each ``--variant`` (repeatable; none: the run's own configuration) is a comma-separated list of
+``student.*`` / ``optim.*`` overrides of the run's configuration, e.g. ``student.actor_dropout=0.1``
+or ``optim.weight_decay=1e-4``.
+
+What it does, per variant, in one process on one torch thread: the aggregate of rounds ``0..R`` as
+``contactflow lac train`` trains on it (``teacher_ok`` samples, the deploy windows of 64 frames);
+``--holdout`` of the episodes (default 10 %, drawn with ``--seed``) left out; a fresh student (the
+run's seed, the normaliser of the training samples) trained with the run's optimiser, batch size and
+loss weights (``optim.loss``) on batches drawn with replacement; every ``--every`` steps the mean
+training loss of the last steps and the loss on (at most 20 000 samples of) the held-out episodes.
+The held-out episodes share their dataset rows (reference motions) with training episodes: the gap is
+between episodes, not between motions.
+
+A student that generalises has a held-out loss near its training loss; DAgger's own measure of the
+same gap is a round's ``on_policy_mse`` against the previous round's training loss (``train_log.json``).
+The numbers are losses, not times: they do not depend on the machine's load. The last line printed is
+one JSON object with every number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _override(spec: str) -> dict:
+    """``"student.actor_dropout=0.1,optim.weight_decay=1e-4"`` -> nested dict (values parsed as YAML)."""
+    import yaml
+
+    out: dict = {}
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        key, _, value = item.partition("=")
+        section, _, name = key.partition(".")
+        if section not in ("student", "optim") or not name or not value:
+            raise SystemExit(f"--variant {item!r}: expected student.KEY=VALUE or optim.KEY=VALUE")
+        out.setdefault(section, {})[name] = yaml.safe_load(value)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run", type=Path, help="a `contactflow lac train` run folder")
+    ap.add_argument("--round", type=int, required=True, help="the last round of the aggregate")
+    ap.add_argument("--steps", type=int, default=12500)
+    ap.add_argument("--every", type=int, default=2500)
+    ap.add_argument("--holdout", type=float, default=0.1, help="share of the episodes held out")
+    ap.add_argument("--seed", type=int, default=1, help="draws the held-out episodes and the batches")
+    ap.add_argument("--variant", action="append", default=None)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+
+    import torch
+    import yaml
+
+    from contactflow.config import merge
+    from contactflow.lac.train import dagger as d
+    from contactflow.lac.train.config import load_train_config
+    from contactflow.lac.train.env import load_train_spec
+    from contactflow.robot import load_robot
+
+    torch.set_num_threads(1)
+    for need in [args.run / "config.yaml"] + [args.run / "data" / f"round_{r:03d}.npz" for r in range(args.round + 1)]:
+        if not need.is_file():
+            raise SystemExit(f"{need}: not found (a `contactflow lac train` run folder with rounds 0-{args.round})")
+    base = yaml.safe_load((args.run / "config.yaml").read_text())
+    data = d._load_rounds(args.run / "data", args.round)
+    ep_len = []
+    for r in range(args.round + 1):
+        with np.load(args.run / "data" / f"round_{r:03d}.npz") as z:
+            ep_len += list(z["ep_len"])
+    ep_of = np.repeat(np.arange(len(ep_len)), ep_len)
+    g = np.random.default_rng(args.seed)
+    held = np.zeros(len(ep_len), bool)
+    held[g.choice(len(ep_len), max(1, int(round(args.holdout * len(ep_len)))), replace=False)] = True
+    ok = data["ok"].astype(bool)
+    train_idx = np.flatnonzero(ok & ~held[ep_of])
+    test_idx = np.flatnonzero(ok & held[ep_of])
+    test_idx = np.sort(g.choice(test_idx, min(20000, len(test_idx)), replace=False))
+    frames, labels = torch.from_numpy(data["frames"]), torch.from_numpy(data["labels"])
+    results = []
+    for variant in args.variant or [""]:
+        cfg = load_train_config(None, merge(base, _override(variant)))
+        spec = load_train_spec(cfg.spec, load_robot(cfg.robot))
+        H = spec.cfg.history.length
+        w = torch.ones(labels.shape[1])
+        if cfg.optim.loss in ("torque", "torque_floor"):  # as contactflow lac train weighs the joints
+            w = torch.as_tensor((spec.kp[spec.policy_to_robot] * spec.scale) ** 2, dtype=torch.float32)
+            w = w / w.mean()
+            if cfg.optim.loss == "torque_floor":
+                w = torch.clamp(w, min=1.0)
+        torch.manual_seed(cfg.seed)
+        model = d.new_student(cfg, spec)
+        with torch.no_grad():
+            model.set_normalizer(model.features(frames[train_idx[::5]]).numpy(), cfg.student.std_floor)
+        opt = torch.optim.Adam(model.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
+
+        def loss_of(idx: np.ndarray) -> torch.Tensor:
+            x = frames[torch.from_numpy(d.window_index(data["first"], idx, H))]
+            return (w * (model(x) - labels[torch.from_numpy(idx)]) ** 2).mean(dim=1)
+
+        def held_out() -> float:
+            model.eval()
+            with torch.no_grad():
+                v = torch.cat([loss_of(test_idx[b:b + 4096]) for b in range(0, len(test_idx), 4096)])
+            model.train()
+            return float(v.mean())
+
+        t0, recent, curve = time.perf_counter(), [], []
+        batches = np.random.default_rng([args.seed, 2])
+        model.train()
+        for step in range(1, args.steps + 1):
+            loss = loss_of(batches.choice(train_idx, cfg.optim.batch_size)).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            recent.append(loss.item())
+            if step % args.every == 0 or step == args.steps:
+                curve.append({"step": step, "train_loss": float(np.mean(recent)), "held_out_loss": held_out()})
+                recent = []
+                print(f"{variant or 'the run configuration'}: step {step}: train {curve[-1]['train_loss']:.4f}, "
+                      f"held-out {curve[-1]['held_out_loss']:.4f}", flush=True)
+        results.append({"variant": variant, "curve": curve, "wall_s": time.perf_counter() - t0})
+    report = {"run": str(args.run), "round": args.round, "episodes": len(ep_len), "held_out_episodes": int(held.sum()),
+              "train_samples": len(train_idx), "held_out_samples": len(test_idx), "results": results}
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1))
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
