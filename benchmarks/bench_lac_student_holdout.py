@@ -72,15 +72,12 @@ def main() -> None:
         if not need.is_file():
             raise SystemExit(f"{need}: not found (a `contactflow lac train` run folder with rounds 0-{args.round})")
     base = yaml.safe_load((args.run / "config.yaml").read_text())
-    data = d._load_rounds(args.run / "data", args.round)
-    ep_len = []
-    for r in range(args.round + 1):
-        with np.load(args.run / "data" / f"round_{r:03d}.npz") as z:
-            ep_len += list(z["ep_len"])
-    ep_of = np.repeat(np.arange(len(ep_len)), ep_len)
+    data = d.load_rounds(args.run / "data", args.round)
+    ep_of = np.unique(data["first"], return_inverse=True)[1]  # each sample's episode, 0..n_episodes-1
+    n_ep = int(ep_of.max()) + 1
     g = np.random.default_rng(args.seed)
-    held = np.zeros(len(ep_len), bool)
-    held[g.choice(len(ep_len), max(1, int(round(args.holdout * len(ep_len)))), replace=False)] = True
+    held = np.zeros(n_ep, bool)
+    held[g.choice(n_ep, max(1, int(round(args.holdout * n_ep))), replace=False)] = True
     ok = data["ok"].astype(bool)
     train_idx = np.flatnonzero(ok & ~held[ep_of])
     test_idx = np.flatnonzero(ok & held[ep_of])
@@ -91,12 +88,7 @@ def main() -> None:
         cfg = load_train_config(None, merge(base, _override(variant)))
         spec = load_train_spec(cfg.spec, load_robot(cfg.robot))
         H = spec.cfg.history.length
-        w = torch.ones(labels.shape[1])
-        if cfg.optim.loss in ("torque", "torque_floor"):  # as contactflow lac train weighs the joints
-            w = torch.as_tensor((spec.kp[spec.policy_to_robot] * spec.scale) ** 2, dtype=torch.float32)
-            w = w / w.mean()
-            if cfg.optim.loss == "torque_floor":
-                w = torch.clamp(w, min=1.0)
+        w = d.loss_weights(cfg, spec)
         torch.manual_seed(cfg.seed)
         model = d.new_student(cfg, spec)
         with torch.no_grad():
@@ -129,7 +121,7 @@ def main() -> None:
                 print(f"{variant or 'the run configuration'}: step {step}: train {curve[-1]['train_loss']:.4f}, "
                       f"held-out {curve[-1]['held_out_loss']:.4f}", flush=True)
         results.append({"variant": variant, "curve": curve, "wall_s": time.perf_counter() - t0})
-    report = {"run": str(args.run), "round": args.round, "episodes": len(ep_len), "held_out_episodes": int(held.sum()),
+    report = {"run": str(args.run), "round": args.round, "episodes": n_ep, "held_out_episodes": int(held.sum()),
               "train_samples": len(train_idx), "held_out_samples": len(test_idx), "results": results}
     if args.out:
         args.out.write_text(json.dumps(report, indent=1))

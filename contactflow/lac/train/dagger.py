@@ -234,7 +234,14 @@ def _save_round(path: Path, results: list[RolloutResult]) -> None:
     tmp.replace(path)
 
 
-def _load_rounds(data_dir: Path, upto: int) -> dict[str, np.ndarray]:
+def load_rounds(data_dir: Path, upto: int) -> dict[str, np.ndarray]:
+    """The aggregate of rounds ``0..upto`` of a run's ``data/`` folder, as training reads it.
+
+    Returns:
+        ``frames`` (N, frame_dim) float32, ``labels`` (N, n_act) float32, ``ok`` (N,) the teacher's own
+        label, ``first`` (N,) int64 the index of each sample's episode's first sample, ``force`` (N, 9)
+        the true hand/torso forces (NaN for rounds saved without them).
+    """
     frames, labels, ok, first, force = [], [], [], [], []
     n = 0
     for r in range(upto + 1):
@@ -251,6 +258,19 @@ def _load_rounds(data_dir: Path, upto: int) -> dict[str, np.ndarray]:
 
 
 # --------------------------------------------------------------------------- provenance
+
+
+def loss_weights(cfg: TrainConfig, spec):
+    """Per-joint weights of the squared action error (``optim.loss``), (n_act,) float32 tensor, policy
+    order: ``action`` ones; ``torque`` (Kp scale)^2 per joint, mean 1; ``torque_floor`` those raised to
+    >= 1 (no joint weighs less than in the action loss: the arms)."""
+    import torch
+
+    if cfg.optim.loss not in ("torque", "torque_floor"):
+        return torch.ones(len(spec.joint_names))
+    w = torch.as_tensor((spec.kp[spec.policy_to_robot] * spec.scale) ** 2, dtype=torch.float32)
+    w = w / w.mean()
+    return torch.clamp(w, min=1.0) if cfg.optim.loss == "torque_floor" else w
 
 
 def git_revision() -> str:
@@ -624,7 +644,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
             "rollout_ticks_per_s_per_worker": sum(len(x.frames) for x in results) / max(sum(x.wall_s for x in results), 1e-9),
         }
         # ---- training on the aggregate
-        data = _load_rounds(out / "data", r)
+        data = load_rounds(out / "data", r)
         frames = torch.from_numpy(data["frames"])
         labels = torch.from_numpy(data["labels"])
         aux_t = torch.from_numpy(data["force"] / AUX_FORCE_UNIT_N)
@@ -636,12 +656,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
             with torch.no_grad():
                 model.set_normalizer(model.features(frames[samples]).numpy(), cfg.student.std_floor)
         g = np.random.default_rng(np.random.SeedSequence([cfg.seed, r, 7]))
-        w = torch.ones(labels.shape[1])
-        if cfg.optim.loss in ("torque", "torque_floor"):  # (Kp scale)^2 per joint, policy order, mean 1
-            w = torch.as_tensor((spec.kp[spec.policy_to_robot] * spec.scale) ** 2, dtype=torch.float32)
-            w = w / w.mean()
-            if cfg.optim.loss == "torque_floor":  # no joint weighs less than in the action loss (the arms)
-                w = torch.clamp(w, min=1.0)
+        w = loss_weights(cfg, spec)
         B = cfg.optim.batch_size
         per_epoch = max(1, int(np.ceil(len(samples) / B)))
         total = per_epoch * cfg.optim.epochs_per_round

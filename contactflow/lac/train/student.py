@@ -187,7 +187,7 @@ class Student(nn.Module):
         x = torch.clamp((self.features(frames) - self.obs_mean) / self.obs_std, -CLIP_SIGMA, CLIP_SIGMA)
         z = self.encoder(x.transpose(1, 2))
         h = torch.cat([x[:, -1], z], dim=-1)
-        if self.film is None and not (self.actor_dropout and self.training):
+        if self.film is None and not self.actor_dropout:
             a = self.actor(h)
         else:
             k = x[:, -1, self.k0:self.k1]
