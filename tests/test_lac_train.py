@@ -642,6 +642,28 @@ def test_bad_config_is_named(tmp_path):
         export_checkpoint(tmp_path, tmp_path / "x.onnx")
 
 
+def test_joint_loss_scale_multiplies_the_named_joints_and_refuses_unknown_names(robot, spec, tmp_path):
+    from contactflow.lac.train.dagger import loss_weights
+
+    base = load_train_config()
+    w0 = loss_weights(base, spec).numpy()
+    p = tmp_path / "w.yaml"
+    p.write_text("optim: {joint_loss_scale: {left_wrist_roll_joint: 8.0, right_wrist_roll_joint: 8.0}}\n")
+    w = loss_weights(load_train_config(p), spec).numpy()
+    names = list(spec.joint_names)
+    wrists = [names.index("left_wrist_roll_joint"), names.index("right_wrist_roll_joint")]
+    np.testing.assert_allclose(w[wrists], 8.0 * w0[wrists])
+    others = [i for i in range(len(names)) if i not in wrists]
+    np.testing.assert_array_equal(w[others], w0[others])
+    assert w0[wrists[0]] == 1.0  # torque_floor: the arms weigh 1 before the factor
+    p.write_text("optim: {joint_loss_scale: {left_wrist_rol_joint: 8.0}}\n")
+    with pytest.raises(ConfigError, match=r"joint_loss_scale.*'left_wrist_rol_joint'.*did you mean 'left_wrist_roll_joint'"):
+        loss_weights(load_train_config(p), spec)
+    p.write_text("optim: {joint_loss_scale: {left_wrist_roll_joint: 0.0}}\n")
+    with pytest.raises(ConfigError, match=r"w\.yaml.*joint_loss_scale.*> 0"):
+        load_train_config(p)
+
+
 def test_a_partial_config_file_changes_only_its_keys_of_the_shipped_recipe(tmp_path):
     """--config FILE: its keys are layered over robots/g1/lac_train.yaml, not over the code's defaults."""
     shipped = load_train_config()

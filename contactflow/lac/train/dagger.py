@@ -41,7 +41,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from contactflow.config import load_config, to_dict
+from contactflow.config import did_you_mean, load_config, to_dict
 from contactflow.errors import ConfigError
 from contactflow.lac.train.config import TrainConfig
 
@@ -263,14 +263,29 @@ def load_rounds(data_dir: Path, upto: int) -> dict[str, np.ndarray]:
 def loss_weights(cfg: TrainConfig, spec):
     """Per-joint weights of the squared action error (``optim.loss``), (n_act,) float32 tensor, policy
     order: ``action`` ones; ``torque`` (Kp scale)^2 per joint, mean 1; ``torque_floor`` those raised to
-    >= 1 (no joint weighs less than in the action loss: the arms)."""
+    >= 1 (no joint weighs less than in the action loss: the arms); then each joint of
+    ``optim.joint_loss_scale`` multiplied by its factor.
+
+    Raises:
+        ConfigError: a name of ``optim.joint_loss_scale`` that is not a joint of the spec.
+    """
     import torch
 
+    names = list(spec.joint_names)
     if cfg.optim.loss not in ("torque", "torque_floor"):
-        return torch.ones(len(spec.joint_names))
-    w = torch.as_tensor((spec.kp[spec.policy_to_robot] * spec.scale) ** 2, dtype=torch.float32)
-    w = w / w.mean()
-    return torch.clamp(w, min=1.0) if cfg.optim.loss == "torque_floor" else w
+        w = torch.ones(len(names))
+    else:
+        w = torch.as_tensor((spec.kp[spec.policy_to_robot] * spec.scale) ** 2, dtype=torch.float32)
+        w = w / w.mean()
+        if cfg.optim.loss == "torque_floor":
+            w = torch.clamp(w, min=1.0)
+    unknown = sorted(set(cfg.optim.joint_loss_scale) - set(names))
+    if unknown:
+        raise ConfigError(f"optim.joint_loss_scale: unknown joint(s) {unknown}{did_you_mean(unknown, names)}; "
+                          f"expected some of the policy's joints {names}")
+    for name, factor in cfg.optim.joint_loss_scale.items():
+        w[names.index(name)] *= factor
+    return w
 
 
 def git_revision() -> str:
@@ -604,6 +619,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
     torch.manual_seed(cfg.seed)
     robot = load_robot(cfg.robot)
     spec = load_train_spec(cfg.spec, robot)
+    loss_weights(cfg, spec)  # optim.joint_loss_scale's names checked before any rollout
     model = new_student(cfg, spec)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
     log_rows: list[dict] = []
