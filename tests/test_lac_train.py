@@ -9,6 +9,7 @@ deploy input. Needs the ``[train]`` extra (torch, onnx).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -662,6 +663,30 @@ def test_joint_loss_scale_multiplies_the_named_joints_and_refuses_unknown_names(
     p.write_text("optim: {joint_loss_scale: {left_wrist_roll_joint: 0.0}}\n")
     with pytest.raises(ConfigError, match=r"w\.yaml.*joint_loss_scale.*> 0"):
         load_train_config(p)
+
+
+def test_the_shipped_recipe_file_names_every_key():
+    """robots/g1/lac_train.yaml is the recipe a user reads (docs: every hyper-parameter is a key of it): no key of
+    TrainConfig may hide in the code's defaults."""
+    import typing
+
+    import yaml
+
+    from contactflow.lac.train.config import TrainConfig, default_train_config_path
+
+    raw = yaml.safe_load(Path(default_train_config_path()).read_text())
+    missing = []
+
+    def walk(cls, mapping, path):
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if f.name not in mapping:
+                missing.append(path + f.name)
+            elif dataclasses.is_dataclass(hints[f.name]):
+                walk(hints[f.name], mapping[f.name], f"{path}{f.name}.")
+
+    walk(TrainConfig, raw, "")
+    assert not missing, f"keys of TrainConfig not in {default_train_config_path()}: {missing}"
 
 
 def test_a_partial_config_file_changes_only_its_keys_of_the_shipped_recipe(tmp_path):
