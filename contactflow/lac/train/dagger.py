@@ -619,7 +619,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
     torch.manual_seed(cfg.seed)
     robot = load_robot(cfg.robot)
     spec = load_train_spec(cfg.spec, robot)
-    loss_weights(cfg, spec)  # optim.joint_loss_scale's names checked before any rollout
+    w = loss_weights(cfg, spec)  # per joint, the same every round (joint_loss_scale's names checked before any rollout)
     model = new_student(cfg, spec)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
     log_rows: list[dict] = []
@@ -672,7 +672,6 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
             with torch.no_grad():
                 model.set_normalizer(model.features(frames[samples]).numpy(), cfg.student.std_floor)
         g = np.random.default_rng(np.random.SeedSequence([cfg.seed, r, 7]))
-        w = loss_weights(cfg, spec)
         B = cfg.optim.batch_size
         per_epoch = max(1, int(np.ceil(len(samples) / B)))
         total = per_epoch * cfg.optim.epochs_per_round
