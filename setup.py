@@ -15,5 +15,5 @@ ROBOT_PACKAGES = ["contactflow.robots"] + [f"contactflow.robots.{p}" for p in fi
 setup(
     packages=find_packages(include=["contactflow", "contactflow.*"]) + ["contactflow.nodes"] + ROBOT_PACKAGES,
     package_dir={"contactflow.nodes": "nodes", "contactflow.robots": "robots"},
-    package_data={p: ["*.yaml", "*.yml"] for p in ROBOT_PACKAGES},
+    package_data={**{p: ["*.yaml", "*.yml"] for p in ROBOT_PACKAGES}, "contactflow.native": ["*.cpp"]},
 )

@@ -14,3 +14,18 @@ from contactflow.paths import scripts_env
 _env = scripts_env()
 os.environ["PATH"] = _env["PATH"]
 os.environ["UV_NO_SYNC"] = _env["UV_NO_SYNC"]  # dora's `uv run which <node>` must not sync this project
+
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _native_kernel_built():
+    """Build the compiled SEIKO kernel once, before any test (cached in ~/.cache/contactflow/native
+    across runs: ~30 s on a fresh machine, nothing afterwards), so that the dora graphs' nodes never
+    wait for it while a test times their start. Where it cannot be built the stages run their Python
+    code, and tests/test_seiko_native.py says why."""
+    from contactflow import native
+
+    native.status()
+    yield

@@ -39,6 +39,7 @@ _SUBCOMMANDS = [
     "contactflow.cli.config",
     "contactflow.cli.run",
     "contactflow.faults.cli",
+    "contactflow.native.cli",
 ]
 
 

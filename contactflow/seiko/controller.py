@@ -62,6 +62,7 @@ from contactflow.seiko.controller_inputs import StepInputsMixin
 from contactflow.seiko.controller_qp import Qp11Mixin, Qp11Workspace
 from contactflow.seiko.controller_switching import ContactSwitchingMixin
 from contactflow.seiko.filters import ComplementaryWrenchFilterBank, TorqueLimitAdapter, WrenchRateEstimator, alpha_from_cutoff
+from contactflow.seiko.native import kernel_for
 from contactflow.seiko.flexible_equilibrium import flexible_equilibrium_residual, flexible_equilibrium_step
 from contactflow.seiko.surfaces import DEFAULT_SURFACE_ROTATIONS
 
@@ -187,6 +188,7 @@ class SeikoController(StepInputsMixin, ContactSwitchingMixin, Qp11Mixin):
         self._tau_read_alpha = (
             alpha_from_cutoff(config.tau_read_cutoff_hz, dt) if config.tau_read_cutoff_hz > 0.0 else 0.0
         )
+        self._native = kernel_for(self.model, config.kernel, "ControllerConfig.kernel")
         self.qp_hook: Callable[..., None] | None = None
         """Optional ``qp_hook(H, g, A, lo, hi, lb, ub, solution)`` called after every solve of QP
         (11) with the box form of :func:`contactflow.qp.solve_qp_box` (``lb = ub = None``; H as
@@ -230,6 +232,11 @@ class SeikoController(StepInputsMixin, ContactSwitchingMixin, Qp11Mixin):
         self._fn_lp: dict[str, float | None] = {c.name: None for c in self.contacts if c.type == "plane"}
         self._held_s: dict[str, float] = {}
         self._rise_m: dict[str, float] = {}
+
+    @property
+    def kernel(self) -> str:
+        """Who computes QP (11)'s rows: ``"native"`` (compiled) or ``"python"`` (``ControllerConfig.kernel``)."""
+        return "python" if self._native is None else "native"
 
     # ---------------------------------------------------------------- public state (read-only)
 

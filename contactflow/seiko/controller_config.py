@@ -14,6 +14,7 @@ import dataclasses
 
 import numpy as np
 
+from contactflow.native import KERNELS
 from contactflow.qp import QP_SOLVERS
 from contactflow.seiko.config_checks import config_error, require_positive
 
@@ -109,6 +110,13 @@ class ControllerConfig:
         qp_reg: relative Tikhonov regularisation of the QP Hessian (as :func:`contactflow.qp.solve_qp_box`).
         qp_solver: QP solver of (11) and runInit, one of :data:`contactflow.qp.QP_SOLVERS`:
             ``"daqp"`` (default, MIT) or ``"quadprog"`` (GPL, the reference).
+        kernel: who computes QP (11)'s rows and costs and integrates its solution (the equilibrium
+            terms (5), the command-rate map (7), (11b)-(11i)), one of :data:`contactflow.native.KERNELS`:
+            ``"native"`` the compiled kernel (:mod:`contactflow.seiko.native`, built on first use;
+            an error if it cannot be),
+            ``"python"`` the numpy / pinocchio code of :mod:`contactflow.seiko.controller_qp` (the
+            reference), ``"auto"`` (default) the compiled one when it builds, else Python with one
+            warning. Same QP to rounding (``tests/test_seiko_native.py``).
 
     Raises:
         ConfigError: a value out of its range (the message names the class, the key and what was
@@ -155,10 +163,13 @@ class ControllerConfig:
     qp_tol: float = 1e-6
     qp_reg: float = 1e-9
     qp_solver: str = "daqp"
+    kernel: str = "auto"
 
     def __post_init__(self):
         if self.qp_solver not in QP_SOLVERS:
             raise config_error(self, "qp_solver", f"one of {', '.join(QP_SOLVERS)}", self.qp_solver)
+        if self.kernel not in KERNELS:
+            raise config_error(self, "kernel", f"one of {', '.join(KERNELS)}", self.kernel)
         if self.kd_sign not in (-1.0, 1.0):
             raise config_error(self, "kd_sign", "-1 or +1", self.kd_sign)
         require_positive(self, (

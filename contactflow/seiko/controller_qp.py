@@ -137,6 +137,12 @@ class Qp11Workspace:
         self.H0_diag = np.einsum("ii->i", self.H0)
         self.r = np.zeros(nv)
         self.prepared_for: tuple | None = None
+        # the compiled kernel's layout bound to these buffers (ControllerConfig.kernel), or None
+        self.native = None
+        if ctrl._native is not None:
+            from contactflow.seiko.native import Qp11NativeLayout
+
+            self.native = Qp11NativeLayout(ctrl._native, ctrl, self)
 
 
 class Qp11Mixin:
@@ -191,6 +197,10 @@ class Qp11Mixin:
     def _prepare_qp11(self, ws: Qp11Workspace) -> None:
         """The flexible-state part of QP (11) into the workspace (see :meth:`prepare`); leaves
         ``self.data`` at ``q_flex`` (joint Jacobians, frame placements) for the rest of the step."""
+        if ws.native is not None:  # the same computation, compiled (contactflow/native/seiko_qp11.cpp)
+            ws.native.prepare(self)
+            ws.prepared_for = self._prepared_key()
+            return
         cfg = self.config
         dt = cfg.dt_s
         nv = self.nv
@@ -239,6 +249,27 @@ class Qp11Mixin:
         for this state), then the terms of this step's desired posture and measurements."""
         if not self._is_prepared(ws):
             self._prepare_qp11(ws)
+        cfg = self.config
+        tau_lim = self._tau_adapt.value if cfg.torque_limit_constraint else _NO_TORQUE_LIMIT_NM
+        if ws.native is not None:  # the same computation, compiled (contactflow/native/seiko_qp11.cpp)
+            nat = ws.native
+            nat.assemble(self, q_d, tau_lim)
+            self.tau_flex = nat.tau_flex.copy()
+            self._last_bias = (float(nat.bias[0]), float(nat.bias[1]))
+        else:
+            self._assemble_qp11(ws, q_d, tau_lim)
+        H, g, A, lo, hi = ws.H, ws.g, ws.A, ws.lo, ws.hi
+        # solved in the workspace's buffers, H regularised in place (qp_reg * max(1, max|diag H|);
+        # H is copied from H0 every step)
+        t_solve = time.perf_counter()
+        sol = ws.qp.solve(solver=cfg.qp_solver, reg=cfg.qp_reg, tol=cfg.qp_tol)
+        self._solve_time = time.perf_counter() - t_solve
+        if self.qp_hook is not None:
+            self.qp_hook(H, g, A, lo, hi, None, None, sol)
+        return sol
+
+    def _assemble_qp11(self, ws: Qp11Workspace, q_d: np.ndarray, tau_lim: np.ndarray | float) -> None:
+        """This step's terms of QP (11) (Python kernel): H from the prepared H0, g, the bounds."""
         cfg = self.config
         dt = cfg.dt_s
         nv = self.nv
@@ -308,7 +339,6 @@ class Qp11Mixin:
         bounds_P *= s
         # ... and (11i): |tau_flex + t_J + dt (T_J x - K theta_dot)| <= tau_lim.
         # Without (11i) the rows stay (fixed QP size) with a bound that never binds.
-        tau_lim = self._tau_adapt.value if cfg.torque_limit_constraint else _NO_TORQUE_LIMIT_NM
         tt = tau_flex + t_J
         np.add(tau_lim, tt, out=ws.lo_N)
         ws.lo_N *= -s
@@ -317,16 +347,14 @@ class Qp11Mixin:
         t6 = t[:6]
         self._last_bias = (math.sqrt(float(t6.dot(t6))), math.sqrt(float(c_vec.dot(c_vec))))
         self._c_vec = c_vec
-        # solved in the workspace's buffers, H regularised in place (qp_reg * max(1, max|diag H|);
-        # H is copied from H0 every step)
-        t_solve = time.perf_counter()
-        sol = ws.qp.solve(solver=cfg.qp_solver, reg=cfg.qp_reg, tol=cfg.qp_tol)
-        self._solve_time = time.perf_counter() - t_solve
-        if self.qp_hook is not None:
-            self.qp_hook(H, g, A, lo, hi, None, None, sol)
-        return sol
 
     def _integrate(self, ws: Qp11Workspace, x: np.ndarray) -> None:
+        if ws.native is not None:  # the same computation, compiled (contactflow/native/seiko_qp11.cpp)
+            nat = ws.native
+            nat.integrate(x)
+            self.q_flex = nat.q_out.copy()
+            self.tau_flex = nat.tau_flex.copy()
+            return
         cfg = self.config
         dt = cfg.dt_s
         nv = self.nv

@@ -57,6 +57,7 @@ from contactflow.errors import ConfigError
 from contactflow.robot import ContactSpec, Robot
 from contactflow.seiko.admittance import clamp_norm
 from contactflow.seiko.equilibrium import effector_jacobian_world, equilibrium_terms, pose_error_world
+from contactflow.seiko.native import kernel_for
 from contactflow.seiko.retargeting_config import (
     EffectorParams,
     PlaneEffectorParams,
@@ -127,6 +128,9 @@ class SeikoRetargeting(ContactSwitchingMixin, Qp9LayoutMixin):
         self.robot = robot
         self.model = robot.model
         self.data = robot.model.createData()
+        # the compiled kinematics (RetargetingConfig.kernel), one per contact layout (_layout), or None
+        self._native = kernel_for(self.model, config.kernel, "RetargetingConfig.kernel")
+        self._kin = None
         for name in config.surface_rpy_rad:
             if name in robot.contacts and robot.contacts[name].type != "point":
                 raise ConfigError(f"surface_rpy_rad.{name}: effector {name!r} is not a point contact")
@@ -162,6 +166,12 @@ class SeikoRetargeting(ContactSwitchingMixin, Qp9LayoutMixin):
         what you keep). Used to dump QPs (tests/fixtures) and compare solvers."""
 
     # ------------------------------------------------------------------ public API
+
+    @property
+    def kernel(self) -> str:
+        """Who computes each step's kinematics and equilibrium terms: ``"native"`` (compiled) or
+        ``"python"`` (``RetargetingConfig.kernel``)."""
+        return "python" if self._native is None else "native"
 
     def reset(self, q: np.ndarray | None = None) -> RetargetingOutput:
         """Reset the state at posture ``q`` and compute the wrenches by static inverse dynamics.
@@ -317,19 +327,27 @@ class SeikoRetargeting(ContactSwitchingMixin, Qp9LayoutMixin):
         theta = q[7:]
         lam = self._lam_flat[self._flat_idx]  # the enabled contacts' wrenches, stacked
 
-        # Kinematics and equilibrium terms at (q, lam).
-        A_G = pin.computeCentroidalMap(model, data, q)
-        terms = equilibrium_terms(model, data, q, self._on_specs, self._on_lams, self._on_R_c)
-        r, dr_dq, JT = terms.r, terms.dr_dq, terms.J.T
+        # Kinematics and equilibrium terms at (q, lam): compiled (RetargetingConfig.kernel) or pinocchio's
+        # Python bindings, the same values
+        kin = self._kin
+        if kin is not None:
+            kin.compute(q)
+            A_G, r, dr_dq, JT = kin.A_G, kin.r, kin.dr_dq, kin.J.T
+        else:
+            A_G = pin.computeCentroidalMap(model, data, q)
+            terms = equilibrium_terms(model, data, q, self._on_specs, self._on_lams, self._on_R_c)
+            r, dr_dq, JT = terms.r, terms.dr_dq, terms.J.T
         tau0 = r[6:]
         # Cost rows that change, A_d x ~ b_d with neg_b_d = -b_d stored: (a) centroidal momentum (b = 0)
         A_d, neg_b_d, lo_hi = self._A_d, self._neg_b_d, self._lo_hi
         A_d[0:6, :nv] = A_G
         # (d), (e) pose tasks and (9h) contact equalities
         oMf, targets = data.oMf, self._targets
-        for k, fid, mode, row, row_eq, clamp_pos, clamp_rot, target in self._pose_rows:
-            J = effector_jacobian_world(model, data, fid)
-            M = oMf[fid]
+        for i, (k, fid, mode, row, row_eq, clamp_pos, clamp_rot, target) in enumerate(self._pose_rows):
+            if kin is not None:
+                J, M = kin.J_frames[i], kin.poses[i]
+            else:
+                J, M = effector_jacobian_world(model, data, fid), oMf[fid]
             if target is None:  # disabled: this step's target
                 Tg = targets[k]
                 t_g, R_g = Tg.translation, Tg.rotation

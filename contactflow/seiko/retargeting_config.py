@@ -18,6 +18,7 @@ import math
 import numpy as np
 import pinocchio as pin
 
+from contactflow.native import KERNELS
 from contactflow.qp import QP_SOLVERS
 from contactflow.seiko.config_checks import config_error, require_positive
 from contactflow.seiko.surfaces import DEFAULT_SURFACE_RPY
@@ -174,6 +175,11 @@ class RetargetingConfig:
         settle_tol_rad: settling stops when no coordinate moves more than this in one step [rad, m].
         qp_solver: QP solver of QP (9), one of :data:`contactflow.qp.QP_SOLVERS`: ``"daqp"``
             (default, MIT) or ``"quadprog"`` (GPL, the reference; the same QP in stacked form).
+        kernel: who computes each step's kinematics and equilibrium terms (the centroidal map, (1)-(2)
+            and their q-derivative, the effector Jacobians and poses), one of
+            :data:`contactflow.native.KERNELS`: ``"native"`` the compiled kernel
+            (:mod:`contactflow.seiko.native`), ``"python"`` pinocchio's Python bindings (the
+            reference), ``"auto"`` (default) the compiled one when it builds. Same QP to rounding.
 
     Raises:
         ConfigError: a value out of its range (the message names the class, the key and what was
@@ -207,10 +213,13 @@ class RetargetingConfig:
     settle_max_steps: int = 5000
     settle_tol_rad: float = 1e-9
     qp_solver: str = "daqp"
+    kernel: str = "auto"
 
     def __post_init__(self):
         if self.qp_solver not in QP_SOLVERS:
             raise config_error(self, "qp_solver", f"one of {', '.join(QP_SOLVERS)}", self.qp_solver)
+        if self.kernel not in KERNELS:
+            raise config_error(self, "kernel", f"one of {', '.join(KERNELS)}", self.kernel)
         require_positive(self, ("push_clamp_n", "push_cutoff_hz", "push_max_rate_n_per_s", "push_max_acc_n_per_s2",
                                 "max_push_rate_command_n_per_s", "enable_max_distance_m"))
         require_positive(self, ("dt_s", "init_ramp_s", "joint_vel_weight", "joint_pos_weight", "joint_pos_clamp_rad",

@@ -119,6 +119,11 @@ class Qp9LayoutMixin:
         self._rate_changed()
         self._contact_rows_cache = None
         self._contact_block()
+        if self._native is not None:  # the compiled kinematics of this layout (RetargetingConfig.kernel)
+            from contactflow.seiko.native import RetargetingKinematics
+
+            self._kin = RetargetingKinematics(self._native, self._specs, [self._enabled[k] for k in self._names],
+                                              self._lam_rows, self._R_c)
 
     def _wrench_weights_changed(self) -> None:
         nv, reg = self._nv, self.config.hessian_regularisation

@@ -1,0 +1,216 @@
+"""Compiled kernels of contactflow, built on first use and loaded with :mod:`ctypes`.
+
+One kernel today: ``seiko_qp11`` (``seiko_qp11.cpp``), the per-step arithmetic of the SEIKO
+Controller's QP (11) (equilibrium terms (5), command-rate map (7), the rows and costs of (11b)-(11i),
+the integration), against the pinocchio C++ library of the ``pin`` wheel. The Python of
+:mod:`contactflow.seiko.controller_qp` computes the same thing and stays the reference
+(``tests/test_seiko_native.py`` compares both on whole runs); the kernel exists because the
+Controller is a 500 Hz stage and its Python assembly is ~45 small numpy / pinocchio calls
+(issue 12, docs/benchmarks.md).
+
+Building: ``g++`` (``$CXX`` when set) compiles the source once per source, compiler, flags and
+pinocchio version into ``$CONTACTFLOW_NATIVE_CACHE`` (default ``~/.cache/contactflow/native``),
+~20-40 s on 2 cores; later imports load the cached library. The Eigen headers come from the
+``cmeel-eigen`` wheel (a dependency), pinocchio's headers and libraries from the ``pin`` wheel
+(``cmeel.prefix``). Concurrent first uses (the nodes of a graph starting together) build once:
+a lock file serialises them, the library is written under a temporary name and renamed.
+
+``contactflow native build`` builds (or finds) the library and prints its path; ``contactflow
+native status`` says whether it loads, and why not.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+from contactflow.errors import ContactflowError
+
+__all__ = ["KERNELS", "NativeBuildError", "NATIVE_CACHE_ENV", "NATIVE_FLAGS_ENV", "cache_dir", "load", "library_path", "status"]
+
+_log = logging.getLogger(__name__)
+
+#: Values of the SEIKO stages' ``kernel`` setting (``ControllerConfig.kernel``, ``RetargetingConfig.kernel``):
+#: ``"native"`` the compiled kernel (an error if it cannot be built), ``"python"`` the reference numpy /
+#: pinocchio code, ``"auto"`` the compiled one when it builds, else Python with one warning.
+KERNELS = ("auto", "native", "python")
+
+#: Environment variable: the folder of the built libraries (default ``~/.cache/contactflow/native``).
+NATIVE_CACHE_ENV = "CONTACTFLOW_NATIVE_CACHE"
+
+#: Environment variable: extra compiler flags (part of the cache key), e.g. ``-march=native``.
+NATIVE_FLAGS_ENV = "CONTACTFLOW_NATIVE_CXXFLAGS"
+
+_SOURCES = {"seiko_qp11": "seiko_qp11.cpp"}
+# The pinocchio wheel's public compile definitions (its CMake targets' INTERFACE_COMPILE_DEFINITIONS).
+_DEFINES = [
+    "PINOCCHIO_ENABLE_TEMPLATE_INSTANTIATION",
+    "BOOST_MPL_LIMIT_LIST_SIZE=30",
+    "BOOST_MPL_LIMIT_VECTOR_SIZE=30",
+    "BOOST_MPL_CFG_NO_PREPROCESSED_HEADERS",
+    "BOOST_FUSION_INVOKE_MAX_ARITY=12",
+    "NDEBUG",
+]
+# No -march=native: Eigen's alignment must stay that of the wheel's libpinocchio (SSE2, 16 bytes).
+_FLAGS = ["-O2", "-std=c++17", "-fPIC", "-shared", "-w"]
+_LIBS = ["pinocchio_default", "boost_serialization"]
+
+_loaded: dict[str, ctypes.CDLL] = {}
+_failed: dict[str, str] = {}
+
+
+class NativeBuildError(ContactflowError):
+    """A compiled kernel could not be built or loaded (no compiler, missing headers, a compile
+    error); the message says which and what to install."""
+
+
+def cache_dir() -> Path:
+    """The folder of the built libraries: ``$CONTACTFLOW_NATIVE_CACHE`` or ``~/.cache/contactflow/native``."""
+    env = os.environ.get(NATIVE_CACHE_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "contactflow" / "native"
+
+
+def _cmeel_prefixes() -> list[Path]:
+    seen = []
+    for p in [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *sys.path]:
+        cand = Path(p) / "cmeel.prefix"
+        if cand.is_dir() and cand not in seen:
+            seen.append(cand)
+    return seen
+
+
+def _find(relative: str, what: str, hint: str) -> Path:
+    for prefix in _cmeel_prefixes():
+        if (prefix / relative).exists():
+            return prefix
+    raise NativeBuildError(f"native kernel: {what} not found (looked for cmeel.prefix/{relative} in "
+                           f"{[str(p) for p in _cmeel_prefixes()] or 'no cmeel.prefix folder'}); {hint}")
+
+
+def _build_inputs(name: str) -> tuple[Path, list[str], str]:
+    """The source, the compiler command (without output path) and the cache key of kernel ``name``."""
+    src = Path(__file__).resolve().parent / _SOURCES[name]
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    if not cxx:
+        raise NativeBuildError("native kernel: no C++ compiler (g++, c++ or $CXX) on PATH; install one "
+                               "(Debian/Ubuntu: apt install g++) or run the Python kernel (kernel: python)")
+    pin_prefix = _find("include/pinocchio/multibody.hpp", "pinocchio's C++ headers", "reinstall the `pin` wheel")
+    eigen_prefix = _find("include/eigen3/Eigen/Core", "Eigen's headers", "pip install cmeel-eigen")
+    import pinocchio
+
+    extra = os.environ.get(NATIVE_FLAGS_ENV, "").split()
+    cmd = [cxx, *_FLAGS, *extra, *(f"-D{d}" for d in _DEFINES), f"-I{eigen_prefix / 'include' / 'eigen3'}",
+           f"-I{pin_prefix / 'include'}", str(src), f"-L{pin_prefix / 'lib'}", f"-Wl,-rpath,{pin_prefix / 'lib'}",
+           *(f"-l{lib}" for lib in _LIBS)]
+    try:
+        version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout.splitlines()[:1]
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise NativeBuildError(f"native kernel: the compiler {cxx} does not run: {exc}") from exc
+    h = hashlib.sha256()
+    h.update(src.read_bytes())
+    h.update(repr((cmd, version, pinocchio.__version__, sys.version)).encode())
+    return src, cmd, h.hexdigest()[:16]
+
+
+def library_path(name: str = "seiko_qp11") -> Path:
+    """Where the library of kernel ``name`` is (or will be) cached for this source, compiler and
+    pinocchio.
+
+    Raises:
+        NativeBuildError: no compiler, or pinocchio's / Eigen's headers missing.
+    """
+    _, _, key = _build_inputs(name)
+    return cache_dir() / f"{name}-{key}.so"
+
+
+def _build(name: str) -> Path:
+    src, cmd, key = _build_inputs(name)
+    out = cache_dir() / f"{name}-{key}.so"
+    if out.is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits for the first one's build
+        if out.is_file():
+            return out
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}-", suffix=".so", dir=out.parent)
+        os.close(fd)
+        _log.info("building the native kernel %s (once, ~30 s): %s", name, out)
+        try:
+            proc = subprocess.run([*cmd, "-o", tmp], capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.SubprocessError) as exc:
+            os.unlink(tmp)
+            raise NativeBuildError(f"native kernel {name}: the compiler did not run: {exc}") from exc
+        if proc.returncode != 0:
+            os.unlink(tmp)
+            tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
+            raise NativeBuildError(f"native kernel {name}: {src.name} did not compile (exit {proc.returncode}):\n{tail}")
+        os.replace(tmp, out)
+    return out
+
+
+def load(name: str = "seiko_qp11") -> ctypes.CDLL:
+    """The loaded library of kernel ``name``, built first if it is not in the cache.
+
+    Raises:
+        NativeBuildError: it cannot be built or loaded (the reason is in the message; a failure is
+            remembered for the process, so a later call raises at once).
+    """
+    lib = _loaded.get(name)
+    if lib is not None:
+        return lib
+    if name in _failed:
+        raise NativeBuildError(_failed[name])
+    try:
+        path = _build(name)
+        try:
+            lib = ctypes.CDLL(str(path))
+        except OSError as exc:
+            raise NativeBuildError(f"native kernel {name}: {path} does not load: {exc}") from exc
+    except NativeBuildError as exc:
+        _failed[name] = str(exc)
+        raise
+    _declare(lib)
+    _loaded[name] = lib
+    return lib
+
+
+def status(name: str = "seiko_qp11") -> tuple[bool, str]:
+    """``(True, path)`` when kernel ``name`` loads (building it if needed), else ``(False, reason)``."""
+    try:
+        load(name)
+        return True, str(library_path(name))
+    except NativeBuildError as exc:
+        return False, str(exc)
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    vp, i64p, dp, cp = ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p, ctypes.c_char_p
+    lib.cf_kernel_new.argtypes = [cp, ctypes.c_int64, cp, ctypes.c_int]
+    lib.cf_kernel_new.restype = vp
+    lib.cf_kernel_free.argtypes = [vp]
+    lib.cf_kernel_free.restype = None
+    lib.cf_kernel_sizes.argtypes = [vp, i64p]
+    lib.cf_kernel_sizes.restype = ctypes.c_int
+    lib.cf_layout_new.argtypes = [vp, dp, dp, dp, cp, ctypes.c_int]
+    lib.cf_layout_new.restype = vp
+    lib.cf_layout_io_size.argtypes = [vp]
+    lib.cf_layout_io_size.restype = ctypes.c_int
+    lib.cf_layout_free.argtypes = [vp]
+    lib.cf_layout_free.restype = None
+    lib.cf_kinematics_new.argtypes = [vp, dp, dp, cp, ctypes.c_int]
+    lib.cf_kinematics_new.restype = vp
+    lib.cf_kinematics_free.argtypes = [vp]
+    lib.cf_kinematics_free.restype = None
+    for fn in (lib.cf_prepare, lib.cf_assemble, lib.cf_integrate, lib.cf_kinematics):
+        fn.argtypes = [vp, cp, ctypes.c_int]
+        fn.restype = ctypes.c_int

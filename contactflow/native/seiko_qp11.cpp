@@ -1,0 +1,634 @@
+// contactflow native kernel: the per-step arithmetic of the SEIKO Controller's QP (11).
+//
+// SEIKO RA-L 2024 (Rouxel et al.) §IV-C, eqs. (5), (7), (11b)-(11i); shared/reference/seiko.md §6.2.
+// The same computation, row for row, as contactflow/seiko/controller_qp.py (Qp11Mixin._prepare_qp11,
+// _solve_qp11 up to the solve, _integrate) and contactflow/seiko/equilibrium.py
+// (equilibrium_terms, pose_error_local), which stay the reference: tests/test_seiko_native.py
+// runs both on the same steps and compares them. The QP itself is solved in Python (daqp or
+// quadprog, with the status and residual checks of contactflow.qp.BoxQP), in the buffers this
+// kernel writes.
+//
+// Built on first use by contactflow/native/__init__.py (g++ against the pinocchio of the `pin`
+// wheel and the Eigen headers of `cmeel-eigen`) and called through ctypes: plain C entry points,
+// every array a row-major float64 buffer owned by Python (numpy), every error a message in `err`
+// and a non-zero return, never an exception across the C boundary.
+
+#include <pinocchio/multibody.hpp>
+#include <pinocchio/algorithm/centroidal.hpp>
+#include <pinocchio/algorithm/frames.hpp>
+#include <pinocchio/algorithm/jacobian.hpp>
+#include <pinocchio/algorithm/joint-configuration.hpp>
+#include <pinocchio/algorithm/kinematics.hpp>
+#include <pinocchio/algorithm/rnea.hpp>
+#include <pinocchio/algorithm/rnea-derivatives.hpp>
+#include <pinocchio/serialization.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+namespace {
+
+using pinocchio::Data;
+using pinocchio::Force;
+using pinocchio::Model;
+using pinocchio::SE3;
+using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MapMat = Eigen::Map<RowMat>;
+using MapVec = Eigen::Map<Eigen::VectorXd>;
+using Mat3 = Eigen::Matrix3d;
+using Vec3 = Eigen::Vector3d;
+using Mat3R = Eigen::Matrix<double, 3, 3, Eigen::RowMajor>;
+
+void set_err(char* err, int errlen, const std::string& msg) {
+  if (err && errlen > 0) {
+    std::snprintf(err, static_cast<size_t>(errlen), "%s", msg.c_str());
+  }
+}
+
+struct Kernel {
+  Model model;
+};
+
+// A contact whose wrench enters the equilibrium: effector index (its rows in lam_rows / R_c
+// rows), frame, plane?, parent joint, placement in the parent, first row in the stacked wrench.
+struct ContactRef {
+  int eff, frame, plane, parent, row;
+  SE3 placement;
+};
+
+// Scratch of equilibrium_terms.
+struct EqScratch {
+  pinocchio::container::aligned_vector<Force> fext;
+  std::vector<int> touched;
+  Eigen::MatrixXd J6, J6b;
+  void resize(const Model& model) {
+    fext.assign(model.njoints, Force::Zero());
+    J6 = Eigen::MatrixXd::Zero(6, model.nv);
+    J6b = Eigen::MatrixXd::Zero(6, model.nv);
+  }
+};
+
+// One contact layout (which effectors are enabled), as Qp11Workspace holds it in Python.
+struct Layout {
+  const Model* model;
+  Data data;    // at q_flex after prepare (joint Jacobians, frame placements)
+  Data data_d;  // at q_d during assemble
+  int nq, nv, n, n_eff, m, nx, n_eq, n_wp;
+  // enabled contacts, in robot-file order
+  std::vector<int> on_eff, on_frame, on_plane;
+  std::vector<ContactRef> contacts;
+  // (11c) pose rows: effector index, frame, position rows?, rotation rows?, first row
+  std::vector<int> pose_eff, pose_frame, pose_pos, pose_rot, pose_row;
+  // constants
+  Eigen::VectorXd w_pose, w_wrench, H_const_diag, K, K_inv, theta_min, theta_max, ineq_dt_K;
+  double dt, w_e, w_d, s, L, gain_pose;
+  // Python-owned buffers (row-major)
+  double *H, *g, *A, *lo, *hi, *r, *M;
+  double *offset, *lam_flex, *lam_flex_dot, *dmin, *dmax, *theta_cmd_dot, *effort, *R_c, *io;
+  // io offsets
+  int io_q_flex, io_q_d, io_tau_lim, io_targets, io_rise, io_x, io_tau_flex, io_bias, io_c_vec, io_q_out;
+  // scratch
+  RowMat T, H0, J_pose, WJ_pose, Jc;
+  Eigen::MatrixXd dr_dq, J6;
+  EqScratch eq;
+  Eigen::VectorXd e_pose, t, offset_x0, tmp_n, tmp_nv, v_tan;
+
+  explicit Layout(const Model& mdl) : model(&mdl), data(mdl), data_d(mdl) {}
+};
+
+// pose_error_local: D = current^-1 target; position R^T (p_t - p), rotation log3(R^T R_t).
+inline void pose_error_local(const SE3& target, const SE3& current, double* pos, double* rot) {
+  const SE3 D = current.actInv(target);
+  if (pos) {
+    pos[0] = D.translation()[0];
+    pos[1] = D.translation()[1];
+    pos[2] = D.translation()[2];
+  }
+  if (rot) {
+    const Vec3 w = pinocchio::log3(D.rotation());
+    rot[0] = w[0];
+    rot[1] = w[1];
+    rot[2] = w[2];
+  }
+}
+
+inline Mat3 R_c_of(const Layout& L, int eff) {
+  return Eigen::Map<const Mat3R>(L.R_c + 9 * eff);
+}
+
+inline Mat3 skew(const Vec3& v) {
+  Mat3 S;
+  S << 0.0, -v[2], v[1], v[2], 0.0, -v[0], -v[1], v[0], 0.0;
+  return S;
+}
+
+// contactflow.seiko.equilibrium.equilibrium_terms (seiko.md §2.2-2.4): r = g(q) - J^T lam (nv),
+// dr/dq (nv, nv) with every wrench frozen in its expression frame (planes LOCAL, points R_c), the
+// stacked contact Jacobian J (m, nv); leaves data with the joint Jacobians at q and the placements
+// of the contact frames and of `frames` (the Python updates them all: the same values).
+void equilibrium_terms(const Model& model, Data& data, const Eigen::Ref<const Eigen::VectorXd>& q,
+                       const std::vector<ContactRef>& contacts, const double* lam_rows, const double* R_c_rows,
+                       const std::vector<int>& frames, EqScratch& S, double* r, Eigen::MatrixXd& dr_dq, RowMat& Jc) {
+  bool points = false;
+  for (const auto& c : contacts) points = points || !c.plane;
+  if (points) {  // a point force is frozen in R_c: its LOCAL value needs the frame placement at q
+    pinocchio::forwardKinematics(model, data, q);
+    for (const auto& c : contacts) {
+      if (!c.plane) pinocchio::updateFramePlacement(model, data, c.frame);
+    }
+  }
+  S.touched.clear();
+  for (const auto& c : contacts) {
+    const double* lam = lam_rows + 6 * c.eff;
+    Force f_local;
+    if (c.plane) {
+      f_local = Force(Vec3(lam[0], lam[1], lam[2]), Vec3(lam[3], lam[4], lam[5]));
+    } else {
+      const Vec3 lw = Eigen::Map<const Mat3R>(R_c_rows + 9 * c.eff) * Vec3(lam[0], lam[1], lam[2]);
+      f_local = Force(data.oMf[c.frame].rotation().transpose() * lw, Vec3::Zero());
+    }
+    if (std::find(S.touched.begin(), S.touched.end(), c.parent) != S.touched.end()) {
+      S.fext[c.parent] = S.fext[c.parent] + c.placement.act(f_local);
+    } else {
+      S.touched.push_back(c.parent);
+      S.fext[c.parent] = c.placement.act(f_local);
+    }
+  }
+  struct Reset {
+    EqScratch& S;
+    ~Reset() {
+      for (int j : S.touched) S.fext[j].setZero();
+    }
+  } reset{S};
+  // the derivatives' backward pass also leaves the static torque g(q) - sum J^T f in data.tau (the
+  // Python reference calls computeStaticTorque for it: the same value to ~1e-13)
+  dr_dq.setZero();
+  pinocchio::computeStaticTorqueDerivatives(model, data, q, S.fext, dr_dq);
+  MapVec(r, model.nv) = data.tau;
+  for (const auto& c : contacts) pinocchio::updateFramePlacement(model, data, c.frame);
+  for (int f : frames) pinocchio::updateFramePlacement(model, data, f);
+  // stacked contact Jacobian J; point contacts add the rotation term of seiko.md §2.4
+  for (const auto& c : contacts) {
+    if (c.plane) {
+      S.J6.setZero();
+      pinocchio::getFrameJacobian(model, data, c.frame, pinocchio::LOCAL, S.J6);
+      Jc.middleRows(c.row, 6) = S.J6;
+    } else {
+      const Mat3 Rc = Eigen::Map<const Mat3R>(R_c_rows + 9 * c.eff);
+      const double* lam = lam_rows + 6 * c.eff;
+      const Vec3 f_l = data.oMf[c.frame].rotation().transpose() * (Rc * Vec3(lam[0], lam[1], lam[2]));
+      S.J6.setZero();
+      pinocchio::getFrameJacobian(model, data, c.frame, pinocchio::LOCAL_WORLD_ALIGNED, S.J6);
+      Jc.middleRows(c.row, 3) = Rc.transpose() * S.J6.topRows(3);
+      S.J6b.setZero();
+      pinocchio::getFrameJacobian(model, data, c.frame, pinocchio::LOCAL, S.J6b);
+      dr_dq.noalias() -= S.J6b.topRows(3).transpose() * (skew(f_l) * S.J6b.bottomRows(3));
+    }
+  }
+}
+
+// Qp11Mixin._prepare_qp11.
+void prepare(Layout& L) {
+  const Model& model = *L.model;
+  Data& data = L.data;
+  const int nv = L.nv, n = L.n, m = L.m, nx = L.nx;
+  const MapVec q(L.io + L.io_q_flex, L.nq);
+  equilibrium_terms(model, data, q, L.contacts, L.lam_flex, L.R_c, L.pose_frame, L.eq, L.r, L.dr_dq, L.Jc);
+  // T = [dr/dq + S K S^T | -J^T] (5)
+  RowMat& T = L.T;
+  T.leftCols(nv) = L.dr_dq;
+  for (int j = 0; j < n; ++j) T(6 + j, 6 + j) += L.K[j];
+  if (m) T.rightCols(m) = -L.Jc.transpose();
+  // M = K^-1 T_J (7), into the Python buffer
+  MapMat M(L.M, n, nx);
+  M = L.K_inv.asDiagonal() * T.bottomRows(n);
+  // H0 = (w_e + w_d dt^2) M^T M + constant diagonal + (11c) pose rows
+  // (symmetric: the lower triangle as a rank-n update, mirrored)
+  L.H0.setZero();
+  L.H0.selfadjointView<Eigen::Lower>().rankUpdate(M.transpose(), L.w_e + L.w_d * L.dt * L.dt);
+  L.H0.triangularView<Eigen::StrictlyUpper>() = L.H0.transpose();
+  L.H0.diagonal() += L.H_const_diag;
+  if (L.n_wp) {
+    for (size_t k = 0; k < L.pose_eff.size(); ++k) {
+      L.J6.setZero();
+      pinocchio::getFrameJacobian(model, data, L.pose_frame[k], pinocchio::LOCAL, L.J6);
+      const int r0 = L.pose_row[k];
+      const bool pos = L.pose_pos[k], rot = L.pose_rot[k];
+      const int src = pos ? 0 : 3;
+      const int rows = 3 * (pos + rot);
+      L.J_pose.middleRows(r0, rows) = L.J6.middleRows(src, rows);
+    }
+    L.WJ_pose = L.w_pose.asDiagonal() * L.J_pose;
+    L.H0.topLeftCorner(nv, nv).noalias() += L.J_pose.transpose() * L.WJ_pose;
+  }
+  // rows: (11g) contacts J, (11f) base T_B, (11h) s dt M, (11i) s dt T_J - s dt K on the joint diagonal
+  MapMat A(L.A, L.n_eq + 2 * n, nx);
+  if (m) A.block(0, 0, m, nv) = L.Jc;
+  A.middleRows(m, 6) = T.topRows(6);
+  A.middleRows(L.n_eq, n) = (L.s * L.dt) * M;
+  A.middleRows(L.n_eq + n, n) = (L.s * L.dt) * T.bottomRows(n);
+  for (int j = 0; j < n; ++j) A(L.n_eq + n + j, 6 + j) -= L.ineq_dt_K[j];
+}
+
+// Qp11Mixin._solve_qp11 up to the solve.
+void assemble(Layout& L) {
+  const Model& model = *L.model;
+  const int nv = L.nv, n = L.n, m = L.m, nx = L.nx;
+  const double dt = L.dt;
+  const double* q_d = L.io + L.io_q_d;
+  const Eigen::Map<const Eigen::VectorXd> theta_d(q_d + 7, n);
+  const Eigen::Map<const Eigen::VectorXd> q_flex(L.io + L.io_q_flex, L.nq);
+  MapVec offset(L.offset, n), dmin(L.dmin, n), dmax(L.dmax, n);
+  MapVec tau_flex(L.io + L.io_tau_flex, n), c_vec(L.io + L.io_c_vec, n);
+  tau_flex = L.K.cwiseProduct(theta_d + offset - q_flex.tail(n));
+  dmin = L.theta_min - theta_d;
+  dmax = L.theta_max - theta_d;
+  // t = r - S tau_flex (5); c = K^-1 t_J; offset + c: the offset after this step for x = 0
+  L.t = MapVec(L.r, nv);
+  L.t.tail(n) -= tau_flex;
+  c_vec = L.K_inv.cwiseProduct(L.t.tail(n));
+  L.offset_x0 = offset + c_vec;
+  MapMat H(L.H, nx, nx);
+  H = L.H0;
+  const MapMat M(L.M, n, nx);
+  MapVec g(L.g, nx);
+  L.tmp_n = L.offset_x0 * (L.w_d * dt) + c_vec * (L.w_e / dt);
+  g.noalias() = M.transpose() * L.tmp_n;
+  if (m) g.tail(m) -= L.w_wrench.cwiseProduct(MapVec(L.effort, m));
+  // (11c) pose rows towards FK(q_d), LOCAL errors; the release rise raises a position target
+  const auto& oMf = L.data.oMf;
+  if (L.n_wp) {
+    pinocchio::forwardKinematics(model, L.data_d, Eigen::Map<const Eigen::VectorXd>(q_d, L.nq));
+    for (size_t k = 0; k < L.pose_eff.size(); ++k) pinocchio::updateFramePlacement(model, L.data_d, L.pose_frame[k]);
+    for (size_t k = 0; k < L.pose_eff.size(); ++k) {
+      const int fid = L.pose_frame[k];
+      const int r0 = L.pose_row[k];
+      const bool pos = L.pose_pos[k], rot = L.pose_rot[k];
+      double* e = L.e_pose.data() + r0;
+      pose_error_local(L.data_d.oMf[fid], oMf[fid], pos ? e : nullptr, rot ? e + 3 * pos : nullptr);
+      if (pos) {
+        const double rise = L.io[L.io_rise + L.pose_eff[k]];
+        if (rise != 0.0) {
+          const Mat3& R = oMf[fid].rotation();
+          e[0] += rise * R(2, 0);
+          e[1] += rise * R(2, 1);
+          e[2] += rise * R(2, 2);
+        }
+      }
+    }
+    L.tmp_nv.noalias() = L.WJ_pose.transpose() * L.e_pose;
+    g.head(nv) -= L.tmp_nv * (L.gain_pose / dt);
+  }
+  // equalities: (11g) contacts at their frozen targets, (11f) base rows
+  for (size_t k = 0; k < L.on_eff.size(); ++k) {
+    const int eff = L.on_eff[k];
+    const double* tg = L.io + L.io_targets + 12 * eff;
+    const int row = L.contacts[k].row;
+    const SE3& cur = oMf[L.on_frame[k]];
+    if (L.on_plane[k]) {
+      const SE3 target(Eigen::Map<const Mat3R>(tg + 3), Vec3(tg[0], tg[1], tg[2]));
+      pose_error_local(target, cur, L.lo + row, L.lo + row + 3);
+    } else {
+      const Vec3 d = Vec3(tg[0], tg[1], tg[2]) - cur.translation();
+      Eigen::Map<Vec3>(L.lo + row) = R_c_of(L, eff).transpose() * d;
+    }
+  }
+  for (int i = 0; i < m; ++i) L.lo[i] /= dt;
+  for (int i = 0; i < 6; ++i) L.lo[m + i] = L.t[i] / -dt;
+  for (int i = 0; i < L.n_eq; ++i) L.hi[i] = L.lo[i];
+  // (11h) and the offset bound, one two-sided row per joint; (11i) two-sided; scaled by s
+  const double s = L.s;
+  const double* tau_lim = L.io + L.io_tau_lim;
+  for (int j = 0; j < n; ++j) {
+    const int rp = L.n_eq + j, rn = L.n_eq + n + j;
+    L.lo[rp] = (std::max(dmin[j], -L.L) - L.offset_x0[j]) * s;
+    L.hi[rp] = (std::min(dmax[j], L.L) - L.offset_x0[j]) * s;
+    const double tt = tau_flex[j] + L.t[6 + j];
+    L.lo[rn] = (tau_lim[j] + tt) * -s;
+    L.hi[rn] = (tau_lim[j] - tt) * s;
+  }
+  double* bias = L.io + L.io_bias;
+  bias[0] = L.t.head(6).norm();
+  bias[1] = c_vec.norm();
+}
+
+// Qp11Mixin._integrate.
+void integrate(Layout& L) {
+  const int nv = L.nv, n = L.n, nx = L.nx;
+  const double dt = L.dt;
+  const Eigen::Map<const Eigen::VectorXd> x(L.io + L.io_x, nx);
+  const MapMat M(L.M, n, nx);
+  MapVec tcd(L.theta_cmd_dot, n);
+  tcd.noalias() = M * x;
+  tcd += MapVec(L.io + L.io_c_vec, n) / dt;
+  const Eigen::Map<const Eigen::VectorXd> q_flex(L.io + L.io_q_flex, L.nq);
+  MapVec q_out(L.io + L.io_q_out, L.nq);
+  L.v_tan = dt * x.head(nv);
+  pinocchio::integrate(*L.model, q_flex, L.v_tan, q_out);
+  std::fill(L.lam_flex_dot, L.lam_flex_dot + 6 * L.n_eff, 0.0);
+  for (size_t k = 0; k < L.on_eff.size(); ++k) {
+    const int dim = L.on_plane[k] ? 6 : 3;
+    const int base = 6 * L.on_eff[k];
+    for (int i = 0; i < dim; ++i) {
+      const double xi = x[nv + L.contacts[k].row + i];
+      L.lam_flex_dot[base + i] = xi;
+      L.lam_flex[base + i] += dt * xi;
+    }
+  }
+  MapVec off(L.offset, n);
+  off += dt * tcd;
+  for (int j = 0; j < n; ++j) {
+    double o = std::min(std::max(off[j], -L.L), L.L);
+    o = std::min(std::max(o, L.dmin[j]), L.dmax[j]);
+    off[j] = o;
+  }
+  const double* q_d = L.io + L.io_q_d;
+  MapVec tau_flex(L.io + L.io_tau_flex, n);
+  for (int j = 0; j < n; ++j) tau_flex[j] = L.K[j] * (q_d[7 + j] + off[j] - q_out[7 + j]);
+}
+
+// The kinematics and equilibrium terms of one Retargeting step (SeikoRetargeting.step, QP (9)):
+// centroidal momentum map A_G (6, nv), equilibrium terms (r, dr/dq, J) of the enabled contacts, and
+// the LOCAL_WORLD_ALIGNED Jacobian (6, nv) and world pose of every effector frame, at q.
+struct Kinematics {
+  const Model* model;
+  Data data;
+  int nq, nv, n_eff, m;
+  std::vector<ContactRef> contacts;
+  std::vector<int> frames;
+  EqScratch eq;
+  Eigen::MatrixXd dr_dq, J6;
+  RowMat Jc;
+  // Python-owned buffers: q (nq), lam rows (n_eff, 6), R_c rows (n_eff, 9); out: A_G (6, nv),
+  // r (nv), dr_dq (nv, nv), J (m, nv), J_frames (n_frames, 6, nv), poses (n_frames, 12: p, R row-major)
+  double *q, *lam_rows, *R_c, *A_G, *r, *dr_dq_out, *J, *J_frames, *poses;
+  explicit Kinematics(const Model& mdl) : model(&mdl), data(mdl) {}
+};
+
+void kinematics(Kinematics& K) {
+  const Model& model = *K.model;
+  const int nv = K.nv;
+  const MapVec q(K.q, K.nq);
+  MapMat A_G(K.A_G, 6, nv);
+  A_G = pinocchio::computeCentroidalMap(model, K.data, q);
+  equilibrium_terms(model, K.data, q, K.contacts, K.lam_rows, K.R_c, K.frames, K.eq, K.r, K.dr_dq, K.Jc);
+  MapMat dr_dq(K.dr_dq_out, nv, nv);
+  dr_dq = K.dr_dq;
+  if (K.m) {
+    MapMat J(K.J, K.m, nv);
+    J = K.Jc;
+  }
+  for (size_t i = 0; i < K.frames.size(); ++i) {
+    K.J6.setZero();
+    pinocchio::getFrameJacobian(model, K.data, K.frames[i], pinocchio::LOCAL_WORLD_ALIGNED, K.J6);
+    MapMat Jf(K.J_frames + 6 * nv * i, 6, nv);
+    Jf = K.J6;
+    const SE3& M = K.data.oMf[K.frames[i]];
+    double* pose = K.poses + 12 * i;
+    Eigen::Map<Vec3> p(pose);
+    Eigen::Map<Mat3R> R(pose + 3);
+    p = M.translation();
+    R = M.rotation();
+  }
+}
+
+// Runs fn on the layout; 0, or 1 with the exception's message in err.
+int guarded(void (*fn)(Layout&), void* L, const char* stage, char* err, int errlen) {
+  try {
+    fn(*static_cast<Layout*>(L));
+    return 0;
+  } catch (const std::exception& e) {
+    set_err(err, errlen, std::string(stage) + ": " + e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+void* cf_kernel_new(const char* model_text, int64_t len, char* err, int errlen) {
+  try {
+    auto* k = new Kernel();
+    k->model.loadFromString(std::string(model_text, static_cast<size_t>(len)));
+    return k;
+  } catch (const std::exception& e) {
+    set_err(err, errlen, std::string("loading the pinocchio model: ") + e.what());
+    return nullptr;
+  }
+}
+
+void cf_kernel_free(void* k) { delete static_cast<Kernel*>(k); }
+
+int cf_kernel_sizes(void* k, int64_t* out) {
+  const Model& m = static_cast<Kernel*>(k)->model;
+  out[0] = m.nq;
+  out[1] = m.nv;
+  out[2] = m.njoints;
+  out[3] = m.nframes;
+  return 0;
+}
+
+// ints: nq, nv, n, n_eff, m, n_on, n_wp, n_pose, then on_eff, on_frame, on_plane (n_on each),
+//       pose_eff, pose_frame, pose_pos, pose_rot, pose_row (n_pose each)
+// dbls: dt, w_e, w_d, s, L, gain_pose
+// ptrs: w_pose, w_wrench, H_const_diag, K, K_inv, theta_min, theta_max, ineq_dt_K (copied);
+//       H, g, A, lo, hi, r, M, offset, lam_flex, lam_flex_dot, dmin, dmax, theta_cmd_dot, effort,
+//       R_c, io (kept)
+void* cf_layout_new(void* kp, const int64_t* ints, const double* dbls, const int64_t* ptrs, char* err, int errlen) {
+  try {
+    const Model& model = static_cast<Kernel*>(kp)->model;
+    auto* L = new Layout(model);
+    int i = 0;
+    L->nq = static_cast<int>(ints[i++]);
+    L->nv = static_cast<int>(ints[i++]);
+    L->n = static_cast<int>(ints[i++]);
+    L->n_eff = static_cast<int>(ints[i++]);
+    L->m = static_cast<int>(ints[i++]);
+    const int n_on = static_cast<int>(ints[i++]);
+    L->n_wp = static_cast<int>(ints[i++]);
+    const int n_pose = static_cast<int>(ints[i++]);
+    if (L->nq != model.nq || L->nv != model.nv || L->n != model.nv - 6) {
+      delete L;
+      set_err(err, errlen, "layout sizes do not match the model (nq, nv, n = nv - 6)");
+      return nullptr;
+    }
+    L->nx = L->nv + L->m;
+    L->n_eq = L->m + 6;
+    auto take = [&](std::vector<int>& v, int count) {
+      v.resize(count);
+      for (int k = 0; k < count; ++k) v[k] = static_cast<int>(ints[i++]);
+    };
+    take(L->on_eff, n_on);
+    take(L->on_frame, n_on);
+    take(L->on_plane, n_on);
+    take(L->pose_eff, n_pose);
+    take(L->pose_frame, n_pose);
+    take(L->pose_pos, n_pose);
+    take(L->pose_rot, n_pose);
+    take(L->pose_row, n_pose);
+    int row = 0;
+    for (int k = 0; k < n_on; ++k) {
+      const int fid = L->on_frame[k];
+      if (fid < 0 || fid >= static_cast<int>(model.nframes)) throw std::runtime_error("contact frame id out of range");
+      ContactRef c;
+      c.eff = L->on_eff[k];
+      c.frame = fid;
+      c.plane = L->on_plane[k];
+      c.parent = static_cast<int>(model.frames[fid].parentJoint);
+      c.row = row;
+      c.placement = model.frames[fid].placement;
+      L->contacts.push_back(c);
+      row += L->on_plane[k] ? 6 : 3;
+    }
+    if (row != L->m) throw std::runtime_error("contact dimensions do not add up to m");
+    for (int k = 0; k < n_pose; ++k) {
+      if (L->pose_frame[k] < 0 || L->pose_frame[k] >= static_cast<int>(model.nframes)) throw std::runtime_error("pose frame id out of range");
+    }
+    L->dt = dbls[0];
+    L->w_e = dbls[1];
+    L->w_d = dbls[2];
+    L->s = dbls[3];
+    L->L = dbls[4];
+    L->gain_pose = dbls[5];
+    const int nv = L->nv, n = L->n, m = L->m, nx = L->nx;
+    auto vec = [&](int idx, int size) {
+      return Eigen::VectorXd(Eigen::Map<const Eigen::VectorXd>(reinterpret_cast<const double*>(ptrs[idx]), size));
+    };
+    L->w_pose = vec(0, L->n_wp);
+    L->w_wrench = vec(1, m);
+    L->H_const_diag = vec(2, nx);
+    L->K = vec(3, n);
+    L->K_inv = vec(4, n);
+    L->theta_min = vec(5, n);
+    L->theta_max = vec(6, n);
+    L->ineq_dt_K = vec(7, n);
+    double** bufs[] = {&L->H, &L->g, &L->A, &L->lo, &L->hi, &L->r, &L->M, &L->offset, &L->lam_flex, &L->lam_flex_dot,
+                       &L->dmin, &L->dmax, &L->theta_cmd_dot, &L->effort, &L->R_c, &L->io};
+    for (int k = 0; k < 16; ++k) *bufs[k] = reinterpret_cast<double*>(ptrs[8 + k]);
+    // io: q_flex | q_d | tau_lim | targets (n_eff x 12) | rise (n_eff) | x (nx) | tau_flex | bias (2) | c_vec | q_out
+    int o = 0;
+    L->io_q_flex = o; o += L->nq;
+    L->io_q_d = o; o += L->nq;
+    L->io_tau_lim = o; o += n;
+    L->io_targets = o; o += 12 * L->n_eff;
+    L->io_rise = o; o += L->n_eff;
+    L->io_x = o; o += nx;
+    L->io_tau_flex = o; o += n;
+    L->io_bias = o; o += 2;
+    L->io_c_vec = o; o += n;
+    L->io_q_out = o;
+    L->T = RowMat::Zero(nv, nx);
+    L->H0 = RowMat::Zero(nx, nx);
+    L->J_pose = RowMat::Zero(L->n_wp, nv);
+    L->WJ_pose = RowMat::Zero(L->n_wp, nv);
+    L->Jc = RowMat::Zero(m, nv);
+    L->dr_dq = Eigen::MatrixXd::Zero(nv, nv);
+    L->J6 = Eigen::MatrixXd::Zero(6, nv);
+    L->eq.resize(model);
+    L->e_pose = Eigen::VectorXd::Zero(L->n_wp);
+    L->t = Eigen::VectorXd::Zero(nv);
+    L->offset_x0 = Eigen::VectorXd::Zero(n);
+    L->tmp_n = Eigen::VectorXd::Zero(n);
+    L->tmp_nv = Eigen::VectorXd::Zero(nv);
+    L->v_tan = Eigen::VectorXd::Zero(nv);
+    return L;
+  } catch (const std::exception& e) {
+    set_err(err, errlen, std::string("building the QP (11) layout: ") + e.what());
+    return nullptr;
+  }
+}
+
+int cf_layout_io_size(void* Lp) {
+  const Layout& L = *static_cast<Layout*>(Lp);
+  return L.io_q_out + L.nq;
+}
+
+void cf_layout_free(void* L) { delete static_cast<Layout*>(L); }
+
+int cf_prepare(void* L, char* err, int errlen) { return guarded(prepare, L, "QP (11) prepare", err, errlen); }
+
+int cf_assemble(void* L, char* err, int errlen) { return guarded(assemble, L, "QP (11) assembly", err, errlen); }
+
+int cf_integrate(void* L, char* err, int errlen) { return guarded(integrate, L, "QP (11) integration", err, errlen); }
+
+// ints: n_eff, m, n_on, n_frames, then on_eff, on_frame, on_plane (n_on each), frames (n_frames)
+// ptrs: q, lam_rows, R_c, A_G, r, dr_dq, J, J_frames, poses (kept)
+void* cf_kinematics_new(void* kp, const int64_t* ints, const int64_t* ptrs, char* err, int errlen) {
+  try {
+    const Model& model = static_cast<Kernel*>(kp)->model;
+    auto* K = new Kinematics(model);
+    K->nq = model.nq;
+    K->nv = model.nv;
+    int i = 0;
+    K->n_eff = static_cast<int>(ints[i++]);
+    K->m = static_cast<int>(ints[i++]);
+    const int n_on = static_cast<int>(ints[i++]);
+    const int n_frames = static_cast<int>(ints[i++]);
+    std::vector<int> on_eff(n_on), on_frame(n_on), on_plane(n_on);
+    for (int k = 0; k < n_on; ++k) on_eff[k] = static_cast<int>(ints[i++]);
+    for (int k = 0; k < n_on; ++k) on_frame[k] = static_cast<int>(ints[i++]);
+    for (int k = 0; k < n_on; ++k) on_plane[k] = static_cast<int>(ints[i++]);
+    int row = 0;
+    for (int k = 0; k < n_on; ++k) {
+      if (on_frame[k] < 0 || on_frame[k] >= static_cast<int>(model.nframes)) {
+        delete K;
+        set_err(err, errlen, "contact frame id out of range");
+        return nullptr;
+      }
+      ContactRef c;
+      c.eff = on_eff[k];
+      c.frame = on_frame[k];
+      c.plane = on_plane[k];
+      c.parent = static_cast<int>(model.frames[c.frame].parentJoint);
+      c.row = row;
+      c.placement = model.frames[c.frame].placement;
+      K->contacts.push_back(c);
+      row += c.plane ? 6 : 3;
+    }
+    for (int k = 0; k < n_frames; ++k) {
+      const int fid = static_cast<int>(ints[i++]);
+      if (fid < 0 || fid >= static_cast<int>(model.nframes)) {
+        delete K;
+        set_err(err, errlen, "frame id out of range");
+        return nullptr;
+      }
+      K->frames.push_back(fid);
+    }
+    if (row != K->m) {
+      delete K;
+      set_err(err, errlen, "contact dimensions do not add up to m");
+      return nullptr;
+    }
+    double** bufs[] = {&K->q, &K->lam_rows, &K->R_c, &K->A_G, &K->r, &K->dr_dq_out, &K->J, &K->J_frames, &K->poses};
+    for (int k = 0; k < 9; ++k) *bufs[k] = reinterpret_cast<double*>(ptrs[k]);
+    K->eq.resize(model);
+    K->dr_dq = Eigen::MatrixXd::Zero(K->nv, K->nv);
+    K->J6 = Eigen::MatrixXd::Zero(6, K->nv);
+    K->Jc = RowMat::Zero(K->m, K->nv);
+    return K;
+  } catch (const std::exception& e) {
+    set_err(err, errlen, std::string("building the Retargeting kinematics: ") + e.what());
+    return nullptr;
+  }
+}
+
+void cf_kinematics_free(void* K) { delete static_cast<Kinematics*>(K); }
+
+int cf_kinematics(void* K, char* err, int errlen) {
+  try {
+    kinematics(*static_cast<Kinematics*>(K));
+    return 0;
+  } catch (const std::exception& e) {
+    set_err(err, errlen, std::string("Retargeting kinematics: ") + e.what());
+    return 1;
+  }
+}
+
+}  // extern "C"

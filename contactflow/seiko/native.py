@@ -1,0 +1,298 @@
+"""The compiled kernel of the SEIKO stages (``contactflow/native/seiko_qp11.cpp``) behind the same
+buffers as their Python code.
+
+:class:`Qp11NativeKernel` holds the kernel's copy of the pinocchio model (one per stage;
+:func:`kernel_for` makes it for a stage's ``kernel`` setting). For the Controller,
+:class:`Qp11NativeLayout`: one contact layout (one per :class:`~contactflow.seiko.controller_qp.Qp11Workspace`):
+its own pinocchio data and pointers to the workspace's and the Controller's buffers, which the kernel
+reads and writes in place. What the kernel computes, and in which buffers, is what
+:meth:`~contactflow.seiko.controller_qp.Qp11Mixin._prepare_qp11`, ``_solve_qp11`` (up to the solve) and
+``_integrate`` compute in Python (SEIKO RA-L 2024 eqs. (5), (7), (11b)-(11i); seiko.md §6.2); the
+QP is solved by :class:`contactflow.qp.BoxQP` either way. ``ControllerConfig.kernel`` chooses.
+For the Retargeting, :class:`RetargetingKinematics`: the pinocchio part of a step of QP (9) (the
+centroidal map, :func:`contactflow.seiko.equilibrium.equilibrium_terms`, the effector Jacobians and
+poses) in one call; ``RetargetingConfig.kernel`` chooses.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pinocchio as pin
+
+from contactflow import native
+from contactflow.errors import ConfigError, ContactflowError
+
+if TYPE_CHECKING:
+    from contactflow.seiko.controller import SeikoController
+    from contactflow.seiko.controller_qp import Qp11Workspace
+
+__all__ = ["Qp11NativeKernel", "Qp11NativeLayout", "RetargetingKinematics", "kernel_for"]
+
+_ERRLEN = 1024
+_log = logging.getLogger(__name__)
+_warned = False  # the compiled kernel's absence is logged once per process
+
+
+def kernel_for(model: pin.Model, choice: str, key: str) -> "Qp11NativeKernel | None":
+    """The compiled kernel for a stage whose ``kernel`` setting (``key``, for the messages) is
+    ``choice`` (one of :data:`contactflow.native.KERNELS`), or None for the Python code.
+
+    Raises:
+        ConfigError: ``"native"`` asked and the kernel cannot be built or loaded (the reason).
+    """
+    if choice == "python":
+        return None
+    try:
+        return Qp11NativeKernel(model)
+    except native.NativeBuildError as exc:
+        if choice == "native":
+            raise ConfigError(f"{key}: 'native' asked, but {exc}") from exc
+        global _warned
+        if not _warned:
+            _warned = True
+            _log.warning("SEIKO: the compiled kernel is not available, the stages run their Python code (same results, "
+                         "slower; %s = python silences this): %s", key, exc)
+        return None
+
+
+def _ptr(a: np.ndarray) -> int:
+    if a.dtype != np.float64 or not a.flags.c_contiguous:
+        raise ContactflowError(f"native QP (11) kernel: a buffer is not C-contiguous float64 ({a.dtype}, {a.shape})")
+    return a.__array_interface__["data"][0]
+
+
+class Qp11NativeKernel:
+    """The compiled kernel's pinocchio model (a copy of ``model``, passed as pinocchio's text
+    serialisation).
+
+    Raises:
+        native.NativeBuildError: the library cannot be built or loaded.
+        ContactflowError: the kernel's model does not match ``model`` (sizes).
+    """
+
+    def __init__(self, model: pin.Model):
+        self.lib = native.load("seiko_qp11")
+        text = model.saveToString().encode()
+        err = ctypes.create_string_buffer(_ERRLEN)
+        handle = self.lib.cf_kernel_new(text, len(text), err, _ERRLEN)
+        if not handle:
+            raise ContactflowError(f"native QP (11) kernel: {err.value.decode(errors='replace')}")
+        self._handle = ctypes.c_void_p(handle)
+        sizes = (ctypes.c_int64 * 4)()
+        self.lib.cf_kernel_sizes(self._handle, sizes)
+        if (sizes[0], sizes[1], sizes[2], sizes[3]) != (model.nq, model.nv, model.njoints, model.nframes):
+            raise ContactflowError(f"native QP (11) kernel: its model has (nq, nv, njoints, nframes) = {tuple(sizes)}, "
+                                   f"the Controller's {(model.nq, model.nv, model.njoints, model.nframes)}")
+        self.nq, self.nv = model.nq, model.nv
+        self._free = self.lib.cf_kernel_free
+
+    def __del__(self):
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            self._free(handle)
+            self._handle = None
+
+
+class Qp11NativeLayout:
+    """One contact layout of the compiled kernel, bound to the buffers of ``ws`` and ``ctrl``.
+
+    Attributes (views of :attr:`io`, the kernel's per-step inputs and outputs): ``q_flex`` (nq,)
+    the configuration prepared for; ``q_d`` (nq,); ``tau_lim`` (n,) [N m]; ``targets`` (n_eff, 12)
+    contact targets ``[p (3); R row-major (9)]`` (world); ``rise`` (n_eff,) release rise of the
+    pose targets [m]; ``x`` (nx,) the QP solution to integrate; ``tau_flex`` (n,) [N m]; ``bias``
+    (2,); ``c_vec`` (n,); ``q_out`` (nq,) the integrated q_flex.
+    """
+
+    def __init__(self, kernel: Qp11NativeKernel, ctrl: "SeikoController", ws: "Qp11Workspace"):
+        cfg = ctrl.config
+        self.kernel = kernel
+        lib = kernel.lib
+        self._lib = lib
+        n_eff = len(ctrl.contacts)
+        index = {c.name: i for i, c in enumerate(ctrl.contacts)}
+        on_eff = list(ws.idx_on)
+        on_frame = [c.frame_id for c in ws.contacts]
+        on_plane = [int(c.type == "plane") for c in ws.contacts]
+        pose_eff, pose_frame, pose_pos, pose_rot, pose_row = [], [], [], [], []
+        row = 0
+        for name, fid, src, Jrows, e_pos, e_rot in ws.pose:
+            pos, rot = e_pos is not None, e_rot is not None
+            pose_eff.append(index[name])
+            pose_frame.append(fid)
+            pose_pos.append(int(pos))
+            pose_rot.append(int(rot))
+            pose_row.append(row)
+            row += 3 * (pos + rot)
+        ints = [ctrl.nq, ctrl.nv, ctrl.n, n_eff, ws.m, len(on_eff), len(ws.w_pose), len(pose_eff),
+                *on_eff, *on_frame, *on_plane, *pose_eff, *pose_frame, *pose_pos, *pose_rot, *pose_row]
+        self._ints = np.array(ints, dtype=np.int64)
+        self._dbls = np.array([cfg.dt_s, cfg.weight_cmd_change, cfg.weight_cmd_offset, cfg.weight_ineq,
+                               cfg.max_pos_cmd_offset_rad, cfg.gain_pose])
+        # io sized as the kernel lays it out (checked against cf_layout_io_size below)
+        nq, n, nx = ctrl.nq, ctrl.n, ws.nx
+        self.io = np.zeros(2 * nq + n + 12 * n_eff + n_eff + nx + n + 2 + n + nq)
+        o = 0
+        views = {}
+        for key, size in (("q_flex", nq), ("q_d", nq), ("tau_lim", n), ("targets", 12 * n_eff), ("rise", n_eff),
+                          ("x", nx), ("tau_flex", n), ("bias", 2), ("c_vec", n), ("q_out", nq)):
+            views[key] = self.io[o : o + size]
+            o += size
+        self.q_flex, self.q_d, self.tau_lim = views["q_flex"], views["q_d"], views["tau_lim"]
+        self.targets = views["targets"].reshape(n_eff, 12)
+        self.rise, self.x, self.tau_flex = views["rise"], views["x"], views["tau_flex"]
+        self.bias, self.c_vec, self.q_out = views["bias"], views["c_vec"], views["q_out"]
+        # what the kernel reads per step from the Controller: R_c rows of the point contacts
+        self.R_c = np.zeros((n_eff, 3, 3))
+        self.R_c[:] = np.eye(3)
+        self.points_on = [(index[c.name], c.name) for c in ws.contacts if c.type == "point"]
+        self.planes_on = [(index[c.name], c.name) for c in ws.contacts if c.type == "plane"]
+        self.on = [(index[c.name], c.name) for c in ws.contacts]
+        self.index = index
+        # constants (copied by the kernel) and the buffers it keeps pointers to (alive with self)
+        consts = [ws.w_pose, ws.w_wrench, ws.H_const_diag, ctrl.K, ctrl.K_inv, ctrl.theta_min, ctrl.theta_max,
+                  ctrl._weight_ineq_dt_K]
+        self._consts = [np.ascontiguousarray(c, dtype=float) for c in consts]
+        self._bufs = [ws.H, ws.g, ws.A, ws.lo, ws.hi, ws.r, ws.M, ctrl.offset, ctrl._lam_flex_rows, ctrl._lam_flex_dot_rows,
+                      ctrl._dmin, ctrl._dmax, ctrl._theta_cmd_dot, ws.effort, self.R_c, self.io]
+        self._ptrs = np.array([_ptr(a) for a in self._consts + self._bufs], dtype=np.int64)
+        err = ctypes.create_string_buffer(_ERRLEN)
+        handle = lib.cf_layout_new(kernel._handle, _ptr_any(self._ints), _ptr(self._dbls), _ptr_any(self._ptrs), err, _ERRLEN)
+        if not handle:
+            raise ContactflowError(f"native QP (11) kernel: {err.value.decode(errors='replace')}")
+        self._handle = ctypes.c_void_p(handle)
+        if lib.cf_layout_io_size(self._handle) != self.io.size:
+            raise ContactflowError("native QP (11) kernel: the library's io layout differs from this module's")
+        self._err = ctypes.create_string_buffer(_ERRLEN)
+        self._prepare, self._assemble, self._integrate = lib.cf_prepare, lib.cf_assemble, lib.cf_integrate
+        self._free = lib.cf_layout_free
+
+    def _check(self, rc: int) -> None:
+        if rc != 0:
+            raise ContactflowError(f"native QP (11) kernel: {self._err.value.decode(errors='replace')}")
+
+    def prepare(self, ctrl: "SeikoController") -> None:
+        """The flexible-state part of QP (11) at ``ctrl.q_flex`` and its lam_flex rows."""
+        np.copyto(self.q_flex, ctrl.q_flex)
+        for i, name in self.points_on:
+            self.R_c[i] = ctrl.R_c[name]
+        self._check(self._prepare(self._handle, self._err, _ERRLEN))
+
+    def assemble(self, ctrl: "SeikoController", q_d: np.ndarray, tau_lim: np.ndarray | float) -> None:
+        """The rest of QP (11) for this step (``ctrl.offset``, ``ws.effort`` as set), into the
+        workspace's H, g, lo, hi; ``tau_flex``, ``bias``, ``c_vec`` of :attr:`io`."""
+        np.copyto(self.q_d, q_d)
+        self.tau_lim[:] = tau_lim
+        targets = ctrl.targets
+        for i, name in self.on:
+            tgt = targets[name]
+            row = self.targets[i]
+            row[:3] = tgt.translation
+            row[3:] = tgt.rotation.reshape(9)
+        rise = ctrl._rise_m
+        if rise or self.rise.any():
+            self.rise[:] = 0.0
+            for name, value in rise.items():
+                self.rise[self.index[name]] = value
+        self._check(self._assemble(self._handle, self._err, _ERRLEN))
+
+    def integrate(self, x: np.ndarray) -> None:
+        """Integrate the solution ``x``: ``ctrl``'s lam_flex, lam_flex_dot, offset, theta_cmd_dot in
+        place; the new q_flex in :attr:`q_out`, tau_flex in :attr:`tau_flex`."""
+        np.copyto(self.x, x)
+        self._check(self._integrate(self._handle, self._err, _ERRLEN))
+
+    def __del__(self):
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            self._free(handle)
+            self._handle = None
+
+
+class _Pose:
+    """A world pose as :func:`contactflow.seiko.equilibrium.pose_error_world` reads it: ``translation``
+    (3,) and ``rotation`` (3, 3), views of the kernel's output."""
+
+    __slots__ = ("translation", "rotation")
+
+    def __init__(self, row: np.ndarray):
+        self.translation = row[:3]
+        self.rotation = row[3:].reshape(3, 3)
+
+
+class RetargetingKinematics:
+    """The pinocchio part of one step of the Retargeting's QP (9), compiled, for one contact layout.
+
+    After :meth:`compute` (at ``q`` as written in :attr:`q`, the wrenches of the enabled contacts
+    in ``lam_rows``): :attr:`A_G` (6, nv) centroidal momentum map; :attr:`r` (nv,), :attr:`dr_dq`
+    (nv, nv), :attr:`J` (m, nv) as :func:`contactflow.seiko.equilibrium.equilibrium_terms` returns
+    them; per effector (robot-file order) :attr:`J_frames` ``[i]`` (6, nv) its
+    LOCAL_WORLD_ALIGNED Jacobian and :attr:`poses` ``[i]`` its world pose (``translation``,
+    ``rotation``).
+
+    Args:
+        kernel: the compiled kernel (:func:`kernel_for`).
+        specs: every effector's :class:`contactflow.robot.ContactSpec`, robot-file order.
+        enabled: which are enabled (their wrenches enter the equilibrium).
+        lam_rows: (n_eff, 6) the wrench rows (planes ``[f; tau]`` LOCAL, points the first 3 values
+            in R_c), read at each :meth:`compute`.
+        R_c: effector -> (3, 3) surface frame of the enabled point contacts, read at each
+            :meth:`compute`.
+    """
+
+    def __init__(self, kernel: Qp11NativeKernel, specs, enabled, lam_rows: np.ndarray, R_c):
+        self.kernel = kernel
+        lib = kernel.lib
+        n_eff, nq, nv = len(specs), kernel.nq, kernel.nv
+        on = [i for i, on in enumerate(enabled) if on]
+        m = sum(specs[i].dim for i in on)
+        self.q = np.zeros(nq)
+        self.lam_rows = lam_rows
+        self.R_c_rows = np.tile(np.eye(3), (n_eff, 1, 1))
+        self._R_c, self._points = R_c, [(i, specs[i].name) for i in on if specs[i].type == "point"]
+        self.A_G = np.zeros((6, nv))
+        self.r = np.zeros(nv)
+        self.dr_dq = np.zeros((nv, nv))
+        self.J = np.zeros((m, nv))
+        self.J_frames = np.zeros((n_eff, 6, nv))
+        self._poses = np.zeros((n_eff, 12))
+        self.poses = [_Pose(row) for row in self._poses]
+        ints = [n_eff, m, len(on), n_eff, *on, *(specs[i].frame_id for i in on), *(int(specs[i].type == "plane") for i in on),
+                *(c.frame_id for c in specs)]
+        self._ints = np.array(ints, dtype=np.int64)
+        bufs = [self.q, lam_rows, self.R_c_rows, self.A_G, self.r, self.dr_dq, self.J, self.J_frames, self._poses]
+        self._ptrs = np.array([_ptr(a) for a in bufs], dtype=np.int64)
+        self._bufs = bufs
+        err = ctypes.create_string_buffer(_ERRLEN)
+        handle = lib.cf_kinematics_new(kernel._handle, _ptr_any(self._ints), _ptr_any(self._ptrs), err, _ERRLEN)
+        if not handle:
+            raise ContactflowError(f"native Retargeting kinematics: {err.value.decode(errors='replace')}")
+        self._handle = ctypes.c_void_p(handle)
+        self._err = ctypes.create_string_buffer(_ERRLEN)
+        self._compute = lib.cf_kinematics
+        self._free = lib.cf_kinematics_free
+
+    def compute(self, q: np.ndarray) -> None:
+        """Everything listed in the class docstring, at ``q`` (nq,).
+
+        Raises:
+            ContactflowError: pinocchio refused the computation (the message says why).
+        """
+        np.copyto(self.q, q)
+        for i, name in self._points:
+            self.R_c_rows[i] = self._R_c[name]
+        if self._compute(self._handle, self._err, _ERRLEN) != 0:
+            raise ContactflowError(f"native Retargeting kinematics: {self._err.value.decode(errors='replace')}")
+
+    def __del__(self):
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            self._free(handle)
+            self._handle = None
+
+
+def _ptr_any(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
