@@ -45,3 +45,17 @@ def test_the_table_states_the_spread_of_repeated_runs():
                      "lockstep": g, "realtime": r})
     assert "x0.79 (median of 3: 0.66-0.83) | >= x0.8 | **no**" in md
     assert "5 of 1000 (0.50 %) (median of 3: 0.10 %-2.00 %)" in md
+
+
+def test_the_real_time_tracking_is_judged_against_the_stated_tolerances():
+    assert B.tracking_within_tolerance("left_hand_max_error_m", 0.0110, 0.0093)  # +1.7 mm
+    assert not B.tracking_within_tolerance("left_hand_max_error_m", 0.0114, 0.0093)  # +2.1 mm
+    assert B.tracking_within_tolerance("foot_fz_tracking_rmse_ratio_of_weight", 0.0099, 0.0049)
+    assert not B.tracking_within_tolerance("foot_fz_tracking_rmse_ratio_of_weight", 0.0167, 0.0049)
+    assert B.tracking_within_tolerance("foot_fz_tracking_rmse_n", 14.8, 4.3) is None  # no stated tolerance: the ratio is
+    assert B.tracking_within_tolerance("left_hand_max_error_m", None, 0.0093) is None
+    r = {"deadline_misses": 5, "periods": 1000, "deadline_miss_ratio": 0.005,
+         "tracking_vs_lockstep": {"left_hand_max_error_m": (0.0090, 0.0094), "foot_fz_tracking_rmse_ratio_of_weight": (0.0167, 0.0049)}}
+    md = B.markdown({"machine": "m", "date_utc": "d", "commit": "c", "baseline": "b", "load_before": [0], "realtime": r})
+    assert "`left_hand_max_error_m` | 0.009 | lockstep graph, same run: 0.0094 | - | <= lockstep + 2 mm | **yes** |" in md
+    assert "`foot_fz_tracking_rmse_ratio_of_weight` | 0.0167 | lockstep graph, same run: 0.0049 | - | <= 0.01 | **no** |" in md

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -35,6 +36,7 @@ __all__ = ["Qp11NativeKernel", "Qp11NativeLayout", "RetargetingKinematics", "ker
 _ERRLEN = 1024
 _log = logging.getLogger(__name__)
 _warned = False  # the compiled kernel's absence is logged once per process
+_kernels: "weakref.WeakValueDictionary[str, Qp11NativeKernel]" = weakref.WeakValueDictionary()
 
 
 def kernel_for(model: pin.Model, choice: str, key: str) -> "Qp11NativeKernel | None":
@@ -47,7 +49,13 @@ def kernel_for(model: pin.Model, choice: str, key: str) -> "Qp11NativeKernel | N
     if choice == "python":
         return None
     try:
-        return Qp11NativeKernel(model)
+        # one kernel (one C++ copy of the model) per model in a process: the two stages of an
+        # in-process loop share it (fewer cache lines per tick)
+        text = model.saveToString()
+        kernel = _kernels.get(text)
+        if kernel is None:
+            kernel = _kernels[text] = Qp11NativeKernel(model, text)
+        return kernel
     except native.NativeBuildError as exc:
         if choice == "native":
             raise ConfigError(f"{key}: 'native' asked, but {exc}") from exc
@@ -74,9 +82,9 @@ class Qp11NativeKernel:
         ContactflowError: the kernel's model does not match ``model`` (sizes).
     """
 
-    def __init__(self, model: pin.Model):
+    def __init__(self, model: pin.Model, text: str | None = None):
         self.lib = native.load("seiko_qp11")
-        text = model.saveToString().encode()
+        text = (model.saveToString() if text is None else text).encode()
         err = ctypes.create_string_buffer(_ERRLEN)
         handle = self.lib.cf_kernel_new(text, len(text), err, _ERRLEN)
         if not handle:
