@@ -40,6 +40,10 @@ needs_compiler = pytest.mark.skipif(not (os.environ.get("CXX") or shutil.which("
 # Largest difference allowed between the kernels' outputs over a run (rad, rad/s, m, N, N m): both
 # compute the same expressions in another order (Eigen vs numpy/BLAS), ~1e-15 per step.
 TOL = 1e-8
+# The same for every QP (11), relative to its largest entry of each of H, g, A, lo, hi. Measured
+# (2026-12-04): H 4e-15, A 4e-14, lo / hi 1e-13, g 2.2e-10 (g = M^T (w_e c / dt + ...) sums terms
+# ~5e5 times larger than itself).
+QP_TOL = 1e-8
 
 
 @pytest.fixture(scope="module")
@@ -49,14 +53,31 @@ def robot():
 
 class Twin:
     """Runs ``new`` (native) and ``ref`` (Python) on the same arguments, keeps the largest
-    difference of every array output, returns ``new``'s output."""
+    difference of every array output, returns ``new``'s output. For the Controller it also compares
+    every QP (11) both build (H, g, A, lo, hi, through ``qp_hook``: relative to the largest entry of
+    each), and with ``prepare`` calls :meth:`ControllerStage.prepare` after each tick, as the real-time
+    node does in its wait for the next sensors."""
 
-    def __init__(self, new, ref):
-        self.new, self.ref = new, ref
+    def __init__(self, new, ref, prepare: bool = False):
+        self.new, self.ref, self.prepare = new, ref, prepare
         self.max_diff: dict[str, float] = {}
+        self.qps = 0
+        ctrl_new, ctrl_ref = getattr(new, "ctrl", None), getattr(ref, "ctrl", None)
+        if ctrl_new is not None:
+            self._qp = {}
+            ctrl_new.qp_hook = lambda *a: self._keep("new", a)
+            ctrl_ref.qp_hook = lambda *a: self._keep("ref", a)
 
     def __getattr__(self, name):
         return getattr(self.new, name)
+
+    def _keep(self, who, args):
+        self._qp[who] = [np.array(a) for a in args[:5]]
+
+    def _diff(self, key, a, b, scale=1.0):
+        a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        d = float(np.max(np.abs(a - b))) / scale if a.size else 0.0
+        self.max_diff[key] = max(self.max_diff.get(key, 0.0), d)
 
     def tick(self, *args, **kw):
         out_new = self.new.tick(*args, **kw)
@@ -65,15 +86,23 @@ class Twin:
         parts_ref = out_ref if isinstance(out_ref, tuple) else (out_ref,)
         for pn, pr in zip(parts_new, parts_ref):
             for key, value in pn.items():
-                if key.endswith("time") or key not in pr:
-                    continue
-                a, b = np.asarray(value, dtype=float), np.asarray(pr[key], dtype=float)
-                d = float(np.max(np.abs(a - b))) if a.size else 0.0
-                self.max_diff[key] = max(self.max_diff.get(key, 0.0), d)
+                if not key.endswith("time") and key in pr:
+                    self._diff(key, value, pr[key])
+        if getattr(self, "_qp", None):
+            if "new" in self._qp or "ref" in self._qp:
+                assert self._qp.keys() == {"new", "ref"}, "one kernel solved a QP (11), the other not"
+                for name, a, b in zip(("H", "g", "A", "lo", "hi"), self._qp["new"], self._qp["ref"]):
+                    finite = np.isfinite(b)
+                    assert (np.isfinite(a) == finite).all()
+                    self._diff(f"qp.{name}", a[finite], b[finite], max(1.0, float(np.max(np.abs(b[finite])))))
+                self.qps += 1
+            self._qp = {}
+        if self.prepare:
+            assert self.new.prepare() == self.ref.prepare()
         return out_new
 
 
-def run_twins(robot, scenario: str, seconds: float, environment: bool = False, lag: int = 2):
+def run_twins(robot, scenario: str, seconds: float, environment: bool = False, lag: int = 2, prepare: bool = False):
     """The scenario in the in-process loop (``environment``: the robot file's wall and supports, as
     the multi-contact graph) with native stages, each twinned with a Python one."""
     loop = SeikoLoop(robot, SCENARIOS / scenario, ccfg=ControllerConfig(kernel="native"),
@@ -85,18 +114,23 @@ def run_twins(robot, scenario: str, seconds: float, environment: bool = False, l
     ref_c = stages.ControllerStage(robot, ControllerConfig(kernel="python"), RetargetingConfig(kernel="python"))
     assert ref_c.ctrl.kernel == "python" and ref_r.retargeting._kin is None
     pipe.retargeting = tr = Twin(pipe.retargeting, ref_r)
-    pipe.controller = tc = Twin(pipe.controller, ref_c)
+    pipe.controller = tc = Twin(pipe.controller, ref_c, prepare=prepare)
     while not loop.step():
         pass
     return loop.log(), tr, tc
 
 
 @needs_compiler
-@pytest.mark.parametrize("scenario, seconds, environment, lag",
-                         [("hand_forward.yaml", 3.0, False, 2), ("wall_touch_short.yaml", 6.0, True, 1)])
-def test_native_and_python_kernels_compute_the_same_steps(robot, scenario, seconds, environment, lag):
-    log, tr, tc = run_twins(robot, scenario, seconds, environment, lag)
+@pytest.mark.parametrize("scenario, seconds, environment, lag, prepare",
+                         [("hand_forward.yaml", 3.0, False, 2, True), ("wall_touch_short.yaml", 6.0, True, 1, False)])
+def test_native_and_python_kernels_compute_the_same_steps(robot, scenario, seconds, environment, lag, prepare):
+    """hand_forward with the Controller's QP (11) prepared after each tick (the real-time node's order);
+    wall_touch_short prepared inside the step, with a point contact enabled at 4.5 s."""
+    log, tr, tc = run_twins(robot, scenario, seconds, environment, lag, prepare)
     assert not log.fell
+    assert tc.qps >= 0.99 * seconds / 0.002
+    for key in ("qp.H", "qp.g", "qp.A", "qp.lo", "qp.hi"):
+        assert tc.max_diff[key] < QP_TOL, (key, tc.max_diff[key])
     assert tr.new.failures == tr.ref.failures == 0
     assert tc.new.failures == tc.ref.failures == 0
     for key in ("q_d", "v_d", "theta_ahead"):
@@ -120,6 +154,10 @@ def test_native_kernel_through_a_foot_release_and_lift(robot):
         assert tc.max_diff[key] < TOL, (key, tc.max_diff[key])
     for key in ("q_d", "v_d"):
         assert tr.max_diff[key] < TOL, (key, tr.max_diff[key])
+    flex = [k for k in tc.max_diff if k.startswith(("lam_flex.", "lam_tilde."))]
+    assert flex and max(tc.max_diff[k] for k in flex) < 1e-6  # N, N m
+    for key in ("qp.H", "qp.g", "qp.A", "qp.lo", "qp.hi"):
+        assert tc.max_diff[key] < QP_TOL, (key, tc.max_diff[key])
 
 
 @needs_compiler
@@ -143,9 +181,12 @@ def test_without_the_kernel_native_is_refused_and_auto_runs_python(robot, tmp_pa
     monkeypatch.setenv(native.NATIVE_CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setattr(native, "_loaded", {})
     monkeypatch.setattr(native, "_failed", {})
+    import weakref
+
     import contactflow.seiko.native as seiko_native
 
     monkeypatch.setattr(seiko_native, "_warned", False)
+    monkeypatch.setattr(seiko_native, "_kernels", weakref.WeakValueDictionary())  # no kernel of an earlier test
     from contactflow.seiko.controller import SeikoController
 
     with pytest.raises(ConfigError, match=r"ControllerConfig.kernel: 'native' asked, but .*(did not compile|does not run)"):
@@ -156,3 +197,21 @@ def test_without_the_kernel_native_is_refused_and_auto_runs_python(robot, tmp_pa
     assert ctrl.kernel == ctrl2.kernel == "python"
     warnings = [r for r in caplog.records if "compiled kernel is not available" in r.getMessage()]
     assert len(warnings) == 1
+
+
+def test_build_problems_are_reported_not_raised_raw(tmp_path, monkeypatch):
+    """An unusable cache folder (here a file) and target flags in $CONTACTFLOW_NATIVE_CXXFLAGS are
+    NativeBuildErrors naming the cause (so ``kernel: auto`` falls back), not raw OSErrors."""
+    monkeypatch.setattr(native, "_loaded", {})
+    monkeypatch.setattr(native, "_failed", {})
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("")
+    monkeypatch.setenv(native.NATIVE_CACHE_ENV, str(blocker / "cache"))
+    if os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++"):
+        with pytest.raises(native.NativeBuildError, match="is not usable"):
+            native.load()
+    monkeypatch.setattr(native, "_failed", {})
+    monkeypatch.setenv(native.NATIVE_FLAGS_ENV, "-O3 -march=native")
+    monkeypatch.setenv("CXX", "g++")
+    with pytest.raises(native.NativeBuildError, match="target flags"):
+        native.load()

@@ -1,10 +1,11 @@
-// contactflow native kernel: the per-step arithmetic of the SEIKO Controller's QP (11).
+// contactflow native kernel: the per-step arithmetic of the SEIKO stages.
 //
-// SEIKO RA-L 2024 (Rouxel et al.) §IV-C, eqs. (5), (7), (11b)-(11i); shared/reference/seiko.md §6.2.
-// The same computation, row for row, as contactflow/seiko/controller_qp.py (Qp11Mixin._prepare_qp11,
-// _solve_qp11 up to the solve, _integrate) and contactflow/seiko/equilibrium.py
-// (equilibrium_terms, pose_error_local), which stay the reference: tests/test_seiko_native.py
-// runs both on the same steps and compares them. The QP itself is solved in Python (daqp or
+// SEIKO RA-L 2024 (Rouxel et al.) §IV-B/C, eqs. (1)-(2), (5), (7), (11b)-(11i); shared/reference/seiko.md
+// §2.4, §6.2. The same computation, row for row, as contactflow/seiko/controller_qp.py
+// (Qp11Mixin._prepare_qp11, _assemble_qp11, _integrate), contactflow/seiko/equilibrium.py
+// (equilibrium_terms, pose_error_local) and the kinematics at the start of SeikoRetargeting.step
+// (contactflow/seiko/retargeting.py), which stay the reference: tests/test_seiko_native.py runs
+// both on the same steps and compares them. The QP itself is solved in Python (daqp or
 // quadprog, with the status and residual checks of contactflow.qp.BoxQP), in the buffers this
 // kernel writes.
 //
@@ -29,8 +30,16 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
+
+// The kernel calls libpinocchio_default's instantiations on objects it lays out itself: Eigen's
+// alignment must be the wheel's (x86-64 SSE2: 16 bytes; no -march / -mavx flags).
+static_assert(EIGEN_MAX_STATIC_ALIGN_BYTES == 16, "build without target flags: Eigen's alignment must match the pin wheel's");
+
+#define CF_API extern "C" __attribute__((visibility("default")))
 
 namespace {
 
@@ -406,27 +415,31 @@ int guarded(void (*fn)(Layout&), void* L, const char* stage, char* err, int errl
   } catch (const std::exception& e) {
     set_err(err, errlen, std::string(stage) + ": " + e.what());
     return 1;
+  } catch (...) {
+    set_err(err, errlen, std::string(stage) + ": unknown C++ exception");
+    return 1;
   }
 }
 
 }  // namespace
 
-extern "C" {
 
-void* cf_kernel_new(const char* model_text, int64_t len, char* err, int errlen) {
+CF_API void* cf_kernel_new(const char* model_text, int64_t len, char* err, int errlen) {
   try {
-    auto* k = new Kernel();
+    std::unique_ptr<Kernel> k(new Kernel());
     k->model.loadFromString(std::string(model_text, static_cast<size_t>(len)));
-    return k;
+    return k.release();
   } catch (const std::exception& e) {
     set_err(err, errlen, std::string("loading the pinocchio model: ") + e.what());
-    return nullptr;
+  } catch (...) {
+    set_err(err, errlen, "loading the pinocchio model: unknown C++ exception");
   }
+  return nullptr;
 }
 
-void cf_kernel_free(void* k) { delete static_cast<Kernel*>(k); }
+CF_API void cf_kernel_free(void* k) { delete static_cast<Kernel*>(k); }
 
-int cf_kernel_sizes(void* k, int64_t* out) {
+CF_API int cf_kernel_sizes(void* k, int64_t* out) {
   const Model& m = static_cast<Kernel*>(k)->model;
   out[0] = m.nq;
   out[1] = m.nv;
@@ -441,10 +454,10 @@ int cf_kernel_sizes(void* k, int64_t* out) {
 // ptrs: w_pose, w_wrench, H_const_diag, K, K_inv, theta_min, theta_max, ineq_dt_K (copied);
 //       H, g, A, lo, hi, r, M, offset, lam_flex, lam_flex_dot, dmin, dmax, theta_cmd_dot, effort,
 //       R_c, io (kept)
-void* cf_layout_new(void* kp, const int64_t* ints, const double* dbls, const int64_t* ptrs, char* err, int errlen) {
+CF_API void* cf_layout_new(void* kp, const int64_t* ints, const double* dbls, const int64_t* ptrs, char* err, int errlen) {
   try {
     const Model& model = static_cast<Kernel*>(kp)->model;
-    auto* L = new Layout(model);
+    std::unique_ptr<Layout> L(new Layout(model));
     int i = 0;
     L->nq = static_cast<int>(ints[i++]);
     L->nv = static_cast<int>(ints[i++]);
@@ -455,9 +468,7 @@ void* cf_layout_new(void* kp, const int64_t* ints, const double* dbls, const int
     L->n_wp = static_cast<int>(ints[i++]);
     const int n_pose = static_cast<int>(ints[i++]);
     if (L->nq != model.nq || L->nv != model.nv || L->n != model.nv - 6) {
-      delete L;
-      set_err(err, errlen, "layout sizes do not match the model (nq, nv, n = nv - 6)");
-      return nullptr;
+      throw std::runtime_error("layout sizes do not match the model (nq, nv, n = nv - 6)");
     }
     L->nx = L->nv + L->m;
     L->n_eq = L->m + 6;
@@ -477,6 +488,7 @@ void* cf_layout_new(void* kp, const int64_t* ints, const double* dbls, const int
     for (int k = 0; k < n_on; ++k) {
       const int fid = L->on_frame[k];
       if (fid < 0 || fid >= static_cast<int>(model.nframes)) throw std::runtime_error("contact frame id out of range");
+      if (L->on_eff[k] < 0 || L->on_eff[k] >= L->n_eff) throw std::runtime_error("contact effector index out of range");
       ContactRef c;
       c.eff = L->on_eff[k];
       c.frame = fid;
@@ -490,6 +502,10 @@ void* cf_layout_new(void* kp, const int64_t* ints, const double* dbls, const int
     if (row != L->m) throw std::runtime_error("contact dimensions do not add up to m");
     for (int k = 0; k < n_pose; ++k) {
       if (L->pose_frame[k] < 0 || L->pose_frame[k] >= static_cast<int>(model.nframes)) throw std::runtime_error("pose frame id out of range");
+      if (L->pose_eff[k] < 0 || L->pose_eff[k] >= L->n_eff) throw std::runtime_error("pose effector index out of range");
+      if (L->pose_row[k] < 0 || L->pose_row[k] + 3 * (L->pose_pos[k] + L->pose_rot[k]) > L->n_wp) {
+        throw std::runtime_error("pose rows out of range");
+      }
     }
     L->dt = dbls[0];
     L->w_e = dbls[1];
@@ -538,32 +554,34 @@ void* cf_layout_new(void* kp, const int64_t* ints, const double* dbls, const int
     L->tmp_n = Eigen::VectorXd::Zero(n);
     L->tmp_nv = Eigen::VectorXd::Zero(nv);
     L->v_tan = Eigen::VectorXd::Zero(nv);
-    return L;
+    return L.release();
   } catch (const std::exception& e) {
     set_err(err, errlen, std::string("building the QP (11) layout: ") + e.what());
-    return nullptr;
+  } catch (...) {
+    set_err(err, errlen, "building the QP (11) layout: unknown C++ exception");
   }
+  return nullptr;
 }
 
-int cf_layout_io_size(void* Lp) {
+CF_API int cf_layout_io_size(void* Lp) {
   const Layout& L = *static_cast<Layout*>(Lp);
   return L.io_q_out + L.nq;
 }
 
-void cf_layout_free(void* L) { delete static_cast<Layout*>(L); }
+CF_API void cf_layout_free(void* L) { delete static_cast<Layout*>(L); }
 
-int cf_prepare(void* L, char* err, int errlen) { return guarded(prepare, L, "QP (11) prepare", err, errlen); }
+CF_API int cf_prepare(void* L, char* err, int errlen) { return guarded(prepare, L, "QP (11) prepare", err, errlen); }
 
-int cf_assemble(void* L, char* err, int errlen) { return guarded(assemble, L, "QP (11) assembly", err, errlen); }
+CF_API int cf_assemble(void* L, char* err, int errlen) { return guarded(assemble, L, "QP (11) assembly", err, errlen); }
 
-int cf_integrate(void* L, char* err, int errlen) { return guarded(integrate, L, "QP (11) integration", err, errlen); }
+CF_API int cf_integrate(void* L, char* err, int errlen) { return guarded(integrate, L, "QP (11) integration", err, errlen); }
 
 // ints: n_eff, m, n_on, n_frames, then on_eff, on_frame, on_plane (n_on each), frames (n_frames)
 // ptrs: q, lam_rows, R_c, A_G, r, dr_dq, J, J_frames, poses (kept)
-void* cf_kinematics_new(void* kp, const int64_t* ints, const int64_t* ptrs, char* err, int errlen) {
+CF_API void* cf_kinematics_new(void* kp, const int64_t* ints, const int64_t* ptrs, char* err, int errlen) {
   try {
     const Model& model = static_cast<Kernel*>(kp)->model;
-    auto* K = new Kinematics(model);
+    std::unique_ptr<Kinematics> K(new Kinematics(model));
     K->nq = model.nq;
     K->nv = model.nv;
     int i = 0;
@@ -577,11 +595,8 @@ void* cf_kinematics_new(void* kp, const int64_t* ints, const int64_t* ptrs, char
     for (int k = 0; k < n_on; ++k) on_plane[k] = static_cast<int>(ints[i++]);
     int row = 0;
     for (int k = 0; k < n_on; ++k) {
-      if (on_frame[k] < 0 || on_frame[k] >= static_cast<int>(model.nframes)) {
-        delete K;
-        set_err(err, errlen, "contact frame id out of range");
-        return nullptr;
-      }
+      if (on_frame[k] < 0 || on_frame[k] >= static_cast<int>(model.nframes)) throw std::runtime_error("contact frame id out of range");
+      if (on_eff[k] < 0 || on_eff[k] >= K->n_eff) throw std::runtime_error("contact effector index out of range");
       ContactRef c;
       c.eff = on_eff[k];
       c.frame = on_frame[k];
@@ -594,41 +609,38 @@ void* cf_kinematics_new(void* kp, const int64_t* ints, const int64_t* ptrs, char
     }
     for (int k = 0; k < n_frames; ++k) {
       const int fid = static_cast<int>(ints[i++]);
-      if (fid < 0 || fid >= static_cast<int>(model.nframes)) {
-        delete K;
-        set_err(err, errlen, "frame id out of range");
-        return nullptr;
-      }
+      if (fid < 0 || fid >= static_cast<int>(model.nframes)) throw std::runtime_error("frame id out of range");
       K->frames.push_back(fid);
     }
-    if (row != K->m) {
-      delete K;
-      set_err(err, errlen, "contact dimensions do not add up to m");
-      return nullptr;
-    }
+    if (row != K->m) throw std::runtime_error("contact dimensions do not add up to m");
     double** bufs[] = {&K->q, &K->lam_rows, &K->R_c, &K->A_G, &K->r, &K->dr_dq_out, &K->J, &K->J_frames, &K->poses};
     for (int k = 0; k < 9; ++k) *bufs[k] = reinterpret_cast<double*>(ptrs[k]);
     K->eq.resize(model);
     K->dr_dq = Eigen::MatrixXd::Zero(K->nv, K->nv);
     K->J6 = Eigen::MatrixXd::Zero(6, K->nv);
     K->Jc = RowMat::Zero(K->m, K->nv);
-    return K;
+    return K.release();
   } catch (const std::exception& e) {
     set_err(err, errlen, std::string("building the Retargeting kinematics: ") + e.what());
-    return nullptr;
+  } catch (...) {
+    set_err(err, errlen, "building the Retargeting kinematics: unknown C++ exception");
   }
+  return nullptr;
 }
 
-void cf_kinematics_free(void* K) { delete static_cast<Kinematics*>(K); }
+CF_API void cf_kinematics_free(void* K) { delete static_cast<Kinematics*>(K); }
 
-int cf_kinematics(void* K, char* err, int errlen) {
+CF_API int cf_kinematics(void* K, char* err, int errlen) {
   try {
     kinematics(*static_cast<Kinematics*>(K));
     return 0;
   } catch (const std::exception& e) {
     set_err(err, errlen, std::string("Retargeting kinematics: ") + e.what());
     return 1;
+  } catch (...) {
+    set_err(err, errlen, "Retargeting kinematics: unknown C++ exception");
+    return 1;
   }
 }
 
-}  // extern "C"
+

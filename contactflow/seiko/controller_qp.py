@@ -195,8 +195,10 @@ class Qp11Mixin:
             ws.prepared_for = None
 
     def _prepare_qp11(self, ws: Qp11Workspace) -> None:
-        """The flexible-state part of QP (11) into the workspace (see :meth:`prepare`); leaves
-        ``self.data`` at ``q_flex`` (joint Jacobians, frame placements) for the rest of the step."""
+        """The flexible-state part of QP (11) into the workspace (see :meth:`prepare`). The Python
+        kernel leaves ``self.data`` at ``q_flex`` (joint Jacobians, frame placements) for the rest of
+        the step; the compiled one (``ws.native``) uses its own pinocchio data and leaves
+        ``self.data`` as it was."""
         if ws.native is not None:  # the same computation, compiled (contactflow/native/seiko_qp11.cpp)
             ws.native.prepare(self)
             ws.prepared_for = self._prepared_key()

@@ -1,8 +1,8 @@
 """The compiled kernel of the SEIKO stages (``contactflow/native/seiko_qp11.cpp``) behind the same
 buffers as their Python code.
 
-:class:`Qp11NativeKernel` holds the kernel's copy of the pinocchio model (one per stage;
-:func:`kernel_for` makes it for a stage's ``kernel`` setting). For the Controller,
+:class:`Qp11NativeKernel` holds the kernel's copy of the pinocchio model (one per model in a
+process, shared by the stages: :func:`kernel_for` gives it to a stage for its ``kernel`` setting). For the Controller,
 :class:`Qp11NativeLayout`: one contact layout (one per :class:`~contactflow.seiko.controller_qp.Qp11Workspace`):
 its own pinocchio data and pointers to the workspace's and the Controller's buffers, which the kernel
 reads and writes in place. What the kernel computes, and in which buffers, is what
@@ -56,7 +56,7 @@ def kernel_for(model: pin.Model, choice: str, key: str) -> "Qp11NativeKernel | N
         if kernel is None:
             kernel = _kernels[text] = Qp11NativeKernel(model, text)
         return kernel
-    except native.NativeBuildError as exc:
+    except ContactflowError as exc:  # NativeBuildError, or a library that does not fit this module
         if choice == "native":
             raise ConfigError(f"{key}: 'native' asked, but {exc}") from exc
         global _warned
@@ -86,6 +86,7 @@ class Qp11NativeKernel:
         self.lib = native.load("seiko_qp11")
         text = (model.saveToString() if text is None else text).encode()
         err = ctypes.create_string_buffer(_ERRLEN)
+        self._free = self.lib.cf_kernel_free
         handle = self.lib.cf_kernel_new(text, len(text), err, _ERRLEN)
         if not handle:
             raise ContactflowError(f"native QP (11) kernel: {err.value.decode(errors='replace')}")
@@ -96,7 +97,6 @@ class Qp11NativeKernel:
             raise ContactflowError(f"native QP (11) kernel: its model has (nq, nv, njoints, nframes) = {tuple(sizes)}, "
                                    f"the Controller's {(model.nq, model.nv, model.njoints, model.nframes)}")
         self.nq, self.nv = model.nq, model.nv
-        self._free = self.lib.cf_kernel_free
 
     def __del__(self):
         handle = getattr(self, "_handle", None)
@@ -167,6 +167,8 @@ class Qp11NativeLayout:
         self._bufs = [ws.H, ws.g, ws.A, ws.lo, ws.hi, ws.r, ws.M, ctrl.offset, ctrl._lam_flex_rows, ctrl._lam_flex_dot_rows,
                       ctrl._dmin, ctrl._dmax, ctrl._theta_cmd_dot, ws.effort, self.R_c, self.io]
         self._ptrs = np.array([_ptr(a) for a in self._consts + self._bufs], dtype=np.int64)
+        self._owned = (ctrl.offset, ctrl._lam_flex_rows, ctrl._lam_flex_dot_rows, ctrl._dmin, ctrl._dmax, ctrl._theta_cmd_dot)
+        self._free = lib.cf_layout_free
         err = ctypes.create_string_buffer(_ERRLEN)
         handle = lib.cf_layout_new(kernel._handle, _ptr_any(self._ints), _ptr(self._dbls), _ptr_any(self._ptrs), err, _ERRLEN)
         if not handle:
@@ -176,14 +178,23 @@ class Qp11NativeLayout:
             raise ContactflowError("native QP (11) kernel: the library's io layout differs from this module's")
         self._err = ctypes.create_string_buffer(_ERRLEN)
         self._prepare, self._assemble, self._integrate = lib.cf_prepare, lib.cf_assemble, lib.cf_integrate
-        self._free = lib.cf_layout_free
 
     def _check(self, rc: int) -> None:
         if rc != 0:
             raise ContactflowError(f"native QP (11) kernel: {self._err.value.decode(errors='replace')}")
 
     def prepare(self, ctrl: "SeikoController") -> None:
-        """The flexible-state part of QP (11) at ``ctrl.q_flex`` and its lam_flex rows."""
+        """The flexible-state part of QP (11) at ``ctrl.q_flex`` and its lam_flex rows.
+
+        Raises:
+            ContactflowError: one of the Controller's state arrays the kernel writes in place was
+                replaced by another array (the kernel would update the old one).
+        """
+        owned = self._owned
+        if not (ctrl.offset is owned[0] and ctrl._lam_flex_rows is owned[1] and ctrl._lam_flex_dot_rows is owned[2]
+                and ctrl._dmin is owned[3] and ctrl._dmax is owned[4] and ctrl._theta_cmd_dot is owned[5]):
+            raise ContactflowError("native QP (11) kernel: a Controller state array (offset, lam_flex, lam_flex_dot, "
+                                   "the offset margins or theta_cmd_dot) was replaced; write such arrays in place")
         np.copyto(self.q_flex, ctrl.q_flex)
         for i, name in self.points_on:
             self.R_c[i] = ctrl.R_c[name]
@@ -274,6 +285,7 @@ class RetargetingKinematics:
         bufs = [self.q, lam_rows, self.R_c_rows, self.A_G, self.r, self.dr_dq, self.J, self.J_frames, self._poses]
         self._ptrs = np.array([_ptr(a) for a in bufs], dtype=np.int64)
         self._bufs = bufs
+        self._free = lib.cf_kinematics_free
         err = ctypes.create_string_buffer(_ERRLEN)
         handle = lib.cf_kinematics_new(kernel._handle, _ptr_any(self._ints), _ptr_any(self._ptrs), err, _ERRLEN)
         if not handle:
@@ -281,7 +293,6 @@ class RetargetingKinematics:
         self._handle = ctypes.c_void_p(handle)
         self._err = ctypes.create_string_buffer(_ERRLEN)
         self._compute = lib.cf_kinematics
-        self._free = lib.cf_kinematics_free
 
     def compute(self, q: np.ndarray) -> None:
         """Everything listed in the class docstring, at ``q`` (nq,).

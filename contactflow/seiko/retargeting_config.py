@@ -178,8 +178,9 @@ class RetargetingConfig:
         kernel: who computes each step's kinematics and equilibrium terms (the centroidal map, (1)-(2)
             and their q-derivative, the effector Jacobians and poses), one of
             :data:`contactflow.native.KERNELS`: ``"native"`` the compiled kernel
-            (:mod:`contactflow.seiko.native`), ``"python"`` pinocchio's Python bindings (the
-            reference), ``"auto"`` (default) the compiled one when it builds. Same QP to rounding.
+            (:mod:`contactflow.seiko.native`; a ConfigError at construction if it cannot be built),
+            ``"python"`` pinocchio's Python bindings (the reference), ``"auto"`` (default) the
+            compiled one when it builds, else Python with one warning. Same QP to rounding.
 
     Raises:
         ConfigError: a value out of its range (the message names the class, the key and what was
