@@ -180,8 +180,9 @@ def _build(name: str, rebuild: bool = False) -> Path:
             try:
                 proc = subprocess.run([*cmd, "-o", tmp], capture_output=True, text=True, timeout=600)
                 if proc.returncode != 0:
-                    tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
-                    raise NativeBuildError(f"native kernel {name}: {src.name} did not compile (exit {proc.returncode}):\n{tail}")
+                    tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:]) or "(no output)"
+                    raise NativeBuildError(f"native kernel {name}: {src.name} did not compile with {cmd[0]} "
+                                           f"(exit {proc.returncode}):\n{tail}")
                 os.chmod(tmp, 0o755)  # loadable by the other users of a shared cache
                 os.replace(tmp, out)
             except (OSError, subprocess.SubprocessError) as exc:

@@ -63,7 +63,7 @@ def kernel_for(model: pin.Model, choice: str, key: str) -> "Qp11NativeKernel | N
         if not _warned:
             _warned = True
             _log.warning("SEIKO: the compiled kernel is not available, the stages run their Python code (same results, "
-                         "slower; %s = python silences this): %s", key, exc)
+                         "slower; `kernel: python` in the stages' configs silences this): %s", exc)
         return None
 
 

@@ -24,6 +24,7 @@ feed a stage exactly the same messages for a tick, so all give the same outputs,
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Mapping
@@ -307,7 +308,8 @@ class ControllerStage:
         self.robot = robot
         effs = self.effs = list(robot.contacts)
         dims = self.dims = {e: robot.contacts[e].dim for e in effs}
-        r0 = SeikoRetargeting(retargeting_config, robot).reset()
+        # (the Retargeting's reset state only: its Python kinematics, no compiled kernel for one reset)
+        r0 = SeikoRetargeting(dataclasses.replace(retargeting_config, kernel="python"), robot).reset()
         self.desired = {
             "q_d": r0.q, "v_d": np.zeros(robot.nv), "theta_ahead": r0.theta_ahead,
             "lam": {e: np.asarray(r0.lam[e]) for e in effs}, "lam_dot": {e: np.zeros(dims[e]) for e in effs},
