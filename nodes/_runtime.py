@@ -1007,6 +1007,23 @@ def connect():
     return node
 
 
+class _EarlyRecords(logging.Handler):
+    """Keeps the records of level INFO and above logged before :func:`connect` (the node builds its
+    stages first: a SEIKO node building the compiled kernel, a missing kernel's warning), at most
+    ``limit``, so that :func:`log_through_dora` can send them through dora's log as well: ``dora run
+    --log-level info`` hides the raw stderr they went to."""
+
+    def __init__(self, limit: int = 100):
+        super().__init__(level=logging.INFO)
+        self.limit, self.records, self.dropped = limit, [], 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self.records) < self.limit:
+            self.records.append(record)
+        else:
+            self.dropped += 1
+
+
 class _DoraLogHandler(logging.Handler):
     """Python logging records of one thread -> dora's log at their level (``node.log_warn``...)."""
 
@@ -1033,7 +1050,9 @@ def log_through_dora(node) -> None:
     (``stdout``): ``dora run --log-level info`` hid every warning of the nodes (a refused request, a
     failed QP, the recorder's missing messages). After this, the records of the thread that created
     ``node`` go to ``node.log_<level>`` (shown at their level) instead of stderr; records of other
-    threads (the dora node object is used from one thread) and those logged before stay on stderr.
+    threads (the dora node object is used from one thread) stay on stderr. Those of level INFO and
+    above logged before (kept by :func:`node_main`'s :class:`_EarlyRecords`) are sent through dora's
+    log as well, marked ``(before connecting)``.
     Without dora node logging (an older dora) nothing changes.
     """
     import threading
@@ -1044,9 +1063,21 @@ def log_through_dora(node) -> None:
     if any(isinstance(h, _DoraLogHandler) for h in root.handlers):
         return
     thread = threading.get_ident()
+    early = [h for h in root.handlers if isinstance(h, _EarlyRecords)]
+    for h in early:
+        root.removeHandler(h)
     for h in root.handlers:
         h.addFilter(lambda record: record.thread != thread)
-    root.addHandler(_DoraLogHandler(node, thread))
+    dora_handler = _DoraLogHandler(node, thread)
+    root.addHandler(dora_handler)
+    for h in early:  # the records of the start-up, once more at their level (they went to stderr first)
+        for record in h.records:
+            record.msg, record.args = f"(before connecting) {record.getMessage()}", None
+            record.thread = thread
+            dora_handler.handle(record)
+        if h.dropped:
+            dora_handler.handle(logging.LogRecord("contactflow.node", logging.WARNING, __file__, 0,
+                                                  f"{h.dropped} more start-up log records only on stderr", None, None))
 
 
 def log_info(node, line: str) -> None:
@@ -1203,6 +1234,7 @@ def _promote_daemon(priority: int) -> str:
 def node_main(name: str, body: Callable[[], int | None]) -> None:
     """Run a node body; log and exit non-zero with a message naming the node on failure."""
     logging.basicConfig(level=logging.INFO, format=f"%(levelname)s {name}: %(message)s", stream=sys.stderr)
+    logging.getLogger().addHandler(_EarlyRecords())
     import os
     import signal
 

@@ -72,6 +72,7 @@ def main() -> int:
     stage = ControllerStage(robot, cfg, rcfg)
 
     node = connect()
+    log.info("QP (11) computed by the %s kernel (ControllerConfig.kernel: %s)", stage.ctrl.kernel, cfg.kernel)
     filtered = "wrench" in declared_inputs(node, "seiko_controller")
     # eq. (13) in the wrench_filter node when `wrench` is wired: its output in, our flexible wrench rates out
     config = {"controller": cfg, "lag": args.lag, "sensor_lag": args.sensor_lag,

@@ -46,6 +46,8 @@ def main() -> int:
     period = PeriodCheck(cfg, "the time step of its ticks, the input filter's targets")
 
     node = connect()
+    logging.getLogger("contactflow.seiko_retargeting").info(
+        "QP (9) kinematics computed by the %s kernel (RetargetingConfig.kernel: %s)", stage.retargeting.kernel, cfg.kernel)
     sender = sender_for(node, "seiko_retargeting", specs, cfg)
     lock = lockstep_for(node, "seiko_retargeting", specs, skip_missing=args.realtime)  # + `command` when wired
     for tick in lock:

@@ -261,3 +261,38 @@ def test_a_node_stops_on_sigterm_even_if_started_with_it_ignored():
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def test_start_up_records_are_sent_through_dora_once_connected(monkeypatch):
+    """Records logged before ``connect()`` (a SEIKO node building its compiled kernel, or warning that it
+    cannot) went to stderr only, which ``dora run --log-level info`` hides: log_through_dora sends them
+    through dora's log as well, at their level, marked as such; later records go to dora only."""
+    import logging
+
+    root = logging.RootLogger(logging.INFO)
+    monkeypatch.setattr(logging, "root", root)
+    monkeypatch.setattr(logging.Logger, "root", root)
+    early = _runtime._EarlyRecords(limit=2)
+    root.addHandler(early)
+    root.info("building the native kernel seiko_qp11 (once, ~30 s)")
+    root.warning("the compiled kernel is not available")
+    root.warning("a third record")  # over the limit: counted
+    root.debug("not kept")
+
+    class FakeNode:
+        def __init__(self):
+            self.sent = []
+
+        def __getattr__(self, name):
+            if name.startswith("log_"):
+                return lambda line: self.sent.append((name, line))
+            raise AttributeError(name)
+
+    node = FakeNode()
+    _runtime.log_through_dora(node)
+    assert node.sent == [("log_info", "(before connecting) building the native kernel seiko_qp11 (once, ~30 s)"),
+                         ("log_warn", "(before connecting) the compiled kernel is not available"),
+                         ("log_warn", "1 more start-up log records only on stderr")]
+    assert early not in root.handlers
+    root.warning("after")
+    assert node.sent[-1] == ("log_warn", "after")
