@@ -72,7 +72,7 @@ _LIBS = ["pinocchio_default", "boost_serialization"]
 # distributions whose headers or libraries the build uses: their versions are part of the cache key
 _DISTRIBUTIONS = ("pin", "libpinocchio", "cmeel-eigen", "cmeel-boost", "eigenpy")
 
-_loaded: dict[str, ctypes.CDLL] = {}
+_loaded: dict[str, tuple[ctypes.CDLL, Path]] = {}  # name -> (library, its file)
 _failed: dict[str, str] = {}
 
 
@@ -204,9 +204,8 @@ def load(name: str = "seiko_qp11") -> ctypes.CDLL:
         NativeBuildError: it cannot be built or loaded (the reason is in the message; a failure is
             remembered for the process, so a later call raises at once).
     """
-    lib = _loaded.get(name)
-    if lib is not None:
-        return lib
+    if name in _loaded:
+        return _loaded[name][0]
     if name in _failed:
         raise NativeBuildError(_failed[name])
     try:
@@ -223,7 +222,7 @@ def load(name: str = "seiko_qp11") -> ctypes.CDLL:
         _failed[name] = str(exc)
         raise
     _declare(lib)
-    _loaded[name] = lib
+    _loaded[name] = (lib, path)
     return lib
 
 
@@ -232,7 +231,7 @@ def status(name: str = "seiko_qp11") -> tuple[bool, str]:
     ~30 s), else ``(False, reason)``."""
     try:
         load(name)
-        return True, str(library_path(name))
+        return True, str(_loaded[name][1])
     except NativeBuildError as exc:
         return False, str(exc)
 

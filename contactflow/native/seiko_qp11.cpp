@@ -90,7 +90,6 @@ struct Layout {
   Data data_d;  // at q_d during assemble
   int nq, nv, n, n_eff, m, nx, n_eq, n_wp;
   // enabled contacts, in robot-file order
-  std::vector<int> on_eff, on_frame, on_plane;
   std::vector<ContactRef> contacts;
   // (11c) pose rows: effector index, frame, position rows?, rotation rows?, first row
   std::vector<int> pose_eff, pose_frame, pose_pos, pose_rot, pose_row;
@@ -295,12 +294,11 @@ void assemble(Layout& L) {
     g.head(nv) -= L.tmp_nv * (L.gain_pose / dt);
   }
   // equalities: (11g) contacts at their frozen targets, (11f) base rows
-  for (size_t k = 0; k < L.on_eff.size(); ++k) {
-    const int eff = L.on_eff[k];
+  for (const ContactRef& c : L.contacts) {
+    const int eff = c.eff, row = c.row;
     const double* tg = L.io + L.io_targets + 12 * eff;
-    const int row = L.contacts[k].row;
-    const SE3& cur = oMf[L.on_frame[k]];
-    if (L.on_plane[k]) {
+    const SE3& cur = oMf[c.frame];
+    if (c.plane) {
       const SE3 target(Eigen::Map<const Mat3R>(tg + 3), Vec3(tg[0], tg[1], tg[2]));
       pose_error_local(target, cur, L.lo + row, L.lo + row + 3);
     } else {
@@ -341,11 +339,11 @@ void integrate(Layout& L) {
   L.v_tan = dt * x.head(nv);
   pinocchio::integrate(*L.model, q_flex, L.v_tan, q_out);
   std::fill(L.lam_flex_dot, L.lam_flex_dot + 6 * L.n_eff, 0.0);
-  for (size_t k = 0; k < L.on_eff.size(); ++k) {
-    const int dim = L.on_plane[k] ? 6 : 3;
-    const int base = 6 * L.on_eff[k];
+  for (const ContactRef& c : L.contacts) {
+    const int dim = c.plane ? 6 : 3;
+    const int base = 6 * c.eff;
     for (int i = 0; i < dim; ++i) {
-      const double xi = x[nv + L.contacts[k].row + i];
+      const double xi = x[nv + c.row + i];
       L.lam_flex_dot[base + i] = xi;
       L.lam_flex[base + i] += dt * xi;
     }
@@ -405,6 +403,27 @@ void kinematics(Kinematics& K) {
     p = M.translation();
     R = M.rotation();
   }
+}
+
+// The enabled contacts of a layout from the ints the Python passes: n_on effector indices, then n_on
+// frame ids, then n_on plane flags, from ints[i] on (i advanced); checked against the model, n_eff
+// and m (the stacked wrench's size).
+std::vector<ContactRef> read_contacts(const Model& model, const int64_t* ints, int& i, int n_on, int n_eff, int m) {
+  std::vector<ContactRef> contacts(n_on);
+  for (auto& c : contacts) c.eff = static_cast<int>(ints[i++]);
+  for (auto& c : contacts) c.frame = static_cast<int>(ints[i++]);
+  for (auto& c : contacts) c.plane = static_cast<int>(ints[i++]);
+  int row = 0;
+  for (auto& c : contacts) {
+    if (c.frame < 0 || c.frame >= static_cast<int>(model.nframes)) throw std::runtime_error("contact frame id out of range");
+    if (c.eff < 0 || c.eff >= n_eff) throw std::runtime_error("contact effector index out of range");
+    c.parent = static_cast<int>(model.frames[c.frame].parentJoint);
+    c.placement = model.frames[c.frame].placement;
+    c.row = row;
+    row += c.plane ? 6 : 3;
+  }
+  if (row != m) throw std::runtime_error("contact dimensions do not add up to m");
+  return contacts;
 }
 
 // Runs fn on the layout; 0, or 1 with the exception's message in err.
@@ -476,30 +495,12 @@ CF_API void* cf_layout_new(void* kp, const int64_t* ints, const double* dbls, co
       v.resize(count);
       for (int k = 0; k < count; ++k) v[k] = static_cast<int>(ints[i++]);
     };
-    take(L->on_eff, n_on);
-    take(L->on_frame, n_on);
-    take(L->on_plane, n_on);
+    L->contacts = read_contacts(model, ints, i, n_on, L->n_eff, L->m);
     take(L->pose_eff, n_pose);
     take(L->pose_frame, n_pose);
     take(L->pose_pos, n_pose);
     take(L->pose_rot, n_pose);
     take(L->pose_row, n_pose);
-    int row = 0;
-    for (int k = 0; k < n_on; ++k) {
-      const int fid = L->on_frame[k];
-      if (fid < 0 || fid >= static_cast<int>(model.nframes)) throw std::runtime_error("contact frame id out of range");
-      if (L->on_eff[k] < 0 || L->on_eff[k] >= L->n_eff) throw std::runtime_error("contact effector index out of range");
-      ContactRef c;
-      c.eff = L->on_eff[k];
-      c.frame = fid;
-      c.plane = L->on_plane[k];
-      c.parent = static_cast<int>(model.frames[fid].parentJoint);
-      c.row = row;
-      c.placement = model.frames[fid].placement;
-      L->contacts.push_back(c);
-      row += L->on_plane[k] ? 6 : 3;
-    }
-    if (row != L->m) throw std::runtime_error("contact dimensions do not add up to m");
     for (int k = 0; k < n_pose; ++k) {
       if (L->pose_frame[k] < 0 || L->pose_frame[k] >= static_cast<int>(model.nframes)) throw std::runtime_error("pose frame id out of range");
       if (L->pose_eff[k] < 0 || L->pose_eff[k] >= L->n_eff) throw std::runtime_error("pose effector index out of range");
@@ -589,30 +590,12 @@ CF_API void* cf_kinematics_new(void* kp, const int64_t* ints, const int64_t* ptr
     K->m = static_cast<int>(ints[i++]);
     const int n_on = static_cast<int>(ints[i++]);
     const int n_frames = static_cast<int>(ints[i++]);
-    std::vector<int> on_eff(n_on), on_frame(n_on), on_plane(n_on);
-    for (int k = 0; k < n_on; ++k) on_eff[k] = static_cast<int>(ints[i++]);
-    for (int k = 0; k < n_on; ++k) on_frame[k] = static_cast<int>(ints[i++]);
-    for (int k = 0; k < n_on; ++k) on_plane[k] = static_cast<int>(ints[i++]);
-    int row = 0;
-    for (int k = 0; k < n_on; ++k) {
-      if (on_frame[k] < 0 || on_frame[k] >= static_cast<int>(model.nframes)) throw std::runtime_error("contact frame id out of range");
-      if (on_eff[k] < 0 || on_eff[k] >= K->n_eff) throw std::runtime_error("contact effector index out of range");
-      ContactRef c;
-      c.eff = on_eff[k];
-      c.frame = on_frame[k];
-      c.plane = on_plane[k];
-      c.parent = static_cast<int>(model.frames[c.frame].parentJoint);
-      c.row = row;
-      c.placement = model.frames[c.frame].placement;
-      K->contacts.push_back(c);
-      row += c.plane ? 6 : 3;
-    }
+    K->contacts = read_contacts(model, ints, i, n_on, K->n_eff, K->m);
     for (int k = 0; k < n_frames; ++k) {
       const int fid = static_cast<int>(ints[i++]);
       if (fid < 0 || fid >= static_cast<int>(model.nframes)) throw std::runtime_error("frame id out of range");
       K->frames.push_back(fid);
     }
-    if (row != K->m) throw std::runtime_error("contact dimensions do not add up to m");
     double** bufs[] = {&K->q, &K->lam_rows, &K->R_c, &K->A_G, &K->r, &K->dr_dq_out, &K->J, &K->J_frames, &K->poses};
     for (int k = 0; k < 9; ++k) *bufs[k] = reinterpret_cast<double*>(ptrs[k]);
     K->eq.resize(model);

@@ -1,7 +1,7 @@
 """The compiled kernel of the SEIKO stages (``contactflow/native/seiko_qp11.cpp``) behind the same
 buffers as their Python code.
 
-:class:`Qp11NativeKernel` holds the kernel's copy of the pinocchio model (one per model in a
+:class:`SeikoKernel` holds the kernel's copy of the pinocchio model (one per model in a
 process, shared by the stages: :func:`kernel_for` gives it to a stage for its ``kernel`` setting). For the Controller,
 :class:`Qp11NativeLayout`: one contact layout (one per :class:`~contactflow.seiko.controller_qp.Qp11Workspace`):
 its own pinocchio data and pointers to the workspace's and the Controller's buffers, which the kernel
@@ -31,15 +31,15 @@ if TYPE_CHECKING:
     from contactflow.seiko.controller import SeikoController
     from contactflow.seiko.controller_qp import Qp11Workspace
 
-__all__ = ["Qp11NativeKernel", "Qp11NativeLayout", "RetargetingKinematics", "kernel_for"]
+__all__ = ["SeikoKernel", "Qp11NativeLayout", "RetargetingKinematics", "kernel_for"]
 
 _ERRLEN = 1024
 _log = logging.getLogger(__name__)
 _warned = False  # the compiled kernel's absence is logged once per process
-_kernels: "weakref.WeakValueDictionary[str, Qp11NativeKernel]" = weakref.WeakValueDictionary()
+_kernels: "weakref.WeakValueDictionary[str, SeikoKernel]" = weakref.WeakValueDictionary()
 
 
-def kernel_for(model: pin.Model, choice: str, key: str) -> "Qp11NativeKernel | None":
+def kernel_for(model: pin.Model, choice: str, key: str) -> "SeikoKernel | None":
     """The compiled kernel for a stage whose ``kernel`` setting (``key``, for the messages) is
     ``choice`` (one of :data:`contactflow.native.KERNELS`), or None for the Python code.
 
@@ -54,7 +54,7 @@ def kernel_for(model: pin.Model, choice: str, key: str) -> "Qp11NativeKernel | N
         text = model.saveToString()
         kernel = _kernels.get(text)
         if kernel is None:
-            kernel = _kernels[text] = Qp11NativeKernel(model, text)
+            kernel = _kernels[text] = SeikoKernel(model, text)
         return kernel
     except ContactflowError as exc:  # NativeBuildError, or a library that does not fit this module
         if choice == "native":
@@ -67,13 +67,41 @@ def kernel_for(model: pin.Model, choice: str, key: str) -> "Qp11NativeKernel | N
         return None
 
 
-def _ptr(a: np.ndarray) -> int:
-    if a.dtype != np.float64 or not a.flags.c_contiguous:
-        raise ContactflowError(f"native QP (11) kernel: a buffer is not C-contiguous float64 ({a.dtype}, {a.shape})")
+def _ptr(a: np.ndarray, dtype=np.float64) -> int:
+    """The address of ``a``'s data, which the kernel reads or writes as C-contiguous ``dtype``."""
+    if a.dtype != dtype or not a.flags.c_contiguous:
+        raise ContactflowError(f"native SEIKO kernel: a buffer is not C-contiguous {np.dtype(dtype)} ({a.dtype}, {a.shape})")
     return a.__array_interface__["data"][0]
 
 
-class Qp11NativeKernel:
+class _Native:
+    """An object of the compiled library: its handle (``_handle``, freed with the object by ``_free``)
+    and the error buffer of its calls (``_err``, a call's message when it returns non-zero)."""
+
+    _what = "native SEIKO kernel"
+    _handle = None
+
+    def _bind(self, free, new, *args) -> None:
+        """``new(*args, err, errlen)``: the handle, or a ContactflowError with the library's message."""
+        self._free = free
+        self._err = ctypes.create_string_buffer(_ERRLEN)
+        handle = new(*args, self._err, _ERRLEN)
+        if not handle:
+            raise ContactflowError(f"{self._what}: {self._err.value.decode(errors='replace')}")
+        self._handle = ctypes.c_void_p(handle)
+
+    def _call(self, fn) -> None:
+        """``fn(handle, err, errlen)``; raises ContactflowError with the library's message on failure."""
+        if fn(self._handle, self._err, _ERRLEN) != 0:
+            raise ContactflowError(f"{self._what}: {self._err.value.decode(errors='replace')}")
+
+    def __del__(self):
+        if self._handle is not None:
+            self._free(self._handle)
+            self._handle = None
+
+
+class SeikoKernel(_Native):
     """The compiled kernel's pinocchio model (a copy of ``model``, passed as pinocchio's text
     serialisation).
 
@@ -85,27 +113,16 @@ class Qp11NativeKernel:
     def __init__(self, model: pin.Model, text: str | None = None):
         self.lib = native.load("seiko_qp11")
         text = (model.saveToString() if text is None else text).encode()
-        err = ctypes.create_string_buffer(_ERRLEN)
-        self._free = self.lib.cf_kernel_free
-        handle = self.lib.cf_kernel_new(text, len(text), err, _ERRLEN)
-        if not handle:
-            raise ContactflowError(f"native QP (11) kernel: {err.value.decode(errors='replace')}")
-        self._handle = ctypes.c_void_p(handle)
+        self._bind(self.lib.cf_kernel_free, self.lib.cf_kernel_new, text, len(text))
         sizes = (ctypes.c_int64 * 4)()
         self.lib.cf_kernel_sizes(self._handle, sizes)
         if (sizes[0], sizes[1], sizes[2], sizes[3]) != (model.nq, model.nv, model.njoints, model.nframes):
-            raise ContactflowError(f"native QP (11) kernel: its model has (nq, nv, njoints, nframes) = {tuple(sizes)}, "
-                                   f"the Controller's {(model.nq, model.nv, model.njoints, model.nframes)}")
+            raise ContactflowError(f"native SEIKO kernel: its model has (nq, nv, njoints, nframes) = {tuple(sizes)}, "
+                                   f"the stage's {(model.nq, model.nv, model.njoints, model.nframes)}")
         self.nq, self.nv = model.nq, model.nv
 
-    def __del__(self):
-        handle = getattr(self, "_handle", None)
-        if handle is not None:
-            self._free(handle)
-            self._handle = None
 
-
-class Qp11NativeLayout:
+class Qp11NativeLayout(_Native):
     """One contact layout of the compiled kernel, bound to the buffers of ``ws`` and ``ctrl``.
 
     Attributes (views of :attr:`io`, the kernel's per-step inputs and outputs): ``q_flex`` (nq,)
@@ -115,11 +132,12 @@ class Qp11NativeLayout:
     (2,); ``c_vec`` (n,); ``q_out`` (nq,) the integrated q_flex.
     """
 
-    def __init__(self, kernel: Qp11NativeKernel, ctrl: "SeikoController", ws: "Qp11Workspace"):
+    _what = "native QP (11) kernel"
+
+    def __init__(self, kernel: SeikoKernel, ctrl: "SeikoController", ws: "Qp11Workspace"):
         cfg = ctrl.config
-        self.kernel = kernel
+        self.kernel = kernel  # (the layout's C++ object points to the kernel's model)
         lib = kernel.lib
-        self._lib = lib
         n_eff = len(ctrl.contacts)
         index = {c.name: i for i, c in enumerate(ctrl.contacts)}
         on_eff = list(ws.idx_on)
@@ -157,7 +175,6 @@ class Qp11NativeLayout:
         self.R_c = np.zeros((n_eff, 3, 3))
         self.R_c[:] = np.eye(3)
         self.points_on = [(index[c.name], c.name) for c in ws.contacts if c.type == "point"]
-        self.planes_on = [(index[c.name], c.name) for c in ws.contacts if c.type == "plane"]
         self.on = [(index[c.name], c.name) for c in ws.contacts]
         self.index = index
         # constants (copied by the kernel) and the buffers it keeps pointers to (alive with self)
@@ -168,20 +185,11 @@ class Qp11NativeLayout:
                       ctrl._dmin, ctrl._dmax, ctrl._theta_cmd_dot, ws.effort, self.R_c, self.io]
         self._ptrs = np.array([_ptr(a) for a in self._consts + self._bufs], dtype=np.int64)
         self._owned = (ctrl.offset, ctrl._lam_flex_rows, ctrl._lam_flex_dot_rows, ctrl._dmin, ctrl._dmax, ctrl._theta_cmd_dot)
-        self._free = lib.cf_layout_free
-        err = ctypes.create_string_buffer(_ERRLEN)
-        handle = lib.cf_layout_new(kernel._handle, _ptr_any(self._ints), _ptr(self._dbls), _ptr_any(self._ptrs), err, _ERRLEN)
-        if not handle:
-            raise ContactflowError(f"native QP (11) kernel: {err.value.decode(errors='replace')}")
-        self._handle = ctypes.c_void_p(handle)
+        self._bind(lib.cf_layout_free, lib.cf_layout_new, kernel._handle, _ptr(self._ints, np.int64), _ptr(self._dbls),
+                   _ptr(self._ptrs, np.int64))
         if lib.cf_layout_io_size(self._handle) != self.io.size:
             raise ContactflowError("native QP (11) kernel: the library's io layout differs from this module's")
-        self._err = ctypes.create_string_buffer(_ERRLEN)
         self._prepare, self._assemble, self._integrate = lib.cf_prepare, lib.cf_assemble, lib.cf_integrate
-
-    def _check(self, rc: int) -> None:
-        if rc != 0:
-            raise ContactflowError(f"native QP (11) kernel: {self._err.value.decode(errors='replace')}")
 
     def prepare(self, ctrl: "SeikoController") -> None:
         """The flexible-state part of QP (11) at ``ctrl.q_flex`` and its lam_flex rows.
@@ -198,7 +206,7 @@ class Qp11NativeLayout:
         np.copyto(self.q_flex, ctrl.q_flex)
         for i, name in self.points_on:
             self.R_c[i] = ctrl.R_c[name]
-        self._check(self._prepare(self._handle, self._err, _ERRLEN))
+        self._call(self._prepare)
 
     def assemble(self, ctrl: "SeikoController", q_d: np.ndarray, tau_lim: np.ndarray | float) -> None:
         """The rest of QP (11) for this step (``ctrl.offset``, ``ws.effort`` as set), into the
@@ -216,19 +224,13 @@ class Qp11NativeLayout:
             self.rise[:] = 0.0
             for name, value in rise.items():
                 self.rise[self.index[name]] = value
-        self._check(self._assemble(self._handle, self._err, _ERRLEN))
+        self._call(self._assemble)
 
     def integrate(self, x: np.ndarray) -> None:
         """Integrate the solution ``x``: ``ctrl``'s lam_flex, lam_flex_dot, offset, theta_cmd_dot in
         place; the new q_flex in :attr:`q_out`, tau_flex in :attr:`tau_flex`."""
         np.copyto(self.x, x)
-        self._check(self._integrate(self._handle, self._err, _ERRLEN))
-
-    def __del__(self):
-        handle = getattr(self, "_handle", None)
-        if handle is not None:
-            self._free(handle)
-            self._handle = None
+        self._call(self._integrate)
 
 
 class _Pose:
@@ -242,7 +244,7 @@ class _Pose:
         self.rotation = row[3:].reshape(3, 3)
 
 
-class RetargetingKinematics:
+class RetargetingKinematics(_Native):
     """The pinocchio part of one step of the Retargeting's QP (9), compiled, for one contact layout.
 
     After :meth:`compute` (at ``q`` as written in :attr:`q`, the wrenches of the enabled contacts
@@ -262,8 +264,10 @@ class RetargetingKinematics:
             :meth:`compute`.
     """
 
-    def __init__(self, kernel: Qp11NativeKernel, specs, enabled, lam_rows: np.ndarray, R_c):
-        self.kernel = kernel
+    _what = "native Retargeting kinematics"
+
+    def __init__(self, kernel: SeikoKernel, specs, enabled, lam_rows: np.ndarray, R_c):
+        self.kernel = kernel  # (the C++ object points to the kernel's model)
         lib = kernel.lib
         n_eff, nq, nv = len(specs), kernel.nq, kernel.nv
         on = [i for i, on in enumerate(enabled) if on]
@@ -284,14 +288,9 @@ class RetargetingKinematics:
         self._ints = np.array(ints, dtype=np.int64)
         bufs = [self.q, lam_rows, self.R_c_rows, self.A_G, self.r, self.dr_dq, self.J, self.J_frames, self._poses]
         self._ptrs = np.array([_ptr(a) for a in bufs], dtype=np.int64)
-        self._bufs = bufs
-        self._free = lib.cf_kinematics_free
-        err = ctypes.create_string_buffer(_ERRLEN)
-        handle = lib.cf_kinematics_new(kernel._handle, _ptr_any(self._ints), _ptr_any(self._ptrs), err, _ERRLEN)
-        if not handle:
-            raise ContactflowError(f"native Retargeting kinematics: {err.value.decode(errors='replace')}")
-        self._handle = ctypes.c_void_p(handle)
-        self._err = ctypes.create_string_buffer(_ERRLEN)
+        self._bufs = bufs  # (alive as long as the C++ object that points to them)
+        self._bind(lib.cf_kinematics_free, lib.cf_kinematics_new, kernel._handle, _ptr(self._ints, np.int64),
+                   _ptr(self._ptrs, np.int64))
         self._compute = lib.cf_kinematics
 
     def compute(self, q: np.ndarray) -> None:
@@ -303,15 +302,4 @@ class RetargetingKinematics:
         np.copyto(self.q, q)
         for i, name in self._points:
             self.R_c_rows[i] = self._R_c[name]
-        if self._compute(self._handle, self._err, _ERRLEN) != 0:
-            raise ContactflowError(f"native Retargeting kinematics: {self._err.value.decode(errors='replace')}")
-
-    def __del__(self):
-        handle = getattr(self, "_handle", None)
-        if handle is not None:
-            self._free(handle)
-            self._handle = None
-
-
-def _ptr_any(a: np.ndarray) -> int:
-    return a.__array_interface__["data"][0]
+        self._call(self._compute)
