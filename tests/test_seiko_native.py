@@ -161,6 +161,73 @@ def test_native_kernel_through_a_foot_release_and_lift(robot):
 
 
 @needs_compiler
+@pytest.mark.parametrize("lower_nm_per_s", [0.0, 5.0])
+def test_native_filters_13_and_12_match_the_python_filters_bit_for_bit(robot, lower_nm_per_s):
+    """The compiled feedback filters (FeedbackNative) against ComplementaryWrenchFilterBank.update and
+    the tau_read low-pass + TorqueLimitAdapter.update on the same random steps, every branch: rows with
+    and without a reading, active or not, not yet initialised, the external lam_tilde rows; measured
+    torques below the ratio rho (the raise rule only), above it (lower, raise, and the lowering
+    extension with and without allow_lowering); the low-pass seeded then updated. Equal bit for bit
+    (same floating-point operations in the same order)."""
+    import copy
+
+    from contactflow.seiko.controller import SeikoController
+
+    cfg = ControllerConfig(kernel="native", torque_lowering_nm_per_s=lower_nm_per_s)
+    ctrl = SeikoController(cfg, robot)
+    fb = ctrl._feedback
+    assert fb is not None
+    cf_ref, ta_ref = copy.deepcopy(ctrl._cfilt), copy.deepcopy(ctrl._tau_adapt)
+    lp_ref = ctrl._tau_read_lp.copy()
+    rng = np.random.default_rng(7)
+    n_eff, n = len(ctrl.contacts), ctrl.n
+    tau_urdf = ctrl._tau_adapt.tau_urdf
+    branches = set()
+    for step in range(400):
+        # (13): random readings, flags and external rows, into the Controller's own buffers
+        ctrl._in_w[0] = rng.normal(0.0, 300.0, (n_eff, 6))
+        ctrl._in_w[3] = rng.normal(0.0, 300.0, (n_eff, 6))
+        ctrl._lam_flex_dot_rows[:] = rng.normal(0.0, 1000.0, (n_eff, 6))
+        ctrl._has[0] = rng.random(n_eff) < 0.8
+        ctrl._has[3] = rng.random(n_eff) < 0.5
+        ctrl._active[:] = rng.random(n_eff) < 0.7
+        external = bool(rng.random() < 0.3)
+        ref = cf_ref.update(ctrl._in_w[0], ctrl._lam_flex_dot_rows, ctrl._active, ctrl._has[0],
+                            external=ctrl._in_w[3] if external else None, has_external=ctrl._has[3])
+        got = fb.filter13(external)
+        assert np.array_equal(got, ref) and np.array_equal(ctrl._cfilt._init, cf_ref._init), step
+        # (12): phases of 40 steps around a torque below rho, then one above it for some joints
+        if step % 40 == 0:
+            base = rng.uniform(-0.9 if (step // 40) % 2 else -0.5, 0.9 if (step // 40) % 2 else 0.5, n) * tau_urdf
+        tau_read = base * rng.uniform(0.98, 1.02, n)
+        tau_flex = base * rng.uniform(0.7, 0.9, n)
+        limit_before = ta_ref.value.copy()
+        lowpass = 1 if step == 0 else (0 if step % 50 == 7 else 2)
+        allow = bool(rng.random() < 0.8)
+        ctrl._in_vecs[3][:] = tau_read
+        modified = fb.torque12(tau_flex, lowpass, allow)
+        if lowpass == 1:
+            lp_ref[:] = tau_read
+        elif lowpass == 2:
+            a = ctrl._tau_read_alpha
+            lp_ref *= a
+            lp_ref += (1.0 - a) * tau_read
+        ta_ref.update(lp_ref if lowpass else tau_read, tau_flex, allow_lowering=allow)
+        assert np.array_equal(ctrl._tau_read_lp, lp_ref), step
+        assert np.array_equal(ctrl._tau_adapt.value, ta_ref.value), step
+        assert modified == ta_ref.modified, step
+        over = ta_ref._ratio > ta_ref.rho
+        branches.add(("over" if over.any() else "below", modified))
+        if over.any():
+            bind = over & (np.abs(tau_flex) + ta_ref.eps1 >= limit_before)
+            branches.add(("lower", bool((over & ~bind).any())))
+            branches.add(("bind", bool(bind.any()), allow))
+    assert {("over", True), ("below", True), ("below", False), ("lower", True), ("bind", True, True),
+            ("bind", True, False)} <= branches, branches
+    assert (ctrl._tau_adapt.value < tau_urdf).any()  # the limits were lowered at some point
+
+
+@needs_compiler
 def test_the_kernel_builds_where_a_compiler_is(tmp_path):
     ok, what = native.status()
     assert ok, what

@@ -254,6 +254,10 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.cf_kinematics_new.restype = vp
     lib.cf_kinematics_free.argtypes = [vp]
     lib.cf_kinematics_free.restype = None
-    for fn in (lib.cf_prepare, lib.cf_assemble, lib.cf_integrate, lib.cf_kinematics):
+    lib.cf_feedback_new.argtypes = [dp, dp, dp, cp, ctypes.c_int]
+    lib.cf_feedback_new.restype = vp
+    lib.cf_feedback_free.argtypes = [vp]
+    lib.cf_feedback_free.restype = None
+    for fn in (lib.cf_prepare, lib.cf_assemble, lib.cf_integrate, lib.cf_kinematics, lib.cf_filter13, lib.cf_torque12):
         fn.argtypes = [vp, cp, ctypes.c_int]
         fn.restype = ctypes.c_int

@@ -3,8 +3,10 @@
 // SEIKO RA-L 2024 (Rouxel et al.) §IV-B/C, eqs. (1)-(2), (5), (7), (11b)-(11i); shared/reference/seiko.md
 // §2.4, §6.2. The same computation, row for row, as contactflow/seiko/controller_qp.py
 // (Qp11Mixin._prepare_qp11, _assemble_qp11, _integrate), contactflow/seiko/equilibrium.py
-// (equilibrium_terms, pose_error_local) and the kinematics at the start of SeikoRetargeting.step
-// (contactflow/seiko/retargeting.py), which stay the reference: tests/test_seiko_native.py runs
+// (equilibrium_terms, pose_error_local), the Controller's filters (13) and (12)
+// (contactflow/seiko/filters.py: ComplementaryWrenchFilterBank.update, TorqueLimitAdapter.update) and
+// the kinematics at the start of SeikoRetargeting.step (contactflow/seiko/retargeting.py), which stay
+// the reference: tests/test_seiko_native.py runs
 // both on the same steps and compares them. The QP itself is solved in Python (daqp or
 // quadprog, with the status and residual checks of contactflow.qp.BoxQP), in the buffers this
 // kernel writes.
@@ -426,6 +428,100 @@ std::vector<ContactRef> read_contacts(const Model& model, const int64_t* ints, i
   return contacts;
 }
 
+// The Controller's feedback filters, the same operations as contactflow/seiko/filters.py (the
+// reference): the complementary filter (13) on every effector's row (ComplementaryWrenchFilterBank
+// .update) and, for (12), the low-pass of tau_read (SeikoController.step) and TorqueLimitAdapter
+// .update. Every array is the Controller's or the filters' own buffer (bools: numpy's 1-byte bool).
+struct Feedback {
+  int64_t n_eff = 0, n = 0;
+  double alpha = 0.0, dt = 0.0;                                          // (13)
+  double rho = 0.0, eps1 = 0.0, eps2 = 0.0, eps3 = 0.0, lower_nm = 0.0;  // (12)
+  double tau_alpha = 0.0;                                                // low-pass of tau_read
+  double* state = nullptr;  // (n_eff, 6) lam_tilde, written
+  uint8_t* init = nullptr;  // (n_eff,) written
+  const double *read = nullptr, *ldot = nullptr, *external = nullptr;    // (n_eff, 6) each
+  const uint8_t *active = nullptr, *has_read = nullptr, *has_external = nullptr;  // (n_eff,) each
+  const double* tau_urdf = nullptr;                                      // (n,)
+  double *limit = nullptr, *ratio = nullptr, *abs_flex = nullptr;       // (n,) written
+  const double* tau_in = nullptr;                                        // (n,) tau_read as given
+  double* tau_lp = nullptr;                                              // (n,) its low-pass, written
+  const double* tau_flex = nullptr;                                      // (n,)
+  // flags: [0] use the external rows, [1] tau_read low-pass: 0 none, 1 seed, 2 update,
+  // [2] allow_lowering, [3] (out) the adapter's `modified`
+  int64_t* flags = nullptr;
+};
+
+// ComplementaryWrenchFilterBank.update: per row, the filtered value (active and initialised), the
+// reading (no filter), the external value, or unchanged (no reading); all from the old state.
+void filter13(Feedback& F) {
+  const double a = F.alpha, b = 1.0 - F.alpha, dt = F.dt;
+  const bool ext = F.flags[0] != 0;
+  for (int64_t i = 0; i < F.n_eff; ++i) {
+    const bool hr = F.has_read[i] != 0;
+    const bool filt = hr && F.active[i] != 0;
+    const bool use_filt = filt && F.init[i] != 0;
+    const bool use_ext = ext && filt && F.has_external[i] != 0;
+    for (int64_t j = 6 * i; j < 6 * i + 6; ++j) {
+      double t = F.ldot[j] * dt;
+      t += F.state[j];
+      t *= a;
+      t += F.read[j] * b;
+      double v = F.state[j];
+      if (hr) v = F.read[j];
+      if (use_filt) v = t;
+      if (use_ext) v = F.external[j];
+      F.state[j] = v;
+    }
+    if (hr) F.init[i] = 1;
+  }
+}
+
+// The low-pass of tau_read, then TorqueLimitAdapter.update (eq. (12) and its lowering extension).
+void torque12(Feedback& F) {
+  const int64_t n = F.n;
+  const double* tr = F.tau_in;
+  if (F.flags[1] == 1) {
+    for (int64_t i = 0; i < n; ++i) F.tau_lp[i] = F.tau_in[i];
+    tr = F.tau_lp;
+  } else if (F.flags[1] == 2) {
+    const double a = F.tau_alpha, b = 1.0 - F.tau_alpha;
+    for (int64_t i = 0; i < n; ++i) {
+      double v = F.tau_lp[i] * a;
+      v += b * F.tau_in[i];
+      F.tau_lp[i] = v;
+    }
+    tr = F.tau_lp;
+  }
+  bool over = false;
+  for (int64_t i = 0; i < n; ++i) {
+    F.ratio[i] = std::fabs(tr[i] / F.tau_urdf[i]);
+    over = over || F.ratio[i] > F.rho;
+  }
+  const double rho_low = F.rho - F.eps3;
+  if (!over) {  // only the raise rule can act
+    bool below = false;
+    for (int64_t i = 0; i < n; ++i) {
+      if (F.limit[i] < F.tau_urdf[i]) {
+        below = true;
+        if (F.ratio[i] < rho_low) F.limit[i] += F.eps2;
+      }
+    }
+    F.flags[3] = below ? 1 : 0;
+    return;
+  }
+  F.flags[3] = 1;
+  const bool lowering = F.lower_nm > 0.0 && F.flags[2] != 0;
+  for (int64_t i = 0; i < n; ++i) {
+    F.abs_flex[i] = std::fabs(F.tau_flex[i]);
+    F.abs_flex[i] += F.eps1;
+    const bool lower = F.ratio[i] > F.rho && F.abs_flex[i] < F.limit[i];
+    const bool raise = !lower && F.ratio[i] < rho_low && F.limit[i] < F.tau_urdf[i];
+    if (lowering && F.ratio[i] > F.rho && !lower) F.limit[i] = std::max(F.limit[i] - F.lower_nm, F.eps1);
+    if (lower) F.limit[i] = F.abs_flex[i];
+    if (raise) F.limit[i] += F.eps2;
+  }
+}
+
 // Runs fn on the layout; 0, or 1 with the exception's message in err.
 int guarded(void (*fn)(Layout&), void* L, const char* stage, char* err, int errlen) {
   try {
@@ -627,3 +723,52 @@ CF_API int cf_kinematics(void* K, char* err, int errlen) {
 }
 
 
+
+// ints: n_eff, n; dbls: alpha, dt, rho, eps1, eps2, eps3, lower_nm, tau_alpha;
+// ptrs: state, init, read, ldot, external, active, has_read, has_external, tau_urdf, limit, ratio,
+// abs_flex, tau_in, tau_lp, tau_flex, flags (kept)
+CF_API void* cf_feedback_new(const int64_t* ints, const double* dbls, const int64_t* ptrs, char* err, int errlen) {
+  try {
+    std::unique_ptr<Feedback> F(new Feedback());
+    F->n_eff = ints[0];
+    F->n = ints[1];
+    if (F->n_eff < 0 || F->n < 0) throw std::runtime_error("negative sizes");
+    double* d[] = {&F->alpha, &F->dt, &F->rho, &F->eps1, &F->eps2, &F->eps3, &F->lower_nm, &F->tau_alpha};
+    for (int k = 0; k < 8; ++k) *d[k] = dbls[k];
+    int k = 0;
+    F->state = reinterpret_cast<double*>(ptrs[k++]);
+    F->init = reinterpret_cast<uint8_t*>(ptrs[k++]);
+    F->read = reinterpret_cast<const double*>(ptrs[k++]);
+    F->ldot = reinterpret_cast<const double*>(ptrs[k++]);
+    F->external = reinterpret_cast<const double*>(ptrs[k++]);
+    F->active = reinterpret_cast<const uint8_t*>(ptrs[k++]);
+    F->has_read = reinterpret_cast<const uint8_t*>(ptrs[k++]);
+    F->has_external = reinterpret_cast<const uint8_t*>(ptrs[k++]);
+    F->tau_urdf = reinterpret_cast<const double*>(ptrs[k++]);
+    F->limit = reinterpret_cast<double*>(ptrs[k++]);
+    F->ratio = reinterpret_cast<double*>(ptrs[k++]);
+    F->abs_flex = reinterpret_cast<double*>(ptrs[k++]);
+    F->tau_in = reinterpret_cast<const double*>(ptrs[k++]);
+    F->tau_lp = reinterpret_cast<double*>(ptrs[k++]);
+    F->tau_flex = reinterpret_cast<const double*>(ptrs[k++]);
+    F->flags = reinterpret_cast<int64_t*>(ptrs[k++]);
+    return F.release();
+  } catch (const std::exception& e) {
+    set_err(err, errlen, std::string("building the Controller's filters: ") + e.what());
+  } catch (...) {
+    set_err(err, errlen, "building the Controller's filters: unknown C++ exception");
+  }
+  return nullptr;
+}
+
+CF_API void cf_feedback_free(void* F) { delete static_cast<Feedback*>(F); }
+
+CF_API int cf_filter13(void* F, char*, int) {
+  filter13(*static_cast<Feedback*>(F));
+  return 0;
+}
+
+CF_API int cf_torque12(void* F, char*, int) {
+  torque12(*static_cast<Feedback*>(F));
+  return 0;
+}

@@ -62,7 +62,7 @@ from contactflow.seiko.controller_inputs import StepInputsMixin
 from contactflow.seiko.controller_qp import Qp11Mixin, Qp11Workspace
 from contactflow.seiko.controller_switching import ContactSwitchingMixin
 from contactflow.seiko.filters import ComplementaryWrenchFilterBank, TorqueLimitAdapter, WrenchRateEstimator, alpha_from_cutoff
-from contactflow.seiko.native import kernel_for
+from contactflow.seiko.native import FeedbackNative, kernel_for
 from contactflow.seiko.flexible_equilibrium import flexible_equilibrium_residual, flexible_equilibrium_step
 from contactflow.seiko.surfaces import DEFAULT_SURFACE_ROTATIONS
 
@@ -182,7 +182,8 @@ class SeikoController(StepInputsMixin, ContactSwitchingMixin, Qp11Mixin):
             eps3=config.torque_hysteresis,
             lower_nm=config.torque_lowering_nm_per_s * dt,
         )
-        self._tau_read_lp: np.ndarray | None = None  # low-passed tau_read (tau_read_cutoff_hz)
+        self._tau_read_lp = np.zeros(n)  # low-passed tau_read (tau_read_cutoff_hz), seeded by the first
+        self._tau_read_lp_seeded = False
         self._qp_ok_prev = True  # the last QP (11) succeeded: the (12) lowering extension may act
         self._tau_engaged = np.zeros(len(robot.joint_names), dtype=bool)  # (12) has lowered this joint's limit
         self._tau_read_alpha = (
@@ -232,6 +233,8 @@ class SeikoController(StepInputsMixin, ContactSwitchingMixin, Qp11Mixin):
         self._fn_lp: dict[str, float | None] = {c.name: None for c in self.contacts if c.type == "plane"}
         self._held_s: dict[str, float] = {}
         self._rise_m: dict[str, float] = {}
+        # the filters (13) and (12) of the step in the compiled kernel too (contactflow/seiko/native.py)
+        self._feedback = None if self._native is None else FeedbackNative(self._native, self)
 
     @property
     def kernel(self) -> str:
@@ -382,7 +385,7 @@ class SeikoController(StepInputsMixin, ContactSwitchingMixin, Qp11Mixin):
         self._tau_adapt.reset()
         self._qp_ok_prev = True
         self._tau_engaged[:] = False
-        self._tau_read_lp = None
+        self._tau_read_lp_seeded = False
         self.targets = {}
         pin.framesForwardKinematics(self.model, self.data, self.q_flex)
         for c in self.contacts_on:
@@ -492,8 +495,12 @@ class SeikoController(StepInputsMixin, ContactSwitchingMixin, Qp11Mixin):
         if not self.integrating:
             active[:] = False
         read = rows[0]
-        lt_rows = self._cfilt.update(read, self._lam_flex_dot_rows, active, has[0],
-                                     external=rows[3] if lam_tilde is not None else None, has_external=has[3])
+        fb = self._feedback
+        if fb is not None:  # the same computation, compiled (contactflow/native/seiko_qp11.cpp)
+            lt_rows = fb.filter13(lam_tilde is not None)
+        else:
+            lt_rows = self._cfilt.update(read, self._lam_flex_dot_rows, active, has[0],
+                                         external=rows[3] if lam_tilde is not None else None, has_external=has[3])
         lt_copy = lt_rows.copy()
         lam_tilde_out = {name: lt_copy[i, : self._dims[i]] for i, name in enumerate(self.names) if has[0, i]}
         ws = self._workspace()
@@ -523,15 +530,24 @@ class SeikoController(StepInputsMixin, ContactSwitchingMixin, Qp11Mixin):
 
         # (12) torque-limit update, from the previous tau_flex.
         if cfg.torque_limit_adaptation and tau_read is not None:
+            lowpass = 0  # tau_read low-pass: 0 none, 1 seed, 2 update
             if cfg.tau_read_cutoff_hz > 0.0:
-                if self._tau_read_lp is None:
-                    self._tau_read_lp = tau_read.copy()
-                else:
+                lowpass = 2 if self._tau_read_lp_seeded else 1
+                self._tau_read_lp_seeded = True
+            if fb is not None:  # the same computation, compiled
+                self._tau_adapt.modified = fb.torque12(self.tau_flex, lowpass, self._qp_ok_prev)
+                if lowpass:
+                    tau_read = self._tau_read_lp
+            else:
+                if lowpass == 1:
+                    self._tau_read_lp[:] = tau_read
+                elif lowpass == 2:
                     a = self._tau_read_alpha
                     self._tau_read_lp *= a
                     self._tau_read_lp += (1.0 - a) * tau_read
-                tau_read = self._tau_read_lp
-            self._tau_adapt.update(tau_read, self.tau_flex, allow_lowering=self._qp_ok_prev)
+                if lowpass:
+                    tau_read = self._tau_read_lp
+                self._tau_adapt.update(tau_read, self.tau_flex, allow_lowering=self._qp_ok_prev)
             if self._tau_adapt.modified:
                 self._report_torque_limits(tau_read)
 

@@ -8,7 +8,9 @@ its own pinocchio data and pointers to the workspace's and the Controller's buff
 reads and writes in place. What the kernel computes, and in which buffers, is what
 :meth:`~contactflow.seiko.controller_qp.Qp11Mixin._prepare_qp11`, ``_solve_qp11`` (up to the solve) and
 ``_integrate`` compute in Python (SEIKO RA-L 2024 eqs. (5), (7), (11b)-(11i); seiko.md §6.2); the
-QP is solved by :class:`contactflow.qp.BoxQP` either way. ``ControllerConfig.kernel`` chooses.
+QP is solved by :class:`contactflow.qp.BoxQP` either way. :class:`FeedbackNative`: the Controller's
+filters (13) and (12) of a step (:mod:`contactflow.seiko.filters`), on the filters' own buffers.
+``ControllerConfig.kernel`` chooses.
 For the Retargeting, :class:`RetargetingKinematics`: the pinocchio part of a step of QP (9) (the
 centroidal map, :func:`contactflow.seiko.equilibrium.equilibrium_terms`, the effector Jacobians and
 poses) in one call; ``RetargetingConfig.kernel`` chooses.
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
     from contactflow.seiko.controller import SeikoController
     from contactflow.seiko.controller_qp import Qp11Workspace
 
-__all__ = ["SeikoKernel", "Qp11NativeLayout", "RetargetingKinematics", "kernel_for"]
+__all__ = ["SeikoKernel", "Qp11NativeLayout", "FeedbackNative", "RetargetingKinematics", "kernel_for"]
 
 _ERRLEN = 1024
 _log = logging.getLogger(__name__)
@@ -231,6 +233,74 @@ class Qp11NativeLayout(_Native):
         place; the new q_flex in :attr:`q_out`, tau_flex in :attr:`tau_flex`."""
         np.copyto(self.x, x)
         self._call(self._integrate)
+
+
+class FeedbackNative(_Native):
+    """The Controller's feedback filters in the compiled kernel, on the Controller's and the
+    filters' own buffers: the complementary filter (13) of
+    :class:`~contactflow.seiko.filters.ComplementaryWrenchFilterBank` (:meth:`filter13`) and the
+    low-pass of tau_read with :class:`~contactflow.seiko.filters.TorqueLimitAdapter` (12)
+    (:meth:`torque12`): the same operations as their Python code, which stays the reference.
+
+    Attributes:
+        flags: (4,) int64: [0] use the external lam_tilde rows, [1] tau_read low-pass (0 none, 1
+            seed, 2 update), [2] allow_lowering, [3] (out) the adapter's ``modified``.
+    """
+
+    _what = "native Controller filters"
+
+    def __init__(self, kernel: SeikoKernel, ctrl: "SeikoController"):
+        self.kernel = kernel
+        lib = kernel.lib
+        cf, ta = ctrl._cfilt, ctrl._tau_adapt
+        n_eff, n = len(ctrl.contacts), ctrl.n
+        self.flags = np.zeros(4, dtype=np.int64)
+        self.tau_flex = np.zeros(n)  # the Controller's tau_flex of the step (a new array each step), copied here
+        self._ints = np.array([n_eff, n], dtype=np.int64)
+        self._dbls = np.array([cf.alpha, cf.dt_s, ta.rho, ta.eps1, ta.eps2, ta.eps3, ta.lower_nm, ctrl._tau_read_alpha])
+        has = ctrl._has
+        bufs = [(cf._state, np.float64), (cf._init, np.bool_), (ctrl._in_w[0], np.float64),
+                (ctrl._lam_flex_dot_rows, np.float64), (ctrl._in_w[3], np.float64), (ctrl._active, np.bool_),
+                (has[0], np.bool_), (has[3], np.bool_), (ta.tau_urdf, np.float64), (ta._limit, np.float64),
+                (ta._ratio, np.float64), (ta._abs_flex, np.float64), (ctrl._in_vecs[3], np.float64),
+                (ctrl._tau_read_lp, np.float64), (self.tau_flex, np.float64), (self.flags, np.int64)]
+        sizes = [6 * n_eff, n_eff, 6 * n_eff, 6 * n_eff, 6 * n_eff, n_eff, n_eff, n_eff] + [n] * 7 + [4]
+        for (a, dtype), size in zip(bufs, sizes):
+            if a.size != size:
+                raise ContactflowError(f"native Controller filters: a buffer has {a.size} entries, expected {size}")
+        self._bufs = [a for a, _ in bufs]  # kept alive with self; checked unchanged at each call
+        self._owners = (cf, ta, ctrl)
+        self._ptrs = np.array([_ptr(a, dtype) for a, dtype in bufs], dtype=np.int64)
+        self._bind(lib.cf_feedback_free, lib.cf_feedback_new, _ptr(self._ints, np.int64), _ptr(self._dbls),
+                   _ptr(self._ptrs, np.int64))
+        self._filter13, self._torque12 = lib.cf_filter13, lib.cf_torque12
+
+    def _check(self) -> None:
+        cf, ta, ctrl = self._owners
+        b = self._bufs
+        if not (cf._state is b[0] and cf._init is b[1] and ta._limit is b[9] and ctrl._tau_read_lp is b[13]):
+            raise ContactflowError("native Controller filters: a filter's state array (lam_tilde, its init flags, the "
+                                   "torque limits or the tau_read low-pass) was replaced; write such arrays in place")
+
+    def filter13(self, external: bool) -> np.ndarray:
+        """One step of (13) on every effector (as ``ComplementaryWrenchFilterBank.update`` on the
+        Controller's input rows, its lam_flex_dot rows and active flags); returns the bank's
+        (n_eff, 6) state (a view)."""
+        self._check()
+        self.flags[0] = external
+        self._call(self._filter13)
+        return self._bufs[0]
+
+    def torque12(self, tau_flex: np.ndarray, lowpass: int, allow_lowering: bool) -> bool:
+        """The low-pass of the Controller's tau_read input (``lowpass``: 0 none, 1 seed, 2 update)
+        and one step of (12) with ``tau_flex`` (n,) [N m]; returns the adapter's ``modified``."""
+        self._check()
+        np.copyto(self.tau_flex, tau_flex)
+        flags = self.flags
+        flags[1] = lowpass
+        flags[2] = allow_lowering
+        self._call(self._torque12)
+        return bool(flags[3])
 
 
 class _Pose:

@@ -328,6 +328,10 @@ class ControllerStage:
         self.theta_safe = np.array(out.theta_cmd)
         self.failures = 0
         self._state_keys = [(e, f"lam_flex.{e}", f"lam_tilde.{e}") for e in effs]
+        # the message fields of each effector, in order: (i, e, dim, lam_d, lam_d_dot, pose_d) of `desired`
+        # and (e, dim, wrench, force) of `sensors`
+        self._desired_keys = [(i, e, dims[e], f"lam_d.{e}", f"lam_d_dot.{e}", f"pose_d.{e}") for i, e in enumerate(effs)]
+        self._sensor_keys = [(e, dims[e], f"wrench.{e}", f"force.{e}") for e in effs]
 
     def reset_from_measured(self, theta_measured: np.ndarray) -> None:
         """Blend the first commands from measured joint positions (a robot not at the default posture)."""
@@ -344,27 +348,28 @@ class ControllerStage:
         ``wrench_filter`` node's ``filtered_wrench`` message (:class:`WrenchFilterStage`), used
         instead of the Controller's internal filter (13); None = the internal filter."""
         t0 = time.perf_counter() if t_start is None else t_start
-        effs, dims, ctrl, des = self.effs, self.dims, self.ctrl, self.desired
+        ctrl, des = self.ctrl, self.desired
         if desired is not None:
             des["q_d"] = desired["q_d"]
             des["v_d"] = desired["v_d"]
             des["theta_ahead"] = desired["theta_ahead"]
-            for i, e in enumerate(effs):
-                des["lam"][e] = desired[f"lam_d.{e}"][: dims[e]]
-                des["lam_dot"][e] = desired[f"lam_d_dot.{e}"][: dims[e]]
-                now_enabled = bool(desired["enabled"][i] > 0.5)
-                if now_enabled and not des["enabled"][e] and dims[e] == 3 and e not in self.configured_rc:
-                    ctrl.set_surface_rotation(e, _xyzquat_to_se3(desired[f"pose_d.{e}"]).rotation)
-                des["enabled"][e] = now_enabled
+            lam, lam_dot, enabled, flags = des["lam"], des["lam_dot"], des["enabled"], desired["enabled"]
+            for i, e, dim, k_lam, k_dot, k_pose in self._desired_keys:
+                lam[e] = desired[k_lam][:dim]
+                lam_dot[e] = desired[k_dot][:dim]
+                now_enabled = bool(flags[i] > 0.5)
+                if now_enabled and not enabled[e] and dim == 3 and e not in self.configured_rc:
+                    ctrl.set_surface_rotation(e, _xyzquat_to_se3(desired[k_pose]).rotation)
+                enabled[e] = now_enabled
         if sensors is not None:
-            for e in effs:
-                key = f"wrench.{e}"
-                if key in sensors:
-                    self.lam_read[e] = sensors[key][: dims[e]]
-                elif f"force.{e}" in sensors:  # point effector: world force -> surface frame R_c (§6.7)
-                    self.lam_read[e] = ctrl.R_c[e].T @ sensors[f"force.{e}"]
+            lam_read = self.lam_read
+            for e, dim, k_wrench, k_force in self._sensor_keys:
+                if k_wrench in sensors:
+                    lam_read[e] = sensors[k_wrench][:dim]
+                elif k_force in sensors:  # point effector: world force -> surface frame R_c (§6.7)
+                    lam_read[e] = ctrl.R_c[e].T @ sensors[k_force]
                 else:
-                    self.lam_read[e] = np.zeros(dims[e])
+                    lam_read[e] = np.zeros(dim)
             self.tau_read = sensors["tau"]
         out = ctrl.step(
             q_d=des["q_d"], v_d=des["v_d"], lam_d=des["lam"], lam_d_dot=des["lam_dot"],
@@ -381,7 +386,7 @@ class ControllerStage:
             "q_flex": out.q_flex, "offset": out.offset, "tau_flex": out.tau_flex, "tau_limit": out.tau_limit,
             "solve_time": time.perf_counter() - t0,
         }
-        buf = np.zeros((2, len(effs), 6))  # lam_flex, lam_tilde (fresh arrays: views of one per tick)
+        buf = np.zeros((2, len(self.effs), 6))  # lam_flex, lam_tilde (fresh arrays: views of one per tick)
         lam_flex, lam_tilde = out.lam_flex, out.lam_tilde
         for i, (e, k_flex, k_tilde) in enumerate(self._state_keys):
             val = lam_flex.get(e)
