@@ -338,6 +338,25 @@ driver, and their edges carry a message per tick."""
 MAIN_SENSOR_LAG = 1
 
 
+#: CPU role (env CONTACTFLOW_CPU_ROLE, nodes/_runtime.py apply_scheduling) of the nodes of the lockstep graphs
+#: built like seiko_talos.yml: the nodes of the per-tick round trip (the driver, the Controller, a wrench_filter
+#: node between them) share the first CPU, every other node (the operator, the input filter and the Retargeting,
+#: which run ahead, the recorder, a viewer) and the dora daemon (CONTACTFLOW_DAEMON_CPU_ROLE, set on the driver)
+#: the others; with fewer than 2 CPUs nothing is pinned. Measured on the 2-core machine (2026-12-04,
+#: docs/benchmarks.md): the same graph ran 1.21x faster (mean of 4 alternated pairs; the CPU per tick lower) than
+#: unpinned, where the 7 processes migrate between both CPUs and every message wakes a process on the other one.
+CPU_ROLE_CONTROL = ("mujoco_driver", "seiko_controller", "wrench_filter")
+
+
+def _with_cpu_roles(nodes: list[Node]) -> list[Node]:
+    for n in nodes:
+        if n.path != "dynamic":
+            n.env["CONTACTFLOW_CPU_ROLE"] = "control" if n.id in CPU_ROLE_CONTROL else "support"
+        if n.id == "mujoco_driver":
+            n.env["CONTACTFLOW_DAEMON_CPU_ROLE"] = "support"
+    return nodes
+
+
 def _main_graph(name: str, dataflow: str, *, driver_args: str = "--robot talos", op: str = "scenario",
                 controller_config: str | None = None, extra: tuple[Node, ...] = (),
                 controller_outputs: tuple[str, ...] = ("command",), driver_comment: str = "",
@@ -351,7 +370,7 @@ def _main_graph(name: str, dataflow: str, *, driver_args: str = "--robot talos",
         for out in ("targets", "desired"):
             if f"{n.id}/{out}" in read and out not in n.outputs:
                 n.outputs.insert(0, out)
-    return [*nodes, recorder(nodes, name, dataflow), *extra]
+    return _with_cpu_roles([*nodes, recorder(nodes, name, dataflow), *extra])
 
 
 def seiko_talos() -> Graph:

@@ -1003,6 +1003,7 @@ def connect():
             raise UpstreamError(f"dataflow start aborted: {line}") from None
         raise
     log_through_dora(node)
+    _apply_daemon_cpu_role()
     freeze_heap()
     return node
 
@@ -1179,8 +1180,15 @@ def apply_scheduling(name: str, env: Mapping[str, str] | None = None) -> str:
     the node's parent process, the dora daemon that spawned it (``dora run``): a send of 4 KB or more
     (shared memory, e.g. a batched log) waits on the daemon's control channel, so a daemon starved
     behind the real-time nodes stalled them for up to 0.65 s (priority inversion; ``dora run --rt``
-    promotes the daemon's main thread only). A malformed value is refused with a warning naming the
-    variable.
+    promotes the daemon's main thread only). ``CONTACTFLOW_CPU_ROLE=control|support``: the node's CPU
+    affinity (:func:`cpus_for_role`: ``control`` the first CPU the process may use, ``support`` the
+    others; nothing with fewer than 2), for every thread of the process, now and later; the lockstep
+    SEIKO graphs put the driver <-> Controller round trip on one CPU and the nodes that run ahead on the
+    other (``contactflow.graphs.CPU_ROLES``). ``CONTACTFLOW_DAEMON_CPU_ROLE=control|support``: the same
+    for every thread of the dora daemon that spawned the node, applied once the node has connected
+    (:func:`connect`: every node of the graph has started by then, and took its CPUs from the daemon's
+    affinity before it changed); a daemon of ``dora up`` keeps it for its later dataflows. A malformed
+    value is refused with a warning naming the variable.
 
     Returns:
         what was applied (``""``: nothing), for the log.
@@ -1189,6 +1197,21 @@ def apply_scheduling(name: str, env: Mapping[str, str] | None = None) -> str:
 
     env = os.environ if env is None else env
     done = []
+    global _DAEMON_CPU_ROLE
+    allowed = os.sched_getaffinity(0)  # (before this node's own role changes it)
+    for var in ("CONTACTFLOW_CPU_ROLE", "CONTACTFLOW_DAEMON_CPU_ROLE"):
+        role = str(env.get(var, "")).strip()
+        if not role:
+            continue
+        try:
+            cpus = cpus_for_role(role, allowed)
+            if var == "CONTACTFLOW_CPU_ROLE":
+                n = _set_affinity(os.getpid(), cpus)
+                done.append(f"CPU role {role}: CPUs {sorted(cpus)} ({n} threads)")
+            else:
+                _DAEMON_CPU_ROLE = (name, role, cpus)
+        except (OSError, ValueError, AttributeError) as exc:
+            log.warning("node %s: %s=%s not applied (%s); the CPUs are the scheduler's", name, var, role, exc)
     for var in ("CONTACTFLOW_NICE", "CONTACTFLOW_RT_PRIORITY", "CONTACTFLOW_RT_DAEMON"):
         raw = str(env.get(var, "")).strip()
         if not raw:
@@ -1217,14 +1240,72 @@ def apply_scheduling(name: str, env: Mapping[str, str] | None = None) -> str:
     return ", ".join(done)
 
 
-def _promote_daemon(priority: int) -> str:
-    """SCHED_FIFO ``priority`` for every thread of the parent process if it is the dora daemon."""
+#: CPU roles of CONTACTFLOW_CPU_ROLE / CONTACTFLOW_DAEMON_CPU_ROLE (:func:`apply_scheduling`).
+CPU_ROLES = ("control", "support")
+_DAEMON_CPU_ROLE: tuple | None = None  # (node name, role, CPUs) to apply to the daemon once connected
+
+
+def cpus_for_role(role: str, allowed) -> set[int]:
+    """The CPUs of a node of CPU role ``role`` (:data:`CPU_ROLES`) among the CPUs ``allowed`` to the
+    process: ``control`` the first (lowest id), ``support`` all the others.
+
+    Raises:
+        ValueError: an unknown role, or fewer than 2 CPUs allowed (nothing to separate).
+    """
+    if role not in CPU_ROLES:
+        raise ValueError(f"expected one of {CPU_ROLES}, got {role!r}")
+    cpus = sorted(allowed)
+    if len(cpus) < 2:
+        raise ValueError(f"{len(cpus)} CPU allowed to this process: nothing to separate")
+    return {cpus[0]} if role == "control" else set(cpus[1:])
+
+
+def _set_affinity(pid: int, cpus: set[int]) -> int:
+    """The affinity ``cpus`` for every thread of process ``pid`` (threads it starts later inherit
+    it); the number of threads set."""
+    import os
+
+    tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    for tid in tids:
+        try:
+            os.sched_setaffinity(tid, cpus)
+        except ProcessLookupError:  # a thread that ended meanwhile
+            pass
+    return len(tids)
+
+
+def _daemon_pid() -> int:
+    """The parent process if it is the dora daemon (``dora run`` or ``dora up``'s daemon)."""
     import os
 
     ppid = os.getppid()
     comm = Path(f"/proc/{ppid}/comm").read_text().strip()
     if comm != "dora":
         raise ValueError(f"the parent process {ppid} is {comm!r}, not the dora daemon")
+    return ppid
+
+
+def _apply_daemon_cpu_role() -> None:
+    """CONTACTFLOW_DAEMON_CPU_ROLE, once the node has connected (:func:`apply_scheduling`)."""
+    global _DAEMON_CPU_ROLE
+    if _DAEMON_CPU_ROLE is None:
+        return
+    name, role, cpus = _DAEMON_CPU_ROLE
+    _DAEMON_CPU_ROLE = None
+    try:
+        pid = _daemon_pid()
+        n = _set_affinity(pid, cpus)
+        log.info("node %s: dora daemon %d (%d threads) CPU role %s: CPUs %s", name, pid, n, role, sorted(cpus))
+    except (OSError, ValueError) as exc:
+        log.warning("node %s: CONTACTFLOW_DAEMON_CPU_ROLE=%s not applied (%s); the daemon's CPUs are the scheduler's",
+                    name, role, exc)
+
+
+def _promote_daemon(priority: int) -> str:
+    """SCHED_FIFO ``priority`` for every thread of the parent process if it is the dora daemon."""
+    import os
+
+    ppid = _daemon_pid()
     tids = [int(t) for t in os.listdir(f"/proc/{ppid}/task")]
     for tid in tids:
         os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))

@@ -84,10 +84,11 @@ def test_every_node_output_is_recorded_once_and_control_edges_keep_backpressure(
     # a live operator runs per tick: the Retargeting is then paced by the driver and the Controller
     # reads its per-tick `desired` (not `desired_rows`, which would deadlock)
     # (and the input filter <-> Retargeting cycle a message per tick: `targets`, `desired`)
-    ("seiko_talos_live", {"operator": {"path", "args", "outputs", "inputs"}, "recorder": {"args", "inputs"},
+    # (a dynamic operator is started by the user's program: no `env`, no CPU role)
+    ("seiko_talos_live", {"operator": {"path", "args", "outputs", "inputs", "env"}, "recorder": {"args", "inputs"},
                           "seiko_retargeting": {"outputs", "inputs"}, "seiko_controller": {"inputs"},
                           "input_filter": {"outputs", "inputs"}}),
-    ("seiko_talos_far_reach", {"operator": {"path", "args", "outputs", "inputs"}, "recorder": {"args", "inputs"},
+    ("seiko_talos_far_reach", {"operator": {"path", "args", "outputs", "inputs", "env"}, "recorder": {"args", "inputs"},
                                "mujoco_driver": {"args"}, "seiko_controller": {"args", "inputs"},
                                "seiko_retargeting": {"outputs", "inputs"}, "input_filter": {"outputs", "inputs"}}),
     ("seiko_talos_sim", {"recorder": {"args"}}),
@@ -155,7 +156,9 @@ def test_the_realtime_graph_is_the_main_graph_with_every_stage_in_real_time():
     rt, base = _nodes("seiko_talos_realtime"), _nodes("seiko_talos")
     assert set(rt) == set(base)
     # ahead mode, clocked by the driver's log, as in the lockstep graph; with its SCHED_FIFO priority
-    assert {k: v for k, v in rt["operator"].items() if k != "env"} == base["operator"]
+    # (the lockstep graph's CPU roles are lockstep-only: the real-time graph has its priorities instead)
+    assert {k: v for k, v in rt["operator"].items() if k != "env"} == {k: v for k, v in base["operator"].items() if k != "env"}
+    assert base["operator"]["env"] == {"CONTACTFLOW_CPU_ROLE": "support"}
     assert rt["operator"]["env"] == {"CONTACTFLOW_RT_PRIORITY": graphs.RT_PRIORITY["operator"]}
     stages = set(rt) - {"recorder", "operator"}
     assert set(graphs.RT_PRIORITY) - {"seiko_stack", "operator"} == stages
@@ -226,7 +229,8 @@ def test_the_realtime_planner_graph_puts_the_controller_alone_on_the_critical_pa
     prio = {nid: rt[nid]["env"]["CONTACTFLOW_RT_PRIORITY"] for nid in ("mujoco_driver", "seiko_controller", "seiko_stack")}
     assert prio["mujoco_driver"] > prio["seiko_controller"] > prio["seiko_stack"]
     # ahead mode, clocked by the driver's log, with its SCHED_FIFO priority
-    assert {k: v for k, v in rt["operator"].items() if k != "env"} == _nodes("seiko_talos")["operator"]
+    assert {k: v for k, v in rt["operator"].items() if k != "env"} == {
+        k: v for k, v in _nodes("seiko_talos")["operator"].items() if k != "env"}
     assert rt["operator"]["env"] == {"CONTACTFLOW_RT_PRIORITY": graphs.RT_PRIORITY["operator"]}
     assert rt["operator"]["inputs"]["tick"]["source"] == "mujoco_driver/log"
     args = " ".join(rt["recorder"]["args"].split())
@@ -234,3 +238,14 @@ def test_the_realtime_planner_graph_puts_the_controller_alone_on_the_critical_pa
         assert f"--rename {old}={new}" in args
     assert "seiko_stack/command" not in args
     assert rt["recorder"]["env"] == {"CONTACTFLOW_RT_PRIORITY": graphs.RT_RECORDER_PRIORITY}
+
+@pytest.mark.parametrize("name", ["seiko_talos", "seiko_talos_wrench_filter", "seiko_talos_view"])
+def test_lockstep_graphs_put_the_per_tick_round_trip_on_one_cpu(name):
+    """The driver, the Controller (and a wrench_filter node between them) share the control CPU; every
+    other node and, through the driver, the dora daemon take the others (nodes/_runtime.py apply_scheduling)."""
+    nodes = _nodes(name)
+    roles = {nid: n.get("env", {}).get("CONTACTFLOW_CPU_ROLE") for nid, n in nodes.items()}
+    control = {nid for nid, r in roles.items() if r == "control"}
+    assert {"mujoco_driver", "seiko_controller"} <= control <= {"mujoco_driver", "seiko_controller", "wrench_filter"}
+    assert all(r == "support" for nid, r in roles.items() if nid not in control), roles
+    assert nodes["mujoco_driver"]["env"]["CONTACTFLOW_DAEMON_CPU_ROLE"] == "support"

@@ -215,6 +215,50 @@ def test_scheduling_from_the_node_environment(caplog):
     assert "not the dora daemon" in caplog.text
 
 
+def test_cpu_roles_split_the_allowed_cpus():
+    from contactflow.nodes._runtime import cpus_for_role
+
+    assert cpus_for_role("control", {3, 1, 2}) == {1}
+    assert cpus_for_role("support", {3, 1, 2}) == {2, 3}
+    assert cpus_for_role("support", {0, 1}) == {1}
+    with pytest.raises(ValueError, match="1 CPU allowed"):
+        cpus_for_role("control", {0})
+    with pytest.raises(ValueError, match="expected one of"):
+        cpus_for_role("fast", {0, 1})
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs")
+@pytest.mark.parametrize("role", ["control", "support"])
+def test_cpu_role_pins_every_thread_of_the_node(role, caplog):
+    """In a child process (pytest's own affinity stays): every thread of the process, one started before
+    and one after, runs on the role's CPUs; a bad role and a daemon that is not there are warnings."""
+    code = f"""
+import os, threading, time
+from contactflow.nodes._runtime import apply_scheduling, cpus_for_role
+allowed = os.sched_getaffinity(0)
+ev = threading.Event()
+before = threading.Thread(target=ev.wait); before.start()
+done = apply_scheduling("x", {{"CONTACTFLOW_CPU_ROLE": "{role}"}})
+after = threading.Thread(target=ev.wait); after.start()
+want = cpus_for_role("{role}", allowed)
+got = [os.sched_getaffinity(int(t)) for t in os.listdir("/proc/self/task")]
+ev.set()
+print(len(got), all(g == want for g in got), done)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
+    n, ok, _ = out.split(" ", 2)
+    assert int(n) >= 3 and ok == "True", out
+    assert f"CPU role {role}" in out
+    assert apply_scheduling("x", {"CONTACTFLOW_CPU_ROLE": "fast"}) == ""
+    assert "CONTACTFLOW_CPU_ROLE=fast not applied (expected one of" in caplog.text
+    from contactflow.nodes import _runtime
+
+    apply_scheduling("x", {"CONTACTFLOW_DAEMON_CPU_ROLE": role})  # applied at connect(), to the parent
+    _runtime._apply_daemon_cpu_role()
+    assert f"CONTACTFLOW_DAEMON_CPU_ROLE={role} not applied" in caplog.text and "not the dora daemon" in caplog.text
+    assert _runtime._DAEMON_CPU_ROLE is None
+
+
 # ---------------------------------------------------------------- real dora run
 @pytest.mark.dora
 @pytest.mark.parametrize("graph", ["seiko_talos_realtime", "seiko_talos_realtime_planner"])
