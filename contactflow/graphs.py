@@ -338,20 +338,27 @@ driver, and their edges carry a message per tick."""
 MAIN_SENSOR_LAG = 1
 
 
-#: CPU role (env CONTACTFLOW_CPU_ROLE, nodes/_runtime.py apply_scheduling) of the nodes of the lockstep graphs
-#: built like seiko_talos.yml: the nodes of the per-tick round trip (the driver, the Controller, a wrench_filter
-#: node between them) share the first CPU, every other node (the operator, the input filter and the Retargeting,
-#: which run ahead, the recorder, a viewer) and the dora daemon (CONTACTFLOW_DAEMON_CPU_ROLE, set on the driver)
-#: the others; with fewer than 2 CPUs nothing is pinned. Measured on the 2-core machine (2026-12-04,
-#: docs/benchmarks.md): the same graph ran 1.21x faster (mean of 4 alternated pairs; the CPU per tick lower) than
-#: unpinned, where the 7 processes migrate between both CPUs and every message wakes a process on the other one.
-CPU_ROLE_CONTROL = ("mujoco_driver", "seiko_controller", "wrench_filter")
+#: The nodes of the lockstep graphs built like seiko_talos.yml (:func:`_main_graph`) that share the first CPU
+#: (env CONTACTFLOW_CPU_ROLE=control, nodes/_runtime.py apply_scheduling): those of the per-tick round trip, the
+#: driver and the Controller (and a wrench_filter node between them when the Controller waits for its output of
+#: the same tick, ``--wrench-lag 0``). Every other node (the operator, the input filter, the Retargeting, the
+#: recorder, a viewer, a wrench_filter running beside the Controller with ``--wrench-lag 1``) and the dora daemon
+#: (CONTACTFLOW_DAEMON_CPU_ROLE, set on the driver; `dora run`'s daemon only) take the other CPUs
+#: (``support``); with one CPU nothing is pinned. Measured on the 2-core machine (2026-12-04, docs/benchmarks.md):
+#: seiko_talos.yml ran 1.16x faster pinned (median of 4 alternated pairs, 1.03-1.63; less CPU per tick) than with
+#: the 7 processes free to migrate, every message then waking a process on the other CPU.
+CONTROL_CPU_NODES = ("mujoco_driver", "seiko_controller")
 
 
-def _with_cpu_roles(nodes: list[Node]) -> list[Node]:
+def _with_cpu_roles(nodes: list[Node], wrench_filter: int | None = None) -> list[Node]:
+    """Sets the CPU role of every node of ``nodes`` in its ``env`` (in place; :data:`CONTROL_CPU_NODES`, plus
+    the wrench_filter node when the Controller uses its output of the same tick, ``wrench_filter`` 0), the
+    dora daemon's on the driver, and returns them. A dynamic node (started by the user's program) has no
+    ``env`` here."""
+    control = set(CONTROL_CPU_NODES) | ({"wrench_filter"} if wrench_filter == 0 else set())
     for n in nodes:
         if n.path != "dynamic":
-            n.env["CONTACTFLOW_CPU_ROLE"] = "control" if n.id in CPU_ROLE_CONTROL else "support"
+            n.env["CONTACTFLOW_CPU_ROLE"] = "control" if n.id in control else "support"
         if n.id == "mujoco_driver":
             n.env["CONTACTFLOW_DAEMON_CPU_ROLE"] = "support"
     return nodes
@@ -370,7 +377,7 @@ def _main_graph(name: str, dataflow: str, *, driver_args: str = "--robot talos",
         for out in ("targets", "desired"):
             if f"{n.id}/{out}" in read and out not in n.outputs:
                 n.outputs.insert(0, out)
-    return _with_cpu_roles([*nodes, recorder(nodes, name, dataflow), *extra])
+    return _with_cpu_roles([*nodes, recorder(nodes, name, dataflow), *extra], wrench_filter)
 
 
 def seiko_talos() -> Graph:

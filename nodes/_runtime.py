@@ -1182,13 +1182,13 @@ def apply_scheduling(name: str, env: Mapping[str, str] | None = None) -> str:
     behind the real-time nodes stalled them for up to 0.65 s (priority inversion; ``dora run --rt``
     promotes the daemon's main thread only). ``CONTACTFLOW_CPU_ROLE=control|support``: the node's CPU
     affinity (:func:`cpus_for_role`: ``control`` the first CPU the process may use, ``support`` the
-    others; nothing with fewer than 2), for every thread of the process, now and later; the lockstep
-    SEIKO graphs put the driver <-> Controller round trip on one CPU and the nodes that run ahead on the
-    other (``contactflow.graphs.CPU_ROLES``). ``CONTACTFLOW_DAEMON_CPU_ROLE=control|support``: the same
-    for every thread of the dora daemon that spawned the node, applied once the node has connected
+    others; with one CPU nothing is pinned), for every thread of the process, now and later; the lockstep
+    SEIKO graphs put the nodes of the per-tick driver <-> Controller round trip on one CPU and the others
+    on the rest (``contactflow.graphs.CONTROL_CPU_NODES``). ``CONTACTFLOW_DAEMON_CPU_ROLE=control|support``:
+    the same for every thread of the dora daemon that spawned the node, applied once the node has connected
     (:func:`connect`: every node of the graph has started by then, and took its CPUs from the daemon's
-    affinity before it changed); a daemon of ``dora up`` keeps it for its later dataflows. A malformed
-    value is refused with a warning naming the variable.
+    affinity before it changed), and only to ``dora run``'s daemon (a ``dora up`` daemon, which serves later
+    dataflows, is left as it is). A malformed value is refused with a warning naming the variable.
 
     Returns:
         what was applied (``""``: nothing), for the log.
@@ -1198,14 +1198,17 @@ def apply_scheduling(name: str, env: Mapping[str, str] | None = None) -> str:
     env = os.environ if env is None else env
     done = []
     global _DAEMON_CPU_ROLE
-    allowed = os.sched_getaffinity(0)  # (before this node's own role changes it)
+    allowed = None  # the CPUs allowed to the process before this node's own role changes them
     for var in ("CONTACTFLOW_CPU_ROLE", "CONTACTFLOW_DAEMON_CPU_ROLE"):
         role = str(env.get(var, "")).strip()
         if not role:
             continue
         try:
+            allowed = os.sched_getaffinity(0) if allowed is None else allowed
             cpus = cpus_for_role(role, allowed)
-            if var == "CONTACTFLOW_CPU_ROLE":
+            if cpus is None:
+                log.info("node %s: %s=%s: one CPU allowed to this process, nothing to pin", name, var, role)
+            elif var == "CONTACTFLOW_CPU_ROLE":
                 n = _set_affinity(os.getpid(), cpus)
                 done.append(f"CPU role {role}: CPUs {sorted(cpus)} ({n} threads)")
             else:
@@ -1245,60 +1248,90 @@ CPU_ROLES = ("control", "support")
 _DAEMON_CPU_ROLE: tuple | None = None  # (node name, role, CPUs) to apply to the daemon once connected
 
 
-def cpus_for_role(role: str, allowed) -> set[int]:
+def cpus_for_role(role: str, allowed) -> set[int] | None:
     """The CPUs of a node of CPU role ``role`` (:data:`CPU_ROLES`) among the CPUs ``allowed`` to the
-    process: ``control`` the first (lowest id), ``support`` all the others.
+    process: ``control`` the first (lowest id), ``support`` all the others; None when fewer than 2
+    CPUs are allowed (nothing to separate: the node is not pinned).
 
     Raises:
-        ValueError: an unknown role, or fewer than 2 CPUs allowed (nothing to separate).
+        ValueError: an unknown role.
     """
     if role not in CPU_ROLES:
         raise ValueError(f"expected one of {CPU_ROLES}, got {role!r}")
     cpus = sorted(allowed)
     if len(cpus) < 2:
-        raise ValueError(f"{len(cpus)} CPU allowed to this process: nothing to separate")
+        return None
     return {cpus[0]} if role == "control" else set(cpus[1:])
 
 
+def _each_thread(pid: int, fn) -> int:
+    """``fn(tid)`` for every thread of process ``pid``, listed again until no new one appears (a thread
+    started meanwhile by one not yet done); a thread that ended meanwhile is skipped. Returns the
+    number of threads done."""
+    import os
+
+    done: set[int] = set()
+    while True:
+        tids = {int(t) for t in os.listdir(f"/proc/{pid}/task")} - done
+        if not tids:
+            return len(done)
+        for tid in tids:
+            try:
+                fn(tid)
+            except ProcessLookupError:
+                pass
+            done.add(tid)
+
+
 def _set_affinity(pid: int, cpus: set[int]) -> int:
-    """The affinity ``cpus`` for every thread of process ``pid`` (threads it starts later inherit
+    """The affinity ``cpus`` for every thread of process ``pid`` (threads they start later inherit
     it); the number of threads set."""
     import os
 
-    tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-    for tid in tids:
-        try:
-            os.sched_setaffinity(tid, cpus)
-        except ProcessLookupError:  # a thread that ended meanwhile
-            pass
-    return len(tids)
+    return _each_thread(pid, lambda tid: os.sched_setaffinity(tid, cpus))
 
 
-def _daemon_pid() -> int:
-    """The parent process if it is the dora daemon (``dora run`` or ``dora up``'s daemon)."""
+def _daemon_pid(run_only: bool = False) -> int:
+    """The parent process if it is the dora daemon (of ``dora run``, or with ``run_only`` False also
+    ``dora up``'s daemon).
+
+    Raises:
+        ValueError: the parent is something else.
+    """
     import os
 
     ppid = os.getppid()
     comm = Path(f"/proc/{ppid}/comm").read_text().strip()
     if comm != "dora":
         raise ValueError(f"the parent process {ppid} is {comm!r}, not the dora daemon")
+    if run_only:
+        if not _is_dora_run(Path(f"/proc/{ppid}/cmdline").read_bytes().split(b"\0")):
+            raise ValueError(f"the dora daemon {ppid} is not `dora run`'s (a `dora up` daemon serves later "
+                             "dataflows too: its CPUs are left as they are)")
     return ppid
 
 
+def _is_dora_run(argv: list[bytes]) -> bool:
+    """Whether a command line is ``dora run ...`` (or ``python .../dora run ...``, the dora-rs-cli wheel's
+    script), not ``dora daemon ...`` (``dora up``) or another subcommand."""
+    return next((argv[i + 1] for i, a in enumerate(argv[:-1]) if Path(a.decode(errors="replace")).name == "dora"),
+                b"") == b"run"
+
+
 def _apply_daemon_cpu_role() -> None:
-    """CONTACTFLOW_DAEMON_CPU_ROLE, once the node has connected (:func:`apply_scheduling`)."""
+    """CONTACTFLOW_DAEMON_CPU_ROLE, once the node has connected (:func:`apply_scheduling`); only for
+    the daemon of ``dora run``, which ends with the dataflow."""
     global _DAEMON_CPU_ROLE
     if _DAEMON_CPU_ROLE is None:
         return
     name, role, cpus = _DAEMON_CPU_ROLE
     _DAEMON_CPU_ROLE = None
     try:
-        pid = _daemon_pid()
+        pid = _daemon_pid(run_only=True)
         n = _set_affinity(pid, cpus)
         log.info("node %s: dora daemon %d (%d threads) CPU role %s: CPUs %s", name, pid, n, role, sorted(cpus))
     except (OSError, ValueError) as exc:
-        log.warning("node %s: CONTACTFLOW_DAEMON_CPU_ROLE=%s not applied (%s); the daemon's CPUs are the scheduler's",
-                    name, role, exc)
+        log.info("node %s: CONTACTFLOW_DAEMON_CPU_ROLE=%s not applied: %s", name, role, exc)
 
 
 def _promote_daemon(priority: int) -> str:
@@ -1306,10 +1339,8 @@ def _promote_daemon(priority: int) -> str:
     import os
 
     ppid = _daemon_pid()
-    tids = [int(t) for t in os.listdir(f"/proc/{ppid}/task")]
-    for tid in tids:
-        os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
-    return f"dora daemon {ppid} ({len(tids)} threads) SCHED_FIFO {priority}"
+    n = _each_thread(ppid, lambda tid: os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority)))
+    return f"dora daemon {ppid} ({n} threads) SCHED_FIFO {priority}"
 
 
 def node_main(name: str, body: Callable[[], int | None]) -> None:

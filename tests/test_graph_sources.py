@@ -239,13 +239,17 @@ def test_the_realtime_planner_graph_puts_the_controller_alone_on_the_critical_pa
     assert "seiko_stack/command" not in args
     assert rt["recorder"]["env"] == {"CONTACTFLOW_RT_PRIORITY": graphs.RT_RECORDER_PRIORITY}
 
-@pytest.mark.parametrize("name", ["seiko_talos", "seiko_talos_wrench_filter", "seiko_talos_view"])
-def test_lockstep_graphs_put_the_per_tick_round_trip_on_one_cpu(name):
-    """The driver, the Controller (and a wrench_filter node between them) share the control CPU; every
-    other node and, through the driver, the dora daemon take the others (nodes/_runtime.py apply_scheduling)."""
+@pytest.mark.parametrize("name, control", [
+    ("seiko_talos", {"mujoco_driver", "seiko_controller"}),
+    ("seiko_talos_view", {"mujoco_driver", "seiko_controller"}),
+    ("seiko_talos_wrench_filter", {"mujoco_driver", "seiko_controller", "wrench_filter"}),  # --wrench-lag 0
+    ("seiko_talos_wrench_filter_lag1", {"mujoco_driver", "seiko_controller"}),  # beside the Controller's QP
+])
+def test_lockstep_graphs_put_the_per_tick_round_trip_on_one_cpu(name, control):
+    """The nodes of the per-tick round trip share the control CPU; every other node and, through the
+    driver, the dora daemon take the others (nodes/_runtime.py apply_scheduling)."""
     nodes = _nodes(name)
     roles = {nid: n.get("env", {}).get("CONTACTFLOW_CPU_ROLE") for nid, n in nodes.items()}
-    control = {nid for nid, r in roles.items() if r == "control"}
-    assert {"mujoco_driver", "seiko_controller"} <= control <= {"mujoco_driver", "seiko_controller", "wrench_filter"}
+    assert {nid for nid, r in roles.items() if r == "control"} == control, roles
     assert all(r == "support" for nid, r in roles.items() if nid not in control), roles
     assert nodes["mujoco_driver"]["env"]["CONTACTFLOW_DAEMON_CPU_ROLE"] == "support"

@@ -4,6 +4,7 @@ dataflows/seiko_talos_realtime.yml (its summary has the keys with consistent val
 asserted: the CI machine is loaded, speed figures go to the benchmark)."""
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -221,8 +222,7 @@ def test_cpu_roles_split_the_allowed_cpus():
     assert cpus_for_role("control", {3, 1, 2}) == {1}
     assert cpus_for_role("support", {3, 1, 2}) == {2, 3}
     assert cpus_for_role("support", {0, 1}) == {1}
-    with pytest.raises(ValueError, match="1 CPU allowed"):
-        cpus_for_role("control", {0})
+    assert cpus_for_role("control", {0}) is None  # one CPU: nothing pinned
     with pytest.raises(ValueError, match="expected one of"):
         cpus_for_role("fast", {0, 1})
 
@@ -254,9 +254,33 @@ print(len(got), all(g == want for g in got), done)
     from contactflow.nodes import _runtime
 
     apply_scheduling("x", {"CONTACTFLOW_DAEMON_CPU_ROLE": role})  # applied at connect(), to the parent
+    caplog.set_level(logging.INFO, logger="contactflow.node")
     _runtime._apply_daemon_cpu_role()
     assert f"CONTACTFLOW_DAEMON_CPU_ROLE={role} not applied" in caplog.text and "not the dora daemon" in caplog.text
     assert _runtime._DAEMON_CPU_ROLE is None
+
+
+def test_only_the_daemon_of_dora_run_is_pinned():
+    from contactflow.nodes._runtime import _is_dora_run
+
+    assert _is_dora_run([b"dora", b"run", b"g.yml", b""])
+    assert _is_dora_run([b"/v/bin/python", b"/v/bin/dora", b"run", b"g.yml", b""])
+    assert not _is_dora_run([b"/v/bin/dora", b"daemon", b"--quiet", b""])  # `dora up`'s daemon
+    assert not _is_dora_run([b"python", b"-m", b"pytest", b""])
+
+
+def test_cpu_role_with_one_cpu_pins_nothing():
+    """A process allowed one CPU (in a child process): nothing pinned, an info line, not a warning."""
+    code = """
+import logging, os, sys
+logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(levelname)s %(message)s")
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+from contactflow.nodes._runtime import apply_scheduling
+print(repr(apply_scheduling("x", {"CONTACTFLOW_CPU_ROLE": "support"})), os.sched_getaffinity(0))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "INFO node x: CONTACTFLOW_CPU_ROLE=support: one CPU allowed to this process, nothing to pin" in out, out
+    assert "WARNING" not in out and "'' {" in out, out
 
 
 # ---------------------------------------------------------------- real dora run

@@ -161,24 +161,26 @@ def test_native_kernel_through_a_foot_release_and_lift(robot):
 
 
 @needs_compiler
-@pytest.mark.parametrize("lower_nm_per_s", [0.0, 5.0])
-def test_native_filters_13_and_12_match_the_python_filters_bit_for_bit(robot, lower_nm_per_s):
+@pytest.mark.parametrize("lower_nm_per_s, tau_read_cutoff_hz", [(0.0, 5.0), (5.0, 5.0), (5.0, 0.0)])
+def test_native_filters_13_and_12_match_the_python_filters_bit_for_bit(robot, lower_nm_per_s, tau_read_cutoff_hz):
     """The compiled feedback filters (FeedbackNative) against ComplementaryWrenchFilterBank.update and
-    the tau_read low-pass + TorqueLimitAdapter.update on the same random steps, every branch: rows with
+    ExponentialLowPass + TorqueLimitAdapter.update on the same random steps, every branch: rows with
     and without a reading, active or not, not yet initialised, the external lam_tilde rows; measured
     torques below the ratio rho (the raise rule only), above it (lower, raise, and the lowering
-    extension with and without allow_lowering); the low-pass seeded then updated. Equal bit for bit
-    (same floating-point operations in the same order)."""
+    extension with and without allow_lowering); the low-pass seeded, updated, reset and seeded again,
+    or absent. Equal bit for bit (same floating-point operations in the same order); a replaced array
+    is refused."""
     import copy
 
+    from contactflow.errors import ContactflowError
     from contactflow.seiko.controller import SeikoController
 
-    cfg = ControllerConfig(kernel="native", torque_lowering_nm_per_s=lower_nm_per_s)
+    cfg = ControllerConfig(kernel="native", torque_lowering_nm_per_s=lower_nm_per_s, tau_read_cutoff_hz=tau_read_cutoff_hz)
     ctrl = SeikoController(cfg, robot)
     fb = ctrl._feedback
     assert fb is not None
-    cf_ref, ta_ref = copy.deepcopy(ctrl._cfilt), copy.deepcopy(ctrl._tau_adapt)
-    lp_ref = ctrl._tau_read_lp.copy()
+    cf_ref, ta_ref, lp_ref = copy.deepcopy(ctrl._cfilt), copy.deepcopy(ctrl._tau_adapt), copy.deepcopy(ctrl._tau_read_lp)
+    assert (lp_ref is None) == (tau_read_cutoff_hz == 0.0)
     rng = np.random.default_rng(7)
     n_eff, n = len(ctrl.contacts), ctrl.n
     tau_urdf = ctrl._tau_adapt.tau_urdf
@@ -199,32 +201,33 @@ def test_native_filters_13_and_12_match_the_python_filters_bit_for_bit(robot, lo
         # (12): phases of 40 steps around a torque below rho, then one above it for some joints
         if step % 40 == 0:
             base = rng.uniform(-0.9 if (step // 40) % 2 else -0.5, 0.9 if (step // 40) % 2 else 0.5, n) * tau_urdf
+        if step == 250 and lp_ref is not None:  # reset (as SeikoController.reset does): seeded again
+            ctrl._tau_read_lp.reset()
+            lp_ref.reset()
         tau_read = base * rng.uniform(0.98, 1.02, n)
         tau_flex = base * rng.uniform(0.7, 0.9, n)
         limit_before = ta_ref.value.copy()
-        lowpass = 1 if step == 0 else (0 if step % 50 == 7 else 2)
         allow = bool(rng.random() < 0.8)
         ctrl._in_vecs[3][:] = tau_read
-        modified = fb.torque12(tau_flex, lowpass, allow)
-        if lowpass == 1:
-            lp_ref[:] = tau_read
-        elif lowpass == 2:
-            a = ctrl._tau_read_alpha
-            lp_ref *= a
-            lp_ref += (1.0 - a) * tau_read
-        ta_ref.update(lp_ref if lowpass else tau_read, tau_flex, allow_lowering=allow)
-        assert np.array_equal(ctrl._tau_read_lp, lp_ref), step
+        modified = fb.torque12(tau_flex, allow)
+        ta_ref.update(tau_read if lp_ref is None else lp_ref.update(tau_read), tau_flex, allow_lowering=allow)
+        if lp_ref is not None:
+            assert np.array_equal(ctrl._tau_read_lp.value, lp_ref.value) and ctrl._tau_read_lp.seeded, step
         assert np.array_equal(ctrl._tau_adapt.value, ta_ref.value), step
         assert modified == ta_ref.modified, step
         over = ta_ref._ratio > ta_ref.rho
-        branches.add(("over" if over.any() else "below", modified))
+        raised = bool((ta_ref.value > limit_before).any())
+        branches.add(("over" if over.any() else "below", modified, raised))
         if over.any():
             bind = over & (np.abs(tau_flex) + ta_ref.eps1 >= limit_before)
             branches.add(("lower", bool((over & ~bind).any())))
             branches.add(("bind", bool(bind.any()), allow))
-    assert {("over", True), ("below", True), ("below", False), ("lower", True), ("bind", True, True),
-            ("bind", True, False)} <= branches, branches
-    assert (ctrl._tau_adapt.value < tau_urdf).any()  # the limits were lowered at some point
+    want = {("below", True, True), ("below", False, False), ("lower", True), ("bind", True, True), ("bind", True, False)}
+    assert want <= branches and any(b[:2] == ("over", True) for b in branches), branches
+    # a replaced array is refused, not silently left behind
+    ctrl._tau_adapt._limit = ctrl._tau_adapt._limit.copy()
+    with pytest.raises(ContactflowError, match="was replaced"):
+        fb.torque12(tau_flex, True)
 
 
 @needs_compiler
@@ -282,3 +285,11 @@ def test_build_problems_are_reported_not_raised_raw(tmp_path, monkeypatch):
     monkeypatch.setenv("CXX", "g++")
     with pytest.raises(native.NativeBuildError, match="target flags"):
         native.load()
+    # fast-math in the flags, a target flag inside $CXX: refused too
+    for flags, cxx, match in (("-O3 -ffast-math", "g++", "must round as the Python code"),
+                              ("", "g++ -march=native", r"\$CXX has \['-march=native'\]: target flags")):
+        monkeypatch.setattr(native, "_failed", {})
+        monkeypatch.setenv(native.NATIVE_FLAGS_ENV, flags)
+        monkeypatch.setenv("CXX", cxx)
+        with pytest.raises(native.NativeBuildError, match=match):
+            native.load()

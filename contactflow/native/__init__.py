@@ -51,7 +51,8 @@ KERNELS = ("auto", "native", "python")
 NATIVE_CACHE_ENV = "CONTACTFLOW_NATIVE_CACHE"
 
 #: Environment variable: extra compiler flags (part of the cache key), e.g. ``-O3``; target flags (``-m...``)
-#: are refused (they change Eigen's alignment against the pin wheel's library).
+#: are refused (they change Eigen's alignment against the pin wheel's library), and so are fast-math and
+#: fused multiply-add flags (the kernel must round as the Python code does).
 NATIVE_FLAGS_ENV = "CONTACTFLOW_NATIVE_CXXFLAGS"
 
 _SOURCES = {"seiko_qp11": "seiko_qp11.cpp"}
@@ -66,8 +67,15 @@ _DEFINES = [
 ]
 # No -march / -mavx: Eigen's alignment must stay that of the wheel's libpinocchio (SSE2, 16 bytes; the
 # source static_asserts it), whose instantiations the kernel calls on its own objects. -z defs: an
-# unresolved symbol (another C++ ABI) fails the build, not the load.
-_FLAGS = ["-O2", "-std=c++17", "-fPIC", "-shared", "-fvisibility=hidden", "-w", "-Wl,-z,defs"]
+# unresolved symbol (another C++ ABI) fails the build, not the load. -ffp-contract=off: no fused multiply-add
+# (g++ fuses by default where the target has one, e.g. aarch64): the kernel's filters round as numpy's separate
+# operations do, bit for bit (tests/test_seiko_native.py); fast-math flags are refused for the same reason.
+_FLAGS = ["-O2", "-std=c++17", "-ffp-contract=off", "-fPIC", "-shared", "-fvisibility=hidden", "-w", "-Wl,-z,defs"]
+# compiler flags refused in $CXX and $CONTACTFLOW_NATIVE_CXXFLAGS: target flags (Eigen's alignment) and the
+# flags that change floating-point results
+_TARGET_FLAGS = ("-m",)
+_FP_FLAGS = ("-ffast-math", "-Ofast", "-funsafe-math-optimizations", "-ffp-contract=fast", "-ffp-contract=on",
+             "-fassociative-math", "-freciprocal-math")
 _LIBS = ["pinocchio_default", "boost_serialization"]
 # distributions whose headers or libraries the build uses: their versions are part of the cache key
 _DISTRIBUTIONS = ("pin", "libpinocchio", "cmeel-eigen", "cmeel-boost", "eigenpy")
@@ -134,10 +142,15 @@ def _build_inputs(name: str) -> tuple[Path, list[str], str]:
     pin_prefix = _find("include/pinocchio/multibody.hpp", "pinocchio's C++ headers", "reinstall the `pin` wheel")
     eigen_prefix = _find("include/eigen3/Eigen/Core", "Eigen's headers", "pip install 'cmeel-eigen<3.5'")
     extra = shlex.split(os.environ.get(NATIVE_FLAGS_ENV, ""))
-    bad = [f for f in extra if f.startswith(("-m", "-march", "-mtune"))]
-    if bad:
-        raise NativeBuildError(f"native kernel: ${NATIVE_FLAGS_ENV} has {bad}: target flags change Eigen's alignment "
-                               "against the pin wheel's library; leave them out")
+    for where, words in ((f"${NATIVE_FLAGS_ENV}", extra), ("$CXX", cxx[1:])):
+        bad = [f for f in words if f.startswith(_TARGET_FLAGS)]
+        if bad:
+            raise NativeBuildError(f"native kernel: {where} has {bad}: target flags change Eigen's alignment "
+                                   "against the pin wheel's library; leave them out")
+        bad = [f for f in words if f in _FP_FLAGS]
+        if bad:
+            raise NativeBuildError(f"native kernel: {where} has {bad}: the kernel must round as the Python code does "
+                                   "(no fast-math, no fused multiply-add); leave them out")
     cmd = [*cxx, *_FLAGS, *extra, *(f"-D{d}" for d in _DEFINES), f"-I{eigen_prefix / 'include' / 'eigen3'}",
            f"-I{pin_prefix / 'include'}", str(src), f"-L{pin_prefix / 'lib'}", f"-Wl,-rpath,{pin_prefix / 'lib'}",
            *(f"-l{lib}" for lib in _LIBS)]

@@ -61,7 +61,7 @@ from contactflow.seiko.controller_config import ControllerConfig, ControllerOutp
 from contactflow.seiko.controller_inputs import StepInputsMixin
 from contactflow.seiko.controller_qp import Qp11Mixin, Qp11Workspace
 from contactflow.seiko.controller_switching import ContactSwitchingMixin
-from contactflow.seiko.filters import ComplementaryWrenchFilterBank, TorqueLimitAdapter, WrenchRateEstimator, alpha_from_cutoff
+from contactflow.seiko.filters import ComplementaryWrenchFilterBank, ExponentialLowPass, TorqueLimitAdapter, WrenchRateEstimator, alpha_from_cutoff
 from contactflow.seiko.native import FeedbackNative, kernel_for
 from contactflow.seiko.flexible_equilibrium import flexible_equilibrium_residual, flexible_equilibrium_step
 from contactflow.seiko.surfaces import DEFAULT_SURFACE_ROTATIONS
@@ -182,13 +182,11 @@ class SeikoController(StepInputsMixin, ContactSwitchingMixin, Qp11Mixin):
             eps3=config.torque_hysteresis,
             lower_nm=config.torque_lowering_nm_per_s * dt,
         )
-        self._tau_read_lp = np.zeros(n)  # low-passed tau_read (tau_read_cutoff_hz), seeded by the first
-        self._tau_read_lp_seeded = False
+        # low-pass of tau_read before (12) (tau_read_cutoff_hz > 0), else None
+        self._tau_read_lp = (ExponentialLowPass(n, config.tau_read_cutoff_hz, dt) if config.tau_read_cutoff_hz > 0.0
+                             else None)
         self._qp_ok_prev = True  # the last QP (11) succeeded: the (12) lowering extension may act
         self._tau_engaged = np.zeros(len(robot.joint_names), dtype=bool)  # (12) has lowered this joint's limit
-        self._tau_read_alpha = (
-            alpha_from_cutoff(config.tau_read_cutoff_hz, dt) if config.tau_read_cutoff_hz > 0.0 else 0.0
-        )
         self._native = kernel_for(self.model, config.kernel, "ControllerConfig.kernel")
         self.qp_hook: Callable[..., None] | None = None
         """Optional ``qp_hook(H, g, A, lo, hi, lb, ub, solution)`` called after every solve of QP
@@ -385,7 +383,8 @@ class SeikoController(StepInputsMixin, ContactSwitchingMixin, Qp11Mixin):
         self._tau_adapt.reset()
         self._qp_ok_prev = True
         self._tau_engaged[:] = False
-        self._tau_read_lp_seeded = False
+        if self._tau_read_lp is not None:
+            self._tau_read_lp.reset()
         self.targets = {}
         pin.framesForwardKinematics(self.model, self.data, self.q_flex)
         for c in self.contacts_on:
@@ -530,23 +529,14 @@ class SeikoController(StepInputsMixin, ContactSwitchingMixin, Qp11Mixin):
 
         # (12) torque-limit update, from the previous tau_flex.
         if cfg.torque_limit_adaptation and tau_read is not None:
-            lowpass = 0  # tau_read low-pass: 0 none, 1 seed, 2 update
-            if cfg.tau_read_cutoff_hz > 0.0:
-                lowpass = 2 if self._tau_read_lp_seeded else 1
-                self._tau_read_lp_seeded = True
+            lp = self._tau_read_lp
             if fb is not None:  # the same computation, compiled
-                self._tau_adapt.modified = fb.torque12(self.tau_flex, lowpass, self._qp_ok_prev)
-                if lowpass:
-                    tau_read = self._tau_read_lp
+                self._tau_adapt.modified = fb.torque12(self.tau_flex, self._qp_ok_prev)
+                if lp is not None:
+                    tau_read = lp.value
             else:
-                if lowpass == 1:
-                    self._tau_read_lp[:] = tau_read
-                elif lowpass == 2:
-                    a = self._tau_read_alpha
-                    self._tau_read_lp *= a
-                    self._tau_read_lp += (1.0 - a) * tau_read
-                if lowpass:
-                    tau_read = self._tau_read_lp
+                if lp is not None:
+                    tau_read = lp.update(tau_read)
                 self._tau_adapt.update(tau_read, self.tau_flex, allow_lowering=self._qp_ok_prev)
             if self._tau_adapt.modified:
                 self._report_torque_limits(tau_read)

@@ -28,6 +28,7 @@ __all__ = [
     "ComplementaryWrenchFilterBank",
     "WrenchRateEstimator",
     "TorqueLimitAdapter",
+    "ExponentialLowPass",
 ]
 
 
@@ -53,6 +54,44 @@ def alpha_from_cutoff(cutoff_hz: float, dt_s: float) -> float:
         raise ConfigError(f"alpha_from_cutoff: need cutoff_hz > 0 and dt_s > 0, got {cutoff_hz}, {dt_s}")
     h = math.pi * cutoff_hz * dt_s  # w dt / 2
     return min(1.0, max(0.0, (1.0 - h) / (1.0 + h)))
+
+
+class ExponentialLowPass:
+    """First-order exponential low-pass ``y <- alpha y + (1 - alpha) u`` (:func:`alpha_from_cutoff`),
+    seeded by its first input (``y = u``): the Controller's measured joint torques before (12)
+    (``ControllerConfig.tau_read_cutoff_hz``). The compiled kernel computes the same (FeedbackNative,
+    contactflow/native/seiko_qp11.cpp ``torque12``): keep both in step.
+
+    Args:
+        n: size of the filtered vector.
+        cutoff_hz: cutoff [Hz], > 0. dt_s: period [s], > 0.
+
+    Attributes:
+        value: (n,) the filtered vector (written in place). seeded: an input was taken since the reset.
+
+    Raises:
+        ConfigError: a non-positive cutoff or period.
+    """
+
+    def __init__(self, n: int, cutoff_hz: float, dt_s: float):
+        self.alpha = alpha_from_cutoff(cutoff_hz, dt_s)
+        self.value = np.zeros(n)
+        self.seeded = False
+
+    def reset(self) -> None:
+        """The next input seeds the filter again."""
+        self.seeded = False
+
+    def update(self, u: np.ndarray) -> np.ndarray:
+        """One step with the input ``u`` (n,); returns :attr:`value`."""
+        if self.seeded:
+            a = self.alpha
+            self.value *= a
+            self.value += (1.0 - a) * u
+        else:
+            self.value[:] = u
+            self.seeded = True
+        return self.value
 
 
 class ComplementaryWrenchFilter:

@@ -239,12 +239,15 @@ class FeedbackNative(_Native):
     """The Controller's feedback filters in the compiled kernel, on the Controller's and the
     filters' own buffers: the complementary filter (13) of
     :class:`~contactflow.seiko.filters.ComplementaryWrenchFilterBank` (:meth:`filter13`) and the
-    low-pass of tau_read with :class:`~contactflow.seiko.filters.TorqueLimitAdapter` (12)
-    (:meth:`torque12`): the same operations as their Python code, which stays the reference.
+    tau_read low-pass (:class:`~contactflow.seiko.filters.ExponentialLowPass`) with
+    :class:`~contactflow.seiko.filters.TorqueLimitAdapter` (12) (:meth:`torque12`): the same
+    floating-point operations as their Python code, which stays the reference
+    (``tests/test_seiko_native.py`` compares them bit for bit). The filters' constants (alpha, dt,
+    rho, eps1-3, the lowering step) are copied when it is built; the arrays are bound by address,
+    so the Controller and its filters must keep writing them in place (checked at every call).
 
-    Attributes:
-        flags: (4,) int64: [0] use the external lam_tilde rows, [1] tau_read low-pass (0 none, 1
-            seed, 2 update), [2] allow_lowering, [3] (out) the adapter's ``modified``.
+    Raises:
+        ContactflowError: a buffer of unexpected size, dtype or layout, or the library refused it.
     """
 
     _what = "native Controller filters"
@@ -252,54 +255,83 @@ class FeedbackNative(_Native):
     def __init__(self, kernel: SeikoKernel, ctrl: "SeikoController"):
         self.kernel = kernel
         lib = kernel.lib
-        cf, ta = ctrl._cfilt, ctrl._tau_adapt
+        cf, ta, lp = ctrl._cfilt, ctrl._tau_adapt, ctrl._tau_read_lp
         n_eff, n = len(ctrl.contacts), ctrl.n
+        # flags: [0] use the external lam_tilde rows, [1] tau_read low-pass (0 none, 1 seed, 2 update),
+        # [2] allow_lowering, [3] (out) the adapter's `modified`
         self.flags = np.zeros(4, dtype=np.int64)
         self.tau_flex = np.zeros(n)  # the Controller's tau_flex of the step (a new array each step), copied here
+        tau_lp = lp.value if lp is not None else np.zeros(n)
         self._ints = np.array([n_eff, n], dtype=np.int64)
-        self._dbls = np.array([cf.alpha, cf.dt_s, ta.rho, ta.eps1, ta.eps2, ta.eps3, ta.lower_nm, ctrl._tau_read_alpha])
-        has = ctrl._has
-        bufs = [(cf._state, np.float64), (cf._init, np.bool_), (ctrl._in_w[0], np.float64),
-                (ctrl._lam_flex_dot_rows, np.float64), (ctrl._in_w[3], np.float64), (ctrl._active, np.bool_),
-                (has[0], np.bool_), (has[3], np.bool_), (ta.tau_urdf, np.float64), (ta._limit, np.float64),
-                (ta._ratio, np.float64), (ta._abs_flex, np.float64), (ctrl._in_vecs[3], np.float64),
-                (ctrl._tau_read_lp, np.float64), (self.tau_flex, np.float64), (self.flags, np.int64)]
-        sizes = [6 * n_eff, n_eff, 6 * n_eff, 6 * n_eff, 6 * n_eff, n_eff, n_eff, n_eff] + [n] * 7 + [4]
-        for (a, dtype), size in zip(bufs, sizes):
-            if a.size != size:
-                raise ContactflowError(f"native Controller filters: a buffer has {a.size} entries, expected {size}")
-        self._bufs = [a for a, _ in bufs]  # kept alive with self; checked unchanged at each call
-        self._owners = (cf, ta, ctrl)
-        self._ptrs = np.array([_ptr(a, dtype) for a, dtype in bufs], dtype=np.int64)
+        self._dbls = np.array([cf.alpha, cf.dt_s, ta.rho, ta.eps1, ta.eps2, ta.eps3, ta.lower_nm,
+                               lp.alpha if lp is not None else 0.0])
+        f8, b1 = np.float64, np.bool_
+        bufs = [(cf._state, f8, 6 * n_eff), (cf._init, b1, n_eff), (ctrl._in_w[0], f8, 6 * n_eff),
+                (ctrl._lam_flex_dot_rows, f8, 6 * n_eff), (ctrl._in_w[3], f8, 6 * n_eff), (ctrl._active, b1, n_eff),
+                (ctrl._has[0], b1, n_eff), (ctrl._has[3], b1, n_eff), (ta.tau_urdf, f8, n), (ta._limit, f8, n),
+                (ta._ratio, f8, n), (ta._abs_flex, f8, n), (ctrl._in_vecs[3], f8, n), (tau_lp, f8, n),
+                (self.tau_flex, f8, n), (self.flags, np.int64, 4)]
+        for arr, _, size in bufs:
+            if arr.size != size:
+                raise ContactflowError(f"native Controller filters: a buffer has {arr.size} entries, expected {size}")
+        self._ptrs = np.array([_ptr(arr, dtype) for arr, dtype, _ in bufs], dtype=np.int64)
+        # what the kernel writes or reads through those addresses, as the Controller holds them (compared by
+        # identity at every call: a replaced array would leave the kernel on the old one)
+        self._ctrl = weakref.ref(ctrl)  # (no cycle: the Controller holds this object)
+        self._held = (cf, ta, lp, cf._state, cf._init, ctrl._in, ctrl._has, ctrl._active, ctrl._lam_flex_dot_rows,
+                      ta.tau_urdf, ta._limit, ta._ratio, ta._abs_flex, tau_lp)
         self._bind(lib.cf_feedback_free, lib.cf_feedback_new, _ptr(self._ints, np.int64), _ptr(self._dbls),
                    _ptr(self._ptrs, np.int64))
         self._filter13, self._torque12 = lib.cf_filter13, lib.cf_torque12
 
-    def _check(self) -> None:
-        cf, ta, ctrl = self._owners
-        b = self._bufs
-        if not (cf._state is b[0] and cf._init is b[1] and ta._limit is b[9] and ctrl._tau_read_lp is b[13]):
-            raise ContactflowError("native Controller filters: a filter's state array (lam_tilde, its init flags, the "
-                                   "torque limits or the tau_read low-pass) was replaced; write such arrays in place")
+    def _check(self) -> "SeikoController":
+        ctrl = self._ctrl()
+        cf, ta, lp, *arrays = self._held
+        if ctrl is None or not (ctrl._cfilt is cf and ctrl._tau_adapt is ta and ctrl._tau_read_lp is lp):
+            raise ContactflowError("native Controller filters: the Controller or one of its filters was replaced")
+        now = (cf._state, cf._init, ctrl._in, ctrl._has, ctrl._active, ctrl._lam_flex_dot_rows, ta.tau_urdf, ta._limit,
+               ta._ratio, ta._abs_flex, lp.value if lp is not None else arrays[-1])
+        if any(a is not b for a, b in zip(now, arrays)):
+            raise ContactflowError("native Controller filters: an array of the Controller or of its filters (13), (12) "
+                                   "was replaced; write such arrays in place")
+        return ctrl
 
     def filter13(self, external: bool) -> np.ndarray:
-        """One step of (13) on every effector (as ``ComplementaryWrenchFilterBank.update`` on the
-        Controller's input rows, its lam_flex_dot rows and active flags); returns the bank's
-        (n_eff, 6) state (a view)."""
+        """One step of (13) on every effector, as ``ComplementaryWrenchFilterBank.update`` on the
+        Controller's input rows (lam_read; the external lam_tilde rows when ``external``), its
+        lam_flex_dot rows and its active flags; writes the bank's state and init flags in place.
+
+        Returns:
+            (n_eff, 6) the bank's state lam_tilde [N, N m] (a view).
+
+        Raises:
+            ContactflowError: an array was replaced (see the class).
+        """
         self._check()
         self.flags[0] = external
         self._call(self._filter13)
-        return self._bufs[0]
+        return self._held[3]
 
-    def torque12(self, tau_flex: np.ndarray, lowpass: int, allow_lowering: bool) -> bool:
-        """The low-pass of the Controller's tau_read input (``lowpass``: 0 none, 1 seed, 2 update)
-        and one step of (12) with ``tau_flex`` (n,) [N m]; returns the adapter's ``modified``."""
-        self._check()
+    def torque12(self, tau_flex: np.ndarray, allow_lowering: bool) -> bool:
+        """The Controller's tau_read input through its low-pass (when it has one) and one step of
+        ``TorqueLimitAdapter.update`` with ``tau_flex`` (n,) [N m]; writes the low-pass's value and
+        the adapter's limits (and its ratio / |tau_flex| scratch) in place.
+
+        Returns:
+            the adapter's ``modified`` (also to be set on it by the caller).
+
+        Raises:
+            ContactflowError: an array was replaced (see the class).
+        """
+        ctrl = self._check()
+        lp = ctrl._tau_read_lp
         np.copyto(self.tau_flex, tau_flex)
         flags = self.flags
-        flags[1] = lowpass
+        flags[1] = 0 if lp is None else (2 if lp.seeded else 1)
         flags[2] = allow_lowering
         self._call(self._torque12)
+        if lp is not None:
+            lp.seeded = True
         return bool(flags[3])
 
 
