@@ -196,6 +196,7 @@ def test_native_filters_13_and_12_match_the_python_filters_bit_for_bit(robot, lo
         external = bool(rng.random() < 0.3)
         ref = cf_ref.update(ctrl._in_w[0], ctrl._lam_flex_dot_rows, ctrl._active, ctrl._has[0],
                             external=ctrl._in_w[3] if external else None, has_external=ctrl._has[3])
+        fb.check()
         got = fb.filter13(external)
         assert np.array_equal(got, ref) and np.array_equal(ctrl._cfilt._init, cf_ref._init), step
         # (12): phases of 40 steps around a torque below rho, then one above it for some joints
@@ -227,7 +228,7 @@ def test_native_filters_13_and_12_match_the_python_filters_bit_for_bit(robot, lo
     # a replaced array is refused, not silently left behind
     ctrl._tau_adapt._limit = ctrl._tau_adapt._limit.copy()
     with pytest.raises(ContactflowError, match="was replaced"):
-        fb.torque12(tau_flex, True)
+        fb.check()
 
 
 @needs_compiler

@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from contactflow.errors import ContractError
-from contactflow.seiko.filters import alpha_from_cutoff
+from contactflow.seiko.filters import ExponentialLowPass
 
 __all__ = ["LiveOperator", "KeyboardMapper", "TerminalKeys", "SpaceMouseSource", "TorqueRatioMonitor",
            "spacemouse_available"]
@@ -56,14 +56,17 @@ class TorqueRatioMonitor:
         if any(not 0 <= i < self.tau_max.size for i in self.watch):
             raise ContractError(f"TorqueRatioMonitor: watched joint index out of range: {self.watch}")
         self.rho = float(rho)
-        self.alpha = alpha_from_cutoff(cutoff_hz, dt)
-        self.tau_lp: np.ndarray | None = None
+        self._lp = ExponentialLowPass(self.tau_max.size, cutoff_hz, dt)  # of |tau|, seeded by the first sample
+
+    @property
+    def alpha(self) -> float:
+        """The low-pass coefficient (:func:`contactflow.seiko.filters.alpha_from_cutoff`)."""
+        return self._lp.alpha
 
     def update(self, tau) -> bool:
         """Feed one (n,) measured torque sample [N m]; True if a watched joint is above ``rho``."""
-        a = np.abs(np.asarray(tau, dtype=float))
-        self.tau_lp = a if self.tau_lp is None else self.alpha * self.tau_lp + (1.0 - self.alpha) * a
-        return bool(np.any(self.tau_lp[self.watch] / self.tau_max[self.watch] > self.rho))
+        lp = self._lp.update(np.abs(np.asarray(tau, dtype=float)))
+        return bool(np.any(lp[self.watch] / self.tau_max[self.watch] > self.rho))
 
 
 class LiveOperator:

@@ -496,6 +496,7 @@ class SeikoController(StepInputsMixin, ContactSwitchingMixin, Qp11Mixin):
         read = rows[0]
         fb = self._feedback
         if fb is not None:  # the same computation, compiled (contactflow/native/seiko_qp11.cpp)
+            fb.check()  # (once per step: also for torque12 below)
             lt_rows = fb.filter13(lam_tilde is not None)
         else:
             lt_rows = self._cfilt.update(read, self._lam_flex_dot_rows, active, has[0],

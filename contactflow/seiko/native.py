@@ -244,7 +244,7 @@ class FeedbackNative(_Native):
     floating-point operations as their Python code, which stays the reference
     (``tests/test_seiko_native.py`` compares them bit for bit). The filters' constants (alpha, dt,
     rho, eps1-3, the lowering step) are copied when it is built; the arrays are bound by address,
-    so the Controller and its filters must keep writing them in place (checked at every call).
+    so the Controller and its filters must keep writing them in place (:meth:`check`, once per step).
 
     Raises:
         ContactflowError: a buffer of unexpected size, dtype or layout, or the library refused it.
@@ -275,39 +275,42 @@ class FeedbackNative(_Native):
             if arr.size != size:
                 raise ContactflowError(f"native Controller filters: a buffer has {arr.size} entries, expected {size}")
         self._ptrs = np.array([_ptr(arr, dtype) for arr, dtype, _ in bufs], dtype=np.int64)
-        # what the kernel writes or reads through those addresses, as the Controller holds them (compared by
-        # identity at every call: a replaced array would leave the kernel on the old one)
         self._ctrl = weakref.ref(ctrl)  # (no cycle: the Controller holds this object)
-        self._held = (cf, ta, lp, cf._state, cf._init, ctrl._in, ctrl._has, ctrl._active, ctrl._lam_flex_dot_rows,
-                      ta.tau_urdf, ta._limit, ta._ratio, ta._abs_flex, tau_lp)
+        self._held = self._bound(ctrl)
         self._bind(lib.cf_feedback_free, lib.cf_feedback_new, _ptr(self._ints, np.int64), _ptr(self._dbls),
                    _ptr(self._ptrs, np.int64))
         self._filter13, self._torque12 = lib.cf_filter13, lib.cf_torque12
 
-    def _check(self) -> "SeikoController":
+    @staticmethod
+    def _bound(ctrl: "SeikoController") -> tuple:
+        """What the kernel's addresses point into, as ``ctrl`` holds it now: its filters and the arrays
+        they and the Controller write in place."""
+        cf, ta, lp = ctrl._cfilt, ctrl._tau_adapt, ctrl._tau_read_lp
+        return (cf, ta, lp, cf._state, cf._init, ctrl._in, ctrl._has, ctrl._active, ctrl._lam_flex_dot_rows,
+                ta.tau_urdf, ta._limit, ta._ratio, ta._abs_flex, None if lp is None else lp.value)
+
+    def check(self) -> None:
+        """Checks that the Controller still holds what the kernel was bound to (by identity): call it once
+        per step before :meth:`filter13` and :meth:`torque12` (``SeikoController.step`` does).
+
+        Raises:
+            ContactflowError: the Controller, a filter or one of their arrays was replaced (the kernel
+                would keep working on the old one).
+        """
         ctrl = self._ctrl()
-        cf, ta, lp, *arrays = self._held
-        if ctrl is None or not (ctrl._cfilt is cf and ctrl._tau_adapt is ta and ctrl._tau_read_lp is lp):
-            raise ContactflowError("native Controller filters: the Controller or one of its filters was replaced")
-        now = (cf._state, cf._init, ctrl._in, ctrl._has, ctrl._active, ctrl._lam_flex_dot_rows, ta.tau_urdf, ta._limit,
-               ta._ratio, ta._abs_flex, lp.value if lp is not None else arrays[-1])
-        if any(a is not b for a, b in zip(now, arrays)):
-            raise ContactflowError("native Controller filters: an array of the Controller or of its filters (13), (12) "
-                                   "was replaced; write such arrays in place")
-        return ctrl
+        if ctrl is None or any(a is not b for a, b in zip(self._bound(ctrl), self._held)):
+            raise ContactflowError("native Controller filters: the Controller, one of its filters (13), (12) or an "
+                                   "array they write in place was replaced; write such arrays in place")
 
     def filter13(self, external: bool) -> np.ndarray:
         """One step of (13) on every effector, as ``ComplementaryWrenchFilterBank.update`` on the
         Controller's input rows (lam_read; the external lam_tilde rows when ``external``), its
-        lam_flex_dot rows and its active flags; writes the bank's state and init flags in place.
+        lam_flex_dot rows and its active flags; writes the bank's state and init flags in place
+        (after :meth:`check`).
 
         Returns:
             (n_eff, 6) the bank's state lam_tilde [N, N m] (a view).
-
-        Raises:
-            ContactflowError: an array was replaced (see the class).
         """
-        self._check()
         self.flags[0] = external
         self._call(self._filter13)
         return self._held[3]
@@ -315,16 +318,12 @@ class FeedbackNative(_Native):
     def torque12(self, tau_flex: np.ndarray, allow_lowering: bool) -> bool:
         """The Controller's tau_read input through its low-pass (when it has one) and one step of
         ``TorqueLimitAdapter.update`` with ``tau_flex`` (n,) [N m]; writes the low-pass's value and
-        the adapter's limits (and its ratio / |tau_flex| scratch) in place.
+        the adapter's limits (and its ratio / |tau_flex| scratch) in place (after :meth:`check`).
 
         Returns:
             the adapter's ``modified`` (also to be set on it by the caller).
-
-        Raises:
-            ContactflowError: an array was replaced (see the class).
         """
-        ctrl = self._check()
-        lp = ctrl._tau_read_lp
+        lp = self._held[2]
         np.copyto(self.tau_flex, tau_flex)
         flags = self.flags
         flags[1] = 0 if lp is None else (2 if lp.seeded else 1)
