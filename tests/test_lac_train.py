@@ -476,6 +476,48 @@ def test_export_averages_the_weights_of_rounds(run_a, robot, tmp_path):
         cli_main(["lac", "export", str(out), "--out", str(tmp_path / "x.onnx"), "--average", "a-b"])
 
 
+def test_ensemble_is_the_mean_action_of_its_students_and_refuses_another_contract(run_a, robot, tmp_path):
+    """`contactflow lac ensemble A.onnx B.onnx --out E.onnx`: E loads through the deploy spec, its action
+    is the mean of A's and B's on any input, its metadata keeps the deploy contract and each member's
+    record; the same student twice, an ensemble as a member, or a member with another deploy contract
+    is refused naming the file."""
+    import onnx
+
+    from contactflow.cli import main as cli_main
+    from contactflow.lac.train.student import ensemble_onnx
+    from contactflow.policy import load_policy_spec
+
+    out, _ = run_a
+    a, b, e = tmp_path / "a.onnx", tmp_path / "b.onnx", tmp_path / "e.onnx"
+    export_checkpoint(out / "checkpoints" / "round_000.pt", a)
+    export_checkpoint(out / "checkpoints" / "round_001.pt", b)
+    assert cli_main(["lac", "ensemble", str(a), str(b), "--out", str(e)]) == 0
+    sa, sb, se = (load_policy_spec("lac", robot, model=p) for p in (a, b, e))
+    x = np.random.default_rng(5).normal(size=(1, 64, 95)).astype(np.float32)
+    x[..., 90:] = np.exp(np.random.default_rng(6).uniform(np.log(10.0), np.log(500.0), size=(1, 64, 5)))
+    ya, yb, ye = sa.model.run(x), sb.model.run(x), se.model.run(x)
+    assert np.abs(ya - yb).max() > 1e-3  # two different students
+    np.testing.assert_allclose(ye, (ya + yb) / 2, atol=1e-6)
+    md = se.model.metadata
+    assert md["dof_names"] == sa.model.metadata["dof_names"] and md["kp"] == sa.model.metadata["kp"]
+    assert [m["train_round"] for m in md["ensemble_members"]] == [0, 1]
+    assert md["ensemble_members"][0]["file"] == "a.onnx" and len(md["ensemble_members"][1]["sha256"]) == 64
+    assert md["ensemble_members"][1]["train_config"] == sb.model.metadata["train_config"]
+    with pytest.raises(ConfigError, match="the same student"):
+        ensemble_onnx([a, b, a], tmp_path / "x.onnx")
+    with pytest.raises(ConfigError, match="already an ensemble"):
+        ensemble_onnx([e, a], tmp_path / "x.onnx")
+    with pytest.raises(ConfigError, match="two or more"):
+        ensemble_onnx([a], tmp_path / "x.onnx")
+    m = onnx.load(str(b))
+    for p in m.metadata_props:
+        if p.key == "kp":
+            p.value = json.dumps([2.0 * v for v in json.loads(p.value)])
+    onnx.save(m, str(tmp_path / "other_gains.onnx"))
+    with pytest.raises(ConfigError, match="other_gains.onnx: metadata 'kp' differs"):
+        ensemble_onnx([a, tmp_path / "other_gains.onnx"], tmp_path / "x.onnx")
+
+
 def test_same_seed_same_weights_with_two_workers(run_a, tiny_cfg, dataset, tmp_path):
     """Episodes do not depend on the worker that runs them. Across processes the results agree to
     floating-point rounding, not bit for bit (measured once: 1 of 19 000 frame values 1 ulp apart;

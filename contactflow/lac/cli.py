@@ -150,6 +150,13 @@ def _export(args) -> int:
     return 0
 
 
+def _ensemble(args) -> int:
+    from contactflow.lac.train.student import ensemble_onnx
+
+    print(f"wrote {ensemble_onnx(args.members, args.out)}")
+    return 0
+
+
 def add_parser(subparsers) -> None:
     """Register ``lac`` and its sub-commands on the ``contactflow`` parser."""
     p = subparsers.add_parser("lac", help="LAC (G1): augmentation, training (teacher, student), export, evaluation")
@@ -219,6 +226,11 @@ def add_parser(subparsers) -> None:
     x.add_argument("--average", type=_rounds, default=None, metavar="ROUNDS",
                    help="average the weights of these rounds of the run directory, e.g. 10,11 or 8-11 (default: none, the checkpoint as it is)")
     x.set_defaults(func=_export)
+
+    e = sub.add_parser("ensemble", help="one deploy ONNX whose action is the mean of several exported students' (needs [train])")
+    e.add_argument("members", nargs="+", help="two or more students exported by `contactflow lac export` (.onnx)")
+    e.add_argument("--out", required=True, help="output .onnx")
+    e.set_defaults(func=_ensemble)
 
 
 def _main(argv=None) -> int:  # pragma: no cover - for python -m

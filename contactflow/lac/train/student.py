@@ -37,7 +37,8 @@ from torch import nn
 from contactflow.lac.train.config import StudentCfg
 from contactflow.policy.spec import PolicySpec
 
-__all__ = ["Student", "export_onnx", "ONNX_OPSET", "SPEC_VERSION", "deploy_metadata", "tracking_feature_map"]
+__all__ = ["Student", "export_onnx", "ensemble_onnx", "ONNX_OPSET", "SPEC_VERSION", "deploy_metadata", "tracking_feature_map",
+           "DEPLOY_METADATA_KEYS"]
 
 #: the normalised inputs are clipped to +- this many standard deviations inside the graph
 CLIP_SIGMA = 10.0
@@ -269,4 +270,112 @@ def export_onnx(model: Student, path: str | Path, metadata: Mapping, *, input_na
     onnx.checker.check_model(m)
     onnx.save(m, str(path))
     tmp.unlink()
+    return path
+
+
+#: The metadata keys of :func:`deploy_metadata` plus ``rate_hz`` and ``spec_name``: what the deploy side reads.
+#: Members of an ensemble must agree on every one (:func:`ensemble_onnx`).
+DEPLOY_METADATA_KEYS = ("dof_names", "kp", "kd", "action_scale", "default_joint_pos", "joint_orders",
+                        "observation_layout", "history", "rate_hz", "spec_name", "spec_version", "spec_sha256")
+
+
+def ensemble_onnx(members, path: str | Path, *, input_name: str = "frames", output_name: str = "action") -> Path:
+    """Write one deploy ONNX whose action is the mean of the actions of ``members`` (students exported by
+    :func:`export_onnx`, e.g. runs of ``contactflow lac train`` with other seeds): the same input
+    ``frames`` (1, 64, 95) float32 goes to every member's graph (each with its own log-stiffness,
+    normaliser, encoder and actor), and ``action`` (1, 23) = ``Mean`` of their outputs. An ensemble of
+    independently trained students averages out what each got wrong differently (a bagged predictor,
+    Breiman, 1996); the deploy I/O is unchanged, the inference cost is the sum of the members'.
+
+    Metadata: the members' deploy metadata (:data:`DEPLOY_METADATA_KEYS`, equal in all of them),
+    ``training`` (what this is), ``ensemble_members`` (per member: file name, sha256 of the file,
+    ``training``, ``train_round``, ``train_config``, ``dataset``, ``dataset_seed``, ``git_revision``), and
+    ``train_config`` / ``dataset_seed`` / ``git_revision`` / ``train_round`` of the first member.
+
+    Args:
+        members: two or more ``.onnx`` paths.
+        path: the output ``.onnx`` (parent created).
+
+    Returns:
+        The path.
+
+    Raises:
+        ConfigError: fewer than two members, the same student twice, a member that is not readable ONNX, an
+            ensemble given as a member, a member that lacks the deploy metadata
+            or differs from the first in one of its keys (naming the file and the key), or whose input or
+            output is not ``frames`` / ``action``.
+        ModuleNotFoundError: ``onnx`` is not installed (the ``[train]`` extra).
+    """
+    import onnx
+    from onnx import compose, helper
+
+    from contactflow.errors import ConfigError
+
+    members = [Path(m) for m in members]
+    if len(members) < 2:
+        raise ConfigError(f"an ensemble needs two or more students, got {len(members)}")
+    models, metas, seen = [], [], {}
+    for m in members:
+        try:
+            model = onnx.load(str(m))
+        except Exception as exc:  # noqa: BLE001 - onnx raises several types for a bad file: name it
+            raise ConfigError(f"{m}: not a readable ONNX model ({type(exc).__name__}: {exc})") from None
+        g = model.graph
+        if [i.name for i in g.input] != [input_name] or [o.name for o in g.output] != [output_name]:
+            raise ConfigError(f"{m}: expected one input {input_name!r} and one output {output_name!r}, got "
+                              f"{[i.name for i in g.input]} -> {[o.name for o in g.output]}")
+        meta = {p.key: p.value for p in model.metadata_props}
+        digest = hashlib.sha256(model.SerializeToString()).hexdigest()
+        if digest in seen:
+            raise ConfigError(f"{m}: the same student as {seen[digest]}: an ensemble's members are different students")
+        seen[digest] = m
+        if "ensemble_members" in meta:
+            raise ConfigError(f"{m}: already an ensemble: give its members instead")
+        missing = [k for k in DEPLOY_METADATA_KEYS if k not in meta]
+        if missing:
+            raise ConfigError(f"{m}: no deploy metadata {missing} (not exported by contactflow lac export)")
+        if metas:
+            for k in DEPLOY_METADATA_KEYS:
+                if meta[k] != metas[0][k]:
+                    raise ConfigError(f"{m}: metadata {k!r} differs from {members[0]}'s: not one deploy contract")
+            if model.opset_import != models[0].opset_import:
+                raise ConfigError(f"{m}: opset {list(model.opset_import)} differs from {members[0]}'s")
+        models.append(model)
+        metas.append(meta)
+    nodes, inits, infos, outs = [], [], [], []
+    for i, model in enumerate(models):
+        g = compose.add_prefix(model, f"member{i}/", rename_inputs=False).graph
+        nodes += g.node
+        inits += g.initializer
+        infos += g.value_info
+        outs.append(g.output[0].name)
+    nodes.append(helper.make_node("Mean", outs, [output_name], name="ensemble_mean"))
+    g0 = models[0].graph
+    graph = helper.make_graph(nodes, "contactflow_lac_student_ensemble", [g0.input[0]], [g0.output[0]],
+                              initializer=inits, value_info=infos)
+    out = helper.make_model(graph, opset_imports=models[0].opset_import, producer_name="contactflow.lac.train")
+    out.ir_version = models[0].ir_version
+
+    def decoded(v: str):
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+
+    record = [{"file": m.name, "sha256": hashlib.sha256(m.read_bytes()).hexdigest(),
+               **{k: decoded(meta[k]) for k in ("training", "train_round", "train_config", "dataset", "dataset_seed",
+                                                "git_revision") if k in meta}}
+              for m, meta in zip(members, metas)]
+    props = {k: metas[0][k] for k in DEPLOY_METADATA_KEYS}
+    props.update({k: metas[0][k] for k in ("train_config", "train_round", "dataset", "dataset_seed", "git_revision")
+                  if k in metas[0]})
+    props["training"] = f"ensemble (mean action) of {len(models)} students of contactflow lac train"
+    props["ensemble_members"] = json.dumps(record)
+    for k, v in props.items():
+        p = out.metadata_props.add()
+        p.key, p.value = k, v
+    onnx.checker.check_model(out)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(out, str(path))
     return path
