@@ -481,10 +481,12 @@ def test_ensemble_is_the_mean_action_of_its_students_and_refuses_another_contrac
     is the mean of A's and B's on any input, its metadata keeps the deploy contract and each member's
     record; the same student twice, an ensemble as a member, or a member with another deploy contract
     is refused naming the file."""
+    import hashlib
+
     import onnx
 
     from contactflow.cli import main as cli_main
-    from contactflow.lac.train.student import ensemble_onnx
+    from contactflow.lac.train.student import DEPLOY_METADATA_KEYS, deploy_metadata, ensemble_onnx
     from contactflow.policy import load_policy_spec
 
     out, _ = run_a
@@ -499,10 +501,22 @@ def test_ensemble_is_the_mean_action_of_its_students_and_refuses_another_contrac
     assert np.abs(ya - yb).max() > 1e-3  # two different students
     np.testing.assert_allclose(ye, (ya + yb) / 2, atol=1e-6)
     md = se.model.metadata
-    assert md["dof_names"] == sa.model.metadata["dof_names"] and md["kp"] == sa.model.metadata["kp"]
-    assert [m["train_round"] for m in md["ensemble_members"]] == [0, 1]
-    assert md["ensemble_members"][0]["file"] == "a.onnx" and len(md["ensemble_members"][1]["sha256"]) == 64
-    assert md["ensemble_members"][1]["train_config"] == sb.model.metadata["train_config"]
+    assert set(deploy_metadata(load_train_spec("lac", robot))) == set(DEPLOY_METADATA_KEYS)  # one contract
+    assert all(md[k] == sa.model.metadata[k] for k in DEPLOY_METADATA_KEYS)
+    rec = md["ensemble_members"]
+    assert [m["train_round"] for m in rec] == [0, 1] and [m["file"] for m in rec] == ["a.onnx", "b.onnx"]
+    assert rec[1]["sha256"] == hashlib.sha256(b.read_bytes()).hexdigest()
+    assert rec[1]["train_config"] == sb.model.metadata["train_config"]
+    assert rec[1]["git_revision"] == sb.model.metadata["git_revision"]
+    # three members: still the mean
+    c = tmp_path / "c.onnx"
+    export_checkpoint(out, c, average=[0, 1])
+    ensemble_onnx([a, b, c], tmp_path / "e3.onnx")
+    yc = load_policy_spec("lac", robot, model=c).model.run(x)
+    np.testing.assert_allclose(load_policy_spec("lac", robot, model=tmp_path / "e3.onnx").model.run(x),
+                               (ya + yb + yc) / 3, atol=1e-6)
+    assert load_policy_spec("lac", robot, model=tmp_path / "e3.onnx").model.metadata["ensemble_members"][2][
+        "train_rounds_averaged"] == [0, 1]
     with pytest.raises(ConfigError, match="the same student"):
         ensemble_onnx([a, b, a], tmp_path / "x.onnx")
     with pytest.raises(ConfigError, match="already an ensemble"):
@@ -516,6 +530,12 @@ def test_ensemble_is_the_mean_action_of_its_students_and_refuses_another_contrac
     onnx.save(m, str(tmp_path / "other_gains.onnx"))
     with pytest.raises(ConfigError, match="other_gains.onnx: metadata 'kp' differs"):
         ensemble_onnx([a, tmp_path / "other_gains.onnx"], tmp_path / "x.onnx")
+    with pytest.raises(ConfigError, match="other_gains.onnx: the same student as .*b.onnx"):  # same weights
+        ensemble_onnx([a, b, tmp_path / "other_gains.onnx"], tmp_path / "x.onnx")
+    m.graph.output[0].name = "act"
+    onnx.save(m, str(tmp_path / "renamed.onnx"))
+    with pytest.raises(ConfigError, match="renamed.onnx: expected one input 'frames' and one output 'action'"):
+        ensemble_onnx([a, tmp_path / "renamed.onnx"], tmp_path / "x.onnx")
 
 
 def test_same_seed_same_weights_with_two_workers(run_a, tiny_cfg, dataset, tmp_path):

@@ -28,7 +28,7 @@ import hashlib
 import json
 import warnings
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -211,7 +211,8 @@ class Student(nn.Module):
 def deploy_metadata(spec: PolicySpec) -> dict:
     """The deploy facts of ``spec`` as ONNX metadata (policy order): ``dof_names``, ``kp``, ``kd``
     [N m/rad, N m s/rad], ``action_scale`` [rad], ``default_joint_pos`` [rad], ``joint_orders``
-    (name -> list), ``observation_layout``, ``history``, ``spec_version``, ``spec_sha256``."""
+    (name -> list), ``observation_layout``, ``history``, ``rate_hz`` [Hz], ``spec_name``, ``spec_version``,
+    ``spec_sha256`` (:data:`DEPLOY_METADATA_KEYS`)."""
     p2r = spec.policy_to_robot
     orders = {k: v for k, v in spec.cfg.joint_orders.items() if isinstance(v, list)}
     return {
@@ -273,38 +274,46 @@ def export_onnx(model: Student, path: str | Path, metadata: Mapping, *, input_na
     return path
 
 
-#: The metadata keys of :func:`deploy_metadata` plus ``rate_hz`` and ``spec_name``: what the deploy side reads.
-#: Members of an ensemble must agree on every one (:func:`ensemble_onnx`).
+#: The keys of :func:`deploy_metadata` (the deploy contract of an exported student); the members of an ensemble must
+#: agree on every one (:func:`ensemble_onnx`). ``tests/test_lac_train.py`` checks that the two lists are the same.
 DEPLOY_METADATA_KEYS = ("dof_names", "kp", "kd", "action_scale", "default_joint_pos", "joint_orders",
                         "observation_layout", "history", "rate_hz", "spec_name", "spec_version", "spec_sha256")
 
+#: The metadata of :func:`contactflow.lac.train.dagger.export_checkpoint` stored as JSON (the others are strings).
+_JSON_RECORD_KEYS = ("train_round", "train_rounds_averaged", "train_config", "dataset", "dataset_seed")
 
-def ensemble_onnx(members, path: str | Path, *, input_name: str = "frames", output_name: str = "action") -> Path:
+
+def ensemble_onnx(members: Sequence[str | Path], path: str | Path, *, input_name: str = "frames",
+                  output_name: str = "action") -> Path:
     """Write one deploy ONNX whose action is the mean of the actions of ``members`` (students exported by
-    :func:`export_onnx`, e.g. runs of ``contactflow lac train`` with other seeds): the same input
+    ``contactflow lac export``, e.g. runs of ``contactflow lac train`` with other seeds): the same input
     ``frames`` (1, 64, 95) float32 goes to every member's graph (each with its own log-stiffness,
     normaliser, encoder and actor), and ``action`` (1, 23) = ``Mean`` of their outputs. An ensemble of
-    independently trained students averages out what each got wrong differently (a bagged predictor,
+    independently trained students averages what each got wrong differently (a bagged predictor,
     Breiman, 1996); the deploy I/O is unchanged, the inference cost is the sum of the members'.
 
-    Metadata: the members' deploy metadata (:data:`DEPLOY_METADATA_KEYS`, equal in all of them),
-    ``training`` (what this is), ``ensemble_members`` (per member: file name, sha256 of the file,
-    ``training``, ``train_round``, ``train_config``, ``dataset``, ``dataset_seed``, ``git_revision``), and
-    ``train_config`` / ``dataset_seed`` / ``git_revision`` / ``train_round`` of the first member.
+    Metadata: the members' deploy metadata (:data:`DEPLOY_METADATA_KEYS`, equal in all of them); ``training``
+    (what this is); ``ensemble_members``, per member: ``file`` (name), ``sha256`` (of the file), and its
+    ``training``, ``train_round``, ``train_rounds_averaged``, ``train_config``, ``dataset``, ``dataset_seed``,
+    ``git_revision`` where it has them; and the first member's ``train_config``, ``train_round``, ``dataset``,
+    ``dataset_seed``, ``git_revision`` at the top level (where a single student has them).
 
     Args:
         members: two or more ``.onnx`` paths.
         path: the output ``.onnx`` (parent created).
+        input_name, output_name: the one input and the one output every member must have.
 
     Returns:
         The path.
 
     Raises:
-        ConfigError: fewer than two members, the same student twice, a member that is not readable ONNX, an
-            ensemble given as a member, a member that lacks the deploy metadata
-            or differs from the first in one of its keys (naming the file and the key), or whose input or
-            output is not ``frames`` / ``action``.
+        ConfigError: fewer than two members; a member that is not readable ONNX, has another input or output
+            than ``input_name`` / ``output_name``, local functions or sparse initializers (not written by the
+            export), is already an ensemble, has the graph of another member (the same student twice), lacks
+            deploy metadata, or differs from the first member in a deploy-metadata key or in its opsets (each
+            naming the file, and the key).
         ModuleNotFoundError: ``onnx`` is not installed (the ``[train]`` extra).
+        onnx.checker.ValidationError: the combined graph is not valid ONNX (a bug).
     """
     import onnx
     from onnx import compose, helper
@@ -324,11 +333,13 @@ def ensemble_onnx(members, path: str | Path, *, input_name: str = "frames", outp
         if [i.name for i in g.input] != [input_name] or [o.name for o in g.output] != [output_name]:
             raise ConfigError(f"{m}: expected one input {input_name!r} and one output {output_name!r}, got "
                               f"{[i.name for i in g.input]} -> {[o.name for o in g.output]}")
-        meta = {p.key: p.value for p in model.metadata_props}
-        digest = hashlib.sha256(model.SerializeToString()).hexdigest()
+        if len(model.functions) or len(g.sparse_initializer):
+            raise ConfigError(f"{m}: local functions or sparse initializers are not supported in an ensemble member")
+        digest = hashlib.sha256(g.SerializeToString()).hexdigest()  # the graph: weights, not metadata
         if digest in seen:
             raise ConfigError(f"{m}: the same student as {seen[digest]}: an ensemble's members are different students")
         seen[digest] = m
+        meta = {p.key: p.value for p in model.metadata_props}
         if "ensemble_members" in meta:
             raise ConfigError(f"{m}: already an ensemble: give its members instead")
         missing = [k for k in DEPLOY_METADATA_KEYS if k not in meta]
@@ -344,7 +355,10 @@ def ensemble_onnx(members, path: str | Path, *, input_name: str = "frames", outp
         metas.append(meta)
     nodes, inits, infos, outs = [], [], [], []
     for i, model in enumerate(models):
-        g = compose.add_prefix(model, f"member{i}/", rename_inputs=False).graph
+        pre = f"member{i}/"
+        g = compose.add_prefix(model, pre, rename_inputs=False).graph
+        for node in g.node:  # onnx < 1.19 also prefixes the graph input where a node reads it
+            node.input[:] = [input_name if x == pre + input_name else x for x in node.input]
         nodes += g.node
         inits += g.initializer
         infos += g.value_info
@@ -354,23 +368,19 @@ def ensemble_onnx(members, path: str | Path, *, input_name: str = "frames", outp
     graph = helper.make_graph(nodes, "contactflow_lac_student_ensemble", [g0.input[0]], [g0.output[0]],
                               initializer=inits, value_info=infos)
     out = helper.make_model(graph, opset_imports=models[0].opset_import, producer_name="contactflow.lac.train")
-    out.ir_version = models[0].ir_version
+    out.ir_version = max(m.ir_version for m in models)
 
-    def decoded(v: str):
-        try:
-            return json.loads(v)
-        except ValueError:
-            return v
+    def record(meta: dict) -> dict:
+        return {k: (json.loads(meta[k]) if k in _JSON_RECORD_KEYS else meta[k])
+                for k in ("training", *_JSON_RECORD_KEYS, "git_revision") if k in meta}
 
-    record = [{"file": m.name, "sha256": hashlib.sha256(m.read_bytes()).hexdigest(),
-               **{k: decoded(meta[k]) for k in ("training", "train_round", "train_config", "dataset", "dataset_seed",
-                                                "git_revision") if k in meta}}
-              for m, meta in zip(members, metas)]
+    members_record = [{"file": m.name, "sha256": hashlib.sha256(m.read_bytes()).hexdigest(), **record(meta)}
+                      for m, meta in zip(members, metas)]
     props = {k: metas[0][k] for k in DEPLOY_METADATA_KEYS}
     props.update({k: metas[0][k] for k in ("train_config", "train_round", "dataset", "dataset_seed", "git_revision")
                   if k in metas[0]})
     props["training"] = f"ensemble (mean action) of {len(models)} students of contactflow lac train"
-    props["ensemble_members"] = json.dumps(record)
+    props["ensemble_members"] = json.dumps(members_record)
     for k, v in props.items():
         p = out.metadata_props.add()
         p.key, p.value = k, v
