@@ -295,8 +295,8 @@ def ensemble_onnx(members: Sequence[str | Path], path: str | Path, *, input_name
     Metadata: the members' deploy metadata (:data:`DEPLOY_METADATA_KEYS`, equal in all of them); ``training``
     (what this is); ``ensemble_members``, per member: ``file`` (name), ``sha256`` (of the file), and its
     ``training``, ``train_round``, ``train_rounds_averaged``, ``train_config``, ``dataset``, ``dataset_seed``,
-    ``git_revision`` where it has them; and the first member's ``train_config``, ``train_round``, ``dataset``,
-    ``dataset_seed``, ``git_revision`` at the top level (where a single student has them).
+    ``git_revision`` where it has them (the provenance stays per member: no single training configuration is
+    the ensemble's).
 
     Args:
         members: two or more ``.onnx`` paths.
@@ -377,8 +377,6 @@ def ensemble_onnx(members: Sequence[str | Path], path: str | Path, *, input_name
     members_record = [{"file": m.name, "sha256": hashlib.sha256(m.read_bytes()).hexdigest(), **record(meta)}
                       for m, meta in zip(members, metas)]
     props = {k: metas[0][k] for k in DEPLOY_METADATA_KEYS}
-    props.update({k: metas[0][k] for k in ("train_config", "train_round", "dataset", "dataset_seed", "git_revision")
-                  if k in metas[0]})
     props["training"] = f"ensemble (mean action) of {len(models)} students of contactflow lac train"
     props["ensemble_members"] = json.dumps(members_record)
     for k, v in props.items():
