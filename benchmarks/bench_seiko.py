@@ -298,6 +298,17 @@ def lockstep_graph(robot, sensor_lag: int | None = None) -> dict:
             "shipped": sl == shipped}
 
 
+def _tick_note(g: dict) -> str:
+    """The graph summary's tick timing (contactflow/recording/summary.py ``tick_timing``) for the table: the
+    median tick, the share of the wall time lost in slow ticks and the Retargeting's lowest lead; "" if absent."""
+    s = g.get("summary") or {}
+    p50, lost, lead = s.get("tick_wall_ms_p50"), s.get("slow_tick_lost_ratio"), s.get("desired_lead_ticks_p1")
+    if p50 is None or lost is None:
+        return ""
+    return (f"; median tick {p50:.2f} ms, {100 * lost:.1f} % of the wall time lost in slow ticks"
+            + (f", Retargeting lead p1 {lead:.0f} ticks" if lead is not None else ""))
+
+
 def repeated(fn, n: int, key: str, higher_is_better: bool = True) -> dict:
     """``fn()`` run ``n`` times in a row; the run whose ``key`` is the median of the ``n`` (for even
     ``n`` the worse of the two middle ones), with ``repeats`` (every run's ``key``, in order) beside it. This
@@ -405,7 +416,7 @@ def markdown(res: dict) -> str:
             what = ("`dora run dataflows/seiko_talos.yml`" if g.get("shipped", True) else "the same graph")
             rows.append(f"| {what} (lockstep, recorder on, default scenario; Controller --sensor-lag "
                         f"{g.get('sensor_lag', 0)}), sim s / wall s | "
-                        f"{g['graph_realtime_factor']:.3f} (`dora run` {g['dora_run_total_wall_s']:.1f} s in all) | in-process loop, "
+                        f"{g['graph_realtime_factor']:.3f} (`dora run` {g['dora_run_total_wall_s']:.1f} s in all{_tick_note(g)}) | in-process loop, "
                         f"same scenario, before / after: {g['loop_realtime_factors'][0]:.3f} / {g['loop_realtime_factors'][1]:.3f} | "
                         f"x{g['graph_over_loop']:.2f}{_spread(g)} | >= x{TARGETS['graph_over_loop']} | "
                         f"{_yes(g['graph_over_loop'] >= TARGETS['graph_over_loop'])} |")

@@ -45,6 +45,11 @@ def test_the_table_states_the_spread_of_repeated_runs():
                      "lockstep": g, "realtime": r})
     assert "x0.79 (median of 3: 0.66-0.83) | >= x0.8 | **no**" in md
     assert "5 of 1000 (0.50 %) (median of 3: 0.10 %-2.00 %)" in md
+    assert "(`dora run` 20.0 s in all) |" in md  # a summary without the tick timing: nothing added
+    g["summary"] = {"tick_wall_ms_p50": 1.305, "slow_tick_lost_ratio": 0.067, "desired_lead_ticks_p1": 7.0}
+    md = B.markdown({"machine": "m", "date_utc": "d", "commit": "c", "baseline": "b", "load_before": [0], "lockstep": g})
+    assert ("(`dora run` 20.0 s in all; median tick 1.30 ms, 6.7 % of the wall time lost in slow ticks, "
+            "Retargeting lead p1 7 ticks) |") in md
 
 
 def test_the_real_time_tracking_is_judged_against_the_stated_tolerances():

@@ -58,6 +58,11 @@ def test_seiko_talos_short_scenario_ends_by_itself(smoke_runs):
     assert summary["sim_time_s"] == pytest.approx(2.0, abs=0.1)
     assert summary["ticks"] >= 990
     assert summary["retargeting_failures"] == 0
+    # the tick timing (contactflow/recording/summary.py): the graph's pace, its stalls, the Retargeting run ahead
+    wall = summary["wall_time_s"]
+    assert 0 < summary["tick_wall_ms_p50"] <= summary["tick_wall_ms_p99"] <= summary["tick_wall_ms_max"] < 1e3 * wall
+    assert 0 <= summary["slow_tick_lost_s"] < wall and 0 <= summary["slow_ticks"] < summary["ticks"]
+    assert summary["desired_lead_ticks_p50"] >= 0  # the scenario operator lets the Retargeting run ahead
     rec = read_recording(runs[0])
     assert rec.manifest["complete"]
     for stream in ("mujoco_driver.sensors", "operator.command", "input_filter.targets",

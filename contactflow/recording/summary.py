@@ -17,12 +17,27 @@ Metrics (all SI):
 Streams are aligned by ``seq``: at each sensors tick k, the newest desired (and operator command)
 message with seq <= k, i.e. the one of tick k in lockstep and the one in force in a real-time run
 whose stages skipped ticks.
-* ``ticks``, ``sim_time_s``, ``wall_time_s`` (first to last sensor message, receive times),
-  ``realtime_factor`` (simulated seconds per wall second).
+* ``ticks``, ``sim_time_s``, ``wall_time_s`` (first to last sensor message, on the driver's wall clock when
+  it sent them), ``realtime_factor`` (simulated seconds per wall second).
 * ``requests_refused``: operator requests the Retargeting refused (its ``n_refused``).
 * ``contact_switches``: ``"<effector> on|off at <t> s"`` for every change of the Retargeting's
   ``enabled`` flags (a disabled foot is "off" once released, after its unloading). In runs with
   switches, ``foot_fz_tracking_rmse_n`` includes the release and reload transients.
+
+Tick timing (:func:`tick_timing`, keys :data:`TICK_TIMING_KEYS`), where a graph spends its wall time, from
+the wall-clock stamps of the driver's sensors messages (one per tick; a lockstep run or a real-time one):
+
+* ``startup_wall_s``: wall time of the first :data:`STARTUP_TICKS` ticks (the nodes' first messages);
+* ``tick_wall_ms_p50`` / ``_p99`` / ``_max``: wall time between consecutive sensors messages after them [ms];
+* ``slow_ticks``: those ticks that took more than twice the median; ``slow_tick_lost_s``: the wall time they
+  took beyond the median [s], and ``slow_tick_lost_ratio`` its share of the run's wall time (what the run
+  would gain at a steady median pace from those ticks alone).
+
+and, for a Retargeting run ahead of the Controller (``seiko_talos.yml``: its ``desired`` stamped before the
+sensors of the tick that uses it), ``desired_lead_ticks_p1`` / ``_p50``: at each sensors tick k after the
+start-up, the newest tick the Retargeting had sent its desired of (by their stamps) minus k: its lead in ticks
+(a lead under the Controller's ``--lag`` plus its batch of ``desired_rows`` means the Controller waited for
+it; in a graph where it runs at the driver's pace, about minus one).
 
 Real-time keys (:func:`realtime_metrics`), from the driver's ``timing`` stream (contract
 ``driver_timing``: one row per control period, recorded by the real-time graph
@@ -58,7 +73,8 @@ import pinocchio as pin
 
 from contactflow.recording.store import Recording, RecordingError
 
-__all__ = ["seiko_summary", "format_summary", "realtime_metrics", "REALTIME_KEYS", "SUMMARY_KINDS", "run_summary",
+__all__ = ["seiko_summary", "format_summary", "realtime_metrics", "REALTIME_KEYS", "tick_timing", "TICK_TIMING_KEYS",
+           "STARTUP_TICKS", "SUMMARY_KINDS", "run_summary",
            "write_run_summary", "recompute_command"]
 
 #: The run summaries the recorder computes at the end (``--summary``) and ``contactflow rec summary`` recomputes.
@@ -103,6 +119,70 @@ def _hold_mask(twist: np.ndarray, t: np.ndarray, settle_s: float) -> np.ndarray:
             sel = np.arange(i + 1, end)
             mask[sel[t[sel] >= t_stop + settle_s]] = True
     return mask
+
+
+STARTUP_TICKS = 10
+"""Ticks at the start of a run that :func:`tick_timing` counts apart (``startup_wall_s``): the nodes' first messages."""
+
+TICK_TIMING_KEYS = ("startup_wall_s", "tick_wall_ms_p50", "tick_wall_ms_p99", "tick_wall_ms_max", "slow_ticks",
+                    "slow_tick_lost_s", "slow_tick_lost_ratio")
+"""The summary keys of :func:`tick_timing` (module docstring)."""
+
+
+def tick_timing(t_wall_ns) -> dict:
+    """Where a run spends its wall time, tick by tick (module docstring, "Tick timing").
+
+    Args:
+        t_wall_ns: (N,) wall-clock stamps [ns] of the driver's sensors messages, one per tick, in tick order.
+
+    Returns:
+        dict with the keys :data:`TICK_TIMING_KEYS`: NaN (and 0 slow ticks) where the run has too few ticks
+        (``startup_wall_s`` needs more than :data:`STARTUP_TICKS` ticks, the rest two more).
+    """
+    w = np.asarray(t_wall_ns, dtype=np.int64)
+    nan = float("nan")
+    out = {k: nan for k in TICK_TIMING_KEYS}
+    out["slow_ticks"] = 0
+    if len(w) <= STARTUP_TICKS:
+        return out
+    out["startup_wall_s"] = float((w[STARTUP_TICKS] - w[0]) * 1e-9)
+    dt = np.diff(w[STARTUP_TICKS:]) * 1e-9  # [s]
+    if len(dt) < 2:
+        return out
+    med = float(np.median(dt))
+    slow = dt > 2.0 * med
+    lost = float(np.sum(dt[slow] - med))
+    wall = float((w[-1] - w[0]) * 1e-9)
+    out.update({
+        "tick_wall_ms_p50": med * 1e3,
+        "tick_wall_ms_p99": float(np.percentile(dt, 99) * 1e3),
+        "tick_wall_ms_max": float(np.max(dt) * 1e3),
+        "slow_ticks": int(np.sum(slow)),
+        "slow_tick_lost_s": lost,
+        "slow_tick_lost_ratio": lost / wall if wall > 0 else nan,
+    })
+    return out
+
+
+def desired_lead(sensors_seq, sensors_wall_ns, desired_seq, desired_wall_ns) -> dict:
+    """``desired_lead_ticks_p1`` / ``_p50`` (module docstring): at each sensors tick after the first
+    :data:`STARTUP_TICKS`, the newest seq of the desired rows stamped at or before its sensors message minus
+    its own seq (ticks without such a row yet are left out). NaN where no tick has one. Stamps [ns] on one
+    wall clock; each stream in any order."""
+    nan = {"desired_lead_ticks_p1": float("nan"), "desired_lead_ticks_p50": float("nan")}
+    s_seq, ws = np.asarray(sensors_seq, dtype=np.int64), np.asarray(sensors_wall_ns, dtype=np.int64)
+    d_seq, wd = np.asarray(desired_seq, dtype=np.int64), np.asarray(desired_wall_ns, dtype=np.int64)
+    if len(s_seq) <= STARTUP_TICKS or not len(d_seq):
+        return nan
+    o = np.argsort(s_seq, kind="stable")[STARTUP_TICKS:]
+    od = np.argsort(wd, kind="stable")
+    newest = np.maximum.accumulate(d_seq[od])  # newest desired seq sent by each stamp
+    pos = np.searchsorted(wd[od], ws[o], side="right") - 1
+    have = pos >= 0
+    if not have.any():
+        return nan
+    lead = newest[pos[have]] - s_seq[o][have]
+    return {"desired_lead_ticks_p1": float(np.percentile(lead, 1)), "desired_lead_ticks_p50": float(np.median(lead))}
 
 
 REALTIME_KEYS = ("realtime", "periods", "warmup_periods", "deadline_misses", "deadline_miss_ratio", "command_age_ms_p50",
@@ -250,6 +330,8 @@ def seiko_summary(rec: Recording, robot, *, driver: str = "mujoco_driver", retar
         "retargeting_failures": int(np.sum(desired.field("ok")[:, 0] < 0.5)),
         "requests_refused": n_refused,
         "contact_switches": switches,
+        **tick_timing(sensors.t_wall_ns[np.argsort(sensors.seq, kind="stable")]),
+        **desired_lead(sensors.seq, sensors.t_wall_ns, desired.seq, desired.t_wall_ns),
         **realtime_metrics(_timing_rows(rec, driver)),
     }
 
