@@ -1117,10 +1117,90 @@ def input_stale_s(args: argparse.Namespace) -> float | None:
     return float(args.input_stale_s) if args.realtime and args.input_stale_s > 0 else None
 
 
+class ArgsParsed(Exception):
+    """Raised by :meth:`NodeArgumentParser.parse_args` in check mode (:func:`check_node_args`): the node's
+    arguments parsed, and the node goes no further."""
+
+
+class NodeArgumentParser(argparse.ArgumentParser):
+    """A node's argument parser (:func:`base_parser`): argparse's, with a check mode for
+    :func:`check_node_args`, in which ``parse_args`` raises :class:`ArgsParsed` once the arguments parsed
+    (the node is not started) and a bad argument raises ``ConfigError`` with argparse's message instead of
+    printing the usage and exiting."""
+
+    #: set only by :func:`check_node_args`, for the duration of one check
+    check_mode = False
+
+    def parse_args(self, args=None, namespace=None):
+        ns = super().parse_args(args, namespace)
+        if NodeArgumentParser.check_mode:
+            raise ArgsParsed()
+        return ns
+
+    def error(self, message):
+        if NodeArgumentParser.check_mode:
+            from contactflow.errors import ConfigError
+
+            raise ConfigError(message)
+        super().error(message)
+
+
+def check_node_args(kind: str, argv: list[str], cwd: str | Path | None = None) -> str | None:
+    """Parse ``argv`` with node ``kind``'s own argument parser, as ``contactflow-<kind> ARGV`` would at its start,
+    without starting the node (``contactflow check``: a dataflow's ``args:`` checked before ``dora run``).
+
+    The node's ``main`` runs up to its ``parse_args`` (its imports and parser only: every node builds its parser
+    first), in this process, in ``cwd`` (the dataflow's folder, where dora starts it); ``sys.argv``, the working
+    folder and the robot search path (``--robot-path``) are restored afterwards.
+
+    Args:
+        kind: the node kind (the module ``contactflow.nodes.<kind>``).
+        argv: the node's arguments, split as a shell would (``shlex.split`` of the ``args:`` string).
+        cwd: the folder to parse them in (None: the current one).
+
+    Returns:
+        None when they parse, else argparse's message (``argument --lag: invalid int value: 'x'``,
+        ``unrecognized arguments: --lags 2``, ``the following arguments are required: --spec``).
+
+    Raises:
+        ModuleNotFoundError: the node needs a package that is not installed (an extra).
+        ValueError: ``kind`` is not a node of this package, or its ``main`` returned without parsing.
+    """
+    import contextlib
+    import importlib
+    import os
+
+    from contactflow.errors import ConfigError
+    from contactflow.paths import ROBOT_PATH_ENV
+
+    if kind.startswith("_") or not (Path(__file__).parent / f"{kind}.py").is_file():
+        raise ValueError(f"no contactflow node {kind!r}")
+    module = importlib.import_module(f"contactflow.nodes.{kind}")
+    saved_argv, saved_path = sys.argv, os.environ.get(ROBOT_PATH_ENV)
+    sys.argv = [f"contactflow-{kind.replace('_', '-')}", *argv]
+    NodeArgumentParser.check_mode = True
+    try:
+        with contextlib.chdir(cwd if cwd is not None else os.getcwd()):
+            module.main()
+    except ArgsParsed:
+        return None
+    except ConfigError as exc:
+        return str(exc)
+    finally:
+        NodeArgumentParser.check_mode = False
+        sys.argv = saved_argv
+        if saved_path is None:
+            os.environ.pop(ROBOT_PATH_ENV, None)
+        else:
+            os.environ[ROBOT_PATH_ENV] = saved_path
+    raise ValueError(f"node {kind!r}: its main returned without parsing its arguments")
+
+
 def base_parser(description: str, kind: str | None = None) -> argparse.ArgumentParser:
     """The arguments every node takes (``--robot``, ``--robot-path``, ``--config``); ``kind``: the node
-    kind whose declared default robot ``--robot`` takes (``contracts/ports.py``; None: ``DEFAULT_ROBOT``)."""
-    p = argparse.ArgumentParser(description=description)
+    kind whose declared default robot ``--robot`` takes (``contracts/ports.py``; None: ``DEFAULT_ROBOT``).
+    A :class:`NodeArgumentParser` (:func:`check_node_args` parses a node's arguments without starting it)."""
+    p = NodeArgumentParser(description=description)
     from contactflow.contracts.ports import DEFAULT_ROBOT, NODES
     from contactflow.paths import ROBOT_PATH_HELP, RobotPathAction
 

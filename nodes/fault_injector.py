@@ -18,20 +18,18 @@ from __future__ import annotations
 
 import logging
 
-from contactflow.nodes._runtime import connect, log_info, node_main
+from contactflow.nodes._runtime import NodeArgumentParser, connect, log_info, node_main
 
 log = logging.getLogger("contactflow.fault_injector")
 
 
 def main() -> int:
-    import argparse
-
     import numpy as np
     import pyarrow as pa
 
     from contactflow.faults.inject import PORT_KINDS, PortFault, PortFaultInjector
 
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = NodeArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--fault", required=True, choices=sorted(PORT_KINDS), help="the fault applied from --at-s")
     p.add_argument("--at-s", type=float, default=0.0, help="simulated time [s] of the first faulted message")
     p.add_argument("--count", type=int, default=1,

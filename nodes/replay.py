@@ -42,15 +42,13 @@ import time
 
 import pyarrow as pa
 
-from contactflow.nodes._runtime import UpstreamError, connect, node_main
+from contactflow.nodes._runtime import NodeArgumentParser, UpstreamError, connect, node_main
 
 log = logging.getLogger("contactflow.recording.replay")
 
 
 def _parser():
-    import argparse
-
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = NodeArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--recording", required=True, help="run directory, run name, or latest ($CONTACTFLOW_RECORDING overrides)")
     p.add_argument("--streams", required=True)
     p.add_argument("--require-streams", default="",

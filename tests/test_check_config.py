@@ -45,7 +45,7 @@ def test_check_reports_a_misspelled_key_with_a_suggestion(tmp_path, capsys):
 
     assert cli.main(["check", str(graph)]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"{graph}: 1 problem(s) (wiring or node configuration)"
+    assert out[0] == f"{graph}: 1 problem(s) (wiring, node configuration or arguments)"
     assert out[1].startswith("  - node 'seiko_controller' argument --config: configuration file ")
     assert "did you mean 'kp_per_s'" in out[1] and len(out) == 2
 

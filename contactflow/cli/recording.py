@@ -217,7 +217,7 @@ def _cmd_check(args) -> int:
         problems = check_dataflow(df, strict=args.strict)
         if problems:
             bad += 1
-            print(f"{df}: {len(problems)} problem(s) (wiring or node configuration)")
+            print(f"{df}: {len(problems)} problem(s) (wiring, node configuration or arguments)")
             for p in problems:
                 print(f"  - {p}")
         else:
@@ -318,7 +318,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--list", action="store_true")
     p.set_defaults(func=_cmd_bench)
 
-    p = subparsers.add_parser("check", help="static wiring check of dataflows against the node contracts")
+    p = subparsers.add_parser("check", help="check dataflows before running them: wiring against the node contracts, configuration files, node arguments")
     p.add_argument("dataflows", nargs="+")
     p.add_argument("--strict", action="store_true", help="also report nodes that are not contactflow nodes "
                    "(their ports are not checked), so a pass covers every node")

@@ -17,7 +17,8 @@ may be left out, but when wired it must carry its contract like any other; a tim
 controllers' ``heartbeat``) must come from a dora timer; every required output is declared (an
 undeclared output is silently dropped by dora); every edge's source node and output exist; both
 ends of an edge carry the same contract and size. :func:`check_dataflow` also loads each node's
-configuration file (``--config``) as the node will (:func:`check_config_files`). Dataflows that use
+configuration file (``--config``) as the node will (:func:`check_config_files`) and parses its ``args:`` with
+the node's own argument parser (:func:`check_node_arguments`). Dataflows that use
 dora modules (``module:``) are expanded with ``dora expand`` first.
 
 A node may declare the output ``log`` (``LOG_OUTPUT``: its outputs batched for the recorder, see
@@ -46,7 +47,7 @@ from contactflow.contracts.messages import PortSpec
 from contactflow.paths import node_kind
 from contactflow.contracts.ports import DEFAULT_ROBOT, MESSAGE, NODES, TIMER
 
-__all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "check_config_files", "load_dataflow", "graph_node_kind", "LOG_OUTPUT",
+__all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "check_config_files", "check_node_arguments", "load_dataflow", "graph_node_kind", "LOG_OUTPUT",
            "ROWS_SUFFIX", "rows_output"]
 
 #: The batched-log output every contactflow node may declare (nodes/_runtime.py Sender).
@@ -80,6 +81,8 @@ class WiringProblem:
     def __str__(self) -> str:
         if self.port == "-":  # the node as a whole (not a contactflow node)
             return f"node {self.node!r}: {self.message}"
+        if self.port == "args":  # the node's arguments as its own parser reads them
+            return f"node {self.node!r} args: {self.message}"
         if self.port.startswith("--"):  # a node argument (a configuration file)
             return f"node {self.node!r} argument {self.port}: {self.message}"
         return f"node {self.node!r} port {self.port!r}: {self.message}"
@@ -183,7 +186,41 @@ def check_dataflow(path: str | Path, *, strict: bool = False) -> list[WiringProb
         ConfigError: the file is not a readable dataflow.
     """
     flow = load_dataflow(path)
-    return check_descriptor(flow, strict=strict, base_dir=Path(path).parent) + check_config_files(flow, Path(path).parent)
+    base = Path(path).parent
+    return check_descriptor(flow, strict=strict, base_dir=base) + check_config_files(flow, base) + check_node_arguments(flow, base)
+
+
+def check_node_arguments(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
+    """Parse every contactflow node's ``args:`` with the node's own argument parser, as the node will at its
+    start (:func:`contactflow.nodes._runtime.check_node_args`: its ``main`` up to ``parse_args``, in this process,
+    in the dataflow's folder): an unknown flag, a bad value, a missing required argument is one problem on the
+    port ``args`` with argparse's message; a node that needs a package not installed here, one with the hint
+    naming the extra. Nodes of other kinds and ``path: dynamic`` nodes (no ``args:``) are not parsed.
+
+    Args:
+        flow: the (flat) descriptor.
+        base_dir: the dataflow's folder.
+    """
+    from contactflow.cli import missing_extra_message
+    from contactflow.nodes import _runtime
+
+    problems: list[WiringProblem] = []
+    here = Path(_runtime.__file__).parent
+    for n in flow.get("nodes") or []:
+        if not isinstance(n, dict) or "id" not in n or str(n.get("path", "")) == "dynamic":
+            continue
+        kind = node_kind(str(n.get("path", "")))
+        if kind.startswith("_") or not (here / f"{kind}.py").is_file():
+            continue
+        try:
+            msg = _runtime.check_node_args(kind, shlex.split(str(n.get("args", "") or "")), base_dir)
+        except ModuleNotFoundError as exc:
+            msg = missing_extra_message(exc) or f"cannot be imported here: {exc}"
+        except ValueError as exc:  # shlex: an unclosed quote; a node whose main does not parse its arguments
+            msg = str(exc)
+        if msg is not None:
+            problems.append(WiringProblem(str(n["id"]), "args", msg))
+    return problems
 
 
 #: The flags that name a node's configuration file (:data:`contactflow.cli.config.NODE_CONFIGS`).

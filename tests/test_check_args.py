@@ -1,0 +1,74 @@
+"""``contactflow check`` parses each contactflow node's ``args:`` with the node's own argument parser
+(contactflow.contracts.wiring.check_node_arguments, contactflow.nodes._runtime.check_node_args), so a
+misspelled flag or a bad value is reported before ``dora run`` starts anything."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from contactflow import cli
+from contactflow.contracts.wiring import check_dataflow, check_node_arguments
+from contactflow.nodes._runtime import NodeArgumentParser, check_node_args
+from contactflow.paths import ROBOT_PATH_ENV
+
+ROOT = Path(__file__).resolve().parent.parent
+SEIKO = ROOT / "dataflows" / "seiko_talos.yml"
+
+
+def _edited(tmp_path: Path, *edits: tuple[str, str]) -> Path:
+    text = SEIKO.read_text()
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    out = tmp_path / "graph.yml"
+    out.write_text(text)
+    return out
+
+
+def test_check_reports_bad_node_arguments_with_the_nodes_own_message(tmp_path, capsys):
+    graph = _edited(tmp_path, ("--robot talos --lag 2 --sensor-lag 1", "--robot talos --lag x --sensor-lag 1"),
+                    ("contactflow-input-filter\n    args: --robot talos --lag 2", "contactflow-input-filter\n    args: --robot talos --lags 2"),
+                    ("--name seiko_talos", "--name seiko_talos --summary nope"))
+    got = {(p.node, p.port): p.message for p in check_dataflow(graph)}
+    assert got == {
+        ("seiko_controller", "args"): "argument --lag: invalid int value: 'x'",
+        ("input_filter", "args"): "unrecognized arguments: --lags 2",
+        ("recorder", "args"): got[("recorder", "args")],
+    }
+    assert got[("recorder", "args")].startswith("argument --summary: invalid choice: 'nope'")
+    assert cli.main(["check", str(graph)]) == 1
+    out = capsys.readouterr().out
+    assert "  - node 'seiko_controller' args: argument --lag: invalid int value: 'x'" in out
+
+
+def test_the_check_leaves_the_process_as_it_was(tmp_path):
+    argv, cwd, rpath = list(sys.argv), os.getcwd(), os.environ.get(ROBOT_PATH_ENV)
+    (tmp_path / "robots").mkdir()
+    msg = check_node_args("seiko_controller", ["--robot", "talos", "--robot-path", str(tmp_path / "robots"), "--lag", "2"],
+                          tmp_path)
+    assert msg is None
+    assert (sys.argv, os.getcwd(), os.environ.get(ROBOT_PATH_ENV)) == (argv, cwd, rpath)
+    assert NodeArgumentParser.check_mode is False
+    # a required argument missing, a refused choice
+    assert check_node_args("lac_policy", ["--robot", "g1"]) == "the following arguments are required: --spec"
+    assert "invalid choice: 'zzz'" in check_node_args("fault_injector", ["--fault", "zzz", "--at-s", "1"])
+    with pytest.raises(ValueError, match="no contactflow node 'my_node'"):
+        check_node_args("my_node", [])
+
+
+def test_other_nodes_are_not_parsed_and_a_node_outside_the_check_still_exits_on_a_bad_argument(tmp_path):
+    flow = {"nodes": [{"id": "mine", "path": "my_node.py", "args": "--whatever"},
+                      {"id": "live", "path": "dynamic"},
+                      {"id": "ctl", "path": "../nodes/seiko_controller.py", "args": "--robot talos --sensor-lag 3"}]}
+    (p,) = check_node_arguments(flow, tmp_path)
+    assert (p.node, p.port) == ("ctl", "args") and "argument --sensor-lag: invalid choice: 3" in p.message
+    parser = NodeArgumentParser()
+    parser.add_argument("--lag", type=int)
+    with pytest.raises(SystemExit) as exc:  # a running node: argparse's usage line and exit status 2
+        parser.parse_args(["--lag", "x"])
+    assert exc.value.code == 2
+    assert parser.parse_args(["--lag", "3"]).lag == 3
