@@ -294,7 +294,9 @@ def finish_summary(writer, kind: str, robot, guard: StopGuard, *, deadline: floa
                    budget_s: float | None = None, emit=print) -> int:
     """Compute and write the run's summary (:func:`contactflow.recording.summary.run_summary`) after the
     run was closed, within ``deadline`` and until a SIGTERM; the manifest's ``summary`` entry always says
-    the outcome and the command that recomputes it. Returns the exit status (0; 1: the summary failed)."""
+    the outcome and the command that recomputes it. A run in which no message was recorded (stopped, or its
+    nodes ended, before any of them sent: a Ctrl-C in the first second) has no summary to compute: one line
+    says so, and that is not a failure. Returns the exit status (0; 1: the summary failed)."""
     from contactflow.recording.summary import recompute_command, run_summary, write_run_summary
 
     run_dir = writer.run_dir
@@ -304,6 +306,11 @@ def finish_summary(writer, kind: str, robot, guard: StopGuard, *, deadline: floa
         writer.manifest["summary"] = {**entry, "command": cmd}
         writer.write_manifest()
 
+    if not any(int(st.get("messages", 0)) for st in (writer.manifest.get("streams") or {}).values()):
+        reason = "no message was recorded: the run was stopped, or its nodes ended, before any of them sent one"
+        state(state="not computed", reason=reason)
+        print(f"[recorder] no summary: {reason}", flush=True)
+        return 0
     state(state="computing")  # a recorder killed now leaves this: the summary is missing, and how to get it
     try:
         with guard.interruptible(deadline, budget_s):

@@ -118,3 +118,36 @@ def test_rec_summary_without_a_recorded_kind_says_what_to_pass(tmp_path, capsys)
     assert cli_main(["rec", "summary", "run-1", "--root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "summary kind None" in err and "pass --kind" in err
+
+
+def test_a_run_stopped_before_any_message_has_no_summary_and_is_not_a_failure(tmp_path, monkeypatch, capsys):
+    """A Ctrl-C in a graph's first second: the recorder closes an empty run and exits 0 (dora then reports no
+    failed node), saying why there is no summary, in its output and in the manifest."""
+    w = RecordingWriter(tmp_path / "run-1", {"robot": "talos", "summary_kind": "seiko"})
+    Recorder(w, {"s": "drv/sensors"}).close()
+
+    def never(*a, **k):
+        raise AssertionError("a summary of nothing was computed")
+
+    monkeypatch.setattr(summary_mod, "run_summary", never)
+    guard = StopGuard()
+    try:
+        rc = finish_summary(w, "seiko", "talos", guard)
+    finally:
+        guard.restore()
+    assert rc == 0
+    assert "[recorder] no summary: no message was recorded" in capsys.readouterr().out
+    m = _manifest(w)
+    assert m["complete"] is True and m["summary"]["state"] == "not computed"
+    assert "no message was recorded" in m["summary"]["reason"]
+    # one message recorded: the summary is computed (here: fails for want of its streams, exit 1 as before)
+    w2 = RecordingWriter(tmp_path / "run-2", {"robot": "talos", "summary_kind": "seiko"})
+    r2 = Recorder(w2, {"s": "drv/other"})
+    r2.on_input("s", np.zeros(3), {"seq": 0, "t": 0.0, "finished": True})
+    r2.close()
+    monkeypatch.undo()
+    guard = StopGuard()
+    try:
+        assert finish_summary(w2, "seiko", "talos", guard) == 1
+    finally:
+        guard.restore()
