@@ -75,7 +75,8 @@ def main() -> int:
     log.info("QP (11) computed by the %s kernel (ControllerConfig.kernel: %s)", stage.ctrl.kernel, cfg.kernel)
     filtered = "wrench" in declared_inputs(node, "seiko_controller")
     # eq. (13) in the wrench_filter node when `wrench` is wired: its output in, our flexible wrench rates out
-    config = {"controller": cfg, "lag": args.lag, "sensor_lag": args.sensor_lag,
+    # kernel_used: the kernel that computes QP (11) here (cfg.kernel is the configured one, e.g. auto)
+    config = {"controller": cfg, "kernel_used": stage.ctrl.kernel, "lag": args.lag, "sensor_lag": args.sensor_lag,
               "wrench_lag": args.wrench_lag if filtered else None}
     sender = sender_for(node, "seiko_controller", specs, config, optional=("flex_rate",) if filtered else ())
     lock = lockstep_for(node, "seiko_controller", specs, offsets={"sensors": args.sensor_lag, "desired": args.lag,

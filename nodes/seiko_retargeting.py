@@ -20,6 +20,8 @@ line).
 
 from __future__ import annotations
 
+import dataclasses
+
 from contactflow.nodes._runtime import (connect, base_parser, drain_after_finish, load_node_config, lockstep_for, node_main,
                                        sender_for)
 
@@ -48,7 +50,9 @@ def main() -> int:
     node = connect()
     logging.getLogger("contactflow.seiko_retargeting").info(
         "QP (9) kinematics computed by the %s kernel (RetargetingConfig.kernel: %s)", stage.retargeting.kernel, cfg.kernel)
-    sender = sender_for(node, "seiko_retargeting", specs, cfg)
+    # its configuration as recorded, and kernel_used: the kernel that computes QP (9)'s kinematics here (cfg.kernel is
+    # the configured one, e.g. auto)
+    sender = sender_for(node, "seiko_retargeting", specs, {**dataclasses.asdict(cfg), "kernel_used": stage.retargeting.kernel})
     lock = lockstep_for(node, "seiko_retargeting", specs, skip_missing=args.realtime)  # + `command` when wired
     for tick in lock:
         period(tick.k, tick.t)

@@ -72,6 +72,14 @@ def test_seiko_talos_short_scenario_ends_by_itself(smoke_runs):
         assert len(st) >= 990, stream
         assert (st.seq[1:] - st.seq[:-1] == 1).all(), stream
     assert "seiko_controller" in rec.manifest["configs"]
+    # the kernel that ran, beside the configured one (auto): the kernel the same configuration gets in this process
+    from contactflow.robot import load_robot
+    from contactflow.seiko.native import kernel_for
+
+    used = "native" if kernel_for(load_robot("talos").model, "auto", "kernel") is not None else "python"
+    cfgs = rec.manifest["configs"]
+    assert cfgs["seiko_controller"]["controller"]["kernel"] == "auto" == cfgs["seiko_retargeting"]["kernel"]
+    assert cfgs["seiko_controller"]["kernel_used"] == used == cfgs["seiko_retargeting"]["kernel_used"]
     assert "SEIKO run" in out  # the one-screen summary is printed
 
 
