@@ -300,7 +300,8 @@ def lockstep_graph(robot, sensor_lag: int | None = None) -> dict:
 
 def _tick_note(g: dict) -> str:
     """The graph summary's tick timing (contactflow/recording/summary.py ``tick_timing``) for the table: the
-    median tick, the share of the wall time lost in slow ticks and the Retargeting's lowest lead; "" if absent."""
+    median tick, the share of the wall time lost in slow ticks and the 1st percentile of the Retargeting's lead;
+    "" if absent."""
     s = g.get("summary") or {}
     p50, lost, lead = s.get("tick_wall_ms_p50"), s.get("slow_tick_lost_ratio"), s.get("desired_lead_ticks_p1")
     if p50 is None or lost is None:

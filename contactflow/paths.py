@@ -23,6 +23,7 @@ names onto the checkout, so the rules below hold in both cases:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from pathlib import Path
 
@@ -158,6 +159,23 @@ def add_robot_path(*dirs: str | Path) -> None:
     processes it starts (it prepends them, made absolute, to ``$CONTACTFLOW_ROBOT_PATH``)."""
     old = [d for d in os.environ.get(ROBOT_PATH_ENV, "").split(os.pathsep) if d]
     os.environ[ROBOT_PATH_ENV] = os.pathsep.join([str(Path(d).expanduser().resolve()) for d in dirs] + old)
+
+
+@contextlib.contextmanager
+def robot_path_scope(*dirs: str | Path):
+    """The robot search path with ``dirs`` first (:func:`add_robot_path`; none: as it is) for the duration of the
+    block, and ``$CONTACTFLOW_ROBOT_PATH`` as it was before the block afterwards, whatever the block added to it
+    (a node's ``--robot-path`` parsed inside it, :func:`contactflow.nodes._runtime.check_node_args`)."""
+    old = os.environ.get(ROBOT_PATH_ENV)
+    if dirs:
+        add_robot_path(*dirs)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(ROBOT_PATH_ENV, None)
+        else:
+            os.environ[ROBOT_PATH_ENV] = old
 
 
 class RobotPathAction(argparse.Action):

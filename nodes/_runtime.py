@@ -1117,18 +1117,18 @@ def input_stale_s(args: argparse.Namespace) -> float | None:
     return float(args.input_stale_s) if args.realtime and args.input_stale_s > 0 else None
 
 
-class ArgsParsed(Exception):
+class ArgsParsed(BaseException):
     """Raised by :meth:`NodeArgumentParser.parse_args` in check mode (:func:`check_node_args`): the node's
-    arguments parsed, and the node goes no further."""
+    arguments parsed, and the node goes no further (a BaseException: no ``except Exception`` of the node stops it)."""
 
 
 class NodeArgumentParser(argparse.ArgumentParser):
     """A node's argument parser (:func:`base_parser`): argparse's, with a check mode for
     :func:`check_node_args`, in which ``parse_args`` raises :class:`ArgsParsed` once the arguments parsed
     (the node is not started) and a bad argument raises ``ConfigError`` with argparse's message instead of
-    printing the usage and exiting."""
+    printing the usage and exiting (``-h`` / ``--help`` too: a run's arguments that would print the help)."""
 
-    #: set only by :func:`check_node_args`, for the duration of one check
+    #: set only by :func:`check_node_args`, for the duration of one check (one thread)
     check_mode = False
 
     def parse_args(self, args=None, namespace=None):
@@ -1144,6 +1144,22 @@ class NodeArgumentParser(argparse.ArgumentParser):
             raise ConfigError(message)
         super().error(message)
 
+    def exit(self, status=0, message=None):
+        if NodeArgumentParser.check_mode:  # --help (or --version): the node would print and exit, not run
+            from contactflow.errors import ConfigError
+
+            raise ConfigError("-h / --help: the node would print its help and exit instead of running")
+        super().exit(status, message)
+
+    def _print_message(self, message, file=None):
+        if not NodeArgumentParser.check_mode:
+            super()._print_message(message, file)
+
+
+def is_node_kind(kind: str) -> bool:
+    """Whether ``kind`` is a node of this package (a module ``contactflow.nodes.<kind>``, run as ``contactflow-<kind>``)."""
+    return bool(kind) and not kind.startswith("_") and (Path(__file__).parent / f"{kind}.py").is_file()
+
 
 def check_node_args(kind: str, argv: list[str], cwd: str | Path | None = None) -> str | None:
     """Parse ``argv`` with node ``kind``'s own argument parser, as ``contactflow-<kind> ARGV`` would at its start,
@@ -1151,7 +1167,9 @@ def check_node_args(kind: str, argv: list[str], cwd: str | Path | None = None) -
 
     The node's ``main`` runs up to its ``parse_args`` (its imports and parser only: every node builds its parser
     first), in this process, in ``cwd`` (the dataflow's folder, where dora starts it); ``sys.argv``, the working
-    folder and the robot search path (``--robot-path``) are restored afterwards.
+    folder and the robot search path (``--robot-path``) are restored afterwards. What argparse checks is checked
+    (flags, ``type=`` conversions, ``choices``, required arguments); values the node interprets after parsing
+    (a payload, a file's content) are not.
 
     Args:
         kind: the node kind (the module ``contactflow.nodes.<kind>``).
@@ -1163,25 +1181,26 @@ def check_node_args(kind: str, argv: list[str], cwd: str | Path | None = None) -
         ``unrecognized arguments: --lags 2``, ``the following arguments are required: --spec``).
 
     Raises:
-        ModuleNotFoundError: the node needs a package that is not installed (an extra).
-        ValueError: ``kind`` is not a node of this package, or its ``main`` returned without parsing.
+        ImportError: the node needs a package that is not installed (``ModuleNotFoundError``: an extra) or
+            that does not load.
+        ValueError: ``kind`` is not a node of this package (:func:`is_node_kind`), or its ``main`` returned
+            without parsing.
     """
     import contextlib
     import importlib
     import os
 
     from contactflow.errors import ConfigError
-    from contactflow.paths import ROBOT_PATH_ENV
+    from contactflow.paths import robot_path_scope
 
-    if kind.startswith("_") or not (Path(__file__).parent / f"{kind}.py").is_file():
+    if not is_node_kind(kind):
         raise ValueError(f"no contactflow node {kind!r}")
-    module = importlib.import_module(f"contactflow.nodes.{kind}")
-    saved_argv, saved_path = sys.argv, os.environ.get(ROBOT_PATH_ENV)
+    saved_argv = sys.argv
     sys.argv = [f"contactflow-{kind.replace('_', '-')}", *argv]
     NodeArgumentParser.check_mode = True
     try:
-        with contextlib.chdir(cwd if cwd is not None else os.getcwd()):
-            module.main()
+        with robot_path_scope(), contextlib.chdir(cwd if cwd is not None else os.getcwd()):
+            importlib.import_module(f"contactflow.nodes.{kind}").main()
     except ArgsParsed:
         return None
     except ConfigError as exc:
@@ -1189,10 +1208,6 @@ def check_node_args(kind: str, argv: list[str], cwd: str | Path | None = None) -
     finally:
         NodeArgumentParser.check_mode = False
         sys.argv = saved_argv
-        if saved_path is None:
-            os.environ.pop(ROBOT_PATH_ENV, None)
-        else:
-            os.environ[ROBOT_PATH_ENV] = saved_path
     raise ValueError(f"node {kind!r}: its main returned without parsing its arguments")
 
 

@@ -30,7 +30,6 @@ ticks per message, :func:`rows_output`): same contract.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import shlex
@@ -44,7 +43,7 @@ import yaml
 
 from contactflow.errors import ConfigError
 from contactflow.contracts.messages import PortSpec
-from contactflow.paths import node_kind
+from contactflow.paths import node_kind, robot_path_scope
 from contactflow.contracts.ports import DEFAULT_ROBOT, MESSAGE, NODES, TIMER
 
 __all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "check_config_files", "check_node_arguments", "load_dataflow", "graph_node_kind", "LOG_OUTPUT",
@@ -88,26 +87,6 @@ class WiringProblem:
         return f"node {self.node!r} port {self.port!r}: {self.message}"
 
 
-@contextlib.contextmanager
-def _robot_search(robot_path: tuple[str, ...]):
-    """The robot search path of a node given ``--robot-path`` (``robot_path``: absolute folders, first
-    searched first) for the duration of the block (``$CONTACTFLOW_ROBOT_PATH``, as the node sets it)."""
-    from contactflow.paths import ROBOT_PATH_ENV, add_robot_path
-
-    if not robot_path:
-        yield
-        return
-    old = os.environ.get(ROBOT_PATH_ENV)
-    add_robot_path(*robot_path)
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(ROBOT_PATH_ENV, None)
-        else:
-            os.environ[ROBOT_PATH_ENV] = old
-
-
 def _robot_paths(args: list[str], base_dir: Path | None) -> tuple[str, ...]:
     """A node's ``--robot-path`` folders, absolute (relative ones from the dataflow's folder, where dora
     starts the node), in search order (each use goes first, as :class:`contactflow.paths.RobotPathAction`)."""
@@ -126,7 +105,7 @@ def _specs(robot: str, robot_path: tuple[str, ...] = ()) -> dict[str, PortSpec]:
     from contactflow.contracts.messages import port_specs
     from contactflow.robot import load_robot
 
-    with _robot_search(robot_path):
+    with robot_path_scope(*robot_path):
         return port_specs(load_robot(robot))
 
 
@@ -193,30 +172,30 @@ def check_dataflow(path: str | Path, *, strict: bool = False) -> list[WiringProb
 def check_node_arguments(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
     """Parse every contactflow node's ``args:`` with the node's own argument parser, as the node will at its
     start (:func:`contactflow.nodes._runtime.check_node_args`: its ``main`` up to ``parse_args``, in this process,
-    in the dataflow's folder): an unknown flag, a bad value, a missing required argument is one problem on the
-    port ``args`` with argparse's message; a node that needs a package not installed here, one with the hint
-    naming the extra. Nodes of other kinds and ``path: dynamic`` nodes (no ``args:``) are not parsed.
+    in the dataflow's folder): an unknown flag, a value of the wrong type or not among the choices, a missing
+    required argument, ``--help`` is one problem on the port ``args`` with argparse's message (values the node
+    interprets after parsing are not checked). Nodes of other kinds, ``path: dynamic`` nodes (no ``args:``)
+    and nodes whose code does not import here (an optional package not installed: the node says so when it
+    starts) are not parsed.
 
     Args:
         flow: the (flat) descriptor.
         base_dir: the dataflow's folder.
     """
-    from contactflow.cli import missing_extra_message
-    from contactflow.nodes import _runtime
+    from contactflow.nodes._runtime import check_node_args, is_node_kind
 
     problems: list[WiringProblem] = []
-    here = Path(_runtime.__file__).parent
     for n in flow.get("nodes") or []:
         if not isinstance(n, dict) or "id" not in n or str(n.get("path", "")) == "dynamic":
             continue
         kind = node_kind(str(n.get("path", "")))
-        if kind.startswith("_") or not (here / f"{kind}.py").is_file():
+        if not is_node_kind(kind):
             continue
         try:
-            msg = _runtime.check_node_args(kind, shlex.split(str(n.get("args", "") or "")), base_dir)
-        except ModuleNotFoundError as exc:
-            msg = missing_extra_message(exc) or f"cannot be imported here: {exc}"
-        except ValueError as exc:  # shlex: an unclosed quote; a node whose main does not parse its arguments
+            msg = check_node_args(kind, shlex.split(str(n.get("args", "") or "")), base_dir)
+        except ImportError:  # an optional package not installed here: not an argument problem
+            continue
+        except ValueError as exc:  # a node whose main returned without parsing its arguments (a bug of ours)
             msg = str(exc)
         if msg is not None:
             problems.append(WiringProblem(str(n["id"]), "args", msg))
@@ -264,7 +243,7 @@ def check_config_files(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
         if not files:
             continue
         robot = _arg(args, "--robot", graph_robot) or graph_robot
-        with _robot_search(_robot_paths(args, Path(base_dir))):
+        with robot_path_scope(*_robot_paths(args, Path(base_dir))):
             found = check_node_config_files(kind, files, robot)
         for flag, msg in found:
             problems.append(WiringProblem(str(n["id"]), flag, f"configuration file {msg}"))

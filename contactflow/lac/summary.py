@@ -33,8 +33,7 @@ Metrics (SI units):
   The link CoM is the URDF link's own centre of mass (where the simulator applies the force), placed
   by pinocchio forward kinematics of the recorded ``q``.
 * ``ticks``, ``sim_time_s``, ``wall_time_s`` (first to last sensor message), ``realtime_factor``;
-  ``controller_degraded_ticks``: joint commands with ``ok = 0``; the tick timing of
-  :func:`contactflow.recording.summary.tick_timing` (``tick_wall_ms_p50`` ..., ``slow_tick_lost_ratio``).
+  ``controller_degraded_ticks``: joint commands with ``ok = 0``.
 """
 
 from __future__ import annotations
@@ -48,7 +47,6 @@ from contactflow.errors import ModelError
 from contactflow.lac.config import GROUP_CHANNELS
 from contactflow.lac.model import link_com_local as _link_com_local
 from contactflow.recording.store import Recording, RecordingError
-from contactflow.recording.summary import tick_timing
 from contactflow.safety import FALL_TILT_RAD, base_tilt_rad
 from contactflow.sim.state import base_rotation, yaw
 
@@ -224,7 +222,6 @@ def g1_summary(rec: Recording, robot, *, driver: str | None = None, teleop: str 
         "wall_time_s": wall,
         "realtime_factor": sim / wall if wall > 0 else float("nan"),
         "controller_degraded_ticks": int(np.sum(ctrl.field("ok")[:, 0] < 0.5)) if ctrl is not None else 0,
-        **tick_timing(sensors.t_wall_ns[np.argsort(sensors.seq, kind="stable")]),
     })
     return out
 

@@ -695,7 +695,8 @@ class Stream:
         name: ``<node>.<output>``.
         seq: (N,) tick indices.
         t: (N,) times [s].
-        t_wall_ns: (N,) receive wall-clock times [ns].
+        t_wall_ns: (N,) wall-clock times [ns]: for a stream that came in a node's log batch (``pack_log``), the
+            sender's when it sent the message; for one the recorder took directly, the recorder's at receipt.
         finished: (N,) finished flags.
         values: (N, size) flat message values.
         layout: [(field, size)] in order, or empty when unknown.

@@ -25,19 +25,24 @@ whose stages skipped ticks.
   switches, ``foot_fz_tracking_rmse_n`` includes the release and reload transients.
 
 Tick timing (:func:`tick_timing`, keys :data:`TICK_TIMING_KEYS`), where a graph spends its wall time, from
-the wall-clock stamps of the driver's sensors messages (one per tick; a lockstep run or a real-time one):
+the wall-clock stamps of the driver's sensors messages (one per tick; a lockstep run or a real-time one; the
+stamps of messages that came in a node's log batch, as every stream of the SEIKO graphs, are the sender's
+clock when it sent them; a stream the recorder takes directly has its receive times instead):
 
 * ``startup_wall_s``: wall time of the first :data:`STARTUP_TICKS` ticks (the nodes' first messages);
 * ``tick_wall_ms_p50`` / ``_p99`` / ``_max``: wall time between consecutive sensors messages after them [ms];
 * ``slow_ticks``: those ticks that took more than twice the median; ``slow_tick_lost_s``: the wall time they
   took beyond the median [s], and ``slow_tick_lost_ratio`` its share of the run's wall time (what the run
-  would gain at a steady median pace from those ticks alone).
+  would gain at a steady median pace from those ticks alone). Ticks missing from the recording share the
+  interval that spans them.
 
 and, for a Retargeting run ahead of the Controller (``seiko_talos.yml``: its ``desired`` stamped before the
 sensors of the tick that uses it), ``desired_lead_ticks_p1`` / ``_p50``: at each sensors tick k after the
-start-up, the newest tick the Retargeting had sent its desired of (by their stamps) minus k: its lead in ticks
-(a lead under the Controller's ``--lag`` plus its batch of ``desired_rows`` means the Controller waited for
-it; in a graph where it runs at the driver's pace, about minus one).
+start-up, the newest tick the Retargeting had computed its desired of (by their stamps) minus k: its lead in
+ticks. The Controller of tick k reads the desired of k - ``--lag`` from the sensors of k - ``--sensor-lag``, in
+batches of ``rows_every`` ticks (``desired_rows``, 10) sent when full, so it can wait only while the lead is
+under ``rows_every - 1 - (lag - sensor_lag)`` (8 in ``seiko_talos.yml``); in a graph where the Retargeting
+runs at the driver's pace the lead is about minus one.
 
 Real-time keys (:func:`realtime_metrics`), from the driver's ``timing`` stream (contract
 ``driver_timing``: one row per control period, recorded by the real-time graph
@@ -74,6 +79,7 @@ import pinocchio as pin
 from contactflow.recording.store import Recording, RecordingError
 
 __all__ = ["seiko_summary", "format_summary", "realtime_metrics", "REALTIME_KEYS", "tick_timing", "TICK_TIMING_KEYS",
+           "desired_lead",
            "STARTUP_TICKS", "SUMMARY_KINDS", "run_summary",
            "write_run_summary", "recompute_command"]
 
@@ -129,35 +135,43 @@ TICK_TIMING_KEYS = ("startup_wall_s", "tick_wall_ms_p50", "tick_wall_ms_p99", "t
 """The summary keys of :func:`tick_timing` (module docstring)."""
 
 
-def tick_timing(t_wall_ns) -> dict:
+def tick_timing(seq, t_wall_ns) -> dict:
     """Where a run spends its wall time, tick by tick (module docstring, "Tick timing").
 
     Args:
-        t_wall_ns: (N,) wall-clock stamps [ns] of the driver's sensors messages, one per tick, in tick order.
+        seq: (N,) tick index of each sensors message (any order; a tick missing from the recording, e.g. in a
+            lost log batch, spreads the interval over the ticks it spans instead of making one slow tick).
+        t_wall_ns: (N,) the driver's wall clock when it sent each [ns].
 
     Returns:
-        dict with the keys :data:`TICK_TIMING_KEYS`: NaN (and 0 slow ticks) where the run has too few ticks
-        (``startup_wall_s`` needs more than :data:`STARTUP_TICKS` ticks, the rest two more).
+        dict with the keys :data:`TICK_TIMING_KEYS` (times in ms per tick, s in all): NaN (and 0 slow ticks)
+        where the run has too few ticks (``startup_wall_s`` needs more than :data:`STARTUP_TICKS` messages, the
+        rest two intervals after them).
     """
-    w = np.asarray(t_wall_ns, dtype=np.int64)
+    order = np.argsort(np.asarray(seq, dtype=np.int64), kind="stable")
+    k = np.asarray(seq, dtype=np.int64)[order]
+    w = np.asarray(t_wall_ns, dtype=np.int64)[order]
     nan = float("nan")
-    out = {k: nan for k in TICK_TIMING_KEYS}
+    out = {k_: nan for k_ in TICK_TIMING_KEYS}
     out["slow_ticks"] = 0
     if len(w) <= STARTUP_TICKS:
         return out
     out["startup_wall_s"] = float((w[STARTUP_TICKS] - w[0]) * 1e-9)
-    dt = np.diff(w[STARTUP_TICKS:]) * 1e-9  # [s]
+    span = np.diff(k[STARTUP_TICKS:])
+    ok = span > 0  # a seq recorded twice: no interval
+    dt = np.diff(w[STARTUP_TICKS:])[ok] * 1e-9 / span[ok]  # [s] per tick
+    span = span[ok]
     if len(dt) < 2:
         return out
     med = float(np.median(dt))
     slow = dt > 2.0 * med
-    lost = float(np.sum(dt[slow] - med))
+    lost = float(np.sum((dt[slow] - med) * span[slow]))
     wall = float((w[-1] - w[0]) * 1e-9)
     out.update({
         "tick_wall_ms_p50": med * 1e3,
         "tick_wall_ms_p99": float(np.percentile(dt, 99) * 1e3),
         "tick_wall_ms_max": float(np.max(dt) * 1e3),
-        "slow_ticks": int(np.sum(slow)),
+        "slow_ticks": int(np.sum(span[slow])),
         "slow_tick_lost_s": lost,
         "slow_tick_lost_ratio": lost / wall if wall > 0 else nan,
     })
@@ -165,10 +179,19 @@ def tick_timing(t_wall_ns) -> dict:
 
 
 def desired_lead(sensors_seq, sensors_wall_ns, desired_seq, desired_wall_ns) -> dict:
-    """``desired_lead_ticks_p1`` / ``_p50`` (module docstring): at each sensors tick after the first
-    :data:`STARTUP_TICKS`, the newest seq of the desired rows stamped at or before its sensors message minus
-    its own seq (ticks without such a row yet are left out). NaN where no tick has one. Stamps [ns] on one
-    wall clock; each stream in any order."""
+    """``desired_lead_ticks_p1`` / ``_p50`` (module docstring): how far ahead of the driver the Retargeting computed.
+
+    Args:
+        sensors_seq, sensors_wall_ns: (N,) the sensors messages' ticks and the driver's wall clock when it sent
+            them [ns].
+        desired_seq, desired_wall_ns: (M,) the desired rows' ticks and the Retargeting's wall clock when it
+            computed them [ns] (each stream in any order, one wall clock).
+
+    Returns:
+        dict ``desired_lead_ticks_p1`` / ``_p50`` [ticks]: over the sensors ticks after the first
+        :data:`STARTUP_TICKS`, the newest desired tick computed at or before the tick's sensors message minus the
+        tick (ticks without such a row yet are left out); NaN where no tick has one.
+    """
     nan = {"desired_lead_ticks_p1": float("nan"), "desired_lead_ticks_p50": float("nan")}
     s_seq, ws = np.asarray(sensors_seq, dtype=np.int64), np.asarray(sensors_wall_ns, dtype=np.int64)
     d_seq, wd = np.asarray(desired_seq, dtype=np.int64), np.asarray(desired_wall_ns, dtype=np.int64)
@@ -176,7 +199,7 @@ def desired_lead(sensors_seq, sensors_wall_ns, desired_seq, desired_wall_ns) -> 
         return nan
     o = np.argsort(s_seq, kind="stable")[STARTUP_TICKS:]
     od = np.argsort(wd, kind="stable")
-    newest = np.maximum.accumulate(d_seq[od])  # newest desired seq sent by each stamp
+    newest = np.maximum.accumulate(d_seq[od])  # newest desired tick computed by each stamp
     pos = np.searchsorted(wd[od], ws[o], side="right") - 1
     have = pos >= 0
     if not have.any():
@@ -330,7 +353,7 @@ def seiko_summary(rec: Recording, robot, *, driver: str = "mujoco_driver", retar
         "retargeting_failures": int(np.sum(desired.field("ok")[:, 0] < 0.5)),
         "requests_refused": n_refused,
         "contact_switches": switches,
-        **tick_timing(sensors.t_wall_ns[np.argsort(sensors.seq, kind="stable")]),
+        **tick_timing(sensors.seq, sensors.t_wall_ns),
         **desired_lead(sensors.seq, sensors.t_wall_ns, desired.seq, desired.t_wall_ns),
         **realtime_metrics(_timing_rows(rec, driver)),
     }
