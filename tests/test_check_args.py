@@ -118,3 +118,9 @@ def test_a_node_that_cannot_be_imported_here_is_not_parsed(tmp_path, monkeypatch
     with pytest.raises(ModuleNotFoundError):
         check_node_args("viewer", [])
     assert NodeArgumentParser.check_mode is False and sys.argv[0] != "contactflow-viewer"
+
+
+def test_an_unclosed_quote_in_args_is_one_problem_not_a_traceback(tmp_path):
+    graph = _edited(tmp_path, ("--robot talos --lag 2 --sensor-lag 1", "--robot talos --lag 2 --sensor-lag '1"))
+    got = [(p.node, p.port, p.message) for p in check_dataflow(graph)]
+    assert got == [("seiko_controller", "args", "No closing quotation")]

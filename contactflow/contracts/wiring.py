@@ -169,6 +169,16 @@ def check_dataflow(path: str | Path, *, strict: bool = False) -> list[WiringProb
     return check_descriptor(flow, strict=strict, base_dir=base) + check_config_files(flow, base) + check_node_arguments(flow, base)
 
 
+def _split_args(node: dict) -> list[str]:
+    """A node's ``args:`` split as a shell would (as dora passes them); with a quote left open, split on
+    whitespace (:func:`check_node_arguments` reports the quote)."""
+    text = str(node.get("args", "") or "")
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()
+
+
 def check_node_arguments(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
     """Parse every contactflow node's ``args:`` with the node's own argument parser, as the node will at its
     start (:func:`contactflow.nodes._runtime.check_node_args`: its ``main`` up to ``parse_args``, in this process,
@@ -195,7 +205,7 @@ def check_node_arguments(flow: dict, base_dir: str | Path) -> list[WiringProblem
             msg = check_node_args(kind, shlex.split(str(n.get("args", "") or "")), base_dir)
         except ImportError:  # an optional package not installed here: not an argument problem
             continue
-        except ValueError as exc:  # a node whose main returned without parsing its arguments (a bug of ours)
+        except ValueError as exc:  # a quote left open in args:, or a node whose main returned without parsing
             msg = str(exc)
         if msg is not None:
             problems.append(WiringProblem(str(n["id"]), "args", msg))
@@ -238,7 +248,7 @@ def check_config_files(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
     graph_robot = _graph_robot(nodes)
     for n in nodes:
         kind = node_kind(str(n.get("path", "")))
-        args = shlex.split(str(n.get("args", "") or ""))
+        args = _split_args(n)
         files = {flag: _node_file(v, Path(base_dir)) for flag in CONFIG_FLAGS if (v := _arg(args, flag))}
         if not files:
             continue
@@ -293,14 +303,14 @@ def _default_robot(kind: str, args: list[str], graph_robot: str) -> str:
 
 def _graph_robot(nodes) -> str:
     """The robot a graph's nodes name with ``--robot`` when they agree on one, else ``talos``."""
-    robots = {_arg(shlex.split(str(n.get("args", "") or "")), "--robot") for n in nodes} - {None}
+    robots = {_arg(_split_args(n), "--robot") for n in nodes} - {None}
     return robots.pop() if len(robots) == 1 else DEFAULT_ROBOT
 
 
 def _graph_robot_paths(nodes, base_dir: Path | None) -> tuple[str, ...]:
     """The ``--robot-path`` folders a graph's nodes give when those that give any agree, else none
     (a dynamic node, with no args, is started with the graph's robot: it takes these)."""
-    paths = {_robot_paths(shlex.split(str(n.get("args", "") or "")), base_dir) for n in nodes} - {()}
+    paths = {_robot_paths(_split_args(n), base_dir) for n in nodes} - {()}
     return paths.pop() if len(paths) == 1 else ()
 
 
@@ -330,7 +340,7 @@ def check_descriptor(flow: dict, *, strict: bool = False, base_dir: str | Path |
                 problems.append(WiringProblem(nid, "-", f"path {n.get('path')!r} is not a contactflow node (kinds: "
                                                         f"{sorted(NODES)}): its ports are not checked"))
             continue
-        args = shlex.split(str(n.get("args", "") or ""))
+        args = _split_args(n)
         dynamic = str(n.get("path")) == "dynamic"
         robot = _arg(args, "--robot", graph_robot if dynamic else _default_robot(kind, args, graph_robot))
         rpath = _robot_paths(args, base_dir) or (graph_paths if dynamic else ())
