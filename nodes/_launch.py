@@ -9,7 +9,6 @@ missing extra) is reported with the node's name like any other failure.
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 from typing import Callable
 
 
@@ -21,6 +20,8 @@ def run(kind: str) -> None:
 
 
 def __getattr__(kind: str) -> Callable[[], None]:
-    if kind.startswith("_") or not (Path(__file__).parent / f"{kind}.py").is_file():
+    from contactflow.nodes._runtime import is_node_kind
+
+    if not is_node_kind(kind):
         raise AttributeError(f"no contactflow node {kind!r} (expected a module contactflow/nodes/{kind}.py)")
     return lambda: run(kind)

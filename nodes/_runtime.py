@@ -1156,6 +1156,23 @@ class NodeArgumentParser(argparse.ArgumentParser):
             super()._print_message(message, file)
 
 
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type=`` for a whole number of ticks ``>= minimum`` (``--lag``): anything else is refused at
+    parsing, by the node at its start and by ``contactflow check`` (:func:`check_node_args`), with the value."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = f"int >= {minimum}"
+    return parse
+
+
 def is_node_kind(kind: str) -> bool:
     """Whether ``kind`` is a node of this package (a module ``contactflow.nodes.<kind>``, run as ``contactflow-<kind>``)."""
     return bool(kind) and not kind.startswith("_") and (Path(__file__).parent / f"{kind}.py").is_file()

@@ -24,8 +24,8 @@ none), so the targets integrate the operator's motion over the elapsed time (at 
 
 from __future__ import annotations
 
-from contactflow.nodes._runtime import (connect, base_parser, declared_inputs, drain_after_finish, load_node_config, lockstep_for, node_main,
-                                       sender_for)
+from contactflow.nodes._runtime import (connect, base_parser, declared_inputs, drain_after_finish, int_at_least, load_node_config,
+                                       lockstep_for, node_main, sender_for)
 
 
 def main() -> int:
@@ -37,7 +37,7 @@ def main() -> int:
 
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--realtime", action="store_true")
-    p.add_argument("--lag", type=int, default=2,
+    p.add_argument("--lag", type=int_at_least(1), default=2,
                    help="ticks between the Retargeting output used as clamp centres and the current tick")
     args = p.parse_args()
     robot = load_robot(args.robot)

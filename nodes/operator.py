@@ -109,6 +109,7 @@ def _play_ahead(node, sender, player, robot, args) -> int:
             sender.send_rows("command", rows)
 
     play(window - 1)
+    stopped = False
     for ev in watched_events(node, "tick", SILENCE_S, lambda: f"no 'tick' message (the robot driver's log) for "
                              f"{SILENCE_S:.0f} s, at scenario tick {k}: the driver hangs"):
         typ = ev["type"]
@@ -118,11 +119,13 @@ def _play_ahead(node, sender, player, robot, args) -> int:
                 break
             play(int(md.get("last_seq", 0)) + window)
         elif typ in ("STOP", "INPUT_CLOSED"):
+            stopped = typ == "STOP"
             break
-    if not done:  # the driver ended first (a fall, its time limit): end the stages that ran ahead
+    if not done:  # the driver ended first (a fall, its time limit) or the run was stopped: end the stages that ran ahead
         t = k * DT_S
         sender.send_rows("command", [(k, t, True, operator_command_values(robot, player.step(t, dt_s=DT_S)))])
-        log_info(node, f"[operator] the robot driver ended first: run ended at tick {k}")
+        why = "the dataflow was stopped" if stopped else "the robot driver ended first"
+        log_info(node, f"[operator] {why}: the scenario stopped at tick {k} (it plays ahead of the driver)")
     drain_after_finish(node)
     return 0
 

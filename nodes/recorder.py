@@ -297,7 +297,8 @@ def finish_summary(writer, kind: str, robot, guard: StopGuard, *, deadline: floa
     the outcome and the command that recomputes it. A run in which no message was recorded (stopped, or its
     nodes ended, before any of them sent: a Ctrl-C in the first second) has no summary to compute: one line
     says so, and that is not a failure. Returns the exit status (0; 1: the summary failed)."""
-    from contactflow.recording.summary import recompute_command, run_summary, write_run_summary
+    from contactflow.recording.summary import (NO_MESSAGE_REASON, recompute_command, recorded_nothing, run_summary,
+                                               write_run_summary)
 
     run_dir = writer.run_dir
     cmd = recompute_command(run_dir)
@@ -306,10 +307,10 @@ def finish_summary(writer, kind: str, robot, guard: StopGuard, *, deadline: floa
         writer.manifest["summary"] = {**entry, "command": cmd}
         writer.write_manifest()
 
-    if not any(int(st.get("messages", 0)) for st in (writer.manifest.get("streams") or {}).values()):
-        reason = "no message was recorded: the run was stopped, or its nodes ended, before any of them sent one"
-        state(state="not computed", reason=reason)
-        print(f"[recorder] no summary: {reason}", flush=True)
+    if recorded_nothing(writer.manifest):  # nothing to summarise, and nothing to recompute later
+        writer.manifest["summary"] = {"state": "not computed", "reason": NO_MESSAGE_REASON}
+        writer.write_manifest()
+        print(f"[recorder] no summary: {NO_MESSAGE_REASON}", flush=True)
         return 0
     state(state="computing")  # a recorder killed now leaves this: the summary is missing, and how to get it
     try:

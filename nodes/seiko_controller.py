@@ -30,7 +30,7 @@ import logging
 import time
 
 from contactflow.nodes._runtime import (add_input_stale_argument, connect, declared_inputs, base_parser, drain_after_finish,
-                                       input_stale_s, load_node_config, lockstep_for, node_main, sender_for)
+                                       input_stale_s, int_at_least, load_node_config, lockstep_for, node_main, sender_for)
 
 log = logging.getLogger("contactflow.seiko_controller")
 
@@ -46,7 +46,7 @@ def main() -> int:
     from contactflow.seiko.stages import ControllerStage
 
     p = base_parser(__doc__.splitlines()[0])
-    p.add_argument("--lag", type=int, default=2, help="ticks between the Retargeting output used and the current tick")
+    p.add_argument("--lag", type=int_at_least(0), default=2, help="ticks between the Retargeting output used and the current tick")
     p.add_argument("--retargeting-config", default=None, help="config of the Retargeting (for its reset state)")
     p.add_argument("--sensor-lag", type=int, default=0, choices=(0, 1),
                    help="ticks between the sensors used and the current tick: 1 = the command of tick k is computed "
@@ -54,7 +54,7 @@ def main() -> int:
                         "state it answers), so the Controller runs beside the driver's step in a lockstep graph")
     p.add_argument("--realtime", action="store_true")
     add_input_stale_argument(p, "`desired` (or `wrench`)")
-    p.add_argument("--wrench-lag", type=int, default=0,
+    p.add_argument("--wrench-lag", type=int_at_least(0), default=0,
                    help="with a wrench_filter node: ticks between its filtered wrench used and the current tick")
     p.add_argument("--blend-from-measured", action="store_true",
                    help="blend the first command_blend_s of commands from the measured joint positions "

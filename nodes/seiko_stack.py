@@ -39,7 +39,7 @@ from __future__ import annotations
 import time
 
 from contactflow.nodes._runtime import (add_input_stale_argument, connect, base_parser, drain_after_finish, input_stale_s,
-                                       load_node_config, lockstep_for, node_main, sender_for)
+                                       int_at_least, load_node_config, lockstep_for, node_main, sender_for)
 
 
 def main() -> int:
@@ -52,7 +52,7 @@ def main() -> int:
     from contactflow.seiko.retargeting import RetargetingConfig
 
     p = base_parser(__doc__.splitlines()[0])
-    p.add_argument("--lag", type=int, default=2,
+    p.add_argument("--lag", type=int_at_least(0), default=2,
                    help="ticks between the Retargeting output used by the input filter and the Controller and the current tick")
     p.add_argument("--environment", action="store_true", help="the robot file's surfaces (walls, supports) for refusing contacts far from any surface (default: the floor only)")
     p.add_argument("--sensor-lag", type=int, default=0, choices=(0, 1),

@@ -1,6 +1,7 @@
 """``contactflow check`` parses each contactflow node's ``args:`` with the node's own argument parser
-(contactflow.contracts.wiring.check_node_arguments, contactflow.nodes._runtime.check_node_args), so a
-misspelled flag or a bad value is reported before ``dora run`` starts anything."""
+(contactflow.contracts.wiring.check_node_arguments, contactflow.nodes._runtime.check_node_args), loads the
+scenario files the nodes play (check_scenario_files) and names a node whose robot does not load, so a misspelled
+flag, a bad value, a missing scenario or a robot typo is reported before ``dora run`` starts anything."""
 
 from __future__ import annotations
 
@@ -36,14 +37,14 @@ def test_check_reports_bad_node_arguments_with_the_nodes_own_message(tmp_path, c
                     ("--name seiko_talos", "--name seiko_talos --summary nope"))
     got = {(p.node, p.port): p.message for p in check_dataflow(graph)}
     assert got == {
-        ("seiko_controller", "args"): "argument --lag: invalid int value: 'x'",
+        ("seiko_controller", "args"): "argument --lag: expected an integer >= 0, got 'x'",
         ("input_filter", "args"): "unrecognized arguments: --lags 2",
         ("recorder", "args"): got[("recorder", "args")],
     }
     assert got[("recorder", "args")].startswith("argument --summary: invalid choice: 'nope'")
     assert cli.main(["check", str(graph)]) == 1
     out = capsys.readouterr().out
-    assert "  - node 'seiko_controller' args: argument --lag: invalid int value: 'x'" in out
+    assert "  - node 'seiko_controller' args: argument --lag: expected an integer >= 0, got 'x'" in out
 
 
 def test_the_check_leaves_the_process_as_it_was(tmp_path):
@@ -124,3 +125,43 @@ def test_an_unclosed_quote_in_args_is_one_problem_not_a_traceback(tmp_path):
     graph = _edited(tmp_path, ("--robot talos --lag 2 --sensor-lag 1", "--robot talos --lag 2 --sensor-lag '1"))
     got = [(p.node, p.port, p.message) for p in check_dataflow(graph)]
     assert got == [("seiko_controller", "args", "No closing quotation")]
+
+
+def test_a_scenario_file_is_loaded_as_the_node_loads_it(tmp_path):
+    graph = _edited(tmp_path, ("--scenario ../robots/talos/scenarios/hand_forward.yaml", "--scenario reahc.yaml"))
+    assert [(p.node, p.port, p.message) for p in check_dataflow(graph)] == [("operator", "--scenario", "reahc.yaml: file not found")]
+    text = (ROOT / "robots/talos/scenarios/smoke_2s.yaml").read_text()
+    assert "    linear_mps:" in text
+    (tmp_path / "mine.yaml").write_text(text.replace("    linear_mps:", "    linear_mpss:"))  # a misspelled key
+    graph = _edited(tmp_path, ("--scenario ../robots/talos/scenarios/hand_forward.yaml", "--scenario mine.yaml"))
+    (p,) = check_dataflow(graph)
+    assert (p.node, p.port) == ("operator", "--scenario") and "mine.yaml" in p.message and "linear_mpss" in p.message
+    # a bare name is looked up in the robot's scenarios/, as the node does
+    graph = _edited(tmp_path, ("--scenario ../robots/talos/scenarios/hand_forward.yaml", "--scenario smoke_2s"))
+    assert check_dataflow(graph) == []
+
+
+def test_a_robot_that_does_not_load_is_a_problem_of_its_node_and_the_rest_is_checked(tmp_path, capsys):
+    graph = _edited(tmp_path, ("--robot talos --lag 2 --sensor-lag 1", "--robot talso --lag x --sensor-lag 1"))
+    got = {(p.node, p.port): p.message for p in check_dataflow(graph)}
+    assert set(got) == {("seiko_controller", "--robot"), ("seiko_controller", "args")}
+    assert "robot 'talso'" in got[("seiko_controller", "--robot")] and "did you mean 'talos'" in got[("seiko_controller", "--robot")]
+    assert cli.main(["check", str(graph)]) == 1
+    assert "node 'seiko_controller' argument --robot: robot 'talso'" in capsys.readouterr().out
+
+
+def test_the_g1_teleop_and_wrench_injector_scenarios_are_loaded_too(tmp_path):
+    text = (ROOT / "dataflows/lac_g1_teleop.yml").read_text()
+    assert text.count("--scenario ../robots/g1/scenarios/hand_push.yaml") == 2
+    graph = tmp_path / "g1.yml"
+    graph.write_text(text.replace("--scenario ../robots/g1/scenarios/hand_push.yaml", "--scenario hand_psuh.yaml"))
+    got = {(p.node, p.port): p.message for p in check_dataflow(graph)}
+    assert set(got) == {("teleop", "--scenario"), ("wrench_injector", "--scenario")}
+    assert all("hand_psuh.yaml" in m for m in got.values())
+
+
+def test_a_lag_out_of_range_is_refused_by_the_parser():
+    assert check_node_args("input_filter", ["--robot", "talos", "--lag", "0"]) == "argument --lag: expected an integer >= 1, got 0"
+    assert check_node_args("seiko_controller", ["--robot", "talos", "--lag", "-3"]) == (
+        "argument --lag: expected an integer >= 0, got -3")
+    assert check_node_args("seiko_controller", ["--robot", "talos", "--lag", "0", "--wrench-lag", "1"]) is None

@@ -139,13 +139,18 @@ def test_a_run_stopped_before_any_message_has_no_summary_and_is_not_a_failure(tm
     assert "[recorder] no summary: no message was recorded" in capsys.readouterr().out
     m = _manifest(w)
     assert m["complete"] is True and m["summary"]["state"] == "not computed"
-    assert "no message was recorded" in m["summary"]["reason"]
+    assert "no message was recorded" in m["summary"]["reason"] and "command" not in m["summary"]  # nothing to recompute
+    monkeypatch.undo()
+    # `contactflow rec summary` on it: the same reason, one line, no traceback
+    from contactflow.errors import RecordingError
+
+    with pytest.raises(RecordingError, match="no message was recorded.*no summary to compute"):
+        summary_mod.run_summary(w.run_dir)
     # one message recorded: the summary is computed (here: fails for want of its streams, exit 1 as before)
     w2 = RecordingWriter(tmp_path / "run-2", {"robot": "talos", "summary_kind": "seiko"})
     r2 = Recorder(w2, {"s": "drv/other"})
     r2.on_input("s", np.zeros(3), {"seq": 0, "t": 0.0, "finished": True})
     r2.close()
-    monkeypatch.undo()
     guard = StopGuard()
     try:
         assert finish_summary(w2, "seiko", "talos", guard) == 1

@@ -80,8 +80,8 @@ def test_desired_lead_is_the_newest_desired_tick_computed_before_each_sensors_ti
     m = desired_lead(seq[::-1], ws[::-1], d_seq[perm], d_wall[perm])
     k = np.arange(STARTUP_TICKS, n)
     want = np.array([np.max(d_seq[d_wall <= ws[i]]) - i for i in k])
-    assert m["desired_lead_ticks_p1"] == pytest.approx(np.percentile(want, 1))
-    assert m["desired_lead_ticks_p50"] == pytest.approx(np.median(want))
+    assert m["desired_lead_ticks_p1"] == np.percentile(want, 1, method="lower")  # whole ticks, one of the leads
+    assert m["desired_lead_ticks_p50"] == np.percentile(want, 50, method="lower")
     assert m["desired_lead_ticks_p1"] <= 3  # the dip (and the end of its rows)
     assert m["desired_lead_ticks_p50"] == 30
     # a Retargeting at the driver's pace (its desired of tick k stamped after the sensors of tick k): lead -1

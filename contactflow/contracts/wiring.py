@@ -17,8 +17,9 @@ may be left out, but when wired it must carry its contract like any other; a tim
 controllers' ``heartbeat``) must come from a dora timer; every required output is declared (an
 undeclared output is silently dropped by dora); every edge's source node and output exist; both
 ends of an edge carry the same contract and size. :func:`check_dataflow` also loads each node's
-configuration file (``--config``) as the node will (:func:`check_config_files`) and parses its ``args:`` with
-the node's own argument parser (:func:`check_node_arguments`). Dataflows that use
+configuration file (``--config``) and scenario file (``--scenario``) as the node will (:func:`check_config_files`,
+:func:`check_scenario_files`) and parses its ``args:`` with the node's own argument parser
+(:func:`check_node_arguments`). Dataflows that use
 dora modules (``module:``) are expanded with ``dora expand`` first.
 
 A node may declare the output ``log`` (``LOG_OUTPUT``: its outputs batched for the recorder, see
@@ -41,12 +42,13 @@ from pathlib import Path
 
 import yaml
 
-from contactflow.errors import ConfigError
+from contactflow.errors import ConfigError, ContactflowError
 from contactflow.contracts.messages import PortSpec
 from contactflow.paths import node_kind, robot_path_scope
 from contactflow.contracts.ports import DEFAULT_ROBOT, MESSAGE, NODES, TIMER
 
-__all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "check_config_files", "check_node_arguments", "load_dataflow", "graph_node_kind", "LOG_OUTPUT",
+__all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "check_config_files", "check_node_arguments",
+           "check_scenario_files", "SCENARIO_LOADERS", "load_dataflow", "graph_node_kind", "LOG_OUTPUT",
            "ROWS_SUFFIX", "rows_output"]
 
 #: The batched-log output every contactflow node may declare (nodes/_runtime.py Sender).
@@ -166,7 +168,76 @@ def check_dataflow(path: str | Path, *, strict: bool = False) -> list[WiringProb
     """
     flow = load_dataflow(path)
     base = Path(path).parent
-    return check_descriptor(flow, strict=strict, base_dir=base) + check_config_files(flow, base) + check_node_arguments(flow, base)
+    return (check_descriptor(flow, strict=strict, base_dir=base) + check_config_files(flow, base)
+            + check_scenario_files(flow, base) + check_node_arguments(flow, base))
+
+
+def _load_seiko_scenario(arg: str, robot, args: list[str]) -> None:
+    # as the operator node loads it (nodes/operator.py)
+    from contactflow.operator.scenario import load_scenario
+    from contactflow.paths import resolve_data_path
+
+    load_scenario(resolve_data_path(arg), robot)
+
+
+def _load_teleop_scenario(arg: str, robot, args: list[str]) -> None:
+    # as the teleop and wrench_injector nodes load it (nodes/teleop.py, nodes/wrench_injector.py), with the
+    # limits of their --config (a --config that does not load is check_config_files' problem: not loaded here)
+    from contactflow.lac.teleop import load_teleop_config, load_teleop_scenario
+    from contactflow.paths import resolve_data_path
+
+    try:
+        cfg = load_teleop_config(robot, _arg(args, "--config"))
+    except ConfigError:
+        return
+    load_teleop_scenario(resolve_data_path(arg), robot, cfg)
+
+
+#: node kind -> how it loads the file of its ``--scenario`` (:func:`check_scenario_files`).
+SCENARIO_LOADERS = {"operator": _load_seiko_scenario, "teleop": _load_teleop_scenario,
+                    "wrench_injector": _load_teleop_scenario}
+
+
+def check_scenario_files(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
+    """Load every ``--scenario`` file given to a node that plays one (:data:`SCENARIO_LOADERS`: the SEIKO
+    operator, the G1 teleop and wrench injector) as the node will at its start, in the dataflow's folder: a file
+    not found (a bare name is looked up in the robot's ``scenarios/``), not YAML, or with a bad key or value is
+    one problem on the port ``--scenario`` with the loader's message. A node whose robot does not load (reported
+    by :func:`check_descriptor`) or whose code needs a package not installed here is skipped.
+
+    Args:
+        flow: the (flat) descriptor.
+        base_dir: the dataflow's folder.
+    """
+    import contextlib
+
+    from contactflow.robot import load_robot
+
+    problems: list[WiringProblem] = []
+    nodes = [n for n in flow.get("nodes") or [] if isinstance(n, dict) and "id" in n]
+    graph_robot = _graph_robot(nodes)
+    for n in nodes:
+        kind = node_kind(str(n.get("path", "")))
+        load = SCENARIO_LOADERS.get(kind)
+        try:
+            args = shlex.split(str(n.get("args", "") or ""))
+        except ValueError:  # a quote left open: check_node_arguments reports it
+            continue
+        arg = _arg(args, "--scenario")
+        if load is None or not arg:
+            continue
+        with robot_path_scope(*_robot_paths(args, Path(base_dir))), contextlib.chdir(base_dir):
+            try:
+                robot = load_robot(_arg(args, "--robot", _default_robot(kind, args, graph_robot)))
+            except ContactflowError:
+                continue
+            try:
+                load(arg, robot, args)
+            except ConfigError as exc:
+                problems.append(WiringProblem(str(n["id"]), "--scenario", str(exc)))
+            except ImportError:
+                continue
+    return problems
 
 
 def _split_args(node: dict) -> list[str]:
@@ -248,7 +319,10 @@ def check_config_files(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
     graph_robot = _graph_robot(nodes)
     for n in nodes:
         kind = node_kind(str(n.get("path", "")))
-        args = _split_args(n)
+        try:
+            args = shlex.split(str(n.get("args", "") or ""))
+        except ValueError:  # a quote left open: one problem, from check_node_arguments
+            continue
         files = {flag: _node_file(v, Path(base_dir)) for flag in CONFIG_FLAGS if (v := _arg(args, flag))}
         if not files:
             continue
@@ -355,7 +429,11 @@ def check_descriptor(flow: dict, *, strict: bool = False, base_dir: str | Path |
                 port = rec_decl.outputs.get(rec_out) if rec_decl is not None else None
                 if port is None or port.contract is None:
                     continue
-                specs = _specs(robot, rpath)
+                try:
+                    specs = _specs(robot, rpath)
+                except ContactflowError as exc:
+                    problems.append(WiringProblem(nid, "--robot", str(exc)))
+                    break
                 out_specs[(nid, out)] = _contract(specs, port.contract)
                 if out not in declared:
                     problems.append(WiringProblem(nid, out, f"replayed stream {name!r} is sent on output {out!r}, "
@@ -369,7 +447,11 @@ def check_descriptor(flow: dict, *, strict: bool = False, base_dir: str | Path |
         decl = NODES[kind]
         if decl.any_inputs:  # the recorder: any input, no outputs
             continue
-        specs = _specs(robot, rpath)
+        try:
+            specs = _specs(robot, rpath)
+        except ContactflowError as exc:  # a robot that does not load: this node's problem; the others still checked
+            problems.append(WiringProblem(nid, "--robot", str(exc)))
+            continue
         outputs = {out: _contract(specs, port.contract) for out, port in decl.outputs.items()}
         for out, port in decl.outputs.items():
             out_specs[(nid, out)] = outputs[out]

@@ -79,7 +79,7 @@ import pinocchio as pin
 from contactflow.recording.store import Recording, RecordingError
 
 __all__ = ["seiko_summary", "format_summary", "realtime_metrics", "REALTIME_KEYS", "tick_timing", "TICK_TIMING_KEYS",
-           "desired_lead",
+           "desired_lead", "recorded_nothing", "NO_MESSAGE_REASON",
            "STARTUP_TICKS", "SUMMARY_KINDS", "run_summary",
            "write_run_summary", "recompute_command"]
 
@@ -205,7 +205,9 @@ def desired_lead(sensors_seq, sensors_wall_ns, desired_seq, desired_wall_ns) -> 
     if not have.any():
         return nan
     lead = newest[pos[have]] - s_seq[o][have]
-    return {"desired_lead_ticks_p1": float(np.percentile(lead, 1)), "desired_lead_ticks_p50": float(np.median(lead))}
+    # whole ticks: the 1st percentile and the median of the leads, each one of them (no interpolation)
+    return {"desired_lead_ticks_p1": float(np.percentile(lead, 1, method="lower")),
+            "desired_lead_ticks_p50": float(np.percentile(lead, 50, method="lower"))}
 
 
 REALTIME_KEYS = ("realtime", "periods", "warmup_periods", "deadline_misses", "deadline_miss_ratio", "command_age_ms_p50",
@@ -389,6 +391,16 @@ def recompute_command(run_dir) -> str:
     return f"contactflow rec summary {run_dir}"
 
 
+#: Why a run without any recorded message has no summary (the recorder's manifest entry, ``rec summary``'s error).
+NO_MESSAGE_REASON = "no message was recorded: the run was stopped, or its nodes ended, before any of them sent one"
+
+
+def recorded_nothing(manifest: dict) -> bool:
+    """Whether a run's manifest counts no recorded message in any stream (a graph stopped in its first second):
+    such a run has no summary to compute (:data:`NO_MESSAGE_REASON`)."""
+    return not any(int(st.get("messages", 0) or 0) for st in (manifest.get("streams") or {}).values())
+
+
 def run_summary(run_dir, kind: str | None = None, robot=None) -> tuple[dict, str]:
     """The summary of a recorded run, as the recorder computes it at the end, and its printed text.
 
@@ -404,7 +416,8 @@ def run_summary(run_dir, kind: str | None = None, robot=None) -> tuple[dict, str
         ``recording_gaps_by_stream``, ``recording_lost_batches``; the formatted text).
 
     Raises:
-        RecordingError: the run cannot be read, or no summary kind is given nor recorded.
+        RecordingError: the run cannot be read, no summary kind is given nor recorded, or no message was
+            recorded (:func:`recorded_nothing`).
         ConfigError: an unknown robot.
     """
     from pathlib import Path
@@ -415,6 +428,8 @@ def run_summary(run_dir, kind: str | None = None, robot=None) -> tuple[dict, str
     run_dir = Path(run_dir)
     rec = read_recording(run_dir)
     m = rec.manifest
+    if recorded_nothing(m):
+        raise RecordingError(f"{run_dir}: {NO_MESSAGE_REASON}; there is no summary to compute")
     kind = kind or m.get("summary_kind")
     if kind not in SUMMARY_KINDS:
         raise RecordingError(f"{run_dir / 'manifest.json'}: summary kind {kind!r}, expected one of {list(SUMMARY_KINDS)} "
