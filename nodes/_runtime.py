@@ -1138,6 +1138,12 @@ class NodeArgumentParser(argparse.ArgumentParser):
         return ns
 
     def error(self, message):
+        if message.startswith("unrecognized arguments:"):  # argparse suggests nothing for a misspelled flag
+            from contactflow.config import did_you_mean
+
+            flags = [a for a in message.split(":", 1)[1].split() if a.startswith("--")]
+            message += did_you_mean([f.split("=")[0] for f in flags],
+                                    [o for a in self._actions for o in a.option_strings if o.startswith("--")])
         if NodeArgumentParser.check_mode:
             from contactflow.errors import ConfigError
 

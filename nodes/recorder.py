@@ -218,9 +218,13 @@ class Recorder:
         # declared inputs that never sent: nothing of them is in the files (a node stopped before it sent,
         # e.g. an offline estimator stopped in its solve): listed, never silent
         silent = {iid: src for iid, src in sorted(self.sources.items()) if iid not in self.received}
-        for iid, src in silent.items():
-            log.warning("input %r (%s): no message arrived: nothing of it is recorded (its node was stopped or "
-                        "failed before it sent, or it never sends in this run)", iid, src)
+        if silent and not self.received:  # nothing at all (a run stopped in its first second): one line for all
+            log.warning("no input sent a message (%s): nothing is recorded (the run was stopped, or its nodes "
+                        "stopped or failed, before any of them sent)", ", ".join(f"{i!r}" for i in silent))
+        else:
+            for iid, src in silent.items():
+                log.warning("input %r (%s): no message arrived: nothing of it is recorded (its node was stopped or "
+                            "failed before it sent, or it never sends in this run)", iid, src)
         gaps = self.gaps()
         self.writer.close(messages=self.n_msgs, recording_gaps=sum(gaps.values()), silent_inputs=silent,
                           recording_lost_batches=self.lost_batches,

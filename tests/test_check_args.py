@@ -38,7 +38,7 @@ def test_check_reports_bad_node_arguments_with_the_nodes_own_message(tmp_path, c
     got = {(p.node, p.port): p.message for p in check_dataflow(graph)}
     assert got == {
         ("seiko_controller", "args"): "argument --lag: expected an integer >= 0, got 'x'",
-        ("input_filter", "args"): "unrecognized arguments: --lags 2",
+        ("input_filter", "args"): "unrecognized arguments: --lags 2 (did you mean '--lag'?)",
         ("recorder", "args"): got[("recorder", "args")],
     }
     assert got[("recorder", "args")].startswith("argument --summary: invalid choice: 'nope'")

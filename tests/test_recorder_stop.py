@@ -120,11 +120,15 @@ def test_rec_summary_without_a_recorded_kind_says_what_to_pass(tmp_path, capsys)
     assert "summary kind None" in err and "pass --kind" in err
 
 
-def test_a_run_stopped_before_any_message_has_no_summary_and_is_not_a_failure(tmp_path, monkeypatch, capsys):
+def test_a_run_stopped_before_any_message_has_no_summary_and_is_not_a_failure(tmp_path, monkeypatch, capsys, caplog):
     """A Ctrl-C in a graph's first second: the recorder closes an empty run and exits 0 (dora then reports no
     failed node), saying why there is no summary, in its output and in the manifest."""
     w = RecordingWriter(tmp_path / "run-1", {"robot": "talos", "summary_kind": "seiko"})
-    Recorder(w, {"s": "drv/sensors"}).close()
+    with caplog.at_level("WARNING", logger="contactflow.recorder"):
+        Recorder(w, {"s": "drv/sensors", "c": "ctl/command"}).close()
+    silent = [r.getMessage() for r in caplog.records if "sent a message" in r.getMessage() or "no message arrived" in r.getMessage()]
+    assert silent == ["no input sent a message ('c', 's'): nothing is recorded (the run was stopped, or its nodes stopped "
+                      "or failed, before any of them sent)"]  # one line, not one per input
 
     def never(*a, **k):
         raise AssertionError("a summary of nothing was computed")
