@@ -841,3 +841,49 @@ def test_holdout_benchmark_keeps_held_out_episodes_out_of_training(run_a, tiny_c
         subprocess.run([sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "bench_lac_student_holdout.py"),
                         str(out), "--round", str(rnd), "--steps", "2", "--variant", "env.force_scale=1"],
                        check=True, capture_output=True, text=True)
+
+
+def test_stiffness_relabel_adds_copies_of_each_episode_under_other_stiffness_commands(robot, rows, tmp_path):
+    """``dagger.stiffness_relabel``: teachers commanded other stiffnesses label the same visited states; each copy
+    differs from its episode only in the frames' stiffness entries and in its labels, which are those of a teacher
+    run alone on the same states with that command."""
+    from contactflow.lac.train import dagger
+
+    cfg = load_train_config(None, {**TINY, "dagger": {**TINY["dagger"], "stiffness_relabel": 2}})
+    ctx = dagger._Context(cfg, rows, None)
+    res = dagger.rollout_episode(ctx, 0, 1, 1.0)
+    assert len(res.relabelled) == 2 and len(res.frames) > 50
+    ks = dagger._relabel_commands(ctx, cfg.seed, 0, 1)
+    sl = ctx.stiffness_slice
+    assert sl.stop - sl.start == 5
+    for (f_j, l_j, ok_j), k5 in zip(res.relabelled, ks):
+        assert f_j.shape == res.frames.shape and l_j.shape == res.labels.shape
+        others = np.ones(res.frames.shape[1], bool)
+        others[sl] = False
+        np.testing.assert_array_equal(f_j[:, others], res.frames[:, others])  # the same history ...
+        np.testing.assert_allclose(f_j[:, sl], np.broadcast_to(ctx.stiffness_frame(k5), f_j[:, sl].shape))  # ... its K
+        assert not np.allclose(f_j[:, sl], res.frames[:, sl])
+        assert np.isfinite(l_j).all() and ok_j.all()
+    # the labels are a lone teacher's on the same states with that stiffness (the executed actions are the
+    # episode's own labels: round 0, beta 1)
+    lone = ExpertTeacher(_expert_cfg(), robot, ctx.spec, limit_margin_rad=cfg.dagger.label_limit_margin_rad)
+    env = ctx.env
+    rng = episode_rng(cfg.seed, 0, 1)
+    idx = int(rng.integers(len(env.rows)))
+    obs, priv = env.reset(0, episode=episode_from_row(env.rows[idx], cfg.env, env.lac, rng, row_index=idx))
+    lone.reset(priv["sensors"])
+    k5 = ks[0]
+    for k in range(len(res.frames)):
+        a_j, _ = lone.label(priv["sensors"], {**priv["command"], "stiffness": k5})
+        np.testing.assert_allclose(a_j, res.relabelled[0][1][k], atol=1e-5)
+        step = env.step(res.labels[k].astype(float))
+        priv = step.privileged
+        if step.done:
+            break
+    assert not np.allclose(res.relabelled[0][1], res.labels, atol=1e-4)  # another command, other actions
+    # saved as episodes of their own, after their episode
+    dagger._save_round(tmp_path / "round_000.npz", [res])
+    d = dagger.load_rounds(tmp_path, 0)
+    assert len(d["frames"]) == 3 * len(res.frames) and d["first"][len(res.frames)] == len(res.frames)
+    with pytest.raises(ConfigError, match="stiffness_relabel"):
+        load_train_config(None, {"dagger": {"stiffness_relabel": -1}})

@@ -283,6 +283,10 @@ class DaggerCfg:
             limits (the deploy runner refuses a target outside them; ``ExpertTeacher``) [rad].
         dataset_seed: seed of the augmentation dataset generated when ``--dataset`` is not given.
         dataset_episodes: contact frames (slots) of that generated dataset.
+        stiffness_relabel: per episode, this many more teachers each commanded another 5-D stiffness (drawn
+            log-uniform over the teleop's ranges) label the same visited states: each gives a copy of the
+            episode whose frames carry its stiffness and whose labels are its actions (the same history under
+            another command, told apart only by the stiffness). 0: none.
     """
 
     rounds: int = 6
@@ -292,10 +296,13 @@ class DaggerCfg:
     label_limit_margin_rad: float = 0.02
     dataset_seed: int = 0
     dataset_episodes: int = 64
+    stiffness_relabel: int = 0
 
     def __post_init__(self):
         if self.rounds < 1 or self.episodes_per_round < 1 or self.dataset_episodes < 1:
             raise ConfigError("rounds, episodes_per_round and dataset_episodes: must be >= 1")
+        if not (isinstance(self.stiffness_relabel, int) and 0 <= self.stiffness_relabel <= 8):
+            raise ConfigError(f"stiffness_relabel: must be an integer in [0, 8], got {self.stiffness_relabel!r}")
         if not (0 <= self.beta_1 <= 1 and 0 <= self.beta_decay <= 1):
             raise ConfigError("beta_1 and beta_decay: must be in [0, 1]")
         if not self.label_limit_margin_rad >= 0:

@@ -75,6 +75,8 @@ class RolloutResult:
         row_index: dataset row. wall_s: rollout wall time [s].
         force: (T, 9) float32 the TRUE external force on the left hand, right hand and torso
             (world axes) over the tick before each frame [N] (privileged; the auxiliary target).
+        relabelled: ``DaggerCfg.stiffness_relabel`` copies of the episode, each ``(frames, labels, teacher_ok)``
+            of the same shapes: the frames with another stiffness command, the labels of a teacher commanded it.
     """
 
     frames: np.ndarray
@@ -87,6 +89,7 @@ class RolloutResult:
     row_index: int
     wall_s: float
     force: np.ndarray | None = None
+    relabelled: list = dataclasses.field(default_factory=list)
 
 
 class _Context:
@@ -104,7 +107,29 @@ class _Context:
         self.env = LacTrainEnv(cfg.env, self.spec, rows, robot)
         self.teacher = ExpertTeacher(load_expert_config(cfg.expert_config), robot, self.spec,
                                      limit_margin_rad=cfg.dagger.label_limit_margin_rad)
+        # the teachers of DaggerCfg.stiffness_relabel: each labels the visited states under another stiffness
+        self.relabel_teachers = [ExpertTeacher(load_expert_config(cfg.expert_config), robot, self.spec,
+                                               limit_margin_rad=cfg.dagger.label_limit_margin_rad)
+                                 for _ in range(cfg.dagger.stiffness_relabel)]
         self.has_student = student_model is not None
+        stiff = [b for b in self.spec.terms if b.term.name == "stiffness"]
+        if self.relabel_teachers and len(stiff) != 1:
+            raise ConfigError(f"dagger.stiffness_relabel: the spec {self.spec.file} has {len(stiff)} 'stiffness' "
+                              "observation terms, expected one")
+        self._stiff = stiff[0] if stiff else None
+
+    @property
+    def stiffness_slice(self) -> slice:
+        """Where the frame holds the stiffness command."""
+        return self._stiff.sl
+
+    def stiffness_frame(self, k5: np.ndarray) -> np.ndarray:
+        """(5,) the frame's entries for the stiffness command ``k5`` (5,) RAW, as the runner writes them."""
+        b = self._stiff
+        raw = np.asarray(k5, float)
+        if b.lo is not None:
+            raw = np.clip(raw, b.lo, b.hi)
+        return (b.cfg.scale * raw).astype(np.float32)
 
 
 def rollout_episode(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
@@ -138,6 +163,9 @@ def _rollout(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
     ep = episode_from_row(env.rows[idx], cfg.env, env.lac, rng, row_index=idx)
     obs, priv = env.reset(0, episode=ep)
     teacher.reset(priv["sensors"])
+    relabel = _relabel_commands(ctx, cfg.seed, r, i)
+    for t_j in ctx.relabel_teachers:
+        t_j.reset(priv["sensors"])
     n = env.n_steps
     frames = np.empty((n, env.spec.frame_dim), np.float32)
     labels = np.empty((n, len(env.spec.joint_names)), np.float32)
@@ -145,10 +173,14 @@ def _rollout(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
     s_act = np.zeros(n, bool)
     force = np.zeros((n, 3, 3), np.float32)
     i_f = [env.lac_links.index(b) for b in AUX_FORCE_LINKS]
+    re_labels = np.empty((len(relabel), n, labels.shape[1]), np.float32)
+    re_ok = np.zeros((len(relabel), n), bool)
     fell, refused, se, k = False, 0, 0.0, 0
     for k in range(n):
         a_t, ok = teacher.label(priv["sensors"], priv["command"])
         frames[k], labels[k], t_ok[k] = env.frame, a_t, ok
+        for j, (t_j, k5) in enumerate(zip(ctx.relabel_teachers, relabel)):
+            re_labels[j, k], re_ok[j, k] = t_j.label(priv["sensors"], {**priv["command"], "stiffness": k5})
         force[k] = priv["wrench_W"][i_f, :3]
         a = a_t
         if ctx.has_student:
@@ -163,8 +195,28 @@ def _rollout(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
             fell = bool(res.info["fell"])
             break
     m = k + 1
+    copies = []
+    for j, k5 in enumerate(relabel):
+        f_j = frames[:m].copy()
+        f_j[:, ctx.stiffness_slice] = ctx.stiffness_frame(k5)
+        copies.append((f_j, re_labels[j, :m].copy(), re_ok[j, :m].copy()))
     return RolloutResult(frames[:m], labels[:m], t_ok[:m], s_act[:m], fell, refused, se, idx, time.perf_counter() - t0,
-                         force[:m].reshape(m, 9))
+                         force[:m].reshape(m, 9), copies)
+
+
+def _relabel_commands(ctx: _Context, seed: int, r: int, i: int) -> list[np.ndarray]:
+    """The stiffness commands (5,) RAW of the relabelling teachers of episode ``i`` of round ``r``: log-uniform
+    over the teleop's ranges, from their own RNG (the episode's draws are unchanged by the option)."""
+    if not ctx.relabel_teachers:
+        return []
+    from contactflow.lac.teleop import load_teleop_config
+
+    from contactflow.lac.train.env import episode_rng
+
+    t = load_teleop_config(ctx.env.robot)
+    lo, hi = np.log([t.stiffness_lin_range_n_per_m] * 3 + [t.stiffness_ang_range_nm_per_rad] * 2).T
+    rng = episode_rng(seed, r, i, 1)  # the episode's RNG is episode_rng(seed, r, i)
+    return [np.exp(rng.uniform(lo, hi)) for _ in ctx.relabel_teachers]
 
 
 _CTX: _Context | None = None
@@ -223,7 +275,20 @@ def window_index(first: np.ndarray, idx: np.ndarray, history: int) -> np.ndarray
     return np.maximum(w, first[idx][:, None])
 
 
+def _with_relabelled(results: list[RolloutResult]) -> list[RolloutResult]:
+    """The episodes and, after each, its relabelled copies as episodes of their own (the same states, fall and
+    forces; no student action counted in them, no on-policy error)."""
+    out = []
+    for x in results:
+        out.append(x)
+        for f_j, l_j, ok_j in x.relabelled:
+            out.append(dataclasses.replace(x, frames=f_j, labels=l_j, teacher_ok=ok_j, on_policy_se=0.0, refused=0,
+                                           student_acted=np.zeros_like(x.student_acted), relabelled=[]))
+    return out
+
+
 def _save_round(path: Path, results: list[RolloutResult]) -> None:
+    results = _with_relabelled(results)
     tmp = path.with_suffix(".tmp.npz")
     np.savez(tmp, frames=np.concatenate([x.frames for x in results]), labels=np.concatenate([x.labels for x in results]),
              teacher_ok=np.concatenate([x.teacher_ok for x in results]),
