@@ -219,9 +219,8 @@ def check_scenario_files(flow: dict, base_dir: str | Path) -> list[WiringProblem
     for n in nodes:
         kind = node_kind(str(n.get("path", "")))
         load = SCENARIO_LOADERS.get(kind)
-        try:
-            args = shlex.split(str(n.get("args", "") or ""))
-        except ValueError:  # a quote left open: check_node_arguments reports it
+        args, _ = _node_args(n)
+        if args is None:  # a quote left open: check_node_arguments reports it
             continue
         arg = _arg(args, "--scenario")
         if load is None or not arg:
@@ -240,14 +239,19 @@ def check_scenario_files(flow: dict, base_dir: str | Path) -> list[WiringProblem
     return problems
 
 
-def _split_args(node: dict) -> list[str]:
-    """A node's ``args:`` split as a shell would (as dora passes them); with a quote left open, split on
-    whitespace (:func:`check_node_arguments` reports the quote)."""
-    text = str(node.get("args", "") or "")
+def _node_args(node: dict) -> tuple[list[str] | None, str]:
+    """A node's ``args:`` split as a shell would (as dora passes them), and ``""``; ``(None, shlex's message)`` with a
+    quote left open (one problem, from :func:`check_node_arguments`)."""
     try:
-        return shlex.split(text)
-    except ValueError:
-        return text.split()
+        return shlex.split(str(node.get("args", "") or "")), ""
+    except ValueError as exc:
+        return None, str(exc)
+
+
+def _split_args(node: dict) -> list[str]:
+    """:func:`_node_args`, split on whitespace with a quote left open (the wiring checks still run)."""
+    args, _ = _node_args(node)
+    return str(node.get("args", "") or "").split() if args is None else args
 
 
 def check_node_arguments(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
@@ -272,11 +276,12 @@ def check_node_arguments(flow: dict, base_dir: str | Path) -> list[WiringProblem
         kind = node_kind(str(n.get("path", "")))
         if not is_node_kind(kind):
             continue
+        args, bad = _node_args(n)
         try:
-            msg = check_node_args(kind, shlex.split(str(n.get("args", "") or "")), base_dir)
+            msg = bad if args is None else check_node_args(kind, args, base_dir)
         except ImportError:  # an optional package not installed here: not an argument problem
             continue
-        except ValueError as exc:  # a quote left open in args:, or a node whose main returned without parsing
+        except ValueError as exc:  # a node whose main returned without parsing its arguments (a bug of ours)
             msg = str(exc)
         if msg is not None:
             problems.append(WiringProblem(str(n["id"]), "args", msg))
@@ -319,9 +324,8 @@ def check_config_files(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
     graph_robot = _graph_robot(nodes)
     for n in nodes:
         kind = node_kind(str(n.get("path", "")))
-        try:
-            args = shlex.split(str(n.get("args", "") or ""))
-        except ValueError:  # a quote left open: one problem, from check_node_arguments
+        args, _ = _node_args(n)
+        if args is None:  # a quote left open: one problem, from check_node_arguments
             continue
         files = {flag: _node_file(v, Path(base_dir)) for flag in CONFIG_FLAGS if (v := _arg(args, flag))}
         if not files:

@@ -209,14 +209,10 @@ def _relabel_commands(ctx: _Context, seed: int, r: int, i: int) -> list[np.ndarr
     over the teleop's ranges, from their own RNG (the episode's draws are unchanged by the option)."""
     if not ctx.relabel_teachers:
         return []
-    from contactflow.lac.teleop import load_teleop_config
+    from contactflow.lac.train.env import episode_rng, sample_stiffness
 
-    from contactflow.lac.train.env import episode_rng
-
-    t = load_teleop_config(ctx.env.robot)
-    lo, hi = np.log([t.stiffness_lin_range_n_per_m] * 3 + [t.stiffness_ang_range_nm_per_rad] * 2).T
     rng = episode_rng(seed, r, i, 1)  # the episode's RNG is episode_rng(seed, r, i)
-    return [np.exp(rng.uniform(lo, hi)) for _ in ctx.relabel_teachers]
+    return [sample_stiffness(ctx.env.robot, rng) for _ in ctx.relabel_teachers]
 
 
 _CTX: _Context | None = None

@@ -78,6 +78,14 @@ def load_train_spec(spec: str, robot: Robot, model: str | Path | None = None) ->
     return load_policy_spec(spec, robot, model=model)
 
 
+def sample_stiffness(robot, rng: np.random.Generator) -> np.ndarray:
+    """(5,) RAW stiffness command [N/m x3, N m/rad x2] drawn log-uniform over the ranges the teleop and the teacher
+    enforce (``load_teleop_config(robot)``)."""
+    t = load_teleop_config(robot)
+    lo, hi = np.log([t.stiffness_lin_range_n_per_m] * 3 + [t.stiffness_ang_range_nm_per_rad] * 2).T
+    return np.exp(rng.uniform(lo, hi))
+
+
 def episode_rng(seed: int, *keys: int) -> np.random.Generator:
     """The RNG of one episode: ``SeedSequence([seed, *keys])`` (independent of workers and order)."""
     return np.random.default_rng(np.random.SeedSequence([int(seed), *map(int, keys)]))
@@ -233,9 +241,7 @@ def episode_from_row(row: Mapping, cfg: EnvCfg, lac: LacRobot, rng: np.random.Ge
             q0[names.index(jn)] = v
     q0 = np.clip(q0 + rng.normal(0.0, r.joint_noise_rad, len(q0)), robot.q_min, robot.q_max)
     if cfg.stiffness_sample_prob > 0 and rng.uniform() < cfg.stiffness_sample_prob:  # after every other draw
-        t = load_teleop_config(robot)  # the ranges the teleop and the teacher enforce
-        lo, hi = np.log([t.stiffness_lin_range_n_per_m] * 3 + [t.stiffness_ang_range_nm_per_rad] * 2).T
-        cmd["stiffness"] = np.exp(rng.uniform(lo, hi))
+        cmd["stiffness"] = sample_stiffness(robot, rng)
     return Episode(
         command=cmd, links=tuple(links), peaks_W=np.array(peaks).reshape(-1, 6), wrench_scale=np.array(scales),
         event=(start, ramp, hold, release), duration_s=float(duration), q0=q0,
