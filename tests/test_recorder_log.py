@@ -372,11 +372,11 @@ def _flood_graph(tmp_path, n, recorder_args="", queue="", mode="--mode fast"):
 
 @pytest.mark.dora
 def test_a_flooded_recorder_counts_every_loss_and_keeps_the_layout(tmp_path):
-    """A replay at 1000 messages/s into a recorder with a 20-message queue (dora discards what does not
+    """A replay at 2000 messages/s into a recorder with a 20-message queue (dora discards what does not
     fit) while the recorder starts: its first messages, which carry the contract and layout, are
     lost; every loss is counted, and the stream has its layout from the port table."""
     n = 6000
-    proc, run = _flood_graph(tmp_path, n, "", ", queue_size: 20", "--mode paced --speed 2")  # 1000 messages/s
+    proc, run = _flood_graph(tmp_path, n, "", ", queue_size: 20", "--mode paced --speed 4")  # 2000 messages/s
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     rec = read_recording(run)
