@@ -43,6 +43,10 @@ MAX_ROWS = 100_000
 REALTIME_WARMUP_TICKS = 10
 
 
+#: How long [s] a lockstep node waits on its local inputs' sockets before it looks at its dora events.
+LOCAL_POLL_S = 0.005
+
+
 #: How long [s] a node waits without its clock input before it stops with one line (an upstream node that
 #: hangs): the Lockstep's ``timeout_s`` and the loops of the nodes that read their events themselves.
 SILENCE_S = 30.0
@@ -226,6 +230,10 @@ class Lockstep:
         self.last_rx: dict[str, float] = {}  # input -> time.monotonic() of its newest message
         self._first_tick_s: float | None = None
         self._last_check_s: float | None = None
+        # local inputs (nodes/_local.py): lockstep only; a real-time node takes every input through dora
+        from contactflow.nodes._local import LocalInbox
+
+        self.local = LocalInbox(self.offsets, realtime=skip_missing)
 
     def _ready(self) -> bool:
         for i, off in self.offsets.items():
@@ -472,6 +480,21 @@ class Lockstep:
                 what = ", ".join(waiting_for) if waiting_for is not None else ", ".join(self._missing())
                 raise UpstreamError(f"no input for {self.timeout_s:.0f} s while waiting for {what}")
 
+    def _wait_local(self, missing: list[str], waited_since: float) -> None:
+        """Wait for the local inputs ``missing`` (:mod:`contactflow.nodes._local`): up to
+        :data:`LOCAL_POLL_S` on their sockets, then the dora events already received (a message that
+        came through dora at the start-up, the sender's INPUT_CLOSED, STOP)."""
+        if self.local.wait(missing, LOCAL_POLL_S, lambda ev: self._handle(ev, waited_since)):
+            return
+        try_recv = getattr(self.node, "try_recv", None)
+        for _ in range(1000):
+            ev = try_recv() if try_recv is not None else None
+            if ev is None:
+                break
+            self._handle(ev, waited_since)
+        if time.monotonic() - waited_since > self.timeout_s:
+            raise UpstreamError(f"no input for {self.timeout_s:.0f} s while waiting for {', '.join(self._missing())}")
+
     def _row_times(self, meta: Mapping[str, Any], seq: int, n: int) -> list[float]:
         """The times [s] of the ``n`` ticks of a multi-tick message whose values could not be read: its
         ``row_t`` when that is n finite numbers, else its ``t`` (or ``seq * dt``) plus ``j * dt``."""
@@ -493,7 +516,10 @@ class Lockstep:
             yield from self._iter_realtime()
             return
         waited_since = time.monotonic()
+        local = self.local.socks
         while True:
+            if local:
+                self.local.drain(lambda ev: self._handle(ev, waited_since))
             if self._ready():
                 if self.heartbeat is not None:
                     # take the timer events already received: a node busy tick after tick (a lockstep
@@ -510,7 +536,14 @@ class Lockstep:
                     f"input(s) {', '.join(needed_closed)} closed before the run ended "
                     f"(waiting for tick {self.k}): the upstream node stopped"
                 )
-            ev = self.node.next(timeout=1.0)
+            if local:
+                # waits on the sockets only for local inputs that did receive over theirs (a sender that does not
+                # use local edges sends through dora: a dora wait, short, so that the sockets are watched too)
+                missing = [i for i, o in self.offsets.items() if self.k - o >= 0 and self.k - o not in self.buffers[i]]
+                if all(self.local.received.get(i) for i in missing):
+                    self._wait_local(missing, waited_since)
+                    continue
+            ev = self.node.next(timeout=LOCAL_POLL_S if local else 1.0)
             if ev is None:
                 if self.finished_seen:
                     return
@@ -669,6 +702,10 @@ class Sender:
         self.keep_last = False
         self._last: dict[str, tuple[np.ndarray, dict]] = {}
         self.last_send_s: dict[str, float] = {}  # output -> time.monotonic() of its newest message
+        # outputs whose every reader declares the input local (nodes/_local.py): sent there, not through dora
+        from contactflow.nodes._local import LocalOutbox
+
+        self.local = LocalOutbox(node, self.wire | set(self._edge_rows))
         _SENDERS.append(self)
 
     def _spec_of(self, output: str) -> PortSpec:
@@ -764,7 +801,8 @@ class Sender:
             if self.config_json is not None:
                 md["config"] = self.config_json
             self.first[output] = False
-        self.node.send_output(output, pa.array(vec, type=pa.float64()), md)
+        if not (self.local.targets and self.local.send(output, vec, md)):
+            self.node.send_output(output, pa.array(vec, type=pa.float64()), md)
         if self.keep_last:
             self.last_send_s[output] = time.monotonic()
 
@@ -1514,8 +1552,20 @@ def node_main(name: str, body: Callable[[], int | None]) -> None:
         print(f"[contactflow] node {name!r} crashed:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
         rc = 1
     _flush_at_exit(name)
+    _report_local_edges(name)
     sys.stdout.flush()
     sys.exit(rc)
+
+
+def _report_local_edges(name: str) -> None:
+    # one line per local output (nodes/_local.py): how its messages went, so a graph that meant to use a
+    # local edge and did not (the receiver never bound its socket) says so
+    for s in _SENDERS:
+        for out, dsts in s.local.targets.items():
+            readers = ", ".join(d.decode(errors="replace").rsplit("/", 2)[-2] + "/" + d.decode(errors="replace").rsplit("/", 1)[-1]
+                                for d in dsts)
+            log.info("node %s: output %s -> %s: %d message(s) over the local socket, %d through dora",
+                     name, out, readers, s.local.sent[out], s.local.fallbacks[out])
 
 
 def _flush_at_exit(name: str) -> None:

@@ -22,8 +22,8 @@ DORA = shutil.which("dora") or str(Path(sys.executable).parent / "dora")
 pytestmark = pytest.mark.dora
 
 
-def _run(dataflow: Path, tmp_path: Path, scenario: str | None = None, timeout: float = 240.0):
-    env = dict(os.environ)
+def _run(dataflow: Path, tmp_path: Path, scenario: str | None = None, timeout: float = 240.0, **extra_env: str):
+    env = {**os.environ, **extra_env}
     env["CONTACTFLOW_RECORDINGS"] = str(tmp_path / "recordings")
     if scenario:
         env["CONTACTFLOW_SCENARIO"] = scenario
@@ -40,11 +40,13 @@ def _runs(tmp_path: Path):
 
 @pytest.fixture(scope="module")
 def smoke_runs(tmp_path_factory):
-    """The 2-second scenario, run twice (for the determinism check)."""
+    """The 2-second scenario, run twice (for the determinism check): as shipped, then with every message through
+    dora (``CONTACTFLOW_LOCAL_EDGES=0``: no local edge, nodes/_local.py)."""
     results = []
     for i in range(2):
         tmp = tmp_path_factory.mktemp(f"smoke{i}")
-        proc, out = _run(ROOT / "dataflows" / "seiko_talos.yml", tmp, str(ROOT / "robots/talos/scenarios/smoke_2s.yaml"))
+        proc, out = _run(ROOT / "dataflows" / "seiko_talos.yml", tmp, str(ROOT / "robots/talos/scenarios/smoke_2s.yaml"),
+                         **({"CONTACTFLOW_LOCAL_EDGES": "0"} if i else {}))
         results.append((proc, out, _runs(tmp)))
     return results
 
@@ -84,9 +86,18 @@ def test_seiko_talos_short_scenario_ends_by_itself(smoke_runs):
 
 
 def test_lockstep_runs_are_deterministic(smoke_runs):
-    """The same run twice gives the same recording (wall-clock fields aside)."""
+    """The same run twice gives the same recording (wall-clock fields aside), whether the per-tick edges go
+    over local sockets (as shipped) or through dora."""
     (p1, o1, r1), (p2, o2, r2) = smoke_runs
     assert p1.returncode == 0 and p2.returncode == 0, (o1 + o2)[-3000:]
+    # the shipped run used its local edges (nodes/_local.py); the other sent everything through dora
+    for edge in ("output sensors -> seiko_controller/sensors", "output command -> mujoco_driver/command",
+                 "output targets_rows2 -> seiko_retargeting/targets", "output desired_rows2 -> input_filter/desired",
+                 "output desired_rows -> seiko_controller/desired"):
+        m = re.search(re.escape(edge) + r": (\d+) message\(s\) over the local socket, (\d+) through dora", o1)
+        assert m is not None, (edge, o1[-3000:])
+        assert int(m.group(1)) > 10 * int(m.group(2)), edge  # through dora at most while the receiver started
+    assert "over the local socket" not in o2
     a, b = read_recording(r1[0]), read_recording(r2[0])
     assert a.stream_names == b.stream_names
     for name in a.stream_names:

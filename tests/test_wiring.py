@@ -121,3 +121,17 @@ def test_a_node_without_robot_is_checked_with_the_robot_it_runs(tmp_path):
         n["args"] = (n["args"] + " --robot talos").strip()
         df.write_text(yaml.safe_dump(flow))
         assert check_dataflow(df), graph  # the wrong robot still fails
+
+
+def test_local_inputs_are_checked():
+    """CONTACTFLOW_LOCAL_INPUTS (nodes/_local.py): the node's own inputs, a lockstep node, not a real-time one."""
+    flow = _flow()
+    assert _node(flow, "seiko_controller")["env"]["CONTACTFLOW_LOCAL_INPUTS"] == "sensors desired"
+    assert check_descriptor(flow) == []
+    _node(flow, "seiko_controller")["env"]["CONTACTFLOW_LOCAL_INPUTS"] = "sensors desird"
+    _node(flow, "recorder")["env"]["CONTACTFLOW_LOCAL_INPUTS"] = "mujoco_driver"
+    _node(flow, "seiko_retargeting")["args"] += " --realtime"
+    msgs = {(p.node, p.port): p.message for p in check_descriptor(flow)}
+    assert "'desird' is not an input of this node" in msgs[("seiko_controller", "CONTACTFLOW_LOCAL_INPUTS")]
+    assert "recorder does not read local inputs" in msgs[("recorder", "CONTACTFLOW_LOCAL_INPUTS")]
+    assert "--realtime node takes every input through dora" in msgs[("seiko_retargeting", "CONTACTFLOW_LOCAL_INPUTS")]

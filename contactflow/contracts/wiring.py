@@ -392,6 +392,32 @@ def _graph_robot_paths(nodes, base_dir: Path | None) -> tuple[str, ...]:
     return paths.pop() if len(paths) == 1 else ()
 
 
+#: Node kinds that read their inputs with the lockstep runtime (nodes/_runtime.py Lockstep), the only reader of
+#: local inputs (nodes/_local.py, env ``CONTACTFLOW_LOCAL_INPUTS``).
+LOCAL_INPUT_KINDS = ("mujoco_driver", "input_filter", "seiko_retargeting", "seiko_controller", "wrench_filter",
+                     "admittance")
+
+
+def _check_local_inputs(nid: str, n: dict, kind: str, args: list[str]) -> list[WiringProblem]:
+    """The problems of a node's ``CONTACTFLOW_LOCAL_INPUTS`` (nodes/_local.py): inputs it does not have, a node
+    kind that does not read them with the lockstep runtime, a real-time node (which takes every input
+    through dora)."""
+    from contactflow.nodes._local import LOCAL_INPUTS_ENV, parse_local_inputs
+
+    listed = parse_local_inputs((n.get("env") or {}).get(LOCAL_INPUTS_ENV))
+    if not listed:
+        return []
+    if kind not in LOCAL_INPUT_KINDS:
+        return [WiringProblem(nid, LOCAL_INPUTS_ENV, f"{kind} does not read local inputs (the lockstep nodes do: "
+                                                     f"{', '.join(LOCAL_INPUT_KINDS)})")]
+    if "--realtime" in args:
+        return [WiringProblem(nid, LOCAL_INPUTS_ENV, "a --realtime node takes every input through dora; "
+                                                     "remove the variable")]
+    wired = n.get("inputs") or {}
+    return [WiringProblem(nid, LOCAL_INPUTS_ENV, f"{i!r} is not an input of this node; its inputs: {sorted(wired)}")
+            for i in listed if i not in wired]
+
+
 def check_descriptor(flow: dict, *, strict: bool = False, base_dir: str | Path | None = None) -> list[WiringProblem]:
     """Check an already loaded (flat) dataflow descriptor; see :func:`check_dataflow`.
 
@@ -423,6 +449,7 @@ def check_descriptor(flow: dict, *, strict: bool = False, base_dir: str | Path |
         robot = _arg(args, "--robot", graph_robot if dynamic else _default_robot(kind, args, graph_robot))
         rpath = _robot_paths(args, base_dir) or (graph_paths if dynamic else ())
         declared = [str(o) for o in (n.get("outputs") or [])]
+        problems += _check_local_inputs(nid, n, kind, args)
         if kind == "replay":
             streams = _arg(args, "--streams", "") or ""
             for item in [s.strip() for s in streams.split(",") if s.strip()]:

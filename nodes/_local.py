@@ -1,0 +1,271 @@
+"""Local edges: a lockstep edge between two nodes of one machine over a Unix datagram socket, beside dora.
+
+dora 1.1 carries every message of a Python node through its daemon (a request and a reply on a
+loopback TCP socket at the sender, the daemon's routing, another at the receiver): ~150 us of CPU
+per round trip between two idle nodes, and on the 2-core machine ~0.3-0.4 ms of CPU per tick in
+each node of the per-tick driver <-> Controller exchange of ``seiko_talos.yml`` (docs/benchmarks.md).
+A *local* input takes its messages straight from the sending node's process instead: one
+``sendto`` and one ``recv`` on a Unix datagram socket (Linux abstract namespace, no file), the same
+values and metadata as the dora message (``seq``, ``t``, ``finished``, the multi-tick ``rows`` of
+:meth:`Sender.send_rows`, ``contract`` / ``layout`` / ``config`` on the first). dora still launches
+and supervises both nodes, the edge stays declared in the graph (so dora reports the sender's end to
+the receiver, ``INPUT_CLOSED``) and every other edge, the logs to the recorder included, goes through
+dora.
+
+Declared by the receiving node of the graph, in its ``env``: ``CONTACTFLOW_LOCAL_INPUTS: sensors``
+(input ids separated by spaces; ``contactflow.graphs`` sets it on the lockstep SEIKO graphs' per-tick
+edges). The sender reads the dataflow descriptor: an output goes local when every node that reads it
+declares that input local; otherwise (or when the local send fails: the receiver has not bound its
+socket yet, runs on another machine, or has ended) the message goes through dora as before. The
+receiver (:class:`contactflow.nodes._runtime.Lockstep`, lockstep mode only) takes both, and matches
+messages by ``seq`` as ever, so a run gives the same recording either way (tests/test_local_edges.py).
+``CONTACTFLOW_LOCAL_EDGES=0`` in the environment of ``dora run`` turns every local edge off.
+
+Ordering: a datagram socket keeps the order of one sender's messages; a message that went through
+dora during the start-up (before the receiver bound its socket) may arrive after a later local one,
+which the ``seq`` matching makes harmless. Backpressure: a receiver's queue that is full blocks the
+sender (as dora's ``queue_policy: backpressure`` on the lockstep edges).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import select
+import socket
+import struct
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+log = logging.getLogger("contactflow.node")
+
+#: The receiving node's environment variable that lists its local inputs (input ids, space-separated).
+LOCAL_INPUTS_ENV = "CONTACTFLOW_LOCAL_INPUTS"
+#: ``0`` (or ``off``, ``false``, ``no``) turns every local edge off: every message through dora.
+LOCAL_EDGES_ENV = "CONTACTFLOW_LOCAL_EDGES"
+#: The largest local message [bytes]; a larger one goes through dora.
+MAX_LOCAL_BYTES = 1 << 20
+
+_LEN = struct.Struct("<I")
+
+
+def local_edges_enabled(env: Mapping[str, str] | None = None) -> bool:
+    """False when ``$CONTACTFLOW_LOCAL_EDGES`` turns local edges off."""
+    env = os.environ if env is None else env
+    return str(env.get(LOCAL_EDGES_ENV, "")).strip().lower() not in ("0", "off", "false", "no")
+
+
+def parse_local_inputs(value: Any) -> list[str]:
+    """The input ids of a ``CONTACTFLOW_LOCAL_INPUTS`` value (separated by spaces or commas)."""
+    return [s for s in re.split(r"[\s,]+", str(value or "")) if s]
+
+
+def node_identity(env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """(dataflow id, node id) of this dora node, from the ``DORA_NODE_CONFIG`` dora gives it; ("", "")
+    outside dora."""
+    text = str((os.environ if env is None else env).get("DORA_NODE_CONFIG", ""))
+
+    def field(key: str) -> str:
+        m = re.search(rf"^{key}: *(\S+)$", text, re.M)
+        return m.group(1).strip("'\"") if m else ""
+
+    return field("dataflow_id"), field("node_id")
+
+
+def address(dataflow_id: str, node_id: str, input_id: str) -> bytes:
+    """The abstract Unix socket address of input ``input_id`` of node ``node_id`` in dataflow ``dataflow_id``."""
+    return f"\0contactflow/{dataflow_id}/{node_id}/{input_id}".encode()
+
+
+def encode(vec: np.ndarray, metadata: Mapping[str, Any]) -> bytes:
+    """One local message: the metadata's JSON length (uint32), the JSON, the float64 values.
+
+    Raises:
+        TypeError, ValueError: metadata that JSON cannot carry (the caller then uses dora)."""
+    head = json.dumps(metadata, separators=(",", ":")).encode()
+    return _LEN.pack(len(head)) + head + np.ascontiguousarray(vec, dtype=np.float64).tobytes()
+
+
+def decode(data: bytes) -> tuple[np.ndarray, dict]:
+    """(values, metadata) of an :func:`encode`'d message.
+
+    Raises:
+        ValueError: a truncated or malformed message."""
+    if len(data) < _LEN.size:
+        raise ValueError(f"local message of {len(data)} bytes")
+    (n,) = _LEN.unpack_from(data)
+    end = _LEN.size + n
+    if end > len(data) or (len(data) - end) % 8:
+        raise ValueError(f"local message of {len(data)} bytes with a {n}-byte header")
+    md = json.loads(data[_LEN.size:end])
+    if not isinstance(md, dict):
+        raise ValueError("local message metadata is not a mapping")
+    return np.frombuffer(data, dtype=np.float64, offset=end), md
+
+
+def descriptor_nodes(node) -> list[dict]:
+    """The node entries of the running dataflow's descriptor ([] when unavailable)."""
+    try:
+        desc = node.dataflow_descriptor()
+    except Exception:  # noqa: BLE001 - a test double or an older dora: no local edges
+        return []
+    nodes = desc.get("nodes", []) if isinstance(desc, dict) else []
+    return [n for n in nodes if isinstance(n, dict)]
+
+
+def _source(spec: Any) -> str:
+    return spec if isinstance(spec, str) else str((spec or {}).get("source", "")) if isinstance(spec, dict) else ""
+
+
+def local_targets(nodes: Iterable[dict], sender_id: str, outputs: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
+    """Output -> [(receiver node id, input id)] for each of ``outputs`` of node ``sender_id`` that goes
+    local: every input that reads it (``sender_id/output`` in the descriptor) is declared local by its
+    node's ``CONTACTFLOW_LOCAL_INPUTS``. Outputs read by nobody or by any non-local input are left out."""
+    readers: dict[str, list[tuple[str, str, bool]]] = {}
+    for n in nodes:
+        local = set(parse_local_inputs((n.get("env") or {}).get(LOCAL_INPUTS_ENV)))
+        for iid, spec in (n.get("inputs") or {}).items():
+            src = _source(spec)
+            if "/" in src:
+                who, out = src.split("/", 1)
+                if who == sender_id:
+                    readers.setdefault(out, []).append((str(n.get("id")), str(iid), str(iid) in local))
+    return {out: [(r, i) for r, i, _ in readers[out]] for out in outputs
+            if readers.get(out) and all(is_local for _, _, is_local in readers[out])}
+
+
+class LocalInbox:
+    """The receiving side: one bound socket per local input of this node.
+
+    Args:
+        input_ids: the node's lockstep inputs; those listed in ``$CONTACTFLOW_LOCAL_INPUTS`` get a socket.
+        env: the environment (default ``os.environ``).
+        realtime: a real-time node (Lockstep ``skip_missing``): no local input (a warning if some are listed).
+    """
+
+    def __init__(self, input_ids: Iterable[str], env: Mapping[str, str] | None = None, *, realtime: bool = False):
+        env = os.environ if env is None else env
+        self.socks: dict[str, socket.socket] = {}
+        self.received: dict[str, int] = {}
+        self.malformed = 0
+        wanted = parse_local_inputs(env.get(LOCAL_INPUTS_ENV))
+        if not wanted or not local_edges_enabled(env):
+            return
+        if realtime:
+            log.warning("%s=%s ignored: a real-time node takes every input through dora", LOCAL_INPUTS_ENV,
+                        env.get(LOCAL_INPUTS_ENV))
+            return
+        flow, me = node_identity(env)
+        ids = set(input_ids)
+        unknown = [i for i in wanted if i not in ids]
+        if unknown:
+            log.warning("%s=%s: %s not among this node's lockstep inputs %s; ignored", LOCAL_INPUTS_ENV,
+                        env.get(LOCAL_INPUTS_ENV), unknown, sorted(ids))
+        if not flow or not me:
+            return
+        for i in wanted:
+            if i not in ids:
+                continue
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            try:
+                s.bind(address(flow, me, i))
+            except OSError as exc:
+                s.close()
+                log.warning("local input %r: socket not bound (%s); its messages come through dora", i, exc)
+                continue
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 21)
+            s.setblocking(False)
+            self.socks[i] = s
+        self.received = {i: 0 for i in self.socks}  # messages received locally per input
+
+    def _take(self, i: str, s: socket.socket, handle: Callable[[dict], None]) -> bool:
+        try:
+            data = s.recv(MAX_LOCAL_BYTES + 1)
+        except (BlockingIOError, InterruptedError):
+            return False
+        try:
+            vec, md = decode(data)
+        except ValueError as exc:
+            self.malformed += 1
+            log.warning("local input %r: malformed message ignored (%s)", i, exc)
+            return True
+        self.received[i] += 1
+        handle({"type": "INPUT", "id": i, "value": vec, "metadata": md})
+        return True
+
+    def drain(self, handle: Callable[[dict], None]) -> None:
+        """Hand every message already received to ``handle`` (a dora-like INPUT event)."""
+        for i, s in self.socks.items():
+            while self._take(i, s, handle):
+                pass
+
+    def wait(self, inputs: Iterable[str], timeout_s: float, handle: Callable[[dict], None]) -> bool:
+        """Wait up to ``timeout_s`` for a message on any of ``inputs`` (local ones), then hand every
+        message received to ``handle``. False on a timeout."""
+        socks = [self.socks[i] for i in inputs if i in self.socks]
+        if not socks:
+            return False
+        ready, _, _ = select.select(socks, [], [], timeout_s)
+        if not ready:
+            return False
+        self.drain(handle)
+        return True
+
+    def close(self) -> None:
+        for s in self.socks.values():
+            s.close()
+        self.socks.clear()
+
+
+class LocalOutbox:
+    """The sending side: the outputs of this node that go local (:func:`local_targets`) and their sockets.
+
+    Args:
+        node: the dora Node (its dataflow descriptor says who reads what).
+        outputs: the outputs this node sends through dora.
+        env: the environment (default ``os.environ``).
+    """
+
+    def __init__(self, node, outputs: Iterable[str], env: Mapping[str, str] | None = None):
+        env = os.environ if env is None else env
+        self.targets: dict[str, list[bytes]] = {}
+        self.sent: dict[str, int] = {}
+        self.fallbacks: dict[str, int] = {}
+        self.sock: socket.socket | None = None
+        if not local_edges_enabled(env):
+            return
+        flow, me = node_identity(env)
+        if not flow or not me:
+            return
+        for out, readers in local_targets(descriptor_nodes(node), me, outputs).items():
+            self.targets[out] = [address(flow, r, i) for r, i in readers]
+            self.sent[out] = self.fallbacks[out] = 0
+        if self.targets:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 21)
+
+    def send(self, output: str, vec: np.ndarray, metadata: Mapping[str, Any]) -> bool:
+        """Send a message of ``output`` to its local readers; False (nothing sent, or not to all of
+        them: the caller sends it through dora) when the output is not local or a send failed."""
+        dsts = self.targets.get(output)
+        if not dsts:
+            return False
+        try:
+            data = encode(vec, metadata)
+        except (TypeError, ValueError):
+            self.fallbacks[output] += 1
+            return False
+        if len(data) > MAX_LOCAL_BYTES:
+            self.fallbacks[output] += 1
+            return False
+        try:
+            for dst in dsts:
+                self.sock.sendto(data, dst)
+        except OSError:  # not bound yet (start-up), ended, or on another machine: dora carries it
+            self.fallbacks[output] += 1
+            return False
+        self.sent[output] += 1
+        return True

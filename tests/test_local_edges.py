@@ -1,0 +1,186 @@
+"""Local edges (nodes/_local.py): a lockstep edge over a Unix datagram socket beside dora.
+
+The whole-graph check (the same recording with and without local edges, and each shipped edge used) is
+tests/test_dataflow.py::test_lockstep_runs_are_deterministic.
+"""
+
+import os
+import socket
+import time
+import uuid
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from contactflow.contracts.messages import Field, PortSpec
+from contactflow.errors import UpstreamError
+from contactflow.nodes import _local
+from contactflow.nodes._local import LocalInbox, LocalOutbox, decode, encode, local_targets, parse_local_inputs
+from contactflow.nodes._runtime import Lockstep, Sender
+
+SPEC = PortSpec("test", (Field("x", 2, "-"),), 500.0)
+
+
+def _env(node_id: str, flow: str, **extra) -> dict:
+    return {"DORA_NODE_CONFIG": f"dataflow_id: {flow}\nnode_id: {node_id}\nrun_config: {{}}\n", **extra}
+
+
+class FakeNode:
+    """A dora node double: dora events from a list, a descriptor, what was sent through dora."""
+
+    def __init__(self, events=(), descriptor=None, outputs=None, timeouts=False):
+        self.events = list(events)
+        self.timeouts = timeouts  # no event left: dora's timeout event (True) or the end of the stream
+        self.descriptor = descriptor or {"nodes": []}
+        self.outputs = outputs
+        self.sent = []
+
+    def next(self, timeout=None):
+        if not self.events and self.timeouts:
+            time.sleep(timeout or 0)
+            return {"type": "ERROR", "error": "Timed out while waiting for the next event"}
+        return self.events.pop(0) if self.events else None
+
+    def try_recv(self):
+        return self.events.pop(0) if self.events else None
+
+    def dataflow_descriptor(self):
+        return self.descriptor
+
+    def node_config(self):
+        return {"outputs": self.outputs} if self.outputs is not None else {}
+
+    def send_output(self, output, value, metadata):
+        self.sent.append((output, value.to_numpy(), dict(metadata)))
+
+
+def _descriptor(local_inputs: str = "cmd", extra_reader: bool = False) -> dict:
+    nodes = [{"id": "a", "inputs": {}, "outputs": ["out"]},
+             {"id": "b", "inputs": {"cmd": {"source": "a/out", "queue_size": 100}},
+              "env": {"CONTACTFLOW_LOCAL_INPUTS": local_inputs}}]
+    if extra_reader:
+        nodes.append({"id": "viewer", "inputs": {"x": "a/out"}})
+    return {"nodes": nodes}
+
+
+def test_encode_decode_round_trip_and_malformed():
+    vec = np.arange(5, dtype=np.float64)
+    md = {"seq": 7, "t": 0.014, "finished": False, "rows": 1, "row_t": [0.014], "row_finished": [0],
+          "contract": "test", "layout": '[["x", 5]]'}
+    back, md2 = decode(encode(vec, md))
+    np.testing.assert_array_equal(back, vec)
+    assert md2 == md
+    data = encode(vec, md)
+    with pytest.raises(ValueError):
+        decode(data[:3])
+    with pytest.raises(ValueError):
+        decode(data[:-3])  # not whole float64 values
+    with pytest.raises(ValueError):
+        decode(encode(vec, md)[:4] + b"[1]" + b"\0" * (len(data) - 7))  # metadata that is not a mapping
+
+
+def test_an_output_goes_local_only_when_every_reader_declares_it():
+    assert parse_local_inputs("sensors desired") == parse_local_inputs("sensors, desired") == ["sensors", "desired"]
+    assert local_targets(_descriptor()["nodes"], "a", ["out"]) == {"out": [("b", "cmd")]}
+    assert local_targets(_descriptor("other")["nodes"], "a", ["out"]) == {}
+    # an observer that reads it through dora keeps the output on dora for every reader
+    assert local_targets(_descriptor(extra_reader=True)["nodes"], "a", ["out"]) == {}
+    assert local_targets(_descriptor()["nodes"], "b", ["out"]) == {}  # another sender
+
+
+def test_messages_cross_and_fall_back_to_dora_when_the_receiver_is_not_there():
+    flow = uuid.uuid4().hex
+    out = LocalOutbox(FakeNode(descriptor=_descriptor()), ["out"], env=_env("a", flow))
+    assert list(out.targets) == ["out"]
+    # the receiver has not bound its socket yet: the caller sends through dora
+    assert not out.send("out", np.zeros(2), {"seq": 0, "t": 0.0, "finished": False})
+    inbox = LocalInbox(["cmd"], env=_env("b", flow, CONTACTFLOW_LOCAL_INPUTS="cmd"))
+    assert list(inbox.socks) == ["cmd"]
+    assert out.send("out", np.array([1.0, 2.0]), {"seq": 1, "t": 0.002, "finished": False})
+    assert out.sent == {"out": 1} and out.fallbacks == {"out": 1}
+    got = []
+    assert inbox.wait(["cmd"], 1.0, got.append)
+    assert got[0]["id"] == "cmd" and got[0]["metadata"]["seq"] == 1
+    np.testing.assert_array_equal(got[0]["value"], [1.0, 2.0])
+    assert not inbox.wait(["cmd"], 0.01, got.append)  # nothing more: a timeout
+    inbox.close()
+    assert not out.send("out", np.zeros(2), {"seq": 2, "t": 0.004, "finished": False})  # the receiver ended
+
+
+def test_local_edges_are_off_in_real_time_nodes_and_when_turned_off():
+    flow = uuid.uuid4().hex
+    assert LocalInbox(["cmd"], env=_env("b", flow, CONTACTFLOW_LOCAL_INPUTS="cmd"), realtime=True).socks == {}
+    assert LocalInbox(["cmd"], env=_env("b", flow, CONTACTFLOW_LOCAL_INPUTS="cmd", CONTACTFLOW_LOCAL_EDGES="0")).socks == {}
+    assert LocalOutbox(FakeNode(descriptor=_descriptor()), ["out"], env=_env("a", flow, CONTACTFLOW_LOCAL_EDGES="0")).targets == {}
+    assert LocalInbox(["cmd"], env={"CONTACTFLOW_LOCAL_INPUTS": "cmd"}).socks == {}  # outside dora
+
+
+def test_a_malformed_local_message_is_counted_and_skipped():
+    flow = uuid.uuid4().hex
+    inbox = LocalInbox(["cmd"], env=_env("b", flow, CONTACTFLOW_LOCAL_INPUTS="cmd"))
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.sendto(b"\x01", _local.address(flow, "b", "cmd"))
+    got = []
+    assert inbox.wait(["cmd"], 1.0, got.append)
+    assert got == [] and inbox.malformed == 1
+
+
+def test_lockstep_takes_local_and_dora_messages_alike(monkeypatch):
+    """A Sender whose output's reader declared it local, and a Lockstep reading it: ticks in order, the first
+    message through dora (the receiver not there yet), the others over the socket, the same values."""
+    flow = uuid.uuid4().hex
+    monkeypatch.setenv("DORA_NODE_CONFIG", _env("a", flow)["DORA_NODE_CONFIG"])
+    sender_node = FakeNode(descriptor=_descriptor(), outputs=["out"])
+    sender = Sender(sender_node, {"out": SPEC}, {"gain": 2.0})
+    sender.send("out", {"x": [0.0, 0.5]}, seq=0, t=0.0)  # nobody bound: through dora
+    assert [s[0] for s in sender_node.sent] == ["out"]
+    monkeypatch.setenv("DORA_NODE_CONFIG", _env("b", flow)["DORA_NODE_CONFIG"])
+    monkeypatch.setenv("CONTACTFLOW_LOCAL_INPUTS", "cmd")
+    dora_events = [{"type": "INPUT", "id": "cmd", "value": pa.array(sender_node.sent[0][1]),
+                    "metadata": sender_node.sent[0][2]},
+                   {"type": "INPUT_CLOSED", "id": "cmd"}]  # the sender ended (dora says so on the declared edge)
+    lock = Lockstep(FakeNode(dora_events), {"cmd": (SPEC, 0)})
+    assert list(lock.local.socks) == ["cmd"]
+    for k in (1, 2):
+        sender.send("out", {"x": [k, k + 0.5]}, seq=k, t=0.002 * k, finished=k == 2)
+    assert len(sender_node.sent) == 1 and sender.local.sent == {"out": 2}
+    ticks = list(lock)
+    assert [t.k for t in ticks] == [0, 1, 2] and ticks[-1].finished
+    np.testing.assert_array_equal(ticks[1].inputs["cmd"]["x"], [1.0, 1.5])
+    assert lock.local.received == {"cmd": 2}
+    assert lock.configs["cmd"] == '{"gain": 2.0}'  # the first message's config metadata (dora here) reached the Lockstep
+
+
+def test_a_local_input_that_never_comes_ends_with_the_lockstep_timeout(monkeypatch):
+    flow = uuid.uuid4().hex
+    monkeypatch.setenv("DORA_NODE_CONFIG", _env("b", flow)["DORA_NODE_CONFIG"])
+    monkeypatch.setenv("CONTACTFLOW_LOCAL_INPUTS", "cmd")
+    lock = Lockstep(FakeNode(timeouts=True), {"cmd": (SPEC, 0)}, timeout_s=0.05)
+    with pytest.raises(UpstreamError, match="no input for .* cmd"):
+        next(iter(lock))
+
+
+def test_a_local_input_whose_sender_uses_dora_waits_on_dora(monkeypatch):
+    """A sender that does not use local edges (another driver in the node's place): its messages come through
+    dora, and the node waits on dora for them, never on the socket it listens to."""
+    flow = uuid.uuid4().hex
+    monkeypatch.setenv("DORA_NODE_CONFIG", _env("b", flow)["DORA_NODE_CONFIG"])
+    monkeypatch.setenv("CONTACTFLOW_LOCAL_INPUTS", "cmd")
+    events = [{"type": "INPUT", "id": "cmd", "value": pa.array([k, 0.0]),
+               "metadata": {"seq": k, "t": 0.002 * k, "finished": k == 49}} for k in range(50)]
+    lock = Lockstep(FakeNode(events + [{"type": "INPUT_CLOSED", "id": "cmd"}]), {"cmd": (SPEC, 0)})
+    waits = []
+    monkeypatch.setattr(lock, "_wait_local", lambda *a: waits.append(a))
+    assert [t.k for t in lock] == list(range(50))
+    assert waits == [] and lock.local.received == {"cmd": 0}
+
+
+def test_the_sender_closing_its_dora_edge_ends_a_local_wait(monkeypatch):
+    flow = uuid.uuid4().hex
+    monkeypatch.setenv("DORA_NODE_CONFIG", _env("b", flow)["DORA_NODE_CONFIG"])
+    monkeypatch.setenv("CONTACTFLOW_LOCAL_INPUTS", "cmd")
+    lock = Lockstep(FakeNode([{"type": "INPUT_CLOSED", "id": "cmd"}]), {"cmd": (SPEC, 0)})
+    with pytest.raises(UpstreamError, match="closed before the run ended"):
+        next(iter(lock))
+    assert os.environ["CONTACTFLOW_LOCAL_INPUTS"] == "cmd"
