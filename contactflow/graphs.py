@@ -330,7 +330,11 @@ graphs built like it), the Controller reads the Retargeting 10 ticks per message
 and the input filter and the Retargeting exchange theirs 2 ticks per message (`targets_rows2`,
 `desired_rows2`: the input filter uses the desired of 2 ticks before), so the driver <-> Controller
 exchange is the only per-tick round trip; a live operator or an admittance stage paces them by the
-driver, and their edges carry a message per tick."""
+driver, and their edges carry a message per tick. The inputs named in CONTACTFLOW_LOCAL_INPUTS (the
+driver <-> Controller, input filter <-> Retargeting and Retargeting -> Controller edges) take their
+messages over a local socket instead of dora (nodes/_local.py: dora still starts and supervises the
+nodes and carries every other edge; CONTACTFLOW_LOCAL_EDGES=0 sends everything through dora, with
+the same recording)."""
 
 
 #: The Controller's ``--sensor-lag`` in the main lockstep graphs (seiko_talos.yml and the graphs built
@@ -368,8 +372,8 @@ def _with_cpu_roles(nodes: list[Node], wrench_filter: int | None = None) -> list
 #: over a local socket instead of dora (env CONTACTFLOW_LOCAL_INPUTS, nodes/_local.py): the per-tick driver <->
 #: Controller exchange and the per-2-tick input filter <-> Retargeting one, and the Retargeting's 10-tick batches
 #: to the Controller. An output goes local only when every node that reads it declares it so (an observer such
-#: as the viewer keeps it on dora). Measured on the 2-core machine (2026-12-05, docs/benchmarks.md):
-#: seiko_talos.yml ran 1.22-1.49x faster (3 alternated pairs) than with every message through dora.
+#: as the viewer keeps it on dora). Measured on the 2-core machine (2026-12-04, docs/benchmarks.md):
+#: seiko_talos.yml ran 1.33x faster (median of 5 alternated pairs, 1.26-1.40) than with every message through dora.
 LOCAL_INPUTS = {"mujoco_driver": ("command",), "seiko_controller": ("sensors", "desired"),
                 "input_filter": ("desired",), "seiko_retargeting": ("targets",)}
 
