@@ -330,9 +330,9 @@ graphs built like it), the Controller reads the Retargeting 10 ticks per message
 and the input filter and the Retargeting exchange theirs 2 ticks per message (`targets_rows2`,
 `desired_rows2`: the input filter uses the desired of 2 ticks before), so the driver <-> Controller
 exchange is the only per-tick round trip; a live operator or an admittance stage paces them by the
-driver, and their edges carry a message per tick. The inputs named in CONTACTFLOW_LOCAL_INPUTS (the
-driver <-> Controller, input filter <-> Retargeting and Retargeting -> Controller edges) take their
-messages over a local socket instead of dora (nodes/_local.py: dora still starts and supervises the
+driver, and their edges carry a message per tick. The inputs named in a node's CONTACTFLOW_LOCAL_INPUTS
+(where the graph has it: the driver <-> Controller, input filter <-> Retargeting and Retargeting ->
+Controller edges that no other node reads) take their messages over a local socket instead of dora (nodes/_local.py: dora still starts and supervises the
 nodes and carries every other edge; CONTACTFLOW_LOCAL_EDGES=0 sends everything through dora, with
 the same recording)."""
 
@@ -379,10 +379,18 @@ LOCAL_INPUTS = {"mujoco_driver": ("command",), "seiko_controller": ("sensors", "
 
 
 def _with_local_inputs(nodes: list[Node]) -> list[Node]:
-    """Declares the :data:`LOCAL_INPUTS` that a node of ``nodes`` has (in its ``env``, in place) and returns them."""
+    """Declares the :data:`LOCAL_INPUTS` of the nodes of ``nodes`` (in their ``env``, in place) whose source output
+    has no other reader (a viewer, a wrench_filter, an operator clocked by the sensors: the output then goes
+    through dora to all its readers, and a local declaration would be idle), and returns them."""
+    readers: dict[str, list[tuple[str, str]]] = {}
     for n in nodes:
-        local = [i for i in LOCAL_INPUTS.get(n.id, ()) if i in n.inputs]
-        if local and n.path != "dynamic":
+        for i, (src, _) in n.inputs.items():
+            readers.setdefault(src, []).append((n.id, i))
+    candidates = {(n.id, i) for n in nodes if n.path != "dynamic" for i in LOCAL_INPUTS.get(n.id, ()) if i in n.inputs}
+    for n in nodes:
+        local = [i for i in LOCAL_INPUTS.get(n.id, ()) if (n.id, i) in candidates
+                 and all(r in candidates for r in readers[n.inputs[i][0]])]
+        if local:
             n.env["CONTACTFLOW_LOCAL_INPUTS"] = " ".join(local)
     return nodes
 

@@ -5,37 +5,47 @@ loopback TCP socket at the sender, the daemon's routing, another at the receiver
 per round trip between two idle nodes, and on the 2-core machine ~0.3-0.4 ms of CPU per tick in
 each node of the per-tick driver <-> Controller exchange of ``seiko_talos.yml`` (docs/benchmarks.md).
 A *local* input takes its messages straight from the sending node's process instead: one
-``sendto`` and one ``recv`` on a Unix datagram socket (Linux abstract namespace, no file), the same
-values and metadata as the dora message (``seq``, ``t``, ``finished``, the multi-tick ``rows`` of
-:meth:`Sender.send_rows`, ``contract`` / ``layout`` / ``config`` on the first). dora still launches
-and supervises both nodes, the edge stays declared in the graph (so dora reports the sender's end to
-the receiver, ``INPUT_CLOSED``) and every other edge, the logs to the recorder included, goes through
-dora.
+``sendto`` and one ``recv`` on a Unix datagram socket, the same values and metadata as the dora
+message (``seq``, ``t``, ``finished``, the multi-tick ``rows`` of :meth:`Sender.send_rows`,
+``contract`` / ``layout`` / ``config`` on the first). dora still launches and supervises both nodes,
+the edge stays declared in the graph (so dora reports the sender's end to the receiver,
+``INPUT_CLOSED``) and every other edge, the logs to the recorder included, goes through dora.
 
-Declared by the receiving node of the graph, in its ``env``: ``CONTACTFLOW_LOCAL_INPUTS: sensors``
+Declared by the receiving node of the graph, in its ``env``: ``CONTACTFLOW_LOCAL_INPUTS: sensors desired``
 (input ids separated by spaces; ``contactflow.graphs`` sets it on the lockstep SEIKO graphs' per-tick
 edges). The sender reads the dataflow descriptor: an output goes local when every node that reads it
-declares that input local; otherwise (or when the local send fails: the receiver has not bound its
-socket yet, runs on another machine, or has ended) the message goes through dora as before. The
-receiver (:class:`contactflow.nodes._runtime.Lockstep`, lockstep mode only) takes both, and matches
-messages by ``seq`` as ever, so a run gives the same recording either way (tests/test_local_edges.py).
-``CONTACTFLOW_LOCAL_EDGES=0`` in the environment of ``dora run`` turns every local edge off.
+declares that input local; otherwise, or when a local send fails (the receiver has not bound its
+socket yet, runs on another machine, has ended, or did not read its socket for
+:data:`LOCAL_SEND_TIMEOUT_S`; a message over :data:`MAX_LOCAL_BYTES`), the message goes through dora
+as before, and the sender counts it. The receiver (:class:`contactflow.nodes._runtime.Lockstep`,
+lockstep mode only) takes both and matches messages by ``seq`` as ever, so a run gives the same
+recording either way (tests/test_dataflow.py). With several readers, a message that reached some
+over their sockets and not the others goes to all through dora too: those get it twice, and the
+``seq`` matching keeps one. Each side reports its counts when the node ends (nodes/_runtime.py
+node_main). ``CONTACTFLOW_LOCAL_EDGES=0`` in the environment of ``dora run`` turns every local edge off.
 
-Ordering: a datagram socket keeps the order of one sender's messages; a message that went through
-dora during the start-up (before the receiver bound its socket) may arrive after a later local one,
-which the ``seq`` matching makes harmless. Backpressure: a receiver's queue that is full blocks the
-sender (as dora's ``queue_policy: backpressure`` on the lockstep edges).
+The sockets are files in a folder of the user's own (``<tmp>/contactflow-<uid>``, mode 0700: no other
+user can send to them), named by a hash of the dataflow id, the node id and the input id, and removed
+when the receiver's Lockstep ends. Ordering: a datagram socket keeps the order of one sender's
+messages; one that went through dora may arrive after a later local one, which the ``seq`` matching
+makes harmless. A receiver's socket queue is short (``net.unix.max_dgram_qlen``, 10 on Linux by
+default): a sender whose receiver has not read it waits, up to :data:`LOCAL_SEND_TIMEOUT_S`, then uses
+dora; a receiver in its loop reads every queued message into its buffers at each tick.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import re
 import select
 import socket
+import stat
 import struct
+import tempfile
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
@@ -46,8 +56,15 @@ log = logging.getLogger("contactflow.node")
 LOCAL_INPUTS_ENV = "CONTACTFLOW_LOCAL_INPUTS"
 #: ``0`` (or ``off``, ``false``, ``no``) turns every local edge off: every message through dora.
 LOCAL_EDGES_ENV = "CONTACTFLOW_LOCAL_EDGES"
-#: The largest local message [bytes]; a larger one goes through dora.
-MAX_LOCAL_BYTES = 1 << 20
+#: The largest local message [bytes] (within Linux's default socket buffer); a larger one goes through dora.
+MAX_LOCAL_BYTES = 200_000
+#: How long [s] a local send waits for room in the receiver's queue before the message goes through dora.
+LOCAL_SEND_TIMEOUT_S = 1.0
+
+#: Every LocalInbox and LocalOutbox of this process (the end-of-run report) and the socket paths bound here.
+_INBOXES: list["LocalInbox"] = []
+_OUTBOXES: list["LocalOutbox"] = []
+_BOUND: set[str] = set()
 
 _LEN = struct.Struct("<I")
 
@@ -75,9 +92,27 @@ def node_identity(env: Mapping[str, str] | None = None) -> tuple[str, str]:
     return field("dataflow_id"), field("node_id")
 
 
-def address(dataflow_id: str, node_id: str, input_id: str) -> bytes:
-    """The abstract Unix socket address of input ``input_id`` of node ``node_id`` in dataflow ``dataflow_id``."""
-    return f"\0contactflow/{dataflow_id}/{node_id}/{input_id}".encode()
+def socket_dir() -> Path | None:
+    """The folder of this user's local-edge sockets (``<tmp>/contactflow-<uid>``, mode 0700), created if need
+    be; None (and a warning) when it cannot be made or is not private (another owner, group/other access)."""
+    d = Path(tempfile.gettempdir()) / f"contactflow-{os.getuid()}"
+    try:
+        d.mkdir(mode=0o700, exist_ok=True)
+        st = d.lstat()
+    except OSError as exc:
+        log.warning("local edges off: %s: %s", d, exc)
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        log.warning("local edges off: %s is not a folder of this user's alone (mode %o, owner %d)", d,
+                    stat.S_IMODE(st.st_mode), st.st_uid)
+        return None
+    return d
+
+
+def address(dataflow_id: str, node_id: str, input_id: str, folder: Path) -> str:
+    """The socket path of input ``input_id`` of node ``node_id`` in dataflow ``dataflow_id``."""
+    key = hashlib.blake2s(f"{dataflow_id}/{node_id}/{input_id}".encode(), digest_size=12).hexdigest()
+    return str(folder / f"{key}.sock")
 
 
 def encode(vec: np.ndarray, metadata: Mapping[str, Any]) -> bytes:
@@ -144,13 +179,28 @@ class LocalInbox:
         input_ids: the node's lockstep inputs; those listed in ``$CONTACTFLOW_LOCAL_INPUTS`` get a socket.
         env: the environment (default ``os.environ``).
         realtime: a real-time node (Lockstep ``skip_missing``): no local input (a warning if some are listed).
+
+    Raises:
+        ConfigError: a listed input already bound in this process (two Locksteps reading it at once).
+
+    Attributes:
+        via_socket: input -> whether its newest message came over the socket (the node then waits there).
+        received / via_dora / malformed: per input, messages taken over the socket, through dora, and
+            datagrams that could not be read (their tick then never comes: the node's lockstep timeout
+            names the input, and the count is in the error and the end-of-run report).
     """
 
     def __init__(self, input_ids: Iterable[str], env: Mapping[str, str] | None = None, *, realtime: bool = False):
+        from contactflow.errors import ConfigError
+
         env = os.environ if env is None else env
         self.socks: dict[str, socket.socket] = {}
+        self.paths: dict[str, str] = {}
+        self.via_socket: dict[str, bool] = {}
         self.received: dict[str, int] = {}
-        self.malformed = 0
+        self.via_dora: dict[str, int] = {}
+        self.malformed: dict[str, int] = {}
+        self._buf = bytearray(MAX_LOCAL_BYTES + 1)
         wanted = parse_local_inputs(env.get(LOCAL_INPUTS_ENV))
         if not wanted or not local_edges_enabled(env):
             return
@@ -164,32 +214,50 @@ class LocalInbox:
         if unknown:
             log.warning("%s=%s: %s not among this node's lockstep inputs %s; ignored", LOCAL_INPUTS_ENV,
                         env.get(LOCAL_INPUTS_ENV), unknown, sorted(ids))
-        if not flow or not me:
+        folder = socket_dir() if flow and me else None
+        if folder is None:
             return
         for i in wanted:
             if i not in ids:
                 continue
+            path = address(flow, me, i, folder)
+            if path in _BOUND:
+                self.close()
+                raise ConfigError(f"{LOCAL_INPUTS_ENV}: input {i!r} of node {me!r} is already read over its socket "
+                                  "in this process (two lockstep loops on one local input at once)")
+            try:
+                os.unlink(path)  # a stale socket of this node's previous process (a restart)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                log.warning("local input %r: %s not removed (%s); its messages come through dora", i, path, exc)
+                continue
             s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             try:
-                s.bind(address(flow, me, i))
+                s.bind(path)
             except OSError as exc:
                 s.close()
                 log.warning("local input %r: socket not bound (%s); its messages come through dora", i, exc)
                 continue
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 21)
             s.setblocking(False)
-            self.socks[i] = s
-        self.received = {i: 0 for i in self.socks}  # messages received locally per input
+            _BOUND.add(path)
+            self.socks[i], self.paths[i] = s, path
+            self.via_socket[i] = False
+            self.received[i] = self.via_dora[i] = self.malformed[i] = 0
+        if self.socks:
+            _INBOXES.append(self)
 
     def _take(self, i: str, s: socket.socket, handle: Callable[[dict], None]) -> bool:
         try:
-            data = s.recv(MAX_LOCAL_BYTES + 1)
+            n = s.recv_into(self._buf)
         except (BlockingIOError, InterruptedError):
             return False
         try:
-            vec, md = decode(data)
+            if n > MAX_LOCAL_BYTES:
+                raise ValueError(f"over {MAX_LOCAL_BYTES} bytes")
+            vec, md = decode(bytes(memoryview(self._buf)[:n]))
         except ValueError as exc:
-            self.malformed += 1
+            self.malformed[i] += 1
             log.warning("local input %r: malformed message ignored (%s)", i, exc)
             return True
         self.received[i] += 1
@@ -214,9 +282,29 @@ class LocalInbox:
         self.drain(handle)
         return True
 
+    def counts(self) -> dict[str, tuple[int, int, int]]:
+        """Input -> (messages over the socket, through dora, malformed datagrams)."""
+        return {i: (self.received[i], self.via_dora[i], self.malformed[i]) for i in self.received}
+
+    def note(self) -> str:
+        """`` (local inputs: ...)`` for an error message, or "" without local inputs."""
+        if not self.received:
+            return ""
+        parts = [f"{i}: {r} over the socket, {d} through dora" + (f", {m} MALFORMED (their ticks never came)" if m else "")
+                 for i, (r, d, m) in self.counts().items()]
+        return f" (local inputs: {'; '.join(parts)})"
+
     def close(self) -> None:
-        for s in self.socks.values():
+        """Close and remove the sockets (a sender then falls back to dora at once)."""
+        for i, s in self.socks.items():
             s.close()
+            path = self.paths.get(i)
+            if path is not None:
+                _BOUND.discard(path)
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
         self.socks.clear()
 
 
@@ -227,11 +315,16 @@ class LocalOutbox:
         node: the dora Node (its dataflow descriptor says who reads what).
         outputs: the outputs this node sends through dora.
         env: the environment (default ``os.environ``).
+
+    Attributes:
+        targets: output -> the socket paths of its readers. readers: output -> ["node/input", ...].
+        sent / fallbacks: per output, messages sent over the sockets and through dora.
     """
 
     def __init__(self, node, outputs: Iterable[str], env: Mapping[str, str] | None = None):
         env = os.environ if env is None else env
-        self.targets: dict[str, list[bytes]] = {}
+        self.targets: dict[str, list[str]] = {}
+        self.readers: dict[str, list[str]] = {}
         self.sent: dict[str, int] = {}
         self.fallbacks: dict[str, int] = {}
         self.sock: socket.socket | None = None
@@ -240,16 +333,23 @@ class LocalOutbox:
         flow, me = node_identity(env)
         if not flow or not me:
             return
-        for out, readers in local_targets(descriptor_nodes(node), me, outputs).items():
-            self.targets[out] = [address(flow, r, i) for r, i in readers]
+        local = local_targets(descriptor_nodes(node), me, outputs)
+        folder = socket_dir() if local else None
+        if folder is None:
+            return
+        for out, readers in local.items():
+            self.targets[out] = [address(flow, r, i, folder) for r, i in readers]
+            self.readers[out] = [f"{r}/{i}" for r, i in readers]
             self.sent[out] = self.fallbacks[out] = 0
-        if self.targets:
-            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 21)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * MAX_LOCAL_BYTES)
+        self.sock.settimeout(LOCAL_SEND_TIMEOUT_S)
+        _OUTBOXES.append(self)
 
     def send(self, output: str, vec: np.ndarray, metadata: Mapping[str, Any]) -> bool:
         """Send a message of ``output`` to its local readers; False (nothing sent, or not to all of
-        them: the caller sends it through dora) when the output is not local or a send failed."""
+        them: the caller sends it through dora, counted in ``fallbacks``) when the output is not local
+        or a send failed."""
         dsts = self.targets.get(output)
         if not dsts:
             return False
@@ -264,7 +364,7 @@ class LocalOutbox:
         try:
             for dst in dsts:
                 self.sock.sendto(data, dst)
-        except OSError:  # not bound yet (start-up), ended, or on another machine: dora carries it
+        except OSError:  # not bound yet (start-up), ended, on another machine, or not read for the timeout
             self.fallbacks[output] += 1
             return False
         self.sent[output] += 1

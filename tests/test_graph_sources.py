@@ -84,16 +84,18 @@ def test_every_node_output_is_recorded_once_and_control_edges_keep_backpressure(
     # a live operator runs per tick: the Retargeting is then paced by the driver and the Controller
     # reads its per-tick `desired` (not `desired_rows`, which would deadlock)
     # (and the input filter <-> Retargeting cycle a message per tick: `targets`, `desired`)
-    # (a dynamic operator is started by the user's program: no `env`, no CPU role)
+    # (a dynamic operator is started by the user's program: no `env`, no CPU role; it reads the driver's sensors,
+    # so the Controller's `sensors` is not a local input there: its `env` differs)
     ("seiko_talos_live", {"operator": {"path", "args", "outputs", "inputs", "env"}, "recorder": {"args", "inputs"},
-                          "seiko_retargeting": {"outputs", "inputs"}, "seiko_controller": {"inputs"},
+                          "seiko_retargeting": {"outputs", "inputs"}, "seiko_controller": {"inputs", "env"},
                           "input_filter": {"outputs", "inputs"}}),
     ("seiko_talos_far_reach", {"operator": {"path", "args", "outputs", "inputs", "env"}, "recorder": {"args", "inputs"},
-                               "mujoco_driver": {"args"}, "seiko_controller": {"args", "inputs"},
+                               "mujoco_driver": {"args"}, "seiko_controller": {"args", "inputs", "env"},
                                "seiko_retargeting": {"outputs", "inputs"}, "input_filter": {"outputs", "inputs"}}),
     ("seiko_talos_sim", {"recorder": {"args"}}),
-    # the viewer reads the Retargeting's per-tick `desired`: declared again beside the batches
-    ("seiko_talos_view", {"seiko_controller": {"outputs"}, "seiko_retargeting": {"outputs"}, "recorder": {"args"},
+    # the viewer reads the Retargeting's per-tick `desired`: declared again beside the batches; and the driver's
+    # sensors: the Controller's `sensors` is then not a local input (nodes/_local.py)
+    ("seiko_talos_view", {"seiko_controller": {"outputs", "env"}, "seiko_retargeting": {"outputs"}, "recorder": {"args"},
                           "viewer": None}),
 ])
 def test_variants_differ_from_the_main_graph_only_where_intended(variant, changed):

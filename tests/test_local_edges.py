@@ -120,10 +120,12 @@ def test_a_malformed_local_message_is_counted_and_skipped():
     flow = uuid.uuid4().hex
     inbox = LocalInbox(["cmd"], env=_env("b", flow, CONTACTFLOW_LOCAL_INPUTS="cmd"))
     s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    s.sendto(b"\x01", _local.address(flow, "b", "cmd"))
+    s.sendto(b"\x01", _local.address(flow, "b", "cmd", _local.socket_dir()))
     got = []
     assert inbox.wait(["cmd"], 1.0, got.append)
-    assert got == [] and inbox.malformed == 1
+    assert got == [] and inbox.malformed == {"cmd": 1}
+    assert "MALFORMED" in inbox.note()
+    inbox.close()
 
 
 def test_lockstep_takes_local_and_dora_messages_alike(monkeypatch):
@@ -152,13 +154,135 @@ def test_lockstep_takes_local_and_dora_messages_alike(monkeypatch):
     assert lock.configs["cmd"] == '{"gain": 2.0}'  # the first message's config metadata (dora here) reached the Lockstep
 
 
-def test_a_local_input_that_never_comes_ends_with_the_lockstep_timeout(monkeypatch):
+def _receiver(monkeypatch, flow, node_id="b", inputs="cmd"):
+    monkeypatch.setenv("DORA_NODE_CONFIG", _env(node_id, flow)["DORA_NODE_CONFIG"])
+    monkeypatch.setenv("CONTACTFLOW_LOCAL_INPUTS", inputs)
+
+
+def _local_sender(flow, readers=("b",)):
+    nodes = [{"id": "a", "inputs": {}, "outputs": ["out"]}] + [
+        {"id": r, "inputs": {"cmd": "a/out"}, "env": {"CONTACTFLOW_LOCAL_INPUTS": "cmd"}} for r in readers]
+    return LocalOutbox(FakeNode(descriptor={"nodes": nodes}), ["out"], env=_env("a", flow))
+
+
+def _md(k, finished=False):
+    return {"seq": k, "t": 0.002 * k, "finished": finished}
+
+
+def test_a_local_input_that_stops_coming_ends_with_the_lockstep_timeout(monkeypatch):
+    """The sender stopped (hung) after some local messages: the wait on the socket ends at the timeout, naming the
+    input and what came over its socket."""
     flow = uuid.uuid4().hex
-    monkeypatch.setenv("DORA_NODE_CONFIG", _env("b", flow)["DORA_NODE_CONFIG"])
-    monkeypatch.setenv("CONTACTFLOW_LOCAL_INPUTS", "cmd")
-    lock = Lockstep(FakeNode(timeouts=True), {"cmd": (SPEC, 0)}, timeout_s=0.05)
-    with pytest.raises(UpstreamError, match="no input for .* cmd"):
-        next(iter(lock))
+    _receiver(monkeypatch, flow)
+    lock = Lockstep(FakeNode(), {"cmd": (SPEC, 0)}, timeout_s=0.2)
+    out = _local_sender(flow)
+    assert out.send("out", np.zeros(2), _md(0))
+    it = iter(lock)
+    assert next(it).k == 0
+    with pytest.raises(UpstreamError, match=r"no input for .* cmd \(seq 1\) \(local inputs: cmd: 1 over the socket"):
+        next(it)
+    assert not lock.local.socks  # closed at the end of the loop: the sender now falls back to dora at once
+    assert not out.send("out", np.zeros(2), _md(1)) and out.fallbacks == {"out": 1}
+
+
+@pytest.mark.parametrize("event", [{"type": "INPUT_CLOSED", "id": "cmd"}, {"type": "STOP"}])
+def test_dora_events_are_seen_while_local_messages_keep_coming(monkeypatch, event):
+    """STOP or a closed input reach a node whose local input keeps it busy (its dora events are looked at every
+    LOCAL_POLL_S, not only when the socket is silent)."""
+    flow = uuid.uuid4().hex
+    _receiver(monkeypatch, flow)
+    node = FakeNode()
+    lock = Lockstep(node, {"cmd": (SPEC, 0)})
+    out = _local_sender(flow)
+    assert out.send("out", np.zeros(2), _md(0))
+    seen_at = None
+    for tick in lock:
+        if tick.k == 3:
+            node.events.append(dict(event))
+        if seen_at is None and (lock.stopped or "cmd" in lock.closed):
+            seen_at = tick.k
+        if tick.k < 200:
+            assert out.send("out", np.zeros(2), _md(tick.k + 1, finished=tick.k + 1 == 200))
+        time.sleep(0.0005)
+    assert seen_at is not None and seen_at < 60, seen_at  # within a few LOCAL_POLL_S of ~1 ms ticks
+    assert tick.k == 200 and tick.finished
+
+
+def test_a_sender_that_turns_to_dora_is_waited_for_on_dora(monkeypatch):
+    """The newest message of an input decides where the node waits: after one through dora, dora."""
+    flow = uuid.uuid4().hex
+    _receiver(monkeypatch, flow)
+    node = FakeNode(timeouts=True)
+    lock = Lockstep(node, {"cmd": (SPEC, 0)})
+    out = _local_sender(flow)
+    out.send("out", np.zeros(2), _md(0))
+    it = iter(lock)
+    assert next(it).k == 0 and lock.local.via_socket == {"cmd": True}
+    node.events += [{"type": "INPUT", "id": "cmd", "value": pa.array([1.0, 1.0]), "metadata": _md(k)} for k in (1, 2)]
+    assert next(it).k == 1 and lock.local.via_socket == {"cmd": False} and lock.local.via_dora == {"cmd": 2}
+    waits = []
+    monkeypatch.setattr(lock.local, "wait", lambda *a: waits.append(a) or False)
+    assert next(it).k == 2 and waits == []
+
+
+def test_a_full_receiver_queue_makes_the_sender_wait_then_use_dora(monkeypatch):
+    """More messages than the receiver's socket queue holds before it reads: the sender waits up to
+    LOCAL_SEND_TIMEOUT_S, then sends through dora (counted); nothing is lost."""
+    monkeypatch.setattr(_local, "LOCAL_SEND_TIMEOUT_S", 0.05)
+    flow = uuid.uuid4().hex
+    _receiver(monkeypatch, flow)
+    node = FakeNode()
+    sent_dora = node.events  # what the sender sent through dora reaches the node's dora events
+    lock = Lockstep(node, {"cmd": (SPEC, 0)})
+    out = _local_sender(flow)
+    for k in range(40):
+        if not out.send("out", np.full(2, float(k)), _md(k, finished=k == 39)):
+            sent_dora.append({"type": "INPUT", "id": "cmd", "value": pa.array([float(k)] * 2), "metadata": _md(k, k == 39)})
+    assert out.sent["out"] >= 5 and out.fallbacks["out"] == len(sent_dora) > 0
+    sent_dora.append({"type": "INPUT_CLOSED", "id": "cmd"})
+    ticks = list(lock)
+    assert [t.k for t in ticks] == list(range(40))
+    assert [float(t.inputs["cmd"]["x"][0]) for t in ticks] == [float(k) for k in range(40)]
+
+
+def test_a_message_over_the_size_limit_goes_through_dora(monkeypatch):
+    flow = uuid.uuid4().hex
+    inbox = LocalInbox(["cmd"], env=_env("b", flow, CONTACTFLOW_LOCAL_INPUTS="cmd"))
+    out = _local_sender(flow)
+    assert not out.send("out", np.zeros(_local.MAX_LOCAL_BYTES // 8), _md(0))
+    assert out.send("out", np.zeros(1000), _md(1)) and (out.sent, out.fallbacks) == ({"out": 1}, {"out": 1})
+    inbox.close()
+
+
+def test_two_readers_one_not_ready_get_the_message_through_dora_too():
+    """A message that reached one reader's socket and not the other's goes to both through dora: the first gets
+    it twice (the seq matching keeps one)."""
+    flow = uuid.uuid4().hex
+    inbox = LocalInbox(["cmd"], env=_env("b", flow, CONTACTFLOW_LOCAL_INPUTS="cmd"))
+    out = _local_sender(flow, readers=("b", "c"))
+    assert out.readers == {"out": ["b/cmd", "c/cmd"]}
+    assert not out.send("out", np.zeros(2), _md(0))  # c has not bound: through dora, to both
+    got = []
+    inbox.drain(got.append)
+    assert [e["metadata"]["seq"] for e in got] == [0]
+    inbox.close()
+
+
+def test_one_local_input_read_by_two_loops_at_once_is_refused(monkeypatch):
+    from contactflow.errors import ConfigError
+
+    flow = uuid.uuid4().hex
+    _receiver(monkeypatch, flow)
+    first = Lockstep(FakeNode(), {"cmd": (SPEC, 0)})
+    with pytest.raises(ConfigError, match="input 'cmd' of node 'b' is already read over its socket"):
+        Lockstep(FakeNode(), {"cmd": (SPEC, 0)})
+    first.local.close()
+    Lockstep(FakeNode(), {"cmd": (SPEC, 0)}).local.close()  # one after the other: fine
+
+
+def test_the_sockets_are_in_a_private_folder():
+    d = _local.socket_dir()
+    assert d is not None and (d.stat().st_mode & 0o777) == 0o700 and d.stat().st_uid == os.getuid()
 
 
 def test_a_local_input_whose_sender_uses_dora_waits_on_dora(monkeypatch):
@@ -171,9 +295,9 @@ def test_a_local_input_whose_sender_uses_dora_waits_on_dora(monkeypatch):
                "metadata": {"seq": k, "t": 0.002 * k, "finished": k == 49}} for k in range(50)]
     lock = Lockstep(FakeNode(events + [{"type": "INPUT_CLOSED", "id": "cmd"}]), {"cmd": (SPEC, 0)})
     waits = []
-    monkeypatch.setattr(lock, "_wait_local", lambda *a: waits.append(a))
+    monkeypatch.setattr(lock.local, "wait", lambda *a: waits.append(a) or False)
     assert [t.k for t in lock] == list(range(50))
-    assert waits == [] and lock.local.received == {"cmd": 0}
+    assert waits == [] and lock.local.received == {"cmd": 0} and lock.local.via_dora == {"cmd": 50}
 
 
 def test_the_sender_closing_its_dora_edge_ends_a_local_wait(monkeypatch):

@@ -135,3 +135,9 @@ def test_local_inputs_are_checked():
     assert "'desird' is not an input of this node" in msgs[("seiko_controller", "CONTACTFLOW_LOCAL_INPUTS")]
     assert "recorder does not read local inputs" in msgs[("recorder", "CONTACTFLOW_LOCAL_INPUTS")]
     assert "--realtime node takes every input through dora" in msgs[("seiko_retargeting", "CONTACTFLOW_LOCAL_INPUTS")]
+    # another reader of the driver's sensors, not local: the declaration would be idle
+    flow = _flow()
+    _node(flow, "recorder")["inputs"]["sensors"] = {"source": "mujoco_driver/sensors", "queue_size": 100}
+    msgs = {(p.node, p.port): p.message for p in check_descriptor(flow)}
+    assert ("'sensors': its source mujoco_driver/sensors is also read by recorder/sensors, not declared local there"
+            in msgs[("seiko_controller", "CONTACTFLOW_LOCAL_INPUTS")])

@@ -398,24 +398,41 @@ LOCAL_INPUT_KINDS = ("mujoco_driver", "input_filter", "seiko_retargeting", "seik
                      "admittance")
 
 
-def _check_local_inputs(nid: str, n: dict, kind: str, args: list[str]) -> list[WiringProblem]:
-    """The problems of a node's ``CONTACTFLOW_LOCAL_INPUTS`` (nodes/_local.py): inputs it does not have, a node
-    kind that does not read them with the lockstep runtime, a real-time node (which takes every input
-    through dora)."""
+def _check_local_inputs(nid: str, n: dict, kind: str, args: list[str], nodes: dict[str, dict]) -> list[WiringProblem]:
+    """The problems of a node's ``CONTACTFLOW_LOCAL_INPUTS`` (nodes/_local.py): inputs it does not have or that
+    are not lockstep messages, a node kind that does not read them with the lockstep runtime, a real-time or
+    dynamic node (which take every input through dora), and an input whose source another node reads
+    without declaring it local (the output then goes through dora to all its readers)."""
     from contactflow.nodes._local import LOCAL_INPUTS_ENV, parse_local_inputs
 
     listed = parse_local_inputs((n.get("env") or {}).get(LOCAL_INPUTS_ENV))
     if not listed:
         return []
+    where = (nid, LOCAL_INPUTS_ENV)
     if kind not in LOCAL_INPUT_KINDS:
-        return [WiringProblem(nid, LOCAL_INPUTS_ENV, f"{kind} does not read local inputs (the lockstep nodes do: "
-                                                     f"{', '.join(LOCAL_INPUT_KINDS)})")]
+        return [WiringProblem(*where, f"{kind} does not read local inputs (the lockstep nodes do: "
+                                      f"{', '.join(LOCAL_INPUT_KINDS)})")]
+    if str(n.get("path")) == "dynamic":
+        return [WiringProblem(*where, "a dynamic node takes every input through dora; remove the variable")]
     if "--realtime" in args:
-        return [WiringProblem(nid, LOCAL_INPUTS_ENV, "a --realtime node takes every input through dora; "
-                                                     "remove the variable")]
+        return [WiringProblem(*where, "a --realtime node takes every input through dora; remove the variable")]
     wired = n.get("inputs") or {}
-    return [WiringProblem(nid, LOCAL_INPUTS_ENV, f"{i!r} is not an input of this node; its inputs: {sorted(wired)}")
-            for i in listed if i not in wired]
+    decl = NODES[kind]
+    problems = []
+    for i in listed:
+        if i not in wired:
+            problems.append(WiringProblem(*where, f"{i!r} is not an input of this node; its inputs: {sorted(wired)}"))
+            continue
+        if i in decl.inputs and decl.inputs[i].kind != MESSAGE:
+            problems.append(WiringProblem(*where, f"{i!r} is a {decl.inputs[i].kind} input, not a lockstep message"))
+            continue
+        src = _source(wired[i])
+        others = sorted(f"{rid}/{port}" for rid, r in nodes.items() for port, spec in (r.get("inputs") or {}).items()
+                        if _source(spec) == src and port not in parse_local_inputs((r.get("env") or {}).get(LOCAL_INPUTS_ENV)))
+        if others:
+            problems.append(WiringProblem(*where, f"{i!r}: its source {src} is also read by {', '.join(others)}, not "
+                                                  "declared local there, so it goes through dora to every reader"))
+    return problems
 
 
 def check_descriptor(flow: dict, *, strict: bool = False, base_dir: str | Path | None = None) -> list[WiringProblem]:
@@ -449,7 +466,7 @@ def check_descriptor(flow: dict, *, strict: bool = False, base_dir: str | Path |
         robot = _arg(args, "--robot", graph_robot if dynamic else _default_robot(kind, args, graph_robot))
         rpath = _robot_paths(args, base_dir) or (graph_paths if dynamic else ())
         declared = [str(o) for o in (n.get("outputs") or [])]
-        problems += _check_local_inputs(nid, n, kind, args)
+        problems += _check_local_inputs(nid, n, kind, args, nodes)
         if kind == "replay":
             streams = _arg(args, "--streams", "") or ""
             for item in [s.strip() for s in streams.split(",") if s.strip()]:
