@@ -235,14 +235,19 @@ def test_a_full_receiver_queue_makes_the_sender_wait_then_use_dora(monkeypatch):
     sent_dora = node.events  # what the sender sent through dora reaches the node's dora events
     lock = Lockstep(node, {"cmd": (SPEC, 0)})
     out = _local_sender(flow)
-    for k in range(40):
-        if not out.send("out", np.full(2, float(k)), _md(k, finished=k == 39)):
-            sent_dora.append({"type": "INPUT", "id": "cmd", "value": pa.array([float(k)] * 2), "metadata": _md(k, k == 39)})
+    try:  # the receiver's queue length (Linux default 10)
+        qlen = int(open("/proc/sys/net/unix/max_dgram_qlen").read())
+    except (OSError, ValueError):
+        qlen = 10
+    n = min(qlen, 1000) + 10
+    for k in range(n):
+        if not out.send("out", np.full(2, float(k)), _md(k, finished=k == n - 1)):
+            sent_dora.append({"type": "INPUT", "id": "cmd", "value": pa.array([float(k)] * 2), "metadata": _md(k, k == n - 1)})
     assert out.sent["out"] >= 5 and out.fallbacks["out"] == len(sent_dora) > 0
     sent_dora.append({"type": "INPUT_CLOSED", "id": "cmd"})
     ticks = list(lock)
-    assert [t.k for t in ticks] == list(range(40))
-    assert [float(t.inputs["cmd"]["x"][0]) for t in ticks] == [float(k) for k in range(40)]
+    assert [t.k for t in ticks] == list(range(n))
+    assert [float(t.inputs["cmd"]["x"][0]) for t in ticks] == [float(k) for k in range(n)]
 
 
 def test_a_message_over_the_size_limit_goes_through_dora(monkeypatch):
