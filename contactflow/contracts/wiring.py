@@ -398,11 +398,10 @@ LOCAL_INPUT_KINDS = ("mujoco_driver", "input_filter", "seiko_retargeting", "seik
                      "admittance")
 
 
-def _check_local_inputs(nid: str, n: dict, kind: str, args: list[str], nodes: dict[str, dict]) -> list[WiringProblem]:
+def _check_local_inputs(nid: str, n: dict, kind: str, args: list[str]) -> list[WiringProblem]:
     """The problems of a node's ``CONTACTFLOW_LOCAL_INPUTS`` (nodes/_local.py): inputs it does not have or that
     are not lockstep messages, a node kind that does not read them with the lockstep runtime, a real-time or
-    dynamic node (which take every input through dora), and an input whose source another node reads
-    without declaring it local (the output then goes through dora to all its readers)."""
+    dynamic node (which take every input through dora). An idle declaration: :func:`_idle_local_inputs`."""
     from contactflow.nodes._local import LOCAL_INPUTS_ENV, parse_local_inputs
 
     listed = parse_local_inputs((n.get("env") or {}).get(LOCAL_INPUTS_ENV))
@@ -426,13 +425,30 @@ def _check_local_inputs(nid: str, n: dict, kind: str, args: list[str], nodes: di
         if i in decl.inputs and decl.inputs[i].kind != MESSAGE:
             problems.append(WiringProblem(*where, f"{i!r} is a {decl.inputs[i].kind} input, not a lockstep message"))
             continue
-        src = _source(wired[i])
-        others = sorted(f"{rid}/{port}" for rid, r in nodes.items() for port, spec in (r.get("inputs") or {}).items()
-                        if _source(spec) == src and port not in parse_local_inputs((r.get("env") or {}).get(LOCAL_INPUTS_ENV)))
-        if others:
-            problems.append(WiringProblem(*where, f"{i!r}: its source {src} is also read by {', '.join(others)}, not "
-                                                  "declared local there, so it goes through dora to every reader"))
     return problems
+
+
+def _idle_local_inputs(nodes: dict[str, dict], problems: list[WiringProblem]) -> list[WiringProblem]:
+    """A local input whose source another node reads without declaring it local (the output then goes through dora
+    to all its readers: the declaration is idle); not reported for an input that has a problem already."""
+    from contactflow.nodes._local import LOCAL_INPUTS_ENV, parse_local_inputs
+
+    flagged = {(p.node, p.port) for p in problems}
+    out = []
+    for nid, n in nodes.items():
+        wired = n.get("inputs") or {}
+        for i in parse_local_inputs((n.get("env") or {}).get(LOCAL_INPUTS_ENV)):
+            if i not in wired or (nid, i) in flagged or (nid, LOCAL_INPUTS_ENV) in flagged:
+                continue
+            src = _source(wired[i])
+            others = sorted(f"{rid}/{port}" for rid, r in nodes.items() for port, spec in (r.get("inputs") or {}).items()
+                            if _source(spec) == src
+                            and port not in parse_local_inputs((r.get("env") or {}).get(LOCAL_INPUTS_ENV)))
+            if others:
+                out.append(WiringProblem(nid, LOCAL_INPUTS_ENV, f"{i!r}: its source {src} is also read by "
+                                         f"{', '.join(others)}, not declared local there, so it goes through dora to "
+                                         "every reader"))
+    return out
 
 
 def check_descriptor(flow: dict, *, strict: bool = False, base_dir: str | Path | None = None) -> list[WiringProblem]:
@@ -466,7 +482,7 @@ def check_descriptor(flow: dict, *, strict: bool = False, base_dir: str | Path |
         robot = _arg(args, "--robot", graph_robot if dynamic else _default_robot(kind, args, graph_robot))
         rpath = _robot_paths(args, base_dir) or (graph_paths if dynamic else ())
         declared = [str(o) for o in (n.get("outputs") or [])]
-        problems += _check_local_inputs(nid, n, kind, args, nodes)
+        problems += _check_local_inputs(nid, n, kind, args)
         if kind == "replay":
             streams = _arg(args, "--streams", "") or ""
             for item in [s.strip() for s in streams.split(",") if s.strip()]:
@@ -547,4 +563,4 @@ def check_descriptor(flow: dict, *, strict: bool = False, base_dir: str | Path |
             got = out_specs.get((src_node, src_out))
             if expected is not None and got is not None and not _same(got, expected):
                 problems.append(WiringProblem(nid, port, f"wired to {src!r} which carries {_schema(got)}; expected {_schema(expected)}"))
-    return problems
+    return problems + _idle_local_inputs(nodes, problems)
