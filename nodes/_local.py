@@ -24,11 +24,11 @@ over their sockets and not the others goes to all through dora too: those get it
 ``seq`` matching keeps one. Each side reports its counts when the node ends (nodes/_runtime.py
 node_main). ``CONTACTFLOW_LOCAL_EDGES=0`` in the environment of ``dora run`` turns every local edge off.
 
-The sockets are files in a folder of the user's own (``<tmp>/contactflow-<uid>``, mode 0700: no other
-user can send to them), named by a hash of the dataflow id, the node id and the input id, and removed
-when the receiver's Lockstep ends. Ordering: a datagram socket keeps the order of one sender's
-messages; one that went through dora may arrive after a later local one, which the ``seq`` matching
-makes harmless. A receiver's socket queue is short (``net.unix.max_dgram_qlen``, 10 on Linux by
+The sockets are files in a folder of the user's own (``<tmp>/contactflow-<uid>``, mode 0700: no
+other user can send to them), named by a hash of the dataflow id, the node id and the input id, and
+removed when the receiver's Lockstep ends (a killed node's file, by the next node that binds, after
+an hour). Ordering: a datagram socket keeps the order of one sender's messages; one that went
+through dora may arrive after a later local one, which the ``seq`` matching makes harmless. A receiver's socket queue is short (``net.unix.max_dgram_qlen``, 10 on Linux by
 default): a sender whose receiver has not read it waits, up to :data:`LOCAL_SEND_TIMEOUT_S`, then uses
 dora; a receiver in its loop reads every queued message into its buffers at each tick.
 """
@@ -107,6 +107,35 @@ def socket_dir() -> Path | None:
                     stat.S_IMODE(st.st_mode), st.st_uid)
         return None
     return d
+
+
+#: A socket file older than this [s] that no process has bound is removed when a node binds its own.
+STALE_SOCKET_S = 3600.0
+
+
+def prune_stale_sockets(folder: Path, older_than_s: float = STALE_SOCKET_S) -> int:
+    """Remove the socket files of ``folder`` older than ``older_than_s`` that no process has bound (a node that
+    was killed before its loop ended leaves its file; the names are never reused). Returns how many."""
+    import time
+
+    removed = 0
+    now = time.time()
+    for path in folder.glob("*.sock"):
+        try:
+            if now - path.lstat().st_mtime < older_than_s:
+                continue
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            try:
+                probe.connect(str(path))
+                continue  # bound by a live process
+            except ConnectionRefusedError:
+                path.unlink()
+                removed += 1
+            finally:
+                probe.close()
+        except OSError:
+            continue
+    return removed
 
 
 def address(dataflow_id: str, node_id: str, input_id: str, folder: Path) -> str:
@@ -217,6 +246,7 @@ class LocalInbox:
         folder = socket_dir() if flow and me else None
         if folder is None:
             return
+        prune_stale_sockets(folder)
         for i in wanted:
             if i not in ids:
                 continue

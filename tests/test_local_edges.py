@@ -313,3 +313,20 @@ def test_the_sender_closing_its_dora_edge_ends_a_local_wait(monkeypatch):
     with pytest.raises(UpstreamError, match="closed before the run ended"):
         next(iter(lock))
     assert os.environ["CONTACTFLOW_LOCAL_INPUTS"] == "cmd"
+
+
+def test_stale_socket_files_are_pruned_live_ones_kept(tmp_path):
+    live = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    live.bind(str(tmp_path / "live.sock"))
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    dead.bind(str(tmp_path / "dead.sock"))
+    dead.close()  # its file stays, as a killed node's does
+    fresh = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    fresh.bind(str(tmp_path / "fresh.sock"))
+    fresh.close()
+    old = time.time() - 2 * _local.STALE_SOCKET_S
+    for name in ("live.sock", "dead.sock"):
+        os.utime(tmp_path / name, (old, old))
+    assert _local.prune_stale_sockets(tmp_path) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh.sock", "live.sock"]
+    live.close()
