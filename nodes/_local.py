@@ -28,9 +28,10 @@ The sockets are files in a folder of the user's own (``<tmp>/contactflow-<uid>``
 other user can send to them), named by a hash of the dataflow id, the node id and the input id, and
 removed when the receiver's Lockstep ends (a killed node's file, by the next node that binds, after
 an hour). Ordering: a datagram socket keeps the order of one sender's messages; one that went
-through dora may arrive after a later local one, which the ``seq`` matching makes harmless. A receiver's socket queue is short (``net.unix.max_dgram_qlen``, 10 on Linux by
-default): a sender whose receiver has not read it waits, up to :data:`LOCAL_SEND_TIMEOUT_S`, then uses
-dora; a receiver in its loop reads every queued message into its buffers at each tick.
+through dora may arrive after a later local one, which the ``seq`` matching makes harmless. A
+receiver's socket queue is short (``net.unix.max_dgram_qlen``, 10 on Linux by default): a sender
+whose receiver has not read it waits, up to :data:`LOCAL_SEND_TIMEOUT_S`, then uses dora; a
+receiver in its loop reads every queued message into its buffers at each tick.
 """
 
 from __future__ import annotations
