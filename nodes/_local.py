@@ -211,7 +211,8 @@ class LocalInbox:
         realtime: a real-time node (Lockstep ``skip_missing``): no local input (a warning if some are listed).
 
     Raises:
-        ConfigError: a listed input already bound in this process (two Locksteps reading it at once).
+        ConfigError: a listed input that is not among ``input_ids``, or one already bound in this process (two
+            Locksteps reading it at once).
 
     Attributes:
         via_socket: input -> whether its newest message came over the socket (the node then waits there).
@@ -232,7 +233,11 @@ class LocalInbox:
         self.malformed: dict[str, int] = {}
         self._buf = bytearray(MAX_LOCAL_BYTES + 1)
         wanted = parse_local_inputs(env.get(LOCAL_INPUTS_ENV))
-        if not wanted or not local_edges_enabled(env):
+        if not wanted:
+            return
+        if not local_edges_enabled(env):
+            log.info("local edges off (%s=%s): input(s) %s through dora", LOCAL_EDGES_ENV, env.get(LOCAL_EDGES_ENV),
+                     " ".join(wanted))
             return
         if realtime:
             log.warning("%s=%s ignored: a real-time node takes every input through dora", LOCAL_INPUTS_ENV,
@@ -242,8 +247,11 @@ class LocalInbox:
         ids = set(input_ids)
         unknown = [i for i in wanted if i not in ids]
         if unknown:
-            log.warning("%s=%s: %s not among this node's lockstep inputs %s; ignored", LOCAL_INPUTS_ENV,
-                        env.get(LOCAL_INPUTS_ENV), unknown, sorted(ids))
+            from contactflow.config import did_you_mean
+
+            raise ConfigError(f"{LOCAL_INPUTS_ENV}={env.get(LOCAL_INPUTS_ENV)!r} of node {me or '?'!r}: "
+                              f"{', '.join(map(repr, unknown))} not among its lockstep inputs {sorted(ids)}"
+                              f"{did_you_mean(unknown, ids)}")
         folder = socket_dir() if flow and me else None
         if folder is None:
             return

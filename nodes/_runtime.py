@@ -1612,7 +1612,7 @@ def _report_local_edges(name: str) -> None:
                      name, out, ", ".join(box.readers[out]), box.sent[out], box.fallbacks[out])
     for box in _local._INBOXES:
         for i, (r, d, m) in box.counts().items():
-            line = f"node {name}: local input {i}: {r} message(s) over the socket, {d} through dora"
+            line = f"node {name}: local input {i}: {r} message(s) over the local socket, {d} through dora"
             if m:
                 log.warning("%s, %d malformed datagram(s) dropped", line, m)
             else:

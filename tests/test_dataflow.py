@@ -97,7 +97,7 @@ def test_lockstep_runs_are_deterministic(smoke_runs):
         m = re.search(re.escape(edge) + r": (\d+) message\(s\) over the local socket, (\d+) through dora", o1)
         assert m is not None, (edge, o1[-3000:])
         assert int(m.group(1)) > 10 * int(m.group(2)), edge  # through dora at most while the receiver started
-    assert "over the local socket" not in o2
+    assert "over the local socket" not in o2 and "local edges off (CONTACTFLOW_LOCAL_EDGES=0)" in o2
     a, b = read_recording(r1[0]), read_recording(r2[0])
     assert a.stream_names == b.stream_names
     for name in a.stream_names:

@@ -116,6 +116,14 @@ def test_local_edges_are_off_in_real_time_nodes_and_when_turned_off():
     assert LocalInbox(["cmd"], env={"CONTACTFLOW_LOCAL_INPUTS": "cmd"}).socks == {}  # outside dora
 
 
+def test_a_misspelled_local_input_is_refused_with_a_suggestion():
+    from contactflow.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"CONTACTFLOW_LOCAL_INPUTS='sensor desired' of node 'b': 'sensor' not among "
+                                          r"its lockstep inputs \['desired', 'sensors'\] \(did you mean 'sensors'\?\)"):
+        LocalInbox(["sensors", "desired"], env=_env("b", uuid.uuid4().hex, CONTACTFLOW_LOCAL_INPUTS="sensor desired"))
+
+
 def test_a_malformed_local_message_is_counted_and_skipped():
     flow = uuid.uuid4().hex
     inbox = LocalInbox(["cmd"], env=_env("b", flow, CONTACTFLOW_LOCAL_INPUTS="cmd"))

@@ -132,7 +132,8 @@ def test_local_inputs_are_checked():
     _node(flow, "recorder")["env"]["CONTACTFLOW_LOCAL_INPUTS"] = "mujoco_driver"
     _node(flow, "seiko_retargeting")["args"] += " --realtime"
     msgs = {(p.node, p.port): p.message for p in check_descriptor(flow)}
-    assert "'desird' is not an input of this node" in msgs[("seiko_controller", "CONTACTFLOW_LOCAL_INPUTS")]
+    assert ("'desird' is not an input of this node; its inputs: ['desired', 'sensors'] (did you mean 'desired'?)"
+            in msgs[("seiko_controller", "CONTACTFLOW_LOCAL_INPUTS")])
     assert "recorder does not read local inputs" in msgs[("recorder", "CONTACTFLOW_LOCAL_INPUTS")]
     assert "--realtime node takes every input through dora" in msgs[("seiko_retargeting", "CONTACTFLOW_LOCAL_INPUTS")]
     # another reader of the driver's sensors, not local: the declaration would be idle

@@ -420,7 +420,10 @@ def _check_local_inputs(nid: str, n: dict, kind: str, args: list[str]) -> list[W
     problems = []
     for i in listed:
         if i not in wired:
-            problems.append(WiringProblem(*where, f"{i!r} is not an input of this node; its inputs: {sorted(wired)}"))
+            from contactflow.config import did_you_mean
+
+            problems.append(WiringProblem(*where, f"{i!r} is not an input of this node; its inputs: {sorted(wired)}"
+                                                  f"{did_you_mean([i], wired)}"))
             continue
         if i in decl.inputs and decl.inputs[i].kind != MESSAGE:
             problems.append(WiringProblem(*where, f"{i!r} is a {decl.inputs[i].kind} input, not a lockstep message"))
