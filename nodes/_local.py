@@ -82,8 +82,8 @@ def parse_local_inputs(value: Any) -> list[str]:
 
 
 def node_identity(env: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """(dataflow id, node id) of this dora node, from the ``DORA_NODE_CONFIG`` dora gives it; ("", "")
-    outside dora."""
+    """(dataflow id, node id) of this dora node, from the ``DORA_NODE_CONFIG`` dora gives it (that of ``env``: another
+    process's environment); ("", "") outside dora."""
     text = str((os.environ if env is None else env).get("DORA_NODE_CONFIG", ""))
 
     def field(key: str) -> str:
@@ -181,25 +181,47 @@ def descriptor_nodes(node) -> list[dict]:
     return [n for n in nodes if isinstance(n, dict)]
 
 
-def _source(spec: Any) -> str:
-    return spec if isinstance(spec, str) else str((spec or {}).get("source", "")) if isinstance(spec, dict) else ""
+def output_readers(nodes: Iterable[dict]) -> dict[str, list[tuple[str, str, bool]]]:
+    """Source (``node/output``) -> [(reader node id, input id, whether that node declares the input local)],
+    from a dataflow descriptor's node entries (the one reading of the rule for the nodes and ``contactflow check``)."""
+    from contactflow.contracts.wiring import _source
+
+    readers: dict[str, list[tuple[str, str, bool]]] = {}
+    for n in nodes:
+        local = set(parse_local_inputs((n.get("env") or {}).get(LOCAL_INPUTS_ENV)))
+        for iid, spec in (n.get("inputs") or {}).items():
+            src = _source(spec)
+            if isinstance(src, str) and "/" in src:
+                readers.setdefault(src, []).append((str(n.get("id")), str(iid), str(iid) in local))
+    return readers
 
 
 def local_targets(nodes: Iterable[dict], sender_id: str, outputs: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
     """Output -> [(receiver node id, input id)] for each of ``outputs`` of node ``sender_id`` that goes
     local: every input that reads it (``sender_id/output`` in the descriptor) is declared local by its
     node's ``CONTACTFLOW_LOCAL_INPUTS``. Outputs read by nobody or by any non-local input are left out."""
-    readers: dict[str, list[tuple[str, str, bool]]] = {}
-    for n in nodes:
-        local = set(parse_local_inputs((n.get("env") or {}).get(LOCAL_INPUTS_ENV)))
-        for iid, spec in (n.get("inputs") or {}).items():
-            src = _source(spec)
-            if "/" in src:
-                who, out = src.split("/", 1)
-                if who == sender_id:
-                    readers.setdefault(out, []).append((str(n.get("id")), str(iid), str(iid) in local))
-    return {out: [(r, i) for r, i, _ in readers[out]] for out in outputs
-            if readers.get(out) and all(is_local for _, _, is_local in readers[out])}
+    readers = output_readers(nodes)
+    targets = {}
+    for out in outputs:
+        rs = readers.get(f"{sender_id}/{out}")
+        if rs and all(is_local for _, _, is_local in rs):
+            targets[out] = [(r, i) for r, i, _ in rs]
+    return targets
+
+
+def report_lines(name: str) -> list[tuple[int, str]]:
+    """(log level, line) per local output and per local input of this process: how their messages went (a
+    receiver's dropped datagrams as a warning)."""
+    lines = []
+    for box in _OUTBOXES:
+        for out in box.targets:
+            lines.append((logging.INFO, f"node {name}: output {out} -> {', '.join(box.readers[out])}: "
+                                        f"{box.sent[out]} message(s) over the local socket, {box.fallbacks[out]} through dora"))
+    for box in _INBOXES:
+        for i, (r, d, m) in box.counts().items():
+            line = f"node {name}: local input {i}: {r} message(s) over the local socket, {d} through dora"
+            lines.append((logging.WARNING, f"{line}, {m} malformed datagram(s) dropped") if m else (logging.INFO, line))
+    return lines
 
 
 class LocalInbox:

@@ -389,7 +389,7 @@ class Lockstep:
             ev = try_recv()
             if ev is None:
                 return
-            self._handle(ev, waited_since)
+            self._handle_dora(ev, waited_since)
 
     def _iter_realtime(self):
         waited_since = time.monotonic()
@@ -480,68 +480,15 @@ class Lockstep:
                 what = ", ".join(waiting_for) if waiting_for is not None else ", ".join(self._missing())
                 raise UpstreamError(f"no input for {self.timeout_s:.0f} s while waiting for {what}")
 
-    # ---------------------------------------------------------------- lockstep with local inputs
-    def _iter_local(self):
-        """Lockstep with local inputs (nodes/_local.py): the messages of an input come over its socket or
-        through dora. The node waits on the sockets while the newest message of every missing input came over
-        its socket, else on dora (for :data:`LOCAL_POLL_S` at a time, draining the sockets between), and
-        looks at its dora events at least every :data:`LOCAL_POLL_S` (STOP, a closed input, a dora input)
-        even while the sockets keep it busy."""
-        self._waited_since = polled = time.monotonic()
-        while True:
-            self.local.drain(self._handle_local)
-            if time.monotonic() - polled >= LOCAL_POLL_S:
-                self._poll_dora()
-                polled = time.monotonic()
-            if self._ready():
-                if self.heartbeat is not None:
-                    self._poll_dora()
-                self._waited_since = time.monotonic()
-                yield self._pop_tick()
-                continue
-            needed_closed = [i for i in self.closed if self.k - self.offsets[i] >= 0 and self.k - self.offsets[i] not in self.buffers[i]]
-            if needed_closed or self.stopped:
-                if self.finished_seen or self.stopped:
-                    return
-                raise UpstreamError(
-                    f"input(s) {', '.join(needed_closed)} closed before the run ended "
-                    f"(waiting for tick {self.k}): the upstream node stopped{self.local.note()}"
-                )
-            missing = [i for i, o in self.offsets.items() if self.k - o >= 0 and self.k - o not in self.buffers[i]]
-            if all(self.local.via_socket.get(i) for i in missing):
-                if not self.local.wait(missing, LOCAL_POLL_S, self._handle_local):
-                    self._poll_dora()
-                    polled = time.monotonic()
-                    if polled - self._waited_since > self.timeout_s:
-                        raise UpstreamError(f"no input for {self.timeout_s:.0f} s while waiting for "
-                                            f"{', '.join(self._missing())}{self.local.note()}")
-                continue
-            ev = self.node.next(timeout=LOCAL_POLL_S)
-            polled = time.monotonic()
-            if ev is None:
-                if self.finished_seen:
-                    return
-                raise UpstreamError(f"event stream ended before the run ended (waiting for {', '.join(self._missing())})")
-            self._handle_dora(ev)
-
     def _handle_local(self, ev) -> None:
         self.local.via_socket[ev["id"]] = True
         self._handle(ev, self._waited_since)
 
-    def _handle_dora(self, ev) -> None:
+    def _handle_dora(self, ev, waited_since: float) -> None:
         if ev["type"] == "INPUT" and ev["id"] in self.local.via_socket and not ev["metadata"].get("repeat", False):
             self.local.via_socket[ev["id"]] = False  # its sender uses dora (now): wait on dora for it
             self.local.via_dora[ev["id"]] += 1
-        self._handle(ev, self._waited_since)
-
-    def _poll_dora(self) -> None:
-        """Handle the dora events already received (without waiting)."""
-        try_recv = getattr(self.node, "try_recv", None)
-        for _ in range(1000):
-            ev = try_recv() if try_recv is not None else None
-            if ev is None:
-                return
-            self._handle_dora(ev)
+        self._handle(ev, waited_since)
 
     def _row_times(self, meta: Mapping[str, Any], seq: int, n: int) -> list[float]:
         """The times [s] of the ``n`` ticks of a multi-tick message whose values could not be read: its
@@ -563,20 +510,31 @@ class Lockstep:
         if self.skip_missing:
             yield from self._iter_realtime()
             return
-        if self.local.socks:
-            try:
-                yield from self._iter_local()
-            finally:  # a sender then falls back to dora at once instead of queueing into a socket nobody reads
-                self.local.close()
-            return
-        waited_since = time.monotonic()
+        try:
+            yield from self._iter_lockstep()
+        finally:  # a sender then falls back to dora at once instead of queueing into a socket nobody reads
+            self.local.close()
+
+    def _iter_lockstep(self):
+        """Lockstep mode. With local inputs (nodes/_local.py) the messages of an input come over its socket or
+        through dora: the node waits on the sockets while the newest message of every missing input came over
+        its socket, else on dora (for :data:`LOCAL_POLL_S` at a time, draining the sockets between), and looks
+        at its dora events at least every :data:`LOCAL_POLL_S` (STOP, a closed input, a dora input) even while
+        the sockets keep it busy."""
+        local = self.local.socks
+        self._waited_since = polled = time.monotonic()
         while True:
+            if local:
+                self.local.drain(self._handle_local)
+                if time.monotonic() - polled >= LOCAL_POLL_S:
+                    self._drain(self._waited_since)
+                    polled = time.monotonic()
             if self._ready():
                 if self.heartbeat is not None:
                     # take the timer events already received: a node busy tick after tick (a lockstep
                     # graph running faster than real time) would otherwise let dora's queue overflow
-                    self._drain(waited_since)
-                waited_since = time.monotonic()
+                    self._drain(self._waited_since)
+                self._waited_since = time.monotonic()
                 yield self._pop_tick()
                 continue
             needed_closed = [i for i in self.closed if self.k - self.offsets[i] >= 0 and self.k - self.offsets[i] not in self.buffers[i]]
@@ -585,14 +543,25 @@ class Lockstep:
                     return
                 raise UpstreamError(
                     f"input(s) {', '.join(needed_closed)} closed before the run ended "
-                    f"(waiting for tick {self.k}): the upstream node stopped"
+                    f"(waiting for tick {self.k}): the upstream node stopped{self.local.note()}"
                 )
-            ev = self.node.next(timeout=1.0)
+            if local:
+                missing = [i for i, o in self.offsets.items() if self.k - o >= 0 and self.k - o not in self.buffers[i]]
+                if all(self.local.via_socket.get(i) for i in missing):
+                    if not self.local.wait(missing, LOCAL_POLL_S, self._handle_local):
+                        self._drain(self._waited_since)
+                        polled = time.monotonic()
+                        if polled - self._waited_since > self.timeout_s:
+                            raise UpstreamError(f"no input for {self.timeout_s:.0f} s while waiting for "
+                                                f"{', '.join(self._missing())}{self.local.note()}")
+                    continue
+            ev = self.node.next(timeout=LOCAL_POLL_S if local else 1.0)
+            polled = time.monotonic()  # the wait looked at the dora events
             if ev is None:
                 if self.finished_seen:
                     return
                 raise UpstreamError(f"event stream ended before the run ended (waiting for {', '.join(self._missing())})")
-            self._handle(ev, waited_since)
+            self._handle_dora(ev, self._waited_since)
 
 
 def meta_time(meta: Mapping[str, Any], default: float | None) -> float | None:
@@ -1602,21 +1571,12 @@ def node_main(name: str, body: Callable[[], int | None]) -> None:
 
 
 def _report_local_edges(name: str) -> None:
-    # one line per local output and per local input (nodes/_local.py): how their messages went, so a graph
-    # that meant to use a local edge and did not (the receiver never bound its socket) says so
-    from contactflow.nodes import _local
+    # how the messages of the local outputs and inputs went (nodes/_local.py), so a graph that meant to use a
+    # local edge and did not (the receiver never bound its socket) says so
+    from contactflow.nodes._local import report_lines
 
-    for box in _local._OUTBOXES:
-        for out in box.targets:
-            log.info("node %s: output %s -> %s: %d message(s) over the local socket, %d through dora",
-                     name, out, ", ".join(box.readers[out]), box.sent[out], box.fallbacks[out])
-    for box in _local._INBOXES:
-        for i, (r, d, m) in box.counts().items():
-            line = f"node {name}: local input {i}: {r} message(s) over the local socket, {d} through dora"
-            if m:
-                log.warning("%s, %d malformed datagram(s) dropped", line, m)
-            else:
-                log.info("%s", line)
+    for level, line in report_lines(name):
+        log.log(level, "%s", line)
 
 
 def _flush_at_exit(name: str) -> None:

@@ -58,7 +58,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import signal
 import threading
 import time
@@ -73,16 +72,12 @@ def _node_process(node_id: str, pid: int | None = None) -> int | None:
     the daemon; dora gives each node its ``DORA_NODE_CONFIG``), or None; with ``pid``: that pid if
     it is that node, else None."""
     from contactflow.hardware.process_watch import find_child_with_env, process_env
+    from contactflow.nodes._local import node_identity
 
-    def field(text: str, key: str) -> str:
-        m = re.search(rf"^{key}: *(\S+)$", text, re.M)
-        return m.group(1) if m else ""
-
-    me = os.environ.get("DORA_NODE_CONFIG", "")
-    flow = field(me, "dataflow_id")
+    flow, _ = node_identity()
     if not flow:
         return None
-    match = lambda t: field(t, "dataflow_id") == flow and field(t, "node_id") == node_id  # noqa: E731
+    match = lambda t: node_identity({"DORA_NODE_CONFIG": t}) == (flow, node_id)  # noqa: E731
     if pid is not None:
         env = process_env(pid)
         return pid if env is not None and match(env.get("DORA_NODE_CONFIG", "")) else None

@@ -434,21 +434,17 @@ def _check_local_inputs(nid: str, n: dict, kind: str, args: list[str]) -> list[W
 def _idle_local_inputs(nodes: dict[str, dict], problems: list[WiringProblem]) -> list[WiringProblem]:
     """A local input whose source another node reads without declaring it local (the output then goes through dora
     to all its readers: the declaration is idle); not reported for an input that has a problem already."""
-    from contactflow.nodes._local import LOCAL_INPUTS_ENV, parse_local_inputs
+    from contactflow.nodes._local import LOCAL_INPUTS_ENV, output_readers
 
     flagged = {(p.node, p.port) for p in problems}
     out = []
-    for nid, n in nodes.items():
-        wired = n.get("inputs") or {}
-        for i in parse_local_inputs((n.get("env") or {}).get(LOCAL_INPUTS_ENV)):
-            if i not in wired or (nid, i) in flagged or (nid, LOCAL_INPUTS_ENV) in flagged:
-                continue
-            src = _source(wired[i])
-            others = sorted(f"{rid}/{port}" for rid, r in nodes.items() for port, spec in (r.get("inputs") or {}).items()
-                            if _source(spec) == src
-                            and port not in parse_local_inputs((r.get("env") or {}).get(LOCAL_INPUTS_ENV)))
-            if others:
-                out.append(WiringProblem(nid, LOCAL_INPUTS_ENV, f"{i!r}: its source {src} is also read by "
+    for src, readers in output_readers(nodes.values()).items():
+        others = sorted(f"{r}/{i}" for r, i, is_local in readers if not is_local)
+        if not others:
+            continue
+        for r, i, is_local in readers:
+            if is_local and (r, i) not in flagged and (r, LOCAL_INPUTS_ENV) not in flagged:
+                out.append(WiringProblem(r, LOCAL_INPUTS_ENV, f"{i!r}: its source {src} is also read by "
                                          f"{', '.join(others)}, not declared local there, so it goes through dora to "
                                          "every reader"))
     return out
