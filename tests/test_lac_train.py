@@ -887,3 +887,51 @@ def test_stiffness_relabel_adds_copies_of_each_episode_under_other_stiffness_com
     assert len(d["frames"]) == 3 * len(res.frames) and d["first"][len(res.frames)] == len(res.frames)
     with pytest.raises(ConfigError, match="stiffness_relabel"):
         load_train_config(None, {"dagger": {"stiffness_relabel": -1}})
+
+
+def test_prior_runs_join_the_aggregate_and_are_checked(run_a, dataset, tmp_path):
+    """dagger.prior_runs: an earlier run's recorded rounds join this run's aggregate from round 0 on (its
+    samples counted in round 0's training data, its files' hashes in run.json and the ONNX metadata);
+    max_steps_first_round caps round 0 alone; a folder that is not a run, this run's own folder, a run
+    with other labels, or changed files on resume are refused by name."""
+    import onnx
+
+    out_a, summary_a = run_a
+    prior_samples = int(sum(np.load(f)["teacher_ok"].sum() for f in sorted((out_a / "data").glob("round_*.npz"))))
+    cfg = load_train_config(None, {**TINY, "dagger": {**TINY["dagger"], "rounds": 2, "prior_runs": [str(out_a)]},
+                                   "optim": {**TINY["optim"], "max_steps_first_round": 5, "max_steps_per_round": 3},
+                                   "validation": {"enabled": False}})
+    run = tmp_path / "b"
+    lines = []
+    s = train(cfg, run, dataset=dataset, progress=False, echo=lines.append)
+    assert lines[0].startswith("prior runs:") and "from 1 run(s)" in lines[0]
+    own0 = int(np.load(run / "data" / "round_000.npz")["teacher_ok"].sum())
+    assert s["rounds"][0]["data_samples"] == prior_samples + own0
+    assert [r["train_steps"] for r in s["rounds"]] == [5, 3]
+    rec = json.loads((run / "run.json").read_text())["prior_runs"]
+    assert len(rec) == 1 and rec[0]["path"] == str(out_a.resolve()) and rec[0]["rounds"] == 2 and len(rec[0]["sha256"]) == 64
+    meta = {p.key: p.value for p in onnx.load(run / "student.onnx").metadata_props}
+    assert json.loads(meta["prior_runs"])[0]["sha256"] == rec[0]["sha256"]
+
+    def refused(match, **dagger):
+        c = load_train_config(None, {**TINY, "dagger": {**TINY["dagger"], **dagger}, "validation": {"enabled": False}})
+        with pytest.raises(ConfigError, match=match):
+            train(c, tmp_path / "c", dataset=dataset, progress=False, echo=lambda s: None)
+
+    refused(r"prior_runs: .*nowhere: not a `contactflow lac train` run folder", prior_runs=[str(tmp_path / "nowhere")])
+    refused(r"is this run's own folder", prior_runs=[str(tmp_path / "c")])
+    other = tmp_path / "other"
+    shutil.copytree(out_a, other)
+    text = (other / "config.yaml").read_text()
+    (other / "config.yaml").write_text(text.replace("label_limit_margin_rad: 0.02", "label_limit_margin_rad: 0.05"))
+    refused(r"dagger.label_limit_margin_rad is 0.05 there and 0.02 here", prior_runs=[str(other)])
+    # the prior run's files change: a resumed run refuses them
+    (run / "checkpoints" / "round_001.pt").unlink()
+    (run / "data" / "round_001.npz").unlink()
+    shutil.copy(out_a / "data" / "round_000.npz", tmp_path / "r0.npz")
+    shutil.copy(out_a / "data" / "round_001.npz", out_a / "data" / "round_000.npz")
+    try:
+        with pytest.raises(ConfigError, match="other data in dagger.prior_runs"):
+            train(cfg, run, dataset=dataset, resume=True, progress=False, echo=lambda s: None)
+    finally:
+        shutil.copy(tmp_path / "r0.npz", out_a / "data" / "round_000.npz")

@@ -230,6 +230,8 @@ class OptimCfg:
         batch_size: samples per gradient step.
         epochs_per_round: passes over the aggregated dataset after each round.
         max_steps_per_round: cap of gradient steps per round (0: no cap).
+        max_steps_first_round: round 0's cap instead (0: ``max_steps_per_round``); with
+            ``dagger.prior_runs`` round 0 trains a fresh student on an aggregate many rounds large.
         torch_threads: torch intra-op threads of the training (1: deterministic and one core).
         aux_force_weight: weight of an auxiliary loss: a linear head on the history latent predicts
             the TRUE external force on the two hands and the torso (privileged, 9 values, in units
@@ -249,6 +251,7 @@ class OptimCfg:
     batch_size: int = 256
     epochs_per_round: int = 4
     max_steps_per_round: int = 0
+    max_steps_first_round: int = 0
     torch_threads: int = 1
     aux_force_weight: float = 0.0
     joint_loss_scale: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -263,8 +266,10 @@ class OptimCfg:
             raise ConfigError(f"loss: expected 'action', 'torque' or 'torque_floor', got {self.loss!r}")
         if not self.lr > 0 or self.weight_decay < 0:
             raise ConfigError("lr must be > 0 and weight_decay >= 0")
-        if self.batch_size < 1 or self.epochs_per_round < 1 or self.max_steps_per_round < 0 or self.torch_threads < 1:
-            raise ConfigError("batch_size, epochs_per_round, torch_threads must be >= 1; max_steps_per_round >= 0")
+        if (self.batch_size < 1 or self.epochs_per_round < 1 or self.max_steps_per_round < 0
+                or self.max_steps_first_round < 0 or self.torch_threads < 1):
+            raise ConfigError("batch_size, epochs_per_round, torch_threads must be >= 1; "
+                              "max_steps_per_round and max_steps_first_round >= 0")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -287,6 +292,13 @@ class DaggerCfg:
             log-uniform over the teleop's ranges) label the same visited states: each gives a copy of the
             episode whose frames carry its stiffness and whose labels are its actions (the same history under
             another command, told apart only by the stiffness). 0: none.
+        prior_runs: folders of earlier ``contactflow lac train`` runs whose recorded rounds
+            (``data/round_*.npz``, every one) join this run's aggregate from round 0 on: DAgger's data
+            aggregation carried across runs (each run's students visited other states, all labelled
+            by the same teacher). A path is taken as written (relative: to the working directory);
+            each run must have the same robot, spec, teacher configuration and label margin (checked
+            at start; ``ConfigError`` naming the run and the key), and its files' SHA-256 go into
+            ``run.json`` (a resumed run refuses changed files). []: none.
     """
 
     rounds: int = 6
@@ -297,6 +309,7 @@ class DaggerCfg:
     dataset_seed: int = 0
     dataset_episodes: int = 64
     stiffness_relabel: int = 0
+    prior_runs: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.rounds < 1 or self.episodes_per_round < 1 or self.dataset_episodes < 1:

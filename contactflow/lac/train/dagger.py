@@ -295,6 +295,79 @@ def _save_round(path: Path, results: list[RolloutResult]) -> None:
     tmp.replace(path)
 
 
+def join_aggregates(parts: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """One aggregate of several (:func:`load_rounds`' dicts, in order): arrays concatenated, each part's
+    ``first`` shifted by the samples before it."""
+    if len(parts) == 1:
+        return parts[0]
+    out = {k: np.concatenate([p[k] for p in parts]) for k in ("frames", "labels", "ok", "force")}
+    offsets = np.cumsum([0] + [len(p["frames"]) for p in parts[:-1]])
+    out["first"] = np.concatenate([p["first"] + o for p, o in zip(parts, offsets)])
+    return out
+
+
+# the keys of a run's configuration that decide its frames and labels: a prior run must share them
+_PRIOR_RUN_KEYS = ("robot", "spec", "expert_config", "dagger.label_limit_margin_rad")
+
+
+def prior_aggregate(cfg: TrainConfig, out: Path) -> tuple[dict[str, np.ndarray] | None, list[dict]]:
+    """The recorded rounds of ``cfg.dagger.prior_runs`` as one aggregate, and their provenance.
+
+    Returns:
+        (aggregate or None when there is no prior run, one record per run: ``path`` (absolute),
+        ``rounds``, ``samples``, ``episodes``, ``sha256`` (of its round files, in order), its
+        ``git_revision``, ``dataset`` and ``seed``).
+
+    Raises:
+        ConfigError: a prior run is missing, is this run, has no recorded round, or differs from this
+            run in one of the keys that decide the frames and labels (named), or in the frame or action
+            size.
+    """
+    import hashlib
+
+    import yaml
+
+    parts, records = [], []
+    mine = to_dict(cfg)
+    for given in cfg.dagger.prior_runs:
+        run_dir = Path(given)
+        where = f"dagger.prior_runs: {given}"
+        if run_dir.resolve() == Path(out).resolve():
+            raise ConfigError(f"{where}: is this run's own folder")
+        if not (run_dir / "config.yaml").is_file():
+            raise ConfigError(f"{where}: not a `contactflow lac train` run folder (no config.yaml)")
+        theirs = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+        for key in _PRIOR_RUN_KEYS:
+            a, b = mine, theirs
+            for part in key.split("."):
+                a, b = (a or {}).get(part), (b or {}).get(part)
+            if a != b:
+                raise ConfigError(f"{where}: {key} is {b!r} there and {a!r} here: its frames or labels are not this run's")
+        files = sorted((run_dir / "data").glob("round_[0-9][0-9][0-9].npz"))
+        if not files:
+            raise ConfigError(f"{where}: no recorded round (data/round_XXX.npz)")
+        if [f.name for f in files] != [f"round_{r:03d}.npz" for r in range(len(files))]:
+            raise ConfigError(f"{where}: its rounds are not 0..{len(files) - 1} ({[f.name for f in files]})")
+        h = hashlib.sha256()
+        for f in files:
+            with open(f, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 22), b""):
+                    h.update(chunk)
+        agg = load_rounds(run_dir / "data", len(files) - 1)
+        parts.append(agg)
+        run = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
+        records.append({"path": str(run_dir.resolve()), "rounds": len(files), "samples": int(len(agg["frames"])),
+                        "episodes": int(len(np.unique(agg["first"]))), "sha256": h.hexdigest(),
+                        "git_revision": run.get("git_revision", "unknown"), "dataset": run.get("dataset", {}),
+                        "seed": theirs.get("seed")})
+    if not parts:
+        return None, []
+    dims = {(p["frames"].shape[1], p["labels"].shape[1]) for p in parts}
+    if len(dims) != 1:
+        raise ConfigError(f"dagger.prior_runs: frame and action sizes differ between the runs ({sorted(dims)})")
+    return join_aggregates(parts), records
+
+
 def load_rounds(data_dir: Path, upto: int) -> dict[str, np.ndarray]:
     """The aggregate of rounds ``0..upto`` of a run's ``data/`` folder, as training reads it.
 
@@ -430,7 +503,8 @@ def _metadata(spec, cfg_dict: dict, run: dict, round_: int, averaged: Sequence[i
     extra = {"train_rounds_averaged": [int(r) for r in averaged]} if averaged else {}
     return {**deploy_metadata(spec), "training": "contactflow lac train (DAgger from lac_expert)",
             "train_config": cfg_dict, "train_round": round_, **extra, "dataset": run.get("dataset", {}),
-            "dataset_seed": run.get("dataset", {}).get("seed"), "git_revision": run.get("git_revision", "unknown")}
+            "dataset_seed": run.get("dataset", {}).get("seed"), "git_revision": run.get("git_revision", "unknown"),
+            **({"prior_runs": run["prior_runs"]} if run.get("prior_runs") else {})}
 
 
 def _same_run_keys(cfg_dict: dict) -> dict:
@@ -672,6 +746,13 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
     if used is not None and not _is_recorded_dataset(used, dpath, out):
         raise ConfigError(f"{out}: the run used dataset {used}, not {dpath}")
     run["dataset"] = _dataset_info(dpath, out)
+    prior, prior_records = prior_aggregate(cfg, out)
+    if prior_records:
+        if "prior_runs" in run and [r["sha256"] for r in run["prior_runs"]] != [r["sha256"] for r in prior_records]:
+            raise ConfigError(f"{out}: the run was made with other data in dagger.prior_runs (their files changed)")
+        run["prior_runs"] = prior_records
+        echo(f"prior runs: {sum(r['samples'] for r in prior_records)} samples of "
+             f"{sum(r['episodes'] for r in prior_records)} episodes from {len(prior_records)} run(s) join the aggregate")
     run_path.write_text(json.dumps(run, indent=1, sort_keys=True))
     (out / "config.yaml").write_text(_yaml(cfg_dict))
 
@@ -722,6 +803,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
         }
         # ---- training on the aggregate
         data = load_rounds(out / "data", r)
+        if prior is not None:
+            data = join_aggregates([prior, data])
         frames = torch.from_numpy(data["frames"])
         labels = torch.from_numpy(data["labels"])
         aux_t = torch.from_numpy(data["force"] / AUX_FORCE_UNIT_N)
@@ -736,8 +819,9 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
         B = cfg.optim.batch_size
         per_epoch = max(1, int(np.ceil(len(samples) / B)))
         total = per_epoch * cfg.optim.epochs_per_round
-        if cfg.optim.max_steps_per_round:
-            total = min(total, cfg.optim.max_steps_per_round)
+        cap = cfg.optim.max_steps_first_round if r == 0 and cfg.optim.max_steps_first_round else cfg.optim.max_steps_per_round
+        if cap:
+            total = min(total, cap)
         t0 = time.perf_counter()
         bar = bar_cls(total=total, desc=f"round {r} training", unit="step", dynamic_ncols=True) if bar_cls else None
         model.train()
