@@ -567,6 +567,8 @@ def test_resume_continues_from_the_last_checkpoint(run_a, tiny_cfg, dataset, tmp
     train(tiny_cfg, run, dataset=dataset, resume=True, progress=False, echo=lines.append)
     assert lines[0].startswith("resuming after round 0")
     assert _same(_weights(out_a), _weights(run))
+    log = json.loads((run / "train_log.json").read_text())["rounds"]
+    assert "validation" in log[0] and "validation" in log[1]  # round 0's survives the resume
     other = load_train_config(None, {**TINY, "seed": 5})
     with pytest.raises(ConfigError, match="another configuration"):
         train(other, run, dataset=dataset, resume=True, progress=False, echo=lambda s: None)

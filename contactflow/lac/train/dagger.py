@@ -859,14 +859,19 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
         log_rows.append(row)
         # ---- checkpoint, export for the next round, logs
         ck_path = out / "checkpoints" / f"round_{r:03d}.pt"
-        torch.save({"round": r, "model": model.state_dict(), "optim": opt.state_dict(), "log": log_rows, "epochs": epochs,
-                    "config": cfg_dict, "run": run}, ck_path.with_suffix(".tmp"))
-        ck_path.with_suffix(".tmp").replace(ck_path)
+
+        def save_checkpoint() -> None:
+            torch.save({"round": r, "model": model.state_dict(), "optim": opt.state_dict(), "log": log_rows,
+                        "epochs": epochs, "config": cfg_dict, "run": run}, ck_path.with_suffix(".tmp"))
+            ck_path.with_suffix(".tmp").replace(ck_path)
+
+        save_checkpoint()
         export_onnx(model, student_onnx, meta(r))
         if cfg.validation.enabled:
             t0 = time.perf_counter()
             row["validation"] = validate(cfg, student_onnx)
             row["validation_wall_s"] = time.perf_counter() - t0
+            save_checkpoint()  # again, with the validation in its log: a resumed run's log keeps it
         _write_logs(out, log_rows, epochs)
         mse = "" if row["on_policy_mse"] is None else f", on-policy action MSE {row['on_policy_mse']:.4f}"
         echo(f"round {r}: beta {row['beta']:.3g}, {row['episodes']} episodes, {ticks} ticks, {row['falls']} fall(s){mse}; "
