@@ -891,16 +891,39 @@ def test_stiffness_relabel_adds_copies_of_each_episode_under_other_stiffness_com
         load_train_config(None, {"dagger": {"stiffness_relabel": -1}})
 
 
+def test_joined_aggregates_keep_each_history_window_inside_its_own_episode():
+    """join_aggregates shifts each part's episode starts: every sample's window (window_index) holds
+    frames of its own episode of its own part only."""
+    from contactflow.lac.train.dagger import join_aggregates
+
+    def part(tag, lengths):
+        n = sum(lengths)
+        first = np.concatenate([np.full(L, sum(lengths[:i]), np.int64) for i, L in enumerate(lengths)])
+        ep = np.concatenate([np.full(L, i, np.float32) for i, L in enumerate(lengths)])
+        frames = np.stack([np.full(n, tag, np.float32), ep], axis=1)  # (part tag, episode) in every frame
+        return {"frames": frames, "labels": np.zeros((n, 2), np.float32), "ok": np.ones(n, bool),
+                "force": np.zeros((n, 9), np.float32), "first": first}
+
+    joined = join_aggregates([part(0, [5, 3]), part(1, [4]), part(2, [2, 6])])
+    idx = np.arange(len(joined["frames"]))
+    w = window_index(joined["first"], idx, 8)
+    win = joined["frames"][w]  # (N, 8, 2)
+    assert np.all(win == joined["frames"][idx][:, None, :])  # every frame of a window: the sample's part and episode
+    assert np.array_equal(joined["first"][[0, 5, 8, 12, 14]], [0, 5, 8, 12, 14])
+
+
 def test_prior_runs_join_the_aggregate_and_are_checked(run_a, dataset, tmp_path):
     """dagger.prior_runs: an earlier run's recorded rounds join this run's aggregate from round 0 on (its
-    samples counted in round 0's training data, its files' hashes in run.json and the ONNX metadata);
+    samples counted in round 0's training data, its files' hash in run.json and the ONNX metadata);
     max_steps_first_round caps round 0 alone; a folder that is not a run, this run's own folder, a run
-    with other labels, or changed files on resume are refused by name."""
+    given twice, a run with other labels or another deploy contract, or changed files on resume are
+    refused by name."""
     import onnx
 
-    out_a, summary_a = run_a
-    prior_samples = int(sum(np.load(f)["teacher_ok"].sum() for f in sorted((out_a / "data").glob("round_*.npz"))))
-    cfg = load_train_config(None, {**TINY, "dagger": {**TINY["dagger"], "rounds": 2, "prior_runs": [str(out_a)]},
+    prior = tmp_path / "a"
+    shutil.copytree(run_a[0], prior)
+    prior_samples = int(sum(np.load(f)["teacher_ok"].sum() for f in sorted((prior / "data").glob("round_*.npz"))))
+    cfg = load_train_config(None, {**TINY, "dagger": {**TINY["dagger"], "rounds": 2, "prior_runs": [str(prior)]},
                                    "optim": {**TINY["optim"], "max_steps_first_round": 5, "max_steps_per_round": 3},
                                    "validation": {"enabled": False}})
     run = tmp_path / "b"
@@ -911,29 +934,33 @@ def test_prior_runs_join_the_aggregate_and_are_checked(run_a, dataset, tmp_path)
     assert s["rounds"][0]["data_samples"] == prior_samples + own0
     assert [r["train_steps"] for r in s["rounds"]] == [5, 3]
     rec = json.loads((run / "run.json").read_text())["prior_runs"]
-    assert len(rec) == 1 and rec[0]["path"] == str(out_a.resolve()) and rec[0]["rounds"] == 2 and len(rec[0]["sha256"]) == 64
+    assert len(rec) == 1 and rec[0]["path"] == str(prior.resolve()) and rec[0]["rounds"] == 2 and len(rec[0]["sha256"]) == 64
     meta = {p.key: p.value for p in onnx.load(run / "student.onnx").metadata_props}
     assert json.loads(meta["prior_runs"])[0]["sha256"] == rec[0]["sha256"]
 
-    def refused(match, **dagger):
-        c = load_train_config(None, {**TINY, "dagger": {**TINY["dagger"], **dagger}, "validation": {"enabled": False}})
+    def refused(match, *runs):
+        c = load_train_config(None, {**TINY, "dagger": {**TINY["dagger"], "prior_runs": [str(r) for r in runs]},
+                                     "validation": {"enabled": False}})
         with pytest.raises(ConfigError, match=match):
             train(c, tmp_path / "c", dataset=dataset, progress=False, echo=lambda s: None)
+        assert not (tmp_path / "c" / "data" / "round_000.npz").exists()  # refused before any rollout
 
-    refused(r"prior_runs: .*nowhere: not a `contactflow lac train` run folder", prior_runs=[str(tmp_path / "nowhere")])
-    refused(r"is this run's own folder", prior_runs=[str(tmp_path / "c")])
+    refused(r"prior_runs: .*nowhere: not a `contactflow lac train` run folder", tmp_path / "nowhere")
+    refused(r"is this run's own folder", tmp_path / "c")
+    refused(r"the same run as", prior, tmp_path / "x" / ".." / "a")
     other = tmp_path / "other"
-    shutil.copytree(out_a, other)
+    shutil.copytree(prior, other)
     text = (other / "config.yaml").read_text()
     (other / "config.yaml").write_text(text.replace("label_limit_margin_rad: 0.02", "label_limit_margin_rad: 0.05"))
-    refused(r"dagger.label_limit_margin_rad is 0.05 there and 0.02 here", prior_runs=[str(other)])
-    # the prior run's files change: a resumed run refuses them
+    refused(r"dagger.label_limit_margin_rad is 0.05 there and 0.02 here", other)
+    (other / "config.yaml").write_text(text)
+    m = onnx.load(other / "student.onnx")
+    next(p for p in m.metadata_props if p.key == "spec_sha256").value = "0" * 64
+    onnx.save(m, other / "student.onnx")
+    refused(r"deploy metadata 'spec_sha256' of .*student.onnx differs from this run's spec", other)
+    # the prior run's files change: a resumed run refuses them, naming the run
     (run / "checkpoints" / "round_001.pt").unlink()
     (run / "data" / "round_001.npz").unlink()
-    shutil.copy(out_a / "data" / "round_000.npz", tmp_path / "r0.npz")
-    shutil.copy(out_a / "data" / "round_001.npz", out_a / "data" / "round_000.npz")
-    try:
-        with pytest.raises(ConfigError, match="other data in dagger.prior_runs"):
-            train(cfg, run, dataset=dataset, resume=True, progress=False, echo=lambda s: None)
-    finally:
-        shutil.copy(tmp_path / "r0.npz", out_a / "data" / "round_000.npz")
+    shutil.copy(prior / "data" / "round_001.npz", prior / "data" / "round_000.npz")
+    with pytest.raises(ConfigError, match=r"prior_runs: the files of .*a changed since the run began"):
+        train(cfg, run, dataset=dataset, resume=True, progress=False, echo=lambda s: None)

@@ -310,8 +310,13 @@ def join_aggregates(parts: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndar
 _PRIOR_RUN_KEYS = ("robot", "spec", "expert_config", "dagger.label_limit_margin_rad")
 
 
-def prior_aggregate(cfg: TrainConfig, out: Path) -> tuple[dict[str, np.ndarray] | None, list[dict]]:
+def prior_aggregate(cfg: TrainConfig, out: Path, spec) -> tuple[dict[str, np.ndarray] | None, list[dict]]:
     """The recorded rounds of ``cfg.dagger.prior_runs`` as one aggregate, and their provenance.
+
+    A prior run must have been made for this run's deploy contract: its ``student.onnx`` carries the deploy
+    metadata of ``spec`` (:data:`~contactflow.lac.train.student.DEPLOY_METADATA_KEYS`: joint orders, gains,
+    observation layout, history, the spec file's SHA-256), its configuration this run's robot, spec name,
+    teacher configuration and label margin, and its frames and labels the spec's sizes.
 
     Returns:
         (aggregate or None when there is no prior run, one record per run: ``path`` (absolute),
@@ -319,21 +324,29 @@ def prior_aggregate(cfg: TrainConfig, out: Path) -> tuple[dict[str, np.ndarray] 
         ``git_revision``, ``dataset`` and ``seed``).
 
     Raises:
-        ConfigError: a prior run is missing, is this run, has no recorded round, or differs from this
-            run in one of the keys that decide the frames and labels (named), or in the frame or action
-            size.
+        ConfigError: a prior run is missing, is this run or given twice, has no recorded round or an
+            unreadable one, or differs from this run in one of the keys that decide the frames and labels,
+            in its deploy metadata (the key named) or in the frame or action size.
     """
     import hashlib
 
+    import onnx
     import yaml
 
-    parts, records = [], []
+    from contactflow.lac.train.student import DEPLOY_METADATA_KEYS, deploy_metadata
+
+    parts, records, seen = [], [], {}
     mine = to_dict(cfg)
+    deploy = {k: v if isinstance(v, str) else json.dumps(v) for k, v in deploy_metadata(spec).items()}
+    sizes = (spec.frame_dim, len(spec.joint_names))
     for given in cfg.dagger.prior_runs:
         run_dir = Path(given)
         where = f"dagger.prior_runs: {given}"
         if run_dir.resolve() == Path(out).resolve():
             raise ConfigError(f"{where}: is this run's own folder")
+        if run_dir.resolve() in seen:
+            raise ConfigError(f"{where}: the same run as {seen[run_dir.resolve()]} (its data would count twice)")
+        seen[run_dir.resolve()] = given
         if not (run_dir / "config.yaml").is_file():
             raise ConfigError(f"{where}: not a `contactflow lac train` run folder (no config.yaml)")
         theirs = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
@@ -343,6 +356,14 @@ def prior_aggregate(cfg: TrainConfig, out: Path) -> tuple[dict[str, np.ndarray] 
                 a, b = (a or {}).get(part), (b or {}).get(part)
             if a != b:
                 raise ConfigError(f"{where}: {key} is {b!r} there and {a!r} here: its frames or labels are not this run's")
+        model = run_dir / "student.onnx"
+        if not model.is_file():
+            raise ConfigError(f"{where}: no student.onnx (its deploy contract cannot be checked)")
+        theirs_meta = {p.key: p.value for p in onnx.load(str(model), load_external_data=False).metadata_props}
+        for key in DEPLOY_METADATA_KEYS:
+            if theirs_meta.get(key) != deploy[key]:
+                raise ConfigError(f"{where}: deploy metadata {key!r} of {model} differs from this run's spec "
+                                  f"({cfg.spec}): its frames or actions are not this run's")
         files = sorted((run_dir / "data").glob("round_[0-9][0-9][0-9].npz"))
         if not files:
             raise ConfigError(f"{where}: no recorded round (data/round_XXX.npz)")
@@ -353,7 +374,13 @@ def prior_aggregate(cfg: TrainConfig, out: Path) -> tuple[dict[str, np.ndarray] 
             with open(f, "rb") as fh:
                 for chunk in iter(lambda: fh.read(1 << 22), b""):
                     h.update(chunk)
-        agg = load_rounds(run_dir / "data", len(files) - 1)
+        try:
+            agg = load_rounds(run_dir / "data", len(files) - 1)
+        except (OSError, KeyError, ValueError) as exc:
+            raise ConfigError(f"{where}: a recorded round cannot be read ({type(exc).__name__}: {exc})") from None
+        if (agg["frames"].shape[1], agg["labels"].shape[1]) != sizes:
+            raise ConfigError(f"{where}: frames x actions {agg['frames'].shape[1]} x {agg['labels'].shape[1]}, "
+                              f"expected {sizes[0]} x {sizes[1]} (spec {cfg.spec})")
         parts.append(agg)
         run = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
         records.append({"path": str(run_dir.resolve()), "rounds": len(files), "samples": int(len(agg["frames"])),
@@ -362,9 +389,6 @@ def prior_aggregate(cfg: TrainConfig, out: Path) -> tuple[dict[str, np.ndarray] 
                         "seed": theirs.get("seed")})
     if not parts:
         return None, []
-    dims = {(p["frames"].shape[1], p["labels"].shape[1]) for p in parts}
-    if len(dims) != 1:
-        raise ConfigError(f"dagger.prior_runs: frame and action sizes differ between the runs ({sorted(dims)})")
     return join_aggregates(parts), records
 
 
@@ -746,10 +770,14 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
     if used is not None and not _is_recorded_dataset(used, dpath, out):
         raise ConfigError(f"{out}: the run used dataset {used}, not {dpath}")
     run["dataset"] = _dataset_info(dpath, out)
-    prior, prior_records = prior_aggregate(cfg, out)
+    robot = load_robot(cfg.robot)
+    spec = load_train_spec(cfg.spec, robot)
+    prior, prior_records = prior_aggregate(cfg, out, spec)
     if prior_records:
-        if "prior_runs" in run and [r["sha256"] for r in run["prior_runs"]] != [r["sha256"] for r in prior_records]:
-            raise ConfigError(f"{out}: the run was made with other data in dagger.prior_runs (their files changed)")
+        for was, now in zip(run.get("prior_runs", []), prior_records):
+            if was["sha256"] != now["sha256"]:
+                raise ConfigError(f"{out}: dagger.prior_runs: the files of {now['path']} changed since the run began "
+                                  f"(SHA-256 {now['sha256'][:12]}..., recorded {was['sha256'][:12]}...)")
         run["prior_runs"] = prior_records
         echo(f"prior runs: {sum(r['samples'] for r in prior_records)} samples of "
              f"{sum(r['episodes'] for r in prior_records)} episodes from {len(prior_records)} run(s) join the aggregate")
@@ -759,8 +787,6 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
     # ---- model, optimiser, state
     torch.set_num_threads(cfg.optim.torch_threads)
     torch.manual_seed(cfg.seed)
-    robot = load_robot(cfg.robot)
-    spec = load_train_spec(cfg.spec, robot)
     w = loss_weights(cfg, spec)  # per joint, the same every round (joint_loss_scale's names checked before any rollout)
     model = new_student(cfg, spec)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
@@ -853,6 +879,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
         if bar:
             bar.close()
         train_wall = time.perf_counter() - t0
+        del data, frames, labels, aux_t  # the aggregate is read again next round: not two of them at once
         row.update(data_samples=int(len(samples)), train_steps=step, train_samples=seen, train_wall_s=train_wall,
                    train_samples_per_s=seen / max(train_wall, 1e-9), loss_first_epoch=epochs[-ep_i]["loss"],
                    loss_last_epoch=epochs[-1]["loss"])
