@@ -946,7 +946,7 @@ def test_prior_runs_join_the_aggregate_and_are_checked(run_a, dataset, tmp_path)
         assert not (tmp_path / "c" / "data" / "round_000.npz").exists()  # refused before any rollout
 
     refused(r"prior_runs: .*nowhere: not a `contactflow lac train` run folder", tmp_path / "nowhere")
-    refused(r"is this run's own folder", tmp_path / "c")
+    refused(r"that is this run's own output folder \(--out\)", tmp_path / "c")
     refused(r"the same run as", prior, tmp_path / "x" / ".." / "a")
     other = tmp_path / "other"
     shutil.copytree(prior, other)

@@ -343,12 +343,13 @@ def prior_aggregate(cfg: TrainConfig, out: Path, spec) -> tuple[dict[str, np.nda
         run_dir = Path(given)
         where = f"dagger.prior_runs: {given}"
         if run_dir.resolve() == Path(out).resolve():
-            raise ConfigError(f"{where}: is this run's own folder")
+            raise ConfigError(f"{where}: that is this run's own output folder (--out): a run cannot pool its own data")
         if run_dir.resolve() in seen:
             raise ConfigError(f"{where}: the same run as {seen[run_dir.resolve()]} (its data would count twice)")
         seen[run_dir.resolve()] = given
         if not (run_dir / "config.yaml").is_file():
-            raise ConfigError(f"{where}: not a `contactflow lac train` run folder (no config.yaml)")
+            rel = "" if run_dir.is_absolute() else f"; a relative path is read from the working directory, {Path.cwd()}"
+            raise ConfigError(f"{where}: not a `contactflow lac train` run folder (no config.yaml{rel})")
         theirs = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
         for key in _PRIOR_RUN_KEYS:
             a, b = mine, theirs
@@ -739,7 +740,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
         oc, nc = _same_run_keys(old_dict), _same_run_keys(cfg_dict)
         if oc != nc:
             diff = sorted(k for k in set(oc) | set(nc) if oc.get(k) != nc.get(k))
-            raise ConfigError(f"{out}: holds a run made with another configuration (sections {diff}); use a new directory")
+            raise ConfigError(f"{out}: holds a run made with another configuration (sections {diff}); use a new directory, "
+                              f"or --config {out / 'config.yaml'} to continue that run")
         if len(have) > cfg.dagger.rounds:
             raise ConfigError(f"{out}: holds {len(have)} rounds, more than dagger.rounds = {cfg.dagger.rounds}")
         run = dict(old, config=cfg_dict)
