@@ -296,9 +296,12 @@ class DaggerCfg:
             (``data/round_*.npz``, every one) join this run's aggregate from round 0 on: DAgger's data
             aggregation carried across runs (each run's students visited other states, all labelled
             by the same teacher). A path is taken as written (relative: to the working directory);
-            each run must have the same robot, spec, teacher configuration and label margin (checked
-            at start; ``ConfigError`` naming the run and the key), and its files' SHA-256 go into
-            ``run.json`` (a resumed run refuses changed files). []: none.
+            each run must have the same robot, spec, teacher configuration and label margin, its
+            ``student.onnx`` this run's deploy metadata and its data the spec's sizes, and no run may
+            be given twice (checked before any rollout by
+            :func:`~contactflow.lac.train.dagger.prior_aggregate`; ``ConfigError`` naming the run and
+            the key); one SHA-256 per run over its round files goes into ``run.json`` (a resumed run
+            refuses changed files). []: none.
     """
 
     rounds: int = 6

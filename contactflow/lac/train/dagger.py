@@ -333,11 +333,11 @@ def prior_aggregate(cfg: TrainConfig, out: Path, spec) -> tuple[dict[str, np.nda
     import onnx
     import yaml
 
-    from contactflow.lac.train.student import DEPLOY_METADATA_KEYS, deploy_metadata
+    from contactflow.lac.train.student import deploy_contract_mismatch, deploy_metadata, metadata_strings
 
     parts, records, seen = [], [], {}
     mine = to_dict(cfg)
-    deploy = {k: v if isinstance(v, str) else json.dumps(v) for k, v in deploy_metadata(spec).items()}
+    deploy = metadata_strings(deploy_metadata(spec))
     sizes = (spec.frame_dim, len(spec.joint_names))
     for given in cfg.dagger.prior_runs:
         run_dir = Path(given)
@@ -361,10 +361,10 @@ def prior_aggregate(cfg: TrainConfig, out: Path, spec) -> tuple[dict[str, np.nda
         if not model.is_file():
             raise ConfigError(f"{where}: no student.onnx (its deploy contract cannot be checked)")
         theirs_meta = {p.key: p.value for p in onnx.load(str(model), load_external_data=False).metadata_props}
-        for key in DEPLOY_METADATA_KEYS:
-            if theirs_meta.get(key) != deploy[key]:
-                raise ConfigError(f"{where}: deploy metadata {key!r} of {model} differs from this run's spec "
-                                  f"({cfg.spec}): its frames or actions are not this run's")
+        key = deploy_contract_mismatch(theirs_meta, deploy)
+        if key is not None:
+            raise ConfigError(f"{where}: deploy metadata {key!r} of {model} differs from this run's spec "
+                              f"({cfg.spec}): its frames or actions are not this run's")
         files = sorted((run_dir / "data").glob("round_[0-9][0-9][0-9].npz"))
         if not files:
             raise ConfigError(f"{where}: no recorded round (data/round_XXX.npz)")

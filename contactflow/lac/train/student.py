@@ -38,7 +38,7 @@ from contactflow.lac.train.config import StudentCfg
 from contactflow.policy.spec import PolicySpec
 
 __all__ = ["Student", "export_onnx", "ensemble_onnx", "ONNX_OPSET", "SPEC_VERSION", "deploy_metadata", "tracking_feature_map",
-           "DEPLOY_METADATA_KEYS"]
+           "DEPLOY_METADATA_KEYS", "metadata_strings", "deploy_contract_mismatch"]
 
 #: the normalised inputs are clipped to +- this many standard deviations inside the graph
 CLIP_SIGMA = 10.0
@@ -265,9 +265,9 @@ def export_onnx(model: Student, path: str | Path, metadata: Mapping, *, input_na
     m = onnx.load(str(tmp))
     m.producer_name = "contactflow.lac.train"
     del m.metadata_props[:]
-    for k, v in metadata.items():
+    for k, v in metadata_strings(metadata).items():
         p = m.metadata_props.add()
-        p.key, p.value = str(k), v if isinstance(v, str) else json.dumps(v)
+        p.key, p.value = k, v
     onnx.checker.check_model(m)
     onnx.save(m, str(path))
     tmp.unlink()
@@ -278,6 +278,17 @@ def export_onnx(model: Student, path: str | Path, metadata: Mapping, *, input_na
 #: agree on every one (:func:`ensemble_onnx`). ``tests/test_lac_train.py`` checks that the two lists are the same.
 DEPLOY_METADATA_KEYS = ("dof_names", "kp", "kd", "action_scale", "default_joint_pos", "joint_orders",
                         "observation_layout", "history", "rate_hz", "spec_name", "spec_version", "spec_sha256")
+
+def metadata_strings(metadata: Mapping) -> dict[str, str]:
+    """``metadata`` as ONNX ``metadata_props`` store it (:func:`export_onnx`): strings as they are, other values as JSON."""
+    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in metadata.items()}
+
+
+def deploy_contract_mismatch(meta: Mapping[str, str], reference: Mapping[str, str]) -> str | None:
+    """The first key of :data:`DEPLOY_METADATA_KEYS` whose stored value differs between two ONNX metadata maps
+    (strings, as ``metadata_props`` hold them; a key missing from ``meta`` differs); ``None``: one deploy contract."""
+    return next((k for k in DEPLOY_METADATA_KEYS if meta.get(k) != reference.get(k)), None)
+
 
 #: The metadata of :func:`contactflow.lac.train.dagger.export_checkpoint` stored as JSON (the others are strings).
 _JSON_RECORD_KEYS = ("train_round", "train_rounds_averaged", "train_config", "dataset", "dataset_seed")
@@ -346,9 +357,9 @@ def ensemble_onnx(members: Sequence[str | Path], path: str | Path, *, input_name
         if missing:
             raise ConfigError(f"{m}: no deploy metadata {missing} (not exported by contactflow lac export)")
         if metas:
-            for k in DEPLOY_METADATA_KEYS:
-                if meta[k] != metas[0][k]:
-                    raise ConfigError(f"{m}: metadata {k!r} differs from {members[0]}'s: not one deploy contract")
+            k = deploy_contract_mismatch(meta, metas[0])
+            if k is not None:
+                raise ConfigError(f"{m}: metadata {k!r} differs from {members[0]}'s: not one deploy contract")
             if model.opset_import != models[0].opset_import:
                 raise ConfigError(f"{m}: opset {list(model.opset_import)} differs from {members[0]}'s")
         models.append(model)
@@ -378,8 +389,8 @@ def ensemble_onnx(members: Sequence[str | Path], path: str | Path, *, input_name
                       for m, meta in zip(members, metas)]
     props = {k: metas[0][k] for k in DEPLOY_METADATA_KEYS}
     props["training"] = f"ensemble (mean action) of {len(models)} students of contactflow lac train"
-    props["ensemble_members"] = json.dumps(members_record)
-    for k, v in props.items():
+    props["ensemble_members"] = members_record
+    for k, v in metadata_strings(props).items():
         p = out.metadata_props.add()
         p.key, p.value = k, v
     onnx.checker.check_model(out)
