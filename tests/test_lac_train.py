@@ -306,6 +306,62 @@ def test_stiffness_sampled_per_episode(robot, rows):
         load_train_config(None, {"env": {"stiffness_sample_prob": 1.5}})
 
 
+def test_probe_episodes_hold_one_load_at_a_drawn_stiffness_of_its_link(robot, rows):
+    """probe_prob = 1: every episode is a compliance probe: the teleop's default command but for the loaded arm's
+    shoulder and the loaded link's stiffness channels (in LAC's ranges), one load of the configured size on one link
+    (a hand couple about the hand's own joint axis, in body axes), the trapezoid's parts in their ranges, the start at
+    the commanded posture; probe_prob = 0 leaves a configuration's episodes as they were."""
+    from contactflow.lac.config import K_ANG_RANGE, K_LIN_RANGE
+    from contactflow.lac.model import LacRobot
+    from contactflow.lac.teleop import load_teleop_config
+
+    lac = LacRobot(robot)
+    pc_over = {"hand_force_n": [2.0, 8.0], "couple_nm": [0.5, 1.5], "elbow_force_n": [2.0, 5.0], "torso_force_n": [1.0, 3.0],
+               "posture_prob": 0.5, "all_stiffness_prob": 0.0}
+    cfg = load_train_config(None, {"env": {"probe_prob": 1.0, "probe": pc_over}}).env
+    default_k = np.asarray(load_teleop_config(robot).stiffness_default, float)
+    channels = {"left_wrist_roll_link": {0, 3}, "right_wrist_roll_link": {1, 4}, "left_elbow_link": {0},
+                "right_elbow_link": {1}, "torso_link": {2}}
+    kinds, moved = set(), 0
+    names, arms = list(robot.joint_names), list(robot.raw["teleop"]["arm_joints"])
+    arm_default = np.array([robot.theta_default[names.index(j)] for j in arms])
+    for i in range(40):
+        ep = episode_from_row(rows[i % 2], cfg, lac, episode_rng(0, 7, i), row_index=i % 2)
+        (link,), w = ep.links, ep.peaks_W[0]
+        k = ep.command["stiffness"]
+        assert np.all((K_LIN_RANGE[0] <= k[:3]) & (k[:3] <= K_LIN_RANGE[1]))
+        assert np.all((K_ANG_RANGE[0] <= k[3:]) & (k[3:] <= K_ANG_RANGE[1]))
+        assert {c for c in range(5) if k[c] != default_k[c]} <= channels[link]
+        if np.any(w[3:]):
+            kinds.add("couple")
+            assert link.endswith("wrist_roll_link") and ep.body_frame == (True,) and not np.any(w[:3])
+            assert 0.5 <= np.linalg.norm(w[3:]) <= 1.5 and np.count_nonzero(w[3:]) == 1
+        else:
+            kinds.add(link.split("_", 1)[-1] if link != "torso_link" else "torso")
+            lo, hi = {"wrist_roll_link": (2.0, 8.0), "elbow_link": (2.0, 5.0), "torso_link": (1.0, 3.0)}[
+                "torso_link" if link == "torso_link" else link.split("_", 1)[-1]]
+            assert lo <= np.linalg.norm(w[:3]) <= hi and ep.body_frame == (False,)
+        changed = {arms[j] for j in np.flatnonzero(np.abs(ep.command["q_ref_arms"] - arm_default) > 1e-12)}
+        side = link.split("_")[0]
+        assert changed <= {f"{side}_shoulder_pitch_joint", f"{side}_shoulder_roll_joint"}
+        moved += bool(changed)
+        assert ep.command["base_height"][0] == load_teleop_config(robot).base_height_default_m
+        q_arm0 = np.array([ep.q0[names.index(j)] for j in arms])
+        assert np.max(np.abs(q_arm0 - ep.command["q_ref_arms"])) < 0.15  # the commanded posture + joint noise
+        start, ramp, hold, release = ep.event
+        assert cfg.settle_s + 0.5 <= start <= cfg.settle_s + 1.5 and 0.5 <= ramp <= 1.5 and 1.0 <= hold <= 3.0
+        assert 1.0 <= release <= 2.0
+    assert kinds == {"wrist_roll_link", "couple", "elbow_link", "torso"} and 5 <= moved <= 35
+    base = load_train_config(None, {}).env
+    ep0 = episode_from_row(rows[0], base, lac, episode_rng(0, 7, 0), row_index=0)
+    ep1 = episode_from_row(rows[0], load_train_config(None, {"env": {"probe_prob": 0.0}}).env, lac, episode_rng(0, 7, 0), row_index=0)
+    np.testing.assert_array_equal(ep0.peaks_W, ep1.peaks_W)
+    with pytest.raises(ConfigError, match="probe_prob"):
+        load_train_config(None, {"env": {"probe_prob": -0.1}})
+    with pytest.raises(ConfigError, match="load_weights"):
+        load_train_config(None, {"env": {"probe": {"load_weights": [0, 0, 0, 0]}}})
+
+
 def test_hand_couple_episodes(robot, rows):
     """hand_couple_prob = 1: one couple on a hand, magnitude in hand_couple_nm, any axis, no force; the two
     episode kinds cannot together exceed probability 1."""
@@ -654,6 +710,23 @@ def test_actor_dropout_acts_in_training_only_and_the_export_has_none(robot, spec
         load_train_config(None, {"student": {"actor_dropout": 1.0}})
 
 
+def _runner_frame(robot, spec, rng, *, q_noise: float, q_ref_std: float):
+    """A deploy PolicyRunner with a random last action, and the frame it builds for a random state and command:
+    (runner, frame (95,), q, command)."""
+    from contactflow.policy import PolicyRunner
+
+    run = PolicyRunner(spec)
+    q = robot.q_default.copy()
+    q[7:] += q_noise * rng.standard_normal(robot.n)
+    sensors = {"t": np.zeros(1), "q": q, "v": rng.standard_normal(robot.nv), "imu_quat": np.array([0.0, 0.0, 0.0, 1.0]),
+               "imu_gyro": np.zeros(3)}
+    n_arm = len(robot.raw["teleop"]["arm_joints"])
+    command = {"lin_vel": np.zeros(2), "ang_vel": np.zeros(1), "base_height": np.array([0.74]), "waist_yaw": np.zeros(1),
+               "q_ref_arms": q_ref_std * rng.standard_normal(n_arm), "stiffness": np.array([40.0, 300.0, 120.0, 15.0, 80.0])}
+    run.last_action[:] = rng.standard_normal(len(spec.joint_names))
+    return run, run.frame(sensors, command), q, command
+
+
 def test_tracking_features_are_the_pd_and_reference_errors_of_the_runner_frame(robot, spec, tmp_path):
     """student.tracking_features: the 33 values appended inside the graph equal, for a frame the
     deploy runner builds, the PD tracking error (target - angle) of every joint in policy order and
@@ -661,19 +734,11 @@ def test_tracking_features_are_the_pd_and_reference_errors_of_the_runner_frame(r
     keeps LAC's input (1, 64, 95) and is the torch network."""
     from contactflow.lac.train.dagger import new_student
     from contactflow.lac.train.student import deploy_metadata, export_onnx
-    from contactflow.policy import PolicyRunner, load_policy_spec
+    from contactflow.policy import load_policy_spec
 
     rng = np.random.default_rng(7)
-    run = PolicyRunner(spec)
-    q = robot.q_default.copy()
-    q[7:] += 0.2 * rng.standard_normal(robot.n)
-    sensors = {"t": np.zeros(1), "q": q, "v": rng.standard_normal(robot.nv), "imu_quat": np.array([0.0, 0.0, 0.0, 1.0]),
-               "imu_gyro": np.zeros(3)}
+    run, frame, q, command = _runner_frame(robot, spec, rng, q_noise=0.2, q_ref_std=0.3)
     arm_names = list(robot.raw["teleop"]["arm_joints"])
-    command = {"lin_vel": np.zeros(2), "ang_vel": np.zeros(1), "base_height": np.array([0.74]), "waist_yaw": np.zeros(1),
-               "q_ref_arms": 0.3 * rng.standard_normal(len(arm_names)), "stiffness": np.array([40.0, 300.0, 120.0, 15.0, 80.0])}
-    run.last_action[:] = rng.standard_normal(len(spec.joint_names))
-    frame = run.frame(sensors, command)
     model = new_student(load_train_config(None, {"student": {"tracking_features": True}}), spec)
     with torch.no_grad():
         feats = model.features(torch.from_numpy(frame[None, None].astype(np.float32))).numpy()[0, 0]
@@ -692,6 +757,45 @@ def test_tracking_features_are_the_pd_and_reference_errors_of_the_runner_frame(r
     loaded = load_policy_spec("lac", robot, model=path)
     with torch.no_grad():
         np.testing.assert_allclose(loaded.model.run(x), model(torch.from_numpy(x)).numpy(), atol=1e-4)
+
+
+def test_residual_action_student_starts_by_holding_the_runners_last_action_and_exports(robot, spec, tmp_path):
+    """student.residual_action: the action is the network's output plus the last action of the frame the deploy runner
+    builds (policy order, raw); the new student outputs exactly that last action; after a gradient step the
+    network's part is no longer zero and the export (LAC's input and output) is the torch network."""
+    from contactflow.lac.train.dagger import new_student
+    from contactflow.lac.train.student import deploy_metadata, export_onnx
+    from contactflow.policy import load_policy_spec
+
+    rng = np.random.default_rng(3)
+    run, frame, _, _ = _runner_frame(robot, spec, rng, q_noise=0.1, q_ref_std=0.0)
+    x = np.repeat(frame[None, None].astype(np.float32), 64, axis=1)
+    model = new_student(load_train_config(None, {"student": {"residual_action": "all"}}), spec)
+    model.set_normalizer(model.features(torch.from_numpy(x[0])).numpy() + rng.normal(size=(64, 95)), 1e-2)
+    with torch.no_grad():
+        np.testing.assert_allclose(model(torch.from_numpy(x)).numpy()[0], run.last_action, atol=1e-5)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = ((model(torch.from_numpy(x)) - torch.zeros(1, 23)) ** 2).mean()
+    loss.backward()
+    opt.step()
+    with torch.no_grad():
+        a = model(torch.from_numpy(x)).numpy()[0]
+    assert np.max(np.abs(a - run.last_action)) > 1e-3
+    path = export_onnx(model, tmp_path / "residual.onnx", deploy_metadata(spec))
+    loaded = load_policy_spec("lac", robot, model=path)
+    np.testing.assert_allclose(loaded.model.run(x)[0], a, atol=1e-4)
+    plain = new_student(load_train_config(None, {}), spec)
+    assert not hasattr(plain, "last_action_W")
+    arms = new_student(load_train_config(None, {"student": {"residual_action": "arms"}}), spec)
+    arms.set_normalizer(arms.features(torch.from_numpy(x[0])).numpy() + rng.normal(size=(64, 95)), 1e-2)
+    i_arm = [spec.joint_names.index(j) for j in spec.cfg.joint_orders["arms"]]
+    i_leg = [i for i in range(len(spec.joint_names)) if i not in i_arm]
+    with torch.no_grad():
+        a = arms(torch.from_numpy(x)).numpy()[0]
+    np.testing.assert_allclose(a[i_arm], run.last_action[i_arm], atol=1e-5)
+    assert np.all(np.abs(a[i_leg] - run.last_action[i_leg]) > 1e-6)  # the network alone there
+    with pytest.raises(ConfigError, match="residual_action"):
+        load_train_config(None, {"student": {"residual_action": "legs"}})
 
 
 def test_bad_config_is_named(tmp_path):

@@ -13,7 +13,7 @@ from typing import Mapping
 from contactflow.config import load_config, merge, read_layered
 from contactflow.errors import ConfigError
 
-__all__ = ["EnvCfg", "RandomizationCfg", "StudentCfg", "OptimCfg", "DaggerCfg", "ValidationCfg", "TrainConfig", "load_train_config",
+__all__ = ["EnvCfg", "ProbeCfg", "RandomizationCfg", "StudentCfg", "OptimCfg", "DaggerCfg", "ValidationCfg", "TrainConfig", "load_train_config",
            "default_train_config_path"]
 
 
@@ -53,6 +53,63 @@ class RandomizationCfg:
         for n in ("joint_noise_rad", "force_direction_jitter_deg"):
             if not getattr(self, n) >= 0:
                 raise ConfigError(f"{n}: must be >= 0, got {getattr(self, n)!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ProbeCfg:
+    """Compliance-probe episodes (``EnvCfg.probe_prob``): the robot stands still, one held load.
+
+    LAC's evaluation (Figs. 3, 4, 6) holds one load on one link while the commanded posture is still
+    and one stiffness channel is swept, the others at the teleop's default; the dataset's episodes
+    mix several loads on a moving reference at the row's 5-D stiffness. A probe episode replaces the
+    row by that kind of experiment, drawn at random (not the evaluation's grid): the command is the
+    teleop's default (base height, waist, arms) with the loaded arm's shoulder pitch and roll drawn
+    anew with probability ``posture_prob``; the stiffness is the teleop's default with the loaded
+    link's channels (its group's K_lin; for a hand also its K_theta) drawn log-uniform over LAC's
+    ranges, and with probability ``all_stiffness_prob`` every channel drawn; one load whose kind is
+    drawn with ``load_weights``: a force on a hand, a couple about a hand's own joint axis (body axes,
+    held in world from the event start, as the evaluation's Fig. 4 couple), a force on an elbow, a
+    force on the torso; a force's direction is uniform on the sphere (world); the trapezoid's parts
+    are drawn from the ranges below. The initial posture is the commanded one (plus the episode's
+    joint noise). Friction and mass are randomised as in every episode.
+
+    Attributes:
+        load_weights: relative weights of [hand force, hand couple, elbow force, torso force] [-].
+        hand_force_n, elbow_force_n, torso_force_n: [low, high] force magnitude [N].
+        couple_nm: [low, high] couple magnitude [N m].
+        posture_prob: probability that the loaded arm's shoulder pitch and roll are drawn from
+            ``shoulder_pitch_rad`` / ``shoulder_roll_out_rad`` (else the default posture).
+        shoulder_pitch_rad: [low, high] shoulder pitch [rad] (negative: the arm raised forward).
+        shoulder_roll_out_rad: [low, high] shoulder roll away from the body [rad] (left: +, right: -).
+        all_stiffness_prob: probability that every channel, not only the loaded link's, is drawn.
+        rest_s, ramp_s, hold_s, release_s: [low, high] of the trapezoid's parts [s] (the rest
+            after ``EnvCfg.settle_s``).
+    """
+
+    load_weights: tuple[float, float, float, float] = (0.5, 0.2, 0.15, 0.15)
+    hand_force_n: tuple[float, float] = (2.0, 8.0)
+    couple_nm: tuple[float, float] = (0.5, 1.5)
+    elbow_force_n: tuple[float, float] = (2.0, 5.0)
+    torso_force_n: tuple[float, float] = (1.0, 3.0)
+    posture_prob: float = 0.5
+    shoulder_pitch_rad: tuple[float, float] = (-0.7, 0.3)
+    shoulder_roll_out_rad: tuple[float, float] = (0.0, 0.9)
+    all_stiffness_prob: float = 0.3
+    rest_s: tuple[float, float] = (0.5, 1.5)
+    ramp_s: tuple[float, float] = (0.5, 1.5)
+    hold_s: tuple[float, float] = (1.0, 3.0)
+    release_s: tuple[float, float] = (1.0, 2.0)
+
+    def __post_init__(self):
+        if len(self.load_weights) != 4 or min(self.load_weights) < 0 or not sum(self.load_weights) > 0:
+            raise ConfigError(f"load_weights: expected 4 weights >= 0 with a positive sum, got {list(self.load_weights)}")
+        for n in ("hand_force_n", "couple_nm", "elbow_force_n", "torso_force_n", "rest_s", "ramp_s", "hold_s", "release_s"):
+            _range(n, getattr(self, n), 0.0)
+        _range("shoulder_pitch_rad", self.shoulder_pitch_rad)
+        _range("shoulder_roll_out_rad", self.shoulder_roll_out_rad)
+        for n in ("posture_prob", "all_stiffness_prob"):
+            if not 0 <= getattr(self, n) <= 1:
+                raise ConfigError(f"{n}: must be in [0, 1], got {getattr(self, n)!r}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -112,6 +169,11 @@ class EnvCfg:
             response that follows K over its whole range. The teacher (``lac_expert``) computes
             its compliance from the command, so any K is labelled consistently. Drawn after every
             other draw of the episode (0: the episodes of a configuration without the key).
+        probe_prob: probability that the episode is a compliance probe instead of the row's
+            (:class:`ProbeCfg`: standing still, one held load at a drawn stiffness, the evaluation's
+            kind of experiment). Drawn after every other draw of the episode (0: the episodes of a
+            configuration without the key).
+        probe: the probe episodes' distribution.
         fall_tilt_rad: the episode ends (a fall) when the pelvis tilts more than this from upright
             [rad] (the states of a fall in progress are not worth labelling).
         fall_height_m: ... or when the pelvis is below this height [m] (the simulator's own fall
@@ -137,6 +199,8 @@ class EnvCfg:
     hand_couple_nm: tuple[float, float] = (0.5, 1.5)
     hand_couple_axis: str = "sphere"
     stiffness_sample_prob: float = 0.0
+    probe_prob: float = 0.0
+    probe: ProbeCfg = dataclasses.field(default_factory=ProbeCfg)
     fall_tilt_rad: float = 0.5
     fall_height_m: float = 0.45
     randomization: RandomizationCfg = dataclasses.field(default_factory=RandomizationCfg)
@@ -153,6 +217,8 @@ class EnvCfg:
             raise ConfigError(f"hand_couple_prob: must be in [0, 1 - hand_push_prob], got {self.hand_couple_prob!r} "
                               f"(hand_push_prob {self.hand_push_prob!r})")
         _range("hand_couple_nm", self.hand_couple_nm, 0.0)
+        if not 0 <= self.probe_prob <= 1:
+            raise ConfigError(f"probe_prob: must be in [0, 1], got {self.probe_prob!r}")
         if not 0 <= self.stiffness_sample_prob <= 1:
             raise ConfigError(f"stiffness_sample_prob: must be in [0, 1], got {self.stiffness_sample_prob!r}")
         if self.hand_push_direction not in ("horizontal", "sphere"):
@@ -189,6 +255,16 @@ class StudentCfg:
             Both are linear in the frame, but as differences of two large signals (joint angles
             that move with the reference) they are small (a load of a few N moves them by
             0.01-0.05 rad); given explicitly, the normaliser scales them by their own spread.
+        residual_action: ``"none"``, ``"arms"`` (the 10 arm joints of the spec's ``arms`` order) or
+            ``"all"``: those actions are the newest frame's ``last_action`` plus the network's output
+            (its output layer starts at zero: the initial student holds its last action there). The
+            teacher holds a stiff link still by keeping the PD offset that carries the load, which
+            is its own last action: a network that has to reproduce that identity through its
+            layers reproduces it with a gain slightly below one, a leaky integrator whose
+            steady-state error grows with the commanded stiffness. Here the identity is exact and
+            the network learns the change of the action per tick. The deploy input and output are
+            unchanged (the sum is inside the graph). With ``"all"`` the legs' actions integrate the
+            network's errors too (one run: the student alone fell while standing; docs/lac_policy.md).
         actor_dropout: dropout probability on every hidden layer of the actor (after FiLM) while
             training (Srivastava et al., 2014); the exported graph has none. 0: off. The student
             over-fits its episodes: trained from scratch on the shipped run's aggregate with 10 % of
@@ -203,9 +279,12 @@ class StudentCfg:
     std_floor: float = 1e-2
     stiffness_film: bool = False
     tracking_features: bool = False
+    residual_action: str = "none"
     actor_dropout: float = 0.0
 
     def __post_init__(self):
+        if self.residual_action not in ("none", "arms", "all"):
+            raise ConfigError(f"residual_action: expected 'none', 'arms' or 'all', got {self.residual_action!r}")
         if not 0.0 <= self.actor_dropout < 1.0:
             raise ConfigError(f"actor_dropout: must be in [0, 1), got {self.actor_dropout!r}")
         if not self.conv_channels or min(self.conv_channels) < 1 or self.conv_kernel < 1:

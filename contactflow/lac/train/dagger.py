@@ -487,13 +487,15 @@ def _dataset_info(path: Path, out: Path) -> dict:
 def new_student(cfg: TrainConfig, spec):
     """A :class:`~contactflow.lac.train.student.Student` shaped by the deploy spec (history, frame,
     actions, where the raw stiffness sits in a frame)."""
-    from contactflow.lac.train.student import Student, tracking_feature_map
+    from contactflow.lac.train.student import Student, last_action_map, tracking_feature_map
 
     k = next(b.sl for b in spec.terms if b.cfg.term == "stiffness")
     return Student(cfg.student, history=spec.cfg.history.length, frame_dim=spec.frame_dim,
                    n_act=len(spec.joint_names), stiffness=k,
                    aux_dim=3 * len(AUX_FORCE_LINKS) if cfg.optim.aux_force_weight > 0 else 0,
-                   tracking=tracking_feature_map(spec) if cfg.student.tracking_features else None)
+                   tracking=tracking_feature_map(spec) if cfg.student.tracking_features else None,
+                   last_action=(last_action_map(spec, cfg.student.residual_action)
+                                if cfg.student.residual_action != "none" else None))
 
 
 def load_checkpoint(path: str | Path) -> dict:

@@ -48,7 +48,7 @@ from contactflow.safety import base_tilt_rad
 from contactflow.sim.mujoco_robot import sensor_values
 from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
 
-__all__ = ["Episode", "StepResult", "LacTrainEnv", "episode_from_row", "episode_rng", "load_train_spec"]
+__all__ = ["Episode", "StepResult", "LacTrainEnv", "episode_from_row", "probe_episode", "episode_rng", "load_train_spec"]
 
 
 def load_train_spec(spec: str, robot: Robot, model: str | Path | None = None) -> PolicySpec:
@@ -242,6 +242,8 @@ def episode_from_row(row: Mapping, cfg: EnvCfg, lac: LacRobot, rng: np.random.Ge
     q0 = np.clip(q0 + rng.normal(0.0, r.joint_noise_rad, len(q0)), robot.q_min, robot.q_max)
     if cfg.stiffness_sample_prob > 0 and rng.uniform() < cfg.stiffness_sample_prob:  # after every other draw
         cmd["stiffness"] = sample_stiffness(robot, rng)
+    if cfg.probe_prob > 0 and rng.uniform() < cfg.probe_prob:  # after every other draw
+        return probe_episode(cfg, lac, rng, row_index=row_index)
     return Episode(
         command=cmd, links=tuple(links), peaks_W=np.array(peaks).reshape(-1, 6), wrench_scale=np.array(scales),
         event=(start, ramp, hold, release), duration_s=float(duration), q0=q0,
@@ -249,6 +251,72 @@ def episode_from_row(row: Mapping, cfg: EnvCfg, lac: LacRobot, rng: np.random.Ge
         mass_scale={b: float(rng.uniform(*r.mass_scale)) for b in r.mass_bodies},
         q_aug=q_aug, base_height_aug=h_aug, row_index=int(row_index), aug_t0_s=cfg.settle_s,
         body_frame=body_frame,
+    )
+
+
+#: LAC stiffness channels [K_lin_left, K_lin_right, K_lin_torso, K_ang_left, K_ang_right] of a probe's loaded link
+_PROBE_CHANNELS = {"left_wrist_roll_link": (0, 3), "right_wrist_roll_link": (1, 4), "left_elbow_link": (0,),
+                   "right_elbow_link": (1,), "torso_link": (2,)}
+
+
+def probe_episode(cfg: EnvCfg, lac: LacRobot, rng: np.random.Generator, *, row_index: int = -1) -> Episode:
+    """A compliance-probe episode (:class:`~contactflow.lac.train.config.ProbeCfg`): standing at the
+    teleop's default command, the loaded arm's shoulder possibly moved, one held load on one link at a
+    drawn stiffness of that link's channels.
+
+    Args:
+        cfg: the episode configuration (``cfg.probe``; ``settle_s``, ``after_s``, ``max_episode_s``
+            and the randomisation's friction, mass and joint noise).
+        lac: the G1's LAC view. rng: the episode's RNG. row_index: kept for the logs.
+
+    Returns:
+        Episode whose ``q_aug`` is the commanded posture (one frame: a still reference) and whose
+        ``wrench_scale`` is NaN (no dataset wrench).
+    """
+    pc, r, robot = cfg.probe, cfg.randomization, lac.robot
+    t = load_teleop_config(robot)
+    kind = int(rng.choice(4, p=np.asarray(pc.load_weights, float) / sum(pc.load_weights)))
+    side = ("left", "right")[int(rng.integers(2))]
+    link = {0: f"{side}_wrist_roll_link", 1: f"{side}_wrist_roll_link", 2: f"{side}_elbow_link", 3: "torso_link"}[kind]
+    w = np.zeros(6)
+    if kind == 1:  # about the hand's own joint axis, body axes, either sign
+        w[3:] = rng.uniform(*pc.couple_nm) * lac.link_axis_local[lac.link_index(link)] * (1.0 if rng.uniform() < 0.5 else -1.0)
+    else:
+        d = rng.normal(size=3)
+        w[:3] = rng.uniform(*(pc.hand_force_n, None, pc.elbow_force_n, pc.torso_force_n)[kind]) * d / max(float(np.linalg.norm(d)), 1e-9)
+    # the command: the teleop's default, the loaded arm's shoulder pitch / roll possibly drawn
+    k5 = np.asarray(t.stiffness_default, float)
+    cmd = stand_command(robot, k5)
+    arms, names = list(robot.raw["teleop"]["arm_joints"]), list(robot.joint_names)
+    if kind != 3 and rng.uniform() < pc.posture_prob:
+        q_arms = np.array(cmd["q_ref_arms"], float)
+        q_arms[arms.index(f"{side}_shoulder_pitch_joint")] = rng.uniform(*pc.shoulder_pitch_rad)
+        q_arms[arms.index(f"{side}_shoulder_roll_joint")] = rng.uniform(*pc.shoulder_roll_out_rad) * (1.0 if side == "left" else -1.0)
+        lo, hi = (np.array([lim[names.index(j)] for j in arms]) for lim in (robot.q_min, robot.q_max))
+        cmd["q_ref_arms"] = np.clip(q_arms, lo, hi)
+    # the stiffness: the loaded link's channels (or all) log-uniform over LAC's ranges
+    drawn = sample_stiffness(robot, rng)
+    chans = range(5) if rng.uniform() < pc.all_stiffness_prob else _PROBE_CHANNELS[link]
+    for c in chans:
+        k5[c] = drawn[c]
+    cmd["stiffness"] = k5
+    rest, ramp, hold, release = (float(rng.uniform(*x)) for x in (pc.rest_s, pc.ramp_s, pc.hold_s, pc.release_s))
+    start = cfg.settle_s + rest
+    duration = min(start + ramp + hold + release + cfg.after_s, cfg.max_episode_s)
+    # the initial posture: the commanded one plus the joint noise
+    q0 = np.asarray(robot.theta_default, float).copy()
+    for j, v in zip(arms, cmd["q_ref_arms"]):
+        q0[names.index(j)] = v
+    q0 = np.clip(q0 + rng.normal(0.0, r.joint_noise_rad, len(q0)), robot.q_min, robot.q_max)
+    upper = [lac.model.names[j] for j in lac.link_joint_ids]
+    q_ref = np.array([cmd["waist_yaw"][0] if j == "waist_yaw_joint" else cmd["q_ref_arms"][arms.index(j)] for j in upper])
+    return Episode(
+        command=cmd, links=(link,), peaks_W=w.reshape(1, 6), wrench_scale=np.array([float("nan")]),
+        event=(start, ramp, hold, release), duration_s=float(duration), q0=q0,
+        friction_scale=float(rng.uniform(*r.friction_scale)),
+        mass_scale={b: float(rng.uniform(*r.mass_scale)) for b in r.mass_bodies},
+        q_aug=q_ref.reshape(1, -1).astype(np.float32), base_height_aug=np.asarray(cmd["base_height"], np.float32).reshape(1),
+        row_index=int(row_index), aug_t0_s=cfg.settle_s, body_frame=(kind == 1,),
     )
 
 

@@ -11,8 +11,9 @@ to the action (B, 23), with everything LAC puts inside its graph (lac.md §1.1):
 3. a history encoder: 1-D temporal convolutions (stride 2, ELU) over the 64 frames, then a linear
    layer to a latent vector (LAC's adaptation module, the "history estimator", scaled down for a
    CPU: lac.md §0 measured a 725 k-parameter conv encoder at 2.6 k samples/s);
-4. the actor: an MLP (ELU) on the newest normalised frame and the latent (with ``actor_dropout``, dropout
-   on its hidden layers while training only); with
+4. the actor: an MLP (ELU) on the newest normalised frame and the latent; with ``residual_action``,
+   its output added to the newest frame's raw ``last_action`` (:func:`last_action_map`); with
+   ``actor_dropout``, dropout on its hidden layers while training only; with
    ``stiffness_film`` every hidden layer is modulated by the newest frame's normalised log
    stiffness ``k``: ``h <- h * (1 + gamma_i(k)) + beta_i(k)`` (FiLM, Perez et al., 2018; gamma_i,
    beta_i linear, zero at initialisation).
@@ -38,7 +39,7 @@ from contactflow.lac.train.config import StudentCfg
 from contactflow.policy.spec import PolicySpec
 
 __all__ = ["Student", "export_onnx", "ensemble_onnx", "ONNX_OPSET", "SPEC_VERSION", "deploy_metadata", "tracking_feature_map",
-           "DEPLOY_METADATA_KEYS", "metadata_strings", "deploy_contract_mismatch"]
+           "DEPLOY_METADATA_KEYS", "metadata_strings", "deploy_contract_mismatch", "last_action_map"]
 
 #: the normalised inputs are clipped to +- this many standard deviations inside the graph
 CLIP_SIGMA = 10.0
@@ -46,6 +47,11 @@ CLIP_SIGMA = 10.0
 ONNX_OPSET = 17
 #: version of the deploy interface the export follows (LAC demo db66486, lac.md §1.1)
 SPEC_VERSION = "lac-deploy/1 (frames (1, 64, 95) oldest first, raw stiffness, action (1, 23) policy order)"
+
+
+def _term_position(b, source_index: int) -> int:
+    """Where observation term ``b`` of a spec holds element ``source_index`` of its source (IndexError: not held)."""
+    return int(source_index) if b.index is None else int(np.flatnonzero(b.index == source_index)[0])
 
 
 def tracking_feature_map(spec: PolicySpec) -> tuple[np.ndarray, np.ndarray]:
@@ -79,22 +85,49 @@ def tracking_feature_map(spec: PolicySpec) -> tuple[np.ndarray, np.ndarray]:
     jpr, la, ref = terms["joint_pos_rel"], terms["last_action"], terms["ref_upper_dof_pos"]
     n = len(spec.joint_names)
 
-    def position(b, source_index: int) -> int:  # where the term holds element source_index of its source
-        return int(source_index) if b.index is None else int(np.flatnonzero(b.index == source_index)[0])
-
     ref_names = spec.cfg.joint_orders[ref.cfg.joints]
     W = np.zeros((spec.frame_dim, n + len(ref_names)))
     b = np.zeros(n + len(ref_names))
     for i in range(n):
-        col_q = jpr.sl.start + position(jpr, spec.policy_to_robot[i])
-        W[la.sl.start + position(la, i), i] = spec.scale[i] / la.cfg.scale
+        col_q = jpr.sl.start + _term_position(jpr, spec.policy_to_robot[i])
+        W[la.sl.start + _term_position(la, i), i] = spec.scale[i] / la.cfg.scale
         W[col_q, i] = -1.0 / jpr.cfg.scale
     for k, name in enumerate(ref_names):
         i = spec.joint_names.index(name)
         W[ref.sl.start + k, n + k] = 1.0 / ref.cfg.scale
-        W[jpr.sl.start + position(jpr, spec.policy_to_robot[i]), n + k] = -1.0 / jpr.cfg.scale
+        W[jpr.sl.start + _term_position(jpr, spec.policy_to_robot[i]), n + k] = -1.0 / jpr.cfg.scale
         b[n + k] = -spec.default_policy[i]
     return W.astype(np.float32), b.astype(np.float32)
+
+
+def last_action_map(spec: PolicySpec, joints: str = "all") -> np.ndarray:
+    """The linear map ``a = frame @ W`` from a deploy frame to its ``last_action`` term, raw (the
+    spec's term ``scale`` divided out), policy order: (frame_dim, n_act) float32; with ``joints`` =
+    ``"arms"`` only the columns of the spec's ``arms`` joint order (the rest zero).
+
+    Raises:
+        ConfigError: the spec's frame has no ``last_action`` term or it lacks an action; ``arms``
+            without an ``arms`` joint order in the spec.
+    """
+    from contactflow.errors import ConfigError
+
+    la = next((b for b in spec.terms if b.cfg.term == "last_action"), None)
+    if la is None:
+        raise ConfigError(f"{spec.file}: student.residual_action needs the observation term last_action")
+    n = len(spec.joint_names)
+    if joints == "arms":
+        if "arms" not in spec.cfg.joint_orders:
+            raise ConfigError(f"{spec.file}: student.residual_action: arms needs the joint order 'arms'")
+        cols = [spec.joint_names.index(j) for j in spec.cfg.joint_orders["arms"]]
+    else:
+        cols = range(n)
+    W = np.zeros((spec.frame_dim, n), np.float32)
+    for i in cols:
+        try:
+            W[la.sl.start + _term_position(la, i), i] = 1.0 / la.cfg.scale
+        except IndexError:
+            raise ConfigError(f"{spec.file}: last_action does not hold action {i} ({spec.joint_names[i]})") from None
+    return W
 
 
 class Student(nn.Module):
@@ -108,6 +141,9 @@ class Student(nn.Module):
         aux_dim: outputs of an auxiliary linear head on the latent (training only; not exported).
         tracking: ``(W, b)`` of :func:`tracking_feature_map` when ``cfg.tracking_features`` (stored as
             buffers, exported as constants), else None.
+        last_action: (frame_dim, n_act) of :func:`last_action_map` when ``cfg.residual_action`` (a
+            buffer, exported as a constant): the action is ``frames[:, -1] @ last_action`` plus the
+            network's output (zero columns: the network's output alone); else None.
 
     Raises:
         ValueError: the history is too short for the convolutions.
@@ -116,13 +152,19 @@ class Student(nn.Module):
     """
 
     def __init__(self, cfg: StudentCfg, *, history: int, frame_dim: int, n_act: int, stiffness: slice,
-                 aux_dim: int = 0, tracking: tuple[np.ndarray, np.ndarray] | None = None):
+                 aux_dim: int = 0, tracking: tuple[np.ndarray, np.ndarray] | None = None,
+                 last_action: np.ndarray | None = None):
         super().__init__()
         self.history, self.frame_dim, self.n_act = history, frame_dim, n_act
         self.k0, self.k1 = stiffness.start, stiffness.stop
         if cfg.tracking_features != (tracking is not None):
             raise ValueError("tracking: give tracking_feature_map(spec) exactly when cfg.tracking_features")
         self.tracking = tracking is not None
+        if (cfg.residual_action != "none") != (last_action is not None):
+            raise ValueError("last_action: give last_action_map(spec, cfg.residual_action) exactly when residual_action is not 'none'")
+        self.residual = last_action is not None
+        if last_action is not None:
+            self.register_buffer("last_action_W", torch.as_tensor(np.asarray(last_action, np.float32)))
         feat_dim = frame_dim
         if tracking is not None:
             W, b = tracking
@@ -144,6 +186,11 @@ class Student(nn.Module):
         for a, b in zip(sizes[:-1], sizes[1:]):
             act += [nn.Linear(a, b), nn.ELU()]
         act.append(nn.Linear(sizes[-1], n_act))
+        if self.residual:  # the initial student holds its last action where it is added
+            cols = torch.as_tensor(np.flatnonzero(np.any(np.asarray(last_action) != 0, axis=0)))
+            with torch.no_grad():
+                act[-1].weight[cols] = 0.0
+                act[-1].bias[cols] = 0.0
         self.actor = nn.Sequential(*act)
         n_k = self.k1 - self.k0
         self.film = (nn.ModuleList(nn.Linear(n_k, 2 * w) for w in cfg.actor_hidden)
@@ -201,6 +248,8 @@ class Student(nn.Module):
                 if self.actor_dropout:  # identity in eval mode (the export)
                     h = nn.functional.dropout(h, self.actor_dropout, self.training)
             a = mods[-1](h)
+        if self.residual:
+            a = a + frames[:, -1] @ self.last_action_W
         return a, (self.aux(z) if self.aux is not None else None)
 
     def n_params(self) -> int:
