@@ -344,6 +344,11 @@ def test_probe_episodes_hold_one_load_at_a_drawn_stiffness_of_its_link(robot, ro
         changed = {arms[j] for j in np.flatnonzero(np.abs(ep.command["q_ref_arms"] - arm_default) > 1e-12)}
         side = link.split("_")[0]
         assert changed <= {f"{side}_shoulder_pitch_joint", f"{side}_shoulder_roll_joint"}
+        if changed:  # pitch in its range, roll away from the body: + on the left, - on the right
+            q_cmd = dict(zip(arms, ep.command["q_ref_arms"]))
+            assert -0.7 <= q_cmd[f"{side}_shoulder_pitch_joint"] <= 0.3
+            roll_out = q_cmd[f"{side}_shoulder_roll_joint"] * (1.0 if side == "left" else -1.0)
+            assert 0.0 <= roll_out <= 0.9
         moved += bool(changed)
         assert ep.command["base_height"][0] == load_teleop_config(robot).base_height_default_m
         q_arm0 = np.array([ep.q0[names.index(j)] for j in arms])
@@ -352,14 +357,24 @@ def test_probe_episodes_hold_one_load_at_a_drawn_stiffness_of_its_link(robot, ro
         assert cfg.settle_s + 0.5 <= start <= cfg.settle_s + 1.5 and 0.5 <= ramp <= 1.5 and 1.0 <= hold <= 3.0
         assert 1.0 <= release <= 2.0
     assert kinds == {"wrist_roll_link", "couple", "elbow_link", "torso"} and 5 <= moved <= 35
+    # a run with probes keeps, in its other episodes, every draw of the run without them
     base = load_train_config(None, {}).env
-    ep0 = episode_from_row(rows[0], base, lac, episode_rng(0, 7, 0), row_index=0)
-    ep1 = episode_from_row(rows[0], load_train_config(None, {"env": {"probe_prob": 0.0}}).env, lac, episode_rng(0, 7, 0), row_index=0)
-    np.testing.assert_array_equal(ep0.peaks_W, ep1.peaks_W)
+    rare = load_train_config(None, {"env": {"probe_prob": 1e-12}}).env
+    for i in range(6):
+        ep0 = episode_from_row(rows[i % 2], base, lac, episode_rng(0, 7, i), row_index=i % 2)
+        ep1 = episode_from_row(rows[i % 2], rare, lac, episode_rng(0, 7, i), row_index=i % 2)
+        for name in ("peaks_W", "q0", "event", "links", "friction_scale", "mass_scale", "body_frame"):
+            np.testing.assert_equal(getattr(ep1, name), getattr(ep0, name), err_msg=name)
+        for key, value in ep0.command.items():
+            np.testing.assert_array_equal(ep1.command[key], value, err_msg=key)
     with pytest.raises(ConfigError, match="probe_prob"):
         load_train_config(None, {"env": {"probe_prob": -0.1}})
     with pytest.raises(ConfigError, match="load_weights"):
         load_train_config(None, {"env": {"probe": {"load_weights": [0, 0, 0, 0]}}})
+    from contactflow.lac.train.gym_env import TeacherEnvCfg
+
+    with pytest.raises(ConfigError, match="probe_prob"):  # the PPO teacher's targets need the dataset's rows
+        TeacherEnvCfg(episode=load_train_config(None, {"env": {"probe_prob": 0.5}}).env)
 
 
 def test_hand_couple_episodes(robot, rows):
@@ -793,7 +808,9 @@ def test_residual_action_student_starts_by_holding_the_runners_last_action_and_e
     with torch.no_grad():
         a = arms(torch.from_numpy(x)).numpy()[0]
     np.testing.assert_allclose(a[i_arm], run.last_action[i_arm], atol=1e-5)
-    assert np.all(np.abs(a[i_leg] - run.last_action[i_leg]) > 1e-6)  # the network alone there
+    w_out = arms.actor[-1].weight.detach().numpy()
+    assert not np.any(w_out[i_arm]) and np.all(np.abs(w_out[i_leg]).sum(axis=1) > 0)  # the legs: the network alone
+    assert np.all(np.abs(a[i_leg] - run.last_action[i_leg]) > 1e-6)
     with pytest.raises(ConfigError, match="residual_action"):
         load_train_config(None, {"student": {"residual_action": "legs"}})
 

@@ -80,7 +80,8 @@ class ProbeCfg:
         posture_prob: probability that the loaded arm's shoulder pitch and roll are drawn from
             ``shoulder_pitch_rad`` / ``shoulder_roll_out_rad`` (else the default posture).
         shoulder_pitch_rad: [low, high] shoulder pitch [rad] (negative: the arm raised forward).
-        shoulder_roll_out_rad: [low, high] shoulder roll away from the body [rad] (left: +, right: -).
+        shoulder_roll_out_rad: [low, high] shoulder roll [rad], positive away from the body (left: +,
+            right: -); an absolute angle (the default posture's is 0.2 outward, so 0 is a little inward).
         all_stiffness_prob: probability that every channel, not only the loaded link's, is drawn.
         rest_s, ramp_s, hold_s, release_s: [low, high] of the trapezoid's parts [s] (the rest
             after ``EnvCfg.settle_s``).

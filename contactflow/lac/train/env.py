@@ -242,13 +242,14 @@ def episode_from_row(row: Mapping, cfg: EnvCfg, lac: LacRobot, rng: np.random.Ge
     q0 = np.clip(q0 + rng.normal(0.0, r.joint_noise_rad, len(q0)), robot.q_min, robot.q_max)
     if cfg.stiffness_sample_prob > 0 and rng.uniform() < cfg.stiffness_sample_prob:  # after every other draw
         cmd["stiffness"] = sample_stiffness(robot, rng)
-    if cfg.probe_prob > 0 and rng.uniform() < cfg.probe_prob:  # after every other draw
-        return probe_episode(cfg, lac, rng, row_index=row_index)
+    friction = float(rng.uniform(*r.friction_scale))
+    mass = {b: float(rng.uniform(*r.mass_scale)) for b in r.mass_bodies}
+    if cfg.probe_prob > 0 and rng.uniform() < cfg.probe_prob:  # after every other draw: the other episodes stay
+        return probe_episode(cfg, lac, rng, row_index=row_index, friction_scale=friction, mass_scale=mass)
     return Episode(
         command=cmd, links=tuple(links), peaks_W=np.array(peaks).reshape(-1, 6), wrench_scale=np.array(scales),
         event=(start, ramp, hold, release), duration_s=float(duration), q0=q0,
-        friction_scale=float(rng.uniform(*r.friction_scale)),
-        mass_scale={b: float(rng.uniform(*r.mass_scale)) for b in r.mass_bodies},
+        friction_scale=friction, mass_scale=mass,
         q_aug=q_aug, base_height_aug=h_aug, row_index=int(row_index), aug_t0_s=cfg.settle_s,
         body_frame=body_frame,
     )
@@ -259,7 +260,8 @@ _PROBE_CHANNELS = {"left_wrist_roll_link": (0, 3), "right_wrist_roll_link": (1, 
                    "right_elbow_link": (1,), "torso_link": (2,)}
 
 
-def probe_episode(cfg: EnvCfg, lac: LacRobot, rng: np.random.Generator, *, row_index: int = -1) -> Episode:
+def probe_episode(cfg: EnvCfg, lac: LacRobot, rng: np.random.Generator, *, row_index: int = -1,
+                  friction_scale: float | None = None, mass_scale: Mapping[str, float] | None = None) -> Episode:
     """A compliance-probe episode (:class:`~contactflow.lac.train.config.ProbeCfg`): standing at the
     teleop's default command, the loaded arm's shoulder possibly moved, one held load on one link at a
     drawn stiffness of that link's channels.
@@ -268,10 +270,17 @@ def probe_episode(cfg: EnvCfg, lac: LacRobot, rng: np.random.Generator, *, row_i
         cfg: the episode configuration (``cfg.probe``; ``settle_s``, ``after_s``, ``max_episode_s``
             and the randomisation's friction, mass and joint noise).
         lac: the G1's LAC view. rng: the episode's RNG. row_index: kept for the logs.
+        friction_scale, mass_scale: the episode's friction factor [-] and mass factor per body [-]
+            (``episode_from_row`` draws them before it decides on a probe); ``None``: drawn here last.
 
     Returns:
-        Episode whose ``q_aug`` is the commanded posture (one frame: a still reference) and whose
-        ``wrench_scale`` is NaN (no dataset wrench).
+        Episode: one link loaded, ``peaks_W`` (1, 6) [N, N m] (world axes for a force, the hand's
+        body axes for a couple: ``body_frame``), the event (start, ramp, hold, release) [s], ``q0``
+        [rad]; its ``q_aug`` is the commanded posture (one frame: a still reference) and its
+        ``wrench_scale`` NaN (no dataset wrench).
+
+    Raises:
+        ConfigError: the robot's teleop configuration is unreadable (``load_teleop_config``).
     """
     pc, r, robot = cfg.probe, cfg.randomization, lac.robot
     t = load_teleop_config(robot)
@@ -313,8 +322,8 @@ def probe_episode(cfg: EnvCfg, lac: LacRobot, rng: np.random.Generator, *, row_i
     return Episode(
         command=cmd, links=(link,), peaks_W=w.reshape(1, 6), wrench_scale=np.array([float("nan")]),
         event=(start, ramp, hold, release), duration_s=float(duration), q0=q0,
-        friction_scale=float(rng.uniform(*r.friction_scale)),
-        mass_scale={b: float(rng.uniform(*r.mass_scale)) for b in r.mass_bodies},
+        friction_scale=float(rng.uniform(*r.friction_scale)) if friction_scale is None else float(friction_scale),
+        mass_scale={b: float(rng.uniform(*r.mass_scale)) for b in r.mass_bodies} if mass_scale is None else dict(mass_scale),
         q_aug=q_ref.reshape(1, -1).astype(np.float32), base_height_aug=np.asarray(cmd["base_height"], np.float32).reshape(1),
         row_index=int(row_index), aug_t0_s=cfg.settle_s, body_frame=(kind == 1,),
     )

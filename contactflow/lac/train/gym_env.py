@@ -184,6 +184,8 @@ class TeacherEnvCfg:
             raise ConfigError("action_clip and wrench_obs_scale must be > 0")
         if not 0 <= self.uniform_floor <= 1:
             raise ConfigError(f"uniform_floor: expected in [0, 1], got {self.uniform_floor}")
+        if self.episode.probe_prob > 0:  # the residual targets come from the dataset row's reference and wrench
+            raise ConfigError(f"episode.probe_prob: the PPO teacher trains on the dataset's episodes only, got {self.episode.probe_prob}")
 
 
 # --------------------------------------------------------------------------- mirrors

@@ -102,14 +102,25 @@ def tracking_feature_map(spec: PolicySpec) -> tuple[np.ndarray, np.ndarray]:
 
 def last_action_map(spec: PolicySpec, joints: str = "all") -> np.ndarray:
     """The linear map ``a = frame @ W`` from a deploy frame to its ``last_action`` term, raw (the
-    spec's term ``scale`` divided out), policy order: (frame_dim, n_act) float32; with ``joints`` =
-    ``"arms"`` only the columns of the spec's ``arms`` joint order (the rest zero).
+    spec's term ``scale`` divided out), policy order.
+
+    Args:
+        spec: the deploy spec (its frame layout and joint orders).
+        joints: ``"all"`` (every action) or ``"arms"`` (only the columns of the spec's ``arms``
+            joint order; the others zero).
+
+    Returns:
+        W (frame_dim, n_act) float32 [-]: the action's units (LAC: multiples of the action scale).
 
     Raises:
+        ValueError: ``joints`` is neither ``"all"`` nor ``"arms"``.
         ConfigError: the spec's frame has no ``last_action`` term or it lacks an action; ``arms``
-            without an ``arms`` joint order in the spec.
+            without an ``arms`` joint order in the spec or naming a joint not in its actions.
     """
     from contactflow.errors import ConfigError
+
+    if joints not in ("all", "arms"):
+        raise ValueError(f"joints: expected 'all' or 'arms', got {joints!r}")
 
     la = next((b for b in spec.terms if b.cfg.term == "last_action"), None)
     if la is None:
@@ -118,6 +129,9 @@ def last_action_map(spec: PolicySpec, joints: str = "all") -> np.ndarray:
     if joints == "arms":
         if "arms" not in spec.cfg.joint_orders:
             raise ConfigError(f"{spec.file}: student.residual_action: arms needs the joint order 'arms'")
+        missing = [j for j in spec.cfg.joint_orders["arms"] if j not in spec.joint_names]
+        if missing:
+            raise ConfigError(f"{spec.file}: joint order 'arms' names joints without an action: {missing}")
         cols = [spec.joint_names.index(j) for j in spec.cfg.joint_orders["arms"]]
     else:
         cols = range(n)
