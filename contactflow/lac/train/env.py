@@ -140,6 +140,28 @@ class Episode:
         return int(np.clip(round((t_s - self.aug_t0_s) / self.aug_dt_s), 0, len(self.q_aug) - 1))
 
 
+def _unit_sphere(rng: np.random.Generator) -> np.ndarray:
+    """(3,) a direction uniform on the sphere (one ``normal(size=3)`` draw)."""
+    d = rng.normal(size=3)
+    return d / max(float(np.linalg.norm(d)), 1e-9)
+
+
+def _initial_posture(robot: Robot, joints: Mapping[str, float], rng: np.random.Generator, noise_rad: float) -> np.ndarray:
+    """(n,) initial joint angles [rad], robot order: the default posture with ``joints`` (name -> angle) set, plus
+    N(0, ``noise_rad``) on every joint (one draw), clipped to the joint limits."""
+    names = list(robot.joint_names)
+    q0 = np.asarray(robot.theta_default, float).copy()
+    for name, v in joints.items():
+        q0[names.index(name)] = v
+    return np.clip(q0 + rng.normal(0.0, noise_rad, len(q0)), robot.q_min, robot.q_max)
+
+
+def _upper_reference(cmd: Mapping, upper: Sequence[str], arms: Sequence[str]) -> np.ndarray:
+    """(len(upper),) the command's waist yaw and arm references in the dataset's upper-joint order [rad]."""
+    arms = list(arms)
+    return np.array([cmd["waist_yaw"][0] if j == "waist_yaw_joint" else cmd["q_ref_arms"][arms.index(j)] for j in upper])
+
+
 def _rotation(rng: np.random.Generator, max_angle_rad: float) -> np.ndarray:
     axis = rng.standard_normal(3)
     axis /= np.linalg.norm(axis)
@@ -182,8 +204,7 @@ def episode_from_row(row: Mapping, cfg: EnvCfg, lac: LacRobot, rng: np.random.Ge
     # ---- the command: waist yaw and the arm references by joint name (or the teleop's default)
     if cfg.default_command_prob > 0 and rng.uniform() < cfg.default_command_prob:
         cmd = stand_command(robot, k5)
-        q_ref = np.array([cmd["waist_yaw"][0] if j == "waist_yaw_joint" else
-                          cmd["q_ref_arms"][list(robot.raw["teleop"]["arm_joints"]).index(j)] for j in upper])
+        q_ref = _upper_reference(cmd, upper, robot.raw["teleop"]["arm_joints"])
     else:
         cmd = stand_command(robot, k5, float(np.clip(h_cmd, *cfg.base_height_m)))
         cmd["waist_yaw"] = np.array([q_ref[upper.index("waist_yaw_joint")]])
@@ -216,8 +237,7 @@ def episode_from_row(row: Mapping, cfg: EnvCfg, lac: LacRobot, rng: np.random.Ge
         w = np.zeros(6)
         if u < cfg.hand_push_prob:  # a force: any direction, or horizontal
             if cfg.hand_push_direction == "sphere":
-                d = rng.normal(size=3)
-                d /= max(float(np.linalg.norm(d)), 1e-9)
+                d = _unit_sphere(rng)
             else:
                 ang = rng.uniform(0.0, 2.0 * np.pi)
                 d = np.array([np.cos(ang), np.sin(ang), 0.0])
@@ -227,19 +247,15 @@ def episode_from_row(row: Mapping, cfg: EnvCfg, lac: LacRobot, rng: np.random.Ge
             w[3:] = rng.uniform(*cfg.hand_couple_nm) * axis
             body_frame = (True,)
         else:  # couple about a uniform axis
-            axis = rng.normal(size=3)
-            w[3:] = rng.uniform(*cfg.hand_couple_nm) * axis / max(float(np.linalg.norm(axis)), 1e-9)
+            axis = _unit_sphere(rng)
+            w[3:] = rng.uniform(*cfg.hand_couple_nm) * axis
         links, peaks, scales = [hand], [w], [float("nan")]
     rest, ramp, hold, release = (float(x) for x in prof)
     start = cfg.settle_s + rest
     duration = min(start + ramp + hold + release + cfg.after_s, cfg.max_episode_s)
     # ---- initial posture
-    names = list(robot.joint_names)
-    q0 = np.asarray(robot.theta_default, float).copy()
-    if rng.uniform() < r.start_at_reference_prob:
-        for jn, v in zip(upper, q_ref):
-            q0[names.index(jn)] = v
-    q0 = np.clip(q0 + rng.normal(0.0, r.joint_noise_rad, len(q0)), robot.q_min, robot.q_max)
+    at_reference = rng.uniform() < r.start_at_reference_prob
+    q0 = _initial_posture(robot, dict(zip(upper, q_ref)) if at_reference else {}, rng, r.joint_noise_rad)
     if cfg.stiffness_sample_prob > 0 and rng.uniform() < cfg.stiffness_sample_prob:  # after every other draw
         cmd["stiffness"] = sample_stiffness(robot, rng)
     friction = float(rng.uniform(*r.friction_scale))
@@ -291,8 +307,8 @@ def probe_episode(cfg: EnvCfg, lac: LacRobot, rng: np.random.Generator, *, row_i
     if kind == 1:  # about the hand's own joint axis, body axes, either sign
         w[3:] = rng.uniform(*pc.couple_nm) * lac.link_axis_local[lac.link_index(link)] * (1.0 if rng.uniform() < 0.5 else -1.0)
     else:
-        d = rng.normal(size=3)
-        w[:3] = rng.uniform(*(pc.hand_force_n, None, pc.elbow_force_n, pc.torso_force_n)[kind]) * d / max(float(np.linalg.norm(d)), 1e-9)
+        d = _unit_sphere(rng)
+        w[:3] = rng.uniform(*(pc.hand_force_n, None, pc.elbow_force_n, pc.torso_force_n)[kind]) * d
     # the command: the teleop's default, the loaded arm's shoulder pitch / roll possibly drawn
     k5 = np.asarray(t.stiffness_default, float)
     cmd = stand_command(robot, k5)
@@ -313,12 +329,8 @@ def probe_episode(cfg: EnvCfg, lac: LacRobot, rng: np.random.Generator, *, row_i
     start = cfg.settle_s + rest
     duration = min(start + ramp + hold + release + cfg.after_s, cfg.max_episode_s)
     # the initial posture: the commanded one plus the joint noise
-    q0 = np.asarray(robot.theta_default, float).copy()
-    for j, v in zip(arms, cmd["q_ref_arms"]):
-        q0[names.index(j)] = v
-    q0 = np.clip(q0 + rng.normal(0.0, r.joint_noise_rad, len(q0)), robot.q_min, robot.q_max)
-    upper = [lac.model.names[j] for j in lac.link_joint_ids]
-    q_ref = np.array([cmd["waist_yaw"][0] if j == "waist_yaw_joint" else cmd["q_ref_arms"][arms.index(j)] for j in upper])
+    q0 = _initial_posture(robot, dict(zip(arms, cmd["q_ref_arms"])), rng, r.joint_noise_rad)
+    q_ref = _upper_reference(cmd, [lac.model.names[j] for j in lac.link_joint_ids], arms)
     return Episode(
         command=cmd, links=(link,), peaks_W=w.reshape(1, 6), wrench_scale=np.array([float("nan")]),
         event=(start, ramp, hold, release), duration_s=float(duration), q0=q0,
