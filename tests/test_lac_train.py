@@ -216,7 +216,8 @@ def test_event_caps_per_link_group(robot, rows):
     1.5 N m (EnvCfg), direction kept up to the jitter."""
     from contactflow.lac.model import LacRobot
 
-    cfg = load_train_config(None, {"env": {"randomization": {"force_direction_jitter_deg": 0.0}}}).env
+    cfg = load_train_config(None, {"env": {"randomization": {"force_direction_jitter_deg": 0.0},
+                                           "hand_couple_prob": 0.0}}).env  # every episode the row's
     lac = LacRobot(robot)
     row = dict(rows[0])
     f = np.zeros((11, 3))
@@ -252,7 +253,7 @@ def test_hand_push_episodes(robot, rows):
     """hand_push_prob = 1: one horizontal push on a hand, magnitude in hand_push_n, the row's profile."""
     from contactflow.lac.model import LacRobot
 
-    cfg = load_train_config(None, {"env": {"hand_push_prob": 1.0, "hand_push_n": [4.0, 10.0]}}).env
+    cfg = load_train_config(None, {"env": {"hand_push_prob": 1.0, "hand_push_n": [4.0, 10.0], "hand_couple_prob": 0.0}}).env
     lac = LacRobot(robot)
     for i in range(4):
         ep = episode_from_row(rows[i % 2], cfg, lac, episode_rng(0, 9, i), row_index=i % 2)
@@ -267,7 +268,7 @@ def test_hand_push_sphere_direction(robot, rows):
     from contactflow.errors import ConfigError
     from contactflow.lac.model import LacRobot
 
-    cfg = load_train_config(None, {"env": {"hand_push_prob": 1.0, "hand_push_n": [4.0, 10.0],
+    cfg = load_train_config(None, {"env": {"hand_push_prob": 1.0, "hand_push_n": [4.0, 10.0], "hand_couple_prob": 0.0,
                                            "hand_push_direction": "sphere"}}).env
     lac = LacRobot(robot)
     fz = []
@@ -384,7 +385,8 @@ def test_hand_couple_episodes(robot, rows):
     from contactflow.lac.model import LacRobot
 
     lac = LacRobot(robot)
-    cfg = load_train_config(None, {"env": {"hand_push_prob": 0.0, "hand_couple_prob": 1.0, "hand_couple_nm": [0.5, 1.5]}}).env
+    cfg = load_train_config(None, {"env": {"hand_push_prob": 0.0, "hand_couple_prob": 1.0, "hand_couple_nm": [0.5, 1.5],
+                                           "hand_couple_axis": "sphere"}}).env
     axes = []
     for i in range(4):
         ep = episode_from_row(rows[i % 2], cfg, lac, episode_rng(0, 9, i), row_index=i % 2)
@@ -656,7 +658,8 @@ def test_auxiliary_force_head(robot, dataset, tmp_path):
     from contactflow.policy import load_policy_spec
 
     cfg = load_train_config(None, {**TINY, "dagger": {"rounds": 1, "episodes_per_round": 3},  # episode 2: the force row
-                                   "optim": {**TINY["optim"], "aux_force_weight": 1.0}, "validation": {"enabled": False}})
+                                   "optim": {**TINY["optim"], "aux_force_weight": 1.0}, "validation": {"enabled": False},
+                                   "student": {"wrench_input": "none", "residual_action": "none"}})
     train(cfg, tmp_path, dataset=dataset, progress=False, echo=lambda s: None)
     d = np.load(tmp_path / "data" / "round_000.npz")
     assert d["force"].shape == (len(d["frames"]), 9) and np.abs(d["force"]).max() > 0.5  # an event was applied
@@ -664,6 +667,69 @@ def test_auxiliary_force_head(robot, dataset, tmp_path):
     assert "aux.weight" in ck["model"] and ck["model"]["aux.weight"].shape == (9, cfg.student.latent_dim)
     spec = load_policy_spec("lac", robot, model=tmp_path / "student.onnx")
     assert spec.model.run(np.zeros((1, 64, 95), np.float32) + 50.0).shape == (1, 23)
+
+
+def test_wrench_input_student_acts_on_its_load_estimate_trained_on_the_true_load(robot, dataset, tmp_path):
+    """student.wrench_input (LAC's / RMA's adaptation module): the actor takes a load estimate made from the
+    history latent; where ``given`` it takes the true values instead (and only there do they change the action);
+    the rounds record the true forces and couples, values a round lacks (NaN) are neither given nor targets;
+    training regresses the estimate on the true load; the export is the torch network on the estimate.
+    Without the estimate's loss the configuration is refused."""
+    from contactflow.lac.train.dagger import aux_dim, aux_target, new_student
+    from contactflow.policy import load_policy_spec
+
+    with pytest.raises(ConfigError, match="wrench_input: needs optim.aux_force_weight"):
+        load_train_config(None, {"student": {"wrench_input": "force"}, "optim": {"aux_force_weight": 0.0}})
+    with pytest.raises(ConfigError, match="wrench_input: expected"):
+        load_train_config(None, {"student": {"wrench_input": "torque"}, "optim": {"aux_force_weight": 1.0}})
+    with pytest.raises(ConfigError, match="force_teacher_prob"):
+        load_train_config(None, {"optim": {"force_teacher_prob": 1.5}})
+    cfg = load_train_config(None, {**TINY, "dagger": {"rounds": 1, "episodes_per_round": 3},  # episode 2: the force row
+                                   "student": {"wrench_input": "wrench", "force_head_hidden": [16]},
+                                   "optim": {**TINY["optim"], "aux_force_weight": 1.0, "force_teacher_prob": 0.5},
+                                   "validation": {"enabled": False}})
+    assert aux_dim(cfg) == 15
+    data = {"force": np.full((2, 9), 20.0), "couple": np.array([[0.5] * 6, [np.nan] * 6])}
+    t = aux_target(cfg, data)  # forces in 10 N, couples in N m, an older round's NaN kept
+    assert t.shape == (2, 15) and np.all(t[:, :9] == 2.0) and np.all(t[0, 9:] == 0.5) and np.isnan(t[1, 9:]).all()
+    spec = load_policy_spec("lac", robot)
+    model = new_student(cfg, spec)
+    x = torch.from_numpy(np.random.default_rng(0).normal(size=(4, 64, 95)).astype(np.float32))
+    x[..., 90:] = 100.0
+    f = torch.zeros(4, 15)
+    f_big = f.clone()
+    f_big[:, 0] = 3.0
+    f_big[:, 12] = 3.0
+    given = torch.zeros(4, 15, dtype=torch.bool)
+    given[0] = True  # sample 0: every true value; sample 1: the couples only
+    given[1, 9:] = True
+    with torch.no_grad():
+        a0, est = model.forward_aux(x, f, given)
+        a1, est1 = model.forward_aux(x, f_big, given)
+        a_est, _ = model.forward_aux(x)
+        a_none, _ = model.forward_aux(x, f, torch.zeros(4, dtype=torch.bool))
+    assert est.shape == (4, 15) and torch.equal(est, est1)
+    assert (a1[0] - a0[0]).abs().max() > 1e-4 and (a1[1] - a0[1]).abs().max() > 1e-4  # the given values reach the actor
+    assert torch.equal(a1[2:], a0[2:]) and torch.equal(a_none, a_est)  # the estimate where not given and by default
+    one = given.clone()
+    one[1, 12] = False  # the only changed value of sample 1 no longer given: its action is the f-run's
+    with torch.no_grad():
+        assert torch.equal(model.forward_aux(x, f_big, one)[0][1], model.forward_aux(x, f, one)[0][1])
+
+    before = new_student(cfg, spec).state_dict()
+    train(cfg, tmp_path, dataset=dataset, progress=False, echo=lambda s: None)
+    d = np.load(tmp_path / "data" / "round_000.npz")
+    assert np.abs(d["force"]).max() > 0.5  # an event was applied: the estimate had a target
+    assert d["couple"].shape == (len(d["frames"]), 6) and np.isfinite(d["couple"]).all()
+    ck = load_checkpoint(tmp_path)
+    assert ck["model"]["aux.0.weight"].shape == (16, cfg.student.latent_dim)
+    assert not torch.equal(ck["model"]["aux.2.weight"], before["aux.2.weight"])  # the estimate was trained
+    trained = new_student(cfg, spec)
+    trained.load_state_dict(ck["model"])
+    trained.eval()
+    loaded = load_policy_spec("lac", robot, model=tmp_path / "student.onnx")
+    with torch.no_grad():
+        np.testing.assert_allclose(loaded.model.run(x[:1].numpy()), trained(x[:1]).numpy(), atol=1e-4)
 
 
 def test_stiffness_film_student_starts_as_the_plain_one_and_exports(robot, spec, tmp_path):
@@ -799,7 +865,7 @@ def test_residual_action_student_starts_by_holding_the_runners_last_action_and_e
     path = export_onnx(model, tmp_path / "residual.onnx", deploy_metadata(spec))
     loaded = load_policy_spec("lac", robot, model=path)
     np.testing.assert_allclose(loaded.model.run(x)[0], a, atol=1e-4)
-    plain = new_student(load_train_config(None, {}), spec)
+    plain = new_student(load_train_config(None, {"student": {"residual_action": "none"}}), spec)
     assert not hasattr(plain, "last_action_W")
     arms = new_student(load_train_config(None, {"student": {"residual_action": "arms"}}), spec)
     arms.set_normalizer(arms.features(torch.from_numpy(x[0])).numpy() + rng.normal(size=(64, 95)), 1e-2)
@@ -1023,7 +1089,7 @@ def test_joined_aggregates_keep_each_history_window_inside_its_own_episode():
         ep = np.concatenate([np.full(L, i, np.float32) for i, L in enumerate(lengths)])
         frames = np.stack([np.full(n, tag, np.float32), ep], axis=1)  # (part tag, episode) in every frame
         return {"frames": frames, "labels": np.zeros((n, 2), np.float32), "ok": np.ones(n, bool),
-                "force": np.zeros((n, 9), np.float32), "first": first}
+                "force": np.zeros((n, 9), np.float32), "couple": np.zeros((n, 6), np.float32), "first": first}
 
     joined = join_aggregates([part(0, [5, 3]), part(1, [4]), part(2, [2, 6])])
     idx = np.arange(len(joined["frames"]))

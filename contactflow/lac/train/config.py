@@ -271,6 +271,20 @@ class StudentCfg:
             over-fits its episodes: trained from scratch on the shipped run's aggregate with 10 % of
             the episodes held out, the training loss fell to 0.059 while the held-out loss stayed at
             0.112-0.121; with 0.1 the held-out loss was 0.106 (docs/lac_policy.md).
+        wrench_input: ``"none"``, ``"force"`` or ``"wrench"``: the actor also takes an estimate of the
+            external load made from the history latent by a head of its own (``force_head_hidden``):
+            ``force`` the forces on the two hands and the torso (9 values, world axes, in units of
+            10 N), ``wrench`` those and the couples on the two hands (6 more, world axes, in units of
+            1 N m). LAC's and RMA's split (Kumar et al., RSS 2021) of the student into an adaptation
+            module that estimates what the teacher knows and an actor that acts on it. In training the
+            actor is given the TRUE values in a fraction ``optim.force_teacher_prob`` of the samples
+            (teacher forcing: it learns the load -> action map the teacher follows) and the estimate
+            in the rest, and the estimate is regressed on the true values (``optim.aux_force_weight``,
+            which must be > 0); the exported graph uses the estimate. The rounds record the true
+            forces (runs since 2026-12-03) and couples (since 2026-12-05 08:00 UTC); a value a round
+            did not record is neither given nor a target there.
+        force_head_hidden: hidden widths (ELU) of the load estimate's head on the latent (``[]``: a
+            linear head).
     """
 
     conv_channels: tuple[int, ...] = (16, 16, 16)
@@ -282,6 +296,8 @@ class StudentCfg:
     tracking_features: bool = False
     residual_action: str = "none"
     actor_dropout: float = 0.0
+    wrench_input: str = "none"
+    force_head_hidden: tuple[int, ...] = (64,)
 
     def __post_init__(self):
         if self.residual_action not in ("none", "arms", "all"):
@@ -294,6 +310,10 @@ class StudentCfg:
             raise ConfigError("latent_dim and actor_hidden: must be >= 1")
         if not self.std_floor > 0:
             raise ConfigError(f"std_floor: must be > 0, got {self.std_floor!r}")
+        if self.wrench_input not in ("none", "force", "wrench"):
+            raise ConfigError(f"wrench_input: expected 'none', 'force' or 'wrench', got {self.wrench_input!r}")
+        if self.force_head_hidden and min(self.force_head_hidden) < 1:
+            raise ConfigError(f"force_head_hidden: widths must be >= 1, got {list(self.force_head_hidden)}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -316,7 +336,10 @@ class OptimCfg:
         aux_force_weight: weight of an auxiliary loss: a linear head on the history latent predicts
             the TRUE external force on the two hands and the torso (privileged, 9 values, in units
             of 10 N), LAC's adaptation module trained on privileged information; the head is not
-            exported. 0: no head.
+            exported (with ``student.wrench_input`` the head is the load estimate the actor uses, and
+            exported, and this weighs its loss). 0: no head.
+        force_teacher_prob: with ``student.wrench_input``, the probability that a training sample's
+            actor is given the true load (else the estimate) [-].
         joint_loss_scale: policy joint name -> factor multiplying that joint's weight of ``loss``
             (after the floor of ``torque_floor``; {}: none). A joint whose labels carry a small but
             evaluated response weighs more: the wrist rolls, whose resistance to a couple is a
@@ -334,6 +357,7 @@ class OptimCfg:
     max_steps_first_round: int = 0
     torch_threads: int = 1
     aux_force_weight: float = 0.0
+    force_teacher_prob: float = 0.5
     joint_loss_scale: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
@@ -342,6 +366,8 @@ class OptimCfg:
             raise ConfigError(f"joint_loss_scale: factors must be > 0, got {bad}")
         if not self.aux_force_weight >= 0:
             raise ConfigError(f"aux_force_weight: must be >= 0, got {self.aux_force_weight!r}")
+        if not 0.0 <= self.force_teacher_prob <= 1.0:
+            raise ConfigError(f"force_teacher_prob: must be in [0, 1], got {self.force_teacher_prob!r}")
         if self.loss not in ("action", "torque", "torque_floor"):
             raise ConfigError(f"loss: expected 'action', 'torque' or 'torque_floor', got {self.loss!r}")
         if not self.lr > 0 or self.weight_decay < 0:
@@ -457,6 +483,11 @@ class TrainConfig:
     optim: OptimCfg = dataclasses.field(default_factory=OptimCfg)
     dagger: DaggerCfg = dataclasses.field(default_factory=DaggerCfg)
     validation: ValidationCfg = dataclasses.field(default_factory=ValidationCfg)
+
+    def __post_init__(self):
+        if self.student.wrench_input != "none" and not self.optim.aux_force_weight > 0:
+            raise ConfigError("student.wrench_input: needs optim.aux_force_weight > 0 (the load estimate's own loss), "
+                              f"got {self.optim.aux_force_weight!r}")
 
 
 def default_train_config_path() -> Path:

@@ -45,7 +45,7 @@ from contactflow.config import did_you_mean, load_config, to_dict
 from contactflow.errors import ConfigError
 from contactflow.lac.train.config import TrainConfig
 
-__all__ = ["RolloutResult", "rollout_episode", "train", "validate", "new_student", "load_checkpoint", "export_checkpoint",
+__all__ = ["RolloutResult", "rollout_episode", "train", "validate", "new_student", "aux_dim", "aux_target", "load_checkpoint", "export_checkpoint",
            "git_revision", "window_index"]
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,10 @@ log = logging.getLogger(__name__)
 AUX_FORCE_LINKS = ("left_wrist_roll_link", "right_wrist_roll_link", "torso_link")
 #: the auxiliary target's unit [N]
 AUX_FORCE_UNIT_N = 10.0
+#: links whose true external couple ``student.wrench_input: wrench`` estimates besides the forces
+AUX_COUPLE_LINKS = ("left_wrist_roll_link", "right_wrist_roll_link")
+#: the couple target's unit [N m]
+AUX_COUPLE_UNIT_NM = 1.0
 
 
 # --------------------------------------------------------------------------- rollouts (no torch)
@@ -75,6 +79,7 @@ class RolloutResult:
         row_index: dataset row. wall_s: rollout wall time [s].
         force: (T, 9) float32 the TRUE external force on the left hand, right hand and torso
             (world axes) over the tick before each frame [N] (privileged; the auxiliary target).
+        couple: (T, 6) float32 the TRUE external couple on the left and right hand, the same way [N m].
         relabelled: ``DaggerCfg.stiffness_relabel`` copies of the episode, each ``(frames, labels, teacher_ok)``
             of the same shapes: the frames with another stiffness command, the labels of a teacher commanded it.
     """
@@ -89,6 +94,7 @@ class RolloutResult:
     row_index: int
     wall_s: float
     force: np.ndarray | None = None
+    couple: np.ndarray | None = None
     relabelled: list = dataclasses.field(default_factory=list)
 
 
@@ -173,6 +179,8 @@ def _rollout(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
     s_act = np.zeros(n, bool)
     force = np.zeros((n, 3, 3), np.float32)
     i_f = [env.lac_links.index(b) for b in AUX_FORCE_LINKS]
+    couple = np.zeros((n, len(AUX_COUPLE_LINKS), 3), np.float32)
+    i_c = [env.lac_links.index(b) for b in AUX_COUPLE_LINKS]
     re_labels = np.empty((len(relabel), n, labels.shape[1]), np.float32)
     re_ok = np.zeros((len(relabel), n), bool)
     fell, refused, se, k = False, 0, 0.0, 0
@@ -182,6 +190,7 @@ def _rollout(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
         for j, (t_j, k5) in enumerate(zip(ctx.relabel_teachers, relabel)):
             re_labels[j, k], re_ok[j, k] = t_j.label(priv["sensors"], {**priv["command"], "stiffness": k5})
         force[k] = priv["wrench_W"][i_f, :3]
+        couple[k] = priv["wrench_W"][i_c, 3:]
         a = a_t
         if ctx.has_student:
             a_s = np.asarray(env.spec.model.run(obs[None]), float).reshape(-1)
@@ -201,7 +210,7 @@ def _rollout(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
         f_j[:, ctx.stiffness_slice] = ctx.stiffness_frame(k5)
         copies.append((f_j, re_labels[j, :m].copy(), re_ok[j, :m].copy()))
     return RolloutResult(frames[:m], labels[:m], t_ok[:m], s_act[:m], fell, refused, se, idx, time.perf_counter() - t0,
-                         force[:m].reshape(m, 9), copies)
+                         force[:m].reshape(m, 9), couple[:m].reshape(m, -1), copies)
 
 
 def _relabel_commands(ctx: _Context, seed: int, r: int, i: int) -> list[np.ndarray]:
@@ -291,7 +300,7 @@ def _save_round(path: Path, results: list[RolloutResult]) -> None:
              student_acted=np.concatenate([x.student_acted for x in results]),
              ep_len=np.array([len(x.frames) for x in results]), fell=np.array([x.fell for x in results]),
              row_index=np.array([x.row_index for x in results]), refused=np.array([x.refused for x in results]),
-             force=np.concatenate([x.force for x in results]))
+             force=np.concatenate([x.force for x in results]), couple=np.concatenate([x.couple for x in results]))
     tmp.replace(path)
 
 
@@ -300,7 +309,7 @@ def join_aggregates(parts: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndar
     ``first`` shifted by the samples before it."""
     if len(parts) == 1:
         return parts[0]
-    out = {k: np.concatenate([p[k] for p in parts]) for k in ("frames", "labels", "ok", "force")}
+    out = {k: np.concatenate([p[k] for p in parts]) for k in ("frames", "labels", "ok", "force", "couple")}
     offsets = np.cumsum([0] + [len(p["frames"]) for p in parts[:-1]])
     out["first"] = np.concatenate([p["first"] + o for p, o in zip(parts, offsets)])
     return out
@@ -399,13 +408,16 @@ def load_rounds(data_dir: Path, upto: int) -> dict[str, np.ndarray]:
     Returns:
         ``frames`` (N, frame_dim) float32, ``labels`` (N, n_act) float32, ``ok`` (N,) the teacher's own
         label, ``first`` (N,) int64 the index of each sample's episode's first sample, ``force`` (N, 9)
-        the true hand/torso forces (NaN for rounds saved without them).
+        the true hand/torso forces [N], ``couple`` (N, 6) the true hand couples [N m] (NaN for rounds saved without
+        them).
     """
-    frames, labels, ok, first, force = [], [], [], [], []
+    frames, labels, ok, first, force, couple = [], [], [], [], [], []
     n = 0
     for r in range(upto + 1):
         with np.load(data_dir / f"round_{r:03d}.npz") as d:
             force.append(d["force"] if "force" in d.files else np.full((len(d["frames"]), 9), np.nan, np.float32))
+            couple.append(d["couple"] if "couple" in d.files
+                          else np.full((len(d["frames"]), 3 * len(AUX_COUPLE_LINKS)), np.nan, np.float32))
             frames.append(d["frames"])
             labels.append(d["labels"])
             ok.append(d["teacher_ok"])
@@ -413,7 +425,7 @@ def load_rounds(data_dir: Path, upto: int) -> dict[str, np.ndarray]:
                 first.append(np.full(int(L), n, np.int64))
                 n += int(L)
     return {"frames": np.concatenate(frames), "labels": np.concatenate(labels), "ok": np.concatenate(ok),
-            "first": np.concatenate(first), "force": np.concatenate(force)}
+            "first": np.concatenate(first), "force": np.concatenate(force), "couple": np.concatenate(couple)}
 
 
 # --------------------------------------------------------------------------- provenance
@@ -484,6 +496,23 @@ def _dataset_info(path: Path, out: Path) -> dict:
 # --------------------------------------------------------------------------- checkpoints and export
 
 
+def aux_dim(cfg: TrainConfig) -> int:
+    """Size of the student's auxiliary output: the forces on :data:`AUX_FORCE_LINKS` (``optim.aux_force_weight`` or
+    ``student.wrench_input: force``), then the couples on :data:`AUX_COUPLE_LINKS` (``wrench_input: wrench``); 0: none."""
+    if cfg.student.wrench_input == "wrench":
+        return 3 * len(AUX_FORCE_LINKS) + 3 * len(AUX_COUPLE_LINKS)
+    return 3 * len(AUX_FORCE_LINKS) if cfg.optim.aux_force_weight > 0 or cfg.student.wrench_input == "force" else 0
+
+
+def aux_target(cfg: TrainConfig, data: dict[str, np.ndarray]) -> np.ndarray:
+    """The auxiliary output's target for an aggregate (:func:`load_rounds`): (N, :func:`aux_dim`) float32, forces in
+    units of :data:`AUX_FORCE_UNIT_N`, couples of :data:`AUX_COUPLE_UNIT_NM`; NaN where a round did not record them."""
+    parts = [data["force"] / AUX_FORCE_UNIT_N]
+    if cfg.student.wrench_input == "wrench":
+        parts.append(data["couple"] / AUX_COUPLE_UNIT_NM)
+    return np.concatenate(parts, axis=1).astype(np.float32)[:, :aux_dim(cfg)]
+
+
 def new_student(cfg: TrainConfig, spec):
     """A :class:`~contactflow.lac.train.student.Student` shaped by the deploy spec (history, frame,
     actions, where the raw stiffness sits in a frame)."""
@@ -492,7 +521,7 @@ def new_student(cfg: TrainConfig, spec):
     k = next(b.sl for b in spec.terms if b.cfg.term == "stiffness")
     return Student(cfg.student, history=spec.cfg.history.length, frame_dim=spec.frame_dim,
                    n_act=len(spec.joint_names), stiffness=k,
-                   aux_dim=3 * len(AUX_FORCE_LINKS) if cfg.optim.aux_force_weight > 0 else 0,
+                   aux_dim=aux_dim(cfg),
                    tracking=tracking_feature_map(spec) if cfg.student.tracking_features else None,
                    last_action=(last_action_map(spec, cfg.student.residual_action)
                                 if cfg.student.residual_action != "none" else None))
@@ -837,8 +866,9 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
             data = join_aggregates([prior, data])
         frames = torch.from_numpy(data["frames"])
         labels = torch.from_numpy(data["labels"])
-        aux_t = torch.from_numpy(data["force"] / AUX_FORCE_UNIT_N)
-        aux_ok = torch.isfinite(aux_t).all(dim=1)
+        aux_t = torch.from_numpy(aux_target(cfg, data))
+        aux_known = torch.isfinite(aux_t)  # per value: rounds recorded before the couples have NaN there
+        aux_t = torch.nan_to_num(aux_t)
         samples = np.flatnonzero(data["ok"])
         if len(samples) == 0:
             raise ConfigError(f"round {r}: no usable teacher label (the expert degraded on every tick of rounds 0-{r})")
@@ -865,11 +895,15 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
                 idx = perm[b0:b0 + B]
                 x = frames[torch.from_numpy(window_index(data["first"], idx, H))]
                 ti = torch.from_numpy(idx)
-                pred, aux = model.forward_aux(x)
+                known = aux_known[ti]
+                if cfg.student.wrench_input != "none":  # the true values where known, in force_teacher_prob of the samples
+                    given = known & torch.from_numpy(g.random(len(idx)) < cfg.optim.force_teacher_prob)[:, None]
+                    pred, aux = model.forward_aux(x, aux_t[ti], given)
+                else:
+                    pred, aux = model.forward_aux(x)
                 loss = torch.mean(w * (pred - labels[ti]) ** 2)
-                if aux is not None and bool(aux_ok[ti].any()):
-                    m_ok = aux_ok[ti]
-                    loss = loss + cfg.optim.aux_force_weight * torch.mean((aux[m_ok] - aux_t[ti][m_ok]) ** 2)
+                if aux is not None and bool(known.any()):
+                    loss = loss + cfg.optim.aux_force_weight * torch.mean((aux - aux_t[ti])[known] ** 2)
                 opt.zero_grad()
                 loss.backward()
                 opt.step()

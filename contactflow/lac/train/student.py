@@ -152,7 +152,9 @@ class Student(nn.Module):
         history: frames in the input (LAC: 64). frame_dim: values per frame (95). n_act: actions (23).
         stiffness: slice of the RAW stiffness values in a frame (LAC: the last 5). All four come from
             the deploy spec (``dagger.new_student``).
-        aux_dim: outputs of an auxiliary linear head on the latent (training only; not exported).
+        aux_dim: outputs of an auxiliary linear head on the latent (training only; not exported); with
+            ``cfg.wrench_input`` the load estimate's outputs (its head ``cfg.force_head_hidden``), which
+            the actor takes as input (exported).
         tracking: ``(W, b)`` of :func:`tracking_feature_map` when ``cfg.tracking_features`` (stored as
             buffers, exported as constants), else None.
         last_action: (frame_dim, n_act) of :func:`last_action_map` when ``cfg.residual_action`` (a
@@ -195,7 +197,10 @@ class Student(nn.Module):
         if length < 1:
             raise ValueError(f"history {history} too short for {len(cfg.conv_channels)} convolutions of kernel {cfg.conv_kernel}")
         self.encoder = nn.Sequential(*layers, nn.Flatten(), nn.Linear(c_in * length, cfg.latent_dim), nn.ELU())
-        sizes = [feat_dim + cfg.latent_dim, *cfg.actor_hidden]
+        self.force_input = cfg.wrench_input != "none"
+        if self.force_input and aux_dim < 1:
+            raise ValueError("aux_dim: cfg.wrench_input needs the load estimate's size (aux_dim >= 1)")
+        sizes = [feat_dim + cfg.latent_dim + (aux_dim if self.force_input else 0), *cfg.actor_hidden]
         act = []
         for a, b in zip(sizes[:-1], sizes[1:]):
             act += [nn.Linear(a, b), nn.ELU()]
@@ -213,7 +218,14 @@ class Student(nn.Module):
             for lin in self.film:
                 nn.init.zeros_(lin.weight)
                 nn.init.zeros_(lin.bias)
-        self.aux = nn.Linear(cfg.latent_dim, aux_dim) if aux_dim > 0 else None
+        if aux_dim > 0 and self.force_input:
+            head, w_in = [], cfg.latent_dim
+            for w_h in cfg.force_head_hidden:
+                head += [nn.Linear(w_in, w_h), nn.ELU()]
+                w_in = w_h
+            self.aux = nn.Sequential(*head, nn.Linear(w_in, aux_dim))
+        else:
+            self.aux = nn.Linear(cfg.latent_dim, aux_dim) if aux_dim > 0 else None
         self.actor_dropout = float(cfg.actor_dropout)
 
     def features(self, frames: torch.Tensor) -> torch.Tensor:
@@ -244,11 +256,22 @@ class Student(nn.Module):
         data saturates instead of extrapolating)."""
         return self.forward_aux(frames)[0]
 
-    def forward_aux(self, frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(actions (B, n_act), the auxiliary head's output (B, aux_dim) or None)."""
+    def forward_aux(self, frames: torch.Tensor, force: torch.Tensor | None = None,
+                    given: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(actions (B, n_act), the auxiliary head's output (B, aux_dim) or None).
+
+        With ``cfg.wrench_input`` the actor takes the head's output (the load estimate), or, where
+        ``given`` (B,) or (B, aux_dim) bool is True, ``force`` (B, aux_dim) there instead (training: the true
+        values)."""
         x = torch.clamp((self.features(frames) - self.obs_mean) / self.obs_std, -CLIP_SIGMA, CLIP_SIGMA)
         z = self.encoder(x.transpose(1, 2))
-        h = torch.cat([x[:, -1], z], dim=-1)
+        aux = self.aux(z) if self.aux is not None else None
+        if self.force_input:
+            f_in = aux if force is None or given is None else torch.where(given if given.dim() == 2 else given[:, None],
+                                                                           force, aux)
+            h = torch.cat([x[:, -1], z, f_in], dim=-1)
+        else:
+            h = torch.cat([x[:, -1], z], dim=-1)
         if self.film is None and not self.actor_dropout:
             a = self.actor(h)
         else:
@@ -264,7 +287,7 @@ class Student(nn.Module):
             a = mods[-1](h)
         if self.residual:
             a = a + frames[:, -1] @ self.last_action_W
-        return a, (self.aux(z) if self.aux is not None else None)
+        return a, aux
 
     def n_params(self) -> int:
         """Number of trained parameters."""
