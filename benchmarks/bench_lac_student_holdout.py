@@ -11,8 +11,10 @@ What it does, per variant, in one process on one torch thread: the aggregate of 
 ``contactflow lac train`` trains on it (``teacher_ok`` samples, the deploy windows of 64 frames);
 ``--holdout`` of the episodes (default 10 %, drawn with ``--seed``) left out; a fresh student (the
 run's seed, the normaliser of the training samples) trained with the run's optimiser, batch size and
-loss weights (``optim.loss``) on batches drawn with replacement; every ``--every`` steps the mean
-training loss of the last steps and the loss on (at most 20 000 samples of) the held-out episodes.
+loss weights (``optim.loss``) on batches drawn with replacement, with ``lac train``'s own batch loss
+(``dagger.batch_loss``: with a load estimate, its term and the teacher forcing too); every ``--every`` steps
+the mean training loss of the last steps and the deployed student's weighted action loss on (at most 20 000
+samples of) the held-out episodes (with a load estimate the two differ by the estimate's term).
 The held-out episodes share their dataset rows (reference motions) with training episodes: the gap is
 between episodes, not between motions.
 
@@ -95,9 +97,22 @@ def main() -> None:
             model.set_normalizer(model.features(frames[train_idx[::5]]).numpy(), cfg.student.std_floor)
         opt = torch.optim.Adam(model.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
 
+        aux_t = torch.from_numpy(d.aux_target(cfg, data)) if d.aux_dim(cfg) else None
+        aux_known = torch.isfinite(aux_t) if aux_t is not None else None
+        aux_t = torch.nan_to_num(aux_t) if aux_t is not None else None
+
+        def windows(idx: np.ndarray) -> torch.Tensor:
+            return frames[torch.from_numpy(d.window_index(data["first"], idx, H))]
+
         def loss_of(idx: np.ndarray) -> torch.Tensor:
-            x = frames[torch.from_numpy(d.window_index(data["first"], idx, H))]
-            return (w * (model(x) - labels[torch.from_numpy(idx)]) ** 2).mean(dim=1)
+            """Held-out: the deployed student's (its estimate's) weighted action error per sample."""
+            return (w * (model(windows(idx)) - labels[torch.from_numpy(idx)]) ** 2).mean(dim=1)
+
+        def train_loss(idx: np.ndarray) -> torch.Tensor:
+            """Training: the loss `lac train` minimises (dagger.batch_loss)."""
+            ti = torch.from_numpy(idx)
+            return d.batch_loss(cfg, model, w, windows(idx), labels[ti], None if aux_t is None else aux_t[ti],
+                                None if aux_known is None else aux_known[ti], batches)
 
         def held_out() -> float:
             model.eval()
@@ -110,7 +125,7 @@ def main() -> None:
         batches = np.random.default_rng([args.seed, 2])
         model.train()
         for step in range(1, args.steps + 1):
-            loss = loss_of(batches.choice(train_idx, cfg.optim.batch_size)).mean()
+            loss = train_loss(batches.choice(train_idx, cfg.optim.batch_size))
             opt.zero_grad()
             loss.backward()
             opt.step()

@@ -684,7 +684,8 @@ def test_wrench_input_student_acts_on_its_load_estimate_trained_on_the_true_load
         load_train_config(None, {"student": {"wrench_input": "torque"}, "optim": {"aux_force_weight": 1.0}})
     with pytest.raises(ConfigError, match="force_teacher_prob"):
         load_train_config(None, {"optim": {"force_teacher_prob": 1.5}})
-    cfg = load_train_config(None, {**TINY, "dagger": {"rounds": 1, "episodes_per_round": 3},  # episode 2: the force row
+    cfg = load_train_config(None, {**TINY, "dagger": {"rounds": 1, "episodes_per_round": 3},
+                                   "env": {**TINY["env"], "hand_push_prob": 0.0, "hand_couple_prob": 1.0},  # couples only
                                    "student": {"wrench_input": "wrench", "force_head_hidden": [16]},
                                    "optim": {**TINY["optim"], "aux_force_weight": 1.0, "force_teacher_prob": 0.5},
                                    "validation": {"enabled": False}})
@@ -719,8 +720,9 @@ def test_wrench_input_student_acts_on_its_load_estimate_trained_on_the_true_load
     before = new_student(cfg, spec).state_dict()
     train(cfg, tmp_path, dataset=dataset, progress=False, echo=lambda s: None)
     d = np.load(tmp_path / "data" / "round_000.npz")
-    assert np.abs(d["force"]).max() > 0.5  # an event was applied: the estimate had a target
-    assert d["couple"].shape == (len(d["frames"]), 6) and np.isfinite(d["couple"]).all()
+    # every episode held one 0.5-1.5 N m couple on a hand and no force: the couple's columns hold it, the force's none
+    assert d["couple"].shape == (len(d["frames"]), 6) and np.abs(d["couple"]).max() > 0.4
+    assert np.abs(d["force"]).max() < 1e-9
     ck = load_checkpoint(tmp_path)
     assert ck["model"]["aux.0.weight"].shape == (16, cfg.student.latent_dim)
     assert not torch.equal(ck["model"]["aux.2.weight"], before["aux.2.weight"])  # the estimate was trained
@@ -730,6 +732,42 @@ def test_wrench_input_student_acts_on_its_load_estimate_trained_on_the_true_load
     loaded = load_policy_spec("lac", robot, model=tmp_path / "student.onnx")
     with torch.no_grad():
         np.testing.assert_allclose(loaded.model.run(x[:1].numpy()), trained(x[:1]).numpy(), atol=1e-4)
+
+
+def test_batch_loss_gives_the_true_load_where_recorded_and_ignores_what_a_round_did_not_record(spec):
+    """dagger.batch_loss (lac train's and the hold-out benchmark's loss): with force_teacher_prob 1 the actor gets every
+    recorded value of the true load and the estimate elsewhere, the estimate's error counts where recorded only (a
+    changed unrecorded value changes nothing); with 0 the actor gets the estimate everywhere."""
+    from contactflow.lac.train.dagger import batch_loss, loss_weights, new_student
+
+    over = {"student": {"wrench_input": "wrench"}, "optim": {"aux_force_weight": 2.0, "force_teacher_prob": 1.0}}
+    cfg = load_train_config(None, over)
+    torch.manual_seed(0)
+    model = new_student(cfg, spec)
+    w = loss_weights(cfg, spec)
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(6, 64, 95, generator=gen)
+    x[..., 90:] = 100.0
+    labels = torch.randn(6, 23, generator=gen)
+    t = torch.randn(6, 15, generator=gen)
+    known = torch.ones(6, 15, dtype=torch.bool)
+    known[3:, 9:] = False  # samples of a round recorded before the couples
+    t2 = t.clone()
+    t2[3:, 9:] += 5.0
+    with torch.no_grad():
+        l0 = batch_loss(cfg, model, w, x, labels, t, known, np.random.default_rng(0))
+        l1 = batch_loss(cfg, model, w, x, labels, t2, known, np.random.default_rng(0))
+        pred, aux = model.forward_aux(x, t, known)
+        manual = torch.mean(w * (pred - labels) ** 2) + 2.0 * torch.mean((aux - t)[known] ** 2)
+        assert float(l0) == float(l1)
+        assert float(l0) == pytest.approx(float(manual), rel=1e-6)
+        cfg0 = load_train_config(None, {**over, "optim": {**over["optim"], "force_teacher_prob": 0.0}})
+        pred0, aux0 = model.forward_aux(x)
+        manual0 = torch.mean(w * (pred0 - labels) ** 2) + 2.0 * torch.mean((aux0 - t)[known] ** 2)
+        got0 = batch_loss(cfg0, model, w, x, labels, t, known, np.random.default_rng(0))
+        assert float(got0) == pytest.approx(float(manual0), rel=1e-6) and abs(float(got0) - float(l0)) > 1e-6
+    with pytest.raises(ValueError, match="needs aux_t"):
+        batch_loss(cfg, model, w, x, labels)
 
 
 def test_stiffness_film_student_starts_as_the_plain_one_and_exports(robot, spec, tmp_path):

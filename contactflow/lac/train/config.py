@@ -280,10 +280,15 @@ class StudentCfg:
             actor is given the TRUE values in a fraction ``optim.force_teacher_prob`` of the samples
             (teacher forcing: it learns the load -> action map the teacher follows) and the estimate
             in the rest, and the estimate is regressed on the true values (``optim.aux_force_weight``,
-            which must be > 0); the exported graph uses the estimate. The rounds record the true
-            forces (runs since 2026-12-03) and couples (since 2026-12-05 08:00 UTC); a value a round
-            did not record is neither given nor a target there.
+            which must be > 0); in the other samples the action loss trains the estimate's head too
+            (end to end, where RMA regresses its adaptation module alone). The exported graph uses the
+            estimate. The rounds record the true forces (runs since 2026-12-03) and couples (moments
+            about the link's CoM, since 2026-12-05 08:00 UTC); a value a round did not record is
+            neither given nor a target there. A configuration written before 2026-12-05 08:45 UTC
+            (a run's ``config.yaml``) has no such key and takes the shipped file's (``wrench``): add
+            ``wrench_input: none`` to reproduce it.
         force_head_hidden: hidden widths (ELU) of the load estimate's head on the latent (``[]``: a
+            linear head); used with ``wrench_input`` only (``optim.aux_force_weight`` alone keeps its
             linear head).
     """
 
@@ -336,10 +341,12 @@ class OptimCfg:
         aux_force_weight: weight of an auxiliary loss: a linear head on the history latent predicts
             the TRUE external force on the two hands and the torso (privileged, 9 values, in units
             of 10 N), LAC's adaptation module trained on privileged information; the head is not
-            exported (with ``student.wrench_input`` the head is the load estimate the actor uses, and
-            exported, and this weighs its loss). 0: no head.
+            exported (with ``student.wrench_input`` the head is the load estimate the actor uses, 9 or 15
+            values, and exported, and this weighs its loss). 0: no head.
         force_teacher_prob: with ``student.wrench_input``, the probability that a training sample's
-            actor is given the true load (else the estimate) [-].
+            actor is given the true load (else the estimate) [-], drawn per sample from the batch
+            generator (so it changes the later batches' order); values a round did not record are
+            never given. Ignored with ``wrench_input: none``.
         joint_loss_scale: policy joint name -> factor multiplying that joint's weight of ``loss``
             (after the floor of ``torque_floor``; {}: none). A joint whose labels carry a small but
             evaluated response weighs more: the wrist rolls, whose resistance to a couple is a
@@ -487,7 +494,9 @@ class TrainConfig:
     def __post_init__(self):
         if self.student.wrench_input != "none" and not self.optim.aux_force_weight > 0:
             raise ConfigError("student.wrench_input: needs optim.aux_force_weight > 0 (the load estimate's own loss), "
-                              f"got {self.optim.aux_force_weight!r}")
+                              f"got {self.optim.aux_force_weight!r} (a configuration written before 2026-12-05 08:45 UTC "
+                              "has no student.wrench_input and takes the shipped file's: add `wrench_input: none` to "
+                              "its student section to reproduce it)")
 
 
 def default_train_config_path() -> Path:
@@ -502,8 +511,9 @@ def load_train_config(path: str | Path | None = None, override: Mapping | None =
     shipped student's recipe), ``path``'s keys layered over it, then ``override``.
 
     A file that sets a few keys therefore changes those keys of the shipped recipe and nothing else
-    (a run's own ``config.yaml``, which holds every key, reproduces that run whatever the shipped file
-    says).
+    (a run's own ``config.yaml``, which holds every key of its revision, reproduces that run whatever the shipped file
+    says, except for keys added after it: those take the shipped file's value, e.g. ``student.wrench_input`` for runs
+    made before 2026-12-05 08:45 UTC, whose refusal says to add ``wrench_input: none``).
 
     Args:
         path: YAML file (None: the shipped file alone). override: mapping merged last (tests, ``--seed``).

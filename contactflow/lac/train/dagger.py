@@ -45,7 +45,7 @@ from contactflow.config import did_you_mean, load_config, to_dict
 from contactflow.errors import ConfigError
 from contactflow.lac.train.config import TrainConfig
 
-__all__ = ["RolloutResult", "rollout_episode", "train", "validate", "new_student", "aux_dim", "aux_target", "load_checkpoint", "export_checkpoint",
+__all__ = ["RolloutResult", "rollout_episode", "train", "validate", "new_student", "aux_dim", "aux_target", "batch_loss", "load_checkpoint", "export_checkpoint",
            "git_revision", "window_index"]
 
 log = logging.getLogger(__name__)
@@ -513,6 +513,35 @@ def aux_target(cfg: TrainConfig, data: dict[str, np.ndarray]) -> np.ndarray:
     return np.concatenate(parts, axis=1).astype(np.float32)[:, :aux_dim(cfg)]
 
 
+def batch_loss(cfg: TrainConfig, model, w, x, labels, aux_t=None, aux_known=None, rng: np.random.Generator | None = None):
+    """The training loss of one batch (a scalar tensor): the ``w``-weighted squared action error (:func:`loss_weights`)
+    plus, with an auxiliary output (:func:`aux_dim`), ``optim.aux_force_weight`` times its squared error over the
+    values a round recorded.
+
+    With ``student.wrench_input`` the actor is given the true load (``aux_t``) where it is known, in a share
+    ``optim.force_teacher_prob`` of the samples drawn from ``rng``, and the estimate elsewhere (where the action loss
+    trains the estimate's head too).
+
+    Args:
+        x: (B, H, frame_dim) windows. labels: (B, n_act) teacher actions. w: (n_act,) loss weights.
+        aux_t: (B, aux_dim) targets with NaN replaced (:func:`aux_target` then ``nan_to_num``); aux_known: (B, aux_dim)
+            bool, the values recorded (both None: no auxiliary term). rng: the batch generator (``wrench_input``).
+    """
+    import torch
+
+    if cfg.student.wrench_input != "none":
+        if aux_t is None or aux_known is None or rng is None:
+            raise ValueError("batch_loss: student.wrench_input needs aux_t, aux_known and rng")
+        given = aux_known & torch.from_numpy(rng.random(len(x)) < cfg.optim.force_teacher_prob)[:, None]
+        pred, aux = model.forward_aux(x, aux_t, given)
+    else:
+        pred, aux = model.forward_aux(x)
+    loss = torch.mean(w * (pred - labels) ** 2)
+    if aux is not None and aux_known is not None and bool(aux_known.any()):
+        loss = loss + cfg.optim.aux_force_weight * torch.mean((aux - aux_t)[aux_known] ** 2)
+    return loss
+
+
 def new_student(cfg: TrainConfig, spec):
     """A :class:`~contactflow.lac.train.student.Student` shaped by the deploy spec (history, frame,
     actions, where the raw stiffness sits in a frame)."""
@@ -895,15 +924,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
                 idx = perm[b0:b0 + B]
                 x = frames[torch.from_numpy(window_index(data["first"], idx, H))]
                 ti = torch.from_numpy(idx)
-                known = aux_known[ti]
-                if cfg.student.wrench_input != "none":  # the true values where known, in force_teacher_prob of the samples
-                    given = known & torch.from_numpy(g.random(len(idx)) < cfg.optim.force_teacher_prob)[:, None]
-                    pred, aux = model.forward_aux(x, aux_t[ti], given)
-                else:
-                    pred, aux = model.forward_aux(x)
-                loss = torch.mean(w * (pred - labels[ti]) ** 2)
-                if aux is not None and bool(known.any()):
-                    loss = loss + cfg.optim.aux_force_weight * torch.mean((aux - aux_t[ti])[known] ** 2)
+                loss = batch_loss(cfg, model, w, x, labels[ti], aux_t[ti], aux_known[ti], g)
                 opt.zero_grad()
                 loss.backward()
                 opt.step()

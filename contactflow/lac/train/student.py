@@ -13,6 +13,7 @@ to the action (B, 23), with everything LAC puts inside its graph (lac.md §1.1):
    CPU: lac.md §0 measured a 725 k-parameter conv encoder at 2.6 k samples/s);
 4. the actor: an MLP (ELU) on the newest normalised frame and the latent; with ``residual_action``,
    its output added to the newest frame's raw ``last_action`` (:func:`last_action_map`); with
+   ``wrench_input``, the load estimate (a head on the latent) as more inputs of the actor; with
    ``actor_dropout``, dropout on its hidden layers while training only; with
    ``stiffness_film`` every hidden layer is modulated by the newest frame's normalised log
    stiffness ``k``: ``h <- h * (1 + gamma_i(k)) + beta_i(k)`` (FiLM, Perez et al., 2018; gamma_i,
@@ -162,7 +163,8 @@ class Student(nn.Module):
             network's output (zero columns: the network's output alone); else None.
 
     Raises:
-        ValueError: the history is too short for the convolutions.
+        ValueError: the history is too short for the convolutions; ``tracking`` / ``last_action`` given
+            against the configuration; ``cfg.wrench_input`` without ``aux_dim``.
 
     Shapes: ``forward(frames (B, history, frame_dim)) -> (B, n_act)``.
     """
