@@ -97,9 +97,7 @@ def main() -> None:
             model.set_normalizer(model.features(frames[train_idx[::5]]).numpy(), cfg.student.std_floor)
         opt = torch.optim.Adam(model.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
 
-        aux_t = torch.from_numpy(d.aux_target(cfg, data)) if d.aux_dim(cfg) else None
-        aux_known = torch.isfinite(aux_t) if aux_t is not None else None
-        aux_t = torch.nan_to_num(aux_t) if aux_t is not None else None
+        aux_t, aux_known = d.aux_tensors(cfg, data)
 
         def windows(idx: np.ndarray) -> torch.Tensor:
             return frames[torch.from_numpy(d.window_index(data["first"], idx, H))]

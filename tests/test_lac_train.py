@@ -675,7 +675,7 @@ def test_wrench_input_student_acts_on_its_load_estimate_trained_on_the_true_load
     the rounds record the true forces and couples, values a round lacks (NaN) are neither given nor targets;
     training regresses the estimate on the true load; the export is the torch network on the estimate.
     Without the estimate's loss the configuration is refused."""
-    from contactflow.lac.train.dagger import aux_dim, aux_target, new_student
+    from contactflow.lac.train.dagger import aux_dim, aux_target, aux_tensors, new_student
     from contactflow.policy import load_policy_spec
 
     with pytest.raises(ConfigError, match="wrench_input: needs optim.aux_force_weight"):
@@ -693,6 +693,12 @@ def test_wrench_input_student_acts_on_its_load_estimate_trained_on_the_true_load
     data = {"force": np.full((2, 9), 20.0), "couple": np.array([[0.5] * 6, [np.nan] * 6])}
     t = aux_target(cfg, data)  # forces in 10 N, couples in N m, an older round's NaN kept
     assert t.shape == (2, 15) and np.all(t[:, :9] == 2.0) and np.all(t[0, 9:] == 0.5) and np.isnan(t[1, 9:]).all()
+    aux_t, known = aux_tensors(cfg, data)  # what training gives batch_loss: NaN -> 0 and not known
+    assert torch.equal(known, torch.from_numpy(np.isfinite(t))) and torch.equal(aux_t, torch.from_numpy(np.nan_to_num(t)))
+    plain = load_train_config(None, {"student": {"wrench_input": "none"}, "optim": {"aux_force_weight": 0.0}})
+    assert aux_dim(plain) == 0 and aux_tensors(plain, data) == (None, None)
+    with pytest.raises(ValueError, match="no auxiliary output"):
+        aux_target(plain, data)
     spec = load_policy_spec("lac", robot)
     model = new_student(cfg, spec)
     x = torch.from_numpy(np.random.default_rng(0).normal(size=(4, 64, 95)).astype(np.float32))

@@ -45,7 +45,7 @@ from contactflow.config import did_you_mean, load_config, to_dict
 from contactflow.errors import ConfigError
 from contactflow.lac.train.config import TrainConfig
 
-__all__ = ["RolloutResult", "rollout_episode", "train", "validate", "new_student", "aux_dim", "aux_target", "batch_loss", "load_checkpoint", "export_checkpoint",
+__all__ = ["RolloutResult", "rollout_episode", "train", "validate", "new_student", "aux_dim", "aux_target", "aux_tensors", "batch_loss", "load_checkpoint", "export_checkpoint",
            "git_revision", "window_index"]
 
 log = logging.getLogger(__name__)
@@ -77,9 +77,9 @@ class RolloutResult:
         on_policy_se: sum over the ticks of the mean squared student-teacher action difference
             (0 in round 0).
         row_index: dataset row. wall_s: rollout wall time [s].
-        force: (T, 9) float32 the TRUE external force on the left hand, right hand and torso
+        force: (T, 3 len(AUX_FORCE_LINKS)) float32 the TRUE external force on the left hand, right hand and torso
             (world axes) over the tick before each frame [N] (privileged; the auxiliary target).
-        couple: (T, 6) float32 the TRUE external couple on the left and right hand, the same way [N m].
+        couple: (T, 3 len(AUX_COUPLE_LINKS)) float32 the TRUE external couple on the left and right hand, the same way [N m].
         relabelled: ``DaggerCfg.stiffness_relabel`` copies of the episode, each ``(frames, labels, teacher_ok)``
             of the same shapes: the frames with another stiffness command, the labels of a teacher commanded it.
     """
@@ -177,7 +177,7 @@ def _rollout(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
     labels = np.empty((n, len(env.spec.joint_names)), np.float32)
     t_ok = np.zeros(n, bool)
     s_act = np.zeros(n, bool)
-    force = np.zeros((n, 3, 3), np.float32)
+    force = np.zeros((n, len(AUX_FORCE_LINKS), 3), np.float32)
     i_f = [env.lac_links.index(b) for b in AUX_FORCE_LINKS]
     couple = np.zeros((n, len(AUX_COUPLE_LINKS), 3), np.float32)
     i_c = [env.lac_links.index(b) for b in AUX_COUPLE_LINKS]
@@ -210,7 +210,7 @@ def _rollout(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
         f_j[:, ctx.stiffness_slice] = ctx.stiffness_frame(k5)
         copies.append((f_j, re_labels[j, :m].copy(), re_ok[j, :m].copy()))
     return RolloutResult(frames[:m], labels[:m], t_ok[:m], s_act[:m], fell, refused, se, idx, time.perf_counter() - t0,
-                         force[:m].reshape(m, 9), couple[:m].reshape(m, -1), copies)
+                         force[:m].reshape(m, -1), couple[:m].reshape(m, -1), copies)
 
 
 def _relabel_commands(ctx: _Context, seed: int, r: int, i: int) -> list[np.ndarray]:
@@ -407,15 +407,15 @@ def load_rounds(data_dir: Path, upto: int) -> dict[str, np.ndarray]:
 
     Returns:
         ``frames`` (N, frame_dim) float32, ``labels`` (N, n_act) float32, ``ok`` (N,) the teacher's own
-        label, ``first`` (N,) int64 the index of each sample's episode's first sample, ``force`` (N, 9)
-        the true hand/torso forces [N], ``couple`` (N, 6) the true hand couples [N m] (NaN for rounds saved without
+        label, ``first`` (N,) int64 the index of each sample's episode's first sample, ``force`` (N, 3 len(AUX_FORCE_LINKS))
+        the true hand/torso forces [N], ``couple`` (N, 3 len(AUX_COUPLE_LINKS)) the true hand couples [N m] (NaN for rounds saved without
         them).
     """
     frames, labels, ok, first, force, couple = [], [], [], [], [], []
     n = 0
     for r in range(upto + 1):
         with np.load(data_dir / f"round_{r:03d}.npz") as d:
-            force.append(d["force"] if "force" in d.files else np.full((len(d["frames"]), 9), np.nan, np.float32))
+            force.append(d["force"] if "force" in d.files else np.full((len(d["frames"]), 3 * len(AUX_FORCE_LINKS)), np.nan, np.float32))
             couple.append(d["couple"] if "couple" in d.files
                           else np.full((len(d["frames"]), 3 * len(AUX_COUPLE_LINKS)), np.nan, np.float32))
             frames.append(d["frames"])
@@ -506,11 +506,29 @@ def aux_dim(cfg: TrainConfig) -> int:
 
 def aux_target(cfg: TrainConfig, data: dict[str, np.ndarray]) -> np.ndarray:
     """The auxiliary output's target for an aggregate (:func:`load_rounds`): (N, :func:`aux_dim`) float32, forces in
-    units of :data:`AUX_FORCE_UNIT_N`, couples of :data:`AUX_COUPLE_UNIT_NM`; NaN where a round did not record them."""
+    units of :data:`AUX_FORCE_UNIT_N`, couples of :data:`AUX_COUPLE_UNIT_NM`; NaN where a round did not record them.
+
+    Raises:
+        ValueError: the configuration has no auxiliary output (:func:`aux_dim` 0)."""
+    if aux_dim(cfg) == 0:
+        raise ValueError("aux_target: the configuration has no auxiliary output (aux_dim 0)")
     parts = [data["force"] / AUX_FORCE_UNIT_N]
     if cfg.student.wrench_input == "wrench":
         parts.append(data["couple"] / AUX_COUPLE_UNIT_NM)
-    return np.concatenate(parts, axis=1).astype(np.float32)[:, :aux_dim(cfg)]
+    return np.concatenate(parts, axis=1).astype(np.float32)
+
+
+def aux_tensors(cfg: TrainConfig, data: dict[str, np.ndarray]):
+    """``(aux_t, aux_known)`` for :func:`batch_loss` over a whole aggregate: the target (:func:`aux_target`, (N,
+    aux_dim) float32 tensor) with NaN replaced by 0, and the (N, aux_dim) bool tensor of the values a round recorded;
+    ``(None, None)`` without an auxiliary output."""
+    import torch
+
+    if aux_dim(cfg) == 0:
+        return None, None
+    aux_t = torch.from_numpy(aux_target(cfg, data))
+    aux_known = torch.isfinite(aux_t)  # per value: rounds recorded before the couples have NaN there
+    return torch.nan_to_num(aux_t), aux_known
 
 
 def batch_loss(cfg: TrainConfig, model, w, x, labels, aux_t=None, aux_known=None, rng: np.random.Generator | None = None):
@@ -524,7 +542,7 @@ def batch_loss(cfg: TrainConfig, model, w, x, labels, aux_t=None, aux_known=None
 
     Args:
         x: (B, H, frame_dim) windows. labels: (B, n_act) teacher actions. w: (n_act,) loss weights.
-        aux_t: (B, aux_dim) targets with NaN replaced (:func:`aux_target` then ``nan_to_num``); aux_known: (B, aux_dim)
+        aux_t: (B, aux_dim) targets with NaN replaced, aux_known: (B, aux_dim)
             bool, the values recorded (both None: no auxiliary term). rng: the batch generator (``wrench_input``).
     """
     import torch
@@ -895,9 +913,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
             data = join_aggregates([prior, data])
         frames = torch.from_numpy(data["frames"])
         labels = torch.from_numpy(data["labels"])
-        aux_t = torch.from_numpy(aux_target(cfg, data))
-        aux_known = torch.isfinite(aux_t)  # per value: rounds recorded before the couples have NaN there
-        aux_t = torch.nan_to_num(aux_t)
+        aux_t, aux_known = aux_tensors(cfg, data)
         samples = np.flatnonzero(data["ok"])
         if len(samples) == 0:
             raise ConfigError(f"round {r}: no usable teacher label (the expert degraded on every tick of rounds 0-{r})")
@@ -924,7 +940,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
                 idx = perm[b0:b0 + B]
                 x = frames[torch.from_numpy(window_index(data["first"], idx, H))]
                 ti = torch.from_numpy(idx)
-                loss = batch_loss(cfg, model, w, x, labels[ti], aux_t[ti], aux_known[ti], g)
+                aux_b = (None, None) if aux_t is None else (aux_t[ti], aux_known[ti])
+                loss = batch_loss(cfg, model, w, x, labels[ti], *aux_b, rng=g)
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
