@@ -133,6 +133,24 @@ def test_plots_json_and_merge(table, tmp_path):
         merge_tables({"suite": "paper", "results": {}, "falls": {}}, stored)
 
 
+def test_a_link_that_ends_against_the_load_is_flagged_though_its_norm_decreases():
+    """The norms hide a link pushed back past its start (a load estimate that overshoots): ``against`` lists
+    the K whose mean component along the load is negative, and the summary says so."""
+    from contactflow.lac.evaluate import _summarise, format_summary
+
+    cfg = _cfg()
+    runs = {("fig6_hand", 10.0): [{"displacement_m": 0.05, "displacement_along_m": 0.05, "attitude_deg": 1.0,
+                                   "rotation_about_axis_deg": None, "fell": False}],
+            ("fig6_hand", 500.0): [{"displacement_m": 0.01, "displacement_along_m": -0.01, "attitude_deg": 0.5,
+                                    "rotation_about_axis_deg": None, "fell": False}]}
+    res = _summarise(cfg, "quick", "x", runs)
+    assert res["fig6_hand"]["monotonic"]["decreasing"] and res["fig6_hand"]["against"] == [500.0]
+    text = format_summary({"suite": "quick", "results": {"x": res}, "falls": {"x": {"fell": 0, "episodes": 2}}})
+    assert "AGAINST the load at K = [500.0]" in text
+    runs[("fig6_hand", 500.0)][0]["displacement_along_m"] = 0.01
+    assert _summarise(cfg, "quick", "x", runs)["fig6_hand"]["against"] == []
+
+
 def test_bad_config_and_names_are_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"lac_eval\.yaml.*unknown key.*'trails'"):
         load_eval_config(override={"trails": 3})

@@ -574,11 +574,14 @@ def _summarise(cfg: EvalConfig, suite: str, controller: str, runs: Mapping[tuple
         tol = cfg.monotonic_tol
         verdicts = {m: monotonic_verdict(ks, [r["mean"][mk] for r in rows], [r["falls"] for r in rows], tol)
                     for m, mk in (("displacement", "displacement_m"), ("attitude", "attitude_deg"))}
+        along = "rotation_about_axis_deg" if couple else "displacement_along_m"
+        against = [k for k, r in zip(ks, rows) if np.isfinite(_none_nan(r["mean"][along])) and r["mean"][along] < 0]
         entry = {
             "figure": sc.figure, "link": sc.link, "channel": sc.channel, "metric": sc.metric,
             "force_base_n": force.tolist(), "couple_nm": couple,
             "scale": float(cfg.suites[suite].scale.get(s, 1.0)), "arms": dict(sc.arms), "paper": sc.paper,
             "k": ks, "rows": rows, "falls": sum(r["falls"] for r in rows), "episodes": sum(len(r["trials"]) for r in rows),
+            "against": against,
             "monotonic": verdicts[sc.metric], "monotonic_other": verdicts["attitude" if sc.metric == "displacement"
                                                                           else "displacement"],
         }
@@ -615,7 +618,9 @@ def run_eval(controllers: Sequence[str], *, suite: str = "envelope", cfg: EvalCo
         couple_nm, scale, k, rows: [{k, trials: [:func:`run_job` dicts], mean (over the trials
         that did not fall; NaN if all fell), falls}], falls, episodes, monotonic (primary
         metric, :func:`monotonic_verdict`), monotonic_other, headline (LAC's numbers, ours and
-        our falls at the same K)}}}, ``falls`` {controller: {fell, episodes}}, ``skipped``,
+        our falls at the same K), against (the K whose mean component along the load, ``displacement_along_m``
+        or ``rotation_about_axis_deg`` for a couple, is negative: the link ended against the load, which the norms
+        hide)}}}, ``falls`` {controller: {fell, episodes}}, ``skipped``,
         ``comparison`` (with ``compare_pair``), ``date_utc``, ``machine``, ``wall_s``, ``workers``.
 
     Raises:
@@ -857,7 +862,9 @@ def format_summary(table: Mapping) -> str:
             key, unit, sc = ("displacement_m", "cm", 100.0) if e["metric"] == "displacement" else ("attitude_deg", "deg", 1.0)
             vals = " / ".join(f"{sc * _none_nan(r['mean'][key]):.3g}" for r in e["rows"])
             mono = "decreasing" if e["monotonic"]["decreasing"] else f"NOT decreasing ({e['monotonic']['reason']})"
-            lines.append(f"  {s}: {e['metric']} [{unit}] at K = {e['k']}: {vals}; {mono}; falls {e['falls']}/{e['episodes']}")
+            against = f"; AGAINST the load at K = {e['against']}" if e.get("against") else ""
+            lines.append(f"  {s}: {e['metric']} [{unit}] at K = {e['k']}: {vals}; {mono}; falls {e['falls']}/{e['episodes']}"
+                         f"{against}")
             if "headline" in e:
                 h = e["headline"]
                 ours = ", ".join(f"K={k}: {_none_nan(v):.3g} (falls {h.get('ours_falls', {}).get(k, '?')})"
