@@ -139,15 +139,19 @@ def test_a_link_that_ends_against_the_load_is_flagged_though_its_norm_decreases(
     from contactflow.lac.evaluate import _summarise, format_summary
 
     cfg = _cfg()
-    runs = {("fig6_hand", 10.0): [{"displacement_m": 0.05, "displacement_along_m": 0.05, "attitude_deg": 1.0,
-                                   "rotation_about_axis_deg": None, "fell": False}],
-            ("fig6_hand", 500.0): [{"displacement_m": 0.01, "displacement_along_m": -0.01, "attitude_deg": 0.5,
-                                    "rotation_about_axis_deg": None, "fell": False}]}
+    def trial(d, along):
+        return {"displacement_m": d, "displacement_along_m": along, "attitude_deg": 1.0,
+                "rotation_about_axis_deg": float("nan"), "fell": False}
+
+    runs = {("fig6_hand", 10.0): [trial(0.05, 0.05)] * 3,
+            ("fig6_hand", 500.0): [trial(0.01, -0.01), trial(0.01, -0.01), trial(0.01, 0.005)]}
     res = _summarise(cfg, "quick", "x", runs)
     assert res["fig6_hand"]["monotonic"]["decreasing"] and res["fig6_hand"]["against"] == [500.0]
-    text = format_summary({"suite": "quick", "results": {"x": res}, "falls": {"x": {"fell": 0, "episodes": 2}}})
-    assert "AGAINST the load at K = [500.0]" in text
-    runs[("fig6_hand", 500.0)][0]["displacement_along_m"] = 0.01
+    text = format_summary({"suite": "quick", "results": {"x": res}, "falls": {"x": {"fell": 0, "episodes": 6}}})
+    assert "AGAINST the load (displacement_along_m < 0) at K = [500.0]" in text
+    runs[("fig6_hand", 500.0)] = [trial(0.01, -0.01), trial(0.01, 0.001), trial(0.01, 0.001)]  # one trial: noise
+    assert _summarise(cfg, "quick", "x", runs)["fig6_hand"]["against"] == []
+    runs[("fig6_hand", 500.0)] = [trial(0.01, 0.01)] * 3
     assert _summarise(cfg, "quick", "x", runs)["fig6_hand"]["against"] == []
 
 

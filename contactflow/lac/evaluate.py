@@ -36,7 +36,8 @@ an object with ``command = {q_target, kp, kd, tau_ff, ok}``):
   joints of the scenarios are mapped by ``robot_aliases``), a soft baseline with no stiffness input.
 
 Output (:func:`run_eval`): a JSON table (per controller, scenario, K: every trial and the mean),
-monotonicity verdicts, fall counts, LAC's headline numbers beside ours, and (:func:`plot_eval`)
+monotonicity verdicts, fall counts, the K where a link ended against its load, LAC's headline numbers
+beside ours, and (:func:`plot_eval`)
 log-log PNG plots like the paper's; :func:`compare` gives per-K ratios of two controllers'
 displacements (a student against its teacher).
 """
@@ -575,13 +576,18 @@ def _summarise(cfg: EvalConfig, suite: str, controller: str, runs: Mapping[tuple
         verdicts = {m: monotonic_verdict(ks, [r["mean"][mk] for r in rows], [r["falls"] for r in rows], tol)
                     for m, mk in (("displacement", "displacement_m"), ("attitude", "attitude_deg"))}
         along = "rotation_about_axis_deg" if couple else "displacement_along_m"
-        against = [k for k, r in zip(ks, rows) if np.isfinite(_none_nan(r["mean"][along])) and r["mean"][along] < 0]
+        against = []  # the mean and most trials that stood against the load (a single trial's sign is noise)
+        for k, r in zip(ks, rows):
+            signed = np.array([_none_nan(t[along]) for t in r["trials"]])
+            signed = signed[np.isfinite(signed)]
+            if len(signed) and np.mean(signed) < 0 and np.sum(signed < 0) > len(signed) / 2:
+                against.append(k)
         entry = {
             "figure": sc.figure, "link": sc.link, "channel": sc.channel, "metric": sc.metric,
             "force_base_n": force.tolist(), "couple_nm": couple,
             "scale": float(cfg.suites[suite].scale.get(s, 1.0)), "arms": dict(sc.arms), "paper": sc.paper,
             "k": ks, "rows": rows, "falls": sum(r["falls"] for r in rows), "episodes": sum(len(r["trials"]) for r in rows),
-            "against": against,
+            "against": against, "against_metric": along,
             "monotonic": verdicts[sc.metric], "monotonic_other": verdicts["attitude" if sc.metric == "displacement"
                                                                           else "displacement"],
         }
@@ -618,9 +624,9 @@ def run_eval(controllers: Sequence[str], *, suite: str = "envelope", cfg: EvalCo
         couple_nm, scale, k, rows: [{k, trials: [:func:`run_job` dicts], mean (over the trials
         that did not fall; NaN if all fell), falls}], falls, episodes, monotonic (primary
         metric, :func:`monotonic_verdict`), monotonic_other, headline (LAC's numbers, ours and
-        our falls at the same K), against (the K whose mean component along the load, ``displacement_along_m``
-        or ``rotation_about_axis_deg`` for a couple, is negative: the link ended against the load, which the norms
-        hide)}}}, ``falls`` {controller: {fell, episodes}}, ``skipped``,
+        our falls at the same K), against (the K where the link ended against the load, which the norms hide:
+        the signed component along it, ``against_metric`` = ``displacement_along_m`` or ``rotation_about_axis_deg``
+        for a couple, negative in the mean and in most trials that stood)}}}, ``falls`` {controller: {fell, episodes}}, ``skipped``,
         ``comparison`` (with ``compare_pair``), ``date_utc``, ``machine``, ``wall_s``, ``workers``.
 
     Raises:
@@ -853,7 +859,8 @@ def merge_tables(table: dict, other: Mapping) -> dict:
 
 def format_summary(table: Mapping) -> str:
     """A few text lines per controller: per scenario the primary metric over K, the monotonicity
-    verdict and the falls; the headline numbers beside LAC's; the comparison if any."""
+    verdict, the falls and the K where the link ended against the load; the headline numbers beside LAC's;
+    the comparison if any."""
     lines = [f"suite {table['suite']}: {table.get('suite_description', '')}"]
     for c, res in table["results"].items():
         f = table["falls"][c]
@@ -862,7 +869,8 @@ def format_summary(table: Mapping) -> str:
             key, unit, sc = ("displacement_m", "cm", 100.0) if e["metric"] == "displacement" else ("attitude_deg", "deg", 1.0)
             vals = " / ".join(f"{sc * _none_nan(r['mean'][key]):.3g}" for r in e["rows"])
             mono = "decreasing" if e["monotonic"]["decreasing"] else f"NOT decreasing ({e['monotonic']['reason']})"
-            against = f"; AGAINST the load at K = {e['against']}" if e.get("against") else ""
+            against = (f"; AGAINST the load ({e.get('against_metric', 'signed')} < 0) at K = {e['against']}"
+                       if e.get("against") else "")
             lines.append(f"  {s}: {e['metric']} [{unit}] at K = {e['k']}: {vals}; {mono}; falls {e['falls']}/{e['episodes']}"
                          f"{against}")
             if "headline" in e:

@@ -77,9 +77,9 @@ class RolloutResult:
         on_policy_se: sum over the ticks of the mean squared student-teacher action difference
             (0 in round 0).
         row_index: dataset row. wall_s: rollout wall time [s].
-        force: (T, 3 len(AUX_FORCE_LINKS)) float32 the TRUE external force on the left hand, right hand and torso
+        force: (T, 3 * len(AUX_FORCE_LINKS)) float32 the TRUE external force on the left hand, right hand and torso
             (world axes) over the tick before each frame [N] (privileged; the auxiliary target).
-        couple: (T, 3 len(AUX_COUPLE_LINKS)) float32 the TRUE external couple on the left and right hand, the same way [N m].
+        couple: (T, 3 * len(AUX_COUPLE_LINKS)) float32 the TRUE external couple on the left and right hand, the same way [N m].
         relabelled: ``DaggerCfg.stiffness_relabel`` copies of the episode, each ``(frames, labels, teacher_ok)``
             of the same shapes: the frames with another stiffness command, the labels of a teacher commanded it.
     """
@@ -407,8 +407,8 @@ def load_rounds(data_dir: Path, upto: int) -> dict[str, np.ndarray]:
 
     Returns:
         ``frames`` (N, frame_dim) float32, ``labels`` (N, n_act) float32, ``ok`` (N,) the teacher's own
-        label, ``first`` (N,) int64 the index of each sample's episode's first sample, ``force`` (N, 3 len(AUX_FORCE_LINKS))
-        the true hand/torso forces [N], ``couple`` (N, 3 len(AUX_COUPLE_LINKS)) the true hand couples [N m] (NaN for rounds saved without
+        label, ``first`` (N,) int64 the index of each sample's episode's first sample, ``force`` (N, 3 * len(AUX_FORCE_LINKS))
+        the true hand/torso forces [N], ``couple`` (N, 3 * len(AUX_COUPLE_LINKS)) the true hand couples [N m] (NaN for rounds saved without
         them).
     """
     frames, labels, ok, first, force, couple = [], [], [], [], [], []
@@ -518,7 +518,7 @@ def aux_target(cfg: TrainConfig, data: dict[str, np.ndarray]) -> np.ndarray:
     return np.concatenate(parts, axis=1).astype(np.float32)
 
 
-def aux_tensors(cfg: TrainConfig, data: dict[str, np.ndarray]):
+def aux_tensors(cfg: TrainConfig, data: dict[str, np.ndarray]) -> tuple:
     """``(aux_t, aux_known)`` for :func:`batch_loss` over a whole aggregate: the target (:func:`aux_target`, (N,
     aux_dim) float32 tensor) with NaN replaced by 0, and the (N, aux_dim) bool tensor of the values a round recorded;
     ``(None, None)`` without an auxiliary output."""
@@ -542,7 +542,7 @@ def batch_loss(cfg: TrainConfig, model, w, x, labels, aux_t=None, aux_known=None
 
     Args:
         x: (B, H, frame_dim) windows. labels: (B, n_act) teacher actions. w: (n_act,) loss weights.
-        aux_t: (B, aux_dim) targets with NaN replaced, aux_known: (B, aux_dim)
+        aux_t: (B, aux_dim) targets with NaN replaced, aux_known: (B, aux_dim) (rows of :func:`aux_tensors`)
             bool, the values recorded (both None: no auxiliary term). rng: the batch generator (``wrench_input``).
     """
     import torch
@@ -955,7 +955,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
         if bar:
             bar.close()
         train_wall = time.perf_counter() - t0
-        del data, frames, labels, aux_t  # the aggregate is read again next round: not two of them at once
+        del data, frames, labels, aux_t, aux_known  # the aggregate is read again next round: not two of them at once
         row.update(data_samples=int(len(samples)), train_steps=step, train_samples=seen, train_wall_s=train_wall,
                    train_samples_per_s=seen / max(train_wall, 1e-9), loss_first_epoch=epochs[-ep_i]["loss"],
                    loss_last_epoch=epochs[-1]["loss"])
