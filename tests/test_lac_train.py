@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("onnx")
@@ -28,12 +29,7 @@ from contactflow.lac.train.env import LacTrainEnv, episode_from_row, episode_rng
 from contactflow.lac.train.teacher import ExpertTeacher, action_from_pd  # noqa: E402
 from contactflow.robot import load_robot  # noqa: E402
 
-TINY = {
-    "env": {"max_episode_s": 2.0, "settle_s": 0.2},
-    "optim": {"epochs_per_round": 2, "batch_size": 64},
-    "dagger": {"rounds": 2, "episodes_per_round": 2},
-    "validation": {"stand_s": 1.0, "stiffness": [100.0, 300.0]},
-}
+TINY = yaml.safe_load((Path(__file__).resolve().parents[1] / "examples" / "lac_train_tiny.yaml").read_text())
 
 
 @pytest.fixture(scope="module")

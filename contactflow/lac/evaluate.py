@@ -864,7 +864,8 @@ def format_summary(table: Mapping) -> str:
     lines = [f"suite {table['suite']}: {table.get('suite_description', '')}"]
     for c, res in table["results"].items():
         f = table["falls"][c]
-        lines.append(f"{c}: {f['fell']} falls in {f['episodes']} episodes")
+        n_dec = sum(bool(e["monotonic"]["decreasing"]) for e in res.values())
+        lines.append(f"{c}: {f['fell']} falls in {f['episodes']} episodes; {n_dec} of {len(res)} scenarios decreasing")
         for s, e in res.items():
             key, unit, sc = ("displacement_m", "cm", 100.0) if e["metric"] == "displacement" else ("attitude_deg", "deg", 1.0)
             vals = " / ".join(f"{sc * _none_nan(r['mean'][key]):.3g}" for r in e["rows"])
@@ -875,14 +876,19 @@ def format_summary(table: Mapping) -> str:
                          f"{against}")
             if "headline" in e:
                 h = e["headline"]
-                ours = ", ".join(f"K={k}: {_none_nan(v):.3g} (falls {h.get('ours_falls', {}).get(k, '?')})"
+                row_falls = {float(r["k"]): r["falls"] for r in e["rows"]}  # stored tables without ours_falls
+                ours = ", ".join(f"K={k}: {_none_nan(v):.3g} "
+                                 f"(falls {h.get('ours_falls', {}).get(k, row_falls.get(float(k), '?'))})"
                                  for k, v in h["ours"].items())
                 lines.append(f"    LAC: {h['paper']['value']} {h['unit']} at K = {h['paper']['k']}; ours: {ours} {h['unit']}")
     for c, why in table.get("skipped", {}).items():
         lines.append(f"{c}: skipped ({why})")
     cmp_ = table.get("comparison")
     if cmp_:
-        lines.append(f"{cmp_['student']} / {cmp_['teacher']} (within {100 * cmp_['tolerance']:.0f} %: {cmp_['all_within']}):")
+        n_in = sum(sum(e["within"]) for e in cmp_["scenarios"].values())
+        n_k = sum(len(e["within"]) for e in cmp_["scenarios"].values())
+        lines.append(f"{cmp_['student']} / {cmp_['teacher']} (within {100 * cmp_['tolerance']:.0f} % at {n_in} of {n_k} "
+                     f"points; at all: {cmp_['all_within']}):")
         for s, e in cmp_["scenarios"].items():
             lines.append(f"  {s} ({e['metric']}): " + " / ".join(f"{_none_nan(r):.2f}" for r in e["ratio"]))
     return "\n".join(lines)
