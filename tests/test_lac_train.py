@@ -988,6 +988,27 @@ def test_a_partial_config_file_changes_only_its_keys_of_the_shipped_recipe(tmp_p
     assert TrainConfig().student != shipped.student  # the code's defaults are not the recipe
 
 
+def test_the_pool_recipe_is_the_shipped_students_recorded_configuration():
+    """robots/g1/lac_train_pool.yaml over robots/g1/lac_train.yaml is the configuration the shipped student's run
+    recorded (robots/g1/policies/lac_policy_train/config.yaml), except where its prior runs lay; and each prior run
+    recorded there is the recipe file with its seed."""
+    import yaml
+
+    from contactflow.config import to_dict
+
+    root = Path(__file__).resolve().parents[1]
+    record = root / "robots/g1/policies/lac_policy_train"
+    pool = to_dict(load_train_config(root / "robots/g1/lac_train_pool.yaml"))
+    recorded = yaml.safe_load((record / "config.yaml").read_text())
+    assert [Path(p).name for p in pool["dagger"].pop("prior_runs")] == ["seed0", "seed1", "seed2"]
+    assert len(recorded["dagger"].pop("prior_runs")) == 3
+    assert pool == recorded
+    recipe = to_dict(load_train_config())
+    for seed in (0, 1, 2):
+        prior = yaml.safe_load((record / "prior_runs" / f"seed{seed}_config.yaml").read_text())
+        assert prior == {**recipe, "seed": seed}
+
+
 def test_shipped_config_binds_the_deploy_spec(robot):
     cfg = load_train_config()  # robots/g1/lac_train.yaml
     spec = load_train_spec(cfg.spec, robot)
