@@ -370,8 +370,12 @@ def test_probe_episodes_hold_one_load_at_a_drawn_stiffness_of_its_link(robot, ro
         load_train_config(None, {"env": {"probe": {"load_weights": [0, 0, 0, 0]}}})
     from contactflow.lac.train.gym_env import TeacherEnvCfg
 
-    with pytest.raises(ConfigError, match="probe_prob"):  # the PPO teacher's targets need the dataset's rows
-        TeacherEnvCfg(episode=load_train_config(None, {"env": {"probe_prob": 0.5}}).env)
+    for key in ("probe_prob", "hand_push_prob", "hand_couple_prob"):  # the PPO teacher's targets need the dataset's rows
+        env = load_train_config(None, {"env": {"probe_prob": 0.0, "hand_push_prob": 0.0, "hand_couple_prob": 0.0,
+                                               key: 0.5}}).env
+        with pytest.raises(ConfigError, match=f"episode.{key}"):
+            TeacherEnvCfg(episode=env)
+    TeacherEnvCfg(episode=load_train_config(None, {"env": {"hand_push_prob": 0.0, "hand_couple_prob": 0.0}}).env)
 
 
 def test_hand_couple_episodes(robot, rows):

@@ -184,8 +184,12 @@ class TeacherEnvCfg:
             raise ConfigError("action_clip and wrench_obs_scale must be > 0")
         if not 0 <= self.uniform_floor <= 1:
             raise ConfigError(f"uniform_floor: expected in [0, 1], got {self.uniform_floor}")
-        if self.episode.probe_prob > 0:  # the residual targets come from the dataset row's reference and wrench
-            raise ConfigError(f"episode.probe_prob: the PPO teacher trains on the dataset's episodes only, got {self.episode.probe_prob}")
+        for key in ("probe_prob", "hand_push_prob", "hand_couple_prob"):
+            # the residual targets scale the dataset row's augmented motion by its wrench scale, which an episode
+            # whose events replace the row's does not have (NaN targets)
+            if getattr(self.episode, key) > 0:
+                raise ConfigError(f"episode.{key}: the PPO teacher trains on the dataset's episodes only "
+                                  f"(its residual targets are the row's), got {getattr(self.episode, key)}")
 
 
 # --------------------------------------------------------------------------- mirrors
