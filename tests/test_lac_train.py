@@ -1195,7 +1195,7 @@ def test_prior_runs_join_the_aggregate_and_are_checked(run_a, dataset, tmp_path)
                                      "validation": {"enabled": False}})
         with pytest.raises(ConfigError, match=match):
             train(c, tmp_path / "c", dataset=dataset, progress=False, echo=lambda s: None)
-        assert not (tmp_path / "c" / "data" / "round_000.npz").exists()  # refused before any rollout
+        assert not (tmp_path / "c").exists()  # refused before any rollout, and no empty run folder left behind
 
     refused(r"prior_runs: .*nowhere: not a `contactflow lac train` run folder", tmp_path / "nowhere")
     refused(r"that is this run's own output folder \(--out\)", tmp_path / "c")

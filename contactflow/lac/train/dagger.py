@@ -771,39 +771,17 @@ def _plot(log_rows: list[dict], epochs: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None = None, workers: int = 1,
-          resume: bool = False, progress: bool = True, echo: Callable[[str], None] = print) -> dict:
-    """Run (or resume) DAgger training into ``out_dir`` (module docstring).
-
-    Args:
-        cfg: the training configuration.
-        out_dir: run directory (created).
-        dataset: augmentation dataset directory; ``None``: one is generated into ``out_dir/dataset``
-            with ``dagger.dataset_seed`` / ``dagger.dataset_episodes`` (resumable).
-        workers: rollout worker processes.
-        resume: continue after the last complete round of ``out_dir``.
-        progress: tqdm progress bars.
-        echo: where the one-line rates are printed.
-
-    Returns:
-        Summary: ``rounds`` (the per-round log), ``policy`` (the exported ONNX), rates.
-
-    Raises:
-        ConfigError: ``out_dir`` holds a run and ``resume`` is false, or it holds a run with another
-            configuration; the dataset is missing or empty.
-    """
-    import torch
-
+def _start_run(cfg: TrainConfig, out: Path, dataset, workers: int, resume: bool, progress: bool,
+               echo: Callable[[str], None]):
+    """:func:`train`'s checks and records before the first round: ``(run record, dataset rows, spec, prior
+    aggregate)``; writes ``run.json`` and ``config.yaml`` (and generates the dataset) only once every check passed
+    but the dataset's own. Raises ConfigError as :func:`train` documents."""
     from contactflow.lac.augment import augment
     from contactflow.lac.dataset import read_episodes
     from contactflow.lac.train.env import load_train_spec
-    from contactflow.lac.train.student import export_onnx
     from contactflow.robot import load_robot
 
-    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "data").mkdir(exist_ok=True)
-    (out / "checkpoints").mkdir(exist_ok=True)
     cfg_dict = to_dict(cfg)
     have = sorted((out / "checkpoints").glob("round_*.pt"))
     if have and not resume:
@@ -861,9 +839,53 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
         run["prior_runs"] = prior_records
         echo(f"prior runs: {sum(r['samples'] for r in prior_records)} samples of "
              f"{sum(r['episodes'] for r in prior_records)} episodes from {len(prior_records)} run(s) join the aggregate")
+    (out / "data").mkdir(exist_ok=True)
+    (out / "checkpoints").mkdir(exist_ok=True)
     run_path.write_text(json.dumps(run, indent=1, sort_keys=True))
     (out / "config.yaml").write_text(_yaml(cfg_dict))
+    return run, rows, spec, prior
 
+
+def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None = None, workers: int = 1,
+          resume: bool = False, progress: bool = True, echo: Callable[[str], None] = print) -> dict:
+    """Run (or resume) DAgger training into ``out_dir`` (module docstring).
+
+    Args:
+        cfg: the training configuration.
+        out_dir: run directory (created).
+        dataset: augmentation dataset directory; ``None``: one is generated into ``out_dir/dataset``
+            with ``dagger.dataset_seed`` / ``dagger.dataset_episodes`` (resumable).
+        workers: rollout worker processes.
+        resume: continue after the last complete round of ``out_dir``.
+        progress: tqdm progress bars.
+        echo: where the one-line rates are printed.
+
+    Returns:
+        Summary: ``rounds`` (the per-round log), ``policy`` (the exported ONNX), rates.
+
+    Raises:
+        ConfigError: ``out_dir`` holds a run and ``resume`` is false, or it holds a run with another
+            configuration; the dataset is missing or empty; a prior run is refused (:func:`prior_aggregate`).
+            A refused run removes the folders it created if they are empty (a generated dataset stays).
+    """
+    import torch
+
+    from contactflow.lac.train.student import export_onnx
+
+    out = Path(out_dir)
+    created = not out.exists()
+    try:
+        run, rows, spec, prior = _start_run(cfg, out, dataset, workers, resume, progress, echo)
+    except ConfigError:
+        if created:  # a refused run leaves no empty folder behind (a generated dataset stays)
+            for d in (out / "checkpoints", out / "data", out):
+                try:
+                    d.rmdir()
+                except OSError:
+                    pass
+        raise
+    cfg_dict = run["config"]
+    have = sorted((out / "checkpoints").glob("round_*.pt"))
     # ---- model, optimiser, state
     torch.set_num_threads(cfg.optim.torch_threads)
     torch.manual_seed(cfg.seed)
