@@ -547,6 +547,20 @@ def test_export_averages_the_weights_of_rounds(run_a, robot, tmp_path):
         export_checkpoint(out, tmp_path / "x.onnx", average=[1, 7])
     with pytest.raises(SystemExit):
         cli_main(["lac", "export", str(out), "--out", str(tmp_path / "x.onnx"), "--average", "a-b"])
+    # a round recorded before a key existed (its value then the code's default) averages with a later one; a round
+    # of another configuration does not
+    old = tmp_path / "old_run"
+    shutil.copytree(out / "checkpoints", old / "checkpoints")
+    f0 = old / "checkpoints" / "round_000.pt"
+    raw = torch.load(f0, weights_only=False)
+    assert raw["config"]["optim"]["joint_loss_scale"] == TrainConfig().optim.joint_loss_scale
+    del raw["config"]["optim"]["joint_loss_scale"]
+    torch.save(raw, f0)
+    export_checkpoint(old, tmp_path / "old.onnx", average=[0, 1])
+    raw["config"]["optim"]["lr"] *= 2
+    torch.save(raw, f0)
+    with pytest.raises(ConfigError, match="another training configuration"):
+        export_checkpoint(old, tmp_path / "old.onnx", average=[0, 1])
 
 
 def test_ensemble_is_the_mean_action_of_its_students_and_refuses_another_contract(run_a, robot, tmp_path):

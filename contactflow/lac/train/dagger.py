@@ -618,6 +618,15 @@ def _same_run_keys(cfg_dict: dict) -> dict:
     return c
 
 
+def _as_loaded(cfg_dict: dict, source) -> dict:
+    """A recorded configuration as the code loads it today: keys the record did not have yet count as their defaults
+    (so a run resumed across a change that added keys compares equal); the record itself where it no longer loads."""
+    try:
+        return to_dict(load_config(TrainConfig, cfg_dict, source=str(source)))
+    except ConfigError:
+        return cfg_dict
+
+
 def export_checkpoint(ckpt: str | Path, out: str | Path, *, average: Sequence[int] = ()) -> Path:
     """Export a checkpoint (or the latest of a run directory) to LAC's deploy ONNX.
 
@@ -648,7 +657,7 @@ def export_checkpoint(ckpt: str | Path, out: str | Path, *, average: Sequence[in
         cks = [load_checkpoint(run_dir / "checkpoints" / f"round_{int(r):03d}.pt") for r in sorted(set(average))]
         ck = cks[-1]
         for other in cks[:-1]:
-            if _same_run_keys(other["config"]) != _same_run_keys(ck["config"]):
+            if _same_run_keys(_as_loaded(other["config"], other["path"])) != _same_run_keys(_as_loaded(ck["config"], ck["path"])):
                 raise ConfigError(f"{other['path']}: another training configuration than {ck['path']}: not averaged")
             for key in ("obs_mean", "obs_std"):
                 if not torch.equal(other["model"][key], ck["model"][key]):
@@ -789,11 +798,7 @@ def _start_run(cfg: TrainConfig, out: Path, dataset, workers: int, resume: bool,
     run_path = out / "run.json"
     if run_path.is_file():
         old = json.loads(run_path.read_text())
-        try:  # keys the old run did not have yet count as their defaults
-            old_dict = to_dict(load_config(TrainConfig, old.get("config", {}), source=str(run_path)))
-        except ConfigError:
-            old_dict = old.get("config", {})
-        oc, nc = _same_run_keys(old_dict), _same_run_keys(cfg_dict)
+        oc, nc = _same_run_keys(_as_loaded(old.get("config", {}), run_path)), _same_run_keys(cfg_dict)
         if oc != nc:
             diff = sorted(k for k in set(oc) | set(nc) if oc.get(k) != nc.get(k))
             raise ConfigError(f"{out}: holds a run made with another configuration (sections {diff}); use a new directory, "
