@@ -939,6 +939,30 @@ def test_residual_action_student_starts_by_holding_the_runners_last_action_and_e
         load_train_config(None, {"student": {"residual_action": "legs"}})
 
 
+def test_last_action_map_undoes_the_terms_scale_and_joint_order(robot, tmp_path):
+    """last_action_map on a spec whose last_action term is scaled (0.5) and in another joint order than the
+    actions (isaaclab_bfs): frame @ W is the runner's raw last action in policy order (LAC's own spec has scale 1
+    in policy order, where a scale or order mistake would not show)."""
+    from contactflow.lac.train.student import last_action_map
+    from contactflow.policy import load_policy_spec
+
+    root = Path(__file__).resolve().parents[1] / "robots/g1/policies"
+    src = (root / "lac.yaml").read_text()
+    term = "{term: last_action,         dim: 23, joints: policy}"
+    assert term in src
+    p = tmp_path / "lac_scaled.yaml"
+    p.write_text(src.replace(term, "{term: last_action,         dim: 23, joints: isaaclab_bfs, scale: 0.5}"))
+    spec = load_policy_spec(p, robot, model=root / "lac_policy.onnx")
+    la = next(b for b in spec.terms if b.cfg.term == "last_action")
+    assert la.cfg.scale == 0.5 and la.index is not None and not np.array_equal(la.index, np.arange(23))
+    run, frame, _, _ = _runner_frame(robot, spec, np.random.default_rng(5), q_noise=0.1, q_ref_std=0.1)
+    np.testing.assert_allclose(frame @ last_action_map(spec), run.last_action, atol=1e-6)
+    arms = last_action_map(spec, "arms")
+    i_arm = [spec.joint_names.index(j) for j in spec.cfg.joint_orders["arms"]]
+    np.testing.assert_allclose((frame @ arms)[i_arm], run.last_action[i_arm], atol=1e-6)
+    assert not np.any(np.delete(frame @ arms, i_arm))
+
+
 def test_bad_config_is_named(tmp_path):
     p = tmp_path / "lac_train.yaml"
     p.write_text("optim: {lrr: 0.001}\n")
