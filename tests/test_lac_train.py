@@ -354,6 +354,12 @@ def test_probe_episodes_hold_one_load_at_a_drawn_stiffness_of_its_link(robot, ro
         assert cfg.settle_s + 0.5 <= start <= cfg.settle_s + 1.5 and 0.5 <= ramp <= 1.5 and 1.0 <= hold <= 3.0
         assert 1.0 <= release <= 2.0
     assert kinds == {"wrist_roll_link", "couple", "elbow_link", "torso"} and 5 <= moved <= 35
+    # all_stiffness_prob 1: every channel drawn (none left at the teleop default), each in its range
+    every = load_train_config(None, {"env": {"probe_prob": 1.0, "probe": {**pc_over, "all_stiffness_prob": 1.0}}}).env
+    for i in range(10):
+        k = episode_from_row(rows[i % 2], every, lac, episode_rng(0, 7, i), row_index=i % 2).command["stiffness"]
+        assert np.all(k != default_k) and np.all((K_LIN_RANGE[0] <= k[:3]) & (k[:3] <= K_LIN_RANGE[1]))
+        assert np.all((K_ANG_RANGE[0] <= k[3:]) & (k[3:] <= K_ANG_RANGE[1]))
     # a run with probes keeps, in its other episodes, every draw of the run without them
     base = load_train_config(None, {}).env
     rare = load_train_config(None, {"env": {"probe_prob": 1e-12}}).env
