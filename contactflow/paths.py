@@ -18,16 +18,19 @@ names onto the checkout, so the rules below hold in both cases:
 * :func:`node_script` / :func:`node_kind`: the installed executable of a node kind and back.
 * :func:`robot_search_path`: the folders searched for a robot given by name: ``$CONTACTFLOW_ROBOT_PATH``
   (``--robot-path DIR`` prepends to it: :class:`RobotPathAction`), then :func:`shipped_robots_dir`.
+* :func:`sha256_of_files`: the SHA-256 of files' contents, read in chunks (model wheels, recorded rounds).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["NODE_SCRIPT_PREFIX", "ROBOT_PATH_ENV", "ROBOT_PATH_HELP", "RobotPathAction", "add_robot_path", "data_path_candidates", "data_root", "default_recordings_dir", "node_kind", "node_script",
+__all__ = ["sha256_of_files", "NODE_SCRIPT_PREFIX", "ROBOT_PATH_ENV", "ROBOT_PATH_HELP", "RobotPathAction", "add_robot_path", "data_path_candidates", "data_root", "default_recordings_dir", "node_kind", "node_script",
            "package_dir", "resolve_data_path", "robot_search_path", "scripts_env", "shipped_robots_dir", "source_checkout"]
 
 #: Environment variable: folders (``os.pathsep``-separated) searched for a robot given by name, before
@@ -185,3 +188,17 @@ class RobotPathAction(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         add_robot_path(values)
         setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), values])
+
+
+def sha256_of_files(paths: Iterable[str | Path], chunk_bytes: int = 1 << 22) -> str:
+    """The SHA-256 (hex) of the concatenated contents of ``paths``, in the order given, read ``chunk_bytes`` at a
+    time (a file of any size in bounded memory). One path: that file's usual SHA-256.
+
+    Raises:
+        OSError: a file cannot be read."""
+    h = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(chunk_bytes), b""):
+                h.update(chunk)
+    return h.hexdigest()

@@ -338,3 +338,19 @@ def test_a_shipped_graph_copied_anywhere_runs_unchanged(installed, tmp_path):
     proc, out = _dora_run(venv, env, folder / "seiko_talos.yml")
     assert proc.returncode == 0, out[-5000:]
     _check_seiko_run(_one_run(folder), 2.0)
+
+
+def test_sha256_of_files_is_the_digest_of_the_concatenated_contents(tmp_path):
+    """contactflow.paths.sha256_of_files, chunked (the holosoma wheel, a run's recorded rounds): one file gives
+    its usual SHA-256, several the digest of their contents in order, whatever the chunk size."""
+    import hashlib
+
+    from contactflow.paths import sha256_of_files
+
+    a, b = tmp_path / "a.bin", tmp_path / "b.bin"
+    a.write_bytes(bytes(range(256)) * 41)
+    b.write_bytes(b"round_001")
+    assert sha256_of_files([a]) == hashlib.sha256(a.read_bytes()).hexdigest()
+    both = hashlib.sha256(a.read_bytes() + b.read_bytes()).hexdigest()
+    assert sha256_of_files([a, b]) == sha256_of_files([a, b], chunk_bytes=7) == both
+    assert sha256_of_files([b, a]) != both

@@ -9,7 +9,6 @@ directory (``$CONTACTFLOW_CACHE``, else ``~/.cache/contactflow``).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -19,6 +18,7 @@ import zipfile
 from pathlib import Path
 
 from contactflow.errors import ModelError
+from contactflow.paths import sha256_of_files
 
 log = logging.getLogger("contactflow.policy.holosoma")
 
@@ -46,11 +46,7 @@ def cache_dir() -> Path:
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    return sha256_of_files([path])
 
 
 def _installed_model(inner: str) -> Path | None:

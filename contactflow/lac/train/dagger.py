@@ -337,12 +337,11 @@ def prior_aggregate(cfg: TrainConfig, out: Path, spec) -> tuple[dict[str, np.nda
             unreadable one, or differs from this run in one of the keys that decide the frames and labels,
             in its deploy metadata (the key named) or in the frame or action size.
     """
-    import hashlib
-
     import onnx
     import yaml
 
     from contactflow.lac.train.student import deploy_contract_mismatch, deploy_metadata, metadata_strings
+    from contactflow.paths import sha256_of_files
 
     parts, records, seen = [], [], {}
     mine = to_dict(cfg)
@@ -379,11 +378,6 @@ def prior_aggregate(cfg: TrainConfig, out: Path, spec) -> tuple[dict[str, np.nda
             raise ConfigError(f"{where}: no recorded round (data/round_XXX.npz)")
         if [f.name for f in files] != [f"round_{r:03d}.npz" for r in range(len(files))]:
             raise ConfigError(f"{where}: its rounds are not 0..{len(files) - 1} ({[f.name for f in files]})")
-        h = hashlib.sha256()
-        for f in files:
-            with open(f, "rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 22), b""):
-                    h.update(chunk)
         try:
             agg = load_rounds(run_dir / "data", len(files) - 1)
         except (OSError, KeyError, ValueError) as exc:
@@ -394,7 +388,7 @@ def prior_aggregate(cfg: TrainConfig, out: Path, spec) -> tuple[dict[str, np.nda
         parts.append(agg)
         run = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
         records.append({"path": str(run_dir.resolve()), "rounds": len(files), "samples": int(len(agg["frames"])),
-                        "episodes": int(len(np.unique(agg["first"]))), "sha256": h.hexdigest(),
+                        "episodes": int(len(np.unique(agg["first"]))), "sha256": sha256_of_files(files),
                         "git_revision": run.get("git_revision", "unknown"), "dataset": run.get("dataset", {}),
                         "seed": theirs.get("seed")})
     if not parts:
