@@ -575,13 +575,7 @@ def _summarise(cfg: EvalConfig, suite: str, controller: str, runs: Mapping[tuple
         tol = cfg.monotonic_tol
         verdicts = {m: monotonic_verdict(ks, [r["mean"][mk] for r in rows], [r["falls"] for r in rows], tol)
                     for m, mk in (("displacement", "displacement_m"), ("attitude", "attitude_deg"))}
-        along = "rotation_about_axis_deg" if couple else "displacement_along_m"
-        against = []  # the mean and most trials that stood against the load (a single trial's sign is noise)
-        for k, r in zip(ks, rows):
-            signed = np.array([_none_nan(t[along]) for t in r["trials"]])
-            signed = signed[np.isfinite(signed)]
-            if len(signed) and np.mean(signed) < 0 and np.sum(signed < 0) > len(signed) / 2:
-                against.append(k)
+        along, against = _against(rows, bool(couple))
         entry = {
             "figure": sc.figure, "link": sc.link, "channel": sc.channel, "metric": sc.metric,
             "force_base_n": force.tolist(), "couple_nm": couple,
@@ -603,6 +597,20 @@ def _summarise(cfg: EvalConfig, suite: str, controller: str, runs: Mapping[tuple
             entry["headline"] = {"paper": h, "ours": ours, "ours_falls": falls, "unit": unit}
         out[s] = entry
     return out
+
+
+def _against(rows: Sequence[Mapping], couple: bool) -> tuple[str, list]:
+    """``(signed metric, the K of rows where the link ended against the load)``: the signed component along the load
+    (``displacement_along_m``, ``rotation_about_axis_deg`` for a couple) negative in the mean and in most trials that
+    stood (a single trial's sign is noise)."""
+    along = "rotation_about_axis_deg" if couple else "displacement_along_m"
+    against = []
+    for r in rows:
+        signed = np.array([_none_nan(t.get(along)) for t in r["trials"]])
+        signed = signed[np.isfinite(signed)]
+        if len(signed) and np.mean(signed) < 0 and np.sum(signed < 0) > len(signed) / 2:
+            against.append(r["k"])
+    return along, against
 
 
 def run_eval(controllers: Sequence[str], *, suite: str = "envelope", cfg: EvalConfig | None = None,
@@ -870,8 +878,9 @@ def format_summary(table: Mapping) -> str:
             key, unit, sc = ("displacement_m", "cm", 100.0) if e["metric"] == "displacement" else ("attitude_deg", "deg", 1.0)
             vals = " / ".join(f"{sc * _none_nan(r['mean'][key]):.3g}" for r in e["rows"])
             mono = "decreasing" if e["monotonic"]["decreasing"] else f"NOT decreasing ({e['monotonic']['reason']})"
-            against = (f"; AGAINST the load ({e.get('against_metric', 'signed')} < 0) at K = {e['against']}"
-                       if e.get("against") else "")
+            metric, ks_against = ((e["against_metric"], e["against"]) if "against" in e  # tables stored before it: from
+                                  else _against(e["rows"], bool(e.get("couple_nm"))))     # their trials
+            against = f"; AGAINST the load ({metric} < 0) at K = {ks_against}" if ks_against else ""
             lines.append(f"  {s}: {e['metric']} [{unit}] at K = {e['k']}: {vals}; {mono}; falls {e['falls']}/{e['episodes']}"
                          f"{against}")
             if "headline" in e:
