@@ -109,8 +109,7 @@ def main() -> None:
         def train_loss(idx: np.ndarray) -> torch.Tensor:
             """Training: the loss `lac train` minimises (dagger.batch_loss)."""
             ti = torch.from_numpy(idx)
-            return d.batch_loss(cfg, model, w, windows(idx), labels[ti], None if aux_t is None else aux_t[ti],
-                                None if aux_known is None else aux_known[ti], batches)
+            return d.batch_loss(cfg, model, w, windows(idx), labels[ti], *d.aux_rows(aux_t, aux_known, ti), rng=batches)
 
         def held_out() -> float:
             model.eval()

@@ -30,8 +30,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["sha256_of_files", "NODE_SCRIPT_PREFIX", "ROBOT_PATH_ENV", "ROBOT_PATH_HELP", "RobotPathAction", "add_robot_path", "data_path_candidates", "data_root", "default_recordings_dir", "node_kind", "node_script",
-           "package_dir", "resolve_data_path", "robot_search_path", "scripts_env", "shipped_robots_dir", "source_checkout"]
+__all__ = ["NODE_SCRIPT_PREFIX", "ROBOT_PATH_ENV", "ROBOT_PATH_HELP", "RobotPathAction", "add_robot_path", "data_path_candidates", "data_root", "default_recordings_dir", "node_kind", "node_script",
+           "package_dir", "resolve_data_path", "robot_search_path", "scripts_env", "sha256_of_files", "shipped_robots_dir", "source_checkout"]
 
 #: Environment variable: folders (``os.pathsep``-separated) searched for a robot given by name, before
 #: the shipped robots (:func:`contactflow.robot.robot_search_path`); ``--robot-path DIR`` prepends to it.

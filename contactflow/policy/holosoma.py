@@ -45,10 +45,6 @@ def cache_dir() -> Path:
     return Path(os.environ.get("CONTACTFLOW_CACHE") or Path.home() / ".cache" / "contactflow")
 
 
-def _sha256(path: Path) -> str:
-    return sha256_of_files([path])
-
-
 def _installed_model(inner: str) -> Path | None:
     try:
         import importlib.util
@@ -64,7 +60,7 @@ def _installed_model(inner: str) -> Path | None:
 
 def _download_wheel(wheels: Path, timeout_s: float) -> Path:
     wheel = wheels / _WHEEL
-    if wheel.is_file() and _sha256(wheel) == _WHEEL_SHA256:
+    if wheel.is_file() and sha256_of_files([wheel]) == _WHEEL_SHA256:
         return wheel
     wheels.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
@@ -79,7 +75,7 @@ def _download_wheel(wheels: Path, timeout_s: float) -> Path:
             f"pip download of holosoma-inference=={HOLOSOMA_VERSION} failed "
             f"({tail[-1] if tail else f'exit {res.returncode}'}); needs network access to PyPI and pip in this environment"
         )
-    digest = _sha256(wheel)
+    digest = sha256_of_files([wheel])
     if digest != _WHEEL_SHA256:
         raise ModelFetchError(f"{wheel}: SHA-256 {digest} differs from the pinned {_WHEEL_SHA256}")
     return wheel
@@ -108,19 +104,19 @@ def fetch_holosoma(name: str = "ppo_g1_29dof", *, cache: str | Path | None = Non
     inner, sha = HOLOSOMA_MODELS[name]
     root = Path(cache) if cache is not None else cache_dir()
     out = root / f"holosoma-inference-{HOLOSOMA_VERSION}" / f"{name}.onnx"
-    if out.is_file() and _sha256(out) == sha:
+    if out.is_file() and sha256_of_files([out]) == sha:
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(f".tmp{os.getpid()}")
     installed = _installed_model(inner)
-    if installed is not None and _sha256(installed) == sha:
+    if installed is not None and sha256_of_files([installed]) == sha:
         shutil.copyfile(installed, tmp)
     else:
         log.info("downloading holosoma-inference %s from PyPI into %s (first use; Apache-2.0)", HOLOSOMA_VERSION, root / "wheels")
         wheel = _download_wheel(root / "wheels", timeout_s)
         with zipfile.ZipFile(wheel) as z, z.open(inner) as src, open(tmp, "wb") as dst:
             shutil.copyfileobj(src, dst)
-    digest = _sha256(tmp)
+    digest = sha256_of_files([tmp])
     if digest != sha:
         tmp.unlink(missing_ok=True)
         raise ModelFetchError(f"{name}: extracted model SHA-256 {digest} differs from the pinned {sha}")

@@ -45,7 +45,7 @@ from contactflow.config import did_you_mean, load_config, to_dict
 from contactflow.errors import ConfigError
 from contactflow.lac.train.config import TrainConfig
 
-__all__ = ["RolloutResult", "rollout_episode", "train", "validate", "new_student", "aux_dim", "aux_target", "aux_tensors", "batch_loss", "load_checkpoint", "export_checkpoint",
+__all__ = ["RolloutResult", "rollout_episode", "train", "validate", "new_student", "aux_dim", "aux_target", "aux_tensors", "aux_rows", "batch_loss", "load_checkpoint", "export_checkpoint",
            "git_revision", "window_index"]
 
 log = logging.getLogger(__name__)
@@ -525,6 +525,12 @@ def aux_tensors(cfg: TrainConfig, data: dict[str, np.ndarray]) -> tuple:
     return torch.nan_to_num(aux_t), aux_known
 
 
+def aux_rows(aux_t, aux_known, idx) -> tuple:
+    """The rows ``idx`` of :func:`aux_tensors`' pair (a batch's ``aux_t``, ``aux_known`` for :func:`batch_loss`);
+    ``(None, None)`` without an auxiliary output."""
+    return (None, None) if aux_t is None else (aux_t[idx], aux_known[idx])
+
+
 def batch_loss(cfg: TrainConfig, model, w, x, labels, aux_t=None, aux_known=None, rng: np.random.Generator | None = None):
     """The training loss of one batch (a scalar tensor): the ``w``-weighted squared action error (:func:`loss_weights`)
     plus, with an auxiliary output (:func:`aux_dim`), ``optim.aux_force_weight`` times its squared error over the
@@ -650,8 +656,9 @@ def export_checkpoint(ckpt: str | Path, out: str | Path, *, average: Sequence[in
             raise ConfigError(f"{run_dir}: averaging rounds needs the run directory, not a checkpoint file")
         cks = [load_checkpoint(run_dir / "checkpoints" / f"round_{int(r):03d}.pt") for r in sorted(set(average))]
         ck = cks[-1]
+        mine = _same_run_keys(_as_loaded(ck["config"], ck["path"]))
         for other in cks[:-1]:
-            if _same_run_keys(_as_loaded(other["config"], other["path"])) != _same_run_keys(_as_loaded(ck["config"], ck["path"])):
+            if _same_run_keys(_as_loaded(other["config"], other["path"])) != mine:
                 raise ConfigError(f"{other['path']}: another training configuration than {ck['path']}: not averaged")
             for key in ("obs_mean", "obs_std"):
                 if not torch.equal(other["model"][key], ck["model"][key]):
@@ -777,7 +784,7 @@ def _plot(log_rows: list[dict], epochs: list[dict], path: Path) -> None:
 def _start_run(cfg: TrainConfig, out: Path, dataset, workers: int, resume: bool, progress: bool,
                echo: Callable[[str], None]):
     """:func:`train`'s checks and records before the first round: ``(run record, dataset rows, spec, prior
-    aggregate)``; writes ``run.json`` and ``config.yaml`` (and generates the dataset) only once every check passed
+    aggregate, the run's checkpoints so far)``; writes ``run.json`` and ``config.yaml`` (and generates the dataset) only once every check passed
     but the dataset's own. Raises ConfigError as :func:`train` documents."""
     from contactflow.lac.augment import augment
     from contactflow.lac.dataset import read_episodes
@@ -842,7 +849,7 @@ def _start_run(cfg: TrainConfig, out: Path, dataset, workers: int, resume: bool,
     (out / "checkpoints").mkdir(exist_ok=True)
     run_path.write_text(json.dumps(run, indent=1, sort_keys=True))
     (out / "config.yaml").write_text(_yaml(cfg_dict))
-    return run, rows, spec, prior
+    return run, rows, spec, prior, have
 
 
 def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None = None, workers: int = 1,
@@ -874,7 +881,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
     out = Path(out_dir)
     created = not out.exists()
     try:
-        run, rows, spec, prior = _start_run(cfg, out, dataset, workers, resume, progress, echo)
+        run, rows, spec, prior, have = _start_run(cfg, out, dataset, workers, resume, progress, echo)
     except ConfigError:
         if created:  # a refused run leaves no empty folder behind (a generated dataset stays)
             for d in (out / "checkpoints", out / "data", out):
@@ -884,7 +891,6 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
                     pass
         raise
     cfg_dict = run["config"]
-    have = sorted((out / "checkpoints").glob("round_*.pt"))
     # ---- model, optimiser, state
     torch.set_num_threads(cfg.optim.torch_threads)
     torch.manual_seed(cfg.seed)
@@ -961,8 +967,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
                 idx = perm[b0:b0 + B]
                 x = frames[torch.from_numpy(window_index(data["first"], idx, H))]
                 ti = torch.from_numpy(idx)
-                aux_b = (None, None) if aux_t is None else (aux_t[ti], aux_known[ti])
-                loss = batch_loss(cfg, model, w, x, labels[ti], *aux_b, rng=g)
+                loss = batch_loss(cfg, model, w, x, labels[ti], *aux_rows(aux_t, aux_known, ti), rng=g)
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
