@@ -569,6 +569,69 @@ def test_export_averages_the_weights_of_rounds(run_a, robot, tmp_path):
         export_checkpoint(old, tmp_path / "old.onnx", average=[0, 1])
 
 
+def test_best_round_orders_by_decreasing_scenarios_then_falls_then_closeness():
+    """The validation suite's score: more scenarios decreasing wins over fewer falls, fewer falls over more points
+    within 25 %; of equal scores the later round; no suite run: None."""
+    from contactflow.lac.train.dagger import best_round
+
+    def row(r, dec, falls, within):
+        return {"round": r, "validation_suite": {"decreasing": dec, "falls": falls, "within": within}}
+
+    assert best_round([row(0, 7, 0, 30), row(1, 8, 3, 10), row(2, 6, 0, 39)]) == 1
+    assert best_round([row(0, 8, 1, 30), row(1, 8, 0, 10), row(2, 8, 2, 39)]) == 1
+    assert best_round([row(0, 8, 0, 30), row(1, 8, 0, 31), row(2, 8, 0, 29)]) == 1
+    assert best_round([row(0, 8, 0, 30), row(1, 8, 0, 30)]) == 1
+    assert best_round([{"round": 0, "validation": {}}, row(1, 2, 0, 0)]) == 1
+    assert best_round([{"round": 0}]) is None
+
+
+def test_validation_suite_scores_each_round_against_the_teacher_and_export_best_takes_its_choice(dataset, robot, tmp_path):
+    """`validation.suite`: after each round the student runs a `lac eval` suite against the teacher (whose table is
+    computed once and kept in the run), the log holds the verdicts, `train` returns the best-scored round and
+    `lac export RUN --best` exports that round's checkpoint; an unknown suite is refused by key before any rollout,
+    and --best on a run without the suite by name."""
+    from contactflow.cli import main as cli_main
+    from contactflow.lac.train.dagger import SUITE_TEACHER_FILE, best_round
+    from contactflow.policy import load_policy_spec
+
+    cfg = load_train_config(None, {**TINY, "validation": {**TINY["validation"], "suite": "quick", "suite_trials": 1}})
+    out = tmp_path / "run"
+    lines: list[str] = []
+    summary = train(cfg, out, dataset=dataset, workers=1, progress=False, echo=lines.append)
+    rows = json.loads((out / "train_log.json").read_text())["rounds"]
+    assert len(rows) == 2
+    for r in rows:
+        v = r["validation_suite"]
+        assert v["suite"] == "quick" and v["trials"] == 1 and v["seed"] == 1 and v["scenarios"] == 1
+        assert v["episodes"] == 3 and v["points"] == 3 and 0 <= v["within"] <= 3 and v["decreasing"] in (0, 1)
+        assert v["teacher_falls"] == 0 and (v["decreasing"] == 1) == (v["not_decreasing"] == [])
+        table = json.loads((out / "validation_suite" / f"round_{r['round']:03d}.json").read_text())  # the whole table
+        assert set(table["results"]) == {"expert", f"policy:lac:{out / 'student.onnx'}"}
+        assert sum(table["comparison"]["scenarios"]["fig6_hand"]["within"]) == v["within"]
+    teacher = json.loads((out / SUITE_TEACHER_FILE).read_text())
+    assert list(teacher["results"]) == ["expert"] and teacher["trials"] == 1 and teacher["suite"] == "quick"
+    assert summary["best_round"] == best_round(rows) in (0, 1)
+    assert any("validation suite 'quick'" in line for line in lines)
+    assert cli_main(["lac", "export", str(out), "--best", "--out", str(tmp_path / "best.onnx")]) == 0
+    spec = load_policy_spec("lac", robot, model=tmp_path / "best.onnx")
+    assert spec.model.metadata["train_round"] == summary["best_round"]
+    with pytest.raises(ConfigError, match="no round ran the validation suite"):
+        export_checkpoint(_tiny_run_without_suite(tmp_path, dataset), tmp_path / "x.onnx", best=True)
+    with pytest.raises(ConfigError, match="run directory"):
+        export_checkpoint(out / "checkpoints" / "round_000.pt", tmp_path / "x.onnx", best=True)
+    bad = load_train_config(None, {**TINY, "validation": {"suite": "no_such_suite"}})
+    with pytest.raises(ConfigError, match="validation.suite: suite 'no_such_suite'"):
+        train(bad, tmp_path / "bad", dataset=dataset, workers=1, progress=False, echo=lambda s: None)
+    assert not (tmp_path / "bad").exists()
+
+
+def _tiny_run_without_suite(tmp_path, dataset) -> Path:
+    out = tmp_path / "plain"
+    cfg = load_train_config(None, {**TINY, "dagger": {**TINY["dagger"], "rounds": 1}, "validation": {"enabled": False}})
+    train(cfg, out, dataset=dataset, workers=1, progress=False, echo=lambda s: None)
+    return out
+
+
 def test_ensemble_is_the_mean_action_of_its_students_and_refuses_another_contract(run_a, robot, tmp_path):
     """`contactflow lac ensemble A.onnx B.onnx --out E.onnx`: E loads through the deploy spec, its action
     is the mean of A's and B's on any input, its metadata keeps the deploy contract and each member's
@@ -1043,17 +1106,20 @@ def test_the_pool_recipe_is_the_shipped_students_recorded_configuration():
     import yaml
 
     from contactflow.config import to_dict
+    from contactflow.lac.train.dagger import _as_loaded
 
     root = Path(__file__).resolve().parents[1]
     record = root / "robots/g1/policies/lac_policy_train"
     pool = to_dict(load_train_config(root / "robots/g1/lac_train_pool.yaml"))
-    recorded = yaml.safe_load((record / "config.yaml").read_text())
+    # as the code loads it today: keys added since (with their defaults) do not tell them apart
+    recorded = _as_loaded(yaml.safe_load((record / "config.yaml").read_text()), record / "config.yaml")
     assert [Path(p).name for p in pool["dagger"].pop("prior_runs")] == ["seed0", "seed1", "seed2"]
     assert len(recorded["dagger"].pop("prior_runs")) == 3
     assert pool == recorded
     recipe = to_dict(load_train_config())
     for seed in (0, 1, 2):
-        prior = yaml.safe_load((record / "prior_runs" / f"seed{seed}_config.yaml").read_text())
+        path = record / "prior_runs" / f"seed{seed}_config.yaml"
+        prior = _as_loaded(yaml.safe_load(path.read_text()), path)
         assert prior == {**recipe, "seed": seed}
 
 

@@ -10,8 +10,9 @@ Sub-commands:
                  [--seed S] [--resume] [--no-progress]   (the privileged PPO teacher, LAC §III-C)
     lac train    --out DIR [--config FILE] [--dataset DIR] [--workers N] [--resume] [--seed S] [--no-progress]
                                                         (DAgger student from lac_expert, contactflow.lac.train)
-    lac export   DIR_OR_CKPT --out FILE.onnx            (LAC deploy ONNX of a training checkpoint)
-    lac eval     [--controller C ...] [--suite paper|envelope] [--workers W] [--out DIR] [--compare S,T]
+    lac export   DIR_OR_CKPT --out FILE.onnx [--average ROUNDS | --best]
+                                                        (LAC deploy ONNX of a training checkpoint)
+    lac eval     [--controller C ...] [--suite paper|envelope|selection] [--workers W] [--out DIR] [--compare S,T]
                                                         (LAC Figs. 3, 4, 6 experiments, contactflow.lac.evaluate)
 """
 
@@ -126,6 +127,8 @@ def _train(args) -> int:
     cfg = load_train_config(args.config, {"seed": args.seed} if args.seed is not None else None)
     s = train(cfg, args.out, dataset=args.dataset, workers=args.workers, resume=args.resume, progress=not args.no_progress)
     print(f"student exported to {s['policy']} (train_log.json, loss.png, checkpoints/ in {s['out']})")
+    if s.get("best_round") is not None:
+        print(f"the validation suite scored round {s['best_round']} best: contactflow lac export {s['out']} --best --out FILE.onnx")
     return 0
 
 
@@ -146,7 +149,7 @@ def _rounds(text: str) -> list[int]:
 def _export(args) -> int:
     from contactflow.lac.train.dagger import export_checkpoint
 
-    print(f"wrote {export_checkpoint(args.run, args.out, average=args.average or ())}")
+    print(f"wrote {export_checkpoint(args.run, args.out, average=args.average or (), best=args.best)}")
     return 0
 
 
@@ -188,7 +191,7 @@ def add_parser(subparsers) -> None:
     e = sub.add_parser("eval", help="LAC Figs. 3, 4, 6 compliance experiments for teleop-contract controllers")
     e.add_argument("--controller", action="append",
                    help="expert | pd_stand | holosoma | policy:SPEC[:MODEL.onnx] (repeat; default expert and pd_stand)")
-    e.add_argument("--suite", default="envelope", help="suite of the config: paper | envelope | quick (default envelope)")
+    e.add_argument("--suite", default="envelope", help="suite of the config: paper | envelope | selection (for lac train's validation) | quick (default envelope)")
     e.add_argument("--config", default=None, help="evaluation config: its keys layered over robots/g1/lac_eval.yaml (a file needs only the keys it changes)")
     e.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     e.add_argument("--trials", type=int, default=None, help="trials per (scenario, K) (default: the config's)")
@@ -225,6 +228,8 @@ def add_parser(subparsers) -> None:
     x.add_argument("--out", required=True, help="output .onnx")
     x.add_argument("--average", type=_rounds, default=None, metavar="ROUNDS",
                    help="average the weights of these rounds of the run directory, e.g. 10,11 or 8-11 (default: none, the checkpoint as it is)")
+    x.add_argument("--best", action="store_true",
+                   help="the round of the run directory its validation suite scored best (validation.suite), not the latest")
     x.set_defaults(func=_export)
 
     e = sub.add_parser("ensemble", help="one deploy ONNX whose action is the mean of several exported students' (needs [train])")

@@ -456,6 +456,13 @@ class ValidationCfg:
         stand_s: duration of the standing run [s].
         body: the pushed MuJoCo body. force_n: the push [N].
         stiffness: the commanded K of the pushed channel, one run each [N/m].
+        suite: a suite of ``robots/g1/lac_eval.yaml`` (``contactflow lac eval``) also run on each round's student,
+            against the teacher (``lac_expert``, run once per run into ``validation_teacher.json``), to choose a
+            round: its score is (scenarios decreasing in K, fewer falls, points within 25 % of the teacher), in that
+            order (:func:`~contactflow.lac.train.dagger.best_round`, ``contactflow lac export RUN --best``). ``selection``
+            is made for it (the envelope suite's scenarios at 80 % of its loads); ``None``: not run.
+        suite_trials: trials per (scenario, K) of that suite (the evaluation's ``trials``).
+        suite_seed: seed of its initial perturbations (the evaluation's ``seed``; 0 is the evaluation's own).
     """
 
     enabled: bool = True
@@ -463,10 +470,15 @@ class ValidationCfg:
     body: str = "left_wrist_roll_link"
     force_n: float = 8.0
     stiffness: tuple[float, ...] = (30.0, 100.0, 300.0)
+    suite: str | None = None
+    suite_trials: int = 3
+    suite_seed: int = 1
 
     def __post_init__(self):
         if not (self.stand_s > 0 and self.force_n >= 0) or not self.stiffness or min(self.stiffness) <= 0:
             raise ConfigError("stand_s > 0, force_n >= 0 and positive stiffness values expected")
+        if self.suite_trials < 1:
+            raise ConfigError(f"suite_trials: must be >= 1, got {self.suite_trials}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -12,7 +12,9 @@ DAgger (Ross, Gordon, Bagnell, AISTATS 2011):
 * the data of all rounds are aggregated and the student is trained on them (squared action error
   weighted per joint, ``optim.loss``; Adam), warm-started from the previous round;
 * after each round the exported student runs ALONE through the deploy runner (:func:`validate`:
-  a stand and hand pushes across K), logged and plotted; it does not change the training.
+  a stand and hand pushes across K), logged and plotted; it does not change the training. With
+  ``validation.suite`` it also runs a suite of ``contactflow lac eval`` against the teacher
+  (:func:`validate_suite`), whose score chooses a round (:func:`best_round`, ``lac export --best``).
 
 Episodes are independent (seed ``SeedSequence([seed, round, episode])``) and rolled out in worker
 processes; results are gathered in episode order, so a run is deterministic for a seed: bit for bit
@@ -25,7 +27,8 @@ configuration; a larger ``dagger.rounds`` extends a finished run).
 
 Output directory: ``config.yaml`` (the resolved configuration), ``run.json`` (provenance),
 ``data/round_XXX.npz``, ``checkpoints/round_XXX.pt``, ``student.onnx`` (the latest export, with the
-deploy metadata), ``train_log.json`` / ``train_log.csv`` (per round / per epoch) and ``loss.png``.
+deploy metadata), ``train_log.json`` / ``train_log.csv`` (per round / per epoch) and ``loss.png``; with
+``validation.suite`` also ``validation_teacher.json`` and ``validation_suite/round_XXX.json`` (the suite's tables).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from contactflow.config import did_you_mean, load_config, to_dict
 from contactflow.errors import ConfigError
 from contactflow.lac.train.config import TrainConfig
 
-__all__ = ["RolloutResult", "rollout_episode", "train", "validate", "new_student", "aux_dim", "aux_target", "aux_tensors", "aux_rows", "batch_loss", "load_checkpoint", "export_checkpoint",
+__all__ = ["RolloutResult", "rollout_episode", "train", "validate", "validate_suite", "suite_score", "best_round", "new_student", "aux_dim", "aux_target", "aux_tensors", "aux_rows", "batch_loss", "load_checkpoint", "export_checkpoint",
            "git_revision", "window_index"]
 
 log = logging.getLogger(__name__)
@@ -627,7 +630,7 @@ def _as_loaded(cfg_dict: dict, source) -> dict:
         return cfg_dict
 
 
-def export_checkpoint(ckpt: str | Path, out: str | Path, *, average: Sequence[int] = ()) -> Path:
+def export_checkpoint(ckpt: str | Path, out: str | Path, *, average: Sequence[int] = (), best: bool = False) -> Path:
     """Export a checkpoint (or the latest of a run directory) to LAC's deploy ONNX.
 
     Args:
@@ -636,13 +639,16 @@ def export_checkpoint(ckpt: str | Path, out: str | Path, *, average: Sequence[in
             (stochastic weight averaging over DAgger rounds, Izmailov et al., 2018: each round
             warm-starts from the one before, so their weights lie in one basin); ``ckpt`` must then
             be the run directory. Empty: the checkpoint as it is.
+        best: export the round of the run directory ``ckpt`` that its validation suite scored best
+            (:func:`best_round` over the latest checkpoint's log) instead of the latest.
 
     Returns:
         The written path.
 
     Raises:
         ConfigError: no such checkpoint; ``average`` given with a checkpoint file, naming a
-            round without a checkpoint, or rounds whose configuration or normaliser differ.
+            round without a checkpoint, or rounds whose configuration or normaliser differ; ``best``
+            with a checkpoint file, with ``average``, or for a run whose log has no validation suite.
     """
     import torch
 
@@ -650,6 +656,14 @@ def export_checkpoint(ckpt: str | Path, out: str | Path, *, average: Sequence[in
     from contactflow.lac.train.student import export_onnx
     from contactflow.robot import load_robot
 
+    if best:
+        run_dir = Path(ckpt)
+        if average or not run_dir.is_dir():
+            raise ConfigError(f"{run_dir}: --best needs a run directory and no --average")
+        r = best_round(load_checkpoint(run_dir)["log"])
+        if r is None:
+            raise ConfigError(f"{run_dir}: no round ran the validation suite (validation.suite in its config.yaml)")
+        ckpt = run_dir / "checkpoints" / f"round_{r:03d}.pt"
     if average:
         run_dir = Path(ckpt)
         if not run_dir.is_dir():
@@ -743,6 +757,95 @@ def validate(cfg: TrainConfig, model: str | Path) -> dict:
             "push_displacement_m": disp, "monotonic": mono, "refused": int(refused)}
 
 
+#: the teacher's table of the validation suite, run once per run directory (:func:`validate_suite`)
+SUITE_TEACHER_FILE = "validation_teacher.json"
+
+
+def suite_eval_config(cfg: TrainConfig):
+    """The evaluation configuration of ``validation.suite``: ``robots/g1/lac_eval.yaml`` with the validation's
+    ``suite_trials`` and ``suite_seed``.
+
+    Raises:
+        ConfigError: the suite is not one of that file's (named as ``validation.suite``).
+    """
+    from contactflow.lac.evaluate import load_eval_config, suite_scenarios
+
+    v = cfg.validation
+    ecfg = dataclasses.replace(load_eval_config(), trials=v.suite_trials, seed=v.suite_seed)
+    try:
+        suite_scenarios(ecfg, v.suite)
+    except ConfigError as exc:
+        raise ConfigError(f"validation.suite: {exc}") from None
+    return ecfg
+
+
+def validate_suite(cfg: TrainConfig, model: str | Path, out: str | Path, *, workers: int = 1,
+                   save_as: str | Path | None = None) -> dict:
+    """``validation.suite`` on the student against the teacher (``contactflow lac eval``'s episodes and verdicts).
+
+    The teacher's table is computed once and kept in ``out/validation_teacher.json`` (again when the suite's
+    configuration changed: it carries a digest of it).
+
+    Args:
+        cfg: the training configuration (``validation.suite``, ``suite_trials``, ``suite_seed``; ``spec``).
+        model: the student ONNX. out: the run directory. workers: evaluation worker processes.
+        save_as: where to write the whole table (student, teacher and comparison: ``contactflow lac eval``'s JSON);
+            ``None``: not written.
+
+    Returns:
+        ``suite``, ``trials``, ``seed``, ``scenarios`` (how many), ``decreasing`` (how many decrease in K with no
+        fall, the evaluation's verdict), ``not_decreasing`` (their names), ``falls`` / ``episodes`` (the student's),
+        ``within`` / ``points`` (the (scenario, K) points whose primary metric is within 25 % of the teacher's),
+        ``teacher_falls``, ``wall_s``.
+
+    Raises:
+        ConfigError: as :func:`suite_eval_config`.
+    """
+    import hashlib
+
+    from contactflow.lac.evaluate import compare, merge_tables, run_eval
+
+    t0 = time.perf_counter()
+    v = cfg.validation
+    ecfg = suite_eval_config(cfg)
+    digest = hashlib.sha256(json.dumps([v.suite, dataclasses.asdict(ecfg)], sort_keys=True, default=str).encode()).hexdigest()[:16]
+    tpath = Path(out) / SUITE_TEACHER_FILE
+    teacher = json.loads(tpath.read_text()) if tpath.is_file() else None
+    if teacher is None or teacher.get("validation_digest") != digest:
+        teacher = run_eval(["expert"], suite=v.suite, cfg=ecfg, workers=workers, progress=False)
+        teacher["validation_digest"] = digest
+        tmp = tpath.with_suffix(".tmp")
+        tmp.write_text(json.dumps(teacher))
+        tmp.replace(tpath)
+    student = f"policy:{cfg.spec}:{model}"
+    table = merge_tables(run_eval([student], suite=v.suite, cfg=ecfg, workers=workers, progress=False), teacher)
+    res = table["results"][student]
+    table["comparison"] = compare(table, student, "expert")
+    cmp = table["comparison"]["scenarios"]
+    if save_as is not None:
+        Path(save_as).parent.mkdir(parents=True, exist_ok=True)
+        Path(save_as).write_text(json.dumps(table, indent=1))
+    return {"suite": v.suite, "trials": ecfg.trials, "seed": ecfg.seed, "scenarios": len(res),
+            "decreasing": sum(e["monotonic"]["decreasing"] for e in res.values()),
+            "not_decreasing": [s for s, e in res.items() if not e["monotonic"]["decreasing"]],
+            "falls": table["falls"][student]["fell"], "episodes": table["falls"][student]["episodes"],
+            "within": sum(sum(c["within"]) for c in cmp.values()), "points": sum(len(c["within"]) for c in cmp.values()),
+            "teacher_falls": table["falls"]["expert"]["fell"], "wall_s": time.perf_counter() - t0}
+
+
+def suite_score(result: dict) -> tuple[int, int, int]:
+    """The order of :func:`validate_suite` results, better last: (scenarios decreasing, -falls, points within 25 %).
+    A response that follows the commanded stiffness comes first, then not falling, then closeness to the teacher."""
+    return (int(result["decreasing"]), -int(result["falls"]), int(result["within"]))
+
+
+def best_round(log_rows: Sequence[dict]) -> int | None:
+    """The round of a run's log whose ``validation_suite`` scores best (:func:`suite_score`; of equal scores the later
+    round, trained on more data); ``None`` if no round ran the suite."""
+    scored = [(suite_score(r["validation_suite"]), int(r["round"])) for r in log_rows if r.get("validation_suite")]
+    return max(scored)[1] if scored else None
+
+
 # --------------------------------------------------------------------------- training
 
 
@@ -791,6 +894,8 @@ def _start_run(cfg: TrainConfig, out: Path, dataset, workers: int, resume: bool,
     from contactflow.lac.train.env import load_train_spec
     from contactflow.robot import load_robot
 
+    if cfg.validation.enabled and cfg.validation.suite:
+        suite_eval_config(cfg)
     out.mkdir(parents=True, exist_ok=True)
     cfg_dict = to_dict(cfg)
     have = sorted((out / "checkpoints").glob("round_*.pt"))
@@ -867,7 +972,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
         echo: where the one-line rates are printed.
 
     Returns:
-        Summary: ``rounds`` (the per-round log), ``policy`` (the exported ONNX), rates.
+        Summary: ``rounds`` (the per-round log), ``policy`` (the exported ONNX), ``out``, ``best_round`` (the round
+        the validation suite scores best, :func:`best_round`; ``None`` without ``validation.suite``).
 
     Raises:
         ConfigError: ``out_dir`` holds a run and ``resume`` is false, or it holds a run with another
@@ -999,6 +1105,9 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
         if cfg.validation.enabled:
             t0 = time.perf_counter()
             row["validation"] = validate(cfg, student_onnx)
+            if cfg.validation.suite:
+                row["validation_suite"] = validate_suite(cfg, student_onnx, out, workers=workers,
+                                                         save_as=out / "validation_suite" / f"round_{r:03d}.json")
             row["validation_wall_s"] = time.perf_counter() - t0
             save_checkpoint()  # again, with the validation in its log: a resumed run's log keeps it
         _write_logs(out, log_rows, epochs)
@@ -1014,7 +1123,13 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
             echo(f"round {r} student alone: stand {cfg.validation.stand_s:g} s {'FELL' if v['stand_fell'] else 'ok'}; "
                  f"{cfg.validation.force_n:g} N on {cfg.validation.body}: {pushes}; "
                  f"{'monotonic' if v['monotonic'] else 'not monotonic'} in K")
-    return {"rounds": log_rows, "policy": str(student_onnx), "out": str(out)}
+        if row.get("validation_suite"):
+            su = row["validation_suite"]
+            echo(f"round {r} validation suite {su['suite']!r}: {su['decreasing']} of {su['scenarios']} scenarios decreasing "
+                 f"(not: {', '.join(su['not_decreasing']) or 'none'}), {su['falls']} fall(s) in {su['episodes']}, within "
+                 f"25 % of the teacher at {su['within']} of {su['points']} points; best so far: round {best_round(log_rows)}")
+    best = best_round(log_rows)
+    return {"rounds": log_rows, "policy": str(student_onnx), "out": str(out), "best_round": best}
 
 
 def _write_logs(out: Path, log_rows: list[dict], epochs: list[dict]) -> None:
