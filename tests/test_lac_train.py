@@ -575,7 +575,8 @@ def test_best_round_orders_by_decreasing_scenarios_then_falls_then_closeness():
     from contactflow.lac.train.dagger import best_round
 
     def row(r, dec, falls, within):
-        return {"round": r, "validation_suite": {"decreasing": dec, "falls": falls, "within": within}}
+        return {"round": r, "validation_suite": {"suite": "selection", "trials": 3, "seed": 1, "decreasing": dec,
+                                                 "falls": falls, "within": within}}
 
     assert best_round([row(0, 7, 0, 30), row(1, 8, 3, 10), row(2, 6, 0, 39)]) == 1
     assert best_round([row(0, 8, 1, 30), row(1, 8, 0, 10), row(2, 8, 2, 39)]) == 1
@@ -585,29 +586,42 @@ def test_best_round_orders_by_decreasing_scenarios_then_falls_then_closeness():
     assert best_round([{"round": 0}]) is None
 
 
-def test_validation_suite_scores_each_round_against_the_teacher_and_export_best_takes_its_choice(dataset, robot, tmp_path):
+def test_validation_suite_scores_each_round_against_the_teacher_and_export_best_takes_its_choice(dataset, robot, tmp_path,
+                                                                                                  monkeypatch):
     """`validation.suite`: after each round the student runs a `lac eval` suite against the teacher (whose table is
-    computed once and kept in the run), the log holds the verdicts, `train` returns the best-scored round and
-    `lac export RUN --best` exports that round's checkpoint; an unknown suite is refused by key before any rollout,
-    and --best on a run without the suite by name."""
+    computed once and kept in the run), each round's own student (one process: the file rewritten under the same name
+    is not the cached controller), the log holds the verdicts and the tables, `train` returns the best-scored round
+    and `lac export RUN --best` exports that round's checkpoint; a resumed run whose last round was not scored scores
+    it; an unknown suite is refused by key before any rollout, and --best on a run without the suite by name."""
+    import contactflow.lac.evaluate as ev
     from contactflow.cli import main as cli_main
     from contactflow.lac.train.dagger import SUITE_TEACHER_FILE, best_round
     from contactflow.policy import load_policy_spec
 
+    calls: list[list[str]] = []
+    real_run_eval = ev.run_eval
+    monkeypatch.setattr(ev, "run_eval", lambda controllers, **kw: calls.append(list(controllers)) or real_run_eval(controllers, **kw))
     cfg = load_train_config(None, {**TINY, "validation": {**TINY["validation"], "suite": "quick", "suite_trials": 1}})
     out = tmp_path / "run"
     lines: list[str] = []
     summary = train(cfg, out, dataset=dataset, workers=1, progress=False, echo=lines.append)
+    student = f"policy:lac:{out / 'student.onnx'}"
+    assert calls == [["expert"], [student], [student]]  # the teacher once, the student every round
     rows = json.loads((out / "train_log.json").read_text())["rounds"]
     assert len(rows) == 2
+    trials = []
     for r in rows:
         v = r["validation_suite"]
-        assert v["suite"] == "quick" and v["trials"] == 1 and v["seed"] == 1 and v["scenarios"] == 1
+        assert v["suite"] == "quick" and v["trials"] == 1 and v["seed"] == 1 and v["scenarios"] == 1 and v["tolerance"] == 0.25
         assert v["episodes"] == 3 and v["points"] == 3 and 0 <= v["within"] <= 3 and v["decreasing"] in (0, 1)
         assert v["teacher_falls"] == 0 and (v["decreasing"] == 1) == (v["not_decreasing"] == [])
         table = json.loads((out / "validation_suite" / f"round_{r['round']:03d}.json").read_text())  # the whole table
-        assert set(table["results"]) == {"expert", f"policy:lac:{out / 'student.onnx'}"}
+        assert set(table["results"]) == {"expert", student}
         assert sum(table["comparison"]["scenarios"]["fig6_hand"]["within"]) == v["within"]
+        trials.append([(t["displacement_m"], t["fell_time_s"], t["base_height_min_m"])
+                       for row in table["results"][student]["fig6_hand"]["rows"] for t in row["trials"]])
+    # round 1 ran round 1's student, not the first one loaded (the tiny ones may fall: compared with their NaNs)
+    assert not np.array_equal(np.array(trials[0], float), np.array(trials[1], float), equal_nan=True)
     teacher = json.loads((out / SUITE_TEACHER_FILE).read_text())
     assert list(teacher["results"]) == ["expert"] and teacher["trials"] == 1 and teacher["suite"] == "quick"
     assert summary["best_round"] == best_round(rows) in (0, 1)
@@ -615,6 +629,16 @@ def test_validation_suite_scores_each_round_against_the_teacher_and_export_best_
     assert cli_main(["lac", "export", str(out), "--best", "--out", str(tmp_path / "best.onnx")]) == 0
     spec = load_policy_spec("lac", robot, model=tmp_path / "best.onnx")
     assert spec.model.metadata["train_round"] == summary["best_round"]
+    # a run stopped inside the last round's validation: --resume scores that round (the teacher's table kept)
+    ck_path = out / "checkpoints" / "round_001.pt"
+    ck = torch.load(ck_path, weights_only=False)
+    del ck["log"][-1]["validation_suite"]
+    torch.save(ck, ck_path)
+    calls.clear()
+    again = train(cfg, out, dataset=dataset, workers=1, progress=False, resume=True, echo=lambda s: None)
+    assert calls == [[student]] and again["rounds"][-1]["validation_suite"] == rows[-1]["validation_suite"] | {
+        "wall_s": again["rounds"][-1]["validation_suite"]["wall_s"]}
+    assert load_checkpoint(ck_path)["log"][-1]["validation_suite"]["within"] == rows[-1]["validation_suite"]["within"]
     with pytest.raises(ConfigError, match="no round ran the validation suite"):
         export_checkpoint(_tiny_run_without_suite(tmp_path, dataset), tmp_path / "x.onnx", best=True)
     with pytest.raises(ConfigError, match="run directory"):
@@ -623,6 +647,16 @@ def test_validation_suite_scores_each_round_against_the_teacher_and_export_best_
     with pytest.raises(ConfigError, match="validation.suite: suite 'no_such_suite'"):
         train(bad, tmp_path / "bad", dataset=dataset, workers=1, progress=False, echo=lambda s: None)
     assert not (tmp_path / "bad").exists()
+
+
+def test_best_round_compares_only_rounds_scored_by_the_same_suite():
+    from contactflow.lac.train.dagger import best_round
+
+    def row(r, suite, dec):
+        return {"round": r, "validation_suite": {"suite": suite, "trials": 3, "seed": 1, "decreasing": dec, "falls": 0,
+                                                 "within": 0}}
+
+    assert best_round([row(0, "selection", 9), row(1, "quick", 1), row(2, "quick", 0)]) == 1
 
 
 def _tiny_run_without_suite(tmp_path, dataset) -> Path:

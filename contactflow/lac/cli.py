@@ -226,10 +226,11 @@ def add_parser(subparsers) -> None:
     x = sub.add_parser("export", help="export a training checkpoint to LAC's deploy ONNX")
     x.add_argument("run", help="run directory (its latest checkpoint) or a checkpoints/round_XXX.pt file")
     x.add_argument("--out", required=True, help="output .onnx")
-    x.add_argument("--average", type=_rounds, default=None, metavar="ROUNDS",
-                   help="average the weights of these rounds of the run directory, e.g. 10,11 or 8-11 (default: none, the checkpoint as it is)")
-    x.add_argument("--best", action="store_true",
-                   help="the round of the run directory its validation suite scored best (validation.suite), not the latest")
+    which = x.add_mutually_exclusive_group()
+    which.add_argument("--average", type=_rounds, default=None, metavar="ROUNDS",
+                       help="average the weights of these rounds of the run directory, e.g. 10,11 or 8-11 (default: none, the checkpoint as it is)")
+    which.add_argument("--best", action="store_true",
+                       help="the round of the run directory its validation suite scored best (validation.suite), not the latest")
     x.set_defaults(func=_export)
 
     e = sub.add_parser("ensemble", help="one deploy ONNX whose action is the mean of several exported students' (needs [train])")

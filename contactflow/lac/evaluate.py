@@ -427,10 +427,24 @@ def _seed(cfg: EvalConfig, scenario: str, trial: int) -> int:
 _WORKER: dict = {}
 
 
+def _model_digest(name: str) -> str | None:
+    """The SHA-256 of a policy controller's model file (``None``: no file named): a file written again under the same
+    name (a training run's ``student.onnx`` after each round) is another controller."""
+    if not name.startswith("policy:"):
+        return None
+    model = _policy_parts(name)[1]
+    if model is None or not Path(model).is_file():
+        return None
+    from contactflow.paths import sha256_of_files
+
+    return sha256_of_files([model])
+
+
 def _worker_state(name: str, cfg: EvalConfig):
     """Per-process cache: robot, simulator and controller factory of ``name`` (and of the PD stand's
-    gains: a second evaluation in the same process with other gains builds its own)."""
-    key = (name, repr(cfg.pd_stand))
+    gains: a second evaluation in the same process with other gains builds its own; and of the model file's
+    contents)."""
+    key = (name, repr(cfg.pd_stand), _model_digest(name))
     if key not in _WORKER:
         from contactflow.robot import load_robot
         from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig

@@ -40,13 +40,16 @@ import multiprocessing as mp
 import os
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 from contactflow.config import did_you_mean, load_config, to_dict
 from contactflow.errors import ConfigError
 from contactflow.lac.train.config import TrainConfig
+
+if TYPE_CHECKING:
+    from contactflow.lac.evaluate import EvalConfig
 
 __all__ = ["RolloutResult", "rollout_episode", "train", "validate", "validate_suite", "suite_score", "best_round", "new_student", "aux_dim", "aux_target", "aux_tensors", "aux_rows", "batch_loss", "load_checkpoint", "export_checkpoint",
            "git_revision", "window_index"]
@@ -662,7 +665,8 @@ def export_checkpoint(ckpt: str | Path, out: str | Path, *, average: Sequence[in
             raise ConfigError(f"{run_dir}: --best needs a run directory and no --average")
         r = best_round(load_checkpoint(run_dir)["log"])
         if r is None:
-            raise ConfigError(f"{run_dir}: no round ran the validation suite (validation.suite in its config.yaml)")
+            raise ConfigError(f"{run_dir}: no round ran the validation suite (validation.enabled and validation.suite "
+                              f"in its config.yaml)")
         ckpt = run_dir / "checkpoints" / f"round_{r:03d}.pt"
     if average:
         run_dir = Path(ckpt)
@@ -761,9 +765,11 @@ def validate(cfg: TrainConfig, model: str | Path) -> dict:
 SUITE_TEACHER_FILE = "validation_teacher.json"
 
 
-def suite_eval_config(cfg: TrainConfig):
-    """The evaluation configuration of ``validation.suite``: ``robots/g1/lac_eval.yaml`` with the validation's
-    ``suite_trials`` and ``suite_seed``.
+def suite_eval_config(cfg: TrainConfig) -> EvalConfig:
+    """The evaluation configuration of ``validation.suite``.
+
+    Returns:
+        ``robots/g1/lac_eval.yaml`` with the validation's ``suite_trials`` and ``suite_seed``.
 
     Raises:
         ConfigError: the suite is not one of that file's (named as ``validation.suite``).
@@ -784,7 +790,7 @@ def validate_suite(cfg: TrainConfig, model: str | Path, out: str | Path, *, work
     """``validation.suite`` on the student against the teacher (``contactflow lac eval``'s episodes and verdicts).
 
     The teacher's table is computed once and kept in ``out/validation_teacher.json`` (again when the suite's
-    configuration changed: it carries a digest of it).
+    configuration, the teacher's or the code's git revision changed: it carries a digest of them).
 
     Args:
         cfg: the training configuration (``validation.suite``, ``suite_trials``, ``suite_seed``; ``spec``).
@@ -795,8 +801,8 @@ def validate_suite(cfg: TrainConfig, model: str | Path, out: str | Path, *, work
     Returns:
         ``suite``, ``trials``, ``seed``, ``scenarios`` (how many), ``decreasing`` (how many decrease in K with no
         fall, the evaluation's verdict), ``not_decreasing`` (their names), ``falls`` / ``episodes`` (the student's),
-        ``within`` / ``points`` (the (scenario, K) points whose primary metric is within 25 % of the teacher's),
-        ``teacher_falls``, ``wall_s``.
+        ``within`` / ``points`` (the (scenario, K) points whose primary metric is within ``tolerance`` of the
+        teacher's, :func:`~contactflow.lac.evaluate.compare`), ``tolerance`` (0.25), ``teacher_falls``, ``wall_s`` [s].
 
     Raises:
         ConfigError: as :func:`suite_eval_config`.
@@ -804,11 +810,13 @@ def validate_suite(cfg: TrainConfig, model: str | Path, out: str | Path, *, work
     import hashlib
 
     from contactflow.lac.evaluate import compare, merge_tables, run_eval
+    from contactflow.lac.expert import load_expert_config
 
     t0 = time.perf_counter()
     v = cfg.validation
     ecfg = suite_eval_config(cfg)
-    digest = hashlib.sha256(json.dumps([v.suite, dataclasses.asdict(ecfg)], sort_keys=True, default=str).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(json.dumps([v.suite, dataclasses.asdict(ecfg), dataclasses.asdict(load_expert_config()),
+                                        git_revision()], sort_keys=True, default=str).encode()).hexdigest()[:16]
     tpath = Path(out) / SUITE_TEACHER_FILE
     teacher = json.loads(tpath.read_text()) if tpath.is_file() else None
     if teacher is None or teacher.get("validation_digest") != digest:
@@ -825,7 +833,8 @@ def validate_suite(cfg: TrainConfig, model: str | Path, out: str | Path, *, work
     if save_as is not None:
         Path(save_as).parent.mkdir(parents=True, exist_ok=True)
         Path(save_as).write_text(json.dumps(table, indent=1))
-    return {"suite": v.suite, "trials": ecfg.trials, "seed": ecfg.seed, "scenarios": len(res),
+    return {"suite": v.suite, "trials": ecfg.trials, "seed": ecfg.seed, "tolerance": table["comparison"]["tolerance"],
+            "scenarios": len(res),
             "decreasing": sum(e["monotonic"]["decreasing"] for e in res.values()),
             "not_decreasing": [s for s, e in res.items() if not e["monotonic"]["decreasing"]],
             "falls": table["falls"][student]["fell"], "episodes": table["falls"][student]["episodes"],
@@ -841,9 +850,14 @@ def suite_score(result: dict) -> tuple[int, int, int]:
 
 def best_round(log_rows: Sequence[dict]) -> int | None:
     """The round of a run's log whose ``validation_suite`` scores best (:func:`suite_score`; of equal scores the later
-    round, trained on more data); ``None`` if no round ran the suite."""
-    scored = [(suite_score(r["validation_suite"]), int(r["round"])) for r in log_rows if r.get("validation_suite")]
-    return max(scored)[1] if scored else None
+    round, trained on more data), among the rounds scored by the same suite, trials and seed as the last scored one (a
+    run resumed with another suite compares only like with like); ``None`` if no round ran the suite."""
+    rows = [r for r in log_rows if r.get("validation_suite")]
+    if not rows:
+        return None
+    same = lambda v: (v["suite"], v["trials"], v["seed"])  # noqa: E731
+    last = same(rows[-1]["validation_suite"])
+    return max((suite_score(r["validation_suite"]), int(r["round"])) for r in rows if same(r["validation_suite"]) == last)[1]
 
 
 # --------------------------------------------------------------------------- training
@@ -1016,6 +1030,14 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
     meta = lambda r: _metadata(spec, cfg_dict, run, r)  # noqa: E731
     if start > 0:
         export_onnx(model, student_onnx, meta(start - 1))
+        last = log_rows[-1]
+        if cfg.validation.enabled and ("validation" not in last or (cfg.validation.suite and not last.get("validation_suite"))):
+            # the run stopped before the last round's validation ended (or the suite was added): validate it now
+            _validate_round(cfg, last, student_onnx, out, workers)
+            torch.save({**{k: v for k, v in ck.items() if k != "path"}, "log": log_rows}, Path(ck["path"]).with_suffix(".tmp"))
+            Path(ck["path"]).with_suffix(".tmp").replace(ck["path"])
+            _write_logs(out, log_rows, epochs)
+            _echo_validation(cfg, last, log_rows, echo)
 
     H = spec.cfg.history.length
     bar_cls = None
@@ -1103,12 +1125,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
         save_checkpoint()
         export_onnx(model, student_onnx, meta(r))
         if cfg.validation.enabled:
-            t0 = time.perf_counter()
-            row["validation"] = validate(cfg, student_onnx)
-            if cfg.validation.suite:
-                row["validation_suite"] = validate_suite(cfg, student_onnx, out, workers=workers,
-                                                         save_as=out / "validation_suite" / f"round_{r:03d}.json")
-            row["validation_wall_s"] = time.perf_counter() - t0
+            _validate_round(cfg, row, student_onnx, out, workers)
             save_checkpoint()  # again, with the validation in its log: a resumed run's log keeps it
         _write_logs(out, log_rows, epochs)
         mse = "" if row["on_policy_mse"] is None else f", on-policy action MSE {row['on_policy_mse']:.4f}"
@@ -1116,20 +1133,36 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
              f"rollouts {row['rollout_ticks_per_s']:.0f} samples/s ({workers} worker(s), "
              f"{row['rollout_ticks_per_s_per_worker']:.0f} per worker); training {row['train_samples_per_s']:.0f} samples/s, "
              f"loss {row['loss_first_epoch']:.4f} -> {row['loss_last_epoch']:.4f} on {row['data_samples']} samples")
-        if "validation" in row:
-            v = row["validation"]
-            pushes = ", ".join(f"K {k:g}: {'fell' if f else f'{100 * x:.1f} cm'}"
-                               for k, f, x in zip(v["push_k"], v["push_fell"], v["push_displacement_m"]))
-            echo(f"round {r} student alone: stand {cfg.validation.stand_s:g} s {'FELL' if v['stand_fell'] else 'ok'}; "
-                 f"{cfg.validation.force_n:g} N on {cfg.validation.body}: {pushes}; "
-                 f"{'monotonic' if v['monotonic'] else 'not monotonic'} in K")
-        if row.get("validation_suite"):
-            su = row["validation_suite"]
-            echo(f"round {r} validation suite {su['suite']!r}: {su['decreasing']} of {su['scenarios']} scenarios decreasing "
-                 f"(not: {', '.join(su['not_decreasing']) or 'none'}), {su['falls']} fall(s) in {su['episodes']}, within "
-                 f"25 % of the teacher at {su['within']} of {su['points']} points; best so far: round {best_round(log_rows)}")
+        _echo_validation(cfg, row, log_rows, echo)
     best = best_round(log_rows)
     return {"rounds": log_rows, "policy": str(student_onnx), "out": str(out), "best_round": best}
+
+
+def _validate_round(cfg: TrainConfig, row: dict, student_onnx: Path, out: Path, workers: int) -> None:
+    """A round's validation (:func:`validate`, and :func:`validate_suite` with ``validation.suite``) into its log row."""
+    t0 = time.perf_counter()
+    row["validation"] = validate(cfg, student_onnx)
+    if cfg.validation.suite:
+        row["validation_suite"] = validate_suite(cfg, student_onnx, out, workers=workers,
+                                                 save_as=out / "validation_suite" / f"round_{row['round']:03d}.json")
+    row["validation_wall_s"] = time.perf_counter() - t0
+
+
+def _echo_validation(cfg: TrainConfig, row: dict, log_rows: list[dict], echo: Callable[[str], None]) -> None:
+    r = row["round"]
+    if "validation" in row:
+        v = row["validation"]
+        pushes = ", ".join(f"K {k:g}: {'fell' if f else f'{100 * x:.1f} cm'}"
+                           for k, f, x in zip(v["push_k"], v["push_fell"], v["push_displacement_m"]))
+        echo(f"round {r} student alone: stand {cfg.validation.stand_s:g} s {'FELL' if v['stand_fell'] else 'ok'}; "
+             f"{cfg.validation.force_n:g} N on {cfg.validation.body}: {pushes}; "
+             f"{'monotonic' if v['monotonic'] else 'not monotonic'} in K")
+    if row.get("validation_suite"):
+        su = row["validation_suite"]
+        echo(f"round {r} validation suite {su['suite']!r}: {su['decreasing']} of {su['scenarios']} scenarios decreasing "
+             f"(not: {', '.join(su['not_decreasing']) or 'none'}), {su['falls']} fall(s) in {su['episodes']}, within "
+             f"{100 * su['tolerance']:g} % of the teacher at {su['within']} of {su['points']} points; best so far: "
+             f"round {best_round(log_rows)}")
 
 
 def _write_logs(out: Path, log_rows: list[dict], epochs: list[dict]) -> None:
