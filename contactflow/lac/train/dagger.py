@@ -34,6 +34,7 @@ deploy metadata), ``train_log.json`` / ``train_log.csv`` (per round / per epoch)
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import multiprocessing as mp
@@ -466,6 +467,13 @@ def git_revision() -> str:
     return describe(Path(__file__).resolve().parents[3])
 
 
+@functools.cache
+def _process_revision() -> str:
+    """:func:`git_revision` when this process first asked: the code it runs (a commit made while a run goes on does not
+    change that code)."""
+    return git_revision()
+
+
 def _dataset_ref(path: Path, out: Path) -> str:
     """How a run records its dataset's place: relative to the run directory when it lies inside it (the
     default ``OUT/dataset``, a symlink there included: the record and the exported model stay valid
@@ -790,7 +798,7 @@ def validate_suite(cfg: TrainConfig, model: str | Path, out: str | Path, *, work
     """``validation.suite`` on the student against the teacher (``contactflow lac eval``'s episodes and verdicts).
 
     The teacher's table is computed once and kept in ``out/validation_teacher.json`` (again when the suite's
-    configuration, the teacher's or the code's git revision changed: it carries a digest of them).
+    configuration, the teacher's or the git revision of the code this process runs changed: it carries a digest of them).
 
     Args:
         cfg: the training configuration (``validation.suite``, ``suite_trials``, ``suite_seed``; ``spec``).
@@ -816,7 +824,7 @@ def validate_suite(cfg: TrainConfig, model: str | Path, out: str | Path, *, work
     v = cfg.validation
     ecfg = suite_eval_config(cfg)
     digest = hashlib.sha256(json.dumps([v.suite, dataclasses.asdict(ecfg), dataclasses.asdict(load_expert_config()),
-                                        git_revision()], sort_keys=True, default=str).encode()).hexdigest()[:16]
+                                        _process_revision()], sort_keys=True, default=str).encode()).hexdigest()[:16]
     tpath = Path(out) / SUITE_TEACHER_FILE
     teacher = json.loads(tpath.read_text()) if tpath.is_file() else None
     if teacher is None or teacher.get("validation_digest") != digest:
