@@ -616,7 +616,7 @@ def test_validation_suite_scores_each_round_against_the_teacher_and_export_best_
         assert v["episodes"] == 3 and v["points"] == 3 and 0 <= v["within"] <= 3 and v["decreasing"] in (0, 1)
         assert v["teacher_falls"] == 0 and (v["decreasing"] == 1) == (v["not_decreasing"] == [])
         table = json.loads((out / "validation_suite" / f"round_{r['round']:03d}.json").read_text())  # the whole table
-        assert set(table["results"]) == {"expert", student}
+        assert set(table["results"]) == {"expert", student} and table["validation_of"]["round"] == r["round"]
         assert sum(table["comparison"]["scenarios"]["fig6_hand"]["within"]) == v["within"]
         trials.append([(t["displacement_m"], t["fell_time_s"], t["base_height_min_m"])
                        for row in table["results"][student]["fig6_hand"]["rows"] for t in row["trials"]])
@@ -624,7 +624,8 @@ def test_validation_suite_scores_each_round_against_the_teacher_and_export_best_
     assert not np.array_equal(np.array(trials[0], float), np.array(trials[1], float), equal_nan=True)
     teacher = json.loads((out / SUITE_TEACHER_FILE).read_text())
     assert list(teacher["results"]) == ["expert"] and teacher["trials"] == 1 and teacher["suite"] == "quick"
-    assert summary["best_round"] == best_round(rows) in (0, 1)
+    assert summary["best_round"] == best_round(rows) == json.loads((out / "train_log.json").read_text())["best_round"]
+    assert summary["best_round"] in (0, 1)
     assert any("validation suite 'quick'" in line for line in lines)
     assert cli_main(["lac", "export", str(out), "--best", "--out", str(tmp_path / "best.onnx")]) == 0
     spec = load_policy_spec("lac", robot, model=tmp_path / "best.onnx")
@@ -643,8 +644,8 @@ def test_validation_suite_scores_each_round_against_the_teacher_and_export_best_
         export_checkpoint(_tiny_run_without_suite(tmp_path, dataset), tmp_path / "x.onnx", best=True)
     with pytest.raises(ConfigError, match="run directory"):
         export_checkpoint(out / "checkpoints" / "round_000.pt", tmp_path / "x.onnx", best=True)
-    bad = load_train_config(None, {**TINY, "validation": {"suite": "no_such_suite"}})
-    with pytest.raises(ConfigError, match="validation.suite: suite 'no_such_suite'"):
+    bad = load_train_config(None, {**TINY, "validation": {"suite": "selction"}})
+    with pytest.raises(ConfigError, match=r"validation.suite: 'selction' is not a suite of .*lac_eval.yaml.*did you mean 'selection'"):
         train(bad, tmp_path / "bad", dataset=dataset, workers=1, progress=False, echo=lambda s: None)
     assert not (tmp_path / "bad").exists()
 

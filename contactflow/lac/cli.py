@@ -12,7 +12,8 @@ Sub-commands:
                                                         (DAgger student from lac_expert, contactflow.lac.train)
     lac export   DIR_OR_CKPT --out FILE.onnx [--average ROUNDS | --best]
                                                         (LAC deploy ONNX of a training checkpoint)
-    lac eval     [--controller C ...] [--suite paper|envelope|selection] [--workers W] [--out DIR] [--compare S,T]
+    lac eval     [--controller C ...] [--suite paper|envelope|selection] [--workers W] [--trials N] [--seed S]
+                 [--out DIR] [--compare S,T]
                                                         (LAC Figs. 3, 4, 6 experiments, contactflow.lac.evaluate)
 """
 
@@ -71,7 +72,7 @@ def _eval(args) -> int:
                                           run_eval)
     from contactflow.recording.summary import json_safe
 
-    override = {"trials": args.trials} if args.trials is not None else None
+    override = {k: v for k, v in (("trials", args.trials), ("seed", args.seed)) if v is not None} or None
     cfg = load_eval_config(args.config, override)
     pair = tuple(args.compare.split(",", 1)) if args.compare else None
     if pair is not None and len(pair) != 2:
@@ -149,7 +150,14 @@ def _rounds(text: str) -> list[int]:
 def _export(args) -> int:
     from contactflow.lac.train.dagger import export_checkpoint
 
-    print(f"wrote {export_checkpoint(args.run, args.out, average=args.average or (), best=args.best)}")
+    path = export_checkpoint(args.run, args.out, average=args.average or (), best=args.best)
+    if args.best:
+        import onnx
+
+        meta = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
+        print(f"wrote {path}: round {meta.get('train_round')}, the one the run's validation suite scored best")
+    else:
+        print(f"wrote {path}")
     return 0
 
 
@@ -195,6 +203,8 @@ def add_parser(subparsers) -> None:
     e.add_argument("--config", default=None, help="evaluation config: its keys layered over robots/g1/lac_eval.yaml (a file needs only the keys it changes)")
     e.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     e.add_argument("--trials", type=int, default=None, help="trials per (scenario, K) (default: the config's)")
+    e.add_argument("--seed", type=int, default=None,
+                   help="seed of the trials' initial perturbations (default: the config's, 0; lac train's validation suite uses 1)")
     e.add_argument("--out", default="lac_eval", help="output directory (JSON table + PNG plots; default lac_eval)")
     e.add_argument("--compare", default=None, help="STUDENT,TEACHER: per-K ratios of their primary metric")
     e.add_argument("--with-table", action="append", help="also include the controllers of a stored table (same suite)")

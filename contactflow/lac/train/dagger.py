@@ -670,7 +670,7 @@ def export_checkpoint(ckpt: str | Path, out: str | Path, *, average: Sequence[in
     if best:
         run_dir = Path(ckpt)
         if average or not run_dir.is_dir():
-            raise ConfigError(f"{run_dir}: --best needs a run directory and no --average")
+            raise ConfigError(f"{run_dir}: --best needs the run directory (not a checkpoint file), without --average")
         r = best_round(load_checkpoint(run_dir)["log"])
         if r is None:
             raise ConfigError(f"{run_dir}: no round ran the validation suite (validation.enabled and validation.suite "
@@ -782,19 +782,18 @@ def suite_eval_config(cfg: TrainConfig) -> EvalConfig:
     Raises:
         ConfigError: the suite is not one of that file's (named as ``validation.suite``).
     """
-    from contactflow.lac.evaluate import load_eval_config, suite_scenarios
+    from contactflow.lac.evaluate import default_eval_config_path, load_eval_config
 
     v = cfg.validation
     ecfg = dataclasses.replace(load_eval_config(), trials=v.suite_trials, seed=v.suite_seed)
-    try:
-        suite_scenarios(ecfg, v.suite)
-    except ConfigError as exc:
-        raise ConfigError(f"validation.suite: {exc}") from None
+    if v.suite not in ecfg.suites:
+        raise ConfigError(f"validation.suite: {v.suite!r} is not a suite of {default_eval_config_path()}; known: "
+                          f"{sorted(ecfg.suites)}{did_you_mean([v.suite], ecfg.suites)}")
     return ecfg
 
 
 def validate_suite(cfg: TrainConfig, model: str | Path, out: str | Path, *, workers: int = 1,
-                   save_as: str | Path | None = None) -> dict:
+                   save_as: str | Path | None = None, round_: int | None = None) -> dict:
     """``validation.suite`` on the student against the teacher (``contactflow lac eval``'s episodes and verdicts).
 
     The teacher's table is computed once and kept in ``out/validation_teacher.json`` (again when the suite's
@@ -803,8 +802,9 @@ def validate_suite(cfg: TrainConfig, model: str | Path, out: str | Path, *, work
     Args:
         cfg: the training configuration (``validation.suite``, ``suite_trials``, ``suite_seed``; ``spec``).
         model: the student ONNX. out: the run directory. workers: evaluation worker processes.
-        save_as: where to write the whole table (student, teacher and comparison: ``contactflow lac eval``'s JSON);
-            ``None``: not written.
+        save_as: where to write the whole table (student, teacher and comparison: ``contactflow lac eval``'s JSON,
+            plus ``validation_of``: the model file as it was then, its SHA-256 and ``round_``); ``None``: not written.
+        round_: the training round the model is of (recorded in that table).
 
     Returns:
         ``suite``, ``trials``, ``seed``, ``scenarios`` (how many), ``decreasing`` (how many decrease in K with no
@@ -819,6 +819,7 @@ def validate_suite(cfg: TrainConfig, model: str | Path, out: str | Path, *, work
 
     from contactflow.lac.evaluate import compare, merge_tables, run_eval
     from contactflow.lac.expert import load_expert_config
+    from contactflow.paths import sha256_of_files
 
     t0 = time.perf_counter()
     v = cfg.validation
@@ -839,6 +840,7 @@ def validate_suite(cfg: TrainConfig, model: str | Path, out: str | Path, *, work
     table["comparison"] = compare(table, student, "expert")
     cmp = table["comparison"]["scenarios"]
     if save_as is not None:
+        table["validation_of"] = {"model": str(model), "sha256": sha256_of_files([model]), "round": round_}
         Path(save_as).parent.mkdir(parents=True, exist_ok=True)
         Path(save_as).write_text(json.dumps(table, indent=1))
     return {"suite": v.suite, "trials": ecfg.trials, "seed": ecfg.seed, "tolerance": table["comparison"]["tolerance"],
@@ -1152,7 +1154,8 @@ def _validate_round(cfg: TrainConfig, row: dict, student_onnx: Path, out: Path, 
     row["validation"] = validate(cfg, student_onnx)
     if cfg.validation.suite:
         row["validation_suite"] = validate_suite(cfg, student_onnx, out, workers=workers,
-                                                 save_as=out / "validation_suite" / f"round_{row['round']:03d}.json")
+                                                 save_as=out / "validation_suite" / f"round_{row['round']:03d}.json",
+                                                 round_=row["round"])
     row["validation_wall_s"] = time.perf_counter() - t0
 
 
@@ -1174,7 +1177,8 @@ def _echo_validation(cfg: TrainConfig, row: dict, log_rows: list[dict], echo: Ca
 
 
 def _write_logs(out: Path, log_rows: list[dict], epochs: list[dict]) -> None:
-    (out / "train_log.json").write_text(json.dumps({"rounds": log_rows, "epochs": epochs}, indent=1))
+    (out / "train_log.json").write_text(json.dumps({"rounds": log_rows, "epochs": epochs,
+                                                    "best_round": best_round(log_rows)}, indent=1))
     with open(out / "train_log.csv", "w") as f:
         f.write("round,epoch,loss,steps\n")
         for e in epochs:
