@@ -461,7 +461,8 @@ class ValidationCfg:
             round: its score is (scenarios decreasing in K, fewer falls, points within 25 % of the teacher), in that
             order (:func:`~contactflow.lac.train.dagger.best_round`, ``contactflow lac export RUN --best``). ``selection``
             is made for it (the envelope suite's scenarios at 80 % of its loads); ``None``: not run.
-        suite_trials: trials per (scenario, K) of that suite (the evaluation's ``trials``).
+        suite_trials: trials per (scenario, K) of that suite (the evaluation's ``trials``; 10: with 3 a pooled run's
+            rule chose a round that falls in the evaluation with 10, docs/lac_policy.md).
         suite_seed: seed of its initial perturbations (the evaluation's ``seed``; 0 is the evaluation's own).
     """
 
@@ -471,7 +472,7 @@ class ValidationCfg:
     force_n: float = 8.0
     stiffness: tuple[float, ...] = (30.0, 100.0, 300.0)
     suite: str | None = None
-    suite_trials: int = 3
+    suite_trials: int = 10
     suite_seed: int = 1
 
     def __post_init__(self):
