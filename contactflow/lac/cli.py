@@ -152,10 +152,9 @@ def _export(args) -> int:
 
     path = export_checkpoint(args.run, args.out, average=args.average or (), best=args.best)
     if args.best:
-        import onnx
+        from contactflow.lac.train.student import read_metadata
 
-        meta = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
-        print(f"wrote {path}: round {meta.get('train_round')}, the one the run's validation suite scored best")
+        print(f"wrote {path}: round {read_metadata(path).get('train_round')}, the one the run's validation suite scored best")
     else:
         print(f"wrote {path}")
     return 0

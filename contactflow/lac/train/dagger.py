@@ -344,10 +344,9 @@ def prior_aggregate(cfg: TrainConfig, out: Path, spec) -> tuple[dict[str, np.nda
             unreadable one, or differs from this run in one of the keys that decide the frames and labels,
             in its deploy metadata (the key named) or in the frame or action size.
     """
-    import onnx
     import yaml
 
-    from contactflow.lac.train.student import deploy_contract_mismatch, deploy_metadata, metadata_strings
+    from contactflow.lac.train.student import deploy_contract_mismatch, deploy_metadata, metadata_strings, read_metadata
     from contactflow.paths import sha256_of_files
 
     parts, records, seen = [], [], {}
@@ -375,7 +374,7 @@ def prior_aggregate(cfg: TrainConfig, out: Path, spec) -> tuple[dict[str, np.nda
         model = run_dir / "student.onnx"
         if not model.is_file():
             raise ConfigError(f"{where}: no student.onnx (its deploy contract cannot be checked)")
-        theirs_meta = {p.key: p.value for p in onnx.load(str(model), load_external_data=False).metadata_props}
+        theirs_meta = read_metadata(model)
         key = deploy_contract_mismatch(theirs_meta, deploy)
         if key is not None:
             raise ConfigError(f"{where}: deploy metadata {key!r} of {model} differs from this run's spec "
@@ -1044,8 +1043,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
         if cfg.validation.enabled and ("validation" not in last or (cfg.validation.suite and not last.get("validation_suite"))):
             # the run stopped before the last round's validation ended (or the suite was added): validate it now
             _validate_round(cfg, last, student_onnx, out, workers)
-            torch.save({**{k: v for k, v in ck.items() if k != "path"}, "log": log_rows}, Path(ck["path"]).with_suffix(".tmp"))
-            Path(ck["path"]).with_suffix(".tmp").replace(ck["path"])
+            _save_checkpoint({**{k: v for k, v in ck.items() if k != "path"}, "log": log_rows}, Path(ck["path"]))
             _write_logs(out, log_rows, epochs)
             _echo_validation(cfg, last, log_rows, echo)
 
@@ -1128,9 +1126,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
         ck_path = out / "checkpoints" / f"round_{r:03d}.pt"
 
         def save_checkpoint() -> None:
-            torch.save({"round": r, "model": model.state_dict(), "optim": opt.state_dict(), "log": log_rows,
-                        "epochs": epochs, "config": cfg_dict, "run": run}, ck_path.with_suffix(".tmp"))
-            ck_path.with_suffix(".tmp").replace(ck_path)
+            _save_checkpoint({"round": r, "model": model.state_dict(), "optim": opt.state_dict(), "log": log_rows,
+                              "epochs": epochs, "config": cfg_dict, "run": run}, ck_path)
 
         save_checkpoint()
         export_onnx(model, student_onnx, meta(r))
@@ -1146,6 +1143,14 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
         _echo_validation(cfg, row, log_rows, echo)
     best = best_round(log_rows)
     return {"rounds": log_rows, "policy": str(student_onnx), "out": str(out), "best_round": best}
+
+
+def _save_checkpoint(ck: dict, path: Path) -> None:
+    """``torch.save`` through a temporary file: a run stopped while saving leaves the previous checkpoint whole."""
+    import torch
+
+    torch.save(ck, path.with_suffix(".tmp"))
+    path.with_suffix(".tmp").replace(path)
 
 
 def _validate_round(cfg: TrainConfig, row: dict, student_onnx: Path, out: Path, workers: int) -> None:

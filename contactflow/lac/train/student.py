@@ -39,7 +39,7 @@ from torch import nn
 from contactflow.lac.train.config import StudentCfg
 from contactflow.policy.spec import PolicySpec
 
-__all__ = ["Student", "export_onnx", "ensemble_onnx", "ONNX_OPSET", "SPEC_VERSION", "deploy_metadata", "tracking_feature_map",
+__all__ = ["Student", "export_onnx", "ensemble_onnx", "ONNX_OPSET", "SPEC_VERSION", "deploy_metadata", "read_metadata", "tracking_feature_map",
            "DEPLOY_METADATA_KEYS", "metadata_strings", "deploy_contract_mismatch", "last_action_map"]
 
 #: the normalised inputs are clipped to +- this many standard deviations inside the graph
@@ -370,6 +370,16 @@ DEPLOY_METADATA_KEYS = ("dof_names", "kp", "kd", "action_scale", "default_joint_
 def metadata_strings(metadata: Mapping) -> dict[str, str]:
     """``metadata`` as ONNX ``metadata_props`` store it (:func:`export_onnx`): strings as they are, other values as JSON."""
     return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in metadata.items()}
+
+
+def read_metadata(path: str | Path) -> dict[str, str]:
+    """An ONNX file's ``metadata_props`` as stored (strings; :func:`metadata_strings`), without loading external data.
+
+    Raises:
+        OSError: the file cannot be read; onnx's errors for a file that is not a model."""
+    import onnx
+
+    return {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
 
 
 def deploy_contract_mismatch(meta: Mapping[str, str], reference: Mapping[str, str]) -> str | None:
