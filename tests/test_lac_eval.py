@@ -45,15 +45,6 @@ def test_shipped_config_has_the_papers_scenarios_and_both_suites():
     assert all(0 < v <= 1 for v in cfg.suites["envelope"].scale.values())
 
 
-def test_the_selection_suite_is_the_envelope_at_80_percent_of_its_loads():
-    """lac train's validation suite: every envelope scenario, each load 0.8 x the envelope's (docs/lac_policy.md)."""
-    cfg = load_eval_config()
-    env, sel = cfg.suites["envelope"], cfg.suites["selection"]
-    assert set(sel.scale) == set(env.scale) == set(cfg.scenarios) and not sel.scenarios and not env.scenarios
-    for name, k in env.scale.items():
-        assert sel.scale[name] == pytest.approx(0.8 * k, rel=1e-6), name
-
-
 def test_table_keys_falls_and_the_stiff_stand_moves_less_than_the_expert_at_low_k(table):
     for key in ("suite", "profile", "trials", "results", "falls", "skipped", "k_grids", "pd_stand_gains",
                 "date_utc", "machine", "wall_s", "workers"):

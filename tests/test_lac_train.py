@@ -575,7 +575,7 @@ def test_best_round_orders_by_decreasing_scenarios_then_falls_then_closeness():
     from contactflow.lac.train.dagger import best_round
 
     def row(r, dec, falls, within):
-        return {"round": r, "validation_suite": {"suite": "selection", "trials": 3, "seed": 1, "decreasing": dec,
+        return {"round": r, "validation_suite": {"suite": "envelope", "trials": 3, "seed": 1, "decreasing": dec,
                                                  "falls": falls, "within": within}}
 
     assert best_round([row(0, 7, 0, 30), row(1, 8, 3, 10), row(2, 6, 0, 39)]) == 1
@@ -644,8 +644,13 @@ def test_validation_suite_scores_each_round_against_the_teacher_and_export_best_
         export_checkpoint(_tiny_run_without_suite(tmp_path, dataset), tmp_path / "x.onnx", best=True)
     with pytest.raises(ConfigError, match="run directory"):
         export_checkpoint(out / "checkpoints" / "round_000.pt", tmp_path / "x.onnx", best=True)
-    bad = load_train_config(None, {**TINY, "validation": {"suite": "selction"}})
-    with pytest.raises(ConfigError, match=r"validation.suite: 'selction' is not a suite of .*lac_eval.yaml.*did you mean 'selection'"):
+    bad = load_train_config(None, {**TINY, "validation": {"suite": "envelpe"}})
+    with pytest.raises(ConfigError, match=r"validation.suite: 'envelpe' is not a suite of .*lac_eval.yaml.*did you mean 'envelope'"):
+        train(bad, tmp_path / "bad", dataset=dataset, workers=1, progress=False, echo=lambda s: None)
+    assert not (tmp_path / "bad").exists()
+    # the evaluation's own perturbation seed: the rounds would be chosen on the episodes it reports
+    bad = load_train_config(None, {**TINY, "validation": {"suite": "quick", "suite_seed": 0}})
+    with pytest.raises(ConfigError, match=r"validation.suite_seed: 0 is the evaluation's own seed .*lac_eval.yaml"):
         train(bad, tmp_path / "bad", dataset=dataset, workers=1, progress=False, echo=lambda s: None)
     assert not (tmp_path / "bad").exists()
 
@@ -657,7 +662,7 @@ def test_best_round_compares_only_rounds_scored_by_the_same_suite():
         return {"round": r, "validation_suite": {"suite": suite, "trials": 3, "seed": 1, "decreasing": dec, "falls": 0,
                                                  "within": 0}}
 
-    assert best_round([row(0, "selection", 9), row(1, "quick", 1), row(2, "quick", 0)]) == 1
+    assert best_round([row(0, "envelope", 9), row(1, "quick", 1), row(2, "quick", 0)]) == 1
 
 
 def _tiny_run_without_suite(tmp_path, dataset) -> Path:

@@ -459,11 +459,13 @@ class ValidationCfg:
         suite: a suite of ``robots/g1/lac_eval.yaml`` (``contactflow lac eval``) also run on each round's student,
             against the teacher (``lac_expert``, run once per run into ``validation_teacher.json``), to choose a
             round: its score is (scenarios decreasing in K, fewer falls, points within 25 % of the teacher), in that
-            order (:func:`~contactflow.lac.train.dagger.best_round`, ``contactflow lac export RUN --best``). ``selection``
-            is made for it (the envelope suite's scenarios at 80 % of its loads); ``None``: not run.
+            order (:func:`~contactflow.lac.train.dagger.best_round`, ``contactflow lac export RUN --best``). ``envelope``
+            with ``suite_seed`` 1: the evaluation's scenarios and loads on other episodes (a suite at 80 % of the
+            loads did not see the falls at their margin, docs/lac_policy.md); ``None``: not run.
         suite_trials: trials per (scenario, K) of that suite (the evaluation's ``trials``; 10: with 3 a pooled run's
             rule chose a round that falls in the evaluation with 10, docs/lac_policy.md).
-        suite_seed: seed of its initial perturbations (the evaluation's ``seed``; 0 is the evaluation's own).
+        suite_seed: seed of its initial perturbations (the evaluation's ``seed``; not the evaluation's own, 0:
+            refused when the suite runs).
     """
 
     enabled: bool = True

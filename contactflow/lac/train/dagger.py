@@ -779,16 +779,21 @@ def suite_eval_config(cfg: TrainConfig) -> EvalConfig:
         ``robots/g1/lac_eval.yaml`` with the validation's ``suite_trials`` and ``suite_seed``.
 
     Raises:
-        ConfigError: the suite is not one of that file's (named as ``validation.suite``).
+        ConfigError: the suite is not one of that file's (named as ``validation.suite``), or ``suite_seed`` is that
+            file's ``seed``: the rounds would be chosen on the very episodes ``contactflow lac eval`` reports.
     """
     from contactflow.lac.evaluate import default_eval_config_path, load_eval_config
 
     v = cfg.validation
-    ecfg = dataclasses.replace(load_eval_config(), trials=v.suite_trials, seed=v.suite_seed)
-    if v.suite not in ecfg.suites:
+    reported = load_eval_config()
+    if v.suite not in reported.suites:
         raise ConfigError(f"validation.suite: {v.suite!r} is not a suite of {default_eval_config_path()}; known: "
-                          f"{sorted(ecfg.suites)}{did_you_mean([v.suite], ecfg.suites)}")
-    return ecfg
+                          f"{sorted(reported.suites)}{did_you_mean([v.suite], reported.suites)}")
+    if v.suite_seed == reported.seed:
+        raise ConfigError(f"validation.suite_seed: {v.suite_seed} is the evaluation's own seed (`seed` of "
+                          f"{default_eval_config_path()}): the rounds would be chosen on the episodes it reports; "
+                          f"give another")
+    return dataclasses.replace(reported, trials=v.suite_trials, seed=v.suite_seed)
 
 
 def validate_suite(cfg: TrainConfig, model: str | Path, out: str | Path, *, workers: int = 1,
