@@ -592,7 +592,8 @@ def test_validation_suite_scores_each_round_against_the_teacher_and_export_best_
     computed once and kept in the run), each round's own student (one process: the file rewritten under the same name
     is not the cached controller), the log holds the verdicts and the tables, `train` returns the best-scored round
     and `lac export RUN --best` exports that round's checkpoint; a resumed run whose last round was not scored scores
-    it; an unknown suite is refused by key before any rollout, and --best on a run without the suite by name."""
+    it; an unknown suite and the evaluation's own seed are refused by key before any rollout, and --best on a run
+    without the suite by name."""
     import contactflow.lac.evaluate as ev
     from contactflow.cli import main as cli_main
     from contactflow.lac.train.dagger import SUITE_TEACHER_FILE, best_round
@@ -646,6 +647,10 @@ def test_validation_suite_scores_each_round_against_the_teacher_and_export_best_
         export_checkpoint(out / "checkpoints" / "round_000.pt", tmp_path / "x.onnx", best=True)
     bad = load_train_config(None, {**TINY, "validation": {"suite": "envelpe"}})
     with pytest.raises(ConfigError, match=r"validation.suite: 'envelpe' is not a suite of .*lac_eval.yaml.*did you mean 'envelope'"):
+        train(bad, tmp_path / "bad", dataset=dataset, workers=1, progress=False, echo=lambda s: None)
+    assert not (tmp_path / "bad").exists()
+    bad = load_train_config(None, {**TINY, "validation": {"suite": "selection"}})  # a run configured before its removal
+    with pytest.raises(ConfigError, match=r"validation.suite: 'selection' was .*removed .*give `envelope`"):
         train(bad, tmp_path / "bad", dataset=dataset, workers=1, progress=False, echo=lambda s: None)
     assert not (tmp_path / "bad").exists()
     # the evaluation's own perturbation seed: the rounds would be chosen on the episodes it reports

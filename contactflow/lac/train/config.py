@@ -464,8 +464,8 @@ class ValidationCfg:
             loads did not see the falls at their margin, docs/lac_policy.md); ``None``: not run.
         suite_trials: trials per (scenario, K) of that suite (the evaluation's ``trials``; 10: with 3 a pooled run's
             rule chose a round that falls in the evaluation with 10, docs/lac_policy.md).
-        suite_seed: seed of its initial perturbations (the evaluation's ``seed``; not the evaluation's own, 0:
-            refused when the suite runs).
+        suite_seed: seed of its initial perturbations (the evaluation's ``seed``); the ``seed`` of
+            ``robots/g1/lac_eval.yaml`` (0) is refused when ``lac train`` starts with a suite set.
     """
 
     enabled: bool = True

@@ -772,6 +772,12 @@ def validate(cfg: TrainConfig, model: str | Path) -> dict:
 SUITE_TEACHER_FILE = "validation_teacher.json"
 
 
+# suites a run's configuration may still name (its config.yaml, for --resume or --config) -> what replaced them
+REMOVED_SUITES = {"selection": "the envelope's scenarios at 80 % of its loads, removed on 2026-12-05: it did not see falls "
+                                "at the loads' margin (docs/lac_policy.md); give `envelope` (validation.suite_seed keeps its "
+                                "episodes apart from the evaluation's)"}
+
+
 def suite_eval_config(cfg: TrainConfig) -> EvalConfig:
     """The evaluation configuration of ``validation.suite``.
 
@@ -779,13 +785,16 @@ def suite_eval_config(cfg: TrainConfig) -> EvalConfig:
         ``robots/g1/lac_eval.yaml`` with the validation's ``suite_trials`` and ``suite_seed``.
 
     Raises:
-        ConfigError: the suite is not one of that file's (named as ``validation.suite``), or ``suite_seed`` is that
+        ConfigError: the suite is not one of that file's (named as ``validation.suite``; one of
+            :data:`REMOVED_SUITES` says what replaced it), or ``suite_seed`` is that
             file's ``seed``: the rounds would be chosen on the very episodes ``contactflow lac eval`` reports.
     """
     from contactflow.lac.evaluate import default_eval_config_path, load_eval_config
 
     v = cfg.validation
     reported = load_eval_config()
+    if v.suite in REMOVED_SUITES and v.suite not in reported.suites:
+        raise ConfigError(f"validation.suite: {v.suite!r} was {REMOVED_SUITES[v.suite]}")
     if v.suite not in reported.suites:
         raise ConfigError(f"validation.suite: {v.suite!r} is not a suite of {default_eval_config_path()}; known: "
                           f"{sorted(reported.suites)}{did_you_mean([v.suite], reported.suites)}")
@@ -1005,8 +1014,10 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
 
     Raises:
         ConfigError: ``out_dir`` holds a run and ``resume`` is false, or it holds a run with another
-            configuration; the dataset is missing or empty; a prior run is refused (:func:`prior_aggregate`).
-            A refused run removes the folders it created if they are empty (a generated dataset stays).
+            configuration; the dataset is missing or empty; a prior run is refused (:func:`prior_aggregate`);
+            ``validation.suite`` is not a suite of ``robots/g1/lac_eval.yaml`` or ``validation.suite_seed`` is the
+            evaluation's own seed (:func:`suite_eval_config`), all before any rollout. A refused run removes the
+            folders it created if they are empty (a generated dataset stays).
     """
     import torch
 
