@@ -645,19 +645,16 @@ def test_validation_suite_scores_each_round_against_the_teacher_and_export_best_
         export_checkpoint(_tiny_run_without_suite(tmp_path, dataset), tmp_path / "x.onnx", best=True)
     with pytest.raises(ConfigError, match="run directory"):
         export_checkpoint(out / "checkpoints" / "round_000.pt", tmp_path / "x.onnx", best=True)
-    bad = load_train_config(None, {**TINY, "validation": {"suite": "envelpe"}})
-    with pytest.raises(ConfigError, match=r"validation.suite: 'envelpe' is not a suite of .*lac_eval.yaml.*did you mean 'envelope'"):
-        train(bad, tmp_path / "bad", dataset=dataset, workers=1, progress=False, echo=lambda s: None)
-    assert not (tmp_path / "bad").exists()
-    bad = load_train_config(None, {**TINY, "validation": {"suite": "selection"}})  # a run configured before its removal
-    with pytest.raises(ConfigError, match=r"validation.suite: 'selection' was .*removed .*give `envelope`"):
-        train(bad, tmp_path / "bad", dataset=dataset, workers=1, progress=False, echo=lambda s: None)
-    assert not (tmp_path / "bad").exists()
-    # the evaluation's own perturbation seed: the rounds would be chosen on the episodes it reports
-    bad = load_train_config(None, {**TINY, "validation": {"suite": "quick", "suite_seed": 0}})
-    with pytest.raises(ConfigError, match=r"validation.suite_seed: 0 is the evaluation's own seed .*lac_eval.yaml"):
-        train(bad, tmp_path / "bad", dataset=dataset, workers=1, progress=False, echo=lambda s: None)
-    assert not (tmp_path / "bad").exists()
+    refused = [({"suite": "envelpe"}, r"validation.suite: 'envelpe' is not a suite of .*lac_eval.yaml.*did you mean 'envelope'"),
+               # a run configured before the suite's removal
+               ({"suite": "selection"}, r"validation.suite: 'selection' was .*removed .*give `envelope`"),
+               # the evaluation's own perturbation seed: the rounds would be chosen on the episodes it reports
+               ({"suite": "quick", "suite_seed": 0}, r"validation.suite_seed: 0 is the evaluation's own seed .*lac_eval.yaml")]
+    for validation, message in refused:
+        with pytest.raises(ConfigError, match=message):
+            train(load_train_config(None, {**TINY, "validation": validation}), tmp_path / "bad", dataset=dataset,
+                  workers=1, progress=False, echo=lambda s: None)
+        assert not (tmp_path / "bad").exists()
 
 
 def test_best_round_compares_only_rounds_scored_by_the_same_suite():

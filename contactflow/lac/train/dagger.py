@@ -793,9 +793,9 @@ def suite_eval_config(cfg: TrainConfig) -> EvalConfig:
 
     v = cfg.validation
     reported = load_eval_config()
-    if v.suite in REMOVED_SUITES and v.suite not in reported.suites:
-        raise ConfigError(f"validation.suite: {v.suite!r} was {REMOVED_SUITES[v.suite]}")
     if v.suite not in reported.suites:
+        if v.suite in REMOVED_SUITES:
+            raise ConfigError(f"validation.suite: {v.suite!r} was {REMOVED_SUITES[v.suite]}")
         raise ConfigError(f"validation.suite: {v.suite!r} is not a suite of {default_eval_config_path()}; known: "
                           f"{sorted(reported.suites)}{did_you_mean([v.suite], reported.suites)}")
     if v.suite_seed == reported.seed:
