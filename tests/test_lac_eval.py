@@ -9,6 +9,7 @@ the teacher's envelope, 5 N), two K values, one trial, a shortened profile (even
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -202,9 +203,38 @@ def test_a_stored_table_compares_and_plots_after_a_json_round_trip(table, tmp_pa
     assert "(falls ?)" not in format_summary(stored)
     fresh = dict(table, results=dict(table["results"]), falls=dict(table["falls"]))
     fresh["results"].pop("expert")
-    merge_tables(fresh, stored)  # keeps this run's pd_stand, adds the stored expert
-    assert fresh["results"]["pd_stand"] is table["results"]["pd_stand"]
-    assert compare(fresh, "pd_stand", "expert")["displacement_all_within"] is False
+    with pytest.raises(ConfigError, match="'expert' ran scenario 'fig6_hand' with force_base_n"):
+        merge_tables(fresh, stored)  # 8 x the load: another experiment, not a baseline for this one
+    same = dict(stored, results=dict(stored["results"]), falls=dict(stored["falls"]))
+    same["results"].pop("expert")
+    merge_tables(same, stored)  # keeps this table's pd_stand, adds the stored expert
+    assert same["results"]["pd_stand"] is stored["results"]["pd_stand"] and "expert" in same["results"]
+    assert compare(same, "pd_stand", "expert")["displacement_all_within"] is False
+
+
+def test_a_stored_table_of_other_experiments_is_refused(table):
+    """A stored teacher table made with another ``lac_eval.yaml`` (a scenario added, a posture, grid or
+    profile changed) would compare the student with episodes it did not run: refused, naming the difference."""
+    import copy
+
+    from contactflow.recording.summary import json_safe
+
+    stored = json.loads(json.dumps(json_safe(table)))
+    fresh = copy.deepcopy(stored)
+    fresh["results"].pop("expert")
+    merge_tables(copy.deepcopy(fresh), stored)  # the same experiments: merged
+    changes = {
+        "scenarios": lambda t: t["results"]["expert"].update(fig9=t["results"]["expert"]["fig6_hand"]),
+        "arms = {'left_elbow_joint': 0.9}": lambda t: t["results"]["expert"]["fig6_hand"].update(
+            arms={"left_elbow_joint": 0.9}),
+        "with k = ": lambda t: t["results"]["expert"]["fig6_hand"].update(k=[10, 70, 500]),
+        "event profile": lambda t: t["profile"].update(hold_s=3.0),
+    }
+    for match, change in changes.items():
+        other = copy.deepcopy(stored)
+        change(other)
+        with pytest.raises(ConfigError, match=re.escape(match)):
+            merge_tables(copy.deepcopy(fresh), other)
 
 
 def test_holosoma_is_skipped_with_a_message_when_its_model_cannot_be_fetched(monkeypatch, caplog):

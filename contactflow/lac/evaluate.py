@@ -863,20 +863,54 @@ def plot_eval(table: Mapping, out_dir: str | Path, prefix: str = "lac_eval") -> 
     return files
 
 
+# What makes two tables' episodes the same experiment: per scenario the loaded link, the load, the posture
+# and the grid, and the event profile (trials and perturbation seeds may differ: they are more samples of it).
+_SAME_EXPERIMENT = ("link", "force_base_n", "couple_nm", "arms", "k")
+
+
 def merge_tables(table: dict, other: Mapping) -> dict:
     """Add the controllers of another :func:`run_eval` table of the same suite (not already present)
     to ``table`` (in place; for comparing a new run against a stored one).
 
     Raises:
-        ConfigError: the suites differ.
+        ConfigError: the suites differ, or the stored table is of other experiments: another event
+            profile, other scenarios, or a scenario with another link, load, posture or K grid (a
+            table made with another ``lac_eval.yaml``; the message names the first difference).
     """
     if other.get("suite") != table.get("suite"):
         raise ConfigError(f"merge: the stored table is of suite {other.get('suite')!r}, this run of {table.get('suite')!r}")
+    if "profile" in table and "profile" in other and dict(other["profile"]) != dict(table["profile"]):
+        raise ConfigError(f"merge: the stored table's event profile {dict(other['profile'])} is not this run's "
+                          f"{dict(table['profile'])}: rerun the stored controllers with this configuration")
+    ours = next(iter(table["results"].values()), None)
+    for c, res in other.get("results", {}).items():
+        if ours is None:
+            break
+        if set(res) != set(ours):
+            raise ConfigError(f"merge: the stored table's {c!r} has scenarios {sorted(res)}, this run "
+                              f"{sorted(ours)}: rerun {c!r} with this configuration")
+        for s, e in ours.items():
+            for key in _SAME_EXPERIMENT:
+                if key in e and key in res[s] and not _same(e[key], res[s][key]):
+                    raise ConfigError(f"merge: the stored table's {c!r} ran scenario {s!r} with {key} = "
+                                      f"{res[s][key]!r}, this run with {e[key]!r}: rerun {c!r} with this configuration")
     for c, res in other.get("results", {}).items():
         if c not in table["results"]:
             table["results"][c] = res
             table["falls"][c] = other["falls"][c]
     return table
+
+
+def _same(a, b) -> bool:
+    """Equal after a JSON round trip (lists for tuples and arrays, floats to 1e-9)."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return set(a) == set(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple, np.ndarray)) or isinstance(b, (list, tuple, np.ndarray)):
+        a, b = list(np.asarray(a, float).ravel()), list(np.asarray(b, float).ravel())
+        return len(a) == len(b) and all(abs(x - y) <= 1e-9 for x, y in zip(a, b))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return abs(float(a) - float(b)) <= 1e-9
+    return a == b
 
 
 def format_summary(table: Mapping) -> str:
