@@ -19,6 +19,8 @@ names onto the checkout, so the rules below hold in both cases:
 * :func:`robot_search_path`: the folders searched for a robot given by name: ``$CONTACTFLOW_ROBOT_PATH``
   (``--robot-path DIR`` prepends to it: :class:`RobotPathAction`), then :func:`shipped_robots_dir`.
 * :func:`sha256_of_files`: the SHA-256 of files' contents, read in chunks (model wheels, recorded rounds).
+* :func:`replaced_atomically` / :func:`write_text_atomic`: a file written through a temporary one beside it
+  and put in place in one step (summaries, manifests, dataset shards, checkpoints, tables).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 __all__ = ["NODE_SCRIPT_PREFIX", "ROBOT_PATH_ENV", "ROBOT_PATH_HELP", "RobotPathAction", "add_robot_path", "data_path_candidates", "data_root", "default_recordings_dir", "node_kind", "node_script",
-           "package_dir", "resolve_data_path", "robot_search_path", "scripts_env", "sha256_of_files", "shipped_robots_dir", "source_checkout"]
+           "package_dir", "replaced_atomically", "resolve_data_path", "robot_search_path", "scripts_env", "sha256_of_files", "shipped_robots_dir", "source_checkout", "write_text_atomic"]
 
 #: Environment variable: folders (``os.pathsep``-separated) searched for a robot given by name, before
 #: the shipped robots (:func:`contactflow.robot.robot_search_path`); ``--robot-path DIR`` prepends to it.
@@ -202,3 +204,34 @@ def sha256_of_files(paths: Iterable[str | Path], chunk_bytes: int = 1 << 22) -> 
             for chunk in iter(lambda: f.read(chunk_bytes), b""):
                 h.update(chunk)
     return h.hexdigest()
+
+
+@contextlib.contextmanager
+def replaced_atomically(path: str | Path, tmp_suffix: str = ".tmp"):
+    """Write ``path`` through a temporary file beside it.
+
+    Yields the temporary path (``path``'s name + ``tmp_suffix``, same folder); on a clean exit of the
+    ``with`` block it replaces ``path`` in one step (:func:`os.replace`, atomic within one file system),
+    so a reader, or a run stopped while writing, finds the old file or the new one, never a partial
+    one. On an error the temporary file is removed and the error propagates.
+
+    Args:
+        path: the file written.
+        tmp_suffix: appended to the name for the temporary file; a writer that adds its own extension
+            needs the name to end with it (``numpy.savez``: ``".tmp.npz"``).
+    """
+    path = Path(path)
+    tmp = path.with_name(path.name + tmp_suffix)
+    try:
+        yield tmp
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` through :func:`replaced_atomically`; returns ``path``."""
+    with replaced_atomically(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)

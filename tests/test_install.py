@@ -354,3 +354,25 @@ def test_sha256_of_files_is_the_digest_of_the_concatenated_contents(tmp_path):
     both = hashlib.sha256(a.read_bytes() + b.read_bytes()).hexdigest()
     assert sha256_of_files([a, b]) == sha256_of_files([a, b], chunk_bytes=7) == both
     assert sha256_of_files([b, a]) != both
+
+
+def test_a_file_replaced_atomically_is_whole_or_untouched(tmp_path):
+    """contactflow.paths.replaced_atomically (summaries, manifests, dataset shards, checkpoints, tables): the
+    file appears only when its writer finished; a writer that fails leaves the old file and no temporary one."""
+    import numpy as np
+
+    from contactflow.paths import replaced_atomically, write_text_atomic
+
+    f = tmp_path / "table.json"
+    assert write_text_atomic(f, '{"a": 1}') == f and f.read_text() == '{"a": 1}'
+    with pytest.raises(RuntimeError, match="stopped"):
+        with replaced_atomically(f) as tmp:
+            tmp.write_text('{"a": 2, "b"')
+            assert f.read_text() == '{"a": 1}'  # not in place while being written
+            raise RuntimeError("stopped while writing")
+    assert f.read_text() == '{"a": 1}' and sorted(p.name for p in tmp_path.iterdir()) == ["table.json"]
+    npz = tmp_path / "round_000.npz"
+    with replaced_atomically(npz, ".tmp.npz") as tmp:
+        np.savez(tmp, x=np.arange(3))  # a name ending in .npz: numpy adds no second extension
+    assert np.load(npz)["x"].tolist() == [0, 1, 2] and sorted(p.name for p in tmp_path.iterdir()) == [
+        "round_000.npz", "table.json"]

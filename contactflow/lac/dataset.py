@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from contactflow.errors import ConfigError
 from contactflow.lac.synthesis import Episode
+from contactflow.paths import replaced_atomically
 
 __all__ = ["SCHEMA_VERSION", "episode_schema", "episodes_to_table", "write_shard", "read_shard_meta", "read_episodes"]
 
@@ -122,9 +123,8 @@ def write_shard(path: Path, table: pa.Table, meta: dict) -> None:
     md = dict(table.schema.metadata or {})
     md[b"lac"] = json.dumps(meta, sort_keys=True).encode()
     table = table.replace_schema_metadata(md)
-    tmp = path.with_suffix(".parquet.tmp")
-    pq.write_table(table, tmp, compression="zstd", row_group_size=64, write_statistics=False)
-    tmp.replace(path)
+    with replaced_atomically(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd", row_group_size=64, write_statistics=False)
 
 
 def read_shard_meta(path: Path) -> dict:

@@ -18,7 +18,7 @@ import zipfile
 from pathlib import Path
 
 from contactflow.errors import ModelError
-from contactflow.paths import sha256_of_files
+from contactflow.paths import replaced_atomically, sha256_of_files
 
 log = logging.getLogger("contactflow.policy.holosoma")
 
@@ -107,19 +107,19 @@ def fetch_holosoma(name: str = "ppo_g1_29dof", *, cache: str | Path | None = Non
     if out.is_file() and sha256_of_files([out]) == sha:
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(f".tmp{os.getpid()}")
     installed = _installed_model(inner)
-    if installed is not None and sha256_of_files([installed]) == sha:
-        shutil.copyfile(installed, tmp)
-    else:
-        log.info("downloading holosoma-inference %s from PyPI into %s (first use; Apache-2.0)", HOLOSOMA_VERSION, root / "wheels")
-        wheel = _download_wheel(root / "wheels", timeout_s)
-        with zipfile.ZipFile(wheel) as z, z.open(inner) as src, open(tmp, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-    digest = sha256_of_files([tmp])
-    if digest != sha:
-        tmp.unlink(missing_ok=True)
-        raise ModelFetchError(f"{name}: extracted model SHA-256 {digest} differs from the pinned {sha}")
-    os.replace(tmp, out)  # atomic: concurrent test processes never see a partial file
+    # one temporary file per process, put in place in one step: concurrent test processes never see a partial file
+    with replaced_atomically(out, f".tmp{os.getpid()}") as tmp:
+        if installed is not None and sha256_of_files([installed]) == sha:
+            shutil.copyfile(installed, tmp)
+        else:
+            log.info("downloading holosoma-inference %s from PyPI into %s (first use; Apache-2.0)", HOLOSOMA_VERSION,
+                     root / "wheels")
+            wheel = _download_wheel(root / "wheels", timeout_s)
+            with zipfile.ZipFile(wheel) as z, z.open(inner) as src, open(tmp, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        digest = sha256_of_files([tmp])
+        if digest != sha:
+            raise ModelFetchError(f"{name}: extracted model SHA-256 {digest} differs from the pinned {sha}")
     log.info("holosoma model %s: %s", name, out)
     return out

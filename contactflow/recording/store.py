@@ -53,6 +53,7 @@ import numpy as np
 import pyarrow as pa
 
 from contactflow.errors import RecordingError
+from contactflow.paths import write_text_atomic
 
 __all__ = [
     "recorded_scenario",
@@ -476,10 +477,8 @@ class RecordingWriter:
                 w.sync()
 
     def write_manifest(self):
-        tmp = self.run_dir / "manifest.json.tmp"
         try:
-            tmp.write_text(json.dumps(self.manifest, indent=2))
-            os.replace(tmp, self.run_dir / "manifest.json")
+            write_text_atomic(self.run_dir / "manifest.json", json.dumps(self.manifest, indent=2))
         except OSError as exc:
             if self.failure is None:
                 raise

@@ -458,8 +458,6 @@ def write_run_summary(run_dir, summary: dict):
     import json
     from pathlib import Path
 
-    path = Path(run_dir) / "summary.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(json_safe(summary), indent=2))
-    tmp.replace(path)
-    return path
+    from contactflow.paths import write_text_atomic
+
+    return write_text_atomic(Path(run_dir) / "summary.json", json.dumps(json_safe(summary), indent=2))

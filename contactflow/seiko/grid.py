@@ -72,7 +72,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -81,6 +80,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from contactflow.errors import ConfigError
+from contactflow.paths import write_text_atomic
 
 __all__ = [
     "SPEEDS_MPS", "MASSES_KG", "CONDITIONS", "PAPER_RATES", "PAPER_COUNTS", "EFFECTOR",
@@ -651,9 +651,7 @@ def trial_specs(speeds, masses, n_targets: int, conditions) -> list[TrialSpec]:
 
 
 def _write_json(path: Path, doc: dict) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(doc, indent=1))
 
 
 _WORKER_ROBOT = None

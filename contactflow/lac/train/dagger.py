@@ -48,6 +48,7 @@ import numpy as np
 from contactflow.config import did_you_mean, load_config, to_dict
 from contactflow.errors import ConfigError
 from contactflow.lac.train.config import TrainConfig
+from contactflow.paths import replaced_atomically, write_text_atomic
 
 if TYPE_CHECKING:
     from contactflow.lac.evaluate import EvalConfig
@@ -301,14 +302,14 @@ def _with_relabelled(results: list[RolloutResult]) -> list[RolloutResult]:
 
 def _save_round(path: Path, results: list[RolloutResult]) -> None:
     results = _with_relabelled(results)
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, frames=np.concatenate([x.frames for x in results]), labels=np.concatenate([x.labels for x in results]),
-             teacher_ok=np.concatenate([x.teacher_ok for x in results]),
-             student_acted=np.concatenate([x.student_acted for x in results]),
-             ep_len=np.array([len(x.frames) for x in results]), fell=np.array([x.fell for x in results]),
-             row_index=np.array([x.row_index for x in results]), refused=np.array([x.refused for x in results]),
-             force=np.concatenate([x.force for x in results]), couple=np.concatenate([x.couple for x in results]))
-    tmp.replace(path)
+    with replaced_atomically(path, ".tmp.npz") as tmp:
+        np.savez(tmp, frames=np.concatenate([x.frames for x in results]),
+                 labels=np.concatenate([x.labels for x in results]),
+                 teacher_ok=np.concatenate([x.teacher_ok for x in results]),
+                 student_acted=np.concatenate([x.student_acted for x in results]),
+                 ep_len=np.array([len(x.frames) for x in results]), fell=np.array([x.fell for x in results]),
+                 row_index=np.array([x.row_index for x in results]), refused=np.array([x.refused for x in results]),
+                 force=np.concatenate([x.force for x in results]), couple=np.concatenate([x.couple for x in results]))
 
 
 def join_aggregates(parts: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -844,9 +845,7 @@ def validate_suite(cfg: TrainConfig, model: str | Path, out: str | Path, *, work
     if teacher is None or teacher.get("validation_digest") != digest:
         teacher = run_eval(["expert"], suite=v.suite, cfg=ecfg, workers=workers, progress=False)
         teacher["validation_digest"] = digest
-        tmp = tpath.with_suffix(".tmp")
-        tmp.write_text(json.dumps(teacher))
-        tmp.replace(tpath)
+        write_text_atomic(tpath, json.dumps(teacher))
     student = f"policy:{cfg.spec}:{model}"
     table = merge_tables(run_eval([student], suite=v.suite, cfg=ecfg, workers=workers, progress=False), teacher)
     res = table["results"][student]
@@ -1165,8 +1164,8 @@ def _save_checkpoint(ck: dict, path: Path) -> None:
     """``torch.save`` through a temporary file: a run stopped while saving leaves the previous checkpoint whole."""
     import torch
 
-    torch.save(ck, path.with_suffix(".tmp"))
-    path.with_suffix(".tmp").replace(path)
+    with replaced_atomically(path) as tmp:
+        torch.save(ck, tmp)
 
 
 def _validate_round(cfg: TrainConfig, row: dict, student_onnx: Path, out: Path, workers: int) -> None:
