@@ -29,7 +29,7 @@ import argparse
 import contextlib
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 __all__ = ["NODE_SCRIPT_PREFIX", "ROBOT_PATH_ENV", "ROBOT_PATH_HELP", "RobotPathAction", "add_robot_path", "data_path_candidates", "data_root", "default_recordings_dir", "node_kind", "node_script",
@@ -207,7 +207,7 @@ def sha256_of_files(paths: Iterable[str | Path], chunk_bytes: int = 1 << 22) -> 
 
 
 @contextlib.contextmanager
-def replaced_atomically(path: str | Path, tmp_suffix: str = ".tmp"):
+def replaced_atomically(path: str | Path, tmp_suffix: str = ".tmp") -> Iterator[Path]:
     """Write ``path`` through a temporary file beside it.
 
     Yields the temporary path (``path``'s name + ``tmp_suffix``, same folder); on a clean exit of the
@@ -219,19 +219,27 @@ def replaced_atomically(path: str | Path, tmp_suffix: str = ".tmp"):
         path: the file written.
         tmp_suffix: appended to the name for the temporary file; a writer that adds its own extension
             needs the name to end with it (``numpy.savez``: ``".tmp.npz"``).
+
+    Raises:
+        FileNotFoundError: the block wrote no temporary file. OSError: the replacement failed (the
+            temporary file is removed). Whatever the block raised, unchanged.
     """
     path = Path(path)
     tmp = path.with_name(path.name + tmp_suffix)
     try:
         yield tmp
+        os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
         raise
-    os.replace(tmp, path)
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` through :func:`replaced_atomically`; returns ``path``."""
+    """Write ``text`` (UTF-8) to ``path`` through :func:`replaced_atomically`; returns ``path``.
+
+    Raises:
+        OSError: the folder is missing or not writable."""
     with replaced_atomically(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return Path(path)

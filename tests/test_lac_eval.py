@@ -224,7 +224,11 @@ def test_a_stored_table_of_other_experiments_is_refused(table):
     fresh["results"].pop("expert")
     merge_tables(copy.deepcopy(fresh), stored)  # the same experiments: merged
     changes = {
-        "scenarios": lambda t: t["results"]["expert"].update(fig9=t["results"]["expert"]["fig6_hand"]),
+        "has scenarios ['fig9'] this run does not run": lambda t: t["results"]["expert"].update(
+            fig9=t["results"]["expert"]["fig6_hand"]),
+        "lacks this run's scenarios ['fig6_hand']": lambda t: t["results"]["expert"].update(
+            fig9=t["results"]["expert"].pop("fig6_hand")),
+        "channel = 'K_lin_right_arm'": lambda t: t["results"]["expert"]["fig6_hand"].update(channel="K_lin_right_arm"),
         "arms = {'left_elbow_joint': 0.9}": lambda t: t["results"]["expert"]["fig6_hand"].update(
             arms={"left_elbow_joint": 0.9}),
         "with k = ": lambda t: t["results"]["expert"]["fig6_hand"].update(k=[10, 70, 500]),
@@ -250,6 +254,39 @@ def test_holosoma_is_skipped_with_a_message_when_its_model_cannot_be_fetched(mon
     assert "no network (test)" in t["skipped"]["holosoma"] and "holosoma" not in t["results"]
     assert t["falls"]["pd_stand"]["episodes"] == 1
     assert "holosoma skipped" in caplog.text
+
+
+def test_a_stored_table_of_other_experiments_is_refused_before_any_episode_runs(table, monkeypatch, tmp_path, capsys):
+    """`lac eval --with-table FILE` checks FILE against this run's configuration before the episodes (a teacher
+    suite takes minutes, and a refusal after them would lose the run); a table of the same experiments with
+    another trial count is merged into the run's output."""
+    import copy
+
+    import yaml
+
+    import contactflow.lac.evaluate as ev
+    from contactflow.cli import main as cli_main
+    from contactflow.recording.summary import json_safe
+
+    (tmp_path / "short.yaml").write_text(yaml.safe_dump(SHORT))
+    stored = json.loads(json.dumps(json_safe(table)))
+    other = copy.deepcopy(stored)
+    other["results"]["expert"]["fig6_hand"]["arms"] = {"left_elbow_joint": 0.9}
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    (tmp_path / "same.json").write_text(json.dumps(stored))
+    args = ["lac", "eval", "--suite", "quick", "--config", str(tmp_path / "short.yaml"), "--controller", "pd_stand",
+            "--no-plots", "--no-progress", "--out", str(tmp_path / "out")]
+    monkeypatch.setattr(ev, "run_eval", lambda *a, **k: pytest.fail("episodes ran before the check"))
+    assert cli_main([*args, "--with-table", str(tmp_path / "other.json")]) == 2
+    err = capsys.readouterr().err
+    assert "--with-table" in err and "other.json" in err and "'expert' ran scenario 'fig6_hand' with arms" in err
+    ours = copy.deepcopy(table)
+    ours["results"].pop("expert"), ours["falls"].pop("expert")
+    monkeypatch.setattr(ev, "run_eval", lambda *a, **k: ours)
+    assert cli_main([*args, "--trials", "2", "--with-table", str(tmp_path / "same.json"),
+                     "--compare", "pd_stand,expert"]) == 0
+    out = json.loads((tmp_path / "out" / "lac_eval_quick.json").read_text())
+    assert set(out["results"]) == {"pd_stand", "expert"} and "comparison" in out
 
 
 def test_a_mistyped_compare_is_refused_before_any_episode_runs(monkeypatch, tmp_path):

@@ -584,6 +584,10 @@ def test_best_round_orders_by_decreasing_scenarios_then_falls_then_closeness():
     assert best_round([row(0, 8, 0, 30), row(1, 8, 0, 30)]) == 1
     assert best_round([{"round": 0, "validation": {}}, row(1, 2, 0, 0)]) == 1
     assert best_round([{"round": 0}]) is None
+    # a scenario added to lac_eval.yaml before a --resume: the rounds scored on the earlier scenarios are not compared
+    before, after = row(0, 9, 0, 39), row(1, 8, 0, 20)
+    before["validation_suite"]["config_digest"], after["validation_suite"]["config_digest"] = "a" * 16, "b" * 16
+    assert best_round([before, after]) == 1 and best_round([after, before]) == 0
 
 
 def test_validation_suite_scores_each_round_against_the_teacher_and_export_best_takes_its_choice(dataset, robot, tmp_path,
@@ -614,6 +618,7 @@ def test_validation_suite_scores_each_round_against_the_teacher_and_export_best_
     for r in rows:
         v = r["validation_suite"]
         assert v["suite"] == "quick" and v["trials"] == 1 and v["seed"] == 1 and v["scenarios"] == 1 and v["tolerance"] == 0.25
+        assert len(v["config_digest"]) == 16
         assert v["episodes"] == 3 and v["points"] == 3 and 0 <= v["within"] <= 3 and v["decreasing"] in (0, 1)
         assert v["teacher_falls"] == 0 and (v["decreasing"] == 1) == (v["not_decreasing"] == [])
         table = json.loads((out / "validation_suite" / f"round_{r['round']:03d}.json").read_text())  # the whole table

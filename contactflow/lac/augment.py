@@ -24,6 +24,7 @@ from contactflow.config import to_dict
 from contactflow.errors import ConfigError
 from contactflow.lac.config import LacConfig, load_lac_config
 from contactflow.lac.contact_frames import ContactFrame, load_contact_frames, sample_synthetic_frame
+from contactflow.paths import write_text_atomic
 from contactflow.lac.dataset import episodes_to_table, read_shard_meta, write_shard
 from contactflow.lac.model import LacRobot
 from contactflow.lac.synthesis import SynthesisStats, Synthesizer
@@ -177,7 +178,7 @@ def augment(
         if diff:
             raise ConfigError(f"{out}: holds a dataset made with other parameters {diff}; use a new directory")
     else:
-        mpath.write_text(json.dumps({**manifest, "config": to_dict(cfg)}, indent=1, sort_keys=True, default=list))
+        write_text_atomic(mpath, json.dumps({**manifest, "config": to_dict(cfg)}, indent=1, sort_keys=True, default=list))
 
     jobs, done_meta = [], []
     for k, start in enumerate(range(0, episodes, shard_size)):
@@ -239,5 +240,5 @@ def augment(
         "episodes_per_min_per_core": (episodes_per_min_per_core(new_eps, wall, min(workers, max(1, len(jobs))))
                                       if new_meta else None),
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
+    write_text_atomic(out / "summary.json", json.dumps(summary, indent=1, sort_keys=True))
     return summary

@@ -66,10 +66,12 @@ def _playback(args) -> int:
 
 
 def _eval(args) -> int:
+    import dataclasses
     from pathlib import Path
 
-    from contactflow.lac.evaluate import (compare, format_summary, load_eval_config, merge_tables, plot_eval,
-                                          run_eval)
+    from contactflow.errors import ConfigError
+    from contactflow.lac.evaluate import (check_same_experiments, compare, experiments, format_summary,
+                                          load_eval_config, merge_tables, plot_eval, run_eval)
     from contactflow.recording.summary import json_safe
 
     override = {k: v for k, v in (("trials", args.trials), ("seed", args.seed)) if v is not None} or None
@@ -87,6 +89,12 @@ def _eval(args) -> int:
                              "or run with --no-plots (the JSON table needs nothing more)") from None
     controllers = args.controller or ["expert", "pd_stand"]
     stored = [json.loads(Path(f).read_text(encoding="utf-8")) for f in args.with_table or []]
+    runs = experiments(cfg, args.suite) if stored else {}
+    for f, t in zip(args.with_table or [], stored):  # before any episode runs: a stored table of other experiments
+        try:
+            check_same_experiments(t, args.suite, dataclasses.asdict(cfg.profile), runs, skip=controllers)
+        except ConfigError as exc:
+            raise ConfigError(f"--with-table {f}: {exc}") from None
     if pair is not None:  # checked before any episode runs (a teacher suite takes minutes)
         known = list(dict.fromkeys([*controllers, *(c for t in stored for c in t.get("results", {}))]))
         for name in pair:

@@ -63,7 +63,8 @@ from contactflow.errors import ConfigError, ModelError
 __all__ = [
     "ProfileCfg", "ScenarioCfg", "SuiteCfg", "PDStandCfg", "EvalConfig", "load_eval_config",
     "default_eval_config_path", "PDStand", "PolicyController", "make_controller", "controller_robot",
-    "Job", "jobs_for", "run_job", "run_eval", "monotonic_verdict", "compare", "plot_eval",
+    "Job", "jobs_for", "run_job", "run_eval", "monotonic_verdict", "compare", "plot_eval", "experiments",
+    "check_same_experiments", "merge_tables",
 ]
 
 log = logging.getLogger(__name__)
@@ -575,10 +576,10 @@ def monotonic_verdict(ks: Sequence[float], values: Sequence[float], falls: Seque
 
 def _summarise(cfg: EvalConfig, suite: str, controller: str, runs: Mapping[tuple[str, float], list[dict]]) -> dict:
     out = {}
-    for s in suite_scenarios(cfg, suite):
+    for s, ex in experiments(cfg, suite).items():
         sc = cfg.scenarios[s]
-        ks = list(cfg.k_grids[sc.grid])
-        force, couple = scenario_wrench(cfg, suite, s)
+        ks = ex["k"]
+        couple = ex["couple_nm"]
         rows = []
         for k in ks:
             trials = runs[(s, float(k))]
@@ -591,10 +592,9 @@ def _summarise(cfg: EvalConfig, suite: str, controller: str, runs: Mapping[tuple
                     for m, mk in (("displacement", "displacement_m"), ("attitude", "attitude_deg"))}
         along, against = _against(rows, bool(couple))
         entry = {
-            "figure": sc.figure, "link": sc.link, "channel": sc.channel, "metric": sc.metric,
-            "force_base_n": force.tolist(), "couple_nm": couple,
-            "scale": float(cfg.suites[suite].scale.get(s, 1.0)), "arms": dict(sc.arms), "paper": sc.paper,
-            "k": ks, "rows": rows, "falls": sum(r["falls"] for r in rows), "episodes": sum(len(r["trials"]) for r in rows),
+            "figure": sc.figure, **ex, "metric": sc.metric,
+            "scale": float(cfg.suites[suite].scale.get(s, 1.0)), "paper": sc.paper,
+            "rows": rows, "falls": sum(r["falls"] for r in rows), "episodes": sum(len(r["trials"]) for r in rows),
             "against": against, "against_metric": along,
             "monotonic": verdicts[sc.metric], "monotonic_other": verdicts["attitude" if sc.metric == "displacement"
                                                                           else "displacement"],
@@ -863,37 +863,80 @@ def plot_eval(table: Mapping, out_dir: str | Path, prefix: str = "lac_eval") -> 
     return files
 
 
-# What makes two tables' episodes the same experiment: per scenario the loaded link, the load, the posture
-# and the grid, and the event profile (trials and perturbation seeds may differ: they are more samples of it).
-_SAME_EXPERIMENT = ("link", "force_base_n", "couple_nm", "arms", "k")
+# What makes two tables' episodes the same experiment: per scenario the loaded link, the swept channel, the
+# load, the posture and the grid, and the event profile (trials and perturbation seeds may differ: they are
+# more samples of it). Not in a table, so not compared: base_stiffness and robot_aliases.
+_SAME_EXPERIMENT = ("link", "channel", "force_base_n", "couple_nm", "arms", "k")
+
+
+def experiments(cfg: EvalConfig, suite: str) -> dict[str, dict]:
+    """What each scenario of a suite runs, as a table records it: scenario -> ``link``, ``channel``,
+    ``force_base_n`` ((3,) [N], BASE frame, the suite's scale applied), ``couple_nm`` [N m], ``arms``
+    (joint -> [rad]) and ``k`` (the swept grid [N/m or N m/rad]).
+
+    Raises:
+        ConfigError: an unknown suite.
+    """
+    out = {}
+    for s in suite_scenarios(cfg, suite):
+        sc = cfg.scenarios[s]
+        force, couple = scenario_wrench(cfg, suite, s)
+        out[s] = {"link": sc.link, "channel": sc.channel, "force_base_n": force.tolist(), "couple_nm": couple,
+                  "arms": dict(sc.arms), "k": list(cfg.k_grids[sc.grid])}
+    return out
+
+
+def check_same_experiments(stored: Mapping, suite: str, profile: Mapping, runs: Mapping[str, Mapping],
+                           skip: Sequence[str] = ()) -> None:
+    """Refuse a stored :func:`run_eval` table whose episodes are not those of this run (before merging it,
+    or before a run that will: a teacher suite takes minutes).
+
+    Args:
+        stored: the stored table (JSON-loaded). suite: this run's suite. profile: this run's event
+            profile (:class:`ProfileCfg` as a dict). runs: :func:`experiments` of this run.
+        skip: stored controllers that will not be merged (this run has its own).
+
+    Raises:
+        ConfigError: another suite, event profile or set of scenarios, or a scenario with another link,
+            channel, load, posture or K grid (a table made with another ``lac_eval.yaml``); the message
+            names the first difference.
+    """
+    if stored.get("suite") != suite:
+        raise ConfigError(f"merge: the stored table is of suite {stored.get('suite')!r}, this run of {suite!r}")
+    if "profile" in stored and not _same(dict(stored["profile"]), dict(profile)):
+        raise ConfigError(f"merge: the stored table's event profile {dict(stored['profile'])} is not this run's "
+                          f"{dict(profile)}: rerun the stored controllers with this configuration")
+    for c, res in stored.get("results", {}).items():
+        if c in skip:
+            continue
+        if set(res) != set(runs):
+            lacks, extra = sorted(set(runs) - set(res)), sorted(set(res) - set(runs))
+            what = "; ".join([*([f"lacks this run's scenarios {lacks}"] if lacks else []),
+                              *([f"has scenarios {extra} this run does not run"] if extra else [])])
+            raise ConfigError(f"merge: the stored table's {c!r} {what}: rerun {c!r} with this configuration")
+        for s, e in runs.items():
+            for key in _SAME_EXPERIMENT:
+                if key in res[s] and not _same(e[key], res[s][key]):
+                    raise ConfigError(f"merge: the stored table's {c!r} ran scenario {s!r} with {key} = "
+                                      f"{res[s][key]!r}, this run with {e[key]!r}: rerun {c!r} with this configuration")
 
 
 def merge_tables(table: dict, other: Mapping) -> dict:
     """Add the controllers of another :func:`run_eval` table of the same suite (not already present)
-    to ``table`` (in place; for comparing a new run against a stored one).
+    to ``table`` (in place; for comparing a new run against a stored one). Returns ``table``.
 
     Raises:
-        ConfigError: the suites differ, or the stored table is of other experiments: another event
-            profile, other scenarios, or a scenario with another link, load, posture or K grid (a
-            table made with another ``lac_eval.yaml``; the message names the first difference).
+        ConfigError: as :func:`check_same_experiments`, against the experiments recorded in ``table``
+            (a table without results is checked for its suite only).
     """
-    if other.get("suite") != table.get("suite"):
-        raise ConfigError(f"merge: the stored table is of suite {other.get('suite')!r}, this run of {table.get('suite')!r}")
-    if "profile" in table and "profile" in other and dict(other["profile"]) != dict(table["profile"]):
-        raise ConfigError(f"merge: the stored table's event profile {dict(other['profile'])} is not this run's "
-                          f"{dict(table['profile'])}: rerun the stored controllers with this configuration")
     ours = next(iter(table["results"].values()), None)
-    for c, res in other.get("results", {}).items():
-        if ours is None:
-            break
-        if set(res) != set(ours):
-            raise ConfigError(f"merge: the stored table's {c!r} has scenarios {sorted(res)}, this run "
-                              f"{sorted(ours)}: rerun {c!r} with this configuration")
-        for s, e in ours.items():
-            for key in _SAME_EXPERIMENT:
-                if key in e and key in res[s] and not _same(e[key], res[s][key]):
-                    raise ConfigError(f"merge: the stored table's {c!r} ran scenario {s!r} with {key} = "
-                                      f"{res[s][key]!r}, this run with {e[key]!r}: rerun {c!r} with this configuration")
+    runs = {} if ours is None else {s: {k: e[k] for k in _SAME_EXPERIMENT if k in e} for s, e in ours.items()}
+    if ours is None or "profile" not in table:
+        if other.get("suite") != table.get("suite"):
+            raise ConfigError(f"merge: the stored table is of suite {other.get('suite')!r}, this run of "
+                              f"{table.get('suite')!r}")
+    else:
+        check_same_experiments(other, table.get("suite"), table["profile"], runs, skip=list(table["results"]))
     for c, res in other.get("results", {}).items():
         if c not in table["results"]:
             table["results"][c] = res
@@ -902,14 +945,19 @@ def merge_tables(table: dict, other: Mapping) -> dict:
 
 
 def _same(a, b) -> bool:
-    """Equal after a JSON round trip (lists for tuples and arrays, floats to 1e-9)."""
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return set(a) == set(b) and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple, np.ndarray)) or isinstance(b, (list, tuple, np.ndarray)):
-        a, b = list(np.asarray(a, float).ravel()), list(np.asarray(b, float).ravel())
-        return len(a) == len(b) and all(abs(x - y) <= 1e-9 for x, y in zip(a, b))
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return abs(float(a) - float(b)) <= 1e-9
+    """Equal after a JSON round trip (lists for tuples and arrays, floats to 1e-9); values of other kinds
+    (a mapping against a list, text against a number) are not equal."""
+    try:
+        if isinstance(a, Mapping) or isinstance(b, Mapping):
+            return isinstance(a, Mapping) and isinstance(b, Mapping) and set(a) == set(b) and all(
+                _same(a[k], b[k]) for k in a)
+        if isinstance(a, (list, tuple, np.ndarray)) or isinstance(b, (list, tuple, np.ndarray)):
+            a, b = list(np.asarray(a, float).ravel()), list(np.asarray(b, float).ravel())
+            return len(a) == len(b) and all(abs(x - y) <= 1e-9 for x, y in zip(a, b))
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+            return abs(float(a) - float(b)) <= 1e-9
+    except (TypeError, ValueError):
+        return False
     return a == b
 
 

@@ -821,7 +821,8 @@ def validate_suite(cfg: TrainConfig, model: str | Path, out: str | Path, *, work
         round_: the training round the model is of (recorded in that table).
 
     Returns:
-        ``suite``, ``trials``, ``seed``, ``scenarios`` (how many), ``decreasing`` (how many decrease in K with no
+        ``suite``, ``trials``, ``seed``, ``config_digest`` (16 hex digits of the suite's evaluation configuration:
+        scenarios, loads, grids, profile, trials, seed), ``scenarios`` (how many), ``decreasing`` (how many decrease in K with no
         fall, the evaluation's verdict), ``not_decreasing`` (their names), ``falls`` / ``episodes`` (the student's),
         ``within`` / ``points`` (the (scenario, K) points whose primary metric is within ``tolerance`` of the
         teacher's, :func:`~contactflow.lac.evaluate.compare`), ``tolerance`` (0.25), ``teacher_falls``, ``wall_s`` [s].
@@ -838,6 +839,8 @@ def validate_suite(cfg: TrainConfig, model: str | Path, out: str | Path, *, work
     t0 = time.perf_counter()
     v = cfg.validation
     ecfg = suite_eval_config(cfg)
+    experiments = hashlib.sha256(json.dumps([v.suite, dataclasses.asdict(ecfg)], sort_keys=True,
+                                            default=str).encode()).hexdigest()[:16]
     digest = hashlib.sha256(json.dumps([v.suite, dataclasses.asdict(ecfg), dataclasses.asdict(load_expert_config()),
                                         _process_revision()], sort_keys=True, default=str).encode()).hexdigest()[:16]
     tpath = Path(out) / SUITE_TEACHER_FILE
@@ -854,9 +857,9 @@ def validate_suite(cfg: TrainConfig, model: str | Path, out: str | Path, *, work
     if save_as is not None:
         table["validation_of"] = {"model": str(model), "sha256": sha256_of_files([model]), "round": round_}
         Path(save_as).parent.mkdir(parents=True, exist_ok=True)
-        Path(save_as).write_text(json.dumps(table, indent=1))
+        write_text_atomic(save_as, json.dumps(table, indent=1))
     return {"suite": v.suite, "trials": ecfg.trials, "seed": ecfg.seed, "tolerance": table["comparison"]["tolerance"],
-            "scenarios": len(res),
+            "config_digest": experiments, "scenarios": len(res),
             "decreasing": sum(e["monotonic"]["decreasing"] for e in res.values()),
             "not_decreasing": [s for s, e in res.items() if not e["monotonic"]["decreasing"]],
             "falls": table["falls"][student]["fell"], "episodes": table["falls"][student]["episodes"],
@@ -872,12 +875,13 @@ def suite_score(result: dict) -> tuple[int, int, int]:
 
 def best_round(log_rows: Sequence[dict]) -> int | None:
     """The round of a run's log whose ``validation_suite`` scores best (:func:`suite_score`; of equal scores the later
-    round, trained on more data), among the rounds scored by the same suite, trials and seed as the last scored one (a
-    run resumed with another suite compares only like with like); ``None`` if no round ran the suite."""
+    round, trained on more data), among the rounds scored by the same suite, trials, seed and evaluation configuration
+    (``config_digest``: a scenario added to ``lac_eval.yaml`` between a run and its ``--resume``) as the last scored
+    one: like is compared with like; ``None`` if no round ran the suite."""
     rows = [r for r in log_rows if r.get("validation_suite")]
     if not rows:
         return None
-    same = lambda v: (v["suite"], v["trials"], v["seed"])  # noqa: E731
+    same = lambda v: (v["suite"], v["trials"], v["seed"], v.get("config_digest"))  # noqa: E731
     last = same(rows[-1]["validation_suite"])
     return max((suite_score(r["validation_suite"]), int(r["round"])) for r in rows if same(r["validation_suite"]) == last)[1]
 
@@ -988,8 +992,8 @@ def _start_run(cfg: TrainConfig, out: Path, dataset, workers: int, resume: bool,
              f"{sum(r['episodes'] for r in prior_records)} episodes from {len(prior_records)} run(s) join the aggregate")
     (out / "data").mkdir(exist_ok=True)
     (out / "checkpoints").mkdir(exist_ok=True)
-    run_path.write_text(json.dumps(run, indent=1, sort_keys=True))
-    (out / "config.yaml").write_text(_yaml(cfg_dict))
+    write_text_atomic(run_path, json.dumps(run, indent=1, sort_keys=True))  # read back by --resume
+    write_text_atomic(out / "config.yaml", _yaml(cfg_dict))
     return run, rows, spec, prior, have
 
 
@@ -1197,8 +1201,8 @@ def _echo_validation(cfg: TrainConfig, row: dict, log_rows: list[dict], echo: Ca
 
 
 def _write_logs(out: Path, log_rows: list[dict], epochs: list[dict]) -> None:
-    (out / "train_log.json").write_text(json.dumps({"rounds": log_rows, "epochs": epochs,
-                                                    "best_round": best_round(log_rows)}, indent=1))
+    write_text_atomic(out / "train_log.json", json.dumps({"rounds": log_rows, "epochs": epochs,
+                                                          "best_round": best_round(log_rows)}, indent=1))
     with open(out / "train_log.csv", "w") as f:
         f.write("round,epoch,loss,steps\n")
         for e in epochs:

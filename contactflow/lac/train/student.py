@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from contactflow.lac.train.config import StudentCfg
+from contactflow.paths import replaced_atomically
 from contactflow.policy.spec import PolicySpec
 
 __all__ = ["Student", "export_onnx", "ensemble_onnx", "ONNX_OPSET", "SPEC_VERSION", "deploy_metadata", "read_metadata", "tracking_feature_map",
@@ -344,21 +345,22 @@ def export_onnx(model: Student, path: str | Path, metadata: Mapping, *, input_na
     model.eval()
     x = torch.zeros(1, model.history, model.frame_dim)
     x[..., model.k0:model.k1] = 100.0
-    tmp = path.with_suffix(".tmp.onnx")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice (no onnxscript needed)
-        torch.onnx.export(model, (x,), str(tmp), input_names=[input_name], output_names=[output_name],
-                          opset_version=ONNX_OPSET, dynamo=False, do_constant_folding=True)
-    model.train(was_training)
-    m = onnx.load(str(tmp))
-    m.producer_name = "contactflow.lac.train"
-    del m.metadata_props[:]
-    for k, v in metadata_strings(metadata).items():
-        p = m.metadata_props.add()
-        p.key, p.value = k, v
-    onnx.checker.check_model(m)
-    onnx.save(m, str(path))
-    tmp.unlink()
+    try:
+        with replaced_atomically(path, ".tmp.onnx") as tmp:  # a deployed file is replaced whole, once checked
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice (no onnxscript needed)
+                torch.onnx.export(model, (x,), str(tmp), input_names=[input_name], output_names=[output_name],
+                                  opset_version=ONNX_OPSET, dynamo=False, do_constant_folding=True)
+            m = onnx.load(str(tmp))
+            m.producer_name = "contactflow.lac.train"
+            del m.metadata_props[:]
+            for k, v in metadata_strings(metadata).items():
+                p = m.metadata_props.add()
+                p.key, p.value = k, v
+            onnx.checker.check_model(m)
+            onnx.save(m, str(tmp))
+    finally:
+        model.train(was_training)
     return path
 
 
