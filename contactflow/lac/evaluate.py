@@ -931,10 +931,8 @@ def merge_tables(table: dict, other: Mapping) -> dict:
     """
     ours = next(iter(table["results"].values()), None)
     runs = {} if ours is None else {s: {k: e[k] for k in _SAME_EXPERIMENT if k in e} for s, e in ours.items()}
-    if ours is None or "profile" not in table:
-        if other.get("suite") != table.get("suite"):
-            raise ConfigError(f"merge: the stored table is of suite {other.get('suite')!r}, this run of "
-                              f"{table.get('suite')!r}")
+    if ours is None or "profile" not in table:  # nothing recorded to compare with: the suite only
+        check_same_experiments({"suite": other.get("suite")}, table.get("suite"), {}, {})
     else:
         check_same_experiments(other, table.get("suite"), table["profile"], runs, skip=list(table["results"]))
     for c, res in other.get("results", {}).items():
