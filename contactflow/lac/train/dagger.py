@@ -839,10 +839,11 @@ def validate_suite(cfg: TrainConfig, model: str | Path, out: str | Path, *, work
     t0 = time.perf_counter()
     v = cfg.validation
     ecfg = suite_eval_config(cfg)
-    experiments = hashlib.sha256(json.dumps([v.suite, dataclasses.asdict(ecfg)], sort_keys=True,
-                                            default=str).encode()).hexdigest()[:16]
-    digest = hashlib.sha256(json.dumps([v.suite, dataclasses.asdict(ecfg), dataclasses.asdict(load_expert_config()),
-                                        _process_revision()], sort_keys=True, default=str).encode()).hexdigest()[:16]
+    def json_digest(*parts) -> str:  # 16 hex digits of the parts' canonical JSON
+        return hashlib.sha256(json.dumps(list(parts), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    config_digest = json_digest(v.suite, dataclasses.asdict(ecfg))
+    digest = json_digest(v.suite, dataclasses.asdict(ecfg), dataclasses.asdict(load_expert_config()), _process_revision())
     tpath = Path(out) / SUITE_TEACHER_FILE
     teacher = json.loads(tpath.read_text()) if tpath.is_file() else None
     if teacher is None or teacher.get("validation_digest") != digest:
@@ -859,7 +860,7 @@ def validate_suite(cfg: TrainConfig, model: str | Path, out: str | Path, *, work
         Path(save_as).parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(save_as, json.dumps(table, indent=1))
     return {"suite": v.suite, "trials": ecfg.trials, "seed": ecfg.seed, "tolerance": table["comparison"]["tolerance"],
-            "config_digest": experiments, "scenarios": len(res),
+            "config_digest": config_digest, "scenarios": len(res),
             "decreasing": sum(e["monotonic"]["decreasing"] for e in res.values()),
             "not_decreasing": [s for s, e in res.items() if not e["monotonic"]["decreasing"]],
             "falls": table["falls"][student]["fell"], "episodes": table["falls"][student]["episodes"],
