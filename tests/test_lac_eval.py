@@ -223,6 +223,9 @@ def test_a_stored_table_of_other_experiments_is_refused(table):
     fresh = copy.deepcopy(stored)
     fresh["results"].pop("expert")
     merge_tables(copy.deepcopy(fresh), stored)  # the same experiments: merged
+    older = copy.deepcopy(stored)
+    del older["base_stiffness"]
+    merge_tables(copy.deepcopy(fresh), older)  # a table made before base_stiffness was recorded: not compared there
     changes = {
         "has scenarios ['fig9'] this run does not run": lambda t: t["results"]["expert"].update(
             fig9=t["results"]["expert"]["fig6_hand"]),
@@ -233,6 +236,7 @@ def test_a_stored_table_of_other_experiments_is_refused(table):
             arms={"left_elbow_joint": 0.9}),
         "with k = ": lambda t: t["results"]["expert"]["fig6_hand"].update(k=[10, 70, 500]),
         "event profile": lambda t: t["profile"].update(hold_s=3.0),
+        "base_stiffness (the channels not swept) is [100": lambda t: t.update(base_stiffness=[100.0] * 5),
     }
     for match, change in changes.items():
         other = copy.deepcopy(stored)
@@ -280,6 +284,9 @@ def test_a_stored_table_of_other_experiments_is_refused_before_any_episode_runs(
     assert cli_main([*args, "--with-table", str(tmp_path / "other.json")]) == 2
     err = capsys.readouterr().err
     assert "--with-table" in err and "other.json" in err and "'expert' ran scenario 'fig6_hand' with arms" in err
+    (tmp_path / "stiff.json").write_text(json.dumps(dict(stored, base_stiffness=[100.0] * 5)))
+    assert cli_main([*args, "--with-table", str(tmp_path / "stiff.json")]) == 2  # this run: the teleop's default
+    assert "stiff.json" in capsys.readouterr().err
     ours = copy.deepcopy(table)
     ours["results"].pop("expert"), ours["falls"].pop("expert")
     monkeypatch.setattr(ev, "run_eval", lambda *a, **k: ours)

@@ -92,7 +92,8 @@ def _eval(args) -> int:
     runs = experiments(cfg, args.suite) if stored else {}
     for f, t in zip(args.with_table or [], stored):  # before any episode runs: a stored table of other experiments
         try:
-            check_same_experiments(t, args.suite, dataclasses.asdict(cfg.profile), runs, skip=controllers)
+            check_same_experiments(t, args.suite, dataclasses.asdict(cfg.profile), runs, skip=controllers,
+                                   base_stiffness=cfg.base_stiffness)
         except ConfigError as exc:
             raise ConfigError(f"--with-table {f}: {exc}") from None
     if pair is not None:  # checked before any episode runs (a teacher suite takes minutes)

@@ -703,6 +703,7 @@ def run_eval(controllers: Sequence[str], *, suite: str = "envelope", cfg: EvalCo
     table: dict = {
         "suite": suite, "suite_description": cfg.suites[suite].description,
         "profile": dataclasses.asdict(cfg.profile), "trials": cfg.trials,
+        "base_stiffness": None if cfg.base_stiffness is None else list(cfg.base_stiffness),
         "perturbation_std_rad": cfg.perturbation_std_rad, "k_grids": {k: list(v) for k, v in cfg.k_grids.items()},
         "pd_stand_gains": dataclasses.asdict(cfg.pd_stand), "results": {}, "falls": {}, "skipped": skipped,
     }
@@ -865,8 +866,10 @@ def plot_eval(table: Mapping, out_dir: str | Path, prefix: str = "lac_eval") -> 
 
 # What makes two tables' episodes the same experiment: per scenario the loaded link, the swept channel, the
 # load, the posture and the grid, and the event profile (trials and perturbation seeds may differ: they are
-# more samples of it). Not in a table, so not compared: base_stiffness and robot_aliases.
+# more samples of it), and the channels not swept (``base_stiffness``, a table's own key since 2026-12-05; a table
+# without it is not compared there). Not in a table, so not compared: robot_aliases.
 _SAME_EXPERIMENT = ("link", "channel", "force_base_n", "couple_nm", "arms", "k")
+_NOT_RECORDED = object()  # check_same_experiments: a base_stiffness not known (an older table)
 
 
 def experiments(cfg: EvalConfig, suite: str) -> dict[str, dict]:
@@ -887,7 +890,7 @@ def experiments(cfg: EvalConfig, suite: str) -> dict[str, dict]:
 
 
 def check_same_experiments(stored: Mapping, suite: str, profile: Mapping, runs: Mapping[str, Mapping],
-                           skip: Sequence[str] = ()) -> None:
+                           skip: Sequence[str] = (), base_stiffness=_NOT_RECORDED) -> None:
     """Refuse a stored :func:`run_eval` table whose episodes are not those of this run (before merging it,
     or before a run that will: a teacher suite takes minutes).
 
@@ -895,9 +898,12 @@ def check_same_experiments(stored: Mapping, suite: str, profile: Mapping, runs: 
         stored: the stored table (JSON-loaded). suite: this run's suite. profile: this run's event
             profile (:class:`ProfileCfg` as a dict). runs: :func:`experiments` of this run.
         skip: stored controllers that will not be merged (this run has its own).
+        base_stiffness: this run's :attr:`EvalConfig.base_stiffness` ((5,) or None: the teleop's default);
+            not given, or not in the stored table (made before it was recorded): not compared.
 
     Raises:
-        ConfigError: another suite, event profile or set of scenarios, or a scenario with another link,
+        ConfigError: another suite, event profile, stiffness of the channels not swept or set of scenarios,
+            or a scenario with another link,
             channel, load, posture or K grid (a table made with another ``lac_eval.yaml``); the message
             names the first difference.
     """
@@ -906,6 +912,11 @@ def check_same_experiments(stored: Mapping, suite: str, profile: Mapping, runs: 
     if "profile" in stored and not _same(dict(stored["profile"]), dict(profile)):
         raise ConfigError(f"merge: the stored table's event profile {dict(stored['profile'])} is not this run's "
                           f"{dict(profile)}: rerun the stored controllers with this configuration")
+    if base_stiffness is not _NOT_RECORDED and "base_stiffness" in stored and not _same(stored["base_stiffness"],
+                                                                                         base_stiffness):
+        raise ConfigError(f"merge: the stored table's base_stiffness (the channels not swept) is "
+                          f"{stored['base_stiffness']!r}, this run's {None if base_stiffness is None else list(base_stiffness)!r} "
+                          f"(null: the teleop's default): rerun the stored controllers with this configuration")
     for c, res in stored.get("results", {}).items():
         if c in skip:
             continue
@@ -934,7 +945,8 @@ def merge_tables(table: dict, other: Mapping) -> dict:
     if ours is None or "profile" not in table:  # nothing recorded to compare with: the suite only
         check_same_experiments({"suite": other.get("suite")}, table.get("suite"), {}, {})
     else:
-        check_same_experiments(other, table.get("suite"), table["profile"], runs, skip=list(table["results"]))
+        check_same_experiments(other, table.get("suite"), table["profile"], runs, skip=list(table["results"]),
+                               base_stiffness=table.get("base_stiffness", _NOT_RECORDED))
     for c, res in other.get("results", {}).items():
         if c not in table["results"]:
             table["results"][c] = res
