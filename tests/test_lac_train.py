@@ -906,6 +906,34 @@ def test_batch_loss_gives_the_true_load_where_recorded_and_ignores_what_a_round_
         batch_loss(cfg, model, w, x, labels)
 
 
+def test_estimate_action_grad_false_trains_the_load_estimate_on_the_true_load_alone(spec):
+    """optim.estimate_action_grad false: the actor takes its estimate detached, so the estimate's head gets the
+    gradient of the regression on the true load and nothing of the action loss; true (the default) both."""
+    from contactflow.lac.train.dagger import batch_loss, loss_weights, new_student
+
+    over = {"student": {"wrench_input": "wrench"}, "optim": {"aux_force_weight": 2.0, "force_teacher_prob": 0.0}}
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(6, 64, 95, generator=gen)
+    x[..., 90:] = 100.0
+    labels = torch.randn(6, 23, generator=gen)
+    t = torch.randn(6, 15, generator=gen)
+    known = torch.ones(6, 15, dtype=torch.bool)
+    head = {}
+    for grad in (True, False):
+        cfg = load_train_config(None, {**over, "optim": {**over["optim"], "estimate_action_grad": grad}})
+        torch.manual_seed(0)
+        model = new_student(cfg, spec)
+        model.zero_grad()
+        batch_loss(cfg, model, loss_weights(cfg, spec), x, labels, t, known, np.random.default_rng(0)).backward()
+        head[grad] = [p.grad.clone() for p in model.aux.parameters()]
+        model.zero_grad()
+        _, aux = model.forward_aux(x)
+        (2.0 * torch.mean((aux - t) ** 2)).backward()  # the regression alone
+        regression = [p.grad.clone() for p in model.aux.parameters()]
+        same = all(torch.allclose(a, b, atol=1e-7) for a, b in zip(head[grad], regression))
+        assert same is (not grad)
+
+
 def test_stiffness_film_student_starts_as_the_plain_one_and_exports(robot, spec, tmp_path):
     """student.stiffness_film: zero-initialised FiLM layers leave the actor as the plain MLP; once
     they are non-zero the action depends on the stiffness through them, and the ONNX export is the

@@ -347,6 +347,11 @@ class OptimCfg:
             actor is given the true load (else the estimate) [-], drawn per sample from the batch
             generator (so it changes the later batches' order); values a round did not record are
             never given. Ignored with ``wrench_input: none``.
+        estimate_action_grad: with ``student.wrench_input``, whether the action loss of the samples given
+            the estimate also trains the estimate's head (true: the head serves the actions and the regression
+            together); false: the actor takes the estimate detached, so the head is the regression on the
+            true load alone (RMA's adaptation module; the shipped student's estimate, trained with true, is
+            ~0.7 of the true hand force on its own training data: docs/lac_policy.md).
         joint_loss_scale: policy joint name -> factor multiplying that joint's weight of ``loss``
             (after the floor of ``torque_floor``; {}: none). A joint whose labels carry a small but
             evaluated response weighs more: the wrist rolls, whose resistance to a couple is a
@@ -365,6 +370,7 @@ class OptimCfg:
     torch_threads: int = 1
     aux_force_weight: float = 0.0
     force_teacher_prob: float = 0.5
+    estimate_action_grad: bool = True
     joint_loss_scale: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):

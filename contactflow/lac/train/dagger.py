@@ -552,7 +552,7 @@ def batch_loss(cfg: TrainConfig, model, w, x, labels, aux_t=None, aux_known=None
 
     With ``student.wrench_input`` the actor is given the true load (``aux_t``) where it is known, in a share
     ``optim.force_teacher_prob`` of the samples drawn from ``rng``, and the estimate elsewhere (where the action loss
-    trains the estimate's head too).
+    trains the estimate's head too, unless ``optim.estimate_action_grad`` is false).
 
     Args:
         x: (B, H, frame_dim) windows. labels: (B, n_act) teacher actions. w: (n_act,) loss weights.
@@ -565,7 +565,7 @@ def batch_loss(cfg: TrainConfig, model, w, x, labels, aux_t=None, aux_known=None
         if aux_t is None or aux_known is None or rng is None:
             raise ValueError("batch_loss: student.wrench_input needs aux_t, aux_known and rng")
         given = aux_known & torch.from_numpy(rng.random(len(x)) < cfg.optim.force_teacher_prob)[:, None]
-        pred, aux = model.forward_aux(x, aux_t, given)
+        pred, aux = model.forward_aux(x, aux_t, given, detach_estimate=not cfg.optim.estimate_action_grad)
     else:
         pred, aux = model.forward_aux(x)
     loss = torch.mean(w * (pred - labels) ** 2)

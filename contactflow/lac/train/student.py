@@ -260,18 +260,21 @@ class Student(nn.Module):
         return self.forward_aux(frames)[0]
 
     def forward_aux(self, frames: torch.Tensor, force: torch.Tensor | None = None,
-                    given: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+                    given: torch.Tensor | None = None, *, detach_estimate: bool = False
+                    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(actions (B, n_act), the auxiliary head's output (B, aux_dim) or None).
 
         With ``cfg.wrench_input`` the actor takes the head's output (the load estimate), or, where
         ``given`` (B,) or (B, aux_dim) bool is True, ``force`` (B, aux_dim) there instead (training: the true
-        values)."""
+        values); ``detach_estimate``: the actor takes the estimate without its gradient (training:
+        ``optim.estimate_action_grad`` false; the values are the same)."""
         x = torch.clamp((self.features(frames) - self.obs_mean) / self.obs_std, -CLIP_SIGMA, CLIP_SIGMA)
         z = self.encoder(x.transpose(1, 2))
         aux = self.aux(z) if self.aux is not None else None
         if self.force_input:
-            f_in = aux if force is None or given is None else torch.where(given if given.dim() == 2 else given[:, None],
-                                                                           force, aux)
+            est = aux.detach() if detach_estimate else aux
+            f_in = est if force is None or given is None else torch.where(given if given.dim() == 2 else given[:, None],
+                                                                           force, est)
             h = torch.cat([x[:, -1], z, f_in], dim=-1)
         else:
             h = torch.cat([x[:, -1], z], dim=-1)
