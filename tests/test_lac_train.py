@@ -1288,6 +1288,43 @@ def test_holdout_benchmark_keeps_held_out_episodes_out_of_training(run_a, tiny_c
                        check=True, capture_output=True, text=True)
 
 
+def test_load_estimate_benchmark_runs_the_evaluations_episodes_and_reads_the_applied_load(run_a, tiny_cfg, tmp_path):
+    """benchmarks/bench_lac_load_estimate.py on a tiny run's student (a short event at the stiff end: it falls
+    standing after ~1.6 s and under a soft load sooner): its
+    episodes with the estimate are the evaluation's (the same displacement as `lac eval` of the exported student),
+    the load it reads over the hold is the scenario's, and the actor given the true load acts otherwise."""
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    from contactflow.lac.evaluate import Job, load_eval_config, run_job
+    from contactflow.lac.train.dagger import export_checkpoint
+
+    out, _ = run_a
+    rnd = tiny_cfg.dagger.rounds - 1
+    ckpt = out / "checkpoints" / f"round_{rnd:03d}.pt"
+    layer = tmp_path / "short.yaml"
+    layer.write_text(yaml.safe_dump({"profile": {"t0_s": 1.0, "ramp_s": 0.1, "hold_s": 0.15, "release_s": 0.1,
+                                                 "after_s": 0.0, "measure_window_s": 0.1},
+                                     "k_grids": {"low_mid_high": [500.0]}}))
+    report = tmp_path / "estimate.json"
+    subprocess.run([sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "bench_lac_load_estimate.py"),
+                    str(ckpt), "--data", str(out / "data"), "--round", str(rnd), "--config", str(layer),
+                    "--scenario", "fig6_hand", "--true-load", "--out", str(report)], check=True, capture_output=True,
+                   text=True)
+    r = json.loads(report.read_text())
+    assert set(r["training_data"]["links"]) >= {"left_wrist_roll_link force", "torso_link force"}
+    est, true = r["estimate"]["fig6_hand"]["rows"], r["true_load"]["fig6_hand"]["rows"]
+    assert [x["k"] for x in est] == [500.0] and not any(x["falls"] for x in est)
+    assert all(x["applied"] == pytest.approx(5.0, abs=0.1) for x in est + true)  # the envelope's 5 N on the hand
+    onnx = export_checkpoint(ckpt, tmp_path / "s.onnx")
+    ref = run_job(Job(f"policy:lac:{onnx}", "envelope", "fig6_hand", 500.0, 0), load_eval_config(layer))
+    assert est[-1]["metric"] == pytest.approx(100.0 * ref["displacement_m"], abs=0.02)  # [cm]
+    assert [x["metric"] for x in est] != [x["metric"] for x in true]
+
+
 def test_stiffness_relabel_adds_copies_of_each_episode_under_other_stiffness_commands(robot, rows, tmp_path):
     """``dagger.stiffness_relabel``: teachers commanded other stiffnesses label the same visited states; each copy
     differs from its episode only in the frames' stiffness entries and in its labels, which are those of a teacher

@@ -461,18 +461,32 @@ def _alias(cfg: EvalConfig, robot, name: str) -> str:
 
 
 def run_job(job: Job, cfg: EvalConfig) -> dict:
-    """Run one episode (building the controller's robot and simulator once per process).
+    """Run one episode (building the controller's robot and simulator once per process): :func:`run_episode`
+    with ``job.controller``'s."""
+    robot, sim, factory = _worker_state(job.controller, cfg)
+    return run_episode(job, cfg, robot, sim, factory())
+
+
+def run_episode(job: Job, cfg: EvalConfig, robot, sim, controller) -> dict:
+    """Run one episode of ``job`` (its controller name is not used) with a given controller.
+
+    Args:
+        robot: the controller's robot (:func:`contactflow.robot.load_robot`). sim: its
+            :class:`contactflow.sim.pd_robot.PDRobotSim` (reset here). controller: ``reset(sensors)`` and
+            ``step(sensors, command)`` (:func:`contactflow.lac.compliance.run_wrench_event`).
 
     Returns:
         ``displacement_m``, ``displacement_along_m``, ``attitude_deg``, ``rotation_about_axis_deg``
         (NaN after a fall or where undefined), ``fell``, ``fell_time_s``, ``seed``,
         ``degraded_ticks``, ``base_height_min_m``, ``step_ms_mean``, ``wall_s``.
+
+    Raises:
+        ConfigError: a scenario's joint, link or couple axis that the robot does not have.
     """
     from contactflow.lac.compliance import run_wrench_event, stand_command
     from contactflow.safety import FALL_TILT_RAD
     from contactflow.lac.teleop import arm_joints, default_command
 
-    robot, sim, factory = _worker_state(job.controller, cfg)
     sc = cfg.scenarios[job.scenario]
     pr = cfg.profile
     names = list(robot.joint_names)
@@ -510,7 +524,7 @@ def run_job(job: Job, cfg: EvalConfig) -> dict:
     else:
         wrench, frame = np.concatenate([force, np.zeros(3)]), "base"
     t0 = time.perf_counter()
-    res = run_wrench_event(sim, factory(), cmd, body, wrench, t0_s=pr.t0_s, ramp_s=pr.ramp_s, hold_s=pr.hold_s,
+    res = run_wrench_event(sim, controller, cmd, body, wrench, t0_s=pr.t0_s, ramp_s=pr.ramp_s, hold_s=pr.hold_s,
                            release_s=pr.release_s, after_s=pr.after_s, measure_window_s=pr.measure_window_s,
                            wrench_frame=frame, q0=q0, max_tilt_rad=FALL_TILT_RAD)
     wall = time.perf_counter() - t0

@@ -1,0 +1,240 @@
+"""How well a LAC student's load estimate (``student.wrench_input``, LAC's adaptation module) knows the load, and
+what its actor does with the true load instead.
+
+Run: ``python benchmarks/bench_lac_load_estimate.py CHECKPOINT.pt [--data RUN/data --round R] [--suite envelope]
+[--config LAYER.yaml] [--scenario NAME ...] [--trials 1] [--true-load] [--out FILE.json]`` where ``CHECKPOINT.pt`` is a ``contactflow lac
+train`` checkpoint (``RUN/checkpoints/round_RRR.pt``) of a student with a load estimate.
+
+What it measures, in one process on one torch thread (the checkpoint's torch network, whose actions are the exported
+ONNX graph's to 1e-4: ``tests/test_lac_train.py``):
+
+- with ``--data``: on 30 000 samples of the rounds ``0..R`` recorded there (the student's own training data), the
+  estimate along the true load's direction over the true load's magnitude (1: unbiased), per loaded link and band
+  of magnitude, and for the downward hand loads (more than 70 % of the force downward);
+- on the evaluation's scenarios (``robots/g1/lac_eval.yaml``, the suite's loads, the evaluation's episodes:
+  :func:`contactflow.lac.evaluate.run_episode`), per swept K: the load applied to the scenario's link and the
+  estimate over the hold (its component along the load and its norm, in N or N m), and the scenario's metric
+  (displacement in cm or attitude in deg) with the decreasing verdict of ``lac eval``;
+- with ``--true-load``: the same episodes again with the actor given the TRUE load (what the training's teacher
+  forcing gives it): whether a better estimate alone would make the student follow K.
+
+The numbers are of the simulation, not of the machine. The last line printed is one JSON object with every number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _student(ckpt: Path):
+    from contactflow.config import load_config
+    from contactflow.errors import ConfigError
+    from contactflow.lac.train.config import TrainConfig
+    from contactflow.lac.train.dagger import load_checkpoint, new_student
+    from contactflow.lac.train.env import load_train_spec
+    from contactflow.robot import load_robot
+
+    ck = load_checkpoint(ckpt)
+    cfg = load_config(TrainConfig, ck["config"], source=ck["path"])
+    if cfg.student.wrench_input == "none":
+        raise ConfigError(f"{ckpt}: student.wrench_input is none: the student has no load estimate")
+    spec = load_train_spec(cfg.spec, load_robot(cfg.robot))
+    model = new_student(cfg, spec)
+    model.load_state_dict(ck["model"])
+    model.eval()
+    return cfg, spec, model
+
+
+def on_training_data(cfg, spec, model, data_dir: Path, upto: int, n: int = 30000, seed: int = 0) -> dict:
+    """The estimate against the true load on samples of the recorded rounds ``0..upto`` (module docstring)."""
+    import torch
+
+    from contactflow.lac.train.dagger import AUX_COUPLE_LINKS, AUX_FORCE_LINKS, aux_tensors, load_rounds, window_index
+
+    data = load_rounds(data_dir, upto)
+    aux_t, known = aux_tensors(cfg, data)
+    ok = np.flatnonzero(data["ok"] & known.all(dim=1).numpy())
+    idx = np.random.default_rng(seed).choice(ok, min(n, len(ok)), replace=False)
+    est = []
+    with torch.no_grad():
+        for b in range(0, len(idx), 1000):
+            i = idx[b:b + 1000]
+            x = torch.from_numpy(data["frames"][window_index(data["first"], i, spec.cfg.history.length)])
+            est.append(model.forward_aux(x)[1].numpy())
+    est, true = np.concatenate(est), aux_t[idx].numpy()
+    links = [(f"{b} force", 10.0, "N") for b in AUX_FORCE_LINKS] + [(f"{b} couple", 1.0, "N m") for b in AUX_COUPLE_LINKS]
+    links = links[:true.shape[1] // 3]
+    out = {}
+    for j, (name, unit_scale, unit) in enumerate(links):
+        t, e = true[:, 3 * j:3 * j + 3] * unit_scale, est[:, 3 * j:3 * j + 3] * unit_scale
+        m = np.linalg.norm(t, axis=1)
+        bands = {}
+        for lo, hi in ([(2.0, 6.0), (6.0, 12.0)] if unit == "N" else [(0.3, 0.8), (0.8, 2.0)]):
+            sel = (m >= lo) & (m < hi)
+            if sel.sum() < 20:
+                continue
+            along = np.sum(e[sel] * t[sel], axis=1) / m[sel]
+            bands[f"[{lo:g}, {hi:g}) {unit}"] = {"n": int(sel.sum()), "true_mean": float(m[sel].mean()),
+                                                "estimate_along_mean": float(along.mean()),
+                                                "ratio": float(along.mean() / m[sel].mean())}
+        entry = {"unit": unit, "bands": bands}
+        if name.endswith("force") and "torso" not in name:
+            sel = (m > 4.0) & (t[:, 2] < -0.7 * m)
+            if sel.sum() >= 10:
+                along = np.sum(e[sel] * t[sel], axis=1) / m[sel]
+                entry["downward"] = {"n": int(sel.sum()), "ratio": float(along.mean() / m[sel].mean())}
+        out[name] = entry
+    return {"rounds": [0, upto], "samples": int(len(idx)), "links": out}
+
+
+class _TorchStudent:
+    """The student's torch network behind the deploy spec's runner (the same observation frames), recording its
+    estimate and the load applied in the simulator each tick; ``true_load``: the actor gets the applied load."""
+
+    def __init__(self, deploy_spec, model, sim, true_load: bool):
+        from contactflow.lac.evaluate import PolicyController
+        from contactflow.lac.train.dagger import AUX_COUPLE_LINKS, AUX_FORCE_LINKS, AUX_COUPLE_UNIT_NM, AUX_FORCE_UNIT_N
+
+        self.c = PolicyController(deploy_spec)
+        self.c.runner.spec.model.run = self._run
+        self.model, self.sim, self.true_load = model, sim, true_load
+        self.fid = [sim.model.body(b).id for b in AUX_FORCE_LINKS]
+        self.cid = [sim.model.body(b).id for b in AUX_COUPLE_LINKS]
+        self.units = AUX_FORCE_UNIT_N, AUX_COUPLE_UNIT_NM
+        self.ticks: list[tuple[float, np.ndarray, np.ndarray]] = []
+
+    def _applied(self) -> np.ndarray:  # aux units, world axes (as the rounds record them)
+        xf = self.sim.data.xfrc_applied
+        f = np.concatenate([xf[b, :3] for b in self.fid]) / self.units[0]
+        c = np.concatenate([xf[b, 3:] for b in self.cid]) / self.units[1]
+        return np.concatenate([f, c])[:self.model.aux[-1].out_features].astype(np.float32)
+
+    def _run(self, x):
+        import torch
+
+        applied = self._applied()
+        with torch.no_grad():
+            xt = torch.from_numpy(np.asarray(x, np.float32))
+            if self.true_load:
+                a, est = self.model.forward_aux(xt, torch.from_numpy(applied[None]), torch.ones(1, dtype=torch.bool))
+            else:
+                a, est = self.model.forward_aux(xt)
+        self.ticks.append((float(self.sim.data.time), applied, est[0].numpy()))
+        return a.numpy()
+
+    def reset(self, sensors) -> None:
+        self.ticks.clear()
+        self.c.reset(sensors)
+
+    def step(self, sensors, command):
+        return self.c.step(sensors, command)
+
+
+def on_scenarios(ckpt: Path, model, cfg, suite: str, scenarios: list[str] | None, trials: int, true_load: bool) -> dict:
+    """The evaluation's episodes (``cfg``: :func:`contactflow.lac.evaluate.load_eval_config`) with the estimate
+    recorded (module docstring)."""
+    import tempfile
+
+    from contactflow.lac.evaluate import Job, monotonic_verdict, run_episode, suite_scenarios
+    from contactflow.lac.train.dagger import AUX_COUPLE_LINKS, AUX_FORCE_LINKS, export_checkpoint
+    from contactflow.policy.spec import load_policy_spec
+    from contactflow.robot import load_robot
+    from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
+
+    robot = load_robot("g1")
+    sim = PDRobotSim(PDSimConfig(), robot)
+    with tempfile.TemporaryDirectory() as tmp:  # the spec loads a model file: the checkpoint's own export
+        onnx = export_checkpoint(ckpt, Path(tmp) / "student.onnx")
+        spec = load_policy_spec("lac", robot, model=onnx)
+    ctrl = _TorchStudent(spec, model, sim, true_load)
+    pr = cfg.profile
+    hold = (pr.t0_s + pr.ramp_s, pr.t0_s + pr.ramp_s + pr.hold_s)
+    blocks = {f"{b} force": 3 * i for i, b in enumerate(AUX_FORCE_LINKS)}
+    blocks.update({f"{b} couple": 3 * (len(AUX_FORCE_LINKS) + i) for i, b in enumerate(AUX_COUPLE_LINKS)})
+    units = {"force": ("N", 10.0), "couple": ("N m", 1.0)}
+    out = {}
+    for s in scenarios or suite_scenarios(cfg, suite):
+        sc = cfg.scenarios[s]
+        kind = "couple" if sc.couple_nm else "force"
+        j0 = blocks[f"{sc.link} {kind}"]
+        unit, scale = units[kind]
+        rows = []
+        for k in cfg.k_grids[sc.grid]:
+            metric, applied, along, norm, falls = [], [], [], [], 0
+            for t in range(trials):
+                r = run_episode(Job("student", suite, s, float(k), t), cfg, robot, sim, ctrl)
+                falls += int(r["fell"])
+                metric.append(np.nan if r["fell"] else (100.0 * r["displacement_m"] if sc.metric == "displacement"
+                                                        else r["attitude_deg"]))
+                win = [(a, e) for (tt, a, e) in ctrl.ticks if hold[0] <= tt < hold[1]]
+                if win:
+                    a = np.mean([w[0][j0:j0 + 3] for w in win], axis=0) * scale
+                    e = np.mean([w[1][j0:j0 + 3] for w in win], axis=0) * scale
+                    applied.append(float(np.linalg.norm(a)))
+                    along.append(float(e @ a / max(np.linalg.norm(a), 1e-9)))
+                    norm.append(float(np.linalg.norm(e)))
+            rows.append({"k": k, "metric": float(np.nanmean(metric)) if not np.all(np.isnan(metric)) else None,
+                         "falls": falls, "applied": float(np.mean(applied)) if applied else None,
+                         "estimate_along": float(np.mean(along)) if along else None,
+                         "estimate_norm": float(np.mean(norm)) if norm else None})
+        v = monotonic_verdict([r["k"] for r in rows], [np.nan if r["metric"] is None else r["metric"] for r in rows],
+                              [r["falls"] for r in rows], cfg.monotonic_tol)
+        out[s] = {"metric": sc.metric, "metric_unit": "cm" if sc.metric == "displacement" else "deg",
+                  "load_unit": unit, "rows": rows, "decreasing": v["decreasing"]}
+    return out
+
+
+def main() -> None:
+    import torch
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("checkpoint", type=Path, help="a `contactflow lac train` checkpoint (RUN/checkpoints/round_RRR.pt)")
+    ap.add_argument("--data", type=Path, default=None, help="a run's data/ folder: the estimate on its rounds")
+    ap.add_argument("--round", type=int, default=None, help="the last round of --data")
+    ap.add_argument("--suite", default="envelope")
+    ap.add_argument("--config", default=None, help="evaluation config: its keys layered over robots/g1/lac_eval.yaml")
+    ap.add_argument("--scenario", action="append", default=None, help="one scenario of the suite (repeat; default all)")
+    ap.add_argument("--trials", type=int, default=1)
+    ap.add_argument("--true-load", action="store_true", help="also run the episodes with the actor given the true load")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    if (args.data is None) != (args.round is None):
+        raise SystemExit("--data and --round go together")
+    from contactflow.lac.evaluate import load_eval_config
+
+    torch.set_num_threads(1)
+    eval_cfg = load_eval_config(args.config)
+    cfg, spec, model = _student(args.checkpoint)
+    result: dict = {"checkpoint": str(args.checkpoint), "suite": args.suite, "trials": args.trials}
+    t0 = time.perf_counter()
+    if args.data is not None:
+        result["training_data"] = on_training_data(cfg, spec, model, args.data, args.round)
+        for link, e in result["training_data"]["links"].items():
+            bands = "; ".join(f"{b}: {v['ratio']:.2f} (n {v['n']})" for b, v in e["bands"].items())
+            down = f"; downward {e['downward']['ratio']:.2f} (n {e['downward']['n']})" if "downward" in e else ""
+            print(f"training data, {link}: estimate along / true load: {bands}{down}")
+    modes = [("estimate", False)] + ([("true_load", True)] if args.true_load else [])
+    for mode, true_load in modes:
+        res = on_scenarios(args.checkpoint, model, eval_cfg, args.suite, args.scenario, args.trials, true_load)
+        result[mode] = res
+        print(f"actor given the {'TRUE load' if true_load else 'estimate'}: "
+              f"{sum(e['decreasing'] for e in res.values())} of {len(res)} scenarios decreasing")
+        for s, e in res.items():
+            cells = " / ".join("fell" if r["metric"] is None else f"{r['metric']:.2f}" for r in e["rows"])
+            est = " / ".join("-" if r["estimate_along"] is None else f"{r['estimate_along']:.2f}" for r in e["rows"])
+            applied = next((r["applied"] for r in e["rows"] if r["applied"] is not None), float("nan"))
+            print(f"  {s}: {e['metric']} [{e['metric_unit']}] {cells}; {'decreasing' if e['decreasing'] else 'NOT decreasing'}; "
+                  f"load {applied:.2f} {e['load_unit']}, estimate along it {est}")
+    result["wall_s"] = time.perf_counter() - t0
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
