@@ -870,6 +870,17 @@ def test_wrench_input_student_acts_on_its_load_estimate_trained_on_the_true_load
         np.testing.assert_allclose(loaded.model.run(x[:1].numpy()), trained(x[:1]).numpy(), atol=1e-4)
 
 
+def _wrench_batch(seed: int):
+    """A batch of 6 random windows (stiffness 100 raw), action labels, 15-D true loads and their recorded mask (all
+    True) for :func:`dagger.batch_loss` with ``student.wrench_input: wrench``."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(6, 64, 95, generator=gen)
+    x[..., 90:] = 100.0
+    labels = torch.randn(6, 23, generator=gen)
+    t = torch.randn(6, 15, generator=gen)
+    return x, labels, t, torch.ones(6, 15, dtype=torch.bool)
+
+
 def test_batch_loss_gives_the_true_load_where_recorded_and_ignores_what_a_round_did_not_record(spec):
     """dagger.batch_loss (lac train's and the hold-out benchmark's loss): with force_teacher_prob 1 the actor gets every
     recorded value of the true load and the estimate elsewhere, the estimate's error counts where recorded only (a
@@ -881,12 +892,7 @@ def test_batch_loss_gives_the_true_load_where_recorded_and_ignores_what_a_round_
     torch.manual_seed(0)
     model = new_student(cfg, spec)
     w = loss_weights(cfg, spec)
-    gen = torch.Generator().manual_seed(1)
-    x = torch.randn(6, 64, 95, generator=gen)
-    x[..., 90:] = 100.0
-    labels = torch.randn(6, 23, generator=gen)
-    t = torch.randn(6, 15, generator=gen)
-    known = torch.ones(6, 15, dtype=torch.bool)
+    x, labels, t, known = _wrench_batch(1)
     known[3:, 9:] = False  # samples of a round recorded before the couples
     t2 = t.clone()
     t2[3:, 9:] += 5.0
@@ -912,12 +918,7 @@ def test_estimate_action_grad_false_trains_the_load_estimate_on_the_true_load_al
     from contactflow.lac.train.dagger import batch_loss, loss_weights, new_student
 
     over = {"student": {"wrench_input": "wrench"}, "optim": {"aux_force_weight": 2.0, "force_teacher_prob": 0.0}}
-    gen = torch.Generator().manual_seed(2)
-    x = torch.randn(6, 64, 95, generator=gen)
-    x[..., 90:] = 100.0
-    labels = torch.randn(6, 23, generator=gen)
-    t = torch.randn(6, 15, generator=gen)
-    known = torch.ones(6, 15, dtype=torch.bool)
+    x, labels, t, known = _wrench_batch(2)
     head = {}
     for grad in (True, False):
         cfg = load_train_config(None, {**over, "optim": {**over["optim"], "estimate_action_grad": grad}})
