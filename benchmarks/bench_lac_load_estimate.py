@@ -12,8 +12,9 @@ ONNX graph's to 1e-4: ``tests/test_lac_train.py``):
   estimate along the true load's direction over the true load's magnitude (1: unbiased), per loaded link and band
   of magnitude, and for the downward hand loads (more than 70 % of the force downward);
 - on the evaluation's scenarios (``robots/g1/lac_eval.yaml``, the suite's loads, the evaluation's episodes:
-  :func:`contactflow.lac.evaluate.run_episode`), per swept K: the load applied to the scenario's link and the
-  estimate over the hold (its component along the load and its norm, in N or N m), and the scenario's metric
+  :func:`contactflow.lac.evaluate.run_episode`), per swept K: the load applied to the scenario's link (at each
+  policy tick the one the simulator applied during the step before: a hold's first tick reads the ramp's last
+  value) and the estimate over the hold (its component along the load and its norm, in N or N m), and the scenario's metric
   (displacement in cm or attitude in deg) with the decreasing verdict of ``lac eval``;
 - with ``--true-load``: the same episodes again with the actor given the TRUE load (what the training's teacher
   forcing gives it): whether a better estimate alone would make the student follow K.
