@@ -917,9 +917,8 @@ def check_same_experiments(stored: Mapping, suite: str, profile: Mapping, runs: 
 
     Raises:
         ConfigError: another suite, event profile, stiffness of the channels not swept or set of scenarios,
-            or a scenario with another link,
-            channel, load, posture or K grid (a table made with another ``lac_eval.yaml``); the message
-            names the first difference.
+            or a scenario with another link, channel, load, posture or K grid (a table made with another
+            ``lac_eval.yaml``); the message names the first difference.
     """
     if stored.get("suite") != suite:
         raise ConfigError(f"merge: the stored table is of suite {stored.get('suite')!r}, this run of {suite!r}")
