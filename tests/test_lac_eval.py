@@ -165,10 +165,46 @@ def test_bad_config_and_names_are_refused(tmp_path):
         load_eval_config(override={"scenarios": {"fig3_forward": {"channel": "K_lin_leg"}}})
     with pytest.raises(ConfigError, match="exactly one of"):
         load_eval_config(override={"scenarios": {"fig3_forward": {"couple_nm": 1.0}}})
+    for bad, match in (({"K_lin_left_arm": 100.0}, "'K_lin_left_arm' is not a channel left unswept"),
+                       ({"K_lin_leg": 100.0}, "'K_lin_leg' is not a channel"), ({"K_lin_torso": 0.0}, "must be > 0")):
+        with pytest.raises(ConfigError, match=re.escape(match)):
+            load_eval_config(override={"scenarios": {"fig3_forward": {"stiffness": bad}}})
     with pytest.raises(ConfigError, match="suite 'nope'.*known"):
         run_eval(["expert"], suite="nope", cfg=_cfg(), progress=False)
     with pytest.raises(ConfigError, match="controller 'mpc'"):
         run_eval(["mpc"], suite="quick", cfg=_cfg(), progress=False)
+
+
+def test_a_scenarios_stiffness_commands_the_channels_not_swept():
+    """``scenarios.*.stiffness`` (suite ``graph``: hand_push.yaml's command) reaches the controller's command: the
+    swept channel at the episode's K, the listed ones at their value, the rest at the teleop's default; the suites of
+    the paper and the envelope do not run it."""
+    import contactflow.lac.evaluate as ev
+
+    cfg = _cfg(k_grids={"linear": [20.0]})
+    robot, sim, factory = ev._worker_state("pd_stand", cfg)
+    seen = []
+
+    class Spy:
+        def __init__(self):
+            self.inner = factory()
+
+        def reset(self, sensors):
+            self.inner.reset(sensors)
+
+        def step(self, sensors, command):
+            seen.append(np.array(command["stiffness"], float))
+            return self.inner.step(sensors, command)
+
+    r = ev.run_episode(ev.Job("pd_stand", "graph", "fig3_teleop_graph", 20.0, 0), cfg, robot, sim, Spy())
+    assert not r["fell"] and len(seen) > 50
+    assert all(np.array_equal(k, [20.0, 100.0, 300.0, 30.0, 30.0]) for k in seen)
+    ev.run_episode(ev.Job("pd_stand", "envelope", "fig3_teleop", 20.0, 0), cfg, robot, sim, Spy())
+    assert np.array_equal(seen[-1], [20.0, 70.0, 70.0, 30.0, 30.0])
+    assert ev.experiments(cfg, "graph")["fig3_teleop_graph"]["stiffness"] == {"K_lin_right_arm": 100.0,
+                                                                             "K_lin_torso": 300.0}
+    assert "fig3_teleop_graph" not in ev.suite_scenarios(cfg, "envelope") + ev.suite_scenarios(cfg, "paper")
+    assert len(ev.suite_scenarios(cfg, "envelope")) == 10
 
 
 def test_a_partial_config_file_changes_only_its_keys(tmp_path):
@@ -236,6 +272,8 @@ def test_a_stored_table_of_other_experiments_is_refused(table):
             arms={"left_elbow_joint": 0.9}),
         "with k = ": lambda t: t["results"]["expert"]["fig6_hand"].update(k=[10, 70, 500]),
         "event profile": lambda t: t["profile"].update(hold_s=3.0),
+        "stiffness = {'K_lin_torso': 300.0}": lambda t: t["results"]["expert"]["fig6_hand"].update(
+            stiffness={"K_lin_torso": 300.0}),
         "base_stiffness (the channels not swept) is [100": lambda t: t.update(base_stiffness=[100.0] * 5),
     }
     for match, change in changes.items():

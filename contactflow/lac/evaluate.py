@@ -123,6 +123,9 @@ class ScenarioCfg:
         grid: key of ``k_grids`` with the swept values.
         metric: the primary metric of the monotonicity verdict, ``displacement`` or ``attitude``.
         arms: initial posture and arm references, joint name -> angle [rad] (others: default).
+        stiffness: channels not swept that this scenario commands otherwise than ``base_stiffness``,
+            channel name -> value [N/m or N m/rad] (a graph's command: ``hand_push.yaml`` holds the torso at
+            300 N/m); {}: none.
         paper: LAC's text about this case (cited in the JSON).
         paper_headline: optional LAC headline, ``{k: [lo, hi], value: [at lo, at hi], unit}``.
     """
@@ -135,6 +138,7 @@ class ScenarioCfg:
     grid: str
     metric: str
     arms: dict[str, float] = dataclasses.field(default_factory=dict)
+    stiffness: dict[str, float] = dataclasses.field(default_factory=dict)
     paper: str = ""
     paper_headline: dict[str, Any] | None = None
 
@@ -150,6 +154,12 @@ class ScenarioCfg:
             raise ConfigError(f"channel: {self.channel!r} is not one of {list(STIFFNESS_NAMES)}")
         if self.metric not in METRICS:
             raise ConfigError(f"metric: expected one of {list(METRICS)}, got {self.metric!r}")
+        for name, value in self.stiffness.items():
+            if name not in STIFFNESS_NAMES or name == self.channel:
+                raise ConfigError(f"stiffness: {name!r} is not a channel left unswept here: expected one of "
+                                  f"{[n for n in STIFFNESS_NAMES if n != self.channel]}")
+            if not value > 0:
+                raise ConfigError(f"stiffness: {name}: must be > 0, got {value!r}")
 
     @property
     def channel_index(self) -> int:
@@ -484,6 +494,7 @@ def run_episode(job: Job, cfg: EvalConfig, robot, sim, controller) -> dict:
         ConfigError: a scenario's joint, link or couple axis that the robot does not have.
     """
     from contactflow.lac.compliance import run_wrench_event, stand_command
+    from contactflow.lac.config import STIFFNESS_NAMES
     from contactflow.safety import FALL_TILT_RAD
     from contactflow.lac.teleop import arm_joints, default_command
 
@@ -507,6 +518,8 @@ def run_episode(job: Job, cfg: EvalConfig, robot, sim, controller) -> dict:
         k5 = np.array(cfg.base_stiffness, float)
     else:
         k5 = np.array(default_command(robot)["stiffness"], float)
+    for name, value in sc.stiffness.items():
+        k5[STIFFNESS_NAMES.index(name)] = float(value)
     k5[sc.channel_index] = job.k
     cmd = stand_command(robot, k5)
     if q_ref_arms is not None:
@@ -879,10 +892,11 @@ def plot_eval(table: Mapping, out_dir: str | Path, prefix: str = "lac_eval") -> 
 
 
 # What makes two tables' episodes the same experiment: per scenario the loaded link, the swept channel, the
-# load, the posture and the grid, and the event profile (trials and perturbation seeds may differ: they are
+# load, the posture, the channels it commands otherwise (``stiffness``; a table made before 2026-12-05 23:00 UTC
+# lacks it: not compared there) and the grid, and the event profile (trials and perturbation seeds may differ: they are
 # more samples of it), and the channels not swept (``base_stiffness``, a table's own key since 2026-12-05; a table
 # without it is not compared there). Not in a table, so not compared: robot_aliases.
-_SAME_EXPERIMENT = ("link", "channel", "force_base_n", "couple_nm", "arms", "k")
+_SAME_EXPERIMENT = ("link", "channel", "force_base_n", "couple_nm", "arms", "stiffness", "k")
 _NOT_RECORDED = object()  # check_same_experiments: a base_stiffness not known (an older table)
 
 
@@ -899,7 +913,7 @@ def experiments(cfg: EvalConfig, suite: str) -> dict[str, dict]:
         sc = cfg.scenarios[s]
         force, couple = scenario_wrench(cfg, suite, s)
         out[s] = {"link": sc.link, "channel": sc.channel, "force_base_n": force.tolist(), "couple_nm": couple,
-                  "arms": dict(sc.arms), "k": list(cfg.k_grids[sc.grid])}
+                  "arms": dict(sc.arms), "stiffness": dict(sc.stiffness), "k": list(cfg.k_grids[sc.grid])}
     return out
 
 
