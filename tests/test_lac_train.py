@@ -1177,12 +1177,13 @@ def test_a_partial_config_file_changes_only_its_keys_of_the_shipped_recipe(tmp_p
 
 def test_the_pool_recipe_is_the_shipped_students_recorded_configuration():
     """robots/g1/lac_train_pool.yaml over robots/g1/lac_train.yaml is the configuration the shipped student's run
-    recorded (robots/g1/policies/lac_policy_train/config.yaml), except where its prior runs lay; and each prior run
-    recorded there is the recipe file with its seed."""
+    recorded (robots/g1/policies/lac_policy_train/config.yaml), except where its prior runs lay and for its round
+    count (the recipe runs the round the record chose, round 0); and each prior run recorded there is the recipe file
+    with its seed."""
     import yaml
 
     from contactflow.config import to_dict
-    from contactflow.lac.train.dagger import _as_loaded
+    from contactflow.lac.train.dagger import _as_loaded, best_round
 
     root = Path(__file__).resolve().parents[1]
     record = root / "robots/g1/policies/lac_policy_train"
@@ -1191,7 +1192,11 @@ def test_the_pool_recipe_is_the_shipped_students_recorded_configuration():
     recorded = _as_loaded(yaml.safe_load((record / "config.yaml").read_text()), record / "config.yaml")
     assert [Path(p).name for p in pool["dagger"].pop("prior_runs")] == ["seed0", "seed1", "seed2"]
     assert len(recorded["dagger"].pop("prior_runs")) == 3
+    # more rounds extend a run (the shipped run was configured with more and chose its round 0; the recipe runs that)
+    assert pool["dagger"].pop("rounds") <= recorded["dagger"].pop("rounds")
     assert pool == recorded
+    log = json.loads((record / "train_log.json").read_text())
+    assert best_round(log["rounds"]) == log["best_round"] == 0  # the shipped student is the run's round 0
     def inert_removed(cfg: dict) -> dict:  # without a suite its trials and seed run nothing (suite_trials' default
         if cfg["validation"]["suite"] is None:  # was 3 when seed 2 ran, 10 since)
             cfg = {**cfg, "validation": {k: v for k, v in cfg["validation"].items()
