@@ -12,7 +12,7 @@ Sub-commands:
                                                         (DAgger student from lac_expert, contactflow.lac.train)
     lac export   DIR_OR_CKPT --out FILE.onnx [--average ROUNDS | --best]
                                                         (LAC deploy ONNX of a training checkpoint)
-    lac eval     [--controller C ...] [--suite paper|envelope|quick] [--workers W] [--trials N] [--seed S]
+    lac eval     [--controller C ...] [--suite paper|envelope|graph|quick] [--workers W] [--trials N] [--seed S]
                  [--out DIR] [--compare S,T]
                                                         (LAC Figs. 3, 4, 6 experiments, contactflow.lac.evaluate)
 """
@@ -207,7 +207,7 @@ def add_parser(subparsers) -> None:
     e = sub.add_parser("eval", help="LAC Figs. 3, 4, 6 compliance experiments for teleop-contract controllers")
     e.add_argument("--controller", action="append",
                    help="expert | pd_stand | holosoma | policy:SPEC[:MODEL.onnx] (repeat; default expert and pd_stand)")
-    e.add_argument("--suite", default="envelope", help="suite of the config: paper | envelope | quick (default envelope)")
+    e.add_argument("--suite", default="envelope", help="suite of the config: paper | envelope | graph | quick (default envelope)")
     e.add_argument("--config", default=None, help="evaluation config: its keys layered over robots/g1/lac_eval.yaml (a file needs only the keys it changes)")
     e.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     e.add_argument("--trials", type=int, default=None, help="trials per (scenario, K) (default: the config's)")
