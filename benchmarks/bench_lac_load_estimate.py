@@ -32,6 +32,15 @@ from pathlib import Path
 import numpy as np
 
 
+def _aux_blocks() -> list[tuple[str, str, int, str, float]]:
+    """The load estimate's layout (:func:`contactflow.lac.train.dagger.aux_target`): per block of 3 values
+    ``(link, "force" | "couple", offset, SI unit, SI value of one estimate unit)``, forces first."""
+    from contactflow.lac.train.dagger import AUX_COUPLE_LINKS, AUX_COUPLE_UNIT_NM, AUX_FORCE_LINKS, AUX_FORCE_UNIT_N
+
+    forces = [(b, "force", 3 * i, "N", AUX_FORCE_UNIT_N) for i, b in enumerate(AUX_FORCE_LINKS)]
+    return forces + [(b, "couple", 3 * (len(forces) + i), "N m", AUX_COUPLE_UNIT_NM) for i, b in enumerate(AUX_COUPLE_LINKS)]
+
+
 def _student(ckpt: Path):
     from contactflow.config import load_config
     from contactflow.errors import ConfigError
@@ -55,7 +64,7 @@ def on_training_data(cfg, spec, model, data_dir: Path, upto: int, n: int = 30000
     """The estimate against the true load on samples of the recorded rounds ``0..upto`` (module docstring)."""
     import torch
 
-    from contactflow.lac.train.dagger import AUX_COUPLE_LINKS, AUX_FORCE_LINKS, aux_tensors, load_rounds, window_index
+    from contactflow.lac.train.dagger import aux_tensors, load_rounds, window_index
 
     data = load_rounds(data_dir, upto)
     aux_t, known = aux_tensors(cfg, data)
@@ -68,11 +77,10 @@ def on_training_data(cfg, spec, model, data_dir: Path, upto: int, n: int = 30000
             x = torch.from_numpy(data["frames"][window_index(data["first"], i, spec.cfg.history.length)])
             est.append(model.forward_aux(x)[1].numpy())
     est, true = np.concatenate(est), aux_t[idx].numpy()
-    links = [(f"{b} force", 10.0, "N") for b in AUX_FORCE_LINKS] + [(f"{b} couple", 1.0, "N m") for b in AUX_COUPLE_LINKS]
-    links = links[:true.shape[1] // 3]
     out = {}
-    for j, (name, unit_scale, unit) in enumerate(links):
-        t, e = true[:, 3 * j:3 * j + 3] * unit_scale, est[:, 3 * j:3 * j + 3] * unit_scale
+    for link, kind, j0, unit, unit_scale in _aux_blocks()[:true.shape[1] // 3]:
+        name = f"{link} {kind}"
+        t, e = true[:, j0:j0 + 3] * unit_scale, est[:, j0:j0 + 3] * unit_scale
         m = np.linalg.norm(t, axis=1)
         bands = {}
         for lo, hi in ([(2.0, 6.0), (6.0, 12.0)] if unit == "N" else [(0.3, 0.8), (0.8, 2.0)]):
@@ -84,7 +92,7 @@ def on_training_data(cfg, spec, model, data_dir: Path, upto: int, n: int = 30000
                                                 "estimate_along_mean": float(along.mean()),
                                                 "ratio": float(along.mean() / m[sel].mean())}
         entry = {"unit": unit, "bands": bands}
-        if name.endswith("force") and "torso" not in name:
+        if kind == "force" and "torso" not in link:
             sel = (m > 4.0) & (t[:, 2] < -0.7 * m)
             if sel.sum() >= 10:
                 along = np.sum(e[sel] * t[sel], axis=1) / m[sel]
@@ -99,21 +107,18 @@ class _TorchStudent:
 
     def __init__(self, deploy_spec, model, sim, true_load: bool):
         from contactflow.lac.evaluate import PolicyController
-        from contactflow.lac.train.dagger import AUX_COUPLE_LINKS, AUX_FORCE_LINKS, AUX_COUPLE_UNIT_NM, AUX_FORCE_UNIT_N
 
         self.c = PolicyController(deploy_spec)
         self.c.runner.spec.model.run = self._run
         self.model, self.sim, self.true_load = model, sim, true_load
-        self.fid = [sim.model.body(b).id for b in AUX_FORCE_LINKS]
-        self.cid = [sim.model.body(b).id for b in AUX_COUPLE_LINKS]
-        self.units = AUX_FORCE_UNIT_N, AUX_COUPLE_UNIT_NM
+        n = model.aux[-1].out_features // 3  # the blocks this student estimates
+        self.blocks = [(sim.model.body(link).id, slice(0, 3) if kind == "force" else slice(3, 6), scale)
+                       for link, kind, _, _, scale in _aux_blocks()[:n]]
         self.ticks: list[tuple[float, np.ndarray, np.ndarray]] = []
 
     def _applied(self) -> np.ndarray:  # aux units, world axes (as the rounds record them)
         xf = self.sim.data.xfrc_applied
-        f = np.concatenate([xf[b, :3] for b in self.fid]) / self.units[0]
-        c = np.concatenate([xf[b, 3:] for b in self.cid]) / self.units[1]
-        return np.concatenate([f, c])[:self.model.aux[-1].out_features].astype(np.float32)
+        return np.concatenate([xf[body, part] / scale for body, part, scale in self.blocks]).astype(np.float32)
 
     def _run(self, x):
         import torch
@@ -142,7 +147,7 @@ def on_scenarios(ckpt: Path, model, cfg, suite: str, scenarios: list[str] | None
     import tempfile
 
     from contactflow.lac.evaluate import Job, monotonic_verdict, run_episode, suite_scenarios
-    from contactflow.lac.train.dagger import AUX_COUPLE_LINKS, AUX_FORCE_LINKS, export_checkpoint
+    from contactflow.lac.train.dagger import export_checkpoint
     from contactflow.policy.spec import load_policy_spec
     from contactflow.robot import load_robot
     from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
@@ -155,15 +160,12 @@ def on_scenarios(ckpt: Path, model, cfg, suite: str, scenarios: list[str] | None
     ctrl = _TorchStudent(spec, model, sim, true_load)
     pr = cfg.profile
     hold = (pr.t0_s + pr.ramp_s, pr.t0_s + pr.ramp_s + pr.hold_s)
-    blocks = {f"{b} force": 3 * i for i, b in enumerate(AUX_FORCE_LINKS)}
-    blocks.update({f"{b} couple": 3 * (len(AUX_FORCE_LINKS) + i) for i, b in enumerate(AUX_COUPLE_LINKS)})
-    units = {"force": ("N", 10.0), "couple": ("N m", 1.0)}
+    blocks = {(link, kind): (j0, unit, scale) for link, kind, j0, unit, scale in _aux_blocks()}
     out = {}
     for s in scenarios or suite_scenarios(cfg, suite):
         sc = cfg.scenarios[s]
         kind = "couple" if sc.couple_nm else "force"
-        j0 = blocks[f"{sc.link} {kind}"]
-        unit, scale = units[kind]
+        j0, unit, scale = blocks[(sc.link, kind)]
         rows = []
         for k in cfg.k_grids[sc.grid]:
             metric, applied, along, norm, falls = [], [], [], [], 0

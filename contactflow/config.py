@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import hashlib
 import inspect
+import json
 import math
 import re
 import textwrap
@@ -235,6 +237,13 @@ def to_dict(cfg: Any) -> Any:
     if isinstance(cfg, dict):
         return {k: to_dict(v) for k, v in cfg.items()}
     return cfg
+
+
+def json_digest(data: Any, default=str) -> str:
+    """16 hex digits of the SHA-256 of ``data``'s canonical JSON (sorted keys; values JSON cannot write
+    go through ``default``): a short, stable fingerprint of a configuration (dataset manifests, validation
+    tables)."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=default).encode()).hexdigest()[:16]
 
 
 # --------------------------------------------------------------------------------------------

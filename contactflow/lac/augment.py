@@ -10,7 +10,6 @@ a rerun with the same arguments skips complete shards, so an interrupted run res
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import multiprocessing as mp
@@ -20,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from contactflow.config import to_dict
+from contactflow.config import json_digest, to_dict
 from contactflow.errors import ConfigError
 from contactflow.lac.config import LacConfig, load_lac_config
 from contactflow.lac.contact_frames import ContactFrame, load_contact_frames, sample_synthetic_frame
@@ -40,8 +39,7 @@ def slot_rng(seed: int, index: int) -> np.random.Generator:
 
 
 def _config_hash(cfg: LacConfig, frames_path: str | None) -> str:
-    blob = json.dumps({"cfg": to_dict(cfg), "frames": frames_path or "synthetic"}, sort_keys=True, default=list)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return json_digest({"cfg": to_dict(cfg), "frames": frames_path or "synthetic"}, default=list)
 
 
 class ShardJob:

@@ -891,11 +891,11 @@ def plot_eval(table: Mapping, out_dir: str | Path, prefix: str = "lac_eval") -> 
     return files
 
 
-# What makes two tables' episodes the same experiment: per scenario the loaded link, the swept channel, the
-# load, the posture, the channels it commands otherwise (``stiffness``; a table made before 2026-12-05 23:00 UTC
-# lacks it: not compared there) and the grid, and the event profile (trials and perturbation seeds may differ: they are
-# more samples of it), and the channels not swept (``base_stiffness``, a table's own key since 2026-12-05; a table
-# without it is not compared there). Not in a table, so not compared: robot_aliases.
+# What makes two tables' episodes the same experiment (trials and perturbation seeds may differ: they are more
+# samples of it): the event profile; the stiffness of the channels not swept (``base_stiffness``, a table's own
+# key); per scenario the loaded link, the swept channel, the load, the posture, the channels it commands otherwise
+# (``stiffness``) and the grid. A key a stored table lacks (``base_stiffness`` and ``stiffness`` are recorded since
+# 2026-12-05) is not compared. Not in a table, so not compared: robot_aliases.
 _SAME_EXPERIMENT = ("link", "channel", "force_base_n", "couple_nm", "arms", "stiffness", "k")
 _NOT_RECORDED = object()  # check_same_experiments: a base_stiffness not known (an older table)
 
@@ -903,7 +903,8 @@ _NOT_RECORDED = object()  # check_same_experiments: a base_stiffness not known (
 def experiments(cfg: EvalConfig, suite: str) -> dict[str, dict]:
     """What each scenario of a suite runs, as a table records it: scenario -> ``link``, ``channel``,
     ``force_base_n`` ((3,) [N], BASE frame, the suite's scale applied), ``couple_nm`` [N m], ``arms``
-    (joint -> [rad]) and ``k`` (the swept grid [N/m or N m/rad]).
+    (joint -> [rad]), ``stiffness`` (channel -> value: the channels not swept it commands otherwise) and ``k``
+    (the swept grid [N/m or N m/rad]).
 
     Raises:
         ConfigError: an unknown suite.

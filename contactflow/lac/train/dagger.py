@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from contactflow.config import did_you_mean, load_config, to_dict
+from contactflow.config import did_you_mean, json_digest, load_config, to_dict
 from contactflow.errors import ConfigError
 from contactflow.lac.train.config import TrainConfig
 from contactflow.paths import replaced_atomically, write_text_atomic
@@ -830,8 +830,6 @@ def validate_suite(cfg: TrainConfig, model: str | Path, out: str | Path, *, work
     Raises:
         ConfigError: as :func:`suite_eval_config`.
     """
-    import hashlib
-
     from contactflow.lac.evaluate import compare, merge_tables, run_eval
     from contactflow.lac.expert import load_expert_config
     from contactflow.paths import sha256_of_files
@@ -839,11 +837,8 @@ def validate_suite(cfg: TrainConfig, model: str | Path, out: str | Path, *, work
     t0 = time.perf_counter()
     v = cfg.validation
     ecfg = suite_eval_config(cfg)
-    def json_digest(*parts) -> str:  # 16 hex digits of the parts' canonical JSON
-        return hashlib.sha256(json.dumps(list(parts), sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-    config_digest = json_digest(v.suite, dataclasses.asdict(ecfg))
-    digest = json_digest(v.suite, dataclasses.asdict(ecfg), dataclasses.asdict(load_expert_config()), _process_revision())
+    config_digest = json_digest([v.suite, dataclasses.asdict(ecfg)])
+    digest = json_digest([v.suite, dataclasses.asdict(ecfg), dataclasses.asdict(load_expert_config()), _process_revision()])
     tpath = Path(out) / SUITE_TEACHER_FILE
     teacher = json.loads(tpath.read_text()) if tpath.is_file() else None
     if teacher is None or teacher.get("validation_digest") != digest:
