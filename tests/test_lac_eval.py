@@ -158,6 +158,42 @@ def test_a_link_that_ends_against_the_load_is_flagged_though_its_norm_decreases(
     assert _summarise(cfg, "quick", "x", runs)["fig6_hand"]["against"] == []
 
 
+def test_the_along_verdict_sees_a_hand_that_moves_across_the_load():
+    """The norm decreases while the component along the force does not (a hand turned across the push at the soft
+    end, as the suite graph found): the primary verdict says decreasing, ``monotonic_along`` does not, and the
+    summary counts and prints both; a response along the load that ends against it is not decreasing either."""
+    from contactflow.lac.evaluate import _summarise, along_verdict, format_summary
+
+    cfg = _cfg()
+
+    def trial(d, along):
+        return {"displacement_m": d, "displacement_along_m": along, "attitude_deg": 1.0,
+                "rotation_about_axis_deg": float("nan"), "fell": False}
+
+    runs = {("fig6_hand", 10.0): [trial(0.17, 0.064)] * 3, ("fig6_hand", 500.0): [trial(0.07, 0.068)] * 3}
+    res = _summarise(cfg, "quick", "x", runs)
+    e = res["fig6_hand"]
+    assert e["monotonic"]["decreasing"] and not e["monotonic_along"]["decreasing"]
+    assert e["monotonic_along"]["metric"] == "displacement_along_m" and "between K = [(10.0, 500.0)]" in e["monotonic_along"]["reason"]
+    text = format_summary({"suite": "quick", "results": {"x": res}, "falls": {"x": {"fell": 0, "episodes": 6}}})
+    assert "1 of 1 scenarios decreasing (0 of 1 along the load)" in text
+    assert "along the load [cm]: 6.4 / 6.8; NOT decreasing" in text
+    del e["monotonic_along"]  # a table stored before it: computed from its rows
+    assert format_summary({"suite": "quick", "results": {"x": res}, "falls": {"x": {"fell": 0, "episodes": 6}}}) == text
+    runs[("fig6_hand", 500.0)] = [trial(0.07, 0.05)] * 3
+    assert _summarise(cfg, "quick", "x", runs)["fig6_hand"]["monotonic_along"]["decreasing"]
+    # decreasing along, but ending against the load (a wrist turned past its start against a couple)
+    rows = [{"k": 10.0, "mean": {"rotation_about_axis_deg": 4.2}, "falls": 0,
+             "trials": [{"rotation_about_axis_deg": 4.2}] * 3},
+            {"k": 100.0, "mean": {"rotation_about_axis_deg": -5.7}, "falls": 0,
+             "trials": [{"rotation_about_axis_deg": -5.7}] * 3}]
+    v = along_verdict(rows, couple=True)
+    assert not v["decreasing"] and v["reason"] == "against the load at K = [100.0]"
+    rows[1]["mean"]["rotation_about_axis_deg"] = 0.8
+    rows[1]["trials"] = [{"rotation_about_axis_deg": 0.8}] * 3
+    assert along_verdict(rows, couple=True)["decreasing"]
+
+
 def test_bad_config_and_names_are_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"lac_eval\.yaml.*unknown key.*'trails'"):
         load_eval_config(override={"trails": 3})

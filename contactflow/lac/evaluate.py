@@ -63,7 +63,7 @@ from contactflow.errors import ConfigError, ModelError
 __all__ = [
     "ProfileCfg", "ScenarioCfg", "SuiteCfg", "PDStandCfg", "EvalConfig", "load_eval_config",
     "default_eval_config_path", "PDStand", "PolicyController", "make_controller", "controller_robot",
-    "Job", "jobs_for", "run_job", "run_eval", "monotonic_verdict", "compare", "plot_eval", "experiments",
+    "Job", "jobs_for", "run_job", "run_eval", "monotonic_verdict", "along_verdict", "compare", "plot_eval", "experiments",
     "check_same_experiments", "merge_tables",
 ]
 
@@ -623,6 +623,7 @@ def _summarise(cfg: EvalConfig, suite: str, controller: str, runs: Mapping[tuple
             "scale": float(cfg.suites[suite].scale.get(s, 1.0)), "paper": sc.paper,
             "rows": rows, "falls": sum(r["falls"] for r in rows), "episodes": sum(len(r["trials"]) for r in rows),
             "against": against, "against_metric": along,
+            "monotonic_along": along_verdict(rows, bool(couple), tol),
             "monotonic": verdicts[sc.metric], "monotonic_other": verdicts["attitude" if sc.metric == "displacement"
                                                                           else "displacement"],
         }
@@ -638,6 +639,31 @@ def _summarise(cfg: EvalConfig, suite: str, controller: str, runs: Mapping[tuple
             entry["headline"] = {"paper": h, "ours": ours, "ours_falls": falls, "unit": unit}
         out[s] = entry
     return out
+
+
+def along_verdict(rows: Sequence[Mapping], couple: bool, tol: float = 0.0) -> dict:
+    """Is the signed response along the load decreasing in K, and nowhere against the load?
+
+    The primary verdict (:func:`monotonic_verdict` on ``displacement_m`` / ``attitude_deg``) takes norms: a hand
+    that moves across the push, or turns against a couple, can decrease in norm while along the load it does not
+    (docs/lac_policy.md, the suite ``graph``). This one takes the component along the load, the ``against_metric``
+    of :func:`_against`: ``displacement_along_m`` [m] for a force (also in the attitude scenarios, the loaded
+    link's displacement along it), ``rotation_about_axis_deg`` [deg] for a couple.
+
+    Args:
+        rows: a scenario's rows (``k``, ``mean``, ``falls``; ``trials`` for the against test). couple: the load is
+            a couple. tol: as in :func:`monotonic_verdict`, in the along metric's unit.
+
+    Returns:
+        :func:`monotonic_verdict`'s dict plus ``metric``; not ``decreasing`` either where the link ended against
+        the load (:func:`_against`) at some K.
+    """
+    metric, against = _against(rows, couple)
+    v = monotonic_verdict([r["k"] for r in rows], [_none_nan(r["mean"].get(metric)) for r in rows],
+                          [r["falls"] for r in rows], tol)
+    if v["decreasing"] and against:
+        v = {**v, "decreasing": False, "reason": f"against the load at K = {against}"}
+    return {**v, "metric": metric}
 
 
 def _against(rows: Sequence[Mapping], couple: bool) -> tuple[str, list]:
@@ -675,7 +701,8 @@ def run_eval(controllers: Sequence[str], *, suite: str = "envelope", cfg: EvalCo
         metric, :func:`monotonic_verdict`), monotonic_other, headline (LAC's numbers, ours and
         our falls at the same K), against (the K where the link ended against the load, which the norms hide:
         the signed component along it, ``against_metric`` = ``displacement_along_m`` or ``rotation_about_axis_deg``
-        for a couple, negative in the mean and in most trials that stood)}}}, ``falls`` {controller: {fell, episodes}}, ``skipped``,
+        for a couple, negative in the mean and in most trials that stood), monotonic_along (that signed component
+        decreasing and nowhere against the load, :func:`along_verdict`)}}}, ``falls`` {controller: {fell, episodes}}, ``skipped``,
         ``comparison`` (with ``compare_pair``), ``date_utc``, ``machine``, ``wall_s``, ``workers``.
 
     Raises:
@@ -1006,8 +1033,12 @@ def format_summary(table: Mapping) -> str:
     lines = [f"suite {table['suite']}: {table.get('suite_description', '')}"]
     for c, res in table["results"].items():
         f = table["falls"][c]
+        along = {s: e.get("monotonic_along") or along_verdict(e["rows"], bool(e.get("couple_nm")))  # stored tables
+                 for s, e in res.items()}                                                              # before it
         n_dec = sum(bool(e["monotonic"]["decreasing"]) for e in res.values())
-        lines.append(f"{c}: {f['fell']} falls in {f['episodes']} episodes; {n_dec} of {len(res)} scenarios decreasing")
+        n_along = sum(bool(v["decreasing"]) for v in along.values())
+        lines.append(f"{c}: {f['fell']} falls in {f['episodes']} episodes; {n_dec} of {len(res)} scenarios decreasing "
+                     f"({n_along} of {len(res)} along the load)")
         for s, e in res.items():
             key, unit, sc = ("displacement_m", "cm", 100.0) if e["metric"] == "displacement" else ("attitude_deg", "deg", 1.0)
             vals = " / ".join(f"{sc * _none_nan(r['mean'][key]):.3g}" for r in e["rows"])
@@ -1015,8 +1046,13 @@ def format_summary(table: Mapping) -> str:
             metric, ks_against = ((e["against_metric"], e["against"]) if "against" in e  # tables stored before it: from
                                   else _against(e["rows"], bool(e.get("couple_nm"))))     # their trials
             against = f"; AGAINST the load ({metric} < 0) at K = {ks_against}" if ks_against else ""
+            a = along[s]
+            a_unit, a_sc = ("deg", 1.0) if a["metric"] == "rotation_about_axis_deg" else ("cm", 100.0)
+            a_vals = " / ".join(f"{a_sc * _none_nan(r['mean'].get(a['metric'])):.3g}" for r in e["rows"])
+            a_mono = "decreasing" if a["decreasing"] else f"NOT decreasing ({a['reason']})"
             lines.append(f"  {s}: {e['metric']} [{unit}] at K = {e['k']}: {vals}; {mono}; falls {e['falls']}/{e['episodes']}"
                          f"{against}")
+            lines.append(f"    along the load [{a_unit}]: {a_vals}; {a_mono}")
             if "headline" in e:
                 h = e["headline"]
                 row_falls = {float(r["k"]): r["falls"] for r in e["rows"]}  # stored tables without ours_falls
