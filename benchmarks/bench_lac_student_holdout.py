@@ -95,6 +95,7 @@ def main() -> None:
         model = d.new_student(cfg, spec)
         with torch.no_grad():
             model.set_normalizer(model.features(frames[train_idx[::5]]).numpy(), cfg.student.std_floor)
+            model.set_head_normalizer(frames[train_idx[::5]], cfg.student.std_floor)
         opt = torch.optim.Adam(model.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
 
         aux_t, aux_known = d.aux_tensors(cfg, data)

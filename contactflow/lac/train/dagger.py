@@ -585,7 +585,8 @@ def new_student(cfg: TrainConfig, spec):
                    aux_dim=aux_dim(cfg),
                    tracking=tracking_feature_map(spec) if cfg.student.tracking_features else None,
                    last_action=(last_action_map(spec, cfg.student.residual_action)
-                                if cfg.student.residual_action != "none" else None))
+                                if cfg.student.residual_action != "none" else None),
+                   head_tracking=tracking_feature_map(spec) if cfg.student.force_head_tracking else None)
 
 
 def load_checkpoint(path: str | Path) -> dict:
@@ -1098,6 +1099,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
         if r == 0 and start == 0:
             with torch.no_grad():
                 model.set_normalizer(model.features(frames[samples]).numpy(), cfg.student.std_floor)
+                model.set_head_normalizer(frames[samples], cfg.student.std_floor)
         g = np.random.default_rng(np.random.SeedSequence([cfg.seed, r, 7]))
         B = cfg.optim.batch_size
         per_epoch = max(1, int(np.ceil(len(samples) / B)))

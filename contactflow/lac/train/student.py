@@ -13,7 +13,8 @@ to the action (B, 23), with everything LAC puts inside its graph (lac.md §1.1):
    CPU: lac.md §0 measured a 725 k-parameter conv encoder at 2.6 k samples/s);
 4. the actor: an MLP (ELU) on the newest normalised frame and the latent; with ``residual_action``,
    its output added to the newest frame's raw ``last_action`` (:func:`last_action_map`); with
-   ``wrench_input``, the load estimate (a head on the latent) as more inputs of the actor; with
+   ``wrench_input``, the load estimate (a head on the latent; with ``force_head_tracking`` also on the
+   newest frame's tracking errors, normalised by their own statistics) as more inputs of the actor; with
    ``actor_dropout``, dropout on its hidden layers while training only; with
    ``stiffness_film`` every hidden layer is modulated by the newest frame's normalised log
    stiffness ``k``: ``h <- h * (1 + gamma_i(k)) + beta_i(k)`` (FiLM, Perez et al., 2018; gamma_i,
@@ -162,17 +163,19 @@ class Student(nn.Module):
         last_action: (frame_dim, n_act) of :func:`last_action_map` when ``cfg.residual_action`` (a
             buffer, exported as a constant): the action is ``frames[:, -1] @ last_action`` plus the
             network's output (zero columns: the network's output alone); else None.
+        head_tracking: ``(W, b)`` of :func:`tracking_feature_map` when ``cfg.force_head_tracking``
+            (buffers; the head's own normaliser :meth:`set_head_normalizer`), else None.
 
     Raises:
-        ValueError: the history is too short for the convolutions; ``tracking`` / ``last_action`` given
-            against the configuration; ``cfg.wrench_input`` without ``aux_dim``.
+        ValueError: the history is too short for the convolutions; ``tracking`` / ``last_action`` /
+            ``head_tracking`` given against the configuration; ``cfg.wrench_input`` without ``aux_dim``.
 
     Shapes: ``forward(frames (B, history, frame_dim)) -> (B, n_act)``.
     """
 
     def __init__(self, cfg: StudentCfg, *, history: int, frame_dim: int, n_act: int, stiffness: slice,
                  aux_dim: int = 0, tracking: tuple[np.ndarray, np.ndarray] | None = None,
-                 last_action: np.ndarray | None = None):
+                 last_action: np.ndarray | None = None, head_tracking: tuple[np.ndarray, np.ndarray] | None = None):
         super().__init__()
         self.history, self.frame_dim, self.n_act = history, frame_dim, n_act
         self.k0, self.k1 = stiffness.start, stiffness.stop
@@ -221,8 +224,17 @@ class Student(nn.Module):
             for lin in self.film:
                 nn.init.zeros_(lin.weight)
                 nn.init.zeros_(lin.bias)
+        if cfg.force_head_tracking != (head_tracking is not None):
+            raise ValueError("head_tracking: give tracking_feature_map(spec) exactly when cfg.force_head_tracking")
+        self.head_tracking = head_tracking is not None
+        if head_tracking is not None:
+            W, b = head_tracking
+            self.register_buffer("head_W", torch.as_tensor(np.asarray(W, np.float32)))
+            self.register_buffer("head_b", torch.as_tensor(np.asarray(b, np.float32)))
+            self.register_buffer("head_mean", torch.zeros(int(W.shape[1])))
+            self.register_buffer("head_std", torch.ones(int(W.shape[1])))
         if aux_dim > 0 and self.force_input:
-            head, w_in = [], cfg.latent_dim
+            head, w_in = [], cfg.latent_dim + (int(head_tracking[0].shape[1]) if head_tracking is not None else 0)
             for w_h in cfg.force_head_hidden:
                 head += [nn.Linear(w_in, w_h), nn.ELU()]
                 w_in = w_h
@@ -252,6 +264,24 @@ class Student(nn.Module):
         self.obs_mean.copy_(torch.as_tensor(f.mean(axis=0), dtype=torch.float32))
         self.obs_std.copy_(torch.as_tensor(np.where(sd < std_floor, 1.0, sd), dtype=torch.float32))
 
+    def set_head_normalizer(self, frames: np.ndarray | torch.Tensor, std_floor: float) -> None:
+        """With ``force_head_tracking``: store the mean and standard deviation of the tracking errors of
+        ``frames`` (N, frame_dim) raw training frames as the load estimate head's normaliser (a std
+        below ``std_floor`` keeps 1, as :meth:`set_normalizer`). Without it: nothing to do.
+        """
+        if not self.head_tracking:
+            return
+        f = torch.as_tensor(np.asarray(frames, np.float32))
+        n, s1, s2 = len(f), 0.0, 0.0
+        with torch.no_grad():
+            for i in range(0, n, 65536):  # in chunks: an aggregate holds millions of frames
+                d = (f[i:i + 65536] @ self.head_W + self.head_b).double()
+                s1, s2 = s1 + d.sum(dim=0), s2 + (d * d).sum(dim=0)
+            mean = s1 / n
+            sd = torch.sqrt(torch.clamp(s2 / n - mean * mean, min=0.0))
+            self.head_mean.copy_(mean.float())
+            self.head_std.copy_(torch.where(sd < std_floor, torch.ones_like(sd), sd).float())
+
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         """(B, history, frame_dim) raw frames, oldest first -> (B, n_act) actions, policy order.
 
@@ -270,7 +300,12 @@ class Student(nn.Module):
         ``optim.estimate_action_grad`` false; the values are the same)."""
         x = torch.clamp((self.features(frames) - self.obs_mean) / self.obs_std, -CLIP_SIGMA, CLIP_SIGMA)
         z = self.encoder(x.transpose(1, 2))
-        aux = self.aux(z) if self.aux is not None else None
+        if self.head_tracking:
+            d = torch.clamp((frames[:, -1] @ self.head_W + self.head_b - self.head_mean) / self.head_std,
+                            -CLIP_SIGMA, CLIP_SIGMA)
+            aux = self.aux(torch.cat([z, d], dim=-1))
+        else:
+            aux = self.aux(z) if self.aux is not None else None
         if self.force_input:
             est = aux.detach() if detach_estimate else aux
             f_in = est if force is None or given is None else torch.where(given if given.dim() == 2 else given[:, None],
