@@ -1043,25 +1043,25 @@ def test_tracking_features_are_the_pd_and_reference_errors_of_the_runner_frame(r
         np.testing.assert_allclose(loaded.model.run(x), model(torch.from_numpy(x)).numpy(), atol=1e-4)
 
 
-def test_force_head_tracking_gives_the_estimate_the_newest_frames_tracking_errors_only(robot, spec, tmp_path):
-    """student.force_head_tracking: the load estimate's head takes the latent and the newest frame's 33 tracking
-    errors (:func:`tracking_feature_map`), normalised by the statistics set_head_normalizer stores; a change of
-    the newest frame's last action (a PD offset) reaches the estimate through them, the actor's own inputs keep
+def test_force_head_frame_gives_the_estimate_the_newest_frame_and_its_tracking_errors(robot, spec, tmp_path):
+    """student.force_head_frame: the load estimate's head takes the latent, the newest normalised frame and its 33
+    tracking errors (:func:`tracking_feature_map`) normalised by the statistics set_head_normalizer stores; a
+    change of the newest frame's last action (a PD offset) reaches the estimate; the encoder and the actor keep
     LAC's frame (no tracking features); the export is the torch network; refused without wrench_input."""
     from contactflow.lac.train.dagger import new_student
     from contactflow.lac.train.student import deploy_metadata, export_onnx, tracking_feature_map
     from contactflow.policy import load_policy_spec
 
-    with pytest.raises(ConfigError, match="force_head_tracking: .*wrench_input 'none'"):
-        load_train_config(None, {"student": {"wrench_input": "none", "force_head_tracking": True},
+    with pytest.raises(ConfigError, match="force_head_frame: .*wrench_input 'none'"):
+        load_train_config(None, {"student": {"wrench_input": "none", "force_head_frame": True},
                                  "optim": {"aux_force_weight": 0.0}})
-    cfg = load_train_config(None, {"student": {"wrench_input": "wrench", "force_head_tracking": True},
+    cfg = load_train_config(None, {"student": {"wrench_input": "wrench", "force_head_frame": True},
                                    "optim": {"aux_force_weight": 1.0}})
     model = new_student(cfg, spec)
     plain = new_student(load_train_config(None, {"student": {"wrench_input": "wrench"}, "optim": {"aux_force_weight": 1.0}}), spec)
     assert model.feat_dim == plain.feat_dim == 95  # the encoder and the actor: LAC's frame
     W, b = tracking_feature_map(spec)
-    assert model.aux[0].in_features == cfg.student.latent_dim + W.shape[1]
+    assert model.aux[0].in_features == cfg.student.latent_dim + 95 + W.shape[1]
     rng = np.random.default_rng(3)
     _, frame, _, _ = _runner_frame(robot, spec, rng, q_noise=0.2, q_ref_std=0.3)
     x = np.repeat(frame[None, None].astype(np.float32), 64, axis=1)
@@ -1078,9 +1078,10 @@ def test_force_head_tracking_gives_the_estimate_the_newest_frames_tracking_error
     with torch.no_grad():
         e0 = model.forward_aux(torch.from_numpy(x))[1]
         e1 = model.forward_aux(torch.from_numpy(moved))[1]
-        z0 = model.encoder(torch.clamp((model.features(torch.from_numpy(x)) - model.obs_mean) / model.obs_std, -10, 10).transpose(1, 2))
+        xn = torch.clamp((model.features(torch.from_numpy(x)) - model.obs_mean) / model.obs_std, -10, 10)
+        z0 = model.encoder(xn.transpose(1, 2))
         d0 = torch.clamp((torch.from_numpy(x[:, -1]) @ model.head_W + model.head_b - model.head_mean) / model.head_std, -10, 10)
-        assert torch.allclose(model.aux(torch.cat([z0, d0], -1)), e0, atol=1e-6)  # the head's input: latent, then errors
+        assert torch.allclose(model.aux(torch.cat([z0, xn[:, -1], d0], -1)), e0, atol=1e-6)  # latent, frame, errors
         assert (e1 - e0).abs().max() > 1e-4
     model = new_student(cfg, spec)
     model.set_normalizer(model.features(torch.from_numpy(train_frames)).numpy(), 1e-2)

@@ -290,14 +290,16 @@ class StudentCfg:
         force_head_hidden: hidden widths (ELU) of the load estimate's head on the latent (``[]``: a
             linear head); used with ``wrench_input`` only (``optim.aux_force_weight`` alone keeps its
             linear head).
-        force_head_tracking: the load estimate's head also takes the newest frame's tracking errors
-            (the 33 values of :func:`contactflow.lac.train.student.tracking_feature_map`, normalised by
-            their own training mean and std, inside the graph); the encoder and the actor do not (that
-            is ``tracking_features``). A held load shows in the steady state as the PD offset that
-            carries it, a small difference of two large signals in the normalised frame; trained on
-            the estimate alone (8000 steps on one run's rounds, another run's held out) the hand forces'
-            estimate error fell from 0.28 to 0.21 (units of 10 N) with these values beside the latent
-            (docs/lac_policy.md). Needs ``wrench_input``.
+        force_head_frame: the load estimate's head also takes the newest frame: its normalised
+            features (the actor's own first input) and its tracking errors (the 33 values of
+            :func:`contactflow.lac.train.student.tracking_feature_map`, normalised by their own
+            training mean and std, inside the graph); the encoder and the actor do not take the
+            tracking errors (that is ``tracking_features``). A held load shows in the steady state as
+            the PD offset that carries it, a small difference of two large signals in the normalised
+            frame. Trained on the estimate alone (8000 steps on one run's rounds, another run's held
+            out; docs/lac_policy.md) the left hand's force estimate erred by 0.278 (units of 10 N) on
+            the latent alone, 0.241 with the newest frame beside it, 0.253 with the tracking errors
+            beside it. Needs ``wrench_input``.
     """
 
     conv_channels: tuple[int, ...] = (16, 16, 16)
@@ -311,7 +313,7 @@ class StudentCfg:
     actor_dropout: float = 0.0
     wrench_input: str = "none"
     force_head_hidden: tuple[int, ...] = (64,)
-    force_head_tracking: bool = False
+    force_head_frame: bool = False
 
     def __post_init__(self):
         if self.residual_action not in ("none", "arms", "all"):
@@ -328,8 +330,8 @@ class StudentCfg:
             raise ConfigError(f"wrench_input: expected 'none', 'force' or 'wrench', got {self.wrench_input!r}")
         if self.force_head_hidden and min(self.force_head_hidden) < 1:
             raise ConfigError(f"force_head_hidden: widths must be >= 1, got {list(self.force_head_hidden)}")
-        if self.force_head_tracking and self.wrench_input == "none":
-            raise ConfigError("force_head_tracking: the load estimate's head exists with wrench_input 'force' or "
+        if self.force_head_frame and self.wrench_input == "none":
+            raise ConfigError("force_head_frame: the load estimate's head exists with wrench_input 'force' or "
                               "'wrench' only, got wrench_input 'none'")
 
 

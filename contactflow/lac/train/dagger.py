@@ -586,7 +586,7 @@ def new_student(cfg: TrainConfig, spec):
                    tracking=tracking_feature_map(spec) if cfg.student.tracking_features else None,
                    last_action=(last_action_map(spec, cfg.student.residual_action)
                                 if cfg.student.residual_action != "none" else None),
-                   head_tracking=tracking_feature_map(spec) if cfg.student.force_head_tracking else None)
+                   head_tracking=tracking_feature_map(spec) if cfg.student.force_head_frame else None)
 
 
 def load_checkpoint(path: str | Path) -> dict:

@@ -13,8 +13,9 @@ to the action (B, 23), with everything LAC puts inside its graph (lac.md §1.1):
    CPU: lac.md §0 measured a 725 k-parameter conv encoder at 2.6 k samples/s);
 4. the actor: an MLP (ELU) on the newest normalised frame and the latent; with ``residual_action``,
    its output added to the newest frame's raw ``last_action`` (:func:`last_action_map`); with
-   ``wrench_input``, the load estimate (a head on the latent; with ``force_head_tracking`` also on the
-   newest frame's tracking errors, normalised by their own statistics) as more inputs of the actor; with
+   ``wrench_input``, the load estimate (a head on the latent; with ``force_head_frame`` also on the
+   newest normalised frame and its tracking errors, normalised by their own statistics) as more inputs of
+   the actor; with
    ``actor_dropout``, dropout on its hidden layers while training only; with
    ``stiffness_film`` every hidden layer is modulated by the newest frame's normalised log
    stiffness ``k``: ``h <- h * (1 + gamma_i(k)) + beta_i(k)`` (FiLM, Perez et al., 2018; gamma_i,
@@ -163,7 +164,7 @@ class Student(nn.Module):
         last_action: (frame_dim, n_act) of :func:`last_action_map` when ``cfg.residual_action`` (a
             buffer, exported as a constant): the action is ``frames[:, -1] @ last_action`` plus the
             network's output (zero columns: the network's output alone); else None.
-        head_tracking: ``(W, b)`` of :func:`tracking_feature_map` when ``cfg.force_head_tracking``
+        head_tracking: ``(W, b)`` of :func:`tracking_feature_map` when ``cfg.force_head_frame``
             (buffers; the head's own normaliser :meth:`set_head_normalizer`), else None.
 
     Raises:
@@ -224,8 +225,8 @@ class Student(nn.Module):
             for lin in self.film:
                 nn.init.zeros_(lin.weight)
                 nn.init.zeros_(lin.bias)
-        if cfg.force_head_tracking != (head_tracking is not None):
-            raise ValueError("head_tracking: give tracking_feature_map(spec) exactly when cfg.force_head_tracking")
+        if cfg.force_head_frame != (head_tracking is not None):
+            raise ValueError("head_tracking: give tracking_feature_map(spec) exactly when cfg.force_head_frame")
         self.head_tracking = head_tracking is not None
         if head_tracking is not None:
             W, b = head_tracking
@@ -234,7 +235,7 @@ class Student(nn.Module):
             self.register_buffer("head_mean", torch.zeros(int(W.shape[1])))
             self.register_buffer("head_std", torch.ones(int(W.shape[1])))
         if aux_dim > 0 and self.force_input:
-            head, w_in = [], cfg.latent_dim + (int(head_tracking[0].shape[1]) if head_tracking is not None else 0)
+            head, w_in = [], cfg.latent_dim + (feat_dim + int(head_tracking[0].shape[1]) if head_tracking is not None else 0)
             for w_h in cfg.force_head_hidden:
                 head += [nn.Linear(w_in, w_h), nn.ELU()]
                 w_in = w_h
@@ -265,7 +266,7 @@ class Student(nn.Module):
         self.obs_std.copy_(torch.as_tensor(np.where(sd < std_floor, 1.0, sd), dtype=torch.float32))
 
     def set_head_normalizer(self, frames: np.ndarray | torch.Tensor, std_floor: float) -> None:
-        """With ``force_head_tracking``: store the mean and standard deviation of the tracking errors of
+        """With ``force_head_frame``: store the mean and standard deviation of the tracking errors of
         ``frames`` (N, frame_dim) raw training frames as the load estimate head's normaliser (a std
         below ``std_floor`` keeps 1, as :meth:`set_normalizer`). Without it: nothing to do.
         """
@@ -303,7 +304,7 @@ class Student(nn.Module):
         if self.head_tracking:
             d = torch.clamp((frames[:, -1] @ self.head_W + self.head_b - self.head_mean) / self.head_std,
                             -CLIP_SIGMA, CLIP_SIGMA)
-            aux = self.aux(torch.cat([z, d], dim=-1))
+            aux = self.aux(torch.cat([z, x[:, -1], d], dim=-1))
         else:
             aux = self.aux(z) if self.aux is not None else None
         if self.force_input:
