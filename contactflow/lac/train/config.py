@@ -298,8 +298,8 @@ class StudentCfg:
             the PD offset that carries it, a small difference of two large signals in the normalised
             frame. Trained on the estimate alone (8000 steps on one run's rounds, another run's held
             out; docs/lac_policy.md) the left hand's force estimate erred by 0.278 (units of 10 N) on
-            the latent alone, 0.241 with the newest frame beside it, 0.253 with the tracking errors
-            beside it. Needs ``wrench_input``.
+            the latent alone and by 0.233 with both beside it (0.241 with the frame alone, 0.253 with
+            the tracking errors alone). Needs ``wrench_input``.
     """
 
     conv_channels: tuple[int, ...] = (16, 16, 16)
