@@ -32,15 +32,6 @@ from pathlib import Path
 import numpy as np
 
 
-def _aux_blocks() -> list[tuple[str, str, int, str, float]]:
-    """The load estimate's layout (:func:`contactflow.lac.train.dagger.aux_target`): per block of 3 values
-    ``(link, "force" | "couple", offset, SI unit, SI value of one estimate unit)``, forces first."""
-    from contactflow.lac.train.dagger import AUX_COUPLE_LINKS, AUX_COUPLE_UNIT_NM, AUX_FORCE_LINKS, AUX_FORCE_UNIT_N
-
-    forces = [(b, "force", 3 * i, "N", AUX_FORCE_UNIT_N) for i, b in enumerate(AUX_FORCE_LINKS)]
-    return forces + [(b, "couple", 3 * (len(forces) + i), "N m", AUX_COUPLE_UNIT_NM) for i, b in enumerate(AUX_COUPLE_LINKS)]
-
-
 def _student(ckpt: Path):
     from contactflow.config import load_config
     from contactflow.errors import ConfigError
@@ -64,7 +55,7 @@ def on_training_data(cfg, spec, model, data_dir: Path, upto: int, n: int = 30000
     """The estimate against the true load on samples of the recorded rounds ``0..upto`` (module docstring)."""
     import torch
 
-    from contactflow.lac.train.dagger import aux_tensors, load_rounds, window_index
+    from contactflow.lac.train.dagger import aux_blocks, aux_tensors, load_rounds, window_index
 
     data = load_rounds(data_dir, upto)
     aux_t, known = aux_tensors(cfg, data)
@@ -78,7 +69,7 @@ def on_training_data(cfg, spec, model, data_dir: Path, upto: int, n: int = 30000
             est.append(model.forward_aux(x)[1].numpy())
     est, true = np.concatenate(est), aux_t[idx].numpy()
     out = {}
-    for link, kind, j0, unit, unit_scale in _aux_blocks()[:true.shape[1] // 3]:
+    for link, kind, j0, unit, unit_scale in aux_blocks()[:true.shape[1] // 3]:
         name = f"{link} {kind}"
         t, e = true[:, j0:j0 + 3] * unit_scale, est[:, j0:j0 + 3] * unit_scale
         m = np.linalg.norm(t, axis=1)
@@ -107,13 +98,14 @@ class _TorchStudent:
 
     def __init__(self, deploy_spec, model, sim, true_load: bool):
         from contactflow.lac.evaluate import PolicyController
+        from contactflow.lac.train.dagger import aux_blocks
 
         self.c = PolicyController(deploy_spec)
         self.c.runner.spec.model.run = self._run
         self.model, self.sim, self.true_load = model, sim, true_load
         n = model.aux[-1].out_features // 3  # the blocks this student estimates
         self.blocks = [(sim.model.body(link).id, slice(0, 3) if kind == "force" else slice(3, 6), scale)
-                       for link, kind, _, _, scale in _aux_blocks()[:n]]
+                       for link, kind, _, _, scale in aux_blocks()[:n]]
         self.ticks: list[tuple[float, np.ndarray, np.ndarray]] = []
 
     def _applied(self) -> np.ndarray:  # aux units, world axes (as the rounds record them)
@@ -147,7 +139,7 @@ def on_scenarios(ckpt: Path, model, cfg, suite: str, scenarios: list[str] | None
     import tempfile
 
     from contactflow.lac.evaluate import Job, monotonic_verdict, run_episode, suite_scenarios
-    from contactflow.lac.train.dagger import export_checkpoint
+    from contactflow.lac.train.dagger import aux_blocks, export_checkpoint
     from contactflow.policy.spec import load_policy_spec
     from contactflow.robot import load_robot
     from contactflow.sim.pd_robot import PDRobotSim, PDSimConfig
@@ -160,7 +152,7 @@ def on_scenarios(ckpt: Path, model, cfg, suite: str, scenarios: list[str] | None
     ctrl = _TorchStudent(spec, model, sim, true_load)
     pr = cfg.profile
     hold = (pr.t0_s + pr.ramp_s, pr.t0_s + pr.ramp_s + pr.hold_s)
-    blocks = {(link, kind): (j0, unit, scale) for link, kind, j0, unit, scale in _aux_blocks()}
+    blocks = {(link, kind): (j0, unit, scale) for link, kind, j0, unit, scale in aux_blocks()}
     out = {}
     for s in scenarios or suite_scenarios(cfg, suite):
         sc = cfg.scenarios[s]

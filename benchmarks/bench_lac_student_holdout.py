@@ -14,7 +14,11 @@ run's seed, the normaliser of the training samples) trained with the run's optim
 loss weights (``optim.loss``) on batches drawn with replacement, with ``lac train``'s own batch loss
 (``dagger.batch_loss``: with a load estimate, its term and the teacher forcing too); every ``--every`` steps
 the mean training loss of the last steps and the deployed student's weighted action loss on (at most 20 000
-samples of) the held-out episodes (with a load estimate the two differ by the estimate's term).
+samples of) the held-out episodes (with a load estimate the two differ by the estimate's term); with a load
+estimate (``student.wrench_input``) also its error on the held-out samples, per loaded link: the mean norm of
+estimate minus true load [N or N m] and the estimate along the true load over the true load (1: unbiased), over
+the samples whose true load exceeds 2 N or 0.3 N m (e.g. ``--variant student.force_head_frame=true`` against the
+run's own configuration).
 The held-out episodes share their dataset rows (reference motions) with training episodes: the gap is
 between episodes, not between motions.
 
@@ -119,6 +123,27 @@ def main() -> None:
             model.train()
             return float(v.mean())
 
+        def held_out_estimate() -> dict:
+            """The load estimate on the held-out samples, per loaded link (module docstring)."""
+            model.eval()
+            with torch.no_grad():
+                est = torch.cat([model.forward_aux(windows(test_idx[b:b + 4096]))[1]
+                                 for b in range(0, len(test_idx), 4096)]).numpy()
+            model.train()
+            true, known = aux_t[test_idx].numpy(), aux_known[test_idx].numpy()
+            out = {}
+            for link, kind, j0, unit, scale in d.aux_blocks()[:est.shape[1] // 3]:
+                t, e = true[:, j0:j0 + 3] * scale, est[:, j0:j0 + 3] * scale
+                m = np.linalg.norm(t, axis=1)
+                sel = known[:, j0:j0 + 3].all(axis=1) & (m > (2.0 if unit == "N" else 0.3))
+                if sel.sum() < 20:
+                    continue
+                along = np.sum(e[sel] * t[sel], axis=1) / m[sel]
+                out[f"{link} {kind}"] = {"n": int(sel.sum()), "unit": unit,
+                                         "error_mean": float(np.linalg.norm(e[sel] - t[sel], axis=1).mean()),
+                                         "ratio": float(along.mean() / m[sel].mean())}
+            return out
+
         t0, recent, curve = time.perf_counter(), [], []
         batches = np.random.default_rng([args.seed, 2])
         model.train()
@@ -130,9 +155,13 @@ def main() -> None:
             recent.append(loss.item())
             if step % args.every == 0 or step == args.steps:
                 curve.append({"step": step, "train_loss": float(np.mean(recent)), "held_out_loss": held_out()})
+                if model.force_input:
+                    curve[-1]["held_out_estimate"] = held_out_estimate()
                 recent = []
+                est = "".join(f"; {k}: error {v['error_mean']:.2f} {v['unit']}, ratio {v['ratio']:.2f}"
+                              for k, v in curve[-1].get("held_out_estimate", {}).items())
                 print(f"{variant or 'the run configuration'}: step {step}: train {curve[-1]['train_loss']:.4f}, "
-                      f"held-out {curve[-1]['held_out_loss']:.4f}", flush=True)
+                      f"held-out {curve[-1]['held_out_loss']:.4f}{est}", flush=True)
         results.append({"variant": variant, "curve": curve, "wall_s": time.perf_counter() - t0})
     report = {"run": str(args.run), "round": args.round, "episodes": n_ep, "held_out_episodes": int(held.sum()),
               "train_samples": len(train_idx), "held_out_samples": len(test_idx), "results": results}

@@ -1327,16 +1327,22 @@ def test_holdout_benchmark_keeps_held_out_episodes_out_of_training(run_a, tiny_c
     report = tmp_path / "holdout.json"
     subprocess.run([sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "bench_lac_student_holdout.py"),
                     str(out), "--round", str(rnd), "--steps", "4", "--every", "2", "--holdout", "0.5",
-                    "--variant", "", "--variant", "student.actor_dropout=0.2", "--out", str(report)],
+                    "--variant", "", "--variant", "student.actor_dropout=0.2",
+                    "--variant", "student.force_head_frame=true", "--out", str(report)],
                    check=True, capture_output=True, text=True)
     r = json.loads(report.read_text())
     n_ok = sum(int(np.load(out / "data" / f"round_{i:03d}.npz")["teacher_ok"].sum()) for i in range(rnd + 1))
     assert r["held_out_episodes"] == round(0.5 * r["episodes"]) and r["held_out_samples"] > 0
     assert r["train_samples"] + r["held_out_samples"] == n_ok  # (a tiny run: fewer than the 20 000 evaluated)
-    assert [x["variant"] for x in r["results"]] == ["", "student.actor_dropout=0.2"]
+    assert [x["variant"] for x in r["results"]] == ["", "student.actor_dropout=0.2", "student.force_head_frame=true"]
     for x in r["results"]:
         assert [c["step"] for c in x["curve"]] == [2, 4]
         assert all(np.isfinite(c["train_loss"]) and np.isfinite(c["held_out_loss"]) for c in x["curve"])
+    # the load estimate on the same held-out samples for each variant (the tiny run's hand loads and couples)
+    est = [x["curve"][-1]["held_out_estimate"] for x in r["results"]]
+    assert est[0] and all({k: v["n"] for k, v in e.items()} == {k: v["n"] for k, v in est[0].items()} for e in est)
+    assert all(v["n"] >= 20 and np.isfinite(v["error_mean"]) and np.isfinite(v["ratio"]) for e in est for v in e.values())
+    assert est[2] != est[0]  # the head with the newest frame is another estimate
     with pytest.raises(subprocess.CalledProcessError):
         subprocess.run([sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "bench_lac_student_holdout.py"),
                         str(out), "--round", str(rnd), "--steps", "2", "--variant", "env.force_scale=1"],

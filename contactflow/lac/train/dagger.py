@@ -53,7 +53,7 @@ from contactflow.paths import replaced_atomically, write_text_atomic
 if TYPE_CHECKING:
     from contactflow.lac.evaluate import EvalConfig
 
-__all__ = ["RolloutResult", "rollout_episode", "train", "validate", "validate_suite", "suite_score", "best_round", "new_student", "aux_dim", "aux_target", "aux_tensors", "aux_rows", "batch_loss", "load_checkpoint", "export_checkpoint",
+__all__ = ["RolloutResult", "rollout_episode", "train", "validate", "validate_suite", "suite_score", "best_round", "new_student", "aux_dim", "aux_blocks", "aux_target", "aux_tensors", "aux_rows", "batch_loss", "load_checkpoint", "export_checkpoint",
            "git_revision", "window_index"]
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,15 @@ AUX_FORCE_UNIT_N = 10.0
 AUX_COUPLE_LINKS = ("left_wrist_roll_link", "right_wrist_roll_link")
 #: the couple target's unit [N m]
 AUX_COUPLE_UNIT_NM = 1.0
+
+
+def aux_blocks() -> list[tuple[str, str, int, str, float]]:
+    """The auxiliary output's layout (:func:`aux_target`): per block of 3 values (world axes) ``(link, "force" |
+    "couple", offset, SI unit, SI value of one unit)``, the forces of :data:`AUX_FORCE_LINKS` first, then the
+    couples of :data:`AUX_COUPLE_LINKS` (present with ``student.wrench_input: wrench`` only: take the first
+    ``aux_dim(cfg) // 3``)."""
+    forces = [(b, "force", 3 * i, "N", AUX_FORCE_UNIT_N) for i, b in enumerate(AUX_FORCE_LINKS)]
+    return forces + [(b, "couple", 3 * (len(forces) + i), "N m", AUX_COUPLE_UNIT_NM) for i, b in enumerate(AUX_COUPLE_LINKS)]
 
 
 # --------------------------------------------------------------------------- rollouts (no torch)
