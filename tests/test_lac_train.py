@@ -1090,6 +1090,26 @@ def test_force_head_frame_gives_the_estimate_the_newest_frame_and_its_tracking_e
     loaded = load_policy_spec("lac", robot, model=path)
     with torch.no_grad():
         np.testing.assert_allclose(loaded.model.run(moved), model(torch.from_numpy(moved)).numpy(), atol=1e-4)
+    # force_head_stiffness false: the newest frame's stiffness does not reach the estimate but through the encoder
+    blind = new_student(load_train_config(None, {"student": {"wrench_input": "wrench", "force_head_frame": True,
+                                                             "force_head_stiffness": False},
+                                                 "optim": {"aux_force_weight": 1.0}}), spec)
+    blind.set_normalizer(blind.features(torch.from_numpy(train_frames)).numpy(), 1e-2)
+    blind.set_head_normalizer(train_frames, 1e-2)
+    stiff = x.copy()
+    stiff[0, -1, 90:] *= 3.0  # the newest frame's commanded stiffness only
+    with torch.no_grad():
+        xn = torch.clamp((blind.features(torch.from_numpy(x)) - blind.obs_mean) / blind.obs_std, -10, 10)
+        z0 = blind.encoder(xn.transpose(1, 2))
+        d0 = torch.clamp((torch.from_numpy(x[:, -1]) @ blind.head_W + blind.head_b - blind.head_mean) / blind.head_std, -10, 10)
+        xh = xn[:, -1].clone()
+        xh[:, 90:95] = 0.0
+        assert torch.allclose(blind.forward_aux(torch.from_numpy(x))[1], blind.aux(torch.cat([z0, xh, d0], -1)), atol=1e-6)
+        assert not torch.allclose(model.forward_aux(torch.from_numpy(stiff))[1], model.forward_aux(torch.from_numpy(x))[1])
+    path = export_onnx(blind, tmp_path / "head_blind.onnx", deploy_metadata(spec))
+    with torch.no_grad():
+        np.testing.assert_allclose(load_policy_spec("lac", robot, model=path).model.run(stiff),
+                                   blind(torch.from_numpy(stiff)).numpy(), atol=1e-4)
 
 
 def test_residual_action_student_starts_by_holding_the_runners_last_action_and_exports(robot, spec, tmp_path):

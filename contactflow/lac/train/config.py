@@ -300,6 +300,10 @@ class StudentCfg:
             out; docs/lac_policy.md) the left hand's force estimate erred by 0.278 (units of 10 N) on
             the latent alone and by 0.233 with both beside it (0.241 with the frame alone, 0.253 with
             the tracking errors alone). Needs ``wrench_input``.
+        force_head_stiffness: with ``force_head_frame``, whether the newest frame the head takes
+            keeps its 5 (normalised log) stiffness values; false: they enter as 0 (their training
+            mean), so the estimate of the load cannot lean on the command (one run with them: the
+            student's displacement at K = 10 fell below that at K = 20 in 5 of 10 scenarios).
     """
 
     conv_channels: tuple[int, ...] = (16, 16, 16)
@@ -314,6 +318,7 @@ class StudentCfg:
     wrench_input: str = "none"
     force_head_hidden: tuple[int, ...] = (64,)
     force_head_frame: bool = False
+    force_head_stiffness: bool = True
 
     def __post_init__(self):
         if self.residual_action not in ("none", "arms", "all"):

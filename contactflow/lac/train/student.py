@@ -14,8 +14,8 @@ to the action (B, 23), with everything LAC puts inside its graph (lac.md §1.1):
 4. the actor: an MLP (ELU) on the newest normalised frame and the latent; with ``residual_action``,
    its output added to the newest frame's raw ``last_action`` (:func:`last_action_map`); with
    ``wrench_input``, the load estimate (a head on the latent; with ``force_head_frame`` also on the
-   newest normalised frame and its tracking errors, normalised by their own statistics) as more inputs of
-   the actor; with
+   newest normalised frame, its stiffness kept or not, and its tracking errors, normalised by their own
+   statistics) as more inputs of the actor; with
    ``actor_dropout``, dropout on its hidden layers while training only; with
    ``stiffness_film`` every hidden layer is modulated by the newest frame's normalised log
    stiffness ``k``: ``h <- h * (1 + gamma_i(k)) + beta_i(k)`` (FiLM, Perez et al., 2018; gamma_i,
@@ -228,6 +228,7 @@ class Student(nn.Module):
         if cfg.force_head_frame != (head_tracking is not None):
             raise ValueError("head_tracking: give tracking_feature_map(spec) exactly when cfg.force_head_frame")
         self.head_tracking = head_tracking is not None
+        self.head_stiffness = bool(cfg.force_head_stiffness)
         if head_tracking is not None:
             W, b = head_tracking
             self.register_buffer("head_W", torch.as_tensor(np.asarray(W, np.float32)))
@@ -304,7 +305,10 @@ class Student(nn.Module):
         if self.head_tracking:
             d = torch.clamp((frames[:, -1] @ self.head_W + self.head_b - self.head_mean) / self.head_std,
                             -CLIP_SIGMA, CLIP_SIGMA)
-            aux = self.aux(torch.cat([z, x[:, -1], d], dim=-1))
+            xh = x[:, -1]
+            if not self.head_stiffness:  # the command's stiffness at its training mean (0 normalised)
+                xh = torch.cat([xh[:, :self.k0], torch.zeros_like(xh[:, self.k0:self.k1]), xh[:, self.k1:]], dim=-1)
+            aux = self.aux(torch.cat([z, xh, d], dim=-1))
         else:
             aux = self.aux(z) if self.aux is not None else None
         if self.force_input:
