@@ -303,7 +303,7 @@ class StudentCfg:
         force_head_stiffness: with ``force_head_frame``, whether the newest frame the head takes
             keeps its 5 (normalised log) stiffness values; false: they enter as 0 (their training
             mean), so the estimate of the load cannot lean on the command (one run with them: the
-            student's displacement at K = 10 fell below that at K = 20 in 4 of 10 scenarios).
+            student's response at K = 10 fell below that at K = 20 in 4 of 10 scenarios).
     """
 
     conv_channels: tuple[int, ...] = (16, 16, 16)
