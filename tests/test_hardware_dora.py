@@ -395,8 +395,13 @@ def test_a_robot_pushed_over_is_a_fall_damping_latched_and_the_run_fails_in_one_
 def test_no_robot_fails_in_one_line_naming_topic_domain_and_interface(tmp_path):
     domain = random.randint(100, 220)
     env = dict(os.environ, CONTACTFLOW_RECORDINGS=str(tmp_path / "recordings"))
-    proc = subprocess.run([DORA, "run", str(_graph(tmp_path, domain, "--first-state-timeout-s 2"))], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=120)
+    try:
+        proc = subprocess.run([DORA, "run", str(_graph(tmp_path, domain, "--first-state-timeout-s 2"))], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired as exc:  # seen once, in a suite beside two training runs: say what it printed
+        partial = "".join(x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (exc.stdout, exc.stderr))
+        pytest.fail(f"dora run did not end within 120 s after the driver's 2 s first-state timeout; its output:\n"
+                    f"{partial[-3000:]}")
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert f"node 'unitree_driver' failed: no rt/lowstate within 2 s on DDS domain {domain}, interface 'lo'" in out, out[-3000:]
