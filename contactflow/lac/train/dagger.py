@@ -589,13 +589,14 @@ def new_student(cfg: TrainConfig, spec):
     from contactflow.lac.train.student import Student, last_action_map, tracking_feature_map
 
     k = next(b.sl for b in spec.terms if b.cfg.term == "stiffness")
+    tracking = tracking_feature_map(spec) if cfg.student.tracking_features or cfg.student.force_head_frame else None
     return Student(cfg.student, history=spec.cfg.history.length, frame_dim=spec.frame_dim,
                    n_act=len(spec.joint_names), stiffness=k,
                    aux_dim=aux_dim(cfg),
-                   tracking=tracking_feature_map(spec) if cfg.student.tracking_features else None,
+                   tracking=tracking if cfg.student.tracking_features else None,
                    last_action=(last_action_map(spec, cfg.student.residual_action)
                                 if cfg.student.residual_action != "none" else None),
-                   head_tracking=tracking_feature_map(spec) if cfg.student.force_head_frame else None)
+                   head_tracking=tracking if cfg.student.force_head_frame else None)
 
 
 def load_checkpoint(path: str | Path) -> dict:
