@@ -23,7 +23,7 @@ from contactflow.config import did_you_mean, read_yaml
 from contactflow.errors import ConfigError, ModelError
 from contactflow.paths import ROBOT_PATH_ENV, robot_search_path, shipped_robots_dir
 
-__all__ = ["ContactSpec", "Robot", "load_robot", "read_robot_file", "robot_search_path", "robots_dir",
+__all__ = ["ContactSpec", "Robot", "load_robot", "read_robot_file", "resolve_robot_file", "robot_search_path", "robots_dir",
            "resolve_package_path", "body_inertia", "urdf_mimic_joints"]
 
 
@@ -198,8 +198,12 @@ class Robot:
         return np.array([pos[n] for n in names], dtype=int)
 
 
-def _robot_file(name_or_path: str | Path) -> Path:
-    """The robot file of a robot name, folder or file (the order is :func:`load_robot`'s)."""
+def resolve_robot_file(name_or_path: str | Path) -> Path:
+    """The robot file of a robot name, folder or file (the order is :func:`load_robot`'s).
+
+    Raises:
+        ConfigError: no robot file found (the folders looked in named), or a name matching two variant files.
+    """
     p = Path(name_or_path).expanduser()
     name = str(name_or_path)
     if p.suffix in (".yaml", ".yml") and p.is_file():
@@ -257,7 +261,7 @@ def read_robot_file(path: Path, _seen: tuple = ()) -> dict:
         raise ConfigError(f"{src}: key 'base' must be a file name relative to {path.parent} or a robot name")
     base_path = (path.parent / base).resolve()
     if not base_path.exists() and Path(base).name == base and not Path(base).suffix:
-        base_path = _robot_file(base).resolve()  # a robot name (``base: talos``): the search path
+        base_path = resolve_robot_file(base).resolve()  # a robot name (``base: talos``): the search path
     if base_path in _seen or base_path == path.resolve():
         raise ConfigError(f"{src}: base: cyclic base files ({base})")
     if not base_path.exists():
@@ -349,7 +353,7 @@ def load_robot(name_or_path: str | Path = "talos") -> Robot:
         ModelError: URDF not found, unknown joint or frame, a listed joint that mimics another (URDF
             ``<mimic>``: it must stay locked).
     """
-    path = _robot_file(name_or_path)
+    path = resolve_robot_file(name_or_path)
     src = str(path)
     raw = read_robot_file(path)
     urdf = _need(raw, "urdf", src, dict)

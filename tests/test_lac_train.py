@@ -1112,6 +1112,66 @@ def test_force_head_frame_gives_the_estimate_the_newest_frame_and_its_tracking_e
                                    blind(torch.from_numpy(stiff)).numpy(), atol=1e-4)
 
 
+def test_compliance_input_gives_the_actor_the_bounded_admittance_displacement_of_its_load(robot, spec, tmp_path):
+    """student.compliance_input: per block of the load (hands' and torso's forces, hands' couples) the steady
+    displacement F / K of its own stiffness channel, bounded by the teacher's d_max (tanh) and divided by it, is
+    the actor's last input (from the load the actor is given: the true one under teacher forcing); it falls with
+    K; the export is the torch network; refused without wrench_input."""
+    from contactflow.lac.expert import load_expert_config
+    from contactflow.lac.train.dagger import compliance_map, new_student
+    from contactflow.lac.train.student import deploy_metadata, export_onnx
+    from contactflow.policy import load_policy_spec
+
+    with pytest.raises(ConfigError, match="compliance_input: .*wrench_input 'none'"):
+        load_train_config(None, {"student": {"wrench_input": "none", "compliance_input": True},
+                                 "optim": {"aux_force_weight": 0.0}})
+    cfg = load_train_config(None, {"student": {"wrench_input": "wrench", "compliance_input": True,
+                                               "compliance_rotation_bound_rad": 0.4},
+                                   "optim": {"aux_force_weight": 1.0}})
+    select, unit, bound = compliance_map(cfg, spec)
+    ecfg = load_expert_config()
+    # blocks: left hand, right hand, torso forces [10 N]; left, right hand couples [1 N m]; channels in LAC's order
+    np.testing.assert_array_equal(select, np.eye(5))
+    np.testing.assert_allclose(unit, [10.0, 10.0, 10.0, 1.0, 1.0])
+    np.testing.assert_allclose(bound, [ecfg.arm_max_displacement_m] * 2 + [ecfg.torso_max_displacement_m, 0.4, 0.4])
+    model = new_student(cfg, spec)
+    plain = new_student(load_train_config(None, {"student": {"wrench_input": "wrench"}, "optim": {"aux_force_weight": 1.0}}), spec)
+    assert model.actor[0].in_features == plain.actor[0].in_features + 15
+    rng = np.random.default_rng(5)
+    k = np.array([[10.0, 500.0, 40.0, 10.0, 100.0]], np.float32)
+    load = rng.normal(size=(1, 15)).astype(np.float32)
+    load[0, 3:6] = [0.02, 0.0, 0.0]  # 0.2 N on the right hand at K = 500: 0.4 mm, in the linear part of tanh
+    with torch.no_grad():
+        got = model.compliance_features(torch.from_numpy(k), torch.from_numpy(load)).numpy()
+    for j, ch in enumerate([0, 1, 2, 3, 4]):
+        d = load[0, 3 * j:3 * j + 3] * unit[j] / k[0, ch]  # F / K [m] or tau / K_theta [rad]
+        n = np.linalg.norm(d)
+        np.testing.assert_allclose(got[0, 3 * j:3 * j + 3], d / n * np.tanh(n / bound[j]), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(got[0, 3:6], load[0, 3:6] * 10.0 / 500.0 / bound[1], rtol=1e-3)
+    with torch.no_grad():  # monotonic: a stiffer command, a smaller displacement, every block
+        stiffer = model.compliance_features(torch.from_numpy(k * 2.0), torch.from_numpy(load)).numpy()
+    assert np.all(np.linalg.norm(stiffer.reshape(5, 3), axis=1) < np.linalg.norm(got.reshape(5, 3), axis=1))
+    # the actor's input ends with the features of the load it is given (the true one here), at the newest frame's K
+    _, frame, _, _ = _runner_frame(robot, spec, rng, q_noise=0.2, q_ref_std=0.3)
+    x = np.repeat(frame[None, None].astype(np.float32), 64, axis=1)
+    x[0, :-1, 90:95] = 100.0  # older frames: another command (not read by the features)
+    x[0, -1, 90:95] = k[0]
+    seen = []
+    hook = model.actor[0].register_forward_pre_hook(lambda mod, inp: seen.append(inp[0].detach().clone()))
+    with torch.no_grad():
+        model.forward_aux(torch.from_numpy(x), torch.from_numpy(load), torch.ones(1, dtype=torch.bool))
+        _, est = model.forward_aux(torch.from_numpy(x))
+    hook.remove()
+    np.testing.assert_allclose(seen[0][:, -15:].numpy(), got, rtol=1e-5, atol=1e-7)
+    with torch.no_grad():
+        np.testing.assert_allclose(seen[1][:, -15:].numpy(), model.compliance_features(torch.from_numpy(k), est).numpy(),
+                                   rtol=1e-5, atol=1e-7)
+    path = export_onnx(model, tmp_path / "compliance.onnx", deploy_metadata(spec))
+    with torch.no_grad():
+        np.testing.assert_allclose(load_policy_spec("lac", robot, model=path).model.run(x),
+                                   model(torch.from_numpy(x)).numpy(), atol=1e-4)
+
+
 def test_residual_action_student_starts_by_holding_the_runners_last_action_and_exports(robot, spec, tmp_path):
     """student.residual_action: the action is the network's output plus the last action of the frame the deploy runner
     builds (policy order, raw); the new student outputs exactly that last action; after a gradient step the

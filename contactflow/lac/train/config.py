@@ -304,6 +304,20 @@ class StudentCfg:
             keeps its 5 (normalised log) stiffness values; false: they enter as 0 (their training
             mean), so the estimate of the load cannot lean on the command (one run with them: the
             student's response at K = 10 fell below that at K = 20 in 4 of 10 scenarios).
+        compliance_input: the actor also takes the steady admittance displacement the load it is given
+            (the estimate, or the true load where teacher forcing gives it) would command at the newest
+            frame's stiffness: per block of the load, ``d = F / K`` of its channel (the hands' and the
+            torso's forces over ``K_lin`` [m], the hands' couples over ``K_ang`` [rad]; LAC eqs. (7)-(10)
+            at rest), bounded as the teacher bounds it and divided by that bound,
+            ``s = d / d_max``, ``s tanh(|s|) / |s|`` (3 values per block, in (-1, 1)); ``d_max`` the
+            teacher's ``arm_max_displacement_m`` for a hand, ``torso_max_displacement_m`` for the torso
+            (``expert_config``) and ``compliance_rotation_bound_rad`` for a couple (the teacher bounds no
+            rotation). The teacher's arm targets move by about this displacement, a map through the
+            arm's Jacobian; without it the actor has to form the product of the estimate and
+            ``exp(-log K)`` itself, over a 50x range of K, and its responses came out narrower than the
+            teacher's (too stiff at K = 10, too soft at K = 500; docs/lac_policy.md). Inside the graph
+            (the deploy input is unchanged). Needs ``wrench_input``.
+        compliance_rotation_bound_rad: ``d_max`` of the couples' rotation in ``compliance_input`` [rad].
     """
 
     conv_channels: tuple[int, ...] = (16, 16, 16)
@@ -319,6 +333,8 @@ class StudentCfg:
     force_head_hidden: tuple[int, ...] = (64,)
     force_head_frame: bool = False
     force_head_stiffness: bool = True
+    compliance_input: bool = False
+    compliance_rotation_bound_rad: float = 0.5
 
     def __post_init__(self):
         if self.residual_action not in ("none", "arms", "all"):
@@ -338,6 +354,11 @@ class StudentCfg:
         if self.force_head_frame and self.wrench_input == "none":
             raise ConfigError("force_head_frame: the load estimate's head exists with wrench_input 'force' or "
                               "'wrench' only, got wrench_input 'none'")
+        if self.compliance_input and self.wrench_input == "none":
+            raise ConfigError("compliance_input: the displacement is made of the load estimate, which exists with "
+                              "wrench_input 'force' or 'wrench' only, got wrench_input 'none'")
+        if not self.compliance_rotation_bound_rad > 0:
+            raise ConfigError(f"compliance_rotation_bound_rad: must be > 0, got {self.compliance_rotation_bound_rad!r}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -53,7 +53,7 @@ from contactflow.paths import replaced_atomically, write_text_atomic
 if TYPE_CHECKING:
     from contactflow.lac.evaluate import EvalConfig
 
-__all__ = ["RolloutResult", "rollout_episode", "train", "validate", "validate_suite", "suite_score", "best_round", "new_student", "aux_dim", "aux_blocks", "aux_target", "aux_tensors", "aux_rows", "batch_loss", "load_checkpoint", "export_checkpoint",
+__all__ = ["RolloutResult", "rollout_episode", "train", "validate", "validate_suite", "suite_score", "best_round", "new_student", "aux_dim", "aux_blocks", "compliance_map", "aux_target", "aux_tensors", "aux_rows", "batch_loss", "load_checkpoint", "export_checkpoint",
            "git_revision", "window_index"]
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,51 @@ def aux_blocks() -> list[tuple[str, str, int, str, float]]:
     ``aux_dim(cfg) // 3``)."""
     forces = [(b, "force", 3 * i, "N", AUX_FORCE_UNIT_N) for i, b in enumerate(AUX_FORCE_LINKS)]
     return forces + [(b, "couple", 3 * (len(forces) + i), "N m", AUX_COUPLE_UNIT_NM) for i, b in enumerate(AUX_COUPLE_LINKS)]
+
+
+def compliance_map(cfg: TrainConfig, spec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(select, unit, bound)`` of ``student.compliance_input`` (:class:`~contactflow.lac.train.student.Student`):
+    per block of the load estimate (:func:`aux_blocks`) its stiffness channel (the ``lac_links`` group of its
+    link in the robot file, :data:`~contactflow.lac.config.GROUP_CHANNELS`: linear for a force, angular for a
+    couple) as a (n_stiffness, n_blocks) 0/1 matrix, the SI value of one unit, and ``d_max``: the teacher's
+    ``arm_max_displacement_m`` (a force on one of its ``arm_links``) or ``torso_max_displacement_m`` (its
+    ``torso_link``) [m], ``student.compliance_rotation_bound_rad`` for a couple [rad].
+
+    Raises:
+        ConfigError: the spec's stiffness term is not the 5-D command, a block's link is not in the robot file's
+            ``lac_links`` or not one of the teacher's links, or its group has no channel of that kind.
+    """
+    from contactflow.lac.config import GROUP_CHANNELS, STIFFNESS_CHANNELS
+    from contactflow.lac.expert import load_expert_config
+    from contactflow.robot import read_robot_file, resolve_robot_file
+
+    k = next(b for b in spec.terms if b.cfg.term == "stiffness")
+    if k.sl.stop - k.sl.start != len(STIFFNESS_CHANNELS):
+        raise ConfigError(f"{spec.file}: stiffness: compliance_input needs the {len(STIFFNESS_CHANNELS)}-D command "
+                          f"{[n for n, _, _ in STIFFNESS_CHANNELS]}, got {k.sl.stop - k.sl.start} values")
+    robot_file = resolve_robot_file(cfg.robot)
+    links = read_robot_file(robot_file).get("lac_links") or {}
+    ecfg = load_expert_config(cfg.expert_config)
+    blocks = aux_blocks()[:aux_dim(cfg) // 3]
+    select = np.zeros((len(STIFFNESS_CHANNELS), len(blocks)), np.float32)
+    unit, bound = np.zeros(len(blocks), np.float32), np.zeros(len(blocks), np.float32)
+    for j, (link, kind, _, _, one) in enumerate(blocks):
+        group = (links.get(link) or {}).get("group")
+        channel = GROUP_CHANNELS.get(group, (None, None))[0 if kind == "force" else 1]
+        if channel is None:
+            raise ConfigError(f"{robot_file}: lac_links.{link}: student.compliance_input needs its group's "
+                              f"{'linear' if kind == 'force' else 'angular'} stiffness channel (group {group!r})")
+        select[channel, j], unit[j] = 1.0, one
+        if kind == "couple":
+            bound[j] = cfg.student.compliance_rotation_bound_rad
+        elif link in ecfg.arm_links:
+            bound[j] = ecfg.arm_max_displacement_m
+        elif link == ecfg.torso_link:
+            bound[j] = ecfg.torso_max_displacement_m
+        else:
+            raise ConfigError(f"student.compliance_input: {link} is neither one of the teacher's arm_links "
+                              f"{list(ecfg.arm_links)} nor its torso_link {ecfg.torso_link!r}")
+    return select, unit, bound
 
 
 # --------------------------------------------------------------------------- rollouts (no torch)
@@ -596,7 +641,8 @@ def new_student(cfg: TrainConfig, spec):
                    tracking=tracking if cfg.student.tracking_features else None,
                    last_action=(last_action_map(spec, cfg.student.residual_action)
                                 if cfg.student.residual_action != "none" else None),
-                   head_tracking=tracking if cfg.student.force_head_frame else None)
+                   head_tracking=tracking if cfg.student.force_head_frame else None,
+                   compliance=compliance_map(cfg, spec) if cfg.student.compliance_input else None)
 
 
 def load_checkpoint(path: str | Path) -> dict:

@@ -166,17 +166,23 @@ class Student(nn.Module):
             network's output (zero columns: the network's output alone); else None.
         head_tracking: ``(W, b)`` of :func:`tracking_feature_map` when ``cfg.force_head_frame``
             (buffers; the head's own normaliser :meth:`set_head_normalizer`), else None.
+        compliance: ``(select, unit, bound)`` when ``cfg.compliance_input`` (buffers), else None:
+            ``select`` (n_stiffness, n_blocks) picks each 3-value block of the load its stiffness
+            channel, ``unit`` (n_blocks,) the SI value of one unit of the block, ``bound`` (n_blocks,)
+            its ``d_max`` [m or rad] (:meth:`compliance_features`; ``dagger.compliance_map``).
 
     Raises:
         ValueError: the history is too short for the convolutions; ``tracking`` / ``last_action`` /
-            ``head_tracking`` given against the configuration; ``cfg.wrench_input`` without ``aux_dim``.
+            ``head_tracking`` / ``compliance`` given against the configuration; ``cfg.wrench_input``
+            without ``aux_dim``; ``compliance`` not covering the load estimate's blocks.
 
     Shapes: ``forward(frames (B, history, frame_dim)) -> (B, n_act)``.
     """
 
     def __init__(self, cfg: StudentCfg, *, history: int, frame_dim: int, n_act: int, stiffness: slice,
                  aux_dim: int = 0, tracking: tuple[np.ndarray, np.ndarray] | None = None,
-                 last_action: np.ndarray | None = None, head_tracking: tuple[np.ndarray, np.ndarray] | None = None):
+                 last_action: np.ndarray | None = None, head_tracking: tuple[np.ndarray, np.ndarray] | None = None,
+                 compliance: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None):
         super().__init__()
         self.history, self.frame_dim, self.n_act = history, frame_dim, n_act
         self.k0, self.k1 = stiffness.start, stiffness.stop
@@ -207,7 +213,20 @@ class Student(nn.Module):
         self.force_input = cfg.wrench_input != "none"
         if self.force_input and aux_dim < 1:
             raise ValueError("aux_dim: cfg.wrench_input needs the load estimate's size (aux_dim >= 1)")
-        sizes = [feat_dim + cfg.latent_dim + (aux_dim if self.force_input else 0), *cfg.actor_hidden]
+        if cfg.compliance_input != (compliance is not None):
+            raise ValueError("compliance: give dagger.compliance_map(cfg, spec) exactly when cfg.compliance_input")
+        self.compliance = compliance is not None
+        n_comp = 0
+        if compliance is not None:
+            sel, unit, bound = (np.asarray(a, np.float32) for a in compliance)
+            n_comp = 3 * sel.shape[1]
+            if sel.shape != (stiffness.stop - stiffness.start, unit.size) or bound.shape != unit.shape or n_comp != aux_dim:
+                raise ValueError(f"compliance: select (n_stiffness, n_blocks), unit and bound (n_blocks,) for the "
+                                 f"{aux_dim} load values, got {sel.shape}, {unit.shape}, {bound.shape}")
+            self.register_buffer("comp_select", torch.as_tensor(sel))
+            self.register_buffer("comp_unit", torch.as_tensor(unit))
+            self.register_buffer("comp_bound", torch.as_tensor(bound))
+        sizes = [feat_dim + cfg.latent_dim + (aux_dim if self.force_input else 0) + n_comp, *cfg.actor_hidden]
         act = []
         for a, b in zip(sizes[:-1], sizes[1:]):
             act += [nn.Linear(a, b), nn.ELU()]
@@ -255,6 +274,23 @@ class Student(nn.Module):
             parts.append(frames @ self.tracking_W + self.tracking_b)
         return torch.cat(parts, dim=-1)
 
+    def compliance_features(self, stiffness: torch.Tensor, load: torch.Tensor) -> torch.Tensor:
+        """The steady admittance displacement ``load`` would command, bounded (``cfg.compliance_input``).
+
+        Args:
+            stiffness: (B, 5) RAW commanded stiffness of the newest frame [N/m, N m/rad] (clamped
+                at 1 below: K_lin and K_ang are >= 10 in LAC's ranges).
+            load: (B, 3 n_blocks) the load in the estimate's units (``dagger.aux_blocks``, world axes).
+
+        Returns:
+            (B, 3 n_blocks): per block ``s tanh(|s|) / |s|`` with ``s = unit load / (K d_max)``
+            (LAC eqs. (7)-(10) at rest: ``d = F / K``), in (-1, 1).
+        """
+        k = torch.clamp(stiffness, min=1.0) @ self.comp_select  # (B, n_blocks): each block's channel
+        s = load.reshape(len(load), -1, 3) * (self.comp_unit / (k * self.comp_bound))[..., None]
+        r = torch.sqrt((s * s).sum(dim=-1, keepdim=True) + 1e-12)
+        return (s * (torch.tanh(r) / r)).reshape(len(load), -1)
+
     def set_normalizer(self, features: np.ndarray, std_floor: float) -> None:
         """Store the mean and standard deviation of ``features`` (N, D) (the output of
         :meth:`features` on training frames) as the normaliser. A feature whose std is below
@@ -299,7 +335,8 @@ class Student(nn.Module):
         With ``cfg.wrench_input`` the actor takes the head's output (the load estimate), or, where
         ``given`` (B,) or (B, aux_dim) bool is True, ``force`` (B, aux_dim) there instead (training: the true
         values); ``detach_estimate``: the actor takes the estimate without its gradient (training:
-        ``optim.estimate_action_grad`` false; the values are the same)."""
+        ``optim.estimate_action_grad`` false; the values are the same). With ``cfg.compliance_input``
+        the actor also takes :meth:`compliance_features` of the load it takes."""
         x = torch.clamp((self.features(frames) - self.obs_mean) / self.obs_std, -CLIP_SIGMA, CLIP_SIGMA)
         z = self.encoder(x.transpose(1, 2))
         if self.head_tracking:
@@ -316,6 +353,8 @@ class Student(nn.Module):
             f_in = est if force is None or given is None else torch.where(given if given.dim() == 2 else given[:, None],
                                                                            force, est)
             h = torch.cat([x[:, -1], z, f_in], dim=-1)
+            if self.compliance:
+                h = torch.cat([h, self.compliance_features(frames[:, -1, self.k0:self.k1], f_in)], dim=-1)
         else:
             h = torch.cat([x[:, -1], z], dim=-1)
         if self.film is None and not self.actor_dropout:
