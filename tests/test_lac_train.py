@@ -1116,15 +1116,19 @@ def test_compliance_input_gives_the_actor_the_bounded_admittance_displacement_of
     """student.compliance_input: per block of the load (hands' and torso's forces, hands' couples) the steady
     displacement F / K of its own stiffness channel, bounded by the teacher's d_max (tanh) and divided by it, is
     the actor's last input (from the load the actor is given: the true one under teacher forcing); it falls with
-    K; the export is the torch network; refused without wrench_input."""
+    K of its channel; the export is the torch network; refused without wrench_input."""
+    import dataclasses
+
     from contactflow.lac.expert import load_expert_config
     from contactflow.lac.train.dagger import compliance_map, new_student
-    from contactflow.lac.train.student import deploy_metadata, export_onnx
+    from contactflow.lac.train.student import Student, deploy_metadata, export_onnx
     from contactflow.policy import load_policy_spec
 
     with pytest.raises(ConfigError, match="compliance_input: .*wrench_input 'none'"):
         load_train_config(None, {"student": {"wrench_input": "none", "compliance_input": True},
                                  "optim": {"aux_force_weight": 0.0}})
+    with pytest.raises(ConfigError, match="compliance_rotation_bound_rad: must be > 0"):
+        load_train_config(None, {"student": {"compliance_rotation_bound_rad": 0.0}})
     cfg = load_train_config(None, {"student": {"wrench_input": "wrench", "compliance_input": True,
                                                "compliance_rotation_bound_rad": 0.4},
                                    "optim": {"aux_force_weight": 1.0}})
@@ -1134,23 +1138,32 @@ def test_compliance_input_gives_the_actor_the_bounded_admittance_displacement_of
     np.testing.assert_array_equal(select, np.eye(5))
     np.testing.assert_allclose(unit, [10.0, 10.0, 10.0, 1.0, 1.0])
     np.testing.assert_allclose(bound, [ecfg.arm_max_displacement_m] * 2 + [ecfg.torso_max_displacement_m, 0.4, 0.4])
+    forces_only = compliance_map(load_train_config(None, {"student": {"wrench_input": "force", "compliance_input": True}}), spec)
+    np.testing.assert_array_equal(forces_only[0], np.eye(5)[:, :3])  # wrench_input force: the three force blocks
     model = new_student(cfg, spec)
     plain = new_student(load_train_config(None, {"student": {"wrench_input": "wrench"}, "optim": {"aux_force_weight": 1.0}}), spec)
     assert model.actor[0].in_features == plain.actor[0].in_features + 15
-    rng = np.random.default_rng(5)
-    k = np.array([[10.0, 500.0, 40.0, 10.0, 100.0]], np.float32)
-    load = rng.normal(size=(1, 15)).astype(np.float32)
-    load[0, 3:6] = [0.02, 0.0, 0.0]  # 0.2 N on the right hand at K = 500: 0.4 mm, in the linear part of tanh
+    k = np.array([[20.0, 500.0, 40.0, 15.0, 100.0]], np.float32)  # a K of its own per channel
+    # loads whose |s| = |F / K| / d_max lies in 0.3-2 (tanh neither linear nor flat) in every block
+    load = np.array([[0.3, -0.5, 0.6, 10.0, 5.0, -12.0, 0.1, 0.15, 0.2, 3.0, -2.0, 2.5, 30.0, -25.0, 40.0]], np.float32)
     with torch.no_grad():
         got = model.compliance_features(torch.from_numpy(k), torch.from_numpy(load)).numpy()
-    for j, ch in enumerate([0, 1, 2, 3, 4]):
-        d = load[0, 3 * j:3 * j + 3] * unit[j] / k[0, ch]  # F / K [m] or tau / K_theta [rad]
+    for j in range(5):
+        d = load[0, 3 * j:3 * j + 3] * unit[j] / k[0, j]  # F / K [m] or tau / K_theta [rad]
         n = np.linalg.norm(d)
+        assert 0.3 < n / bound[j] < 2.0
         np.testing.assert_allclose(got[0, 3 * j:3 * j + 3], d / n * np.tanh(n / bound[j]), rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(got[0, 3:6], load[0, 3:6] * 10.0 / 500.0 / bound[1], rtol=1e-3)
-    with torch.no_grad():  # monotonic: a stiffer command, a smaller displacement, every block
-        stiffer = model.compliance_features(torch.from_numpy(k * 2.0), torch.from_numpy(load)).numpy()
-    assert np.all(np.linalg.norm(stiffer.reshape(5, 3), axis=1) < np.linalg.norm(got.reshape(5, 3), axis=1))
+    # a block takes the channel its select column names (a map other than the identity)
+    perm = [4, 3, 2, 1, 0]
+    swapped = Student(dataclasses.replace(cfg.student, residual_action="none"), history=64, frame_dim=95, n_act=23, stiffness=slice(90, 95), aux_dim=15,
+                      compliance=(np.eye(5, dtype=np.float32)[:, perm], unit, bound))
+    with torch.no_grad():
+        got_swapped = swapped.compliance_features(torch.from_numpy(k), torch.from_numpy(load)).numpy()
+    for j in range(5):
+        d = load[0, 3 * j:3 * j + 3] * unit[j] / k[0, perm[j]]
+        n = np.linalg.norm(d)
+        np.testing.assert_allclose(got_swapped[0, 3 * j:3 * j + 3], d / n * np.tanh(n / bound[j]), rtol=1e-5, atol=1e-7)
+    rng = np.random.default_rng(5)
     # the actor's input ends with the features of the load it is given (the true one here), at the newest frame's K
     _, frame, _, _ = _runner_frame(robot, spec, rng, q_noise=0.2, q_ref_std=0.3)
     x = np.repeat(frame[None, None].astype(np.float32), 64, axis=1)

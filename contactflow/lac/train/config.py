@@ -307,16 +307,20 @@ class StudentCfg:
         compliance_input: the actor also takes the steady admittance displacement the load it is given
             (the estimate, or the true load where teacher forcing gives it) would command at the newest
             frame's stiffness: per block of the load, ``d = F / K`` of its channel (the hands' and the
-            torso's forces over ``K_lin`` [m], the hands' couples over ``K_ang`` [rad]; LAC eqs. (7)-(10)
-            at rest), bounded as the teacher bounds it and divided by that bound,
-            ``s = d / d_max``, ``s tanh(|s|) / |s|`` (3 values per block, in (-1, 1)); ``d_max`` the
-            teacher's ``arm_max_displacement_m`` for a hand, ``torso_max_displacement_m`` for the torso
-            (``expert_config``) and ``compliance_rotation_bound_rad`` for a couple (the teacher bounds no
-            rotation). The teacher's arm targets move by about this displacement, a map through the
-            arm's Jacobian; without it the actor has to form the product of the estimate and
-            ``exp(-log K)`` itself, over a 50x range of K, and its responses came out narrower than the
-            teacher's (too stiff at K = 10, too soft at K = 500; docs/lac_policy.md). Inside the graph
-            (the deploy input is unchanged). Needs ``wrench_input``.
+            torso's forces over ``K_lin`` [m]: the rest value of LAC eqs. (7)-(8); the hands' couples over
+            ``K_ang`` [rad]: the teacher's, which drives eq. (9) by the estimated couple), bounded by a
+            tanh at the teacher's ``d_max`` and divided by it, ``s = d / d_max``, ``s tanh(|s|) / |s|`` (3
+            values per block, in (-1, 1)); ``d_max`` the teacher's ``arm_max_displacement_m`` for a hand,
+            ``torso_max_displacement_m`` for the torso (``expert_config``) and
+            ``compliance_rotation_bound_rad`` for a couple (the teacher bounds no rotation). An
+            approximation of the teacher's bound: it bounds its admittance target every tick (its rest
+            value can lie below this one at the soft end), and for the torso takes the horizontal force
+            only, clipped, within a CoP bound; here the torso's block is its whole force. The teacher's
+            arm targets move by about this displacement, a map through the arm's Jacobian; without it the
+            actor has to form the product of the estimate and ``exp(-log K)`` itself, over a 50x range of
+            K, and its responses came out narrower than the teacher's (mostly too stiff at K = 10, too
+            soft at K = 500; docs/lac_policy.md). Inside the graph (the deploy input is unchanged). Needs
+            ``wrench_input``.
         compliance_rotation_bound_rad: ``d_max`` of the couples' rotation in ``compliance_input`` [rad].
     """
 

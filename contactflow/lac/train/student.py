@@ -284,7 +284,8 @@ class Student(nn.Module):
 
         Returns:
             (B, 3 n_blocks): per block ``s tanh(|s|) / |s|`` with ``s = unit load / (K d_max)``
-            (LAC eqs. (7)-(10) at rest: ``d = F / K``), in (-1, 1).
+            (the rest value of LAC eqs. (7)-(8), ``d = F / K``; for a couple the teacher's ``tau / K_ang``), in
+            (-1, 1).
         """
         k = torch.clamp(stiffness, min=1.0) @ self.comp_select  # (B, n_blocks): each block's channel
         s = load.reshape(len(load), -1, 3) * (self.comp_unit / (k * self.comp_bound))[..., None]
