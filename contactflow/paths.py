@@ -32,7 +32,7 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-__all__ = ["NODE_SCRIPT_PREFIX", "ROBOT_PATH_ENV", "ROBOT_PATH_HELP", "RobotPathAction", "add_robot_path", "data_path_candidates", "data_root", "default_recordings_dir", "node_kind", "node_script",
+__all__ = ["NODE_SCRIPT_PREFIX", "OneFileAction", "ROBOT_PATH_ENV", "ROBOT_PATH_HELP", "RobotPathAction", "add_robot_path", "data_path_candidates", "data_root", "default_recordings_dir", "node_kind", "node_script",
            "package_dir", "replaced_atomically", "resolve_data_path", "robot_search_path", "scripts_env", "sha256_of_files", "shipped_robots_dir", "source_checkout", "write_text_atomic"]
 
 #: Environment variable: folders (``os.pathsep``-separated) searched for a robot given by name, before
@@ -190,6 +190,18 @@ class RobotPathAction(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         add_robot_path(values)
         setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), values])
+
+
+class OneFileAction(argparse.Action):
+    """argparse action of a ``--config FILE`` option that takes one file: a second use is refused (argparse
+    would keep the last one silently, and a user layering two files would run the shipped defaults under the
+    first file's keys without a word)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(f"{option_string} given twice ({getattr(namespace, self.dest)}, {values}): it takes one file; "
+                         "put the keys of both in one (a file needs only the keys it changes over the shipped one)")
+        setattr(namespace, self.dest, values)
 
 
 def sha256_of_files(paths: Iterable[str | Path], chunk_bytes: int = 1 << 22) -> str:

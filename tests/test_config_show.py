@@ -193,3 +193,25 @@ def test_robot_option_picks_the_robot_dependent_class(capsys):
     talos = capsys.readouterr().out
     assert "PDSimConfig" in g1 and "  stability_margin: 0.8  # float" in g1 and "interpolate_commands" not in g1
     assert "SimConfig" in talos and "  interpolate_commands: true  # bool" in talos and "stability_margin" not in talos
+
+
+@pytest.mark.parametrize("argv", [["lac", "train", "--out", "x"], ["lac", "eval"], ["lac", "augment", "--episodes", "1", "--out", "x"],
+                                  ["lac", "train-teacher", "--out", "x"], ["prime", "estimate", "r.parquet"]])
+def test_a_second_config_file_is_refused_naming_both(argv, capsys):
+    """``--config`` takes one file: argparse would keep the last of two silently (the first's keys lost, the
+    shipped defaults run); every command-line ``--config`` (contactflow.paths.OneFileAction) refuses it."""
+    parser = cli.build_parser()
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args([*argv, "--config", "a.yaml", "--config", "b.yaml"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--config given twice (a.yaml, b.yaml)" in err
+    assert parser.parse_args([*argv, "--config", "a.yaml"]).config == "a.yaml"
+
+
+def test_the_seiko_grid_refuses_a_second_config_file(capsys):
+    from contactflow.seiko import grid
+
+    with pytest.raises(SystemExit) as exc:
+        grid.main(["--config", "a.yaml", "--config", "b.yaml"])
+    assert exc.value.code == 2 and "--config given twice (a.yaml, b.yaml)" in capsys.readouterr().err

@@ -23,6 +23,8 @@ import argparse
 import json
 import logging
 
+from contactflow.paths import OneFileAction
+
 log = logging.getLogger(__name__)
 
 
@@ -187,7 +189,7 @@ def add_parser(subparsers) -> None:
     a.add_argument("--out", required=True, help="output directory (resumable)")
     a.add_argument("--seed", type=int, default=0, help="dataset seed (default 0)")
     a.add_argument("--shard-size", type=int, default=64, help="slots per shard (default 64)")
-    a.add_argument("--config", default=None, help="LAC config YAML (default robots/g1/lac.yaml)")
+    a.add_argument("--config", default=None, action=OneFileAction, help="LAC config YAML (default robots/g1/lac.yaml)")
     a.add_argument("--frames", default=None, help="contact-frame library (.npz/.yaml); synthetic if absent")
     a.add_argument("--no-progress", action="store_true", help="no progress bar")
     a.set_defaults(func=_augment)
@@ -208,7 +210,7 @@ def add_parser(subparsers) -> None:
     e.add_argument("--controller", action="append",
                    help="expert | pd_stand | holosoma | policy:SPEC[:MODEL.onnx] (repeat; default expert and pd_stand)")
     e.add_argument("--suite", default="envelope", help="suite of the config: paper | envelope | graph | quick (default envelope)")
-    e.add_argument("--config", default=None, help="evaluation config: its keys layered over robots/g1/lac_eval.yaml (a file needs only the keys it changes)")
+    e.add_argument("--config", default=None, action=OneFileAction, help="evaluation config: its keys layered over robots/g1/lac_eval.yaml (a file needs only the keys it changes)")
     e.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     e.add_argument("--trials", type=int, default=None, help="trials per (scenario, K) (default: the config's)")
     e.add_argument("--seed", type=int, default=None,
@@ -221,7 +223,7 @@ def add_parser(subparsers) -> None:
     e.set_defaults(func=_eval)
 
     t = sub.add_parser("train-teacher", help="the privileged PPO teacher of LAC §III-C (stable-baselines3)")
-    t.add_argument("--config", default=None, help="teacher config: its keys layered over robots/g1/lac_ppo.yaml (a file needs only the keys it changes)")
+    t.add_argument("--config", default=None, action=OneFileAction, help="teacher config: its keys layered over robots/g1/lac_ppo.yaml (a file needs only the keys it changes)")
     t.add_argument("--profile", default=None, help="a profile of the config merged over it (cpu: the test's)")
     t.add_argument("--dataset", default=None, help="augmentation dataset directory (default: env.dataset)")
     t.add_argument("--out", required=True, help="run directory (checkpoints, progress.csv, final.zip)")
@@ -232,7 +234,7 @@ def add_parser(subparsers) -> None:
     t.set_defaults(func=_train_teacher)
 
     d = sub.add_parser("train", help="DAgger student from the model-based teacher, LAC's deploy format (needs [train])")
-    d.add_argument("--config", default=None, help="training config: its keys layered over robots/g1/lac_train.yaml (the shipped recipe; a run's own config.yaml holds every key)")
+    d.add_argument("--config", default=None, action=OneFileAction, help="training config: its keys layered over robots/g1/lac_train.yaml (the shipped recipe; a run's own config.yaml holds every key)")
     d.add_argument("--out", required=True, help="run directory (data, checkpoints, student.onnx, logs, loss.png)")
     d.add_argument("--dataset", default=None, help="augmentation dataset directory (default: generated into OUT/dataset)")
     d.add_argument("--workers", type=int, default=1, help="rollout worker processes (default 1)")

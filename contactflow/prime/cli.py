@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from contactflow.paths import OneFileAction
+
 log = logging.getLogger("contactflow.prime")
 
 
@@ -47,7 +49,7 @@ def add_parser(subparsers) -> None:
     e = sub.add_parser("estimate", help="run PRIME on a recording")
     e.add_argument("recording", help="run directory")
     e.add_argument("--robot", default=None, help="robot (default: the recording's)")
-    e.add_argument("--config", default=None, help="YAML with PrimeConfig keys")
+    e.add_argument("--config", default=None, action=OneFileAction, help="YAML with PrimeConfig keys")
     e.add_argument("--stream", default=None, help="measurement stream (default: auto-detected)")
     e.add_argument("--no-identify", action="store_true", help="keep the nominal inertial parameters")
     e.add_argument("--max-samples", type=int, default=None, help="estimator steps (horizon) limit")

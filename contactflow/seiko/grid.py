@@ -80,7 +80,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from contactflow.errors import ConfigError
-from contactflow.paths import write_text_atomic
+from contactflow.paths import OneFileAction, write_text_atomic
 
 __all__ = [
     "SPEEDS_MPS", "MASSES_KG", "CONDITIONS", "PAPER_RATES", "PAPER_COUNTS", "EFFECTOR",
@@ -919,7 +919,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--load-at", choices=LOAD_AT, default="hand",
                    help="where the unmodelled mass sits: the hand frame (a grasped object, 0.24 m beyond the wrist) "
                         "or the wrist centre")
-    p.add_argument("--config", default=None, metavar="FILE",
+    p.add_argument("--config", default=None, action=OneFileAction, metavar="FILE",
                    help="YAML with a 'seiko_controller' section (the Controller node's --config file): the "
                         "Controller conditions run with it instead of the defaults; stored trials of another "
                         "configuration run again")
