@@ -193,9 +193,9 @@ class RobotPathAction(argparse.Action):
 
 
 class OneFileAction(argparse.Action):
-    """argparse action of a ``--config FILE`` option that takes one file: a second use is refused (argparse
-    would keep the last one silently, and a user layering two files would run the shipped defaults under the
-    first file's keys without a word)."""
+    """argparse action of a ``--config FILE`` option that takes one file (the commands' and every node's,
+    ``nodes/_runtime.base_parser``): a second use is refused (argparse would keep the last one silently, and a
+    user layering two files would run the defaults under the first file's keys without a word)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         if getattr(namespace, self.dest, None) is not None:

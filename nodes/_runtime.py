@@ -1291,13 +1291,13 @@ def base_parser(description: str, kind: str | None = None) -> argparse.ArgumentP
     A :class:`NodeArgumentParser` (:func:`check_node_args` parses a node's arguments without starting it)."""
     p = NodeArgumentParser(description=description)
     from contactflow.contracts.ports import DEFAULT_ROBOT, NODES
-    from contactflow.paths import ROBOT_PATH_HELP, RobotPathAction
+    from contactflow.paths import ROBOT_PATH_HELP, OneFileAction, RobotPathAction
 
     robot = NODES[kind].default_robot if kind is not None else DEFAULT_ROBOT
     p.add_argument("--robot", default=robot, help="robot name (robot search path), robot folder or robot YAML file "
                    f"(default: {robot if robot is not None else 'the robot the --spec file names'})")
     p.add_argument("--robot-path", action=RobotPathAction, metavar="DIR", default=None, help=ROBOT_PATH_HELP)
-    p.add_argument("--config", default=None, help="YAML file with this node's configuration overrides")
+    p.add_argument("--config", default=None, action=OneFileAction, help="YAML file with this node's configuration overrides")
     return p
 
 

@@ -45,9 +45,11 @@ def main() -> int:
     from contactflow.seiko.retargeting import RetargetingConfig
     from contactflow.seiko.stages import ControllerStage
 
+    from contactflow.paths import OneFileAction
+
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--lag", type=int_at_least(0), default=2, help="ticks between the Retargeting output used and the current tick")
-    p.add_argument("--retargeting-config", default=None, help="config of the Retargeting (for its reset state)")
+    p.add_argument("--retargeting-config", default=None, action=OneFileAction, help="config of the Retargeting (for its reset state)")
     p.add_argument("--sensor-lag", type=int, default=0, choices=(0, 1),
                    help="ticks between the sensors used and the current tick: 1 = the command of tick k is computed "
                         "from the sensors of tick k - 1 (as on a robot, where it is applied one period after the "

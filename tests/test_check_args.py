@@ -58,6 +58,9 @@ def test_the_check_leaves_the_process_as_it_was(tmp_path):
     # a required argument missing, a refused choice
     assert check_node_args("lac_policy", ["--robot", "g1"]) == "the following arguments are required: --spec"
     assert "invalid choice: 'zzz'" in check_node_args("fault_injector", ["--fault", "zzz", "--at-s", "1"])
+    # one configuration file per node (base_parser's --config: argparse would keep the last silently)
+    assert "--config given twice (a.yaml, b.yaml)" in check_node_args(
+        "seiko_controller", ["--robot", "talos", "--config", "a.yaml", "--config", "b.yaml"], tmp_path)
     with pytest.raises(ValueError, match="no contactflow node 'my_node'"):
         check_node_args("my_node", [])
 
