@@ -1146,23 +1146,27 @@ def test_compliance_input_gives_the_actor_the_bounded_admittance_displacement_of
     k = np.array([[20.0, 500.0, 40.0, 15.0, 100.0]], np.float32)  # a K of its own per channel
     # loads whose |s| = |F / K| / d_max lies in 0.3-2 (tanh neither linear nor flat) in every block
     load = np.array([[0.3, -0.5, 0.6, 10.0, 5.0, -12.0, 0.1, 0.15, 0.2, 3.0, -2.0, 2.5, 30.0, -25.0, 40.0]], np.float32)
+
+    def expected(channels):  # per block j: F / K [m] or tau / K_theta [rad] of channel channels[j], bounded
+        d = load[0].reshape(5, 3) * (unit / k[0, channels])[:, None]
+        n = np.linalg.norm(d, axis=1)
+        return (d / n[:, None] * np.tanh(n / bound)[:, None]).reshape(1, 15)
+
+    n_own = np.linalg.norm(load[0].reshape(5, 3) * (unit / k[0])[:, None], axis=1)
+    assert np.all((0.3 < n_own / bound) & (n_own / bound < 2.0))
+
     with torch.no_grad():
         got = model.compliance_features(torch.from_numpy(k), torch.from_numpy(load)).numpy()
-    for j in range(5):
-        d = load[0, 3 * j:3 * j + 3] * unit[j] / k[0, j]  # F / K [m] or tau / K_theta [rad]
-        n = np.linalg.norm(d)
-        assert 0.3 < n / bound[j] < 2.0
-        np.testing.assert_allclose(got[0, 3 * j:3 * j + 3], d / n * np.tanh(n / bound[j]), rtol=1e-5, atol=1e-7)
+        stiffer = model.compliance_features(torch.from_numpy(1.5 * k), torch.from_numpy(load)).numpy()
+    np.testing.assert_allclose(got, expected([0, 1, 2, 3, 4]), rtol=1e-5, atol=1e-7)
+    assert np.all(np.linalg.norm(stiffer.reshape(5, 3), axis=1) < np.linalg.norm(got.reshape(5, 3), axis=1))
     # a block takes the channel its select column names (a map other than the identity)
     perm = [4, 3, 2, 1, 0]
-    swapped = Student(dataclasses.replace(cfg.student, residual_action="none"), history=64, frame_dim=95, n_act=23, stiffness=slice(90, 95), aux_dim=15,
-                      compliance=(np.eye(5, dtype=np.float32)[:, perm], unit, bound))
+    swapped = Student(dataclasses.replace(cfg.student, residual_action="none"), history=64, frame_dim=95, n_act=23,
+                      stiffness=slice(90, 95), aux_dim=15, compliance=(np.eye(5, dtype=np.float32)[:, perm], unit, bound))
     with torch.no_grad():
         got_swapped = swapped.compliance_features(torch.from_numpy(k), torch.from_numpy(load)).numpy()
-    for j in range(5):
-        d = load[0, 3 * j:3 * j + 3] * unit[j] / k[0, perm[j]]
-        n = np.linalg.norm(d)
-        np.testing.assert_allclose(got_swapped[0, 3 * j:3 * j + 3], d / n * np.tanh(n / bound[j]), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(got_swapped, expected(perm), rtol=1e-5, atol=1e-7)
     rng = np.random.default_rng(5)
     # the actor's input ends with the features of the load it is given (the true one here), at the newest frame's K
     _, frame, _, _ = _runner_frame(robot, spec, rng, q_noise=0.2, q_ref_std=0.3)
