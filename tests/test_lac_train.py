@@ -1132,12 +1132,22 @@ def test_compliance_input_gives_the_actor_the_bounded_admittance_displacement_of
     cfg = load_train_config(None, {"student": {"wrench_input": "wrench", "compliance_input": True,
                                                "compliance_rotation_bound_rad": 0.4},
                                    "optim": {"aux_force_weight": 1.0}})
-    select, unit, bound = compliance_map(cfg, spec)
+    with pytest.raises(ConfigError, match="compliance_torso: expected 'horizontal' or 'force'"):
+        load_train_config(None, {"student": {"compliance_torso": "vertical"}})
+    select, unit, bound, axes = compliance_map(cfg, spec)
     ecfg = load_expert_config()
     # blocks: left hand, right hand, torso forces [10 N]; left, right hand couples [1 N m]; channels in LAC's order
     np.testing.assert_array_equal(select, np.eye(5))
     np.testing.assert_allclose(unit, [10.0, 10.0, 10.0, 1.0, 1.0])
     np.testing.assert_allclose(bound, [ecfg.arm_max_displacement_m] * 2 + [ecfg.torso_max_displacement_m, 0.4, 0.4])
+    # the torso's block: its horizontal force (the teacher's torso channel) by default, the whole force with 'force'
+    horizontal = np.ones((5, 3))
+    horizontal[2, 2] = 0.0
+    np.testing.assert_array_equal(axes, horizontal)
+    whole = load_train_config(None, {"student": {"wrench_input": "wrench", "compliance_input": True,
+                                                 "compliance_rotation_bound_rad": 0.4, "compliance_torso": "force"},
+                                     "optim": {"aux_force_weight": 1.0}})
+    np.testing.assert_array_equal(compliance_map(whole, spec)[3], np.ones((5, 3)))
     forces_only = compliance_map(load_train_config(None, {"student": {"wrench_input": "force", "compliance_input": True}}), spec)
     np.testing.assert_array_equal(forces_only[0], np.eye(5)[:, :3])  # wrench_input force: the three force blocks
     model = new_student(cfg, spec)
@@ -1147,26 +1157,30 @@ def test_compliance_input_gives_the_actor_the_bounded_admittance_displacement_of
     # loads whose |s| = |F / K| / d_max lies in 0.3-2 (tanh neither linear nor flat) in every block
     load = np.array([[0.3, -0.5, 0.6, 10.0, 5.0, -12.0, 0.1, 0.15, 0.2, 3.0, -2.0, 2.5, 30.0, -25.0, 40.0]], np.float32)
 
-    def expected(channels):  # per block j: F / K [m] or tau / K_theta [rad] of channel channels[j], bounded
-        d = load[0].reshape(5, 3) * (unit / k[0, channels])[:, None]
+    def expected(channels, mask=horizontal):  # per block j: F / K [m] or tau / K_theta [rad] of channel channels[j], bounded
+        d = mask * load[0].reshape(5, 3) * (unit / k[0, channels])[:, None]
         n = np.linalg.norm(d, axis=1)
         return (d / n[:, None] * np.tanh(n / bound)[:, None]).reshape(1, 15)
 
-    n_own = np.linalg.norm(load[0].reshape(5, 3) * (unit / k[0])[:, None], axis=1)
+    n_own = np.linalg.norm(horizontal * load[0].reshape(5, 3) * (unit / k[0])[:, None], axis=1)
     assert np.all((0.3 < n_own / bound) & (n_own / bound < 2.0))
 
     with torch.no_grad():
         got = model.compliance_features(torch.from_numpy(k), torch.from_numpy(load)).numpy()
         stiffer = model.compliance_features(torch.from_numpy(1.5 * k), torch.from_numpy(load)).numpy()
+        got_whole = new_student(whole, spec).compliance_features(torch.from_numpy(k), torch.from_numpy(load)).numpy()
     np.testing.assert_allclose(got, expected([0, 1, 2, 3, 4]), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(got_whole, expected([0, 1, 2, 3, 4], np.ones((5, 3))), rtol=1e-5, atol=1e-7)
+    assert got[0, 8] == 0.0 and abs(got_whole[0, 8]) > 0.1  # the torso's vertical value
     assert np.all(np.linalg.norm(stiffer.reshape(5, 3), axis=1) < np.linalg.norm(got.reshape(5, 3), axis=1))
     # a block takes the channel its select column names (a map other than the identity)
     perm = [4, 3, 2, 1, 0]
     swapped = Student(dataclasses.replace(cfg.student, residual_action="none"), history=64, frame_dim=95, n_act=23,
-                      stiffness=slice(90, 95), aux_dim=15, compliance=(np.eye(5, dtype=np.float32)[:, perm], unit, bound))
+                      stiffness=slice(90, 95), aux_dim=15,
+                      compliance=(np.eye(5, dtype=np.float32)[:, perm], unit, bound, np.ones((5, 3), np.float32)))
     with torch.no_grad():
         got_swapped = swapped.compliance_features(torch.from_numpy(k), torch.from_numpy(load)).numpy()
-    np.testing.assert_allclose(got_swapped, expected(perm), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(got_swapped, expected(perm, np.ones((5, 3))), rtol=1e-5, atol=1e-7)
     rng = np.random.default_rng(5)
     # the actor's input ends with the features of the load it is given (the true one here), at the newest frame's K
     _, frame, _, _ = _runner_frame(robot, spec, rng, q_noise=0.2, q_ref_std=0.3)

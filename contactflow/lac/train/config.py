@@ -314,14 +314,18 @@ class StudentCfg:
             ``torso_max_displacement_m`` for the torso (``expert_config``) and
             ``compliance_rotation_bound_rad`` for a couple (the teacher bounds no rotation). An
             approximation of the teacher's bound: it bounds its admittance target every tick (its rest
-            value can lie below this one at the soft end), and for the torso takes the horizontal force
-            only, clipped, within a CoP bound; here the torso's block is its whole force. The teacher's
+            value can lie below this one at the soft end), and bounds the torso's displacement, clipped, within
+            a CoP bound as well (``compliance_torso`` below). The teacher's
             arm targets move by about this displacement, a map through the arm's Jacobian; without it the
             actor has to form the product of the estimate and ``exp(-log K)`` itself, over a 50x range of
             K, and its responses came out narrower than the teacher's (mostly too stiff at K = 10, too
             soft at K = 500; docs/lac_policy.md). Inside the graph (the deploy input is unchanged). Needs
             ``wrench_input``.
         compliance_rotation_bound_rad: ``d_max`` of the couples' rotation in ``compliance_input`` [rad].
+        compliance_torso: the torso's block in ``compliance_input``: ``horizontal`` (its force's x and y, the
+            vertical value 0: the teacher's torso channel, which displaces the pelvis horizontally under the
+            estimated horizontal force, ``lac_expert``) or ``force`` (the whole force; the runs of 2026-12-06
+            02:45 - 04:33 UTC, docs/lac_policy.md).
     """
 
     conv_channels: tuple[int, ...] = (16, 16, 16)
@@ -339,6 +343,7 @@ class StudentCfg:
     force_head_stiffness: bool = True
     compliance_input: bool = False
     compliance_rotation_bound_rad: float = 0.5
+    compliance_torso: str = "horizontal"
 
     def __post_init__(self):
         if self.residual_action not in ("none", "arms", "all"):
@@ -361,6 +366,8 @@ class StudentCfg:
         if self.compliance_input and self.wrench_input == "none":
             raise ConfigError("compliance_input: the displacement is made of the load estimate, which exists with "
                               "wrench_input 'force' or 'wrench' only, got wrench_input 'none'")
+        if self.compliance_torso not in ("horizontal", "force"):
+            raise ConfigError(f"compliance_torso: expected 'horizontal' or 'force', got {self.compliance_torso!r}")
         if not self.compliance_rotation_bound_rad > 0:
             raise ConfigError(f"compliance_rotation_bound_rad: must be > 0, got {self.compliance_rotation_bound_rad!r}")
 

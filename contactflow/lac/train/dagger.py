@@ -77,13 +77,15 @@ def aux_blocks() -> list[tuple[str, str, int, str, float]]:
     return forces + [(b, "couple", 3 * (len(forces) + i), "N m", AUX_COUPLE_UNIT_NM) for i, b in enumerate(AUX_COUPLE_LINKS)]
 
 
-def compliance_map(cfg: TrainConfig, spec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(select, unit, bound)`` of ``student.compliance_input`` (:class:`~contactflow.lac.train.student.Student`):
+def compliance_map(cfg: TrainConfig, spec) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(select, unit, bound, axes)`` of ``student.compliance_input`` (:class:`~contactflow.lac.train.student.Student`):
     per block of the load estimate (:func:`aux_blocks`) its stiffness channel (the ``lac_links`` group of its
     link in the robot file, :data:`~contactflow.lac.config.GROUP_CHANNELS`: linear for a force, angular for a
-    couple) as a (n_stiffness, n_blocks) 0/1 matrix, the SI value of one unit, and ``d_max``: the teacher's
+    couple) as a (n_stiffness, n_blocks) 0/1 matrix, the SI value of one unit, ``d_max``: the teacher's
     ``arm_max_displacement_m`` (a force on one of its ``arm_links``) or ``torso_max_displacement_m`` (its
-    ``torso_link``) [m], ``student.compliance_rotation_bound_rad`` for a couple [rad].
+    ``torso_link``) [m], ``student.compliance_rotation_bound_rad`` for a couple [rad], and the (n_blocks, 3) 0/1
+    axes of the block that enter (world x, y, z; the torso's z is 0 with ``student.compliance_torso:
+    horizontal``, as the teacher's torso channel).
 
     Raises:
         ConfigError: the spec's stiffness term is not the 5-D command, a block's link is not in the robot file's
@@ -103,6 +105,7 @@ def compliance_map(cfg: TrainConfig, spec) -> tuple[np.ndarray, np.ndarray, np.n
     blocks = aux_blocks()[:aux_dim(cfg) // 3]
     select = np.zeros((len(STIFFNESS_CHANNELS), len(blocks)), np.float32)
     unit, bound = np.zeros(len(blocks), np.float32), np.zeros(len(blocks), np.float32)
+    axes = np.ones((len(blocks), 3), np.float32)
     for j, (link, kind, _, _, one) in enumerate(blocks):
         group = (links.get(link) or {}).get("group")
         channel = GROUP_CHANNELS.get(group, (None, None))[0 if kind == "force" else 1]
@@ -116,10 +119,12 @@ def compliance_map(cfg: TrainConfig, spec) -> tuple[np.ndarray, np.ndarray, np.n
             bound[j] = ecfg.arm_max_displacement_m
         elif link == ecfg.torso_link:
             bound[j] = ecfg.torso_max_displacement_m
+            if cfg.student.compliance_torso == "horizontal":
+                axes[j, 2] = 0.0
         else:
             raise ConfigError(f"student.compliance_input: {link} is neither one of the teacher's arm_links "
                               f"{list(ecfg.arm_links)} nor its torso_link {ecfg.torso_link!r}")
-    return select, unit, bound
+    return select, unit, bound, axes
 
 
 # --------------------------------------------------------------------------- rollouts (no torch)

@@ -166,10 +166,11 @@ class Student(nn.Module):
             network's output (zero columns: the network's output alone); else None.
         head_tracking: ``(W, b)`` of :func:`tracking_feature_map` when ``cfg.force_head_frame``
             (buffers; the head's own normaliser :meth:`set_head_normalizer`), else None.
-        compliance: ``(select, unit, bound)`` when ``cfg.compliance_input`` (buffers), else None:
+        compliance: ``(select, unit, bound, axes)`` when ``cfg.compliance_input`` (buffers), else None:
             ``select`` (n_stiffness, n_blocks) picks each 3-value block of the load its stiffness
             channel, ``unit`` (n_blocks,) the SI value of one unit of the block, ``bound`` (n_blocks,)
-            its ``d_max`` [m or rad] (:meth:`compliance_features`; ``dagger.compliance_map``).
+            its ``d_max`` [m or rad], ``axes`` (n_blocks, 3) 0/1 the block's values that enter
+            (:meth:`compliance_features`; ``dagger.compliance_map``).
 
     Raises:
         ValueError: the history is too short for the convolutions; ``tracking`` / ``last_action`` /
@@ -182,7 +183,7 @@ class Student(nn.Module):
     def __init__(self, cfg: StudentCfg, *, history: int, frame_dim: int, n_act: int, stiffness: slice,
                  aux_dim: int = 0, tracking: tuple[np.ndarray, np.ndarray] | None = None,
                  last_action: np.ndarray | None = None, head_tracking: tuple[np.ndarray, np.ndarray] | None = None,
-                 compliance: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None):
+                 compliance: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None):
         super().__init__()
         self.history, self.frame_dim, self.n_act = history, frame_dim, n_act
         self.k0, self.k1 = stiffness.start, stiffness.stop
@@ -218,14 +219,18 @@ class Student(nn.Module):
         self.compliance = compliance is not None
         n_comp = 0
         if compliance is not None:
-            sel, unit, bound = (np.asarray(a, np.float32) for a in compliance)
+            sel, unit, bound, axes = (np.asarray(a, np.float32) for a in compliance)
             n_comp = 3 * sel.shape[1]
-            if sel.shape != (stiffness.stop - stiffness.start, unit.size) or bound.shape != unit.shape or n_comp != aux_dim:
-                raise ValueError(f"compliance: select (n_stiffness, n_blocks), unit and bound (n_blocks,) for the "
-                                 f"{aux_dim} load values, got {sel.shape}, {unit.shape}, {bound.shape}")
+            if (sel.shape != (stiffness.stop - stiffness.start, unit.size) or bound.shape != unit.shape
+                    or axes.shape != (unit.size, 3) or n_comp != aux_dim):
+                raise ValueError(f"compliance: select (n_stiffness, n_blocks), unit and bound (n_blocks,), axes "
+                                 f"(n_blocks, 3) for the {aux_dim} load values, got {sel.shape}, {unit.shape}, "
+                                 f"{bound.shape}, {axes.shape}")
             self.register_buffer("comp_select", torch.as_tensor(sel))
             self.register_buffer("comp_unit", torch.as_tensor(unit))
             self.register_buffer("comp_bound", torch.as_tensor(bound))
+            # not in the state dict: checkpoints of runs before the key load unchanged (its value from the config)
+            self.register_buffer("comp_axes", torch.as_tensor(axes), persistent=False)
         sizes = [feat_dim + cfg.latent_dim + (aux_dim if self.force_input else 0) + n_comp, *cfg.actor_hidden]
         act = []
         for a, b in zip(sizes[:-1], sizes[1:]):
@@ -283,12 +288,12 @@ class Student(nn.Module):
             load: (B, 3 n_blocks) the load in the estimate's units (``dagger.aux_blocks``, world axes).
 
         Returns:
-            (B, 3 n_blocks): per block ``s tanh(|s|) / |s|`` with ``s = unit load / (K d_max)``
-            (the rest value of LAC eqs. (7)-(8), ``d = F / K``; for a couple the teacher's ``tau / K_ang``), in
-            (-1, 1).
+            (B, 3 n_blocks): per block ``s tanh(|s|) / |s|`` with ``s = axes * unit load / (K d_max)``
+            (the rest value of LAC eqs. (7)-(8), ``d = F / K``; for a couple the teacher's ``tau / K_ang``;
+            the torso's horizontal force only with ``compliance_torso: horizontal``), in (-1, 1).
         """
         k = torch.clamp(stiffness, min=1.0) @ self.comp_select  # (B, n_blocks): each block's channel
-        s = load.reshape(len(load), -1, 3) * (self.comp_unit / (k * self.comp_bound))[..., None]
+        s = load.reshape(len(load), -1, 3) * self.comp_axes * (self.comp_unit / (k * self.comp_bound))[..., None]
         r = torch.sqrt((s * s).sum(dim=-1, keepdim=True) + 1e-12)
         return (s * (torch.tanh(r) / r)).reshape(len(load), -1)
 
