@@ -314,8 +314,8 @@ class StudentCfg:
             ``torso_max_displacement_m`` for the torso (``expert_config``) and
             ``compliance_rotation_bound_rad`` for a couple (the teacher bounds no rotation). An
             approximation of the teacher's bound: it bounds its admittance target every tick (its rest
-            value can lie below this one at the soft end), and bounds the torso's displacement, clipped, within
-            a CoP bound as well (``compliance_torso`` below). The teacher's
+            value can lie below this one at the soft end), and clips the torso's displacement at its bound
+            and within a CoP bound (the torso's force: ``compliance_torso`` below). The teacher's
             arm targets move by about this displacement, a map through the arm's Jacobian; without it the
             actor has to form the product of the estimate and ``exp(-log K)`` itself, over a 50x range of
             K, and its responses came out narrower than the teacher's (mostly too stiff at K = 10, too
