@@ -39,17 +39,37 @@ T = TypeVar("T")
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+class _UniqueKeyLoader(_SAFE_LOADER):
+    """The safe loader, refusing a key given twice in one mapping (YAML 1.2 requires unique keys; PyYAML
+    keeps the last one silently, so a section appended to a copied file replaced the file's own section)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            first: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                if key in first:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} given twice in one mapping (first at line {first[key] + 1}): "
+                        f"merge the two", key_node.start_mark)
+                first[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml(path: str | Path) -> Any:
     """Read a YAML file (the safe loader: plain data only).
 
     Raises:
         ConfigError: the file is missing or unreadable, not UTF-8 text, not valid YAML (the line and
-            column), or nested too deeply to parse; one line naming the file.
+            column), a key given twice in one mapping (both lines), or nested too deeply to parse; one
+            line naming the file.
     """
     path = Path(path)
     try:
         with open(path, encoding="utf-8") as f:
-            return yaml.load(f, Loader=_SAFE_LOADER)
+            return yaml.load(f, Loader=_UniqueKeyLoader)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except OSError as exc:

@@ -215,3 +215,27 @@ def test_the_seiko_grid_refuses_a_second_config_file(capsys):
     with pytest.raises(SystemExit) as exc:
         grid.main(["--config", "a.yaml", "--config", "b.yaml"])
     assert exc.value.code == 2 and "--config given twice (a.yaml, b.yaml)" in capsys.readouterr().err
+
+
+def test_a_key_given_twice_in_a_config_file_is_refused_naming_the_file_and_both_lines(tmp_path):
+    """PyYAML keeps the last of two equal keys silently: a section appended to a copy of the tiny training file
+    (``optim: {force_teacher_prob: 0.0}``) replaced the file's own ``optim`` (the full recipe's epochs and batch
+    then ran). Every file read by contactflow.config.read_yaml refuses it, at any depth; the shipped file loads."""
+    from contactflow.lac.train.config import load_train_config
+
+    tiny = ROOT / "examples" / "lac_train_tiny.yaml"
+    assert "\noptim:" in tiny.read_text()
+    layer = tmp_path / "mine.yaml"
+    layer.write_text(tiny.read_text() + "optim: {force_teacher_prob: 0.0}\n")
+    first = 1 + tiny.read_text().splitlines().index(next(s for s in tiny.read_text().splitlines() if s.startswith("optim:")))
+    last = len(layer.read_text().splitlines())
+    with pytest.raises(ConfigError, match=rf"mine.yaml: not valid YAML \(line {last}, column 1\): key 'optim' given "
+                                          rf"twice in one mapping \(first at line {first}\)"):
+        load_train_config(layer)
+    layer.write_text("student:\n  compliance_input: true\n  latent_dim: 16\n  compliance_input: false\n")
+    with pytest.raises(ConfigError, match=r"\(line 4, column 3\): key 'compliance_input' given twice .*first at line 2"):
+        load_train_config(layer)
+    layer.write_text("student: {compliance_input: true}\noptim: {force_teacher_prob: 0.0}\n")  # merged: loads
+    cfg = load_train_config(layer)
+    assert cfg.student.compliance_input and cfg.optim.force_teacher_prob == 0.0
+    assert load_train_config(tiny).optim.batch_size == 64
