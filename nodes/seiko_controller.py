@@ -39,13 +39,12 @@ def main() -> int:
     import numpy as np
 
     from contactflow.contracts.messages import port_specs
+    from contactflow.paths import OneFileAction
     from contactflow.robot import load_robot
     from contactflow.seiko.config_checks import PeriodCheck, require_period
     from contactflow.seiko.controller import ControllerConfig
     from contactflow.seiko.retargeting import RetargetingConfig
     from contactflow.seiko.stages import ControllerStage
-
-    from contactflow.paths import OneFileAction
 
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--lag", type=int_at_least(0), default=2, help="ticks between the Retargeting output used and the current tick")

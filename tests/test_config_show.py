@@ -227,7 +227,7 @@ def test_a_key_given_twice_in_a_config_file_is_refused_naming_the_file_and_both_
     assert "\noptim:" in tiny.read_text()
     layer = tmp_path / "mine.yaml"
     layer.write_text(tiny.read_text() + "optim: {force_teacher_prob: 0.0}\n")
-    first = 1 + tiny.read_text().splitlines().index(next(s for s in tiny.read_text().splitlines() if s.startswith("optim:")))
+    first = next(i for i, line in enumerate(tiny.read_text().splitlines(), 1) if line.startswith("optim:"))
     last = len(layer.read_text().splitlines())
     with pytest.raises(ConfigError, match=rf"mine.yaml: not valid YAML \(line {last}, column 1\): key 'optim' given "
                                           rf"twice in one mapping \(first at line {first}\)"):

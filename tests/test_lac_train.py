@@ -1129,9 +1129,12 @@ def test_compliance_input_gives_the_actor_the_bounded_admittance_displacement_of
                                  "optim": {"aux_force_weight": 0.0}})
     with pytest.raises(ConfigError, match="compliance_rotation_bound_rad: must be > 0"):
         load_train_config(None, {"student": {"compliance_rotation_bound_rad": 0.0}})
-    cfg = load_train_config(None, {"student": {"wrench_input": "wrench", "compliance_input": True,
-                                               "compliance_rotation_bound_rad": 0.4},
-                                   "optim": {"aux_force_weight": 1.0}})
+    def with_compliance(**student):  # the student of this test, with the keys given
+        return load_train_config(None, {"student": {"wrench_input": "wrench", "compliance_input": True,
+                                                    "compliance_rotation_bound_rad": 0.4, **student},
+                                        "optim": {"aux_force_weight": 1.0}})
+
+    cfg = with_compliance()
     with pytest.raises(ConfigError, match="compliance_torso: expected 'horizontal' or 'force'"):
         load_train_config(None, {"student": {"compliance_torso": "vertical"}})
     select, unit, bound, axes = compliance_map(cfg, spec)
@@ -1144,9 +1147,7 @@ def test_compliance_input_gives_the_actor_the_bounded_admittance_displacement_of
     horizontal = np.ones((5, 3))
     horizontal[2, 2] = 0.0
     np.testing.assert_array_equal(axes, horizontal)
-    whole = load_train_config(None, {"student": {"wrench_input": "wrench", "compliance_input": True,
-                                                 "compliance_rotation_bound_rad": 0.4, "compliance_torso": "force"},
-                                     "optim": {"aux_force_weight": 1.0}})
+    whole = with_compliance(compliance_torso="force")
     np.testing.assert_array_equal(compliance_map(whole, spec)[3], np.ones((5, 3)))
     forces_only = compliance_map(load_train_config(None, {"student": {"wrench_input": "force", "compliance_input": True}}), spec)
     np.testing.assert_array_equal(forces_only[0], np.eye(5)[:, :3])  # wrench_input force: the three force blocks
