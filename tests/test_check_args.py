@@ -47,6 +47,19 @@ def test_check_reports_bad_node_arguments_with_the_nodes_own_message(tmp_path, c
     assert "  - node 'seiko_controller' args: argument --lag: expected an integer >= 0, got 'x'" in out
 
 
+def test_a_key_given_twice_in_a_graph_is_refused_as_dora_refuses_it(tmp_path, capsys):
+    """dora's parser refuses a node with a field given twice ("duplicate field `args`"); PyYAML keeps the last one
+    silently, so the check passed such a graph before: now it fails naming the file and both lines."""
+    graph = _edited(tmp_path, ("    args: --robot talos --lag 2 --sensor-lag 1\n",
+                               "    args: --robot talos --lag 2 --sensor-lag 1\n    args: --robot talos --lag 3\n"))
+    first = next(i for i, line in enumerate(graph.read_text().splitlines(), 1) if "--lag 2 --sensor-lag 1" in line)
+    assert cli.main(["check", str(graph)]) == 2
+    err = capsys.readouterr().err
+    assert f"graph.yml: not valid YAML (line {first + 1}, column 5): key 'args' given twice in one mapping " \
+           f"(first at line {first})" in err
+    assert check_dataflow(SEIKO) == []  # the shipped graph: each key once
+
+
 def test_the_check_leaves_the_process_as_it_was(tmp_path):
     argv, cwd, rpath = list(sys.argv), os.getcwd(), os.environ.get(ROBOT_PATH_ENV)
     (tmp_path / "robots").mkdir()

@@ -76,8 +76,10 @@ def test_replay_outputs_take_the_recorded_contracts():
 def test_not_a_dataflow_is_refused(tmp_path):
     bad = tmp_path / "x.yml"
     bad.write_text("hello: [1, 2")
-    with pytest.raises(ConfigError, match="cannot read"):
+    with pytest.raises(ConfigError, match=r"x.yml: not valid YAML \(line 2, column 1\): did not find expected ',' or '\]'"):
         check_dataflow(bad)
+    with pytest.raises(ConfigError, match="y.yml: file not found"):
+        check_dataflow(tmp_path / "y.yml")
     bad.write_text("foo: 1\n")
     with pytest.raises(ConfigError, match="no 'nodes'"):
         check_dataflow(bad)

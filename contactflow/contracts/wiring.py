@@ -42,6 +42,7 @@ from pathlib import Path
 
 import yaml
 
+from contactflow.config import read_yaml
 from contactflow.errors import ConfigError, ContactflowError
 from contactflow.contracts.messages import PortSpec
 from contactflow.paths import node_kind, robot_path_scope
@@ -131,13 +132,11 @@ def load_dataflow(path: str | Path) -> dict:
     """Read a dataflow YAML, expanding dora modules with ``dora expand`` when it uses any.
 
     Raises:
-        ConfigError: unreadable YAML, no ``nodes`` list, or a failed module expansion.
+        ConfigError: unreadable YAML, a key given twice in one mapping (dora refuses it: "duplicate field"),
+            no ``nodes`` list, or a failed module expansion.
     """
     path = Path(path)
-    try:
-        flow = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read the dataflow: {exc}") from None
+    flow = read_yaml(path)
     if not isinstance(flow, dict) or not isinstance(flow.get("nodes"), list):
         raise ConfigError(f"{path}: not a dora dataflow (no 'nodes' list)")
     if any(isinstance(n, dict) and "module" in n for n in flow["nodes"]):

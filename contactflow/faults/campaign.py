@@ -138,9 +138,9 @@ GRAPH_SETUPS: dict[str, GraphSetup] = {s.graph: s for s in [
 
 
 def _graph_nodes(graph: str) -> list[str]:
-    import yaml
+    from contactflow.contracts.wiring import load_dataflow
 
-    data = yaml.safe_load((DATAFLOWS / graph).read_text())
+    data = load_dataflow(DATAFLOWS / graph)
     return [n["id"] for n in data.get("nodes", [])]
 
 
@@ -314,6 +314,7 @@ def run_case(case: FaultCase, out_dir: Path, *, timeout_s: float | None = None, 
     import yaml
 
     from contactflow.cli.run import dora_executable
+    from contactflow.contracts.wiring import load_dataflow
     from contactflow.paths import scripts_env
 
     setup = _setup(case.graph)
@@ -330,7 +331,7 @@ def run_case(case: FaultCase, out_dir: Path, *, timeout_s: float | None = None, 
     case_dir = out_dir / "cases" / f"{Path(case.graph).stem}-{case.kind}-{case.node or 'none'}-{tag}"
     case_dir.mkdir(parents=True, exist_ok=True)
     rec_root = case_dir / "recordings"
-    graph = _edit_graph(yaml.safe_load((DATAFLOWS / case.graph).read_text()), case, setup, baseline)
+    graph = _edit_graph(load_dataflow(DATAFLOWS / case.graph), case, setup, baseline)
     # the edited graph under the shipped file's name in <case>/dataflows/, beside a link <case>/robots ->
     # robots/: the graphs' relative paths (../robots/...) and the recorder's --dataflow name still hold,
     # and nothing is written into the checkout's dataflows/ (which tests and tools scan)

@@ -376,14 +376,10 @@ _DRIVER_KINDS = ("mujoco_driver", "unitree_driver")
 
 
 def _load_graph(graph: str) -> dict:
+    from contactflow.contracts.wiring import load_dataflow
     from contactflow.faults.campaign import DATAFLOWS
-    import yaml
 
-    path = DATAFLOWS / graph
-    try:
-        return yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read the dataflow: {exc}") from None
+    return load_dataflow(DATAFLOWS / graph)
 
 
 def _main_edge(graph: Mapping, edges: list[tuple[str, str]]) -> tuple[str, str]:
