@@ -1336,6 +1336,25 @@ def test_a_partial_config_file_changes_only_its_keys_of_the_shipped_recipe(tmp_p
     assert TrainConfig().student != shipped.student  # the code's defaults are not the recipe
 
 
+def test_print_config_shows_the_layered_configuration_that_loads_back(tmp_path, capsys):
+    """``lac train --print-config``: every key of --config over the shipped file, with --seed, as a run's config.yaml;
+    the printout given as --config is the same configuration; without it --out is required (one line)."""
+    from contactflow import cli
+
+    p = tmp_path / "mine.yaml"
+    p.write_text("dagger: {rounds: 2}\nstudent: {compliance_input: true}\n")
+    assert cli.main(["lac", "train", "--config", str(p), "--seed", "7", "--print-config"]) == 0
+    printed = capsys.readouterr().out
+    again = tmp_path / "printed.yaml"
+    again.write_text(printed)
+    want = load_train_config(p, {"seed": 7})
+    assert load_train_config(again) == want and want.seed == 7 and want.dagger.rounds == 2
+    assert want.student.compliance_input and want.optim == load_train_config().optim  # the rest as shipped
+    assert not list(tmp_path.glob("*/config.yaml"))  # nothing trained, no run directory
+    assert cli.main(["lac", "train", "--config", str(p)]) == 2
+    assert "--out DIR is required" in capsys.readouterr().err
+
+
 def test_the_pool_recipe_is_the_shipped_students_recorded_configuration():
     """robots/g1/lac_train_pool.yaml over robots/g1/lac_train.yaml is the configuration the shipped student's run
     recorded (robots/g1/policies/lac_policy_train/config.yaml), except where its prior runs lay and for its round

@@ -10,6 +10,7 @@ Sub-commands:
                  [--seed S] [--resume] [--no-progress]   (the privileged PPO teacher, LAC §III-C)
     lac train    --out DIR [--config FILE] [--dataset DIR] [--workers N] [--resume] [--seed S] [--no-progress]
                                                         (DAgger student from lac_expert, contactflow.lac.train)
+    lac train    [--config FILE] [--seed S] --print-config  (the resolved configuration, every key)
     lac export   DIR_OR_CKPT --out FILE.onnx [--average ROUNDS | --best]
                                                         (LAC deploy ONNX of a training checkpoint)
     lac eval     [--controller C ...] [--suite paper|envelope|graph|quick] [--workers W] [--trials N] [--seed S]
@@ -133,10 +134,17 @@ def _train_teacher(args) -> int:
 
 
 def _train(args) -> int:
-    from contactflow.lac.train.config import load_train_config
-    from contactflow.lac.train.dagger import train
+    from contactflow.errors import ConfigError
+    from contactflow.lac.train.config import config_yaml, load_train_config
 
     cfg = load_train_config(args.config, {"seed": args.seed} if args.seed is not None else None)
+    if args.print_config:
+        print(config_yaml(cfg), end="")
+        return 0
+    if args.out is None:
+        raise ConfigError("lac train: --out DIR is required (the run directory), but with --print-config")
+    from contactflow.lac.train.dagger import train
+
     s = train(cfg, args.out, dataset=args.dataset, workers=args.workers, resume=args.resume, progress=not args.no_progress)
     print(f"student exported to {s['policy']} (train_log.json, loss.png, checkpoints/ in {s['out']})")
     if s.get("best_round") is not None:
@@ -235,12 +243,14 @@ def add_parser(subparsers) -> None:
 
     d = sub.add_parser("train", help="DAgger student from the model-based teacher, LAC's deploy format (needs [train])")
     d.add_argument("--config", default=None, action=OneFileAction, help="training config: its keys layered over robots/g1/lac_train.yaml (the shipped recipe; a run's own config.yaml holds every key)")
-    d.add_argument("--out", required=True, help="run directory (data, checkpoints, student.onnx, logs, loss.png)")
+    d.add_argument("--out", default=None, help="run directory (data, checkpoints, student.onnx, logs, loss.png); required but with --print-config")
     d.add_argument("--dataset", default=None, help="augmentation dataset directory (default: generated into OUT/dataset)")
     d.add_argument("--workers", type=int, default=1, help="rollout worker processes (default 1)")
     d.add_argument("--resume", action="store_true", help="continue after the last complete round in --out")
     d.add_argument("--seed", type=int, default=None, help="training seed (default: the config's)")
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
+    d.add_argument("--print-config", action="store_true",
+                   help="print the resolved configuration (--config's keys over the shipped file, --seed) as the run's config.yaml would hold it, and exit")
     d.set_defaults(func=_train)
 
     x = sub.add_parser("export", help="export a training checkpoint to LAC's deploy ONNX")

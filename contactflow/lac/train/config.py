@@ -10,7 +10,7 @@ import dataclasses
 from pathlib import Path
 from typing import Mapping
 
-from contactflow.config import load_config, merge, read_layered
+from contactflow.config import load_config, merge, read_layered, to_dict
 from contactflow.errors import ConfigError
 
 __all__ = ["EnvCfg", "ProbeCfg", "RandomizationCfg", "StudentCfg", "OptimCfg", "DaggerCfg", "ValidationCfg", "TrainConfig", "load_train_config",
@@ -596,3 +596,11 @@ def load_train_config(path: str | Path | None = None, override: Mapping | None =
     """
     raw, source = read_layered(default_train_config_path(), path, "TrainConfig keys")
     return load_config(TrainConfig, merge(raw, override), source=source)
+
+
+def config_yaml(cfg: TrainConfig) -> str:
+    """``cfg`` as the YAML of a run's ``config.yaml`` (every key; loads back to ``cfg`` with :func:`load_train_config`),
+    as written by ``contactflow lac train`` and printed by its ``--print-config``."""
+    import yaml
+
+    return "# resolved configuration (contactflow lac train: every key; --config this file reproduces it)\n" + yaml.safe_dump(to_dict(cfg), sort_keys=False)

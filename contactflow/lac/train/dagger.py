@@ -47,7 +47,7 @@ import numpy as np
 
 from contactflow.config import did_you_mean, json_digest, load_config, to_dict
 from contactflow.errors import ConfigError
-from contactflow.lac.train.config import TrainConfig
+from contactflow.lac.train.config import TrainConfig, config_yaml
 from contactflow.paths import replaced_atomically, write_text_atomic
 
 if TYPE_CHECKING:
@@ -1051,7 +1051,7 @@ def _start_run(cfg: TrainConfig, out: Path, dataset, workers: int, resume: bool,
     (out / "data").mkdir(exist_ok=True)
     (out / "checkpoints").mkdir(exist_ok=True)
     write_text_atomic(run_path, json.dumps(run, indent=1, sort_keys=True))  # read back by --resume
-    write_text_atomic(out / "config.yaml", _yaml(cfg_dict))
+    write_text_atomic(out / "config.yaml", config_yaml(cfg))
     return run, rows, spec, prior, have
 
 
@@ -1271,9 +1271,4 @@ def _write_logs(out: Path, log_rows: list[dict], epochs: list[dict]) -> None:
     except ModuleNotFoundError:  # matplotlib is in [train]; without it the CSV/JSON logs remain
         log.warning("matplotlib not installed: %s not drawn", out / "loss.png")
 
-
-def _yaml(d: dict) -> str:
-    import yaml
-
-    return "# resolved configuration of this run (contactflow lac train)\n" + yaml.safe_dump(d, sort_keys=False)
 
