@@ -1610,14 +1610,16 @@ def test_prior_runs_join_the_aggregate_and_are_checked(run_a, dataset, tmp_path)
     meta = {p.key: p.value for p in onnx.load(run / "student.onnx").metadata_props}
     assert json.loads(meta["prior_runs"])[0]["sha256"] == rec[0]["sha256"]
 
-    def refused(match, *runs):
+    def refused(match, *runs, data=dataset):
         c = load_train_config(None, {**TINY, "dagger": {**TINY["dagger"], "prior_runs": [str(r) for r in runs]},
                                      "validation": {"enabled": False}})
         with pytest.raises(ConfigError, match=match):
-            train(c, tmp_path / "c", dataset=dataset, progress=False, echo=lambda s: None)
+            train(c, tmp_path / "c", dataset=data, progress=False, echo=lambda s: None)
         assert not (tmp_path / "c").exists()  # refused before any rollout, and no empty run folder left behind
 
     refused(r"prior_runs: .*nowhere: not a `contactflow lac train` run folder", tmp_path / "nowhere")
+    # without --dataset: refused before the dataset is generated (nothing written into --out)
+    refused(r"prior_runs: .*nowhere: not a `contactflow lac train` run folder", tmp_path / "nowhere", data=None)
     refused(r"that is this run's own output folder \(--out\)", tmp_path / "c")
     refused(r"the same run as", prior, tmp_path / "x" / ".." / "a")
     other = tmp_path / "other"

@@ -994,7 +994,6 @@ def _start_run(cfg: TrainConfig, out: Path, dataset, workers: int, resume: bool,
 
     if cfg.validation.enabled and cfg.validation.suite:
         suite_eval_config(cfg)
-    out.mkdir(parents=True, exist_ok=True)
     cfg_dict = to_dict(cfg)
     have = sorted((out / "checkpoints").glob("round_*.pt"))
     if have and not resume:
@@ -1013,7 +1012,21 @@ def _start_run(cfg: TrainConfig, out: Path, dataset, workers: int, resume: bool,
     else:
         run = {"config": cfg_dict, "git_revision": git_revision(), "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
+    robot = load_robot(cfg.robot)
+    spec = load_train_spec(cfg.spec, robot)
+    # the prior runs before the dataset (minutes to generate): a missing or mismatched one is refused at once
+    prior, prior_records = prior_aggregate(cfg, out, spec)
+    if prior_records:
+        for was, now in zip(run.get("prior_runs", []), prior_records):
+            if was["sha256"] != now["sha256"]:
+                raise ConfigError(f"{out}: dagger.prior_runs: the files of {now['path']} changed since the run began "
+                                  f"(SHA-256 {now['sha256'][:12]}..., recorded {was['sha256'][:12]}...)")
+        run["prior_runs"] = prior_records
+        echo(f"prior runs: {sum(r['samples'] for r in prior_records)} samples of "
+             f"{sum(r['episodes'] for r in prior_records)} episodes from {len(prior_records)} run(s) join the aggregate")
+
     # ---- the augmentation dataset
+    out.mkdir(parents=True, exist_ok=True)
     if dataset is None:
         dpath = out / "dataset"
         t0 = time.perf_counter()
@@ -1037,17 +1050,6 @@ def _start_run(cfg: TrainConfig, out: Path, dataset, workers: int, resume: bool,
     if used is not None and not _is_recorded_dataset(used, dpath, out):
         raise ConfigError(f"{out}: the run used dataset {used}, not {dpath}")
     run["dataset"] = _dataset_info(dpath, out)
-    robot = load_robot(cfg.robot)
-    spec = load_train_spec(cfg.spec, robot)
-    prior, prior_records = prior_aggregate(cfg, out, spec)
-    if prior_records:
-        for was, now in zip(run.get("prior_runs", []), prior_records):
-            if was["sha256"] != now["sha256"]:
-                raise ConfigError(f"{out}: dagger.prior_runs: the files of {now['path']} changed since the run began "
-                                  f"(SHA-256 {now['sha256'][:12]}..., recorded {was['sha256'][:12]}...)")
-        run["prior_runs"] = prior_records
-        echo(f"prior runs: {sum(r['samples'] for r in prior_records)} samples of "
-             f"{sum(r['episodes'] for r in prior_records)} episodes from {len(prior_records)} run(s) join the aggregate")
     (out / "data").mkdir(exist_ok=True)
     (out / "checkpoints").mkdir(exist_ok=True)
     write_text_atomic(run_path, json.dumps(run, indent=1, sort_keys=True))  # read back by --resume
