@@ -90,6 +90,24 @@ def test_missing_graph_is_one_line(tmp_path, capsys):
     assert err == f"contactflow: error: {tmp_path / 'nope.yml'}: dataflow file not found"
 
 
+def test_a_key_given_twice_in_the_graph_is_one_line_before_dora_starts(tmp_path, capsys):
+    g = tmp_path / "g.yml"
+    g.write_text("nodes:\n  - id: a\n    path: a.py\n    args: --x 1\n    args: --x 2\n")
+    assert cli.main(["run", str(g)]) == 2
+    assert capsys.readouterr().err.strip() == (f"contactflow: error: {g}: not valid YAML (line 5, column 5): key 'args' "
+                                               "given twice in one mapping (first at line 4): merge the two")
+
+
+def test_a_run_dora_refuses_ends_with_dora_s_cause_not_its_backtrace():
+    """dora refusing the graph itself (no node started): the report gives dora's cause, not "read dora's output"."""
+    lines = ["[ERROR]\n", "failed to read dataflow at `g.yml`\n", "\n", "Caused by:\n",
+             "   0: failed to parse given descriptor\n", "   1: nodes[0]: unknown field `pathh`\n", "\n", "Location:\n",
+             "    libraries/core/src/descriptor/mod.rs:487:38\n", "Stack backtrace:\n", "   0: x\n"]
+    assert failure_report(lines, 1, "g.yml")[-1] == ("  dora: 0: failed to parse given descriptor 1: nodes[0]: unknown "
+                                                     "field `pathh`")
+    assert failure_report(["something else\n"], 1)[-1] == "  no node reported a failure; read dora's output above"
+
+
 def _graph(tmp_path: Path, config: str | None) -> Path:
     counter = f"""\
   - id: counter

@@ -26,9 +26,10 @@ import sys
 from pathlib import Path
 from typing import Iterable
 
+from contactflow.config import read_yaml
 from contactflow.errors import ConfigError, ContactflowError
 
-__all__ = ["NodeFailure", "parse_failures", "failure_report", "dora_executable", "run_dataflow", "add_parser"]
+__all__ = ["NodeFailure", "parse_failures", "failure_report", "dora_error_cause", "dora_executable", "run_dataflow", "add_parser"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _CF = re.compile(r"\[contactflow\] node '(?P<node>[^']+)' (?P<kind>failed|crashed|stopping)(?::\s*(?P<msg>.*))?$")
@@ -158,7 +159,10 @@ def failure_report(lines: Iterable[str], returncode: int, graph: str = "") -> li
     after = [f for f in failures.values() if f.consequence]
     title = f"contactflow run: the dataflow {graph + ' ' if graph else ''}failed (dora run exit code {returncode})"
     report = ["", "=" * min(len(title), 100), title]
-    if not first and not after:
+    text = "".join(lines)
+    if not first and not after and "Caused by:" in text:  # dora refused the run itself (e.g. the graph's YAML)
+        report.append(f"  dora: {dora_error_cause(text)[:500]}")
+    elif not first and not after:
         report.append("  no node reported a failure; read dora's output above")
     for f in first:
         code = f" (exit code {f.exit_code})" if f.exit_code is not None else ""
@@ -167,6 +171,14 @@ def failure_report(lines: Iterable[str], returncode: int, graph: str = "") -> li
     if after:
         report.append(f"  stopped because of it: {', '.join(f.node for f in after)}")
     return report
+
+
+def dora_error_cause(text: str) -> str:
+    """dora's error output reduced to its cause, on one line: the text after ``Caused by:`` up to ``Location:`` (dora's
+    source location and backtrace dropped); the whole text when it has no ``Caused by:``."""
+    if "Caused by:" in text:
+        text = text.split("Caused by:", 1)[1].split("Location:", 1)[0]
+    return " ".join(text.split())
 
 
 def dora_executable() -> str:
@@ -197,6 +209,7 @@ def run_dataflow(graph: str, dora_args: list[str], out=None) -> int:
     out = sys.stdout if out is None else out
     if not Path(graph).is_file():
         raise ConfigError(f"{graph}: dataflow file not found")
+    read_yaml(graph)  # a YAML error or a key given twice: one line naming the file and line, before dora starts
     cmd = [dora_executable(), "run", graph, *dora_args]
     lines: list[str] = []
     from contactflow.paths import scripts_env

@@ -144,10 +144,9 @@ def load_dataflow(path: str | Path) -> dict:
         env = dict(os.environ, RUST_BACKTRACE="0", RUST_LIB_BACKTRACE="0")
         proc = subprocess.run([dora, "expand", str(path)], capture_output=True, text=True, timeout=60, env=env)
         if proc.returncode != 0:
-            err = proc.stderr
-            if "Caused by:" in err:  # keep the cause, drop dora's location and backtrace
-                err = err.split("Caused by:", 1)[1].split("Location:", 1)[0]
-            raise ConfigError(f"{path}: `dora expand` failed: {' '.join(err.split())[:500]}")
+            from contactflow.cli.run import dora_error_cause
+
+            raise ConfigError(f"{path}: `dora expand` failed: {dora_error_cause(proc.stderr)[:500]}")
         flow = yaml.safe_load(proc.stdout)
     return flow
 
