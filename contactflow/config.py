@@ -58,12 +58,26 @@ class _UniqueKeyLoader(_SAFE_LOADER):
         return super().construct_mapping(node, deep=deep)
 
 
+def near_file_names(path: Path) -> str:
+    """`` (did you mean 'smoke_2s.yaml'?)`` for a missing file whose folder, wherever a data file is looked for
+    (:func:`contactflow.paths.data_path_candidates`), holds a file of the same suffix and a close stem; else ``""``."""
+    from contactflow.paths import data_path_candidates
+
+    for cand in data_path_candidates(path):
+        if cand.parent.is_dir():  # the names' stems, among the files of the same suffix
+            names = {f.stem: f.name for f in cand.parent.iterdir() if f.is_file() and f.suffix == path.suffix}
+            close = difflib.get_close_matches(path.stem, names, n=1)
+            if close:
+                return f" (did you mean {names[close[0]]!r}?)"
+    return ""
+
+
 def read_yaml(path: str | Path) -> Any:
     """Read a YAML file (the safe loader: plain data only).
 
     Raises:
-        ConfigError: the file is missing or unreadable, not UTF-8 text, not valid YAML (the line and
-            column), a key given twice in one mapping (both lines), or nested too deeply to parse; one
+        ConfigError: the file is missing (a file of a close name in its folder suggested) or unreadable, not
+            UTF-8 text, not valid YAML (the line and column), a key given twice in one mapping (both lines), or nested too deeply to parse; one
             line naming the file.
     """
     path = Path(path)
@@ -71,7 +85,7 @@ def read_yaml(path: str | Path) -> Any:
         with open(path, encoding="utf-8") as f:
             return yaml.load(f, Loader=_UniqueKeyLoader)
     except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found") from None
+        raise ConfigError(f"{path}: file not found{near_file_names(path)}") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:

@@ -32,7 +32,7 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-__all__ = ["NODE_SCRIPT_PREFIX", "OneFileAction", "ROBOT_PATH_ENV", "ROBOT_PATH_HELP", "RobotPathAction", "add_robot_path", "data_path_candidates", "data_root", "default_recordings_dir", "node_kind", "node_script",
+__all__ = ["NODE_SCRIPT_PREFIX", "OneFileAction", "ROBOT_PATH_ENV", "ROBOT_PATH_HELP", "RobotPathAction", "SCENARIO_ENV", "add_robot_path", "data_path_candidates", "data_root", "default_recordings_dir", "node_kind", "node_script", "scenario_from_env",
            "package_dir", "replaced_atomically", "resolve_data_path", "robot_search_path", "scripts_env", "sha256_of_files", "shipped_robots_dir", "source_checkout", "write_text_atomic"]
 
 #: Environment variable: folders (``os.pathsep``-separated) searched for a robot given by name, before
@@ -104,6 +104,30 @@ def resolve_data_path(path: str | Path) -> Path:
         if cand.exists():
             return cand
     return p
+
+
+#: The environment variable that replaces the scenario a graph's scenario player reads (operator, teleop,
+#: wrench_injector): ``CONTACTFLOW_SCENARIO=robots/talos/scenarios/smoke_2s.yaml dora run ...``.
+SCENARIO_ENV = "CONTACTFLOW_SCENARIO"
+
+
+def scenario_from_env() -> Path | None:
+    """``$CONTACTFLOW_SCENARIO`` as a data file (:func:`resolve_data_path`), None when the variable is unset or empty.
+
+    Raises:
+        ConfigError: the file is found nowhere: one line naming the variable and its value (a file of a close name
+            suggested).
+    """
+    value = os.environ.get(SCENARIO_ENV)
+    if not value:
+        return None
+    path = resolve_data_path(value)
+    if not path.is_file():
+        from contactflow.config import near_file_names
+        from contactflow.errors import ConfigError
+
+        raise ConfigError(f"${SCENARIO_ENV}={value}: file not found{near_file_names(Path(value))}")
+    return path
 
 
 def default_recordings_dir() -> Path:

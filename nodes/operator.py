@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 from contactflow.nodes._runtime import (SILENCE_S, connect, declared_inputs, base_parser, drain_after_finish, lockstep_for, log_info,
                                        node_main, sender_for, watched_events)
-from contactflow.paths import resolve_data_path
+from contactflow.paths import SCENARIO_ENV, resolve_data_path, scenario_from_env
 
 DT_S = 0.002  # the control period [s]: one command per tick
 
@@ -51,12 +51,13 @@ def main() -> int:
     args = p.parse_args()
     robot = load_robot(args.robot)
     recorded = None
-    if args.scenario_from_recording and not os.environ.get("CONTACTFLOW_SCENARIO"):
+    from_env = scenario_from_env()
+    if args.scenario_from_recording and from_env is None:
         # the run the replay node replays (CONTACTFLOW_RECORDING, as nodes/replay.py and the teleop read it),
         # of this robot
         recorded = recorded_scenario(os.environ.get("CONTACTFLOW_RECORDING") or args.scenario_from_recording,
                                      "operator", robot=robot.name)
-    scenario_path = (os.environ.get("CONTACTFLOW_SCENARIO") or recorded or args.scenario
+    scenario_path = (from_env or recorded or args.scenario
                      or str(robot.directory / "scenarios" / "hand_forward.yaml"))
     sp = resolve_data_path(scenario_path)  # robots/<robot>/... paths name the shipped data from any directory
     scenario = load_scenario(sp, robot)  # validates everything before the node connects
@@ -66,7 +67,7 @@ def main() -> int:
     specs = port_specs(robot)
     node = connect()
     sender = sender_for(node, "operator", specs, {"scenario": str(sp.resolve()), "robot": robot.name})
-    origin = ("CONTACTFLOW_SCENARIO" if os.environ.get("CONTACTFLOW_SCENARIO") else
+    origin = (SCENARIO_ENV if from_env is not None else
               f"recording {os.environ.get('CONTACTFLOW_RECORDING') or args.scenario_from_recording}" if recorded else ("--scenario" if args.scenario else "default"))
     # through dora's log (INFO): `dora run --log-level info` hides a node's print (raw stdout)
     log_info(node, f"[operator] scenario {sp} ({scenario.duration_s:.2f} s, from {origin})")

@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 
 from contactflow.nodes._runtime import base_parser, connect, drain_after_finish, lockstep_for, node_main, sender_for
-from contactflow.paths import resolve_data_path
+from contactflow.paths import SCENARIO_ENV, resolve_data_path, scenario_from_env
 
 log = logging.getLogger("contactflow.teleop")
 
@@ -36,12 +36,16 @@ def scenario_file(arg: str | None, robot, recorded: str | None = None) -> Path:
 
     Raises:
         RecordingError: ``recorded`` names no run, or its teleop played no scenario file (a live teleop).
+        ConfigError: ``$CONTACTFLOW_SCENARIO`` names a file found nowhere (the variable named).
     """
-    if recorded and not os.environ.get("CONTACTFLOW_SCENARIO"):
+    from_env = scenario_from_env()
+    if from_env is not None:
+        return from_env
+    if recorded:
         from contactflow.recording.store import recorded_scenario
 
         arg = recorded_scenario(os.environ.get("CONTACTFLOW_RECORDING") or recorded, "teleop", robot=robot.name)
-    return resolve_data_path(os.environ.get("CONTACTFLOW_SCENARIO") or arg or Path(robot.directory) / "scenarios" / "stand.yaml")
+    return resolve_data_path(arg or Path(robot.directory) / "scenarios" / "stand.yaml")
 
 
 def main() -> int:
@@ -65,7 +69,7 @@ def main() -> int:
     node = connect()
     sender = sender_for(node, "teleop", specs,
                         {"scenario": str(sp.resolve()), "robot": robot.name, "limits": cfg})
-    origin = ("CONTACTFLOW_SCENARIO" if os.environ.get("CONTACTFLOW_SCENARIO") else
+    origin = (SCENARIO_ENV if os.environ.get(SCENARIO_ENV) else
               f"recording {os.environ.get('CONTACTFLOW_RECORDING') or args.scenario_from_recording}" if args.scenario_from_recording else
               "--scenario" if args.scenario else "default")
     log.info("scenario %s (%.2f s, from %s)", sp, scenario.duration_s, origin)

@@ -60,6 +60,21 @@ def test_a_key_given_twice_in_a_graph_is_refused_as_dora_refuses_it(tmp_path, ca
     assert check_dataflow(SEIKO) == []  # the shipped graph: each key once
 
 
+def test_the_check_loads_the_scenario_of_contactflow_scenario_as_the_nodes_do(monkeypatch):
+    """$CONTACTFLOW_SCENARIO replaces every scenario player's --scenario in the nodes: the check loads it instead,
+    naming the variable (a file found nowhere, with the close name suggested; a file of another robot's format)."""
+    monkeypatch.setenv("CONTACTFLOW_SCENARIO", "robots/talos/scenarios/smoke2s.yaml")
+    got = {(p.node, p.port): p.message for p in check_dataflow(SEIKO)}
+    assert got == {("operator", "$CONTACTFLOW_SCENARIO"): "$CONTACTFLOW_SCENARIO=robots/talos/scenarios/smoke2s.yaml: "
+                                                          "file not found (did you mean 'smoke_2s.yaml'?)"}
+    monkeypatch.setenv("CONTACTFLOW_SCENARIO", "robots/talos/scenarios/smoke_2s.yaml")
+    assert check_dataflow(SEIKO) == []
+    monkeypatch.setenv("CONTACTFLOW_SCENARIO", "robots/g1/scenarios/hand_push.yaml")  # a teleop scenario
+    got = {(p.node, p.port): p.message for p in check_dataflow(SEIKO)}
+    assert list(got) == [("operator", "$CONTACTFLOW_SCENARIO")] and "unknown key(s) 'posture'" in got[list(got)[0]]
+    assert check_dataflow(ROOT / "dataflows" / "lac_g1_policy.yml") == []  # the teleop and the injector load it
+
+
 def test_the_check_leaves_the_process_as_it_was(tmp_path):
     argv, cwd, rpath = list(sys.argv), os.getcwd(), os.environ.get(ROBOT_PATH_ENV)
     (tmp_path / "robots").mkdir()

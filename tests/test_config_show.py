@@ -217,6 +217,19 @@ def test_the_seiko_grid_refuses_a_second_config_file(capsys):
     assert exc.value.code == 2 and "--config given twice (a.yaml, b.yaml)" in capsys.readouterr().err
 
 
+def test_a_missing_file_suggests_a_close_name_in_its_folder(tmp_path, monkeypatch):
+    from contactflow.config import read_yaml
+
+    (tmp_path / "smoke_2s.yaml").write_text("a: 1\n")
+    with pytest.raises(ConfigError, match=r"smoke2s.yaml: file not found \(did you mean 'smoke_2s.yaml'\?\)$"):
+        read_yaml(tmp_path / "smoke2s.yaml")
+    with pytest.raises(ConfigError, match=r"other.yaml: file not found$"):
+        read_yaml(tmp_path / "other.yaml")
+    monkeypatch.chdir(tmp_path)  # a shipped file's folder, named as the README names it, from any directory
+    with pytest.raises(ConfigError, match=r"robots/g1/lac_trian.yaml: file not found \(did you mean 'lac_train.yaml'"):
+        read_yaml("robots/g1/lac_trian.yaml")
+
+
 def test_a_key_given_twice_in_a_config_file_is_refused_naming_the_file_and_both_lines(tmp_path):
     """PyYAML keeps the last of two equal keys silently: a section appended to a copy of the tiny training file
     (``optim: {force_teacher_prob: 0.0}``) replaced the file's own ``optim`` (the full recipe's epochs and batch

@@ -45,7 +45,7 @@ import yaml
 from contactflow.config import read_yaml
 from contactflow.errors import ConfigError, ContactflowError
 from contactflow.contracts.messages import PortSpec
-from contactflow.paths import node_kind, robot_path_scope
+from contactflow.paths import SCENARIO_ENV, node_kind, robot_path_scope, scenario_from_env
 from contactflow.contracts.ports import DEFAULT_ROBOT, MESSAGE, NODES, TIMER
 
 __all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "check_config_files", "check_node_arguments",
@@ -200,7 +200,8 @@ def check_scenario_files(flow: dict, base_dir: str | Path) -> list[WiringProblem
     """Load every ``--scenario`` file given to a node that plays one (:data:`SCENARIO_LOADERS`: the SEIKO
     operator, the G1 teleop and wrench injector) as the node will at its start, in the dataflow's folder: a file
     not found (a bare name is looked up in the robot's ``scenarios/``), not YAML, or with a bad key or value is
-    one problem on the port ``--scenario`` with the loader's message. A node whose robot does not load (reported
+    one problem on the port ``--scenario`` with the loader's message. Where ``$CONTACTFLOW_SCENARIO`` is set, its
+    file is loaded for every such node instead (as the nodes do; the problem's port names the variable). A node whose robot does not load (reported
     by :func:`check_descriptor`) or whose code needs a package not installed here is skipped.
 
     Args:
@@ -214,6 +215,7 @@ def check_scenario_files(flow: dict, base_dir: str | Path) -> list[WiringProblem
     problems: list[WiringProblem] = []
     nodes = [n for n in flow.get("nodes") or [] if isinstance(n, dict) and "id" in n]
     graph_robot = _graph_robot(nodes)
+    from_env = bool(os.environ.get(SCENARIO_ENV))  # it replaces every player's scenario, as in the nodes
     for n in nodes:
         kind = node_kind(str(n.get("path", "")))
         load = SCENARIO_LOADERS.get(kind)
@@ -221,17 +223,18 @@ def check_scenario_files(flow: dict, base_dir: str | Path) -> list[WiringProblem
         if args is None:  # a quote left open: check_node_arguments reports it
             continue
         arg = _arg(args, "--scenario")
-        if load is None or not arg:
+        if load is None or not (arg or from_env):
             continue
+        port = f"${SCENARIO_ENV}" if from_env else "--scenario"
         with robot_path_scope(*_robot_paths(args, Path(base_dir))), contextlib.chdir(base_dir):
             try:
                 robot = load_robot(_arg(args, "--robot", _default_robot(kind, args, graph_robot)))
             except ContactflowError:
                 continue
             try:
-                load(arg, robot, args)
+                load(str(scenario_from_env()) if from_env else arg, robot, args)
             except ConfigError as exc:
-                problems.append(WiringProblem(str(n["id"]), "--scenario", str(exc)))
+                problems.append(WiringProblem(str(n["id"]), port, str(exc)))
             except ImportError:
                 continue
     return problems
