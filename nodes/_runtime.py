@@ -1329,7 +1329,11 @@ def load_node_config(cls, path: str | None, section: str | None = None, *, requi
     known = set(NODES) | {section}
     unknown = sorted(map(str, set(data) - known))  # str: a YAML key may be a number
     if unknown:
-        raise ConfigError(f"{path}: unknown section(s) {unknown}{did_you_mean(unknown, known)}; node sections are {sorted(known)}")
+        from contactflow.cli.config import config_sections
+
+        named = ", ".join(map(repr, unknown))
+        raise ConfigError(f"{path}: unknown section(s) {named}{did_you_mean(unknown, known)}; this node reads "
+                          f"'{section}', and one file may hold the sections of other nodes: {', '.join(config_sections())}")
     if section not in data and not required:
         return load_config(cls, None, source=f"{path}:{section}")
     if section not in data:

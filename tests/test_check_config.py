@@ -64,7 +64,9 @@ def test_check_reports_a_missing_file_and_sections(tmp_path):
 
     (tmp_path / "sec.yaml").write_text("seiko_controler:\n  kp_per_s: 0.3\n")
     (p,) = check_dataflow(_far_reach_with(tmp_path, "sec.yaml"))
-    assert "unknown section(s) ['seiko_controler'] (did you mean 'seiko_controller'?)" in p.message
+    assert "unknown section(s) 'seiko_controler' (did you mean 'seiko_controller'?); this node reads 'seiko_controller', " \
+           "and one file may hold the sections of other nodes: input_filter, lac_expert, mujoco_driver, seiko_controller, " \
+           "seiko_retargeting, teleop" in p.message
 
     (tmp_path / "other.yaml").write_text("input_filter: {}\n")  # a known section, but not the Controller's
     (p,) = check_dataflow(_far_reach_with(tmp_path, "other.yaml"))

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from contactflow.errors import ConfigError, ContactflowError
 
-__all__ = ["NODE_CONFIGS", "NodeSection", "node_sections", "render_node_config", "check_node_config_files",
+__all__ = ["NODE_CONFIGS", "NodeSection", "config_sections", "node_sections", "render_node_config", "check_node_config_files",
            "add_parser"]
 
 
@@ -76,6 +76,11 @@ NODE_CONFIGS: dict[str, tuple[NodeSection, ...]] = {
     "prime_estimator": (NodeSection(None, "contactflow.prime.fie:PrimeConfig",
                                     "a flat file, no section (e.g. robots/go2/prime_estimator.yaml)"),),
 }
+
+
+def config_sections() -> list[str]:
+    """The sections a node's ``--config`` file may hold (one file may configure a whole graph), sorted."""
+    return sorted({s.section for sections in NODE_CONFIGS.values() for s in sections if s.section})
 
 
 def _known() -> str:
