@@ -46,6 +46,16 @@ def test_shipped_config_has_the_papers_scenarios_and_both_suites():
     assert all(0 < v <= 1 for v in cfg.suites["envelope"].scale.values())
 
 
+def test_an_unknown_suite_is_refused_with_the_close_name():
+    from contactflow.lac.evaluate import suite_scenarios
+
+    cfg = load_eval_config()
+    with pytest.raises(ConfigError, match=r"^suite 'quik': not in the config \(did you mean 'quick'\?\); known: envelope, "
+                                          r"graph, paper, quick$"):
+        suite_scenarios(cfg, "quik")
+    assert suite_scenarios(cfg, "quick")
+
+
 def test_table_keys_falls_and_the_stiff_stand_moves_less_than_the_expert_at_low_k(table):
     for key in ("suite", "profile", "trials", "results", "falls", "skipped", "k_grids", "pd_stand_gains",
                 "date_utc", "machine", "wall_s", "workers"):

@@ -57,7 +57,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from contactflow.config import load_config, read_yaml
+from contactflow.config import did_you_mean, load_config, read_yaml
 from contactflow.errors import ConfigError, ModelError
 
 __all__ = [
@@ -413,7 +413,8 @@ def suite_scenarios(cfg: EvalConfig, suite: str) -> list[str]:
         ConfigError: unknown suite.
     """
     if suite not in cfg.suites:
-        raise ConfigError(f"suite {suite!r}: not in the config; known: {sorted(cfg.suites)}")
+        raise ConfigError(f"suite {suite!r}: not in the config{did_you_mean([suite], cfg.suites)}; known: "
+                          f"{', '.join(sorted(cfg.suites))}")
     su = cfg.suites[suite]
     return list(su.scenarios) if su.scenarios else list(cfg.scenarios)
 
