@@ -195,6 +195,8 @@ def test_command_line_generate_and_estimate(tmp_path, capsys):
     assert ", 0.2 s simulated (mujoco, generated in " in capsys.readouterr().out  # not the wall time alone
     out = tmp_path / "est"
     assert main(["prime", "estimate", str(rec), "--max-iter", "2", "--out", str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["iterations"] == 2 and summary["converged"] is False  # stopped at --max-iter: said, not hidden
     report = json.loads((out / "report.json").read_text())
     assert report["robot"] == "go2" and "force_rmse_3d_n" in report and report["steps"] == 19
     assert main(["prime", "estimate", str(rec), "--robot", "g1"]) == 2  # mismatched robot
