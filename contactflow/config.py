@@ -58,17 +58,18 @@ class _UniqueKeyLoader(_SAFE_LOADER):
         return super().construct_mapping(node, deep=deep)
 
 
-def near_file_names(path: Path) -> str:
-    """`` (did you mean 'smoke_2s.yaml'?)`` for a missing file whose folder, wherever a data file is looked for
-    (:func:`contactflow.paths.data_path_candidates`), holds a file of the same suffix and a close stem; else ``""``."""
-    from contactflow.paths import data_path_candidates
-
-    for cand in data_path_candidates(path):
-        if cand.parent.is_dir():  # the names' stems, among the files of the same suffix
-            names = {f.stem: f.name for f in cand.parent.iterdir() if f.is_file() and f.suffix == path.suffix}
-            close = difflib.get_close_matches(path.stem, names, n=1)
-            if close:
-                return f" (did you mean {names[close[0]]!r}?)"
+def near_file_names(path: Path, folders: Iterable[Path] | None = None) -> str:
+    """`` (did you mean 'smoke_2s.yaml'?)`` for a missing file when one of ``folders`` (default: its own folder) holds
+    a file of the same suffix, a close stem and another name; else ``""`` (also when a folder cannot be listed)."""
+    for folder in [path.parent] if folders is None else folders:
+        try:  # the names' stems, among the files of the same suffix
+            names = {f.stem: f.name for f in folder.iterdir() if f.suffix == path.suffix and f.name != path.name
+                     and f.is_file()}
+        except OSError:  # not a folder, or not listable
+            continue
+        close = difflib.get_close_matches(path.stem, names, n=1)
+        if close:
+            return f" (did you mean {names[close[0]]!r}?)"
     return ""
 
 

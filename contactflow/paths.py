@@ -126,7 +126,8 @@ def scenario_from_env() -> Path | None:
         from contactflow.config import near_file_names
         from contactflow.errors import ConfigError
 
-        raise ConfigError(f"${SCENARIO_ENV}={value}: file not found{near_file_names(Path(value))}")
+        where = [c.parent for c in data_path_candidates(value)]  # the folders resolve_data_path looked in
+        raise ConfigError(f"${SCENARIO_ENV}={value}: file not found{near_file_names(Path(value), where)}")
     return path
 
 

@@ -1331,9 +1331,9 @@ def load_node_config(cls, path: str | None, section: str | None = None, *, requi
     if unknown:
         from contactflow.cli.config import config_sections
 
-        named = ", ".join(map(repr, unknown))
-        raise ConfigError(f"{path}: unknown section(s) {named}{did_you_mean(unknown, known)}; this node reads "
-                          f"'{section}', and one file may hold the sections of other nodes: {', '.join(config_sections())}")
+        named, sections = ", ".join(map(repr, unknown)), sorted(set(config_sections()) | {section})
+        raise ConfigError(f"{path}: unknown section(s) {named}{did_you_mean(unknown, sections)}; this node reads "
+                          f"'{section}', and one file may hold the sections of other nodes: {', '.join(sections)}")
     if section not in data and not required:
         return load_config(cls, None, source=f"{path}:{section}")
     if section not in data:

@@ -19,6 +19,14 @@ os.environ["UV_NO_SYNC"] = _env["UV_NO_SYNC"]  # dora's `uv run which <node>` mu
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def _no_run_selection_from_the_shell(monkeypatch):
+    """A developer's shell may set the variables that replace a graph's scenario or the run a replay reads (README);
+    the tests set them where they test them, never inherit them."""
+    monkeypatch.delenv("CONTACTFLOW_SCENARIO", raising=False)
+    monkeypatch.delenv("CONTACTFLOW_RECORDING", raising=False)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _native_kernel_built():
     """Build the compiled SEIKO kernel once, before any test (cached in ~/.cache/contactflow/native

@@ -72,7 +72,12 @@ def test_the_check_loads_the_scenario_of_contactflow_scenario_as_the_nodes_do(mo
     monkeypatch.setenv("CONTACTFLOW_SCENARIO", "robots/g1/scenarios/hand_push.yaml")  # a teleop scenario
     got = {(p.node, p.port): p.message for p in check_dataflow(SEIKO)}
     assert list(got) == [("operator", "$CONTACTFLOW_SCENARIO")] and "unknown key(s) 'posture'" in got[list(got)[0]]
-    assert check_dataflow(ROOT / "dataflows" / "lac_g1_policy.yml") == []  # the teleop and the injector load it
+    g1 = ROOT / "dataflows" / "lac_g1_policy.yml"
+    assert check_dataflow(g1) == []  # the teleop and the injector load it
+    monkeypatch.setenv("CONTACTFLOW_SCENARIO", "robots/talos/scenarios/smoke_2s.yaml")  # a SEIKO scenario: both refuse it
+    got = {(p.node, p.port): str(p) for p in check_dataflow(g1)}
+    assert set(got) == {("teleop", "$CONTACTFLOW_SCENARIO"), ("wrench_injector", "$CONTACTFLOW_SCENARIO")}
+    assert got[("teleop", "$CONTACTFLOW_SCENARIO")].startswith("node 'teleop': ") and "smoke_2s.yaml" in got[("teleop", "$CONTACTFLOW_SCENARIO")]
 
 
 def test_the_check_leaves_the_process_as_it_was(tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import os
 from pathlib import Path
 
 import pytest
@@ -225,9 +226,19 @@ def test_a_missing_file_suggests_a_close_name_in_its_folder(tmp_path, monkeypatc
         read_yaml(tmp_path / "smoke2s.yaml")
     with pytest.raises(ConfigError, match=r"other.yaml: file not found$"):
         read_yaml(tmp_path / "other.yaml")
-    monkeypatch.chdir(tmp_path)  # a shipped file's folder, named as the README names it, from any directory
-    with pytest.raises(ConfigError, match=r"robots/g1/lac_trian.yaml: file not found \(did you mean 'lac_train.yaml'"):
-        read_yaml("robots/g1/lac_trian.yaml")
+    (tmp_path / "sub").mkdir()
+    with pytest.raises(ConfigError, match=r"sub/smoke_2s.yaml: file not found$"):  # only the file's own folder
+        read_yaml(tmp_path / "sub" / "smoke_2s.yaml")
+    monkeypatch.chdir(tmp_path)  # read_yaml reads the path as given: the same name elsewhere is not suggested
+    with pytest.raises(ConfigError, match=r"^robots/g1/lac_train.yaml: file not found$"):
+        read_yaml("robots/g1/lac_train.yaml")
+    from contactflow.config import near_file_names
+
+    assert near_file_names(Path("smoke2s.yaml"), [tmp_path / "smoke_2s.yaml", tmp_path]) == " (did you mean 'smoke_2s.yaml'?)"
+    (tmp_path / "locked").mkdir(mode=0o300)  # a folder that cannot be listed: the one line still
+    if not os.access(tmp_path / "locked", os.R_OK):  # (root reads any folder)
+        with pytest.raises(ConfigError, match=r"locked/x.yaml: file not found$"):
+            read_yaml(tmp_path / "locked" / "x.yaml")
 
 
 def test_a_key_given_twice_in_a_config_file_is_refused_naming_the_file_and_both_lines(tmp_path):

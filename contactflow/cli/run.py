@@ -2,8 +2,9 @@
 
 When a node fails, ``dora run`` prints the node's one clear contactflow error line among ~80 lines
 of dora's own log (each other node's "stopping" line, dora's cascading-error lines) and a Rust
-stack backtrace. This command runs ``dora run GRAPH.yml [options]`` unchanged (same environment,
-same working directory), streams its output as it comes, and, when the run fails, ends with a
+stack backtrace. This command reads the graph first (a YAML error or a key given twice in one mapping: one line, exit
+2, before dora starts; dora keeps the last of two equal keys in ``inputs:`` or ``env:``), then runs ``dora run
+GRAPH.yml [options]`` unchanged (same environment, same working directory), streams its output as it comes, and, when the run fails, ends with a
 short report: the node(s) that failed first, each with its contactflow error line (or dora's line
 for a node that is not a contactflow node, or the last line of a Python traceback), and the nodes
 that only stopped because of them. It exits with ``dora run``'s exit code.
@@ -154,6 +155,7 @@ def failure_report(lines: Iterable[str], returncode: int, graph: str = "") -> li
     """
     if returncode == 0:
         return []
+    lines = list(lines)  # read twice: the failures, then dora's own cause
     failures = parse_failures(lines)
     first = [f for f in failures.values() if not f.consequence]
     after = [f for f in failures.values() if f.consequence]
@@ -204,7 +206,7 @@ def run_dataflow(graph: str, dora_args: list[str], out=None) -> int:
         ``dora run``'s exit code.
 
     Raises:
-        ConfigError: ``graph`` is not a file.
+        ConfigError: ``graph`` is not a file, not valid YAML, or has a key given twice in one mapping.
     """
     out = sys.stdout if out is None else out
     if not Path(graph).is_file():

@@ -85,6 +85,8 @@ class WiringProblem:
             return f"node {self.node!r}: {self.message}"
         if self.port == "args":  # the node's arguments as its own parser reads them
             return f"node {self.node!r} args: {self.message}"
+        if self.port.startswith("$"):  # an environment variable the node reads (its value is in the message)
+            return f"node {self.node!r}: {self.message}"
         if self.port.startswith("--"):  # a node argument (a configuration file)
             return f"node {self.node!r} argument {self.port}: {self.message}"
         return f"node {self.node!r} port {self.port!r}: {self.message}"
@@ -132,8 +134,9 @@ def load_dataflow(path: str | Path) -> dict:
     """Read a dataflow YAML, expanding dora modules with ``dora expand`` when it uses any.
 
     Raises:
-        ConfigError: unreadable YAML, a key given twice in one mapping (dora refuses it: "duplicate field"),
-            no ``nodes`` list, or a failed module expansion.
+        ConfigError: unreadable YAML, a key given twice in one mapping (dora refuses a node's field given twice,
+            "duplicate field", but keeps the last of two equal keys in ``inputs:`` or ``env:``, silently dropping
+            the other: refused here in every mapping), no ``nodes`` list, or a failed module expansion.
     """
     path = Path(path)
     flow = read_yaml(path)

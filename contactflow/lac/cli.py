@@ -142,7 +142,7 @@ def _train(args) -> int:
         print(config_yaml(cfg), end="")
         return 0
     if args.out is None:
-        raise ConfigError("lac train: --out DIR is required (the run directory), but with --print-config")
+        raise ConfigError("lac train: --out DIR is required (the run directory; not with --print-config)")
     from contactflow.lac.train.dagger import train
 
     s = train(cfg, args.out, dataset=args.dataset, workers=args.workers, resume=args.resume, progress=not args.no_progress)
@@ -243,14 +243,14 @@ def add_parser(subparsers) -> None:
 
     d = sub.add_parser("train", help="DAgger student from the model-based teacher, LAC's deploy format (needs [train])")
     d.add_argument("--config", default=None, action=OneFileAction, help="training config: its keys layered over robots/g1/lac_train.yaml (the shipped recipe; a run's own config.yaml holds every key)")
-    d.add_argument("--out", default=None, help="run directory (data, checkpoints, student.onnx, logs, loss.png); required but with --print-config")
+    d.add_argument("--out", default=None, help="run directory (data, checkpoints, student.onnx, logs, loss.png); required except with --print-config")
     d.add_argument("--dataset", default=None, help="augmentation dataset directory (default: generated into OUT/dataset)")
     d.add_argument("--workers", type=int, default=1, help="rollout worker processes (default 1)")
     d.add_argument("--resume", action="store_true", help="continue after the last complete round in --out")
     d.add_argument("--seed", type=int, default=None, help="training seed (default: the config's)")
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
     d.add_argument("--print-config", action="store_true",
-                   help="print the resolved configuration (--config's keys over the shipped file, --seed) as the run's config.yaml would hold it, and exit")
+                   help="print the resolved configuration (--config's keys over the shipped file, --seed) as the run's config.yaml would hold it, and exit (--out, --dataset, --resume unused)")
     d.set_defaults(func=_train)
 
     x = sub.add_parser("export", help="export a training checkpoint to LAC's deploy ONNX")

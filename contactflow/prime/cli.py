@@ -145,7 +145,7 @@ def _estimate(args) -> int:
     out = Path(args.out) if args.out else Path(str(Path(args.recording).resolve()) + "_prime")
     write_result(res, pr, out, info["seq"], prov)
     summary = {"out": str(out), "cost": res.cost, "iterations": res.iterations,
-               "converged": res.converged,  # crocoddyl's flag of the final stage: false = stopped at its iteration cap
+               "converged": res.converged,  # FDDP's flag for the final stage (false: its iteration cap or another stop)
                "solve_time_s": round(res.solve_time_s, 2),
                "bodies": res.body_parameters() if res.identified else {}}
     for k in ("force_rmse_3d_n", "force_rmse_fz_n", "resampled"):
