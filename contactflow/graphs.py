@@ -595,8 +595,8 @@ def seiko_talos_wrench_filter(lag: int = 0) -> Graph:
            "the Controller's QP (lam_tilde one tick older)")
     return Graph(f"""seiko_talos.yml with the complementary wrench filter (13) as its own node (nodes/wrench_filter.py)
 instead of inside the Controller, --wrench-lag {lag}: {how}.
-The filter gets the Controller's flexible wrench rates back (output flex_rate). Its cost per tick
-is measured against seiko_talos.yml (docs/benchmarks.md).
+The filter gets the Controller's flexible wrench rates back (output flex_rate). The node logs its
+loop's CPU time per tick at the end; its cost against seiko_talos.yml is not yet in docs/benchmarks.md.
 
   dora run dataflows/{name}.yml
 
