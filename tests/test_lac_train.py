@@ -1336,6 +1336,29 @@ def test_a_partial_config_file_changes_only_its_keys_of_the_shipped_recipe(tmp_p
     assert TrainConfig().student != shipped.student  # the code's defaults are not the recipe
 
 
+def test_the_cosine_schedule_ends_each_round_at_its_final_ratio_and_constant_keeps_lr(run_a, dataset, tmp_path):
+    """optim.lr_schedule: cosine goes from lr at a round's first step to lr_final_ratio * lr at its last, never up;
+    the trained run's optimiser ends there (the last step's rate, recorded in the checkpoint); constant (the default,
+    the runs before) never changes it; a bad value is refused by name."""
+    from contactflow.lac.train.config import round_lr
+
+    cos = load_train_config(None, {"optim": {"lr_schedule": "cosine", "lr_final_ratio": 0.2}}).optim
+    lrs = [round_lr(cos, s, 50) for s in range(50)]
+    assert lrs[0] == pytest.approx(cos.lr) and lrs[-1] == pytest.approx(0.2 * cos.lr) and np.all(np.diff(lrs) < 0)
+    assert lrs[25] == pytest.approx(cos.lr * (0.2 + 0.8 * 0.5 * (1 + np.cos(np.pi * 25 / 49))))
+    assert {round_lr(load_train_config().optim, s, 50) for s in range(50)} == {load_train_config().optim.lr}
+    cfg = load_train_config(None, {**TINY, "dagger": {**TINY["dagger"], "rounds": 2}, "validation": {"enabled": False},
+                                   "optim": {**TINY["optim"], "lr_schedule": "cosine", "lr_final_ratio": 0.2}})
+    s = train(cfg, tmp_path / "cos", dataset=dataset, progress=False, echo=lambda s: None)
+    assert all(r["train_steps"] > 1 for r in s["rounds"])
+    for r in (0, 1):  # each round's own schedule: both end at the final rate
+        ck = load_checkpoint(tmp_path / "cos" / "checkpoints" / f"round_{r:03d}.pt")
+        assert ck["optim"]["param_groups"][0]["lr"] == pytest.approx(0.2 * cfg.optim.lr)
+    assert load_checkpoint(run_a[0])["optim"]["param_groups"][0]["lr"] == pytest.approx(load_train_config(None, TINY).optim.lr)
+    with pytest.raises(ConfigError, match="lr_schedule: expected 'constant' or 'cosine', got 'step'"):
+        load_train_config(None, {"optim": {"lr_schedule": "step"}})
+
+
 def test_print_config_shows_the_layered_configuration_that_loads_back(tmp_path, capsys):
     """``lac train --print-config``: every key of --config over the shipped file, with --seed, as a run's config.yaml;
     the printout given as --config is the same configuration; without it --out is required (one line)."""

@@ -7,6 +7,7 @@ unknown key or an out-of-range value with the file and the key path (:class:`Con
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Mapping
 
@@ -383,6 +384,10 @@ class OptimCfg:
             ``torque_floor`` (the torque weights raised to at least 1: the arms, whose positions
             carry the commanded compliance, weigh as in the action loss).
         lr: Adam learning rate. weight_decay: Adam weight decay.
+        lr_schedule: ``constant`` (``lr`` throughout, the runs before 2026-12-06 09:50 UTC) or ``cosine``: within
+            each round from ``lr`` down to ``lr_final_ratio * lr`` at its last step (half a cosine, Loshchilov &
+            Hutter, 2017, without restarts but each round's start), so a round ends on small steps.
+        lr_final_ratio: ``cosine``'s last learning rate over ``lr``, in [0, 1].
         batch_size: samples per gradient step.
         epochs_per_round: passes over the aggregated dataset after each round.
         max_steps_per_round: cap of gradient steps per round (0: no cap).
@@ -414,6 +419,8 @@ class OptimCfg:
 
     loss: str = "torque_floor"
     lr: float = 1e-3
+    lr_schedule: str = "constant"
+    lr_final_ratio: float = 0.1
     weight_decay: float = 0.0
     batch_size: int = 256
     epochs_per_round: int = 4
@@ -437,6 +444,10 @@ class OptimCfg:
             raise ConfigError(f"loss: expected 'action', 'torque' or 'torque_floor', got {self.loss!r}")
         if not self.lr > 0 or self.weight_decay < 0:
             raise ConfigError("lr must be > 0 and weight_decay >= 0")
+        if self.lr_schedule not in ("constant", "cosine"):
+            raise ConfigError(f"lr_schedule: expected 'constant' or 'cosine', got {self.lr_schedule!r}")
+        if not 0.0 <= self.lr_final_ratio <= 1.0:
+            raise ConfigError(f"lr_final_ratio: must be in [0, 1], got {self.lr_final_ratio!r}")
         if (self.batch_size < 1 or self.epochs_per_round < 1 or self.max_steps_per_round < 0
                 or self.max_steps_first_round < 0 or self.torch_threads < 1):
             raise ConfigError("batch_size, epochs_per_round, torch_threads must be >= 1; "
@@ -596,6 +607,14 @@ def load_train_config(path: str | Path | None = None, override: Mapping | None =
     """
     raw, source = read_layered(default_train_config_path(), path, "TrainConfig keys")
     return load_config(TrainConfig, merge(raw, override), source=source)
+
+
+def round_lr(optim: OptimCfg, step: int, total: int) -> float:
+    """The learning rate of gradient step ``step`` (0-based) of a round of ``total`` steps (``optim.lr_schedule``)."""
+    if optim.lr_schedule == "constant" or total <= 1:
+        return optim.lr
+    frac = min(step, total - 1) / (total - 1)
+    return optim.lr * (optim.lr_final_ratio + (1.0 - optim.lr_final_ratio) * 0.5 * (1.0 + math.cos(math.pi * frac)))
 
 
 def config_yaml(cfg: TrainConfig) -> str:

@@ -47,7 +47,7 @@ import numpy as np
 
 from contactflow.config import did_you_mean, json_digest, load_config, to_dict
 from contactflow.errors import ConfigError
-from contactflow.lac.train.config import TrainConfig, config_yaml
+from contactflow.lac.train.config import TrainConfig, config_yaml, round_lr
 from contactflow.paths import replaced_atomically, write_text_atomic
 
 if TYPE_CHECKING:
@@ -1184,6 +1184,9 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
                 x = frames[torch.from_numpy(window_index(data["first"], idx, H))]
                 ti = torch.from_numpy(idx)
                 loss = batch_loss(cfg, model, w, x, labels[ti], *aux_rows(aux_t, aux_known, ti), rng=g)
+                if cfg.optim.lr_schedule != "constant":
+                    for group in opt.param_groups:
+                        group["lr"] = round_lr(cfg.optim, step, total)
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
