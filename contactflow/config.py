@@ -77,8 +77,9 @@ def read_yaml(path: str | Path) -> Any:
     """Read a YAML file (the safe loader: plain data only).
 
     Raises:
-        ConfigError: the file is missing (a file of a close name in its folder suggested) or unreadable, not
-            UTF-8 text, not valid YAML (the line and column), a key given twice in one mapping (both lines), or nested too deeply to parse; one
+        ConfigError: the file is missing (a file of a close name in its folder suggested) or unreadable,
+            not UTF-8 text, not valid YAML (the line and column), a key given twice in one mapping (both
+            lines), or nested too deeply to parse; one
             line naming the file.
     """
     path = Path(path)

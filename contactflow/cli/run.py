@@ -3,8 +3,9 @@
 When a node fails, ``dora run`` prints the node's one clear contactflow error line among ~80 lines
 of dora's own log (each other node's "stopping" line, dora's cascading-error lines) and a Rust
 stack backtrace. This command reads the graph first (a YAML error or a key given twice in one mapping: one line, exit
-2, before dora starts; dora keeps the last of two equal keys in ``inputs:`` or ``env:``), then runs ``dora run
-GRAPH.yml [options]`` unchanged (same environment, same working directory), streams its output as it comes, and, when the run fails, ends with a
+2, before dora starts; dora keeps the last of two equal keys in ``inputs:`` or ``env:``), then runs
+``dora run GRAPH.yml [options]`` unchanged (same environment, same working directory), streams its
+output as it comes, and, when the run fails, ends with a
 short report: the node(s) that failed first, each with its contactflow error line (or dora's line
 for a node that is not a contactflow node, or the last line of a Python traceback), and the nodes
 that only stopped because of them. It exits with ``dora run``'s exit code.

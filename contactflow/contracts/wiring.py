@@ -203,9 +203,10 @@ def check_scenario_files(flow: dict, base_dir: str | Path) -> list[WiringProblem
     """Load every ``--scenario`` file given to a node that plays one (:data:`SCENARIO_LOADERS`: the SEIKO
     operator, the G1 teleop and wrench injector) as the node will at its start, in the dataflow's folder: a file
     not found (a bare name is looked up in the robot's ``scenarios/``), not YAML, or with a bad key or value is
-    one problem on the port ``--scenario`` with the loader's message. Where ``$CONTACTFLOW_SCENARIO`` is set, its
-    file is loaded for every such node instead (as the nodes do; the problem's port names the variable). A node whose robot does not load (reported
-    by :func:`check_descriptor`) or whose code needs a package not installed here is skipped.
+    one problem on the port ``--scenario`` with the loader's message. Where ``$CONTACTFLOW_SCENARIO`` is set,
+    its file is loaded for every such node instead (as the nodes do; the problem's port names the variable).
+    A node whose robot does not load (reported by :func:`check_descriptor`) or whose code needs a package not
+    installed here is skipped.
 
     Args:
         flow: the (flat) descriptor.
