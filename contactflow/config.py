@@ -79,8 +79,7 @@ def read_yaml(path: str | Path) -> Any:
     Raises:
         ConfigError: the file is missing (a file of a close name in its folder suggested) or unreadable,
             not UTF-8 text, not valid YAML (the line and column), a key given twice in one mapping (both
-            lines), or nested too deeply to parse; one
-            line naming the file.
+            lines), or nested too deeply to parse; one line naming the file.
     """
     path = Path(path)
     try:

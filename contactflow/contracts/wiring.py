@@ -81,12 +81,11 @@ class WiringProblem:
     message: str
 
     def __str__(self) -> str:
-        if self.port == "-":  # the node as a whole (not a contactflow node)
+        # "-": the node as a whole (not a contactflow node); "$VAR": an environment variable it reads (named in the message)
+        if self.port == "-" or self.port.startswith("$"):
             return f"node {self.node!r}: {self.message}"
         if self.port == "args":  # the node's arguments as its own parser reads them
             return f"node {self.node!r} args: {self.message}"
-        if self.port.startswith("$"):  # an environment variable the node reads (its value is in the message)
-            return f"node {self.node!r}: {self.message}"
         if self.port.startswith("--"):  # a node argument (a configuration file)
             return f"node {self.node!r} argument {self.port}: {self.message}"
         return f"node {self.node!r} port {self.port!r}: {self.message}"

@@ -622,4 +622,5 @@ def config_yaml(cfg: TrainConfig) -> str:
     as written by ``contactflow lac train`` and printed by its ``--print-config``."""
     import yaml
 
-    return "# resolved configuration (contactflow lac train: every key; --config this file reproduces it)\n" + yaml.safe_dump(to_dict(cfg), sort_keys=False)
+    header = "# resolved configuration (contactflow lac train: every key; --config this file reproduces it)\n"
+    return header + yaml.safe_dump(to_dict(cfg), sort_keys=False)

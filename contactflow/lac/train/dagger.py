@@ -1184,9 +1184,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
                 x = frames[torch.from_numpy(window_index(data["first"], idx, H))]
                 ti = torch.from_numpy(idx)
                 loss = batch_loss(cfg, model, w, x, labels[ti], *aux_rows(aux_t, aux_known, ti), rng=g)
-                if cfg.optim.lr_schedule != "constant":
-                    for group in opt.param_groups:
-                        group["lr"] = round_lr(cfg.optim, step, total)
+                for group in opt.param_groups:  # optim.lr_schedule (constant: lr at every step)
+                    group["lr"] = round_lr(cfg.optim, step, total)
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
