@@ -32,7 +32,7 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-__all__ = ["NODE_SCRIPT_PREFIX", "OneFileAction", "ROBOT_PATH_ENV", "ROBOT_PATH_HELP", "RobotPathAction", "SCENARIO_ENV", "add_robot_path", "data_path_candidates", "data_root", "default_recordings_dir", "node_kind", "node_script", "scenario_from_env",
+__all__ = ["NODE_SCRIPT_PREFIX", "OneFileAction", "ROBOT_PATH_ENV", "ROBOT_PATH_HELP", "RobotPathAction", "SCENARIO_ENV", "add_robot_path", "data_path_candidates", "data_root", "default_recordings_dir", "node_kind", "node_script", "scenario_from_env", "scenario_source",
            "package_dir", "replaced_atomically", "resolve_data_path", "robot_search_path", "scripts_env", "sha256_of_files", "shipped_robots_dir", "source_checkout", "write_text_atomic"]
 
 #: Environment variable: folders (``os.pathsep``-separated) searched for a robot given by name, before
@@ -111,14 +111,18 @@ def resolve_data_path(path: str | Path) -> Path:
 SCENARIO_ENV = "CONTACTFLOW_SCENARIO"
 
 
-def scenario_from_env() -> Path | None:
+def scenario_from_env(value: str | None = None) -> Path | None:
     """``$CONTACTFLOW_SCENARIO`` as a data file (:func:`resolve_data_path`), None when the variable is unset or empty.
+
+    Args:
+        value: the variable's value where it is not this process's (``contactflow check`` reading a graph's
+            ``env:``); None reads ``os.environ``.
 
     Raises:
         ConfigError: the file is found nowhere: one line naming the variable and its value (a file of a close name
             suggested).
     """
-    value = os.environ.get(SCENARIO_ENV)
+    value = os.environ.get(SCENARIO_ENV) if value is None else value
     if not value:
         return None
     path = resolve_data_path(value)
@@ -129,6 +133,42 @@ def scenario_from_env() -> Path | None:
         where = [c.parent for c in data_path_candidates(value)]  # the folders resolve_data_path looked in
         raise ConfigError(f"${SCENARIO_ENV}={value}: file not found{near_file_names(Path(value), where)}")
     return path
+
+
+def scenario_source(node: str, arg: str | None, default: str | Path, *, recorded: str | None = None,
+                    robot: str | None = None) -> tuple[Path, str]:
+    """The scenario file a scenario player (the operator, teleop and wrench_injector nodes) plays, and where its
+    name came from, in this order: ``$CONTACTFLOW_SCENARIO``; else, with ``recorded`` (``--scenario-from-recording``),
+    the scenario that node ``node`` of the recorded run played (``$CONTACTFLOW_RECORDING`` names the run when set, as
+    for the replay node); else ``arg`` (``--scenario``); else ``default``. A relative path that does not exist from
+    the working directory is taken from the data root (:func:`resolve_data_path`).
+
+    Args:
+        node: the recorded node whose scenario ``recorded`` replays (``operator``, ``teleop``).
+        arg: the node's ``--scenario``, or None.
+        default: the node's own default file.
+        recorded: a run directory, name or ``latest``, or None.
+        robot: with ``recorded``, only runs of this robot.
+
+    Returns:
+        ``(path, origin)``: ``origin`` is ``$CONTACTFLOW_SCENARIO``, ``recording RUN``, ``--scenario`` or ``default``
+        (for the node's log line).
+
+    Raises:
+        ConfigError: ``$CONTACTFLOW_SCENARIO`` names a file found nowhere (:func:`scenario_from_env`).
+        RecordingError: ``recorded`` names no run of ``robot``, or its node played no scenario file (a live source).
+    """
+    from_env = scenario_from_env()
+    if from_env is not None:
+        return from_env, f"${SCENARIO_ENV}"
+    if recorded:
+        from contactflow.recording.store import recorded_scenario
+
+        run = os.environ.get("CONTACTFLOW_RECORDING") or recorded
+        return resolve_data_path(recorded_scenario(run, node, robot=robot)), f"recording {run}"
+    if arg:
+        return resolve_data_path(arg), "--scenario"
+    return resolve_data_path(default), "default"
 
 
 def default_recordings_dir() -> Path:

@@ -1301,14 +1301,15 @@ def base_parser(description: str, kind: str | None = None) -> argparse.ArgumentP
     return p
 
 
-def load_node_config(cls, path: str | None, section: str | None = None, *, required: bool = True):
+def load_node_config(cls, path: str | None, section: str | None = None, *, required: bool = True, node: str | None = None):
     """Load a node config dataclass from an optional YAML file.
 
     The file is a mapping of node sections (``seiko_controller: {...}``, ``input_filter: {...}``),
     so that one file can configure a whole graph. The node's own section is required (unless
     ``required`` is False: then a missing section means the defaults), and top-level keys that
     name no known node are refused (a misspelled section would otherwise silently leave the
-    defaults in place).
+    defaults in place): the message names the sections ``node`` reads (default: the running node,
+    from its script or executable name; ``contactflow config show`` lists them).
 
     Raises:
         ConfigError: unreadable file, missing section, unknown section or a bad key inside the
@@ -1329,11 +1330,15 @@ def load_node_config(cls, path: str | None, section: str | None = None, *, requi
     known = set(NODES) | {section}
     unknown = sorted(map(str, set(data) - known))  # str: a YAML key may be a number
     if unknown:
-        from contactflow.cli.config import config_sections
+        from contactflow.cli.config import NODE_CONFIGS, config_sections
+        from contactflow.paths import node_kind
 
         named, sections = ", ".join(map(repr, unknown)), sorted(set(config_sections()) | {section})
+        reads = [s.section for s in NODE_CONFIGS.get(node or node_kind(sys.argv[0]), ()) if s.section]
+        reads = reads if section in reads else [section]  # another caller (a script, a test): the section asked for
         raise ConfigError(f"{path}: unknown section(s) {named}{did_you_mean(unknown, sections)}; this node reads "
-                          f"'{section}', and one file may hold the sections of other nodes: {', '.join(sections)}")
+                          f"{', '.join(map(repr, reads))}, and one file may hold the sections of other nodes: "
+                          f"{', '.join(sections)}")
     if section not in data and not required:
         return load_config(cls, None, source=f"{path}:{section}")
     if section not in data:

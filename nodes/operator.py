@@ -26,10 +26,9 @@ bad file stops the node (and the run) before anything moves, naming the file, ke
 
 from __future__ import annotations
 
-import os
 from contactflow.nodes._runtime import (SILENCE_S, connect, declared_inputs, base_parser, drain_after_finish, lockstep_for, log_info,
                                        node_main, sender_for, watched_events)
-from contactflow.paths import SCENARIO_ENV, resolve_data_path, scenario_from_env
+from contactflow.paths import scenario_source
 
 DT_S = 0.002  # the control period [s]: one command per tick
 
@@ -37,7 +36,6 @@ DT_S = 0.002  # the control period [s]: one command per tick
 def main() -> int:
     from contactflow.contracts.messages import port_specs
     from contactflow.operator.scenario import ScenarioPlayer, load_scenario
-    from contactflow.recording.store import recorded_scenario
     from contactflow.robot import load_robot
     from contactflow.seiko.stages import operator_command_values
 
@@ -50,16 +48,8 @@ def main() -> int:
     p.add_argument("--ahead-batch", type=int, default=50, help="ahead mode: ticks per command message")
     args = p.parse_args()
     robot = load_robot(args.robot)
-    recorded = None
-    from_env = scenario_from_env()
-    if args.scenario_from_recording and from_env is None:
-        # the run the replay node replays (CONTACTFLOW_RECORDING, as nodes/replay.py and the teleop read it),
-        # of this robot
-        recorded = recorded_scenario(os.environ.get("CONTACTFLOW_RECORDING") or args.scenario_from_recording,
-                                     "operator", robot=robot.name)
-    scenario_path = (from_env or recorded or args.scenario
-                     or str(robot.directory / "scenarios" / "hand_forward.yaml"))
-    sp = resolve_data_path(scenario_path)  # robots/<robot>/... paths name the shipped data from any directory
+    sp, origin = scenario_source("operator", args.scenario, robot.directory / "scenarios" / "hand_forward.yaml",
+                                 recorded=args.scenario_from_recording, robot=robot.name)
     scenario = load_scenario(sp, robot)  # validates everything before the node connects
     player = ScenarioPlayer(scenario)
     player.reset()
@@ -67,8 +57,6 @@ def main() -> int:
     specs = port_specs(robot)
     node = connect()
     sender = sender_for(node, "operator", specs, {"scenario": str(sp.resolve()), "robot": robot.name})
-    origin = (SCENARIO_ENV if from_env is not None else
-              f"recording {os.environ.get('CONTACTFLOW_RECORDING') or args.scenario_from_recording}" if recorded else ("--scenario" if args.scenario else "default"))
     # through dora's log (INFO): `dora run --log-level info` hides a node's print (raw stdout)
     log_info(node, f"[operator] scenario {sp} ({scenario.duration_s:.2f} s, from {origin})")
     if not args.realtime and declared_inputs(node, "operator").get("tick", "").endswith("/log"):

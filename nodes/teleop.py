@@ -20,32 +20,19 @@ a bad file stops the run before anything moves, naming the file, key and reason.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 from contactflow.nodes._runtime import base_parser, connect, drain_after_finish, lockstep_for, node_main, sender_for
-from contactflow.paths import SCENARIO_ENV, resolve_data_path, scenario_from_env
+from contactflow.paths import scenario_source
 
 log = logging.getLogger("contactflow.teleop")
 
 
-def scenario_file(arg: str | None, robot, recorded: str | None = None) -> Path:
-    """The scenario to play: ``$CONTACTFLOW_SCENARIO``, else the one the teleop of run ``recorded``
-    played, else ``arg``, else ``<robot dir>/scenarios/stand.yaml``; a relative path that does not
-    exist from the working directory is taken from the repository root.
-
-    Raises:
-        RecordingError: ``recorded`` names no run, or its teleop played no scenario file (a live teleop).
-        ConfigError: ``$CONTACTFLOW_SCENARIO`` names a file found nowhere (the variable named).
-    """
-    from_env = scenario_from_env()
-    if from_env is not None:
-        return from_env
-    if recorded:
-        from contactflow.recording.store import recorded_scenario
-
-        arg = recorded_scenario(os.environ.get("CONTACTFLOW_RECORDING") or recorded, "teleop", robot=robot.name)
-    return resolve_data_path(arg or Path(robot.directory) / "scenarios" / "stand.yaml")
+def scenario_file(arg: str | None, robot, recorded: str | None = None) -> tuple[Path, str]:
+    """The scenario the teleop (and the wrench_injector) plays and where its name came from
+    (:func:`contactflow.paths.scenario_source`; the default: ``<robot dir>/scenarios/stand.yaml``)."""
+    return scenario_source("teleop", arg, Path(robot.directory) / "scenarios" / "stand.yaml", recorded=recorded,
+                           robot=robot.name)
 
 
 def main() -> int:
@@ -61,7 +48,7 @@ def main() -> int:
     args = p.parse_args()
     robot = load_robot(args.robot)
     cfg = load_teleop_config(robot, args.config)
-    sp = scenario_file(args.scenario, robot, args.scenario_from_recording)
+    sp, origin = scenario_file(args.scenario, robot, args.scenario_from_recording)
     scenario = load_teleop_scenario(sp, robot, cfg)  # validates everything before the node connects
     player = TeleopPlayer(scenario)
 
@@ -69,9 +56,6 @@ def main() -> int:
     node = connect()
     sender = sender_for(node, "teleop", specs,
                         {"scenario": str(sp.resolve()), "robot": robot.name, "limits": cfg})
-    origin = (SCENARIO_ENV if os.environ.get(SCENARIO_ENV) else
-              f"recording {os.environ.get('CONTACTFLOW_RECORDING') or args.scenario_from_recording}" if args.scenario_from_recording else
-              "--scenario" if args.scenario else "default")
     log.info("scenario %s (%.2f s, from %s)", sp, scenario.duration_s, origin)
     finished = False
     for tick in lockstep_for(node, "teleop", specs, skip_missing=args.realtime):

@@ -34,7 +34,7 @@ def main() -> int:
     p.add_argument("--realtime", action="store_true", help="skip ticks instead of waiting when inputs were dropped")
     args = p.parse_args()
     robot = load_robot(args.robot)
-    sp = scenario_file(args.scenario, robot)
+    sp, _ = scenario_file(args.scenario, robot)
     scenario = load_teleop_scenario(sp, robot, load_teleop_config(robot, args.config))
     injector = WrenchInjector(scenario.wrenches, wrench_links(robot))
 

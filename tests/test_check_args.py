@@ -163,6 +163,26 @@ def test_an_unclosed_quote_in_args_is_one_problem_not_a_traceback(tmp_path):
     assert got == [("seiko_controller", "args", "No closing quotation")]
 
 
+def test_the_check_reads_contactflow_scenario_where_dora_sets_it(tmp_path, monkeypatch):
+    """A graph may set $CONTACTFLOW_SCENARIO in a node's env: or its root env: (dora sets the node's own over the
+    graph's over the shell's, $VAR expanded): the check loads the file the node will play (it said "OK" before and
+    the node failed at its start)."""
+    node_env = ("    env: {CONTACTFLOW_CPU_ROLE: support}\n    finish_grace_secs: 10",
+                "    env: {CONTACTFLOW_CPU_ROLE: support, CONTACTFLOW_SCENARIO: smoke2s.yaml}\n    finish_grace_secs: 10")
+    got = {(p.node, p.port): p.message for p in check_dataflow(_edited(tmp_path, node_env))}
+    assert got == {("operator", "$CONTACTFLOW_SCENARIO"): "$CONTACTFLOW_SCENARIO=smoke2s.yaml: file not found"}
+    monkeypatch.setenv("CONTACTFLOW_SCENARIO", "robots/talos/scenarios/smoke_2s.yaml")  # the node's own wins
+    assert set(p.port for p in check_dataflow(_edited(tmp_path, node_env))) == {"$CONTACTFLOW_SCENARIO"}
+    monkeypatch.setenv("MY_SCENARIOS", str(ROOT / "robots/talos/scenarios"))
+    good = (node_env[0], node_env[1].replace("smoke2s.yaml", "$MY_SCENARIOS/smoke_2s.yaml"))
+    assert check_dataflow(_edited(tmp_path, good)) == []
+    root_env = ("nodes:\n", "env: {CONTACTFLOW_SCENARIO: ../robots/talos/scenarios/smoke2s.yaml}\nnodes:\n")
+    monkeypatch.delenv("CONTACTFLOW_SCENARIO")
+    got = {(p.node, p.port): p.message for p in check_dataflow(_edited(tmp_path, root_env))}
+    assert list(got) == [("operator", "$CONTACTFLOW_SCENARIO")] and "did you mean 'smoke_2s.yaml'" in got[list(got)[0]]
+    assert check_dataflow(_edited(tmp_path, root_env, good)) == []  # the node's own over the graph's
+
+
 def test_a_scenario_file_is_loaded_as_the_node_loads_it(tmp_path):
     graph = _edited(tmp_path, ("--scenario ../robots/talos/scenarios/hand_forward.yaml", "--scenario reahc.yaml"))
     assert [(p.node, p.port, p.message) for p in check_dataflow(graph)] == [("operator", "--scenario", "reahc.yaml: file not found")]

@@ -65,7 +65,7 @@ def test_check_reports_a_missing_file_and_sections(tmp_path):
     (tmp_path / "sec.yaml").write_text("seiko_controler:\n  kp_per_s: 0.3\n")
     (p,) = check_dataflow(_far_reach_with(tmp_path, "sec.yaml"))
     assert "unknown section(s) 'seiko_controler' (did you mean 'seiko_controller'?); this node reads 'seiko_controller', " \
-           "and one file may hold the sections of other nodes: input_filter, lac_expert, mujoco_driver, seiko_controller, " \
+           "'seiko_retargeting', and one file may hold the sections of other nodes: input_filter, lac_expert, mujoco_driver, seiko_controller, " \
            "seiko_retargeting, teleop" in p.message
 
     (tmp_path / "other.yaml").write_text("input_filter: {}\n")  # a known section, but not the Controller's
@@ -78,6 +78,10 @@ def test_optional_sections_and_the_own_flag(tmp_path):
     (tmp_path / "bad_retarget.yaml").write_text("seiko_retargeting:\n  joint_vel_wieght: 1.0\n")
     # seiko_stack reads its three sections optionally: a file with one of them is fine
     assert check_config_files(_flow(("stack", "seiko_stack", "--robot talos --config filter.yaml")), tmp_path) == []
+    (tmp_path / "typo.yaml").write_text("input_filtre: {}\n")  # the message names the node's three sections
+    (problem,) = check_config_files(_flow(("stack", "seiko_stack", "--robot talos --config typo.yaml")), tmp_path)
+    msg = problem.message
+    assert "this node reads 'input_filter', 'seiko_retargeting', 'seiko_controller', and one file" in msg, msg
     # the Controller reads seiko_retargeting from --retargeting-config (required there) ...
     flow = _flow(("ctl", "seiko_controller", "--robot talos --retargeting-config filter.yaml"))
     (p,) = check_config_files(flow, tmp_path)

@@ -1361,7 +1361,8 @@ def test_the_cosine_schedule_ends_each_round_at_its_final_ratio_and_constant_kee
 
 def test_print_config_shows_the_layered_configuration_that_loads_back(tmp_path, capsys):
     """``lac train --print-config``: every key of --config over the shipped file, with --seed, as a run's config.yaml;
-    the printout given as --config is the same configuration; without it --out is required (one line)."""
+    the printout given as --config is the same configuration; without it --out is required (one line); with it --out,
+    --dataset and --resume are refused (it never reads a run)."""
     from contactflow import cli
 
     p = tmp_path / "mine.yaml"
@@ -1376,6 +1377,8 @@ def test_print_config_shows_the_layered_configuration_that_loads_back(tmp_path, 
     assert not list(tmp_path.glob("*/config.yaml"))  # nothing trained, no run directory
     assert cli.main(["lac", "train", "--config", str(p)]) == 2
     assert "--out DIR is required" in capsys.readouterr().err
+    assert cli.main(["lac", "train", "--print-config", "--out", str(tmp_path / "run"), "--resume"]) == 2
+    assert "drop --out, --resume (a run's configuration is OUT/config.yaml)" in capsys.readouterr().err
 
 
 def test_the_pool_recipe_is_the_shipped_students_recorded_configuration():

@@ -1,5 +1,7 @@
 """The nodes' lockstep runtime, driven by a fake dora node (no daemon)."""
 
+import sys
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -124,7 +126,7 @@ def test_sender_attaches_seq_time_and_layout_once():
     np.testing.assert_array_equal(v1, [3.0, 4.0])
 
 
-def test_node_config_sections_are_checked(tmp_path):
+def test_node_config_sections_are_checked(tmp_path, monkeypatch):
     import dataclasses
 
     from contactflow.errors import ConfigError
@@ -145,6 +147,9 @@ def test_node_config_sections_are_checked(tmp_path):
     assert _runtime.load_node_config(Cfg, str(f), "seiko_controller", required=False).kp_per_s == 0.2  # defaults
     f.write_text("controller: {kp_per_s: 0.5}\n")
     with pytest.raises(ConfigError, match="unknown section"):  # still refused when the section is optional
+        _runtime.load_node_config(Cfg, str(f), "seiko_controller", required=False)
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/contactflow-seiko-stack"])  # a node reading three sections
+    with pytest.raises(ConfigError, match="this node reads 'input_filter', 'seiko_retargeting', 'seiko_controller',"):
         _runtime.load_node_config(Cfg, str(f), "seiko_controller", required=False)
     f.write_text("seiko_controller: {kp_per_sec: 0.5}\n")
     with pytest.raises(ConfigError, match="cfg.yaml:seiko_controller: unknown key.*'kp_per_sec'"):

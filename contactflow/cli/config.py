@@ -131,8 +131,8 @@ def render_node_config(node: str, robot: str = "talos", width: int = 100) -> str
     return "\n".join(lines) + "\n"
 
 
-def _load_section(s: NodeSection, cls: type, path: str, required: bool, robot: str) -> Any:
-    """Load one section of the file ``path`` the way the node does (``s.loader``)."""
+def _load_section(s: NodeSection, cls: type, path: str, required: bool, robot: str, node: str) -> Any:
+    """Load one section of the file ``path`` the way the node ``node`` does (``s.loader``)."""
     if s.loader == "teleop":
         from contactflow.lac.teleop import load_teleop_config
         from contactflow.robot import load_robot
@@ -146,7 +146,7 @@ def _load_section(s: NodeSection, cls: type, path: str, required: bool, robot: s
 
     if s.section is None:
         return load_node_config(cls, path)
-    return load_node_config(cls, path, s.section, required=required)
+    return load_node_config(cls, path, s.section, required=required, node=node)
 
 
 def check_node_config_files(node: str, files: Mapping[str, str | None], robot: str = "talos") -> list[tuple[str, str]]:
@@ -182,7 +182,7 @@ def check_node_config_files(node: str, files: Mapping[str, str | None], robot: s
         if not path or flag in problems:
             continue
         try:
-            _load_section(s, cls, path, required, robot)
+            _load_section(s, cls, path, required, robot, node)
         except ContactflowError as exc:
             problems[flag] = str(exc)
     return list(problems.items())

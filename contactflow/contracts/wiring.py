@@ -49,7 +49,7 @@ from contactflow.paths import SCENARIO_ENV, node_kind, robot_path_scope, scenari
 from contactflow.contracts.ports import DEFAULT_ROBOT, MESSAGE, NODES, TIMER
 
 __all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "check_config_files", "check_node_arguments",
-           "check_scenario_files", "SCENARIO_LOADERS", "load_dataflow", "graph_node_kind", "LOG_OUTPUT",
+           "check_scenario_files", "graph_env_value", "SCENARIO_LOADERS", "load_dataflow", "graph_node_kind", "LOG_OUTPUT",
            "ROWS_SUFFIX", "rows_output"]
 
 #: The batched-log output every contactflow node may declare (nodes/_runtime.py Sender).
@@ -202,8 +202,9 @@ def check_scenario_files(flow: dict, base_dir: str | Path) -> list[WiringProblem
     """Load every ``--scenario`` file given to a node that plays one (:data:`SCENARIO_LOADERS`: the SEIKO
     operator, the G1 teleop and wrench injector) as the node will at its start, in the dataflow's folder: a file
     not found (a bare name is looked up in the robot's ``scenarios/``), not YAML, or with a bad key or value is
-    one problem on the port ``--scenario`` with the loader's message. Where ``$CONTACTFLOW_SCENARIO`` is set,
-    its file is loaded for every such node instead (as the nodes do; the problem's port names the variable).
+    one problem on the port ``--scenario`` with the loader's message. Where ``$CONTACTFLOW_SCENARIO`` is set for
+    a node (its own ``env:``, else the graph's ``env:``, else this shell's, as dora passes them: :func:`graph_env_value`),
+    its file is loaded instead (as the nodes do; the problem's port names the variable).
     A node whose robot does not load (reported by :func:`check_descriptor`) or whose code needs a package not
     installed here is skipped.
 
@@ -218,7 +219,6 @@ def check_scenario_files(flow: dict, base_dir: str | Path) -> list[WiringProblem
     problems: list[WiringProblem] = []
     nodes = [n for n in flow.get("nodes") or [] if isinstance(n, dict) and "id" in n]
     graph_robot = _graph_robot(nodes)
-    from_env = bool(os.environ.get(SCENARIO_ENV))  # it replaces every player's scenario, as in the nodes
     for n in nodes:
         kind = node_kind(str(n.get("path", "")))
         load = SCENARIO_LOADERS.get(kind)
@@ -226,8 +226,10 @@ def check_scenario_files(flow: dict, base_dir: str | Path) -> list[WiringProblem
         if args is None:  # a quote left open: check_node_arguments reports it
             continue
         arg = _arg(args, "--scenario")
-        if load is None or not (arg or from_env):
+        env_value = graph_env_value(flow, n, SCENARIO_ENV)  # it replaces the player's scenario, as in the nodes
+        if load is None or not (arg or env_value):
             continue
+        from_env = bool(env_value)
         port = f"${SCENARIO_ENV}" if from_env else "--scenario"
         with robot_path_scope(*_robot_paths(args, Path(base_dir))), contextlib.chdir(base_dir):
             try:
@@ -235,12 +237,25 @@ def check_scenario_files(flow: dict, base_dir: str | Path) -> list[WiringProblem
             except ContactflowError:
                 continue
             try:
-                load(str(scenario_from_env()) if from_env else arg, robot, args)
+                load(str(scenario_from_env(env_value)) if from_env else arg, robot, args)
             except ConfigError as exc:
                 problems.append(WiringProblem(str(n["id"]), port, str(exc)))
             except ImportError:
                 continue
     return problems
+
+
+def graph_env_value(flow: dict, node: dict, name: str) -> str | None:
+    """The value of the environment variable ``name`` a node of the graph ``flow`` starts with, as dora sets it: the
+    node's own ``env:``, else the graph's root ``env:``, else this process's environment (``dora run`` passes its
+    own); ``$VAR`` is expanded and ``{__dora_env: VAR}`` read from this environment. None when unset."""
+    for env in (node.get("env"), flow.get("env")):
+        if isinstance(env, dict) and name in env:
+            value = env[name]
+            if isinstance(value, dict) and "__dora_env" in value:
+                return os.environ.get(str(value["__dora_env"]))
+            return None if value is None else os.path.expandvars(str(value))
+    return os.environ.get(name)
 
 
 def _node_args(node: dict) -> tuple[list[str] | None, str]:

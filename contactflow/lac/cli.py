@@ -139,6 +139,11 @@ def _train(args) -> int:
 
     cfg = load_train_config(args.config, {"seed": args.seed} if args.seed is not None else None)
     if args.print_config:
+        unused = [flag for flag, given in (("--out", args.out is not None), ("--dataset", args.dataset is not None),
+                                          ("--resume", args.resume)) if given]
+        if unused:  # a run's own configuration is its OUT/config.yaml; --print-config never reads or writes a run
+            raise ConfigError(f"lac train: --print-config prints the configuration of --config and --seed only; drop "
+                              f"{', '.join(unused)} (a run's configuration is OUT/config.yaml)")
         print(config_yaml(cfg), end="")
         return 0
     if args.out is None:
@@ -250,7 +255,7 @@ def add_parser(subparsers) -> None:
     d.add_argument("--seed", type=int, default=None, help="training seed (default: the config's)")
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
     d.add_argument("--print-config", action="store_true",
-                   help="print the resolved configuration (--config's keys over the shipped file, --seed) as the run's config.yaml would hold it, and exit (--out, --dataset, --resume unused)")
+                   help="print the resolved configuration (--config's keys over the shipped file, --seed) as the run's config.yaml would hold it, and exit (refused with --out, --dataset or --resume: a run's configuration is OUT/config.yaml)")
     d.set_defaults(func=_train)
 
     x = sub.add_parser("export", help="export a training checkpoint to LAC's deploy ONNX")
