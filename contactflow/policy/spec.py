@@ -334,6 +334,11 @@ class PolicySpec:
         p2r = self.policy_to_robot
         return (lo[p2r] - self.default_policy) / self.scale, (hi[p2r] - self.default_policy) / self.scale
 
+    def term_slice(self, term: str) -> slice | None:
+        """Where the first observation term ``term`` (a registry name, e.g. ``stiffness``) sits in a frame; None
+        when the spec has no such term."""
+        return next((b.sl for b in self.terms if b.cfg.term == term), None)
+
     def layout(self) -> list[dict[str, Any]]:
         """The observation frame as plain data: one row per term (for logs, docs and manifests)."""
         return [

@@ -95,10 +95,10 @@ def compliance_map(cfg: TrainConfig, spec) -> tuple[np.ndarray, np.ndarray, np.n
     from contactflow.lac.expert import load_expert_config
     from contactflow.robot import read_robot_file, resolve_robot_file
 
-    k = next(b for b in spec.terms if b.cfg.term == "stiffness")
-    if k.sl.stop - k.sl.start != len(STIFFNESS_CHANNELS):
+    k = spec.term_slice("stiffness")
+    if k is None or k.stop - k.start != len(STIFFNESS_CHANNELS):
         raise ConfigError(f"{spec.file}: stiffness: compliance_input needs the {len(STIFFNESS_CHANNELS)}-D command "
-                          f"{[n for n, _, _ in STIFFNESS_CHANNELS]}, got {k.sl.stop - k.sl.start} values")
+                          f"{[n for n, _, _ in STIFFNESS_CHANNELS]}, got {0 if k is None else k.stop - k.start} values")
     robot_file = resolve_robot_file(cfg.robot)
     links = read_robot_file(robot_file).get("lac_links") or {}
     ecfg = load_expert_config(cfg.expert_config)
@@ -638,7 +638,9 @@ def new_student(cfg: TrainConfig, spec):
     actions, where the raw stiffness sits in a frame)."""
     from contactflow.lac.train.student import Student, last_action_map, tracking_feature_map
 
-    k = next(b.sl for b in spec.terms if b.cfg.term == "stiffness")
+    k = spec.term_slice("stiffness")
+    if k is None:
+        raise ConfigError(f"{spec.file}: no 'stiffness' observation term: a LAC student reads the stiffness command")
     tracking = tracking_feature_map(spec) if cfg.student.tracking_features or cfg.student.force_head_frame else None
     return Student(cfg.student, history=spec.cfg.history.length, frame_dim=spec.frame_dim,
                    n_act=len(spec.joint_names), stiffness=k,

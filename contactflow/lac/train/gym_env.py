@@ -415,7 +415,7 @@ class LacTeacherEnv(gym.Env):
         lo, hi = lo + 1e-4, hi - 1e-4
         self.action_space = gym.spaces.Box(np.maximum(lo, -cfg.action_clip).astype(np.float32),
                                            np.minimum(hi, cfg.action_clip).astype(np.float32), (n_act,), np.float32)
-        self._k_sl = next((b.sl for b in spec.terms if b.cfg.term == "stiffness"), None)
+        self._k_sl = spec.term_slice("stiffness")
         upper = [lac.model.names[j] for j in lac.link_joint_ids]
         names = list(lac.robot.joint_names)
         self._upper_idx = np.array([names.index(j) for j in upper])  # into q[7:]

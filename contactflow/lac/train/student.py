@@ -148,6 +148,11 @@ def last_action_map(spec: PolicySpec, joints: str = "all") -> np.ndarray:
     return W
 
 
+def _std_or_one(sd: torch.Tensor, std_floor: float) -> torch.Tensor:
+    """A normaliser's standard deviations as float32: 1 where below ``std_floor`` (a feature constant in training)."""
+    return torch.where(sd < std_floor, torch.ones_like(sd), sd).float()
+
+
 class Student(nn.Module):
     """LAC student: log-stiffness, normaliser, history encoder, actor (module docstring).
 
@@ -304,9 +309,8 @@ class Student(nn.Module):
         teacher never receives) keeps std 1, so a command it never saw enters unscaled rather than
         as hundreds of standard deviations."""
         f = np.asarray(features, dtype=np.float64)
-        sd = f.std(axis=0)
         self.obs_mean.copy_(torch.as_tensor(f.mean(axis=0), dtype=torch.float32))
-        self.obs_std.copy_(torch.as_tensor(np.where(sd < std_floor, 1.0, sd), dtype=torch.float32))
+        self.obs_std.copy_(_std_or_one(torch.as_tensor(f.std(axis=0)), std_floor))
 
     def set_head_normalizer(self, frames: np.ndarray | torch.Tensor, std_floor: float) -> None:
         """With ``force_head_frame``: store the mean and standard deviation of the tracking errors of
@@ -324,7 +328,7 @@ class Student(nn.Module):
             mean = s1 / n
             sd = torch.sqrt(torch.clamp(s2 / n - mean * mean, min=0.0))
             self.head_mean.copy_(mean.float())
-            self.head_std.copy_(torch.where(sd < std_floor, torch.ones_like(sd), sd).float())
+            self.head_std.copy_(_std_or_one(sd, std_floor))
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         """(B, history, frame_dim) raw frames, oldest first -> (B, n_act) actions, policy order.
