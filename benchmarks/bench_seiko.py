@@ -234,7 +234,9 @@ def loops(robot, base, seconds: float, chunk: int = 100) -> dict:
 
 # -------------------------------------------------------------------------------------- dora runs
 
-def dora_run(dataflow: str, timeout_s: float = 900.0, scenario: Path | None = None) -> dict:
+def dora_run(dataflow: str, timeout_s: float = 900.0, scenario: Path | None = None, keep_output: bool = False) -> dict:
+    """``dora run DATAFLOW`` from the repository root into a temporary recordings folder: the run's summary and the
+    wall time of the whole command (``keep_output``: its stdout and stderr too, under ``output``)."""
     with tempfile.TemporaryDirectory() as tmp:
         from contactflow.paths import scripts_env
 
@@ -252,7 +254,8 @@ def dora_run(dataflow: str, timeout_s: float = 900.0, scenario: Path | None = No
             raise RuntimeError(f"dora run {dataflow} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
         run = next(p for p in sorted(Path(tmp).iterdir()) if p.is_dir() and not p.is_symlink())
         summary = json.loads((run / "summary.json").read_text())
-    return {"dataflow": dataflow, "summary": summary, "dora_run_total_wall_s": total}
+    out = {"dataflow": dataflow, "summary": summary, "dora_run_total_wall_s": total}
+    return out | {"output": proc.stdout + proc.stderr} if keep_output else out
 
 
 def _controller_args(text: str) -> tuple[int, str]:

@@ -373,9 +373,11 @@ def _with_cpu_roles(nodes: list[Node], wrench_filter: int | None = None) -> list
 #: Controller exchange and the per-2-tick input filter <-> Retargeting one, and the Retargeting's 10-tick batches
 #: to the Controller. An output goes local only when every node that reads it declares it so (an observer such
 #: as the viewer keeps it on dora). Measured on the 2-core machine (2026-12-04, docs/benchmarks.md):
-#: seiko_talos.yml ran 1.33x faster (median of 5 alternated pairs, 1.26-1.40) than with every message through dora.
-LOCAL_INPUTS = {"mujoco_driver": ("command",), "seiko_controller": ("sensors", "desired"),
-                "input_filter": ("desired",), "seiko_retargeting": ("targets",)}
+#: seiko_talos.yml ran 1.33x faster (median of 5 alternated pairs, 1.26-1.40) than with every message through dora;
+#: the wrench_filter graphs' filter edges (and the sensors it shares with the Controller), 2026-12-06: from x0.42 /
+#: x0.58 of seiko_talos.yml's speed to x0.70 / x0.77.
+LOCAL_INPUTS = {"mujoco_driver": ("command",), "seiko_controller": ("sensors", "desired", "wrench"),
+                "input_filter": ("desired",), "seiko_retargeting": ("targets",), "wrench_filter": ("sensors", "flex_rate")}
 
 
 def _with_local_inputs(nodes: list[Node]) -> list[Node]:
@@ -595,8 +597,9 @@ def seiko_talos_wrench_filter(lag: int = 0) -> Graph:
            "the Controller's QP (lam_tilde one tick older)")
     return Graph(f"""seiko_talos.yml with the complementary wrench filter (13) as its own node (nodes/wrench_filter.py)
 instead of inside the Controller, --wrench-lag {lag}: {how}.
-The filter gets the Controller's flexible wrench rates back (output flex_rate). The node logs its
-loop's CPU time per tick at the end; its cost against seiko_talos.yml is not yet in docs/benchmarks.md.
+The filter gets the Controller's flexible wrench rates back (output flex_rate); its edges and the driver's
+sensors are local. The node logs its loop's CPU time per tick at the end; the graph's speed against
+seiko_talos.yml: docs/benchmarks.md ("the complementary wrench filter as its own node").
 
   dora run dataflows/{name}.yml
 
