@@ -41,6 +41,37 @@ def one_run(graph: str) -> dict:
     return row
 
 
+def summarise(rounds: list[dict]) -> dict:
+    """Per graph and key: ``{"median", "min", "max"}`` over the rounds that have the value (None when none has)."""
+    table = {}
+    for g in GRAPHS:
+        runs = [rnd[g] for rnd in rounds if g in rnd]
+        table[g] = {}
+        for key in ("realtime_factor", "over_seiko_talos", "tick_wall_ms_p50", "wrench_filter_cpu_us_per_tick",
+                    "left_hand_max_error_m", "foot_fz_tracking_rmse_n"):
+            vals = [x[key] for x in runs if x.get(key) is not None]
+            table[g][key] = {"median": statistics.median(vals), "min": min(vals), "max": max(vals)} if vals else None
+        table[g]["fell"] = sum(bool(x.get("fell")) for x in runs)
+        table[g]["runs"] = len(runs)
+    return table
+
+
+def markdown(res: dict) -> str:
+    lines = [f"Machine: {res['machine']}; {res['date_utc']} UTC; {len(res['rounds'])} rounds, median (min-max)", "",
+             "| graph | sim s / wall s | against seiko_talos.yml, same round | median tick, ms | filter node CPU per tick, us "
+             "| left hand max error, mm | foot Fz RMSE, N | fell |", "|---|---|---|---|---|---|---|---|"]
+    for g, t in res["table"].items():
+        def cell(key, fmt, scale=1.0):
+            v = t[key]
+            return "-" if v is None else "{} ({}-{})".format(*(fmt.format(v[k] * scale) for k in ("median", "min", "max")))
+
+        lines.append(f"| `{Path(g).name}` | {cell('realtime_factor', '{:.3f}')} | {cell('over_seiko_talos', 'x{:.2f}')} | "
+                     f"{cell('tick_wall_ms_p50', '{:.2f}')} | {cell('wrench_filter_cpu_us_per_tick', '{:.0f}')} | "
+                     f"{cell('left_hand_max_error_m', '{:.2f}', 1e3)} | {cell('foot_fz_tracking_rmse_n', '{:.2f}')} | "
+                     f"{t['fell']} of {t['runs']} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3, help="rounds of the three graphs (default 3)")
@@ -51,38 +82,20 @@ def main(argv: list[str] | None = None) -> int:
         rnd = {}
         for g in GRAPHS:
             t0 = time.perf_counter()
-            rnd[g] = one_run(g)
-            print(f"[bench wrench filter] round {r}: {g}: {rnd[g]['realtime_factor']:.3f} sim s / wall s "
-                  f"({time.perf_counter() - t0:.1f} s)", flush=True)
-        base = rnd[GRAPHS[0]]["realtime_factor"]
+            try:
+                rnd[g] = one_run(g)
+            except Exception as exc:  # one failed run is reported, not the loss of the others
+                rnd[g] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+            print(f"[bench wrench filter] round {r}: {g}: {rnd[g].get('realtime_factor')} sim s / wall s "
+                  f"({time.perf_counter() - t0:.1f} s){' FAILED: ' + rnd[g]['error'] if 'error' in rnd[g] else ''}",
+                  flush=True)
+        base = rnd[GRAPHS[0]].get("realtime_factor")
         for g in GRAPHS:
-            rnd[g]["over_seiko_talos"] = rnd[g]["realtime_factor"] / base
+            rf = rnd[g].get("realtime_factor")
+            rnd[g]["over_seiko_talos"] = rf / base if rf is not None and base else None
         res["rounds"].append(rnd)
-    lines = [f"Machine: {res['machine']}; {res['date_utc']} UTC; {args.rounds} rounds, median (min-max)", "",
-             "| graph | sim s / wall s | against seiko_talos.yml, same round | median tick, ms | filter node CPU per tick, us "
-             "| left hand max error, mm | foot Fz RMSE, N | fell |", "|---|---|---|---|---|---|---|---|"]
-    table = {}
-    for g in GRAPHS:
-        runs = [rnd[g] for rnd in res["rounds"]]
-
-        def med(key, scale=1.0):
-            vals = [x[key] * scale for x in runs if x.get(key) is not None]
-            return (statistics.median(vals), min(vals), max(vals)) if vals else None
-
-        table[g] = {k: med(k) for k in ("realtime_factor", "over_seiko_talos", "tick_wall_ms_p50",
-                                          "wrench_filter_cpu_us_per_tick", "left_hand_max_error_m",
-                                          "foot_fz_tracking_rmse_n")}
-
-        def cell(key, fmt, scale=1.0):
-            v = table[g][key]
-            return "-" if v is None else f"{fmt.format(v[0] * scale)} ({fmt.format(v[1] * scale)}-{fmt.format(v[2] * scale)})"
-
-        lines.append(f"| `{Path(g).name}` | {cell('realtime_factor', '{:.3f}')} | {cell('over_seiko_talos', 'x{:.2f}')} | "
-                     f"{cell('tick_wall_ms_p50', '{:.2f}')} | {cell('wrench_filter_cpu_us_per_tick', '{:.0f}')} | "
-                     f"{cell('left_hand_max_error_m', '{:.2f}', 1e3)} | {cell('foot_fz_tracking_rmse_n', '{:.2f}')} | "
-                     f"{sum(x['fell'] for x in runs)} of {len(runs)} |")
-    res["table"] = table
-    print("\n".join(lines))
+    res["table"] = summarise(res["rounds"])
+    print(markdown(res))
     if args.out:
         Path(args.out).write_text(json.dumps(res, indent=2))
     return 0

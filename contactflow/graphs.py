@@ -332,7 +332,7 @@ and the input filter and the Retargeting exchange theirs 2 ticks per message (`t
 exchange is the only per-tick round trip; a live operator or an admittance stage paces them by the
 driver, and their edges carry a message per tick. The inputs named in a node's CONTACTFLOW_LOCAL_INPUTS
 (where the graph has it: the driver <-> Controller, input filter <-> Retargeting and Retargeting ->
-Controller edges that no other node reads) take their messages over a local socket instead of dora (nodes/_local.py: dora still starts and supervises the
+Controller edges, and a wrench_filter node's, where every node that reads the output declares it) take their messages over a local socket instead of dora (nodes/_local.py: dora still starts and supervises the
 nodes and carries every other edge; CONTACTFLOW_LOCAL_EDGES=0 sends everything through dora, with
 the same recording)."""
 
@@ -382,8 +382,8 @@ LOCAL_INPUTS = {"mujoco_driver": ("command",), "seiko_controller": ("sensors", "
 
 def _with_local_inputs(nodes: list[Node]) -> list[Node]:
     """Declares the :data:`LOCAL_INPUTS` of the nodes of ``nodes`` (in their ``env``, in place) whose source output
-    has no other reader (a viewer, a wrench_filter, an operator clocked by the sensors: the output then goes
-    through dora to all its readers, and a local declaration would be idle), and returns them."""
+    has no reader outside them (a viewer, an operator clocked by the sensors: the output then goes through dora to
+    all its readers, and a local declaration would be idle), and returns them."""
     readers: dict[str, list[tuple[str, str]]] = {}
     for n in nodes:
         for i, (src, _) in n.inputs.items():

@@ -32,7 +32,7 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-__all__ = ["NODE_SCRIPT_PREFIX", "OneFileAction", "ROBOT_PATH_ENV", "ROBOT_PATH_HELP", "RobotPathAction", "SCENARIO_ENV", "add_robot_path", "data_path_candidates", "data_root", "default_recordings_dir", "node_kind", "node_script", "scenario_from_env", "scenario_source",
+__all__ = ["NODE_SCRIPT_PREFIX", "OnceArgumentParser", "OneFileAction", "ROBOT_PATH_ENV", "ROBOT_PATH_HELP", "RobotPathAction", "SCENARIO_ENV", "add_robot_path", "data_path_candidates", "data_root", "default_recordings_dir", "node_kind", "node_script", "scenario_from_env", "scenario_source",
            "package_dir", "replaced_atomically", "resolve_data_path", "robot_search_path", "scripts_env", "sha256_of_files", "shipped_robots_dir", "source_checkout", "write_text_atomic"]
 
 #: Environment variable: folders (``os.pathsep``-separated) searched for a robot given by name, before
@@ -267,6 +267,35 @@ class OneFileAction(argparse.Action):
             parser.error(f"{option_string} given twice ({getattr(namespace, self.dest)}, {values}): it takes one file; "
                          "put the keys of both in one (a file needs only the keys it changes over the shipped one)")
         setattr(namespace, self.dest, values)
+
+
+class _StoreOnce(argparse._StoreAction):
+    """argparse's ``store`` action that refuses a second use of its option in one command line
+    (:class:`OnceArgumentParser`)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = getattr(parser, "_given_once", None)
+        if given is not None and option_string is not None:
+            if self.dest in given:
+                parser.error(f"argument {option_string}: given twice ({given[self.dest]}, {values}): it takes one value")
+            given[self.dest] = values
+        super().__call__(parser, namespace, values, option_string)
+
+
+class OnceArgumentParser(argparse.ArgumentParser):
+    """argparse's parser whose single-value options (the default ``store`` action) refuse a second use: argparse
+    keeps the last one silently, so ``--lag 2 ... --lag 3`` in a graph's ``args:`` ran with 3 without a word. The
+    commands' parser (``contactflow ...``, its subcommands inherit the class) and every node's
+    (``nodes/_runtime.NodeArgumentParser``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _StoreOnce)
+        self.register("action", "store", _StoreOnce)
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._given_once: dict[str, object] = {}
+        return super().parse_known_args(args, namespace)
 
 
 def sha256_of_files(paths: Iterable[str | Path], chunk_bytes: int = 1 << 22) -> str:

@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from contactflow.errors import ContactflowError, ContractError, UpstreamError
 from contactflow.contracts.messages import PortSpec
+from contactflow.paths import OnceArgumentParser
 
 log = logging.getLogger("contactflow.node")
 
@@ -1173,7 +1174,7 @@ class ArgsParsed(BaseException):
     arguments parsed, and the node goes no further (a BaseException: no ``except Exception`` of the node stops it)."""
 
 
-class NodeArgumentParser(argparse.ArgumentParser):
+class NodeArgumentParser(OnceArgumentParser):
     """A node's argument parser (:func:`base_parser`): argparse's, with a check mode for
     :func:`check_node_args`, in which ``parse_args`` raises :class:`ArgsParsed` once the arguments parsed
     (the node is not started) and a bad argument raises ``ConfigError`` with argparse's message instead of
@@ -1334,7 +1335,7 @@ def load_node_config(cls, path: str | None, section: str | None = None, *, requi
         from contactflow.paths import node_kind
 
         named, sections = ", ".join(map(repr, unknown)), sorted(set(config_sections()) | {section})
-        reads = [s.section for s in NODE_CONFIGS.get(node or node_kind(sys.argv[0]), ()) if s.section]
+        reads = [s.section for s in NODE_CONFIGS.get(node or node_kind(sys.argv[0] if sys.argv else ""), ()) if s.section]
         reads = reads if section in reads else [section]  # another caller (a script, a test): the section asked for
         raise ConfigError(f"{path}: unknown section(s) {named}{did_you_mean(unknown, sections)}; this node reads "
                           f"{', '.join(map(repr, reads))}, and one file may hold the sections of other nodes: "

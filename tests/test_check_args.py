@@ -47,6 +47,25 @@ def test_check_reports_bad_node_arguments_with_the_nodes_own_message(tmp_path, c
     assert "  - node 'seiko_controller' args: argument --lag: expected an integer >= 0, got 'x'" in out
 
 
+def test_a_single_value_option_given_twice_is_refused(tmp_path, capsys):
+    """argparse keeps the last of a repeated single-value option silently (``--lag 2 --lag 3`` ran with 3): a node's
+    parser and the commands' refuse it, naming the option and both values; an option that takes several values
+    (append) and a flag given once are unchanged."""
+    graph = _edited(tmp_path, ("--robot talos --lag 2 --sensor-lag 1", "--robot talos --lag 2 --sensor-lag 1 --lag=3"))
+    got = {(p.node, p.port): p.message for p in check_dataflow(graph)}
+    assert got == {("seiko_controller", "args"): "argument --lag: given twice (2, 3): it takes one value"}
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["lac", "eval", "--suite", "quick", "--suite", "graph"])
+    assert exc.value.code == 2
+    assert "argument --suite: given twice (quick, graph): it takes one value" in capsys.readouterr().err
+    p = _runtime.base_parser("d")
+    p.add_argument("--lag", type=int, default=2)
+    p.add_argument("--tag", action="append")
+    ns = p.parse_args(["--lag", "4", "--tag", "a", "--tag", "b"])
+    assert ns.lag == 4 and ns.tag == ["a", "b"]
+    assert p.parse_args([]).lag == 2 and p.parse_args(["--lag", "5"]).lag == 5  # each parse starts afresh
+
+
 def test_a_key_given_twice_in_a_graph_is_refused_as_dora_refuses_it(tmp_path, capsys):
     """dora's parser refuses a node with a field given twice ("duplicate field `args`"); PyYAML keeps the last one
     silently, so the check passed such a graph before: now it fails naming the file and both lines."""
@@ -177,10 +196,19 @@ def test_the_check_reads_contactflow_scenario_where_dora_sets_it(tmp_path, monke
     good = (node_env[0], node_env[1].replace("smoke2s.yaml", "$MY_SCENARIOS/smoke_2s.yaml"))
     assert check_dataflow(_edited(tmp_path, good)) == []
     root_env = ("nodes:\n", "env: {CONTACTFLOW_SCENARIO: ../robots/talos/scenarios/smoke2s.yaml}\nnodes:\n")
-    monkeypatch.delenv("CONTACTFLOW_SCENARIO")
-    got = {(p.node, p.port): p.message for p in check_dataflow(_edited(tmp_path, root_env))}
+    got = {(p.node, p.port): p.message for p in check_dataflow(_edited(tmp_path, root_env))}  # the graph's over the shell's
     assert list(got) == [("operator", "$CONTACTFLOW_SCENARIO")] and "did you mean 'smoke_2s.yaml'" in got[list(got)[0]]
     assert check_dataflow(_edited(tmp_path, root_env, good)) == []  # the node's own over the graph's
+    monkeypatch.delenv("CONTACTFLOW_SCENARIO")
+    default = (node_env[0], node_env[1].replace("smoke2s.yaml", '"${NOT_SET_HERE:-../robots/talos/scenarios/smoke_2s.yaml}"'))
+    assert check_dataflow(_edited(tmp_path, default)) == []  # ${VAR:-default}, as dora expands it
+    for value, expected in (("$NOT_SET_HERE/smoke_2s.yaml", "$NOT_SET_HERE is not set in this environment (dora refuses the graph)"),
+                            ("~", "dora takes a string, number or bool, got None"),
+                            ("{__dora_env: HOME}", "dora takes a string, number or bool, got {'__dora_env': 'HOME'}")):
+        refused = (node_env[0], node_env[1].replace("smoke2s.yaml", value))
+        got = {(p.node, p.port): p.message for p in check_dataflow(_edited(tmp_path, refused))}
+        assert got == {("operator", "$CONTACTFLOW_SCENARIO"): f"node 'operator' env: CONTACTFLOW_SCENARIO: {expected}"
+                       + ("; set it or write ${NOT_SET_HERE:-DEFAULT}" if "not set" in expected else "")}, got
 
 
 def test_a_scenario_file_is_loaded_as_the_node_loads_it(tmp_path):

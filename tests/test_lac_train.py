@@ -1151,6 +1151,10 @@ def test_compliance_input_gives_the_actor_the_bounded_admittance_displacement_of
     np.testing.assert_array_equal(compliance_map(whole, spec)[3], np.ones((5, 3)))
     forces_only = compliance_map(load_train_config(None, {"student": {"wrench_input": "force", "compliance_input": True}}), spec)
     np.testing.assert_array_equal(forces_only[0], np.eye(5)[:, :3])  # wrench_input force: the three force blocks
+    no_k = dataclasses.replace(spec, terms=tuple(b for b in spec.terms if b.cfg.term != "stiffness"))
+    for refused in (lambda: compliance_map(cfg, no_k), lambda: new_student(cfg, no_k)):  # a spec without the command
+        with pytest.raises(ConfigError, match="no 'stiffness' observation term"):
+            refused()
     model = new_student(cfg, spec)
     plain = new_student(load_train_config(None, {"student": {"wrench_input": "wrench"}, "optim": {"aux_force_weight": 1.0}}), spec)
     assert model.actor[0].in_features == plain.actor[0].in_features + 15

@@ -44,7 +44,9 @@ _SUBCOMMANDS = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="contactflow", description=__doc__.splitlines()[0])
+    from contactflow.paths import OnceArgumentParser
+
+    parser = OnceArgumentParser(prog="contactflow", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     from contactflow.paths import ROBOT_PATH_HELP, RobotPathAction
 

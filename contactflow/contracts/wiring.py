@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -204,7 +205,9 @@ def check_scenario_files(flow: dict, base_dir: str | Path) -> list[WiringProblem
     not found (a bare name is looked up in the robot's ``scenarios/``), not YAML, or with a bad key or value is
     one problem on the port ``--scenario`` with the loader's message. Where ``$CONTACTFLOW_SCENARIO`` is set for
     a node (its own ``env:``, else the graph's ``env:``, else this shell's, as dora passes them: :func:`graph_env_value`),
-    its file is loaded instead (as the nodes do; the problem's port names the variable).
+    its file is loaded instead (as the nodes do; the problem's port names the variable; a value dora refuses is a
+    problem there too). A node given ``--scenario-from-recording`` plays the recorded run's scenario: its
+    ``--scenario`` is not loaded (:func:`contactflow.paths.scenario_source`).
     A node whose robot does not load (reported by :func:`check_descriptor`) or whose code needs a package not
     installed here is skipped.
 
@@ -225,9 +228,16 @@ def check_scenario_files(flow: dict, base_dir: str | Path) -> list[WiringProblem
         args, _ = _node_args(n)
         if args is None:  # a quote left open: check_node_arguments reports it
             continue
-        arg = _arg(args, "--scenario")
-        env_value = graph_env_value(flow, n, SCENARIO_ENV)  # it replaces the player's scenario, as in the nodes
-        if load is None or not (arg or env_value):
+        if load is None:
+            continue
+        try:
+            env_value = graph_env_value(flow, n, SCENARIO_ENV)  # it replaces the player's scenario, as in the nodes
+        except ConfigError as exc:
+            problems.append(WiringProblem(str(n["id"]), f"${SCENARIO_ENV}", str(exc)))
+            continue
+        # --scenario-from-recording plays the recorded run's scenario (validated when it was played), not --scenario
+        arg = None if _arg(args, "--scenario-from-recording") else _arg(args, "--scenario")
+        if not (arg or env_value):
             continue
         from_env = bool(env_value)
         port = f"${SCENARIO_ENV}" if from_env else "--scenario"
@@ -245,16 +255,43 @@ def check_scenario_files(flow: dict, base_dir: str | Path) -> list[WiringProblem
     return problems
 
 
+#: dora 1.1's expansion in an ``env:`` value: ``$VAR``, ``${VAR}``, ``${VAR:-default}``
+_ENV_REF = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)")
+
+
 def graph_env_value(flow: dict, node: dict, name: str) -> str | None:
-    """The value of the environment variable ``name`` a node of the graph ``flow`` starts with, as dora sets it: the
-    node's own ``env:``, else the graph's root ``env:``, else this process's environment (``dora run`` passes its
-    own); ``$VAR`` is expanded and ``{__dora_env: VAR}`` read from this environment. None when unset."""
-    for env in (node.get("env"), flow.get("env")):
-        if isinstance(env, dict) and name in env:
-            value = env[name]
-            if isinstance(value, dict) and "__dora_env" in value:
-                return os.environ.get(str(value["__dora_env"]))
-            return None if value is None else os.path.expandvars(str(value))
+    """The value of the environment variable ``name`` a node of the graph ``flow`` starts with, as dora 1.1 sets
+    it: the node's own ``env:``, else the graph's root ``env:``, else this process's environment (``dora run``
+    passes its own); ``$VAR``, ``${VAR}`` and ``${VAR:-default}`` expanded from this environment, a bool written
+    ``true`` / ``false``. (dora also rewrites a string that reads as a number, ``"017"`` -> ``17``: not
+    reproduced, a path does not read as one.) None when unset.
+
+    Raises:
+        ConfigError: a value dora refuses to start the graph with (an unset ``$VAR`` without a default; a null,
+            a mapping such as ``{__dora_env: VAR}`` or a list: "data did not match any variant of untagged enum
+            EnvValue"), naming the variable and the ``env:`` it is in.
+    """
+    for env, where in ((node.get("env"), f"node {node.get('id')!r}"), (flow.get("env"), "the graph's")):
+        if not isinstance(env, dict) or name not in env:
+            continue
+        value = env[name]
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, (int, float)):
+            return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+        if not isinstance(value, str):
+            raise ConfigError(f"{where} env: {name}: dora takes a string, number or bool, got {value!r}")
+
+        def ref(m: re.Match) -> str:
+            var = m.group(1) or m.group(3)
+            if var in os.environ:
+                return os.environ[var]
+            if m.group(2) is not None:
+                return m.group(2)
+            raise ConfigError(f"{where} env: {name}: {m.group(0)} is not set in this environment (dora refuses the "
+                              f"graph); set it or write ${{{var}:-DEFAULT}}")
+
+        return _ENV_REF.sub(ref, value)
     return os.environ.get(name)
 
 

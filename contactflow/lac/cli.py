@@ -275,7 +275,9 @@ def add_parser(subparsers) -> None:
 
 
 def _main(argv=None) -> int:  # pragma: no cover - for python -m
-    parser = argparse.ArgumentParser(prog="contactflow")
+    from contactflow.paths import OnceArgumentParser
+
+    parser = OnceArgumentParser(prog="contactflow")
     add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO)

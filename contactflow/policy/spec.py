@@ -334,10 +334,15 @@ class PolicySpec:
         p2r = self.policy_to_robot
         return (lo[p2r] - self.default_policy) / self.scale, (hi[p2r] - self.default_policy) / self.scale
 
+    def term(self, term: str) -> BoundTerm | None:
+        """The first observation term named ``term`` (a registry name, e.g. ``stiffness``) in frame order (its
+        config, its place ``sl`` in a frame); None when the spec has no such term."""
+        return next((b for b in self.terms if b.cfg.term == term), None)
+
     def term_slice(self, term: str) -> slice | None:
-        """Where the first observation term ``term`` (a registry name, e.g. ``stiffness``) sits in a frame; None
-        when the spec has no such term."""
-        return next((b.sl for b in self.terms if b.cfg.term == term), None)
+        """Where :meth:`term` ``term`` sits in a frame; None when the spec has no such term."""
+        bound = self.term(term)
+        return None if bound is None else bound.sl
 
     def layout(self) -> list[dict[str, Any]]:
         """The observation frame as plain data: one row per term (for logs, docs and manifests)."""

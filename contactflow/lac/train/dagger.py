@@ -96,9 +96,12 @@ def compliance_map(cfg: TrainConfig, spec) -> tuple[np.ndarray, np.ndarray, np.n
     from contactflow.robot import read_robot_file, resolve_robot_file
 
     k = spec.term_slice("stiffness")
-    if k is None or k.stop - k.start != len(STIFFNESS_CHANNELS):
+    if k is None:
+        raise ConfigError(f"{spec.file}: no 'stiffness' observation term: student.compliance_input needs the "
+                          f"{len(STIFFNESS_CHANNELS)}-D command {[n for n, _, _ in STIFFNESS_CHANNELS]}")
+    if k.stop - k.start != len(STIFFNESS_CHANNELS):
         raise ConfigError(f"{spec.file}: stiffness: compliance_input needs the {len(STIFFNESS_CHANNELS)}-D command "
-                          f"{[n for n, _, _ in STIFFNESS_CHANNELS]}, got {0 if k is None else k.stop - k.start} values")
+                          f"{[n for n, _, _ in STIFFNESS_CHANNELS]}, got {k.stop - k.start} values")
     robot_file = resolve_robot_file(cfg.robot)
     links = read_robot_file(robot_file).get("lac_links") or {}
     ecfg = load_expert_config(cfg.expert_config)

@@ -82,11 +82,11 @@ def tracking_feature_map(spec: PolicySpec) -> tuple[np.ndarray, np.ndarray]:
     """
     from contactflow.errors import ConfigError
 
-    terms = {b.cfg.term: b for b in spec.terms}
-    missing = [t for t in ("joint_pos_rel", "last_action", "ref_upper_dof_pos") if t not in terms]
+    names = ("joint_pos_rel", "last_action", "ref_upper_dof_pos")
+    missing = [t for t in names if spec.term(t) is None]
     if missing:
         raise ConfigError(f"{spec.file}: student.tracking_features needs the observation terms {missing}")
-    jpr, la, ref = terms["joint_pos_rel"], terms["last_action"], terms["ref_upper_dof_pos"]
+    jpr, la, ref = (spec.term(t) for t in names)
     n = len(spec.joint_names)
 
     ref_names = spec.cfg.joint_orders[ref.cfg.joints]
@@ -126,7 +126,7 @@ def last_action_map(spec: PolicySpec, joints: str = "all") -> np.ndarray:
     if joints not in ("all", "arms"):
         raise ValueError(f"joints: expected 'all' or 'arms', got {joints!r}")
 
-    la = next((b for b in spec.terms if b.cfg.term == "last_action"), None)
+    la = spec.term("last_action")
     if la is None:
         raise ConfigError(f"{spec.file}: student.residual_action needs the observation term last_action")
     n = len(spec.joint_names)
