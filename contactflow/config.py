@@ -176,6 +176,25 @@ def did_you_mean(unknown: Iterable[Any], known: Iterable[str]) -> str:
     return " (did you mean " + ", ".join(f"{k!r} for {u!r}" for u, k in pairs) + "?)"
 
 
+def load_file_format(cls: type[T], raw: Mapping, source: str, other: type, other_is: str) -> T:
+    """:func:`load_config` of a file's top level, whose refusal says that the file is of another format when its
+    keys that ``cls`` does not take are all keys of ``other`` (a teleop scenario given as a SEIKO one, and back):
+    ``...; the file looks like <other_is>``.
+
+    Raises:
+        ConfigError: as :func:`load_config`, with that hint where it applies.
+    """
+    try:
+        return load_config(cls, raw, source=source)
+    except ConfigError as exc:
+        own = {f.name for f in dataclasses.fields(cls)}
+        theirs = {f.name for f in dataclasses.fields(other)} - own
+        foreign = {str(k) for k in raw} - own
+        if foreign and foreign <= theirs:
+            raise ConfigError(f"{exc}; the file looks like {other_is}") from None
+        raise
+
+
 def _build(cls: type[T], mapping: Mapping[str, Any], where: str) -> T:
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}

@@ -288,14 +288,44 @@ class OnceArgumentParser(argparse.ArgumentParser):
     commands' parser (``contactflow ...``, its subcommands inherit the class) and every node's
     (``nodes/_runtime.NodeArgumentParser``)."""
 
+    #: a subcommand's parser (made by :meth:`add_subparsers`): it refuses an argument it does not know itself, with
+    #: its own usage and a close option suggested (argparse leaves them to the top-level parser, whose usage and
+    #: options are not the subcommand's)
+    _subcommand = False
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.register("action", None, _StoreOnce)
         self.register("action", "store", _StoreOnce)
 
+    def add_subparsers(self, **kwargs):
+        kwargs.setdefault("parser_class", _OnceSubcommandParser)
+        return super().add_subparsers(**kwargs)
+
     def parse_known_args(self, args=None, namespace=None):
         self._given_once: dict[str, object] = {}
-        return super().parse_known_args(args, namespace)
+        ns, extras = super().parse_known_args(args, namespace)
+        if self._subcommand and extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return ns, extras
+
+    def suggested(self, message: str) -> str:
+        """argparse's error ``message``, with a close option of this parser suggested for an unrecognized one
+        (argparse suggests nothing for a misspelled option)."""
+        if message.startswith("unrecognized arguments:"):
+            from contactflow.config import did_you_mean
+
+            flags = [a for a in message.split(":", 1)[1].split() if a.startswith("--")]
+            message += did_you_mean([f.split("=")[0] for f in flags],
+                                    [o for a in self._actions for o in a.option_strings if o.startswith("--")])
+        return message
+
+    def error(self, message):
+        super().error(self.suggested(message))
+
+
+class _OnceSubcommandParser(OnceArgumentParser):
+    _subcommand = True
 
 
 def sha256_of_files(paths: Iterable[str | Path], chunk_bytes: int = 1 << 22) -> str:

@@ -467,12 +467,7 @@ class Lockstep:
         elif typ == "STOP":
             self.stopped = True
         elif typ == "NODE_FAILED":
-            val = ev.get("value")
-            try:
-                val = val.to_pylist()
-            except AttributeError:
-                pass
-            raise UpstreamError(f"upstream node failed: {val}")
+            raise UpstreamError(upstream_failure(ev.get("value")))
         elif typ == "ERROR":
             err = str(ev.get("error", ""))
             if "timed out" not in err.lower():
@@ -1174,6 +1169,26 @@ class ArgsParsed(BaseException):
     arguments parsed, and the node goes no further (a BaseException: no ``except Exception`` of the node stops it)."""
 
 
+def upstream_failure(value) -> str:
+    """One line for dora's ``NODE_FAILED`` event value (``{'source_node_id': ..., 'error': "exited with code 2 with
+    stderr output: ..."}``, as a dict, a one-row Arrow array or text): the failed node, how it ended, and its own
+    one-line reason when it is a contactflow node (``[contactflow] node 'X' failed: ...``); the whole stderr is
+    that node's own output, printed once by dora."""
+    try:
+        value = value.to_pylist()
+    except AttributeError:
+        pass
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if not isinstance(value, dict):
+        return f"upstream node failed: {' '.join(str(value).split())[:300]}"
+    source, error = value.get("source_node_id", "?"), str(value.get("error", ""))
+    how = error.split(" with stderr output", 1)[0].strip().splitlines()[0] if error.strip() else "failed"
+    reason = next((line.split("failed: ", 1)[1].strip() for line in error.splitlines()
+                   if line.startswith("[contactflow] node ") and "failed: " in line), None)
+    return f"upstream node {source!r} {how}" + (f": {reason}" if reason else "")
+
+
 class NodeArgumentParser(OnceArgumentParser):
     """A node's argument parser (:func:`base_parser`): argparse's, with a check mode for
     :func:`check_node_args`, in which ``parse_args`` raises :class:`ArgsParsed` once the arguments parsed
@@ -1190,16 +1205,10 @@ class NodeArgumentParser(OnceArgumentParser):
         return ns
 
     def error(self, message):
-        if message.startswith("unrecognized arguments:"):  # argparse suggests nothing for a misspelled flag
-            from contactflow.config import did_you_mean
-
-            flags = [a for a in message.split(":", 1)[1].split() if a.startswith("--")]
-            message += did_you_mean([f.split("=")[0] for f in flags],
-                                    [o for a in self._actions for o in a.option_strings if o.startswith("--")])
         if NodeArgumentParser.check_mode:
             from contactflow.errors import ConfigError
 
-            raise ConfigError(message)
+            raise ConfigError(self.suggested(message))
         super().error(message)
 
     def exit(self, status=0, message=None):

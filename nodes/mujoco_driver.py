@@ -74,7 +74,8 @@ import time
 import numpy as np
 
 from contactflow.nodes._runtime import (REALTIME_WARMUP_TICKS, connect, UpstreamError, base_parser, declared_inputs,
-                      drain_after_finish, load_node_config, lockstep_for, meta_time, node_main, sender_for)
+                      drain_after_finish, load_node_config, lockstep_for, meta_time, node_main, sender_for,
+                      upstream_failure)
 
 log = logging.getLogger("contactflow.mujoco_driver")
 
@@ -222,7 +223,8 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
     counts the periods lost. The first ``warmup_ticks`` periods are a start-up handshake: the
     driver waits for the command of the previous sensors (every node has run and warmed up) and
     the wall clock starts after them. One ``timing`` row (contract ``driver_timing``) per period
-    goes to the node's batched log when the entry declares ``log`` (or on ``timing`` if declared).
+    goes to the node's batched log when the entry declares ``log`` (or on ``timing`` if declared), sent
+    after the next sensors and with their ``finished`` (so the stream of a complete run ends finished).
 
     Command loss: when no valid command has been taken for ``command_lost_s`` [s of wall time]
     (0 = never) since the last one (the clock starts with the first period after the start-up, or
@@ -241,6 +243,7 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
     stopped = False
     hold_from = None  # after the publish of the sensors of tick k: commands of seq >= k wait a period
     held: list[tuple] = []
+    timing_row = None  # (fields, seq, t) of the period just simulated: sent after the next sensors, finished with them
 
     def handle(ev) -> None:
         nonlocal stopped
@@ -270,7 +273,7 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
         elif typ == "INPUT_CLOSED" and ev["id"] == "command" and not latch.finished:
             raise UpstreamError("input 'command' closed before the run ended: the controller stopped")
         elif typ == "NODE_FAILED":
-            raise UpstreamError(f"upstream node failed: {ev.get('value')}")
+            raise UpstreamError(upstream_failure(ev.get("value")))
 
     def drain() -> None:  # every event already received, without blocking
         for _ in range(1000):
@@ -319,6 +322,11 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
         # when the commands are lost
         finishing = done or stopped or latch.finished or bool(lost)
         sender.send("sensors", values_of(pending), seq=k, t=pending.t, finished=finishing, **mode())
+        if timing_row is not None:  # the period before, sent once it is known whether it was the last
+            sender.send("timing", timing_row[0], seq=timing_row[1], t=timing_row[2], finished=finishing)
+            timing_row = None
+            if sender.logging and sender.pending >= 2 * sender.log_every:
+                sender.flush()  # here, in the slack of the period, not inside the next sensors publish
         if finishing:
             break
         if deadline is not None:
@@ -352,12 +360,10 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
         pending, done = driver.advance(start)
         step_s = time.monotonic() - start
         if send_timing:
-            sender.send("timing", {"command_seq": applied_seq, "command_t": applied_t if applied_seq >= 0 else 0.0,
-                                   "new_command": float(new), "paced": float(deadline is not None),
-                                   "late_s": start - deadline if deadline is not None else 0.0,
-                                   "wall_s": start - wall0, "step_s": step_s}, seq=k, t=t_k)
-            if sender.logging and sender.pending >= 2 * sender.log_every:
-                sender.flush()  # here, in the slack of the period, not inside the next sensors publish
+            timing_row = ({"command_seq": applied_seq, "command_t": applied_t if applied_seq >= 0 else 0.0,
+                           "new_command": float(new), "paced": float(deadline is not None),
+                           "late_s": start - deadline if deadline is not None else 0.0,
+                           "wall_s": start - wall0, "step_s": step_s}, k, t_k)
         last_start = start
         if deadline is not None:
             # a period started a whole period late or more (the driver was descheduled or overran):

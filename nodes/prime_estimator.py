@@ -42,7 +42,7 @@ import numpy as np
 
 from contactflow.errors import ContactflowError
 from contactflow.nodes._runtime import (SILENCE_S, UpstreamError, base_parser, connect, drain_after_finish, load_node_config,
-                                       node_main, sender_for, watched_events)
+                                       node_main, sender_for, upstream_failure, watched_events)
 from contactflow.paths import default_recordings_dir
 
 log = logging.getLogger("contactflow.prime_estimator")
@@ -112,7 +112,7 @@ def receive_samples(node, sin, out, silence_s: float = SILENCE_S) -> tuple[list,
         elif typ in ("INPUT_CLOSED", "STOP"):  # the replay ended without a `finished` message
             break
         elif typ == "NODE_FAILED":
-            raise UpstreamError(f"upstream node failed: {ev.get('value')}")
+            raise UpstreamError(upstream_failure(ev.get("value")))
     if duplicates:
         log.warning("input 'sensors': %d duplicated message(s) skipped (a seq already received; first at seq %d)",
                     duplicates, first_dup)
@@ -157,7 +157,7 @@ def main() -> int:
             if ev["type"] == "STOP" and ev.get("id") != _INPUTS_CLOSED:
                 raise _Stopped(f"{0 if info is None else info.iteration + 1} FDDP iteration(s)")
             if ev["type"] == "NODE_FAILED":
-                raise UpstreamError(f"upstream node failed during the solve: {ev.get('value')}")
+                raise UpstreamError(f"during the solve: {upstream_failure(ev.get('value'))}")
 
     try:
         poll_stop(None)  # a stop that came with the last samples

@@ -66,6 +66,19 @@ def test_a_single_value_option_given_twice_is_refused(tmp_path, capsys):
     assert p.parse_args([]).lag == 2 and p.parse_args(["--lag", "5"]).lag == 5  # each parse starts afresh
 
 
+def test_the_check_names_an_executable_dora_run_would_not_find(monkeypatch, capsys):
+    """Without the virtual environment activated, `dora run` does not find contactflow-<node> (dora's "Could not find
+    source path" and a backtrace): the check says so per node, with what to do."""
+    assert cli.main(["check", str(SEIKO)]) == 0  # the test's environment has the executables on PATH
+    capsys.readouterr()
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert cli.main(["check", str(SEIKO)]) == 1
+    out = capsys.readouterr().out
+    assert "  - node 'input_filter': executable 'contactflow-input-filter' is not on PATH, where `dora run` looks for " \
+           "it: activate the environment contactflow is installed in (e.g. `. .venv/bin/activate`), or start the graph " \
+           "with `contactflow run`, which puts its executables first on PATH" in out, out
+
+
 def test_a_key_given_twice_in_a_graph_is_refused_as_dora_refuses_it(tmp_path, capsys):
     """dora's parser refuses a node with a field given twice ("duplicate field `args`"); PyYAML keeps the last one
     silently, so the check passed such a graph before: now it fails naming the file and both lines."""
@@ -91,12 +104,15 @@ def test_the_check_loads_the_scenario_of_contactflow_scenario_as_the_nodes_do(mo
     monkeypatch.setenv("CONTACTFLOW_SCENARIO", "robots/g1/scenarios/hand_push.yaml")  # a teleop scenario
     got = {(p.node, p.port): p.message for p in check_dataflow(SEIKO)}
     assert list(got) == [("operator", "$CONTACTFLOW_SCENARIO")] and "unknown key(s) 'posture'" in got[list(got)[0]]
+    assert got[list(got)[0]].endswith("; the file looks like a teleop scenario of the LAC pipeline (the G1's, "
+                                      "robots/g1/scenarios/), not an operator scenario of SEIKO (robots/talos/scenarios/)")
     g1 = ROOT / "dataflows" / "lac_g1_policy.yml"
     assert check_dataflow(g1) == []  # the teleop and the injector load it
     monkeypatch.setenv("CONTACTFLOW_SCENARIO", "robots/talos/scenarios/smoke_2s.yaml")  # a SEIKO scenario: both refuse it
     got = {(p.node, p.port): str(p) for p in check_dataflow(g1)}
     assert set(got) == {("teleop", "$CONTACTFLOW_SCENARIO"), ("wrench_injector", "$CONTACTFLOW_SCENARIO")}
     assert got[("teleop", "$CONTACTFLOW_SCENARIO")].startswith("node 'teleop': ") and "smoke_2s.yaml" in got[("teleop", "$CONTACTFLOW_SCENARIO")]
+    assert "the file looks like an operator scenario of SEIKO" in got[("teleop", "$CONTACTFLOW_SCENARIO")]
 
 
 def test_the_check_leaves_the_process_as_it_was(tmp_path):
@@ -209,6 +225,36 @@ def test_the_check_reads_contactflow_scenario_where_dora_sets_it(tmp_path, monke
         got = {(p.node, p.port): p.message for p in check_dataflow(_edited(tmp_path, refused))}
         assert got == {("operator", "$CONTACTFLOW_SCENARIO"): f"node 'operator' env: CONTACTFLOW_SCENARIO: {expected}"
                        + ("; set it or write ${NOT_SET_HERE:-DEFAULT}" if "not set" in expected else "")}, got
+
+
+def test_the_check_opens_the_recording_and_the_model_a_node_is_given(tmp_path, monkeypatch):
+    """A replay node's recording and a policy node's model, named by $CONTACTFLOW_RECORDING / $CONTACTFLOW_POLICY_MODEL
+    (or the graph's flags), are opened as the nodes open them: a run not found or of another robot, a model file not
+    found, is one problem naming the variable and its value (it said "wiring OK" and the node failed at its start)."""
+    import numpy as np
+
+    from contactflow.recording.store import RecordingWriter
+
+    monkeypatch.setenv("CONTACTFLOW_POLICY_MODEL", "out/nope.onnx")
+    got = {(p.node, p.port): p.message for p in check_dataflow(ROOT / "dataflows" / "lac_g1_policy.yml")}
+    assert got == {("lac_policy", "$CONTACTFLOW_POLICY_MODEL"): "$CONTACTFLOW_POLICY_MODEL=out/nope.onnx: model file not found"}
+    monkeypatch.delenv("CONTACTFLOW_POLICY_MODEL")
+    w = RecordingWriter(tmp_path / "g1_run", {"dataflow": "x.yml", "robot": "g1", "start_time_utc": "2026-12-06T00:00:00+00:00"})
+    s = w.stream("mujoco_driver.sensors", 3, {"source": "mujoco_driver/sensors", "contract": "sensors"})
+    s.append(0, 0.0, np.zeros(3))
+    w.close()
+    replay = ROOT / "dataflows" / "seiko_talos_replay.yml"
+    assert check_dataflow(replay) == []  # --recording latest: whatever run is newest when the graph starts
+    monkeypatch.setenv("CONTACTFLOW_RECORDING", str(tmp_path / "g1_run"))
+    got = {(p.node, p.port): p.message for p in check_dataflow(replay)}
+    assert set(got) == {("mujoco_driver", "$CONTACTFLOW_RECORDING"), ("operator", "$CONTACTFLOW_RECORDING")}
+    assert got[("mujoco_driver", "$CONTACTFLOW_RECORDING")].startswith(f"$CONTACTFLOW_RECORDING={tmp_path / 'g1_run'}: ")
+    assert "was made with robot 'g1', expected robot 'talos'" in got[("mujoco_driver", "$CONTACTFLOW_RECORDING")]
+    monkeypatch.setenv("CONTACTFLOW_RECORDING", "nope")
+    assert all("no recording 'nope'" in m for m in (p.message for p in check_dataflow(replay)))
+    monkeypatch.delenv("CONTACTFLOW_RECORDING")
+    # a run the graph's own --recording names and that is not there yet (PRIME's, generated first): not a problem
+    assert check_dataflow(ROOT / "dataflows" / "prime_replay_go2.yml") == []
 
 
 def test_a_scenario_file_is_loaded_as_the_node_loads_it(tmp_path):

@@ -522,7 +522,7 @@ def test_tiny_training_exports_a_deploy_policy(run_a, robot, tiny_cfg, tmp_path)
         r = sim.step(o.command["q_target"], o.command["kp"], o.command["kd"], o.command["tau_ff"])
 
 
-def test_export_averages_the_weights_of_rounds(run_a, robot, tmp_path):
+def test_export_averages_the_weights_of_rounds(run_a, robot, tmp_path, capsys):
     """`contactflow lac export RUN --average 0-1`: the ONNX is the student whose every weight is the mean
     of the rounds' (the normaliser, set in round 0, is shared); the rounds are recorded in the
     metadata; a checkpoint file or a missing round is refused by name."""
@@ -532,6 +532,9 @@ def test_export_averages_the_weights_of_rounds(run_a, robot, tmp_path):
 
     out, _ = run_a
     assert cli_main(["lac", "export", str(out), "--out", str(tmp_path / "avg.onnx"), "--average", "0,1"]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote {tmp_path / 'avg.onnx'}: the weights of rounds [0, 1] averaged"
+    assert cli_main(["lac", "export", str(out), "--out", str(tmp_path / "last.onnx")]) == 0  # the latest checkpoint
+    assert capsys.readouterr().out.strip() == f"wrote {tmp_path / 'last.onnx'}: round 1"
     cks = [load_checkpoint(out / "checkpoints" / f"round_{r:03d}.pt") for r in (0, 1)]
     assert not _same(cks[0]["model"], cks[1]["model"])
     spec = load_policy_spec("lac", robot, model=tmp_path / "avg.onnx")

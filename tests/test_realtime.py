@@ -316,3 +316,7 @@ def test_realtime_graph_summary_has_consistent_realtime_keys(tmp_path, graph):
     timing = rec.stream("mujoco_driver.timing")
     assert np.array_equal(timing.seq, np.arange(len(timing)))
     assert len(rec.stream("mujoco_driver.sensors")) == len(timing) + 1
+    # a complete run: the driver's streams end with 'finished' (the timing row of the last period too), no warning
+    streams = rec.manifest["streams"]
+    assert streams["mujoco_driver.timing"]["finished"] is True and streams["mujoco_driver.sensors"]["finished"] is True
+    assert "no message with 'finished' arrived" not in out, out[-3000:]

@@ -47,6 +47,23 @@ def test_latest_is_the_newest_run_of_the_robot(runs):
         resolve_run("latest", root, require_streams=[STREAM], robot="go2")
 
 
+def test_a_relative_run_path_is_also_found_from_the_checkout(runs, monkeypatch, tmp_path_factory):
+    """A node runs in its graph's folder: ``CONTACTFLOW_RECORDING=recordings/<run>`` typed at the checkout's root is
+    found from the checkout (data_root) too; a miss names every place looked in and the recordings folder."""
+    import contactflow.paths
+
+    root, talos, _ = runs
+    monkeypatch.setattr(contactflow.paths, "data_root", lambda: root.parent)
+    monkeypatch.chdir(tmp_path_factory.mktemp("dataflows"))
+    relative = Path(root.name) / talos.name
+    assert resolve_run(str(relative), root) == root.parent / relative
+    with pytest.raises(RecordingError) as err:
+        resolve_run(str(Path(root.name) / "nope"), root)
+    msg = str(err.value)
+    assert f"no recording '{root.name}/nope' (looked for {root.name}/nope, {root.parent / root.name / 'nope'}; " \
+           f"runs are under {root}: `contactflow rec ls`)" == msg
+
+
 def test_a_named_run_of_another_robot_is_refused(runs):
     root, talos, g1 = runs
     for arg in (g1.name, str(g1)):  # a run name under the recordings folder, or its path

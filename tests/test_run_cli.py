@@ -88,6 +88,21 @@ def test_missing_graph_is_one_line(tmp_path, capsys):
     assert cli.main(["run", str(tmp_path / "nope.yml")]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"contactflow: error: {tmp_path / 'nope.yml'}: dataflow file not found"
+    (tmp_path / "seiko_talos.yml").write_text("nodes: []\n")
+    assert cli.main(["run", str(tmp_path / "seiko_tallos.yml")]) == 2  # a close name in its folder is suggested
+    assert capsys.readouterr().err.strip().endswith("dataflow file not found (did you mean 'seiko_talos.yml'?)")
+
+
+def test_a_subcommand_refuses_an_unknown_option_with_its_own_usage(capsys):
+    """argparse leaves a subcommand's unknown option to the top-level parser (its usage, no suggestion): the
+    subcommand refuses it itself, suggesting its close option."""
+    import pytest
+
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["lac", "eval", "--trails", "1"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "usage: contactflow lac eval" in err
+    assert "contactflow lac eval: error: unrecognized arguments: --trails 1 (did you mean '--trials'?)" in err
 
 
 def test_a_key_given_twice_in_the_graph_is_one_line_before_dora_starts(tmp_path, capsys):

@@ -210,11 +210,12 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_check(args) -> int:
-    from contactflow.contracts.wiring import check_dataflow
+    from contactflow.contracts.wiring import check_dataflow, executables_not_on_path, load_dataflow
 
     bad = 0
     for df in args.dataflows:
-        problems = check_dataflow(df, strict=args.strict)
+        # the graph as `dora run` in this shell will start it: its executables found on this PATH
+        problems = executables_not_on_path(load_dataflow(df), Path(df).parent) + check_dataflow(df, strict=args.strict)
         if problems:
             bad += 1
             print(f"{df}: {len(problems)} problem(s) (wiring, node configuration or arguments)")

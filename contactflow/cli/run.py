@@ -211,7 +211,9 @@ def run_dataflow(graph: str, dora_args: list[str], out=None) -> int:
     """
     out = sys.stdout if out is None else out
     if not Path(graph).is_file():
-        raise ConfigError(f"{graph}: dataflow file not found")
+        from contactflow.config import near_file_names
+
+        raise ConfigError(f"{graph}: dataflow file not found{near_file_names(Path(graph))}")
     read_yaml(graph)  # a YAML error or a key given twice: one line naming the file and line, before dora starts
     cmd = [dora_executable(), "run", graph, *dora_args]
     lines: list[str] = []

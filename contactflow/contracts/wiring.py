@@ -17,9 +17,11 @@ may be left out, but when wired it must carry its contract like any other; a tim
 controllers' ``heartbeat``) must come from a dora timer; every required output is declared (an
 undeclared output is silently dropped by dora); every edge's source node and output exist; both
 ends of an edge carry the same contract and size. :func:`check_dataflow` also loads each node's
-configuration file (``--config``) and scenario file (``--scenario``) as the node will (:func:`check_config_files`,
-:func:`check_scenario_files`) and parses its ``args:`` with the node's own argument parser
-(:func:`check_node_arguments`). Dataflows that use
+configuration file (``--config``) and scenario file (``--scenario``), a replay node's recording and a policy
+node's model, as the node will (:func:`check_config_files`, :func:`check_scenario_files`, :func:`check_run_inputs`;
+the environment variables that replace them read as dora sets them, :func:`graph_env_value`) and parses its
+``args:`` with the node's own argument parser (:func:`check_node_arguments`). ``contactflow check`` also names an
+executable ``dora run`` would not find on ``PATH`` (:func:`executables_not_on_path`). Dataflows that use
 dora modules (``module:``) are expanded with ``dora expand`` first.
 
 A node may declare the output ``log`` (``LOG_OUTPUT``: its outputs batched for the recorder, see
@@ -46,11 +48,11 @@ import yaml
 from contactflow.config import read_yaml
 from contactflow.errors import ConfigError, ContactflowError
 from contactflow.contracts.messages import PortSpec
-from contactflow.paths import SCENARIO_ENV, node_kind, robot_path_scope, scenario_from_env
+from contactflow.paths import NODE_SCRIPT_PREFIX, SCENARIO_ENV, node_kind, robot_path_scope, scenario_from_env
 from contactflow.contracts.ports import DEFAULT_ROBOT, MESSAGE, NODES, TIMER
 
 __all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "check_config_files", "check_node_arguments",
-           "check_scenario_files", "graph_env_value", "SCENARIO_LOADERS", "load_dataflow", "graph_node_kind", "LOG_OUTPUT",
+           "check_run_inputs", "check_scenario_files", "executables_not_on_path", "graph_env_value", "SCENARIO_LOADERS", "load_dataflow", "graph_node_kind", "LOG_OUTPUT",
            "ROWS_SUFFIX", "rows_output"]
 
 #: The batched-log output every contactflow node may declare (nodes/_runtime.py Sender).
@@ -154,6 +156,28 @@ def load_dataflow(path: str | Path) -> dict:
     return flow
 
 
+def executables_not_on_path(flow: dict, base_dir: str | Path, path_env: str | None = None) -> list[WiringProblem]:
+    """The nodes whose ``path:`` names an executable that ``dora run`` would not find: a bare name (no folder, not
+    ``dynamic`` or ``shell``, not a file beside the graph, where dora looks first) not on ``path_env`` (default
+    ``$PATH``). The usual cause: the virtual environment contactflow is installed in is not activated, so
+    ``contactflow-<node>`` is not on ``PATH`` (``contactflow run`` puts it there itself).
+    """
+    problems = []
+    for n in flow.get("nodes") or []:
+        if not isinstance(n, dict) or "id" not in n:
+            continue
+        exe = str(n.get("path", ""))
+        if (not exe or exe in ("dynamic", "shell") or "/" in exe or "://" in exe or exe.endswith(".py")
+                or (Path(base_dir) / exe).exists() or shutil.which(exe, path=path_env) is not None):
+            continue
+        hint = ("activate the environment contactflow is installed in (e.g. `. .venv/bin/activate`), or start the "
+                "graph with `contactflow run`, which puts its executables first on PATH"
+                if exe.startswith(NODE_SCRIPT_PREFIX) else "install it or give the node's path")
+        problems.append(WiringProblem(str(n["id"]), "-", f"executable {exe!r} is not on PATH, where `dora run` "
+                                                         f"looks for it: {hint}"))
+    return problems
+
+
 def check_dataflow(path: str | Path, *, strict: bool = False) -> list[WiringProblem]:
     """Check the wiring of a dataflow file (see the module docstring).
 
@@ -170,7 +194,7 @@ def check_dataflow(path: str | Path, *, strict: bool = False) -> list[WiringProb
     flow = load_dataflow(path)
     base = Path(path).parent
     return (check_descriptor(flow, strict=strict, base_dir=base) + check_config_files(flow, base)
-            + check_scenario_files(flow, base) + check_node_arguments(flow, base))
+            + check_scenario_files(flow, base) + check_run_inputs(flow, base) + check_node_arguments(flow, base))
 
 
 def _load_seiko_scenario(arg: str, robot, args: list[str]) -> None:
@@ -252,6 +276,65 @@ def check_scenario_files(flow: dict, base_dir: str | Path) -> list[WiringProblem
                 problems.append(WiringProblem(str(n["id"]), port, str(exc)))
             except ImportError:
                 continue
+    return problems
+
+
+#: node kind -> (its environment variable that overrides the flag, the flag) naming a file or run it opens at start
+RUN_INPUTS = {"replay": ("CONTACTFLOW_RECORDING", "--recording"), "lac_policy": ("CONTACTFLOW_POLICY_MODEL", "--model")}
+
+
+def check_run_inputs(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
+    """Open what a replay node replays and what a policy node loads (:data:`RUN_INPUTS`; the variable where it is set
+    for the node, as dora passes it, :func:`graph_env_value`, else the flag), as the node will at its start, in the
+    dataflow's folder: a recording named by the variable that is not found, or a recording named (not ``latest``,
+    the newest run when the graph starts) that lacks the replayed streams or was recorded with another robot than the
+    node's ``--robot`` (a run the graph's own ``--recording`` names but that is not there yet is not a problem: a
+    shipped PRIME graph names the run ``contactflow prime generate`` writes first); an ONNX model file not found. One
+    problem each, on the port that named it (a variable's problem names it and its value).
+    """
+    import contextlib
+
+    from contactflow.errors import RecordingError
+    from contactflow.paths import resolve_data_path
+
+    problems = []
+    for n in flow.get("nodes") or []:
+        if not isinstance(n, dict) or "id" not in n:
+            continue
+        kind = node_kind(str(n.get("path", "")))
+        if kind not in RUN_INPUTS:
+            continue
+        var, flag = RUN_INPUTS[kind]
+        args, _ = _node_args(n)
+        if args is None:  # a quote left open: check_node_arguments reports it
+            continue
+        try:
+            value = graph_env_value(flow, n, var)
+        except ConfigError as exc:
+            problems.append(WiringProblem(str(n["id"]), f"${var}", str(exc)))
+            continue
+        port, value = (f"${var}", value) if value else (flag, _arg(args, flag))
+        if not value or (kind == "replay" and value == "latest"):
+            continue
+        with contextlib.chdir(base_dir):
+            if kind == "replay":
+                from contactflow.recording.replay import parse_stream_map
+                from contactflow.recording.store import resolve_run, run_candidates
+
+                if port == flag and not any(c.exists() for c in run_candidates(value)):
+                    continue
+                try:
+                    need = [m.stream for m in parse_stream_map(_arg(args, "--streams", "") or "")]
+                    need += [x for x in (_arg(args, "--require-streams", "") or "").split(",") if x.strip()]
+                    resolve_run(value, require_streams=need, robot=_arg(args, "--robot"))
+                except (RecordingError, ConfigError) as exc:
+                    problems.append(WiringProblem(str(n["id"]), port, f"{port}={value}: {exc}" if port != flag
+                                                  else str(exc)))
+            elif not resolve_data_path(value).is_file():
+                from contactflow.config import near_file_names
+
+                problems.append(WiringProblem(str(n["id"]), port, f"{port + '=' if port != flag else ''}{value}: "
+                                                                  f"model file not found{near_file_names(Path(value))}"))
     return problems
 
 

@@ -72,7 +72,7 @@ def _table(args) -> int:
 def add_parser(sub) -> None:
     from contactflow.faults.cases import PROCESS_KINDS
 
-    p = sub.add_parser("faults", help="fault-injection campaign over the shipped graphs (issue 16)",
+    p = sub.add_parser("faults", help="fault-injection campaign over the shipped graphs (docs/reliability.md)",
                        description=__doc__.splitlines()[0])
     fs = p.add_subparsers(dest="faults_command", required=True)
     for name, func, hlp in (("run", _run, "run the campaign"), ("list", _list, "list the cases")):

@@ -174,13 +174,14 @@ def _rounds(text: str) -> list[int]:
 def _export(args) -> int:
     from contactflow.lac.train.dagger import export_checkpoint
 
-    path = export_checkpoint(args.run, args.out, average=args.average or (), best=args.best)
-    if args.best:
-        from contactflow.lac.train.student import read_metadata
+    from contactflow.lac.train.student import read_metadata
 
-        print(f"wrote {path}: round {read_metadata(path).get('train_round')}, the one the run's validation suite scored best")
-    else:
-        print(f"wrote {path}")
+    path = export_checkpoint(args.run, args.out, average=args.average or (), best=args.best)
+    meta = read_metadata(path)
+    which = (f"the weights of rounds {meta['train_rounds_averaged']} averaged" if meta.get("train_rounds_averaged")
+             else f"round {meta.get('train_round')}"
+             + (", the one the run's validation suite scored best" if args.best else ""))
+    print(f"wrote {path}: {which}")
     return 0
 
 

@@ -50,7 +50,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from contactflow.config import load_config, read_yaml
+from contactflow.config import load_config, load_file_format, read_yaml
 from contactflow.errors import ConfigError, ContractError
 from contactflow.lac.config import K_ANG_RANGE, K_LIN_RANGE, STIFFNESS_CHANNELS, STIFFNESS_NAMES, stiffness_problem
 from contactflow.lac.wrench_injector import WrenchEvent, parse_wrench_events
@@ -340,7 +340,11 @@ def load_teleop_scenario(path: str | Path, robot: Any, config: TeleopConfig | No
         raw = {}
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{src}: expected a mapping at the top level, got {type(raw).__name__}")
-    top = load_config(_ScenarioFile, raw, source=src)
+    from contactflow.operator.scenario import _ScenarioFile as _OperatorScenarioFile
+
+    top = load_file_format(_ScenarioFile, raw, src, _OperatorScenarioFile,
+                           "an operator scenario of SEIKO (the Talos', robots/talos/scenarios/), not a teleop "
+                           "scenario of the LAC pipeline (robots/g1/scenarios/)")
     arms = arm_joints(robot)
     last = 0.0
 

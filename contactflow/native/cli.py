@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
 def _run(args) -> int:
     ok, what = native.status()
     if ok:
-        print(f"seiko_qp11: {what}")
+        print(f"seiko_qp11: loads ({what})")
         return 0
     print(f"seiko_qp11: not available: {what}", file=sys.stderr)
     return 1

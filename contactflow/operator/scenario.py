@@ -44,7 +44,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from contactflow.config import load_config, read_yaml
+from contactflow.config import load_config, load_file_format, read_yaml
 from contactflow.errors import ConfigError
 
 __all__ = [
@@ -276,7 +276,11 @@ def load_scenario(path: str | Path, robot: Any) -> Scenario:
         raw = {}
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{src}: expected a mapping at the top level, got {type(raw).__name__}")
-    top = load_config(_ScenarioFile, raw, source=src)
+    from contactflow.lac.teleop import _ScenarioFile as _TeleopScenarioFile
+
+    top = load_file_format(_ScenarioFile, raw, src, _TeleopScenarioFile,
+                           "a teleop scenario of the LAC pipeline (the G1's, robots/g1/scenarios/), not an operator "
+                           "scenario of SEIKO (robots/talos/scenarios/)")
 
     raw_events: list[ContactEvent] = []
     for i, entry in enumerate(top.contacts):

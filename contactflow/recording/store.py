@@ -57,6 +57,7 @@ from contactflow.paths import write_text_atomic
 
 __all__ = [
     "recorded_scenario",
+    "run_candidates",
     "StreamWriter", "RecordingWriter", "Stream", "Recording", "read_recording", "git_revision", "RecordingError",
     "recordings_root", "resolve_run", "list_runs", "STREAM_COLUMNS", "pack_log", "unpack_log", "LogBlock",
     "FORMAT_VERSION", "StreamDamage", "check_manifest", "refuse_damaged", "port_table_streams", "WriteFailure",
@@ -1100,12 +1101,28 @@ def recordings_root() -> Path:
     return default_recordings_dir()
 
 
+def run_candidates(run: str | Path, root: str | Path | None = None) -> list[Path]:
+    """Where :func:`resolve_run` looks for a run named ``run`` (not ``latest``), in order: as given (from the working
+    directory: a node's is its graph's folder), a run name under ``root`` (default :func:`recordings_root`), and a
+    relative path from the checkout (``recordings/<run>`` as the README's commands name it, from any folder)."""
+    root = Path(root) if root is not None else recordings_root()
+    given = Path(str(run)).expanduser()
+    looked = [given] + ([root / str(run)] if len(given.parts) == 1 else [])
+    if not given.is_absolute():
+        from contactflow.paths import data_root
+
+        looked.append(data_root() / given)
+    return list(dict.fromkeys(looked))
+
+
 def resolve_run(run: str | Path, root: str | Path | None = None, *, require_streams: Iterable[str] = (),
                 robot: str | None = None, contract_sizes: Mapping[str, int] | None = None) -> Path:
     """Turn a run argument into a run directory.
 
     Args:
-        run: a path to a run directory, a run name under ``root``, or ``latest``: the newest
+        run: a path to a run directory (a relative one that is not found from the working directory is also
+            looked for from the checkout's root, :func:`contactflow.paths.data_root`: ``recordings/<run>`` from
+            a node, which runs in its graph's folder), a run name under ``root``, or ``latest``: the newest
             *complete* run under ``root`` that holds every stream of ``require_streams`` (runs still
             being written, such as the one a replay dataflow is recording, are skipped).
         root: the recordings directory (default :func:`recordings_root`).
@@ -1149,11 +1166,11 @@ def resolve_run(run: str | Path, root: str | Path | None = None, *, require_stre
             what = (f" holding {sorted(need)}" if need else "") + (f" of robot {robot!r}" if robot is not None else "")
             raise RecordingError(f"no complete recording{what} under {root}")
         return best[1]
-    p = Path(run_s)
-    if not p.exists() and len(p.parts) == 1 and (root / run_s).exists():
-        p = root / run_s
-    if not p.exists():
-        raise RecordingError(f"no recording {run_s!r} (neither a path nor a run under {root})")
+    looked = run_candidates(run_s, root)
+    p = next((c for c in looked if c.exists()), None)
+    if p is None:
+        raise RecordingError(f"no recording {run_s!r} (looked for {', '.join(str(c) for c in looked)}; "
+                             f"runs are under {root}: `contactflow rec ls`)")
     if robot is not None:
         try:
             recorded = json.loads((p / "manifest.json").read_text()).get("robot")
