@@ -226,6 +226,7 @@ class Recorder:
                 log.warning("input %r (%s): no message arrived: nothing of it is recorded (its node was stopped or "
                             "failed before it sent, or it never sends in this run)", iid, src)
         gaps = self.gaps()
+        _report_gaps(gaps)
         self.writer.close(messages=self.n_msgs, recording_gaps=sum(gaps.values()), silent_inputs=silent,
                           recording_lost_batches=self.lost_batches,
                           recording_lost_batches_before_first=self.lost_batches_before_first,
@@ -497,14 +498,31 @@ def main() -> int:
     return 0
 
 
+#: stream -> gaps seen after the first one warned about (a real-time graph's stage that skips ticks opens a gap at
+#: each: one warning per stream, then the count, and the totals at the end: :func:`_report_gaps`)
+_GAPS_AFTER_FIRST: dict[str, int] = {}
+
+
 def _warn_gap(name: str, n: int, seq, before_first: bool = False) -> None:
     if n > 0 and before_first:
         log.warning("stream %s: its first message received is seq %s without the first message's contract: %d "
                     "message(s) from tick 0 lost before it; counted in the manifest as missing_before_first and in "
                     "recording_gaps", name, seq, n)
+    elif n > 0 and name in _GAPS_AFTER_FIRST:
+        _GAPS_AFTER_FIRST[name] += 1
     elif n > 0:
+        _GAPS_AFTER_FIRST[name] = 0
         log.warning("stream %s: %d message(s) missing before seq %s (lost on the way or skipped by the producer); "
-                    "counted in the manifest as missing_seq and in recording_gaps", name, n, seq)
+                    "counted in the manifest as missing_seq and in recording_gaps (this stream's further gaps: "
+                    "counted, totalled at the end)", name, n, seq)
+
+
+def _report_gaps(gaps: dict[str, int]) -> None:
+    """One line per stream that had more than one gap: its messages missing in all (the manifest's counts)."""
+    for name, more in sorted(_GAPS_AFTER_FIRST.items()):
+        if more:
+            log.warning("stream %s: %d gaps between its messages; %d message(s) missing in all (missing_seq and "
+                        "missing_before_first in the manifest)", name, more + 1, gaps.get(name, 0))
 
 
 def _safe(fn):

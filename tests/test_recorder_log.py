@@ -490,3 +490,24 @@ def test_an_input_that_never_sent_is_listed_in_the_manifest_and_by_rec_info(tmp_
     cli_main(["rec", "info", "rec-1", "--root", str(tmp_path)])
     out = capsys.readouterr().out
     assert re.search(r"prime_estimator\.state .*NO MESSAGE: the recorder's input 'state' received nothing", out), out
+
+
+def test_a_streams_gaps_are_warned_once_then_counted_and_totalled(caplog, monkeypatch):
+    """A real-time graph's stage that skips ticks opens a gap at each (hundreds of warnings buried the summary): the
+    first gap of a stream is one warning, the others are counted, and the end gives each stream's totals."""
+    import logging
+
+    from contactflow.nodes import recorder
+
+    monkeypatch.setattr(recorder, "_GAPS_AFTER_FIRST", {})
+    with caplog.at_level(logging.WARNING, logger=recorder.log.name):
+        for seq in (10, 20, 30):
+            recorder._warn_gap("input_filter.targets", 2, seq)
+        recorder._warn_gap("seiko_controller.command", 1, 5)
+        recorder._report_gaps({"input_filter.targets": 6, "seiko_controller.command": 1})
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3, lines
+    assert lines[0].startswith("stream input_filter.targets: 2 message(s) missing before seq 10")
+    assert lines[1].startswith("stream seiko_controller.command: 1 message(s) missing before seq 5")
+    assert lines[2] == ("stream input_filter.targets: 3 gaps between its messages; 6 message(s) missing in all "
+                        "(missing_seq and missing_before_first in the manifest)")
