@@ -41,6 +41,11 @@ def _cli(capsys, *argv):
 def test_ls_and_info(root, capsys):
     rc, out, _ = _cli(capsys, "rec", "ls", "--root", str(root))
     assert rc == 0 and "demo-1" in out and "complete" in out
+    for name, start in (("a_newer", "2030-01-02T00:00:00+00:00"), ("z_older", "2020-01-01T00:00:00+00:00")):
+        RecordingWriter(root / "two" / name, {"dataflow": "x.yml", "start_time_utc": start}).close()
+    rc, out, _ = _cli(capsys, "rec", "ls", "--root", str(root / "two"))
+    names = [line.split()[0] for line in out.splitlines()[1:]]
+    assert names.index("z_older") < names.index("a_newer")  # by start time, the newest last (not by name)
     rc, out, _ = _cli(capsys, "rec", "info", "demo-1", "--root", str(root), "--json")
     assert rc == 0
     info = json.loads(out)

@@ -67,11 +67,18 @@ def _cmd_ls(args) -> int:
     if not runs:
         print(f"no recordings under {root}")
         return 0
-    print(f"{'run':48s} {'start (UTC)':20s} {'state':10s} {'streams':>7s} {'messages':>9s} {'size':>9s}")
+    manifests = {}
     for p in runs:
         try:
-            m = check_manifest(json.loads((p / "manifest.json").read_bytes()), p / "manifest.json")
+            manifests[p] = check_manifest(json.loads((p / "manifest.json").read_bytes()), p / "manifest.json")
         except (OSError, ValueError, RecursionError, RecordingError):
+            manifests[p] = None
+    # oldest first, the newest last (next to the prompt); a run without a readable start time first, by name
+    runs = sorted(runs, key=lambda p: (str((manifests[p] or {}).get("start_time_utc", "")), p.name))
+    print(f"{'run':48s} {'start (UTC)':20s} {'state':10s} {'streams':>7s} {'messages':>9s} {'size':>9s}")
+    for p in runs:
+        m = manifests[p]
+        if m is None:
             print(f"{p.name:48s} {'?':20s} {'bad manifest':10s}")
             continue
         streams = m.get("streams", {})
