@@ -814,6 +814,8 @@ def add_parser(sub) -> None:
 if __name__ == "__main__":
     import sys
 
-    parser = argparse.ArgumentParser(prog="python -m contactflow.graphs", description=__doc__.splitlines()[0])
+    from contactflow.paths import OnceArgumentParser
+
+    parser = OnceArgumentParser(prog="python -m contactflow.graphs", description=__doc__.splitlines()[0])
     add_parser(parser.add_subparsers(dest="command", required=True))
     sys.exit(_run(parser.parse_args(["graphs", *sys.argv[1:]])))

@@ -277,7 +277,9 @@ class _StoreOnce(argparse._StoreAction):
         given = getattr(parser, "_given_once", None)
         if given is not None and option_string is not None:
             if self.dest in given:
-                parser.error(f"argument {option_string}: given twice ({given[self.dest]}, {values}): it takes one value")
+                several = self.nargs not in (None, "?")
+                parser.error(f"argument {option_string}: given twice ({given[self.dest]}, {values}): "
+                             + (f"give all its values after one {option_string}" if several else "it takes one value"))
             given[self.dest] = values
         super().__call__(parser, namespace, values, option_string)
 

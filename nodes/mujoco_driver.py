@@ -288,89 +288,94 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
     k = 0
     loss = CommandLossClock(dt, command_lost_s)  # time without a valid command (--command-lost-s)
     lost = ""
-    while True:
-        if k < warmup_ticks:  # start-up handshake: wait for the command of the previous sensors
-            waited = time.monotonic()
-            while k >= 1 and latch.seq < k - 1 and not stopped:
-                ev = node.next(timeout=1.0)
-                if ev is None:
-                    raise UpstreamError("event stream closed before the run ended")
-                handle(ev)
-                if latch.seq < k - 1 and time.monotonic() - waited > timeout_s:
-                    raise UpstreamError(f"no command for tick {k - 1} within {timeout_s:.0f} s (start-up)")
-        else:
-            if deadline is None:  # the wall clock starts one period after the last start-up tick
-                deadline = last_start + dt if k > 0 else time.monotonic()
-            remaining = deadline - time.monotonic()
-            if remaining > DRAIN_AHEAD_S and not stopped:
-                # sleep to shortly before the deadline and take what has arrived (the command is
-                # usually there by then): a received event costs ~0.1 ms of this thread in dora 1.1,
-                # spent here in the slack instead of between the deadline and the sensors' publish
-                time.sleep(remaining - DRAIN_AHEAD_S)
-                drain()
+    try:
+        while True:
+            if k < warmup_ticks:  # start-up handshake: wait for the command of the previous sensors
+                waited = time.monotonic()
+                while k >= 1 and latch.seq < k - 1 and not stopped:
+                    ev = node.next(timeout=1.0)
+                    if ev is None:
+                        raise UpstreamError("event stream closed before the run ended")
+                    handle(ev)
+                    if latch.seq < k - 1 and time.monotonic() - waited > timeout_s:
+                        raise UpstreamError(f"no command for tick {k - 1} within {timeout_s:.0f} s (start-up)")
+            else:
+                if deadline is None:  # the wall clock starts one period after the last start-up tick
+                    deadline = last_start + dt if k > 0 else time.monotonic()
                 remaining = deadline - time.monotonic()
-            if remaining > 0 and not stopped:
-                # sleep to the deadline, then take everything that arrived meanwhile: cheaper than
-                # waking up for each event (only the newest command counts)
-                time.sleep(remaining)
-            drain()  # late or not: what has arrived by now counts (never blocks)
-        start = time.monotonic()
-        if wall0 is None:
-            wall0 = start
-        # the run ends at the sensors after the last period (fell, max time), on STOP, when the
-        # newest command says the scenario finished (as in lockstep: the same number of ticks), or
-        # when the commands are lost
-        finishing = done or stopped or latch.finished or bool(lost)
-        sender.send("sensors", values_of(pending), seq=k, t=pending.t, finished=finishing, **mode())
-        if timing_row is not None:  # the period before, sent once it is known whether it was the last
-            sender.send("timing", timing_row[0], seq=timing_row[1], t=timing_row[2], finished=finishing)
-            timing_row = None
+                if remaining > DRAIN_AHEAD_S and not stopped:
+                    # sleep to shortly before the deadline and take what has arrived (the command is
+                    # usually there by then): a received event costs ~0.1 ms of this thread in dora 1.1,
+                    # spent here in the slack instead of between the deadline and the sensors' publish
+                    time.sleep(remaining - DRAIN_AHEAD_S)
+                    drain()
+                    remaining = deadline - time.monotonic()
+                if remaining > 0 and not stopped:
+                    # sleep to the deadline, then take everything that arrived meanwhile: cheaper than
+                    # waking up for each event (only the newest command counts)
+                    time.sleep(remaining)
+                drain()  # late or not: what has arrived by now counts (never blocks)
+            start = time.monotonic()
+            if wall0 is None:
+                wall0 = start
+            # the run ends at the sensors after the last period (fell, max time), on STOP, when the
+            # newest command says the scenario finished (as in lockstep: the same number of ticks), or
+            # when the commands are lost
+            finishing = done or stopped or latch.finished or bool(lost)
+            sender.send("sensors", values_of(pending), seq=k, t=pending.t, finished=finishing, **mode())
+            if timing_row is not None:  # the period before, sent once it is known whether it was the last
+                sender.send("timing", timing_row[0], seq=timing_row[1], t=timing_row[2], finished=finishing)
+                timing_row = None
+            if finishing:
+                break
+            if deadline is not None:
+                # the command is latched after the sensors' publish (a robot's low level reads its state,
+                # then writes the newest command): one sent before the deadline and still in the daemon
+                # then is taken now (~0.15 ms of publish), not a period later; a command computed from the
+                # sensors just published (seq k) is held for the next period, so a command still acts
+                # from the period after the state it answers
+                hold_from = k
+                drain()
+                hold_from = None
+            new, fields, seq, t_cmd = latch.take()
+            for offer in held:
+                latch.offer(*offer)
+            held.clear()
+            if new and driver.offer_command(fields, start):
+                applied_seq, applied_t = seq, t_cmd
+            else:
+                new = False
+                if deadline is not None and k >= warmup_ticks > 0:
+                    loss.start(start)  # the start-up handshake took a command for each tick: commands had started
+            without_s = loss.period(start, new)
+            if without_s is not None:
+                # no command, or only refused ones: this period is simulated under the held command, and
+                # the sensors after it are the last (finished)
+                lost = (f"command lost: no valid command for {without_s:.3f} s (timeout {command_lost_s:.3f} s) "
+                        f"on input 'command' from {command_source}; the last safe command was held"
+                        f"{' (damping mode)' if driver.command_mode == 'damping' else ''}; ending the run")
+                log.error("t = %.3f s: %s", pending.t, lost)
+            t_k = pending.t
+            pending, done = driver.advance(start)
+            step_s = time.monotonic() - start
+            if send_timing:
+                timing_row = ({"command_seq": applied_seq, "command_t": applied_t if applied_seq >= 0 else 0.0,
+                               "new_command": float(new), "paced": float(deadline is not None),
+                               "late_s": start - deadline if deadline is not None else 0.0,
+                               "wall_s": start - wall0, "step_s": step_s}, k, t_k)
             if sender.logging and sender.pending >= 2 * sender.log_every:
                 sender.flush()  # here, in the slack of the period, not inside the next sensors publish
-        if finishing:
-            break
-        if deadline is not None:
-            # the command is latched after the sensors' publish (a robot's low level reads its state,
-            # then writes the newest command): one sent before the deadline and still in the daemon
-            # then is taken now (~0.15 ms of publish), not a period later; a command computed from the
-            # sensors just published (seq k) is held for the next period, so a command still acts
-            # from the period after the state it answers
-            hold_from = k
-            drain()
-            hold_from = None
-        new, fields, seq, t_cmd = latch.take()
-        for offer in held:
-            latch.offer(*offer)
-        held.clear()
-        if new and driver.offer_command(fields, start):
-            applied_seq, applied_t = seq, t_cmd
-        else:
-            new = False
-            if deadline is not None and k >= warmup_ticks > 0:
-                loss.start(start)  # the start-up handshake took a command for each tick: commands had started
-        without_s = loss.period(start, new)
-        if without_s is not None:
-            # no command, or only refused ones: this period is simulated under the held command, and
-            # the sensors after it are the last (finished)
-            lost = (f"command lost: no valid command for {without_s:.3f} s (timeout {command_lost_s:.3f} s) "
-                    f"on input 'command' from {command_source}; the last safe command was held"
-                    f"{' (damping mode)' if driver.command_mode == 'damping' else ''}; ending the run")
-            log.error("t = %.3f s: %s", pending.t, lost)
-        t_k = pending.t
-        pending, done = driver.advance(start)
-        step_s = time.monotonic() - start
-        if send_timing:
-            timing_row = ({"command_seq": applied_seq, "command_t": applied_t if applied_seq >= 0 else 0.0,
-                           "new_command": float(new), "paced": float(deadline is not None),
-                           "late_s": start - deadline if deadline is not None else 0.0,
-                           "wall_s": start - wall0, "step_s": step_s}, k, t_k)
-        last_start = start
-        if deadline is not None:
-            # a period started a whole period late or more (the driver was descheduled or overran):
-            # the next deadline is one period from now, not a burst of catch-up periods (the rows'
-            # late_s says how many periods were lost; contactflow.recording.summary counts them as misses)
-            deadline = deadline + dt if start - deadline < dt else start + dt
-        k += 1
+            last_start = start
+            if deadline is not None:
+                # a period started a whole period late or more (the driver was descheduled or overran):
+                # the next deadline is one period from now, not a burst of catch-up periods (the rows'
+                # late_s says how many periods were lost; contactflow.recording.summary counts them as misses)
+                deadline = deadline + dt if start - deadline < dt else start + dt
+            k += 1
+    except BaseException:  # a failure mid-run: the last period's timing row is not lost with it
+        if timing_row is not None:
+            sender.send("timing", timing_row[0], seq=timing_row[1], t=timing_row[2])
+        raise
     return lost
 
 

@@ -86,6 +86,7 @@ class Recorder:
         self.renames = dict(renames or {})
         self.expected = dict(expected or {})
         self.n_msgs = 0
+        self.gap_warned: set[str] = set()  # streams whose first gap was warned about (_warn_gap)
         self.last_batch: dict[str, int] = {}
         self.lost_batches = 0
         self.lost_batches_before_first = 0
@@ -140,12 +141,12 @@ class Recorder:
             # first, so the messages from tick 0 to this one were lost on the way (counted from tick 0:
             # an upper bound for an output that starts later)
             w.missing_before_first = seq
-            _warn_gap(name, seq, seq, before_first=True)
+            _warn_gap(self.gap_warned, name, seq, seq, before_first=True)
         missing = w.missing
         fin = bool(md.get("finished", False))
         w.append(seq, meta_time(md, float("nan")), vec, fin)
         self.finished[name] = self.finished.get(name, False) or fin
-        _warn_gap(name, w.missing - missing, md.get("seq"))
+        _warn_gap(self.gap_warned, name, w.missing - missing, md.get("seq"))
 
     def _record_log(self, iid, src, vec, md):
         from contactflow.recording.store import unpack_log
@@ -184,11 +185,11 @@ class Recorder:
             if new and len(b.seq) and int(b.seq[0]) > 0 and self.lost_by_input.get(iid, 0):
                 # its first messages may have been in the lost batches: counted from tick 0 (an upper bound)
                 w.missing_before_first = int(b.seq[0])
-                _warn_gap(name, int(b.seq[0]), int(b.seq[0]), before_first=True)
+                _warn_gap(self.gap_warned, name, int(b.seq[0]), int(b.seq[0]), before_first=True)
             missing = w.missing
             w.append_block(b.seq, b.t, b.values, b.finished, b.t_wall_ns)
             self.finished[name] = self.finished.get(name, False) or bool(np.any(b.finished))
-            _warn_gap(name, w.missing - missing, int(b.seq[0]) if len(b.seq) else None)
+            _warn_gap(self.gap_warned, name, w.missing - missing, int(b.seq[0]) if len(b.seq) else None)
             count += len(b.seq)
         return count
 
@@ -226,7 +227,7 @@ class Recorder:
                 log.warning("input %r (%s): no message arrived: nothing of it is recorded (its node was stopped or "
                             "failed before it sent, or it never sends in this run)", iid, src)
         gaps = self.gaps()
-        _report_gaps(gaps)
+        _report_gaps(self.writer.streams, gaps)
         self.writer.close(messages=self.n_msgs, recording_gaps=sum(gaps.values()), silent_inputs=silent,
                           recording_lost_batches=self.lost_batches,
                           recording_lost_batches_before_first=self.lost_batches_before_first,
@@ -498,31 +499,28 @@ def main() -> int:
     return 0
 
 
-#: stream -> gaps seen after the first one warned about (a real-time graph's stage that skips ticks opens a gap at
-#: each: one warning per stream, then the count, and the totals at the end: :func:`_report_gaps`)
-_GAPS_AFTER_FIRST: dict[str, int] = {}
-
-
-def _warn_gap(name: str, n: int, seq, before_first: bool = False) -> None:
+def _warn_gap(warned: set[str], name: str, n: int, seq, before_first: bool = False) -> None:
+    """Warn about the messages of stream ``name`` missing before ``seq`` (``n`` > 0): the first gap of a stream only
+    (``warned``: the streams warned about, the recorder's), as a real-time graph's stage that skips ticks opens a gap
+    at each; the end of the run gives each stream's totals (:func:`_report_gaps`)."""
     if n > 0 and before_first:
         log.warning("stream %s: its first message received is seq %s without the first message's contract: %d "
                     "message(s) from tick 0 lost before it; counted in the manifest as missing_before_first and in "
                     "recording_gaps", name, seq, n)
-    elif n > 0 and name in _GAPS_AFTER_FIRST:
-        _GAPS_AFTER_FIRST[name] += 1
-    elif n > 0:
-        _GAPS_AFTER_FIRST[name] = 0
+    elif n > 0 and name not in warned:
+        warned.add(name)
         log.warning("stream %s: %d message(s) missing before seq %s (lost on the way or skipped by the producer); "
                     "counted in the manifest as missing_seq and in recording_gaps (this stream's further gaps: "
                     "counted, totalled at the end)", name, n, seq)
 
 
-def _report_gaps(gaps: dict[str, int]) -> None:
-    """One line per stream that had more than one gap: its messages missing in all (the manifest's counts)."""
-    for name, more in sorted(_GAPS_AFTER_FIRST.items()):
-        if more:
+def _report_gaps(streams: dict, gaps: dict[str, int]) -> None:
+    """One line per stream (``streams``: name -> its writer) with more than one gap between its messages: the gaps
+    and the messages missing in all (the manifest's counts)."""
+    for name, w in sorted(streams.items()):
+        if w.gaps > 1:
             log.warning("stream %s: %d gaps between its messages; %d message(s) missing in all (missing_seq and "
-                        "missing_before_first in the manifest)", name, more + 1, gaps.get(name, 0))
+                        "missing_before_first in the manifest)", name, w.gaps, gaps.get(name, 0))
 
 
 def _safe(fn):

@@ -492,22 +492,37 @@ def test_an_input_that_never_sent_is_listed_in_the_manifest_and_by_rec_info(tmp_
     assert re.search(r"prime_estimator\.state .*NO MESSAGE: the recorder's input 'state' received nothing", out), out
 
 
-def test_a_streams_gaps_are_warned_once_then_counted_and_totalled(caplog, monkeypatch):
+def test_a_streams_gaps_are_warned_once_then_counted_and_totalled(caplog, tmp_path):
     """A real-time graph's stage that skips ticks opens a gap at each (hundreds of warnings buried the summary): the
-    first gap of a stream is one warning, the others are counted, and the end gives each stream's totals."""
+    first gap of a stream is one warning, the others are counted (each gap of a log batch too), and the end gives each
+    stream's totals; the warned streams are the recorder's own (a second recorder in one process warns again)."""
     import logging
 
     from contactflow.nodes import recorder
 
-    monkeypatch.setattr(recorder, "_GAPS_AFTER_FIRST", {})
+    w = RecordingWriter(tmp_path / "run", {"dataflow": "x.yml"})
+    a, b = w.stream("input_filter.targets", 1, {}), w.stream("seiko_controller.command", 1, {})
+    warned: set[str] = set()
     with caplog.at_level(logging.WARNING, logger=recorder.log.name):
-        for seq in (10, 20, 30):
-            recorder._warn_gap("input_filter.targets", 2, seq)
-        recorder._warn_gap("seiko_controller.command", 1, 5)
-        recorder._report_gaps({"input_filter.targets": 6, "seiko_controller.command": 1})
+        a.append(0, 0.0, np.zeros(1))
+        for seq in (3, 6, 9):  # three gaps of two messages, one message at a time
+            before = a.missing
+            a.append(seq, 0.0, np.zeros(1))
+            recorder._warn_gap(warned, a.path.stem, a.missing - before, seq)
+        seq = np.array([12, 13, 20])  # a log batch with two gaps
+        before = a.missing
+        a.append_block(seq, np.zeros(3), np.zeros((3, 1)), np.zeros(3, bool), np.zeros(3, np.int64))
+        recorder._warn_gap(warned, a.path.stem, a.missing - before, 12)
+        b.append(0, 0.0, np.zeros(1))
+        b.append(2, 0.0, np.zeros(1))
+        recorder._warn_gap(warned, "seiko_controller.command", 1, 2)
+        recorder._report_gaps({"input_filter.targets": a, "seiko_controller.command": b},
+                              {"input_filter.targets": a.missing, "seiko_controller.command": b.missing})
     lines = [r.getMessage() for r in caplog.records]
+    assert a.gaps == 5 and a.missing == 14 and b.gaps == 1
     assert len(lines) == 3, lines
-    assert lines[0].startswith("stream input_filter.targets: 2 message(s) missing before seq 10")
-    assert lines[1].startswith("stream seiko_controller.command: 1 message(s) missing before seq 5")
-    assert lines[2] == ("stream input_filter.targets: 3 gaps between its messages; 6 message(s) missing in all "
+    assert lines[0].startswith("stream input_filter.targets: 2 message(s) missing before seq 3")
+    assert lines[1].startswith("stream seiko_controller.command: 1 message(s) missing before seq 2")
+    assert lines[2] == ("stream input_filter.targets: 5 gaps between its messages; 14 message(s) missing in all "
                         "(missing_seq and missing_before_first in the manifest)")
+    w.close()

@@ -49,11 +49,11 @@ def test_latest_is_the_newest_run_of_the_robot(runs):
 
 def test_a_relative_run_path_is_also_found_from_the_checkout(runs, monkeypatch, tmp_path_factory):
     """A node runs in its graph's folder: ``CONTACTFLOW_RECORDING=recordings/<run>`` typed at the checkout's root is
-    found from the checkout (data_root) too; a miss names every place looked in and the recordings folder."""
+    found from the checkout too; a miss names every place looked in and the recordings folder."""
     import contactflow.paths
 
     root, talos, _ = runs
-    monkeypatch.setattr(contactflow.paths, "data_root", lambda: root.parent)
+    monkeypatch.setattr(contactflow.paths, "source_checkout", lambda: root.parent)
     monkeypatch.chdir(tmp_path_factory.mktemp("dataflows"))
     relative = Path(root.name) / talos.name
     assert resolve_run(str(relative), root) == root.parent / relative

@@ -217,12 +217,12 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_check(args) -> int:
-    from contactflow.contracts.wiring import check_dataflow, executables_not_on_path, load_dataflow
+    from contactflow.contracts.wiring import check_dataflow
 
     bad = 0
     for df in args.dataflows:
         # the graph as `dora run` in this shell will start it: its executables found on this PATH
-        problems = executables_not_on_path(load_dataflow(df), Path(df).parent) + check_dataflow(df, strict=args.strict)
+        problems = check_dataflow(df, strict=args.strict, executables=True)
         if problems:
             bad += 1
             print(f"{df}: {len(problems)} problem(s) (wiring, node configuration or arguments)")

@@ -156,20 +156,30 @@ def load_dataflow(path: str | Path) -> dict:
     return flow
 
 
-def executables_not_on_path(flow: dict, base_dir: str | Path, path_env: str | None = None) -> list[WiringProblem]:
-    """The nodes whose ``path:`` names an executable that ``dora run`` would not find: a bare name (no folder, not
-    ``dynamic`` or ``shell``, not a file beside the graph, where dora looks first) not on ``path_env`` (default
-    ``$PATH``). The usual cause: the virtual environment contactflow is installed in is not activated, so
-    ``contactflow-<node>`` is not on ``PATH`` (``contactflow run`` puts it there itself).
+def executables_not_on_path(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
+    """The nodes whose ``path:`` names an executable that ``dora run`` started from this shell would not find: a bare
+    name (no folder, not ``dynamic`` or ``shell``, not a file beside the graph, where dora looks first) found neither
+    on ``$PATH`` nor, when ``uv`` is on ``$PATH``, by ``uv run which NAME`` in the graph's folder (dora 1.1 asks uv
+    too: it finds a checkout's ``.venv``). The usual cause: the virtual environment contactflow is installed in is
+    not activated (``contactflow run`` puts its executables on ``PATH`` itself).
     """
     problems = []
+    uv = shutil.which("uv")
     for n in flow.get("nodes") or []:
         if not isinstance(n, dict) or "id" not in n:
             continue
         exe = str(n.get("path", ""))
         if (not exe or exe in ("dynamic", "shell") or "/" in exe or "://" in exe or exe.endswith(".py")
-                or (Path(base_dir) / exe).exists() or shutil.which(exe, path=path_env) is not None):
+                or (Path(base_dir) / exe).exists() or shutil.which(exe) is not None):
             continue
+        if uv is not None:
+            try:
+                found = subprocess.run([uv, "run", "--no-sync", "which", exe], cwd=base_dir, capture_output=True,
+                                       text=True, timeout=60, env=dict(os.environ, UV_NO_SYNC="1")).returncode == 0
+            except (OSError, subprocess.SubprocessError):
+                found = False
+            if found:
+                continue
         hint = ("activate the environment contactflow is installed in (e.g. `. .venv/bin/activate`), or start the "
                 "graph with `contactflow run`, which puts its executables first on PATH"
                 if exe.startswith(NODE_SCRIPT_PREFIX) else "install it or give the node's path")
@@ -178,12 +188,14 @@ def executables_not_on_path(flow: dict, base_dir: str | Path, path_env: str | No
     return problems
 
 
-def check_dataflow(path: str | Path, *, strict: bool = False) -> list[WiringProblem]:
+def check_dataflow(path: str | Path, *, strict: bool = False, executables: bool = False) -> list[WiringProblem]:
     """Check the wiring of a dataflow file (see the module docstring).
 
     Args:
         path: the dataflow YAML.
         strict: also report the nodes that are not contactflow nodes (see :func:`check_descriptor`).
+        executables: also report the node executables ``dora run`` started from this shell would not find
+            (:func:`executables_not_on_path`; ``contactflow check``).
 
     Returns:
         The problems found (empty when the wiring matches the contracts).
@@ -193,7 +205,8 @@ def check_dataflow(path: str | Path, *, strict: bool = False) -> list[WiringProb
     """
     flow = load_dataflow(path)
     base = Path(path).parent
-    return (check_descriptor(flow, strict=strict, base_dir=base) + check_config_files(flow, base)
+    return ((executables_not_on_path(flow, base) if executables else [])
+            + check_descriptor(flow, strict=strict, base_dir=base) + check_config_files(flow, base)
             + check_scenario_files(flow, base) + check_run_inputs(flow, base) + check_node_arguments(flow, base))
 
 
@@ -295,7 +308,6 @@ def check_run_inputs(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
     import contextlib
 
     from contactflow.errors import RecordingError
-    from contactflow.paths import resolve_data_path
 
     problems = []
     for n in flow.get("nodes") or []:
@@ -318,23 +330,26 @@ def check_run_inputs(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
             continue
         with contextlib.chdir(base_dir):
             if kind == "replay":
-                from contactflow.recording.replay import parse_stream_map
+                from contactflow.recording.replay import check_replay_inputs, parse_stream_map
                 from contactflow.recording.store import resolve_run, run_candidates
 
                 if port == flag and not any(c.exists() for c in run_candidates(value)):
                     continue
-                try:
+                try:  # as nodes/replay.py opens it (the streams' contract sizes are checked when it replays)
                     need = [m.stream for m in parse_stream_map(_arg(args, "--streams", "") or "")]
                     need += [x for x in (_arg(args, "--require-streams", "") or "").split(",") if x.strip()]
-                    resolve_run(value, require_streams=need, robot=_arg(args, "--robot"))
+                    check_replay_inputs(resolve_run(value, require_streams=need, robot=_arg(args, "--robot")), need)
                 except (RecordingError, ConfigError) as exc:
                     problems.append(WiringProblem(str(n["id"]), port, f"{port}={value}: {exc}" if port != flag
                                                   else str(exc)))
-            elif not resolve_data_path(value).is_file():
-                from contactflow.config import near_file_names
+            else:
+                from contactflow.policy.spec import resolve_data_path as resolve_model  # as load_policy_spec does
 
-                problems.append(WiringProblem(str(n["id"]), port, f"{port + '=' if port != flag else ''}{value}: "
-                                                                  f"model file not found{near_file_names(Path(value))}"))
+                try:
+                    resolve_model(value, "model file")
+                except ConfigError as exc:  # the places it looked named
+                    problems.append(WiringProblem(str(n["id"]), port, f"{port}={value}: {exc}" if port != flag
+                                                  else str(exc)))
     return problems
 
 

@@ -248,6 +248,7 @@ class StreamWriter:
         self.count = 0
         self.last_seq: int | None = None
         self.missing = 0  # messages skipped in seq (a lost message, or a producer that skipped ticks)
+        self.gaps = 0  # runs of skipped seq (each a gap of one or more messages in ``missing``)
         self.missing_before_first = 0
         self.unwritten = 0
         self.good_bytes = 0  # end of the last complete batch in the file
@@ -268,6 +269,7 @@ class StreamWriter:
         run_max = np.maximum.accumulate(np.concatenate([[prev], seq]))  # gaps above the highest seq so far
         d = seq - run_max[:-1]
         self.missing += int(np.sum(d[d > 1] - 1))
+        self.gaps += int(np.sum(d > 1))
         self.last_seq = int(run_max[-1])
 
     def append(self, seq: int, t: float, values: np.ndarray, finished: bool = False, t_wall_ns: int | None = None):
@@ -280,6 +282,7 @@ class StreamWriter:
             self.first_t = float(t)
         if self.last_seq is not None and seq > self.last_seq + 1:
             self.missing += seq - self.last_seq - 1
+            self.gaps += 1
         self.last_seq = seq if self.last_seq is None else max(seq, self.last_seq)
         if self.failed is not None:
             self.unwritten += 1
@@ -1103,15 +1106,17 @@ def recordings_root() -> Path:
 
 def run_candidates(run: str | Path, root: str | Path | None = None) -> list[Path]:
     """Where :func:`resolve_run` looks for a run named ``run`` (not ``latest``), in order: as given (from the working
-    directory: a node's is its graph's folder), a run name under ``root`` (default :func:`recordings_root`), and a
-    relative path from the checkout (``recordings/<run>`` as the README's commands name it, from any folder)."""
+    directory: a node's is its graph's folder), a run name under ``root`` (default :func:`recordings_root`), and, in
+    a source checkout, a relative path of a folder and more from the checkout's root (``recordings/<run>`` as the
+    README's commands name it, from any folder)."""
+    from contactflow.paths import source_checkout
+
     root = Path(root) if root is not None else recordings_root()
     given = Path(str(run)).expanduser()
     looked = [given] + ([root / str(run)] if len(given.parts) == 1 else [])
-    if not given.is_absolute():
-        from contactflow.paths import data_root
-
-        looked.append(data_root() / given)
+    checkout = source_checkout()
+    if checkout is not None and not given.is_absolute() and len(given.parts) > 1:
+        looked.append(checkout / given)
     return list(dict.fromkeys(looked))
 
 
@@ -1120,9 +1125,9 @@ def resolve_run(run: str | Path, root: str | Path | None = None, *, require_stre
     """Turn a run argument into a run directory.
 
     Args:
-        run: a path to a run directory (a relative one that is not found from the working directory is also
-            looked for from the checkout's root, :func:`contactflow.paths.data_root`: ``recordings/<run>`` from
-            a node, which runs in its graph's folder), a run name under ``root``, or ``latest``: the newest
+        run: a path to a run directory (:func:`run_candidates`: a relative one is also looked for from the
+            checkout's root, ``recordings/<run>`` from a node, which runs in its graph's folder), a run name under
+            ``root``, or ``latest``: the newest
             *complete* run under ``root`` that holds every stream of ``require_streams`` (runs still
             being written, such as the one a replay dataflow is recording, are skipped).
         root: the recordings directory (default :func:`recordings_root`).

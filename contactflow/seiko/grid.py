@@ -900,10 +900,12 @@ def main(argv: list[str] | None = None) -> int:
     """``contactflow bench seiko-grid``: run or resume the grid, print the summary, write the JSON and the plot."""
     import argparse
 
-    p = argparse.ArgumentParser(prog="contactflow bench seiko-grid",
-                                description="SEIKO Fig. 7 robustness grid (RA-L 2024 §V-F): left-hand reach to the "
-                                            "feasibility edge x speed x unmodelled mass x condition; resumable",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    from contactflow.paths import OnceArgumentParser
+
+    p = OnceArgumentParser(prog="contactflow bench seiko-grid",
+                           description="SEIKO Fig. 7 robustness grid (RA-L 2024 §V-F): left-hand reach to the "
+                                       "feasibility edge x speed x unmodelled mass x condition; resumable",
+                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--speeds", default=",".join(f"{100 * s:g}" for s in SPEEDS_MPS), help="hand speeds [cm/s]")
     p.add_argument("--masses", default=",".join(f"{m:g}" for m in MASSES_KG), help="unmodelled masses [kg]")
     p.add_argument("--targets", type=int, default=10, help="random targets per cell")
