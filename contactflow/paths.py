@@ -32,7 +32,7 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-__all__ = ["NODE_SCRIPT_PREFIX", "OnceArgumentParser", "OneFileAction", "ROBOT_PATH_ENV", "ROBOT_PATH_HELP", "RobotPathAction", "SCENARIO_ENV", "add_robot_path", "data_path_candidates", "data_root", "default_recordings_dir", "node_kind", "node_script", "scenario_from_env", "scenario_source",
+__all__ = ["NODE_SCRIPT_PREFIX", "OnceArgumentParser", "OneFileAction", "ROBOT_PATH_ENV", "ROBOT_PATH_HELP", "RobotPathAction", "SCENARIO_ENV", "add_robot_path", "data_path_candidates", "data_root", "default_recordings_dir", "node_kind", "node_script", "scenario_from_env", "scenario_origin", "scenario_source",
            "package_dir", "replaced_atomically", "resolve_data_path", "robot_search_path", "scripts_env", "sha256_of_files", "shipped_robots_dir", "source_checkout", "write_text_atomic"]
 
 #: Environment variable: folders (``os.pathsep``-separated) searched for a robot given by name, before
@@ -169,6 +169,21 @@ def scenario_source(node: str, arg: str | None, default: str | Path, *, recorded
     if arg:
         return resolve_data_path(arg), "--scenario"
     return resolve_data_path(default), "default"
+
+
+@contextlib.contextmanager
+def scenario_origin(origin: str) -> Iterator[None]:
+    """Around the load of a scenario :func:`scenario_source` gave: a ``ConfigError`` of a file the node's ``--scenario``
+    did not name (``$CONTACTFLOW_SCENARIO``'s, a recorded run's) says where it came from, ``(the scenario of
+    $CONTACTFLOW_SCENARIO)``: the graph names another file."""
+    from contactflow.errors import ConfigError
+
+    try:
+        yield
+    except ConfigError as exc:
+        if origin in ("--scenario", "default"):
+            raise
+        raise ConfigError(f"{exc} (the scenario of {origin})") from None
 
 
 def default_recordings_dir() -> Path:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from contactflow.nodes._runtime import (SILENCE_S, connect, declared_inputs, base_parser, drain_after_finish, lockstep_for, log_info,
                                        node_main, sender_for, watched_events)
-from contactflow.paths import scenario_source
+from contactflow.paths import scenario_origin, scenario_source
 
 DT_S = 0.002  # the control period [s]: one command per tick
 
@@ -50,7 +50,8 @@ def main() -> int:
     robot = load_robot(args.robot)
     sp, origin = scenario_source("operator", args.scenario, robot.directory / "scenarios" / "hand_forward.yaml",
                                  recorded=args.scenario_from_recording, robot=robot.name)
-    scenario = load_scenario(sp, robot)  # validates everything before the node connects
+    with scenario_origin(origin):
+        scenario = load_scenario(sp, robot)  # validates everything before the node connects
     player = ScenarioPlayer(scenario)
     player.reset()
 

@@ -23,7 +23,7 @@ import logging
 from pathlib import Path
 
 from contactflow.nodes._runtime import base_parser, connect, drain_after_finish, lockstep_for, node_main, sender_for
-from contactflow.paths import scenario_source
+from contactflow.paths import scenario_origin, scenario_source
 
 log = logging.getLogger("contactflow.teleop")
 
@@ -49,7 +49,8 @@ def main() -> int:
     robot = load_robot(args.robot)
     cfg = load_teleop_config(robot, args.config)
     sp, origin = scenario_file(args.scenario, robot, args.scenario_from_recording)
-    scenario = load_teleop_scenario(sp, robot, cfg)  # validates everything before the node connects
+    with scenario_origin(origin):
+        scenario = load_teleop_scenario(sp, robot, cfg)  # validates everything before the node connects
     player = TeleopPlayer(scenario)
 
     specs = port_specs(robot)

@@ -19,6 +19,7 @@ import logging
 
 from contactflow.nodes._runtime import base_parser, connect, drain_after_finish, lockstep_for, node_main, sender_for
 from contactflow.nodes.teleop import scenario_file
+from contactflow.paths import scenario_origin
 
 log = logging.getLogger("contactflow.wrench_injector")
 
@@ -34,8 +35,9 @@ def main() -> int:
     p.add_argument("--realtime", action="store_true", help="skip ticks instead of waiting when inputs were dropped")
     args = p.parse_args()
     robot = load_robot(args.robot)
-    sp, _ = scenario_file(args.scenario, robot)
-    scenario = load_teleop_scenario(sp, robot, load_teleop_config(robot, args.config))
+    sp, origin = scenario_file(args.scenario, robot)
+    with scenario_origin(origin):
+        scenario = load_teleop_scenario(sp, robot, load_teleop_config(robot, args.config))
     injector = WrenchInjector(scenario.wrenches, wrench_links(robot))
 
     specs = port_specs(robot)

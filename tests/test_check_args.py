@@ -15,6 +15,7 @@ from contactflow import cli
 from contactflow.contracts.wiring import check_dataflow, check_node_arguments
 from contactflow.nodes import _runtime
 from contactflow.nodes._runtime import NodeArgumentParser, check_node_args, is_node_kind
+from contactflow.errors import ConfigError
 from contactflow.paths import ROBOT_PATH_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,9 +75,13 @@ def test_the_check_names_an_executable_dora_run_would_not_find(monkeypatch, caps
     monkeypatch.setenv("PATH", "/nonexistent")
     assert cli.main(["check", str(SEIKO)]) == 1
     out = capsys.readouterr().out
-    assert "  - node 'input_filter': executable 'contactflow-input-filter' is not on PATH, where `dora run` looks for " \
-           "it: activate the environment contactflow is installed in (e.g. `. .venv/bin/activate`), or start the graph " \
-           "with `contactflow run`, which puts its executables first on PATH" in out, out
+    problems = [line for line in out.splitlines() if line.startswith("  - ")]
+    assert len(problems) == 1, out  # one line for the graph, not one per node
+    assert problems[0].startswith("  - node 'mujoco_driver': 6 executable(s) not on PATH, where `dora run` looks for "
+                                  "them ('contactflow-mujoco-driver', 'contactflow-operator', ")
+    assert problems[0].endswith(": activate the environment contactflow is installed in (e.g. `. .venv/bin/activate`), "
+                                "or start the graph with `contactflow run`, which puts its executables first on PATH "
+                                "(dora's error: \"Could not find source path\")"), problems[0]
 
 
 def test_a_key_given_twice_in_a_graph_is_refused_as_dora_refuses_it(tmp_path, capsys):
@@ -223,8 +228,17 @@ def test_the_check_reads_contactflow_scenario_where_dora_sets_it(tmp_path, monke
                             ("{__dora_env: HOME}", "dora takes a string, number or bool, got {'__dora_env': 'HOME'}")):
         refused = (node_env[0], node_env[1].replace("smoke2s.yaml", value))
         got = {(p.node, p.port): p.message for p in check_dataflow(_edited(tmp_path, refused))}
-        assert got == {("operator", "$CONTACTFLOW_SCENARIO"): f"node 'operator' env: CONTACTFLOW_SCENARIO: {expected}"
+        assert got == {("operator", "$CONTACTFLOW_SCENARIO"): f"env: CONTACTFLOW_SCENARIO: {expected}"
                        + ("; set it or write ${NOT_SET_HERE:-DEFAULT}" if "not set" in expected else "")}, got
+    # any env: value dora refuses, reported once, and refused by `contactflow run` before dora starts (dora's own error
+    # names neither the variable nor the node)
+    other = (node_env[0], node_env[1].replace("CONTACTFLOW_SCENARIO: smoke2s.yaml", 'MY_DATA: "${NOT_SET_HERE}/x"'))
+    graph = _edited(tmp_path, other)
+    assert [str(p) for p in check_dataflow(graph)] == [
+        "node 'operator': env: MY_DATA: ${NOT_SET_HERE} is not set in this environment (dora refuses the graph); set it "
+        "or write ${NOT_SET_HERE:-DEFAULT}"]
+    with pytest.raises(ConfigError, match=r"graph.yml: node 'operator': env: MY_DATA: \$\{NOT_SET_HERE\} is not set"):
+        cli.run.run_dataflow(str(graph), [])
 
 
 def test_the_check_opens_the_recording_and_the_model_a_node_is_given(tmp_path, monkeypatch):

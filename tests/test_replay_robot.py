@@ -60,7 +60,7 @@ def test_a_relative_run_path_is_also_found_from_the_checkout(runs, monkeypatch, 
     with pytest.raises(RecordingError) as err:
         resolve_run(str(Path(root.name) / "nope"), root)
     msg = str(err.value)
-    assert f"no recording '{root.name}/nope' (looked for {root.name}/nope, {root.parent / root.name / 'nope'}; " \
+    assert f"no recording '{root.name}/nope' (looked for {Path.cwd() / root.name / 'nope'}, {root.parent / root.name / 'nope'}; " \
            f"runs are under {root}: `contactflow rec ls`)" == msg
 
 

@@ -95,7 +95,10 @@ def node_sections(node: str, robot: str = "talos") -> list[tuple[NodeSection, ty
             ``robot`` cannot be loaded (robot-dependent configs only).
     """
     if node not in NODE_CONFIGS:
-        raise ConfigError(f"unknown node {node!r}; nodes with a configuration: {_known()}")
+        from contactflow.config import did_you_mean
+
+        raise ConfigError(f"unknown node {node!r}{did_you_mean([node], NODE_CONFIGS)}; nodes with a configuration: "
+                          f"{_known()}")
     out = []
     for s in NODE_CONFIGS[node]:
         module, name = s.config.split(":")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import re
 import shutil
 import subprocess
@@ -28,7 +29,6 @@ import sys
 from pathlib import Path
 from typing import Iterable
 
-from contactflow.config import read_yaml
 from contactflow.errors import ConfigError, ContactflowError
 
 __all__ = ["NodeFailure", "parse_failures", "failure_report", "dora_error_cause", "dora_executable", "run_dataflow", "add_parser"]
@@ -200,6 +200,20 @@ def dora_executable() -> str:
     return found
 
 
+def _near_graph(path: Path) -> str:
+    """`` (did you mean 'X'?)`` for a graph file not found: a close name in its folder, or the shipped graph of that
+    name (``seiko_talos`` or ``seiko_talos.yml`` typed without ``dataflows/``); else ``""``."""
+    from contactflow.config import near_file_names
+    from contactflow.paths import data_root
+
+    for cand in (path.with_suffix(".yml") if path.suffix != ".yml" else None, data_root() / "dataflows" / path.name,
+                 data_root() / "dataflows" / f"{path.stem}.yml"):
+        if cand is not None and cand.is_file():
+            shown = os.path.relpath(cand) if not os.path.relpath(cand).startswith("../..") else str(cand)
+            return f" (did you mean {shown!r}?)"
+    return near_file_names(path)
+
+
 def run_dataflow(graph: str, dora_args: list[str], out=None) -> int:
     """Run ``dora run graph *dora_args``, stream its output to ``out``, then print the report.
 
@@ -207,14 +221,19 @@ def run_dataflow(graph: str, dora_args: list[str], out=None) -> int:
         ``dora run``'s exit code.
 
     Raises:
-        ConfigError: ``graph`` is not a file, not valid YAML, or has a key given twice in one mapping.
+        ConfigError: ``graph`` is not a file, not valid YAML, has a key given twice in one mapping, or an ``env:``
+            value dora refuses (:func:`contactflow.contracts.wiring.check_env_values`).
     """
     out = sys.stdout if out is None else out
     if not Path(graph).is_file():
-        from contactflow.config import near_file_names
+        raise ConfigError(f"{graph}: dataflow file not found{_near_graph(Path(graph))}")
+    from contactflow.contracts.wiring import check_env_values, load_dataflow
 
-        raise ConfigError(f"{graph}: dataflow file not found{near_file_names(Path(graph))}")
-    read_yaml(graph)  # a YAML error or a key given twice: one line naming the file and line, before dora starts
+    # a YAML error or a key given twice: one line naming the file and line; an env: value dora refuses (its own
+    # message names neither the variable nor the node, after a backtrace): named; both before dora starts
+    refused = check_env_values(load_dataflow(graph))
+    if refused:
+        raise ConfigError(f"{graph}: " + "; ".join(str(p) for p in refused))
     cmd = [dora_executable(), "run", graph, *dora_args]
     lines: list[str] = []
     from contactflow.paths import scripts_env

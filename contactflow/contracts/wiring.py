@@ -52,7 +52,7 @@ from contactflow.paths import NODE_SCRIPT_PREFIX, SCENARIO_ENV, node_kind, robot
 from contactflow.contracts.ports import DEFAULT_ROBOT, MESSAGE, NODES, TIMER
 
 __all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "check_config_files", "check_node_arguments",
-           "check_run_inputs", "check_scenario_files", "executables_not_on_path", "graph_env_value", "SCENARIO_LOADERS", "load_dataflow", "graph_node_kind", "LOG_OUTPUT",
+           "check_env_values", "check_run_inputs", "check_scenario_files", "executables_not_on_path", "graph_env_value", "SCENARIO_LOADERS", "load_dataflow", "graph_node_kind", "LOG_OUTPUT",
            "ROWS_SUFFIX", "rows_output"]
 
 #: The batched-log output every contactflow node may declare (nodes/_runtime.py Sender).
@@ -163,7 +163,7 @@ def executables_not_on_path(flow: dict, base_dir: str | Path) -> list[WiringProb
     too: it finds a checkout's ``.venv``). The usual cause: the virtual environment contactflow is installed in is
     not activated (``contactflow run`` puts its executables on ``PATH`` itself).
     """
-    problems = []
+    missing: dict[str, list[str]] = {}  # executable -> the nodes that name it
     uv = shutil.which("uv")
     for n in flow.get("nodes") or []:
         if not isinstance(n, dict) or "id" not in n:
@@ -172,7 +172,7 @@ def executables_not_on_path(flow: dict, base_dir: str | Path) -> list[WiringProb
         if (not exe or exe in ("dynamic", "shell") or "/" in exe or "://" in exe or exe.endswith(".py")
                 or (Path(base_dir) / exe).exists() or shutil.which(exe) is not None):
             continue
-        if uv is not None:
+        if exe not in missing and uv is not None:
             try:
                 found = subprocess.run([uv, "run", "--no-sync", "which", exe], cwd=base_dir, capture_output=True,
                                        text=True, timeout=60, env=dict(os.environ, UV_NO_SYNC="1")).returncode == 0
@@ -180,12 +180,17 @@ def executables_not_on_path(flow: dict, base_dir: str | Path) -> list[WiringProb
                 found = False
             if found:
                 continue
-        hint = ("activate the environment contactflow is installed in (e.g. `. .venv/bin/activate`), or start the "
-                "graph with `contactflow run`, which puts its executables first on PATH"
-                if exe.startswith(NODE_SCRIPT_PREFIX) else "install it or give the node's path")
-        problems.append(WiringProblem(str(n["id"]), "-", f"executable {exe!r} is not on PATH, where `dora run` "
-                                                         f"looks for it: {hint}"))
-    return problems
+        missing.setdefault(exe, []).append(str(n["id"]))
+    if not missing:
+        return []
+    ours = all(exe.startswith(NODE_SCRIPT_PREFIX) for exe in missing)
+    hint = ("activate the environment contactflow is installed in (e.g. `. .venv/bin/activate`), or start the "
+            "graph with `contactflow run`, which puts its executables first on PATH (dora's error: \"Could not find "
+            "source path\")" if ours else "install them or give the nodes' paths")
+    nodes = [i for ids in missing.values() for i in ids]
+    # one problem for the graph (each node's would repeat it): on its first node, the others named
+    return [WiringProblem(nodes[0], "-", f"{len(missing)} executable(s) not on PATH, where `dora run` looks for them "
+                                         f"({', '.join(map(repr, missing))}; nodes {', '.join(nodes)}): {hint}")]
 
 
 def check_dataflow(path: str | Path, *, strict: bool = False, executables: bool = False) -> list[WiringProblem]:
@@ -205,7 +210,7 @@ def check_dataflow(path: str | Path, *, strict: bool = False, executables: bool 
     """
     flow = load_dataflow(path)
     base = Path(path).parent
-    return ((executables_not_on_path(flow, base) if executables else [])
+    return ((executables_not_on_path(flow, base) if executables else []) + check_env_values(flow)
             + check_descriptor(flow, strict=strict, base_dir=base) + check_config_files(flow, base)
             + check_scenario_files(flow, base) + check_run_inputs(flow, base) + check_node_arguments(flow, base))
 
@@ -269,8 +274,7 @@ def check_scenario_files(flow: dict, base_dir: str | Path) -> list[WiringProblem
             continue
         try:
             env_value = graph_env_value(flow, n, SCENARIO_ENV)  # it replaces the player's scenario, as in the nodes
-        except ConfigError as exc:
-            problems.append(WiringProblem(str(n["id"]), f"${SCENARIO_ENV}", str(exc)))
+        except ConfigError:  # a value dora refuses: check_env_values reports it
             continue
         # --scenario-from-recording plays the recorded run's scenario (validated when it was played), not --scenario
         arg = None if _arg(args, "--scenario-from-recording") else _arg(args, "--scenario")
@@ -286,7 +290,9 @@ def check_scenario_files(flow: dict, base_dir: str | Path) -> list[WiringProblem
             try:
                 load(str(scenario_from_env(env_value)) if from_env else arg, robot, args)
             except ConfigError as exc:
-                problems.append(WiringProblem(str(n["id"]), port, str(exc)))
+                named = str(exc).startswith(f"${SCENARIO_ENV}=")  # the variable named already (file not found)
+                problems.append(WiringProblem(str(n["id"]), port, str(exc) if named or not from_env
+                                              else f"${SCENARIO_ENV}={env_value}: {exc}"))
             except ImportError:
                 continue
     return problems
@@ -322,8 +328,7 @@ def check_run_inputs(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
             continue
         try:
             value = graph_env_value(flow, n, var)
-        except ConfigError as exc:
-            problems.append(WiringProblem(str(n["id"]), f"${var}", str(exc)))
+        except ConfigError:  # a value dora refuses: check_env_values reports it
             continue
         port, value = (f"${var}", value) if value else (flag, _arg(args, flag))
         if not value or (kind == "replay" and value == "latest"):
@@ -367,9 +372,9 @@ def graph_env_value(flow: dict, node: dict, name: str) -> str | None:
     Raises:
         ConfigError: a value dora refuses to start the graph with (an unset ``$VAR`` without a default; a null,
             a mapping such as ``{__dora_env: VAR}`` or a list: "data did not match any variant of untagged enum
-            EnvValue"), naming the variable and the ``env:`` it is in.
+            EnvValue"), naming the variable and the ``env:`` it is in (the node's, or ``the graph's env``).
     """
-    for env, where in ((node.get("env"), f"node {node.get('id')!r}"), (flow.get("env"), "the graph's")):
+    for env, where in ((node.get("env"), "env"), (flow.get("env"), "the graph's env")):
         if not isinstance(env, dict) or name not in env:
             continue
         value = env[name]
@@ -378,7 +383,7 @@ def graph_env_value(flow: dict, node: dict, name: str) -> str | None:
         if isinstance(value, (int, float)):
             return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
         if not isinstance(value, str):
-            raise ConfigError(f"{where} env: {name}: dora takes a string, number or bool, got {value!r}")
+            raise ConfigError(f"{where}: {name}: dora takes a string, number or bool, got {value!r}")
 
         def ref(m: re.Match) -> str:
             var = m.group(1) or m.group(3)
@@ -386,11 +391,27 @@ def graph_env_value(flow: dict, node: dict, name: str) -> str | None:
                 return os.environ[var]
             if m.group(2) is not None:
                 return m.group(2)
-            raise ConfigError(f"{where} env: {name}: {m.group(0)} is not set in this environment (dora refuses the "
+            raise ConfigError(f"{where}: {name}: {m.group(0)} is not set in this environment (dora refuses the "
                               f"graph); set it or write ${{{var}:-DEFAULT}}")
 
         return _ENV_REF.sub(ref, value)
     return os.environ.get(name)
+
+
+def check_env_values(flow: dict) -> list[WiringProblem]:
+    """Every ``env:`` value of the graph (the root's and each node's) that dora 1.1 refuses to start the graph with
+    (:func:`graph_env_value`): dora says only "data did not match any variant of untagged enum EnvValue" with a
+    backtrace. One problem per value, on the port ``$NAME`` (a root value: on the node ``-``). ``contactflow run``
+    refuses a graph with one before starting dora."""
+    problems = []
+    for env, owner in [(flow.get("env"), None)] + [(n.get("env"), n) for n in flow.get("nodes") or []
+                                                   if isinstance(n, dict) and "id" in n]:
+        for name in (env or {}) if isinstance(env, dict) else ():
+            try:
+                graph_env_value(flow, owner if owner is not None else {}, str(name))
+            except ConfigError as exc:
+                problems.append(WiringProblem(str(owner["id"]) if owner is not None else "-", f"${name}", str(exc)))
+    return problems
 
 
 def _node_args(node: dict) -> tuple[list[str] | None, str]:

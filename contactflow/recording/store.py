@@ -1174,7 +1174,7 @@ def resolve_run(run: str | Path, root: str | Path | None = None, *, require_stre
     looked = run_candidates(run_s, root)
     p = next((c for c in looked if c.exists()), None)
     if p is None:
-        raise RecordingError(f"no recording {run_s!r} (looked for {', '.join(str(c) for c in looked)}; "
+        raise RecordingError(f"no recording {run_s!r} (looked for {', '.join(str(c.absolute()) for c in looked)}; "
                              f"runs are under {root}: `contactflow rec ls`)")
     if robot is not None:
         try:
