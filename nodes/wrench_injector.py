@@ -36,8 +36,9 @@ def main() -> int:
     args = p.parse_args()
     robot = load_robot(args.robot)
     sp, origin = scenario_file(args.scenario, robot)
+    limits = load_teleop_config(robot, args.config)
     with scenario_origin(origin):
-        scenario = load_teleop_scenario(sp, robot, load_teleop_config(robot, args.config))
+        scenario = load_teleop_scenario(sp, robot, limits)
     injector = WrenchInjector(scenario.wrenches, wrench_links(robot))
 
     specs = port_specs(robot)

@@ -321,3 +321,22 @@ def test_a_lag_out_of_range_is_refused_by_the_parser():
     assert check_node_args("seiko_controller", ["--robot", "talos", "--lag", "-3"]) == (
         "argument --lag: expected an integer >= 0, got -3")
     assert check_node_args("seiko_controller", ["--robot", "talos", "--lag", "0", "--wrench-lag", "1"]) is None
+
+
+def test_env_values_are_read_as_dora_reads_them(monkeypatch):
+    """What dora 1.1 passes a node for an env: value (each case run through dora 1.1 itself): $$ is a $, all inside
+    ${...} is the name unless it holds :-, a YAML date is its text; what dora refuses, refused here too, and a graph
+    dora runs is not refused (contactflow run checks these before starting dora)."""
+    import datetime
+
+    from contactflow.contracts.wiring import env_value
+
+    monkeypatch.setenv("HOME", "/root")
+    monkeypatch.delenv("NOT_SET_HERE", raising=False)
+    ok = [("pa$$word", "pa$word"), ("$$$HOME", "$/root"), ("${HOME}/x", "/root/x"), ("${NOT_SET_HERE:-d}/x", "d/x"),
+          ("x$", "x$"), ("$-/x", "$-/x"), ("${HOME", "${HOME"), (1, "1"), (1.0, "1"), (1.5, "1.5"), (True, "true"),
+          (datetime.date(2026, 12, 6), "2026-12-06")]
+    assert [(k, env_value(k, "X")) for k, _ in ok] == ok
+    for refused in ("${HOME-d}", "${}", "$NOT_SET_HERE", None, {"__dora_env": "HOME"}, [1]):
+        with pytest.raises(ConfigError, match="^env: X: "):
+            env_value(refused, "X")

@@ -91,6 +91,9 @@ def test_missing_graph_is_one_line(tmp_path, capsys):
     (tmp_path / "seiko_talos.yml").write_text("nodes: []\n")
     assert cli.main(["run", str(tmp_path / "seiko_tallos.yml")]) == 2  # a close name in its folder is suggested
     assert capsys.readouterr().err.strip().endswith("dataflow file not found (did you mean 'seiko_talos.yml'?)")
+    for odd in (".", "seiko_talos.realtime"):  # no name to suggest from; a dot that is no suffix
+        assert cli.main(["run", odd]) == 2
+        assert "seiko_talos.yml'?" not in capsys.readouterr().err
 
 
 def test_a_subcommand_refuses_an_unknown_option_with_its_own_usage(capsys):

@@ -206,8 +206,11 @@ def _near_graph(path: Path) -> str:
     from contactflow.config import near_file_names
     from contactflow.paths import data_root
 
-    for cand in (path.with_suffix(".yml") if path.suffix != ".yml" else None, data_root() / "dataflows" / path.name,
-                 data_root() / "dataflows" / f"{path.stem}.yml"):
+    if not path.name:  # ".", "/", ""
+        return ""
+    plain = path.suffix in ("", ".yaml")  # seiko_talos, seiko_talos.yaml (not seiko_talos.realtime: no suffix cut)
+    for cand in (path.with_suffix(".yml") if plain else None, data_root() / "dataflows" / path.name,
+                 data_root() / "dataflows" / f"{path.stem}.yml" if plain else None):
         if cand is not None and cand.is_file():
             shown = os.path.relpath(cand) if not os.path.relpath(cand).startswith("../..") else str(cand)
             return f" (did you mean {shown!r}?)"

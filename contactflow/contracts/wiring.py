@@ -52,7 +52,7 @@ from contactflow.paths import NODE_SCRIPT_PREFIX, SCENARIO_ENV, node_kind, robot
 from contactflow.contracts.ports import DEFAULT_ROBOT, MESSAGE, NODES, TIMER
 
 __all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "check_config_files", "check_node_arguments",
-           "check_env_values", "check_run_inputs", "check_scenario_files", "executables_not_on_path", "graph_env_value", "SCENARIO_LOADERS", "load_dataflow", "graph_node_kind", "LOG_OUTPUT",
+           "check_env_values", "check_run_inputs", "env_value", "check_scenario_files", "executables_not_on_path", "graph_env_value", "SCENARIO_LOADERS", "load_dataflow", "graph_node_kind", "LOG_OUTPUT",
            "ROWS_SUFFIX", "rows_output"]
 
 #: The batched-log output every contactflow node may declare (nodes/_runtime.py Sender).
@@ -164,6 +164,7 @@ def executables_not_on_path(flow: dict, base_dir: str | Path) -> list[WiringProb
     not activated (``contactflow run`` puts its executables on ``PATH`` itself).
     """
     missing: dict[str, list[str]] = {}  # executable -> the nodes that name it
+    found_by_uv: set[str] = set()
     uv = shutil.which("uv")
     for n in flow.get("nodes") or []:
         if not isinstance(n, dict) or "id" not in n:
@@ -172,6 +173,8 @@ def executables_not_on_path(flow: dict, base_dir: str | Path) -> list[WiringProb
         if (not exe or exe in ("dynamic", "shell") or "/" in exe or "://" in exe or exe.endswith(".py")
                 or (Path(base_dir) / exe).exists() or shutil.which(exe) is not None):
             continue
+        if exe in found_by_uv:
+            continue
         if exe not in missing and uv is not None:
             try:
                 found = subprocess.run([uv, "run", "--no-sync", "which", exe], cwd=base_dir, capture_output=True,
@@ -179,14 +182,19 @@ def executables_not_on_path(flow: dict, base_dir: str | Path) -> list[WiringProb
             except (OSError, subprocess.SubprocessError):
                 found = False
             if found:
+                found_by_uv.add(exe)
                 continue
         missing.setdefault(exe, []).append(str(n["id"]))
     if not missing:
         return []
-    ours = all(exe.startswith(NODE_SCRIPT_PREFIX) for exe in missing)
-    hint = ("activate the environment contactflow is installed in (e.g. `. .venv/bin/activate`), or start the "
-            "graph with `contactflow run`, which puts its executables first on PATH (dora's error: \"Could not find "
-            "source path\")" if ours else "install them or give the nodes' paths")
+    hints = []
+    if any(exe.startswith(NODE_SCRIPT_PREFIX) for exe in missing):
+        hints.append("activate the environment contactflow is installed in (e.g. `. .venv/bin/activate`), or start "
+                     "the graph with `contactflow run`, which puts its executables first on PATH (dora's error: "
+                     "\"Could not find source path\")")
+    if not all(exe.startswith(NODE_SCRIPT_PREFIX) for exe in missing):
+        hints.append("install the others or give their nodes' paths")
+    hint = "; ".join(hints)
     nodes = [i for ids in missing.values() for i in ids]
     # one problem for the graph (each node's would repeat it): on its first node, the others named
     return [WiringProblem(nodes[0], "-", f"{len(missing)} executable(s) not on PATH, where `dora run` looks for them "
@@ -358,57 +366,81 @@ def check_run_inputs(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
     return problems
 
 
-#: dora 1.1's expansion in an ``env:`` value: ``$VAR``, ``${VAR}``, ``${VAR:-default}``
-_ENV_REF = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)")
+#: dora 1.1's expansion in an ``env:`` value: ``$$`` (a ``$``), ``${...}`` (all inside the braces the name, or
+#: ``NAME:-default``), ``$NAME``; anything else is kept as written (a ``$`` at the end, ``${`` unclosed)
+_ENV_REF = re.compile(r"\$\$|\$\{([^}]*)\}|\$(\w+)")
+
+
+def env_value(value, name: str, where: str = "env") -> str:
+    """One ``env:`` value as dora 1.1 passes it to the node: a string with ``$$``, ``$NAME``, ``${NAME}`` and
+    ``${NAME:-default}`` expanded from this environment, a bool as ``true`` / ``false``, a number as its text, a YAML
+    date as its ISO text. (dora also rewrites a string that reads as a number, ``"017"`` -> ``17``: not
+    reproduced, a path does not read as one.)
+
+    Raises:
+        ConfigError: a value dora refuses to start the graph with (a name not set without a default, ``${NAME-d}``
+            and ``${}`` included: all inside the braces is dora's name; a null, a mapping such as
+            ``{__dora_env: VAR}`` or a list: "data did not match any variant of untagged enum EnvValue"), naming
+            ``where`` (the node's ``env``, or ``the graph's env``) and the variable.
+    """
+    import datetime
+
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return value.isoformat()
+    if value is None or isinstance(value, (dict, list)):
+        raise ConfigError(f"{where}: {name}: dora takes a string, number or bool, got {value!r}")
+    value = str(value)
+
+    def ref(m: re.Match) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        inner = m.group(1)
+        var, default = (m.group(2), None) if inner is None else (
+            (inner[:inner.index(":-")], inner[inner.index(":-") + 2:]) if inner.find(":-") > 0 else (inner, None))
+        if var in os.environ:
+            return os.environ[var]
+        if default is not None:
+            return default
+        if not re.fullmatch(r"\w+", var):
+            raise ConfigError(f"{where}: {name}: {m.group(0)}: dora takes {var!r} as a variable's name, not set here "
+                              f"(dora refuses the graph; it knows only ${{NAME}} and ${{NAME:-default}})")
+        raise ConfigError(f"{where}: {name}: {m.group(0)} is not set in this environment (dora refuses the graph); "
+                          f"set it or write ${{{var}:-DEFAULT}}")
+
+    return _ENV_REF.sub(ref, value)
 
 
 def graph_env_value(flow: dict, node: dict, name: str) -> str | None:
     """The value of the environment variable ``name`` a node of the graph ``flow`` starts with, as dora 1.1 sets
     it: the node's own ``env:``, else the graph's root ``env:``, else this process's environment (``dora run``
-    passes its own); ``$VAR``, ``${VAR}`` and ``${VAR:-default}`` expanded from this environment, a bool written
-    ``true`` / ``false``. (dora also rewrites a string that reads as a number, ``"017"`` -> ``17``: not
-    reproduced, a path does not read as one.) None when unset.
+    passes its own), as :func:`env_value` reads it. None when unset.
 
     Raises:
-        ConfigError: a value dora refuses to start the graph with (an unset ``$VAR`` without a default; a null,
-            a mapping such as ``{__dora_env: VAR}`` or a list: "data did not match any variant of untagged enum
-            EnvValue"), naming the variable and the ``env:`` it is in (the node's, or ``the graph's env``).
+        ConfigError: a value dora refuses to start the graph with (:func:`env_value`).
     """
     for env, where in ((node.get("env"), "env"), (flow.get("env"), "the graph's env")):
-        if not isinstance(env, dict) or name not in env:
-            continue
-        value = env[name]
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if isinstance(value, (int, float)):
-            return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
-        if not isinstance(value, str):
-            raise ConfigError(f"{where}: {name}: dora takes a string, number or bool, got {value!r}")
-
-        def ref(m: re.Match) -> str:
-            var = m.group(1) or m.group(3)
-            if var in os.environ:
-                return os.environ[var]
-            if m.group(2) is not None:
-                return m.group(2)
-            raise ConfigError(f"{where}: {name}: {m.group(0)} is not set in this environment (dora refuses the "
-                              f"graph); set it or write ${{{var}:-DEFAULT}}")
-
-        return _ENV_REF.sub(ref, value)
+        if isinstance(env, dict):
+            for key, value in env.items():
+                if str(key) == name:  # dora reads a key `1:` as "1"
+                    return env_value(value, name, where)
     return os.environ.get(name)
 
 
 def check_env_values(flow: dict) -> list[WiringProblem]:
     """Every ``env:`` value of the graph (the root's and each node's) that dora 1.1 refuses to start the graph with
-    (:func:`graph_env_value`): dora says only "data did not match any variant of untagged enum EnvValue" with a
+    (:func:`env_value`): dora says only "data did not match any variant of untagged enum EnvValue" with a
     backtrace. One problem per value, on the port ``$NAME`` (a root value: on the node ``-``). ``contactflow run``
     refuses a graph with one before starting dora."""
     problems = []
     for env, owner in [(flow.get("env"), None)] + [(n.get("env"), n) for n in flow.get("nodes") or []
                                                    if isinstance(n, dict) and "id" in n]:
-        for name in (env or {}) if isinstance(env, dict) else ():
+        for name, value in env.items() if isinstance(env, dict) else ():
             try:
-                graph_env_value(flow, owner if owner is not None else {}, str(name))
+                env_value(value, str(name), "env" if owner is not None else "the graph's env")
             except ConfigError as exc:
                 problems.append(WiringProblem(str(owner["id"]) if owner is not None else "-", f"${name}", str(exc)))
     return problems
