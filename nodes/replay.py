@@ -97,7 +97,7 @@ class _Events:
 
 def main() -> int:
     from contactflow.recording.store import resolve_run
-    from contactflow.recording.replay import check_replay_inputs, parse_stream_map, plan_replay
+    from contactflow.recording.replay import check_replay_inputs, parse_stream_map, plan_replay, replayed_streams
 
     import os
 
@@ -114,7 +114,7 @@ def main() -> int:
     # of another robot is refused
     from contactflow.recording.store import RecordingError
 
-    required = [m.stream for m in mappings] + [s for s in args.require_streams.split(",") if s.strip()]
+    required = replayed_streams(args.streams, args.require_streams)
     try:
         run_dir = resolve_run(recording, require_streams=required, robot=args.robot, contract_sizes=sizes)
         check_replay_inputs(run_dir, required)

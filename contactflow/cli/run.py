@@ -212,8 +212,8 @@ def _near_graph(path: Path) -> str:
     for cand in (path.with_suffix(".yml") if plain else None, data_root() / "dataflows" / path.name,
                  data_root() / "dataflows" / f"{path.stem}.yml" if plain else None):
         if cand is not None and cand.is_file():
-            shown = os.path.relpath(cand) if not os.path.relpath(cand).startswith("../..") else str(cand)
-            return f" (did you mean {shown!r}?)"
+            shown = os.path.relpath(cand)
+            return f" (did you mean {shown if not shown.startswith('../..') else str(cand)!r}?)"
     return near_file_names(path)
 
 

@@ -171,9 +171,7 @@ def executables_not_on_path(flow: dict, base_dir: str | Path) -> list[WiringProb
             continue
         exe = str(n.get("path", ""))
         if (not exe or exe in ("dynamic", "shell") or "/" in exe or "://" in exe or exe.endswith(".py")
-                or (Path(base_dir) / exe).exists() or shutil.which(exe) is not None):
-            continue
-        if exe in found_by_uv:
+                or exe in found_by_uv or (Path(base_dir) / exe).exists() or shutil.which(exe) is not None):
             continue
         if exe not in missing and uv is not None:
             try:
@@ -281,14 +279,14 @@ def check_scenario_files(flow: dict, base_dir: str | Path) -> list[WiringProblem
         if load is None:
             continue
         try:
-            env_value = graph_env_value(flow, n, SCENARIO_ENV)  # it replaces the player's scenario, as in the nodes
+            value = graph_env_value(flow, n, SCENARIO_ENV)  # it replaces the player's scenario, as in the nodes
         except ConfigError:  # a value dora refuses: check_env_values reports it
             continue
         # --scenario-from-recording plays the recorded run's scenario (validated when it was played), not --scenario
         arg = None if _arg(args, "--scenario-from-recording") else _arg(args, "--scenario")
-        if not (arg or env_value):
+        if not (arg or value):
             continue
-        from_env = bool(env_value)
+        from_env = bool(value)
         port = f"${SCENARIO_ENV}" if from_env else "--scenario"
         with robot_path_scope(*_robot_paths(args, Path(base_dir))), contextlib.chdir(base_dir):
             try:
@@ -296,11 +294,11 @@ def check_scenario_files(flow: dict, base_dir: str | Path) -> list[WiringProblem
             except ContactflowError:
                 continue
             try:
-                load(str(scenario_from_env(env_value)) if from_env else arg, robot, args)
+                load(str(scenario_from_env(value)) if from_env else arg, robot, args)
             except ConfigError as exc:
                 named = str(exc).startswith(f"${SCENARIO_ENV}=")  # the variable named already (file not found)
                 problems.append(WiringProblem(str(n["id"]), port, str(exc) if named or not from_env
-                                              else f"${SCENARIO_ENV}={env_value}: {exc}"))
+                                              else f"${SCENARIO_ENV}={value}: {exc}"))
             except ImportError:
                 continue
     return problems
@@ -341,28 +339,24 @@ def check_run_inputs(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
         port, value = (f"${var}", value) if value else (flag, _arg(args, flag))
         if not value or (kind == "replay" and value == "latest"):
             continue
+        named = f"{port}={value}: " if port != flag else ""  # a variable's problem names it and its value
         with contextlib.chdir(base_dir):
-            if kind == "replay":
-                from contactflow.recording.replay import check_replay_inputs, parse_stream_map
-                from contactflow.recording.store import resolve_run, run_candidates
+            try:
+                if kind == "replay":
+                    from contactflow.recording.replay import check_replay_inputs, replayed_streams
+                    from contactflow.recording.store import resolve_run, run_candidates
 
-                if port == flag and not any(c.exists() for c in run_candidates(value)):
-                    continue
-                try:  # as nodes/replay.py opens it (the streams' contract sizes are checked when it replays)
-                    need = [m.stream for m in parse_stream_map(_arg(args, "--streams", "") or "")]
-                    need += [x for x in (_arg(args, "--require-streams", "") or "").split(",") if x.strip()]
+                    if port == flag and not any(c.exists() for c in run_candidates(value)):
+                        continue
+                    # as nodes/replay.py opens it (the streams' contract sizes are checked when it replays)
+                    need = replayed_streams(_arg(args, "--streams", "") or "", _arg(args, "--require-streams", "") or "")
                     check_replay_inputs(resolve_run(value, require_streams=need, robot=_arg(args, "--robot")), need)
-                except (RecordingError, ConfigError) as exc:
-                    problems.append(WiringProblem(str(n["id"]), port, f"{port}={value}: {exc}" if port != flag
-                                                  else str(exc)))
-            else:
-                from contactflow.policy.spec import resolve_data_path as resolve_model  # as load_policy_spec does
+                else:
+                    from contactflow.policy.spec import resolve_data_path as resolve_model  # as load_policy_spec does
 
-                try:
-                    resolve_model(value, "model file")
-                except ConfigError as exc:  # the places it looked named
-                    problems.append(WiringProblem(str(n["id"]), port, f"{port}={value}: {exc}" if port != flag
-                                                  else str(exc)))
+                    resolve_model(value, "model file")  # its error names the places it looked
+            except (RecordingError, ConfigError) as exc:
+                problems.append(WiringProblem(str(n["id"]), port, f"{named}{exc}"))
     return problems
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from contactflow.recording.store import Recording, RecordingError, Stream, read_recording
 
-__all__ = ["StreamMapping", "ReplayTick", "ReplayPlan", "parse_stream_map", "plan_replay", "check_replay_inputs"]
+__all__ = ["StreamMapping", "ReplayTick", "ReplayPlan", "parse_stream_map", "plan_replay", "replayed_streams", "check_replay_inputs"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +112,16 @@ def _first_metadata(st: Stream) -> dict:
         md["layout"] = json.dumps([list(x) for x in st.layout])
     md["replayed_from"] = st.metadata.get("source", st.name.replace(".", "/", 1))
     return md
+
+
+def replayed_streams(streams: str, require_streams: str = "") -> list[str]:
+    """The streams a replay node needs in its run: those of its ``--streams`` map (:func:`parse_stream_map`) and
+    its comma-separated ``--require-streams`` (the graph's other replayed inputs).
+
+    Raises:
+        RecordingError: a malformed ``--streams`` entry (:func:`parse_stream_map`).
+    """
+    return [m.stream for m in parse_stream_map(streams)] + [x for x in require_streams.split(",") if x.strip()]
 
 
 def plan_replay(recording: str | Path | Recording, mappings: list[StreamMapping], *, start_seq: int = 0,

@@ -82,11 +82,11 @@ def tracking_feature_map(spec: PolicySpec) -> tuple[np.ndarray, np.ndarray]:
     """
     from contactflow.errors import ConfigError
 
-    names = ("joint_pos_rel", "last_action", "ref_upper_dof_pos")
-    missing = [t for t in names if spec.term(t) is None]
+    terms = {t: spec.term(t) for t in ("joint_pos_rel", "last_action", "ref_upper_dof_pos")}
+    missing = [t for t, bound in terms.items() if bound is None]
     if missing:
         raise ConfigError(f"{spec.file}: student.tracking_features needs the observation terms {missing}")
-    jpr, la, ref = (spec.term(t) for t in names)
+    jpr, la, ref = terms.values()
     n = len(spec.joint_names)
 
     ref_names = spec.cfg.joint_orders[ref.cfg.joints]
