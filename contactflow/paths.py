@@ -328,13 +328,17 @@ class OnceArgumentParser(argparse.ArgumentParser):
 
     def suggested(self, message: str) -> str:
         """argparse's error ``message``, with a close option of this parser suggested for an unrecognized one
-        (argparse suggests nothing for a misspelled option)."""
+        (argparse suggests nothing for a misspelled option); where abbreviations are refused (``allow_abbrev``
+        false), the one option an unrecognized flag abbreviates is named instead."""
         if message.startswith("unrecognized arguments:"):
             from contactflow.config import did_you_mean
 
-            flags = [a for a in message.split(":", 1)[1].split() if a.startswith("--")]
-            message += did_you_mean([f.split("=")[0] for f in flags],
-                                    [o for a in self._actions for o in a.option_strings if o.startswith("--")])
+            flags = [a.split("=")[0] for a in message.split(":", 1)[1].split() if a.startswith("--")]
+            options = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
+            whole = {f: m[0] for f in flags if not self.allow_abbrev and len(m := [o for o in options if o.startswith(f)]) == 1}
+            if whole:
+                return message + " (" + ", ".join(f"{f} abbreviates {o}" for f, o in whole.items()) + ": give it in full)"
+            message += did_you_mean(flags, options)
         return message
 
     def error(self, message):

@@ -1193,10 +1193,18 @@ class NodeArgumentParser(OnceArgumentParser):
     """A node's argument parser (:func:`base_parser`): argparse's, with a check mode for
     :func:`check_node_args`, in which ``parse_args`` raises :class:`ArgsParsed` once the arguments parsed
     (the node is not started) and a bad argument raises ``ConfigError`` with argparse's message instead of
-    printing the usage and exiting (``-h`` / ``--help`` too: a run's arguments that would print the help)."""
+    printing the usage and exiting (``-h`` / ``--help`` too: a run's arguments that would print the help).
+
+    An option is given in full (no abbreviation, ``allow_abbrev=False``): a graph's ``--scenario-from`` would read
+    as ``--scenario-from-recording`` until a node gains a second option of that prefix, and ``contactflow check``
+    reads a node's options by their full names; an abbreviation is refused with the full option suggested."""
 
     #: set only by :func:`check_node_args`, for the duration of one check (one thread)
     check_mode = False
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def parse_args(self, args=None, namespace=None):
         ns = super().parse_args(args, namespace)

@@ -67,6 +67,22 @@ def test_a_single_value_option_given_twice_is_refused(tmp_path, capsys):
     assert p.parse_args([]).lag == 2 and p.parse_args(["--lag", "5"]).lag == 5  # each parse starts afresh
 
 
+def test_a_node_option_is_given_in_full(tmp_path):
+    """A node refuses an abbreviated option (argparse took ``--sensor-l 1`` as ``--sensor-lag 1``; the check reads a
+    node's options by their full names), naming the option it abbreviates; the commands keep argparse's abbreviations."""
+    graph = _edited(tmp_path, ("--robot talos --lag 2 --sensor-lag 1", "--robot talos --lag 2 --sensor-l 1"))
+    got = {(p.node, p.port): p.message for p in check_dataflow(graph)}
+    assert got == {("seiko_controller", "args"): "unrecognized arguments: --sensor-l 1 (--sensor-l abbreviates "
+                                                 "--sensor-lag: give it in full)"}
+    p = _runtime.base_parser("d")
+    p.add_argument("--scenario")
+    p.add_argument("--scenario-from-recording")
+    with pytest.raises(SystemExit):
+        p.parse_args(["--scenario-from", "latest"])
+    assert p.parse_args(["--scenario-from-recording", "latest"]).scenario_from_recording == "latest"
+    assert cli.build_parser().parse_args(["lac", "eval", "--suit", "quick"]).suite == "quick"
+
+
 def test_the_check_names_an_executable_dora_run_would_not_find(monkeypatch, capsys):
     """Without the virtual environment activated, `dora run` does not find contactflow-<node> (dora's "Could not find
     source path" and a backtrace): the check says so per node, with what to do."""
