@@ -141,12 +141,26 @@ class Recorder:
             # first, so the messages from tick 0 to this one were lost on the way (counted from tick 0:
             # an upper bound for an output that starts later)
             w.missing_before_first = seq
-            _warn_gap(self.gap_warned, name, seq, seq, before_first=True)
+            self._warn_gap(name, seq, seq, before_first=True)
         missing = w.missing
         fin = bool(md.get("finished", False))
         w.append(seq, meta_time(md, float("nan")), vec, fin)
         self.finished[name] = self.finished.get(name, False) or fin
-        _warn_gap(self.gap_warned, name, w.missing - missing, md.get("seq"))
+        self._warn_gap(name, w.missing - missing, md.get("seq"))
+
+    def _warn_gap(self, name: str, n: int, seq, before_first: bool = False) -> None:
+        """Warn about the messages of stream ``name`` missing before ``seq`` (``n`` > 0): the first gap of a stream
+        only (:attr:`gap_warned`), as a real-time graph's stage that skips ticks opens a gap at each; the end of the
+        run gives each stream's totals (:func:`_report_gaps`)."""
+        if n > 0 and before_first:
+            log.warning("stream %s: its first message received is seq %s without the first message's contract: %d "
+                        "message(s) from tick 0 lost before it; counted in the manifest as missing_before_first and "
+                        "in recording_gaps", name, seq, n)
+        elif n > 0 and name not in self.gap_warned:
+            self.gap_warned.add(name)
+            log.warning("stream %s: %d message(s) missing before seq %s (lost on the way or skipped by the producer); "
+                        "counted in the manifest as missing_seq and in recording_gaps (this stream's further gaps: "
+                        "counted, totalled at the end)", name, n, seq)
 
     def _record_log(self, iid, src, vec, md):
         from contactflow.recording.store import unpack_log
@@ -185,11 +199,11 @@ class Recorder:
             if new and len(b.seq) and int(b.seq[0]) > 0 and self.lost_by_input.get(iid, 0):
                 # its first messages may have been in the lost batches: counted from tick 0 (an upper bound)
                 w.missing_before_first = int(b.seq[0])
-                _warn_gap(self.gap_warned, name, int(b.seq[0]), int(b.seq[0]), before_first=True)
+                self._warn_gap(name, int(b.seq[0]), int(b.seq[0]), before_first=True)
             missing = w.missing
             w.append_block(b.seq, b.t, b.values, b.finished, b.t_wall_ns)
             self.finished[name] = self.finished.get(name, False) or bool(np.any(b.finished))
-            _warn_gap(self.gap_warned, name, w.missing - missing, int(b.seq[0]) if len(b.seq) else None)
+            self._warn_gap(name, w.missing - missing, int(b.seq[0]) if len(b.seq) else None)
             count += len(b.seq)
         return count
 
@@ -497,21 +511,6 @@ def main() -> int:
                               deadline=deadline, budget_s=budget,
                               emit=lambda line: log_info(node, line))
     return 0
-
-
-def _warn_gap(warned: set[str], name: str, n: int, seq, before_first: bool = False) -> None:
-    """Warn about the messages of stream ``name`` missing before ``seq`` (``n`` > 0): the first gap of a stream only
-    (``warned``: the streams warned about, the recorder's), as a real-time graph's stage that skips ticks opens a gap
-    at each; the end of the run gives each stream's totals (:func:`_report_gaps`)."""
-    if n > 0 and before_first:
-        log.warning("stream %s: its first message received is seq %s without the first message's contract: %d "
-                    "message(s) from tick 0 lost before it; counted in the manifest as missing_before_first and in "
-                    "recording_gaps", name, seq, n)
-    elif n > 0 and name not in warned:
-        warned.add(name)
-        log.warning("stream %s: %d message(s) missing before seq %s (lost on the way or skipped by the producer); "
-                    "counted in the manifest as missing_seq and in recording_gaps (this stream's further gaps: "
-                    "counted, totalled at the end)", name, n, seq)
 
 
 def _report_gaps(streams: dict, gaps: dict[str, int]) -> None:

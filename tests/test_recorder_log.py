@@ -502,27 +502,29 @@ def test_a_streams_gaps_are_warned_once_then_counted_and_totalled(caplog, tmp_pa
 
     w = RecordingWriter(tmp_path / "run", {"dataflow": "x.yml"})
     a, b = w.stream("input_filter.targets", 1, {}), w.stream("seiko_controller.command", 1, {})
-    warned: set[str] = set()
+    rec = recorder.Recorder(w, {})
     with caplog.at_level(logging.WARNING, logger=recorder.log.name):
         a.append(0, 0.0, np.zeros(1))
         for seq in (3, 6, 9):  # three gaps of two messages, one message at a time
             before = a.missing
             a.append(seq, 0.0, np.zeros(1))
-            recorder._warn_gap(warned, a.path.stem, a.missing - before, seq)
+            rec._warn_gap(a.path.stem, a.missing - before, seq)
         seq = np.array([12, 13, 20])  # a log batch with two gaps
         before = a.missing
         a.append_block(seq, np.zeros(3), np.zeros((3, 1)), np.zeros(3, bool), np.zeros(3, np.int64))
-        recorder._warn_gap(warned, a.path.stem, a.missing - before, 12)
+        rec._warn_gap(a.path.stem, a.missing - before, 12)
         b.append(0, 0.0, np.zeros(1))
         b.append(2, 0.0, np.zeros(1))
-        recorder._warn_gap(warned, "seiko_controller.command", 1, 2)
+        rec._warn_gap("seiko_controller.command", 1, 2)
+        recorder.Recorder(w, {})._warn_gap("seiko_controller.command", 1, 2)  # another recorder's own first
         recorder._report_gaps({"input_filter.targets": a, "seiko_controller.command": b},
                               {"input_filter.targets": a.missing, "seiko_controller.command": b.missing})
     lines = [r.getMessage() for r in caplog.records]
     assert a.gaps == 5 and a.missing == 14 and b.gaps == 1
-    assert len(lines) == 3, lines
+    assert len(lines) == 4, lines
     assert lines[0].startswith("stream input_filter.targets: 2 message(s) missing before seq 3")
     assert lines[1].startswith("stream seiko_controller.command: 1 message(s) missing before seq 2")
-    assert lines[2] == ("stream input_filter.targets: 5 gaps between its messages; 14 message(s) missing in all "
+    assert lines[2] == lines[1]
+    assert lines[3] == ("stream input_filter.targets: 5 gaps between its messages; 14 message(s) missing in all "
                         "(missing_seq and missing_before_first in the manifest)")
     w.close()
