@@ -9,6 +9,7 @@ deploy input. Needs the ``[train]`` extra (torch, onnx).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -808,7 +809,7 @@ def test_wrench_input_student_acts_on_its_load_estimate_trained_on_the_true_load
     the rounds record the true forces and couples, values a round lacks (NaN) are neither given nor targets;
     training regresses the estimate on the true load; the export is the torch network on the estimate.
     Without the estimate's loss the configuration is refused."""
-    from contactflow.lac.train.dagger import aux_dim, aux_target, aux_tensors, new_student
+    from contactflow.lac.train.dagger import aux_dim, aux_target, aux_tensors, load_rounds, new_student
     from contactflow.policy import load_policy_spec
 
     with pytest.raises(ConfigError, match="wrench_input: needs optim.aux_force_weight"):
@@ -817,6 +818,8 @@ def test_wrench_input_student_acts_on_its_load_estimate_trained_on_the_true_load
         load_train_config(None, {"student": {"wrench_input": "torque"}, "optim": {"aux_force_weight": 1.0}})
     with pytest.raises(ConfigError, match="force_teacher_prob"):
         load_train_config(None, {"optim": {"force_teacher_prob": 1.5}})
+    with pytest.raises(ConfigError, match="aux_target: expected 'load' or 'teacher', got 'estimate'"):
+        load_train_config(None, {"optim": {"aux_target": "estimate"}})
     cfg = load_train_config(None, {**TINY, "dagger": {"rounds": 1, "episodes_per_round": 3},
                                    "env": {**TINY["env"], "hand_push_prob": 0.0, "hand_couple_prob": 1.0},  # couples only
                                    "student": {"wrench_input": "wrench", "force_head_hidden": [16]},
@@ -827,6 +830,13 @@ def test_wrench_input_student_acts_on_its_load_estimate_trained_on_the_true_load
     t = aux_target(cfg, data)  # forces in 10 N, couples in N m, an older round's NaN kept
     assert t.shape == (2, 15) and np.all(t[:, :9] == 2.0) and np.all(t[0, 9:] == 0.5) and np.isnan(t[1, 9:]).all()
     aux_t, known = aux_tensors(cfg, data)  # what training gives batch_loss: NaN -> 0 and not known
+    # optim.aux_target: teacher takes the teacher's estimate instead; a round recorded without it (NaN) is not known
+    on_teacher = load_train_config(None, {**TINY, "student": {"wrench_input": "wrench"},
+                                          "optim": {**TINY["optim"], "aux_force_weight": 1.0, "aux_target": "teacher"}})
+    est = {**data, "force_est": np.full((2, 9), 5.0), "couple_est": np.array([[np.nan] * 6, [0.25] * 6])}
+    t_est = aux_target(on_teacher, est)
+    assert np.all(t_est[:, :9] == 0.5) and np.isnan(t_est[0, 9:]).all() and np.all(t_est[1, 9:] == 0.25)
+    assert not aux_tensors(on_teacher, est)[1][0, 9:].any()
     assert torch.equal(known, torch.from_numpy(np.isfinite(t))) and torch.equal(aux_t, torch.from_numpy(np.nan_to_num(t)))
     plain = load_train_config(None, {"student": {"wrench_input": "none"}, "optim": {"aux_force_weight": 0.0}})
     assert aux_dim(plain) == 0 and aux_tensors(plain, data) == (None, None)
@@ -862,6 +872,21 @@ def test_wrench_input_student_acts_on_its_load_estimate_trained_on_the_true_load
     # every episode held one 0.5-1.5 N m couple on a hand and no force: the couple's columns hold it, the force's none
     assert d["couple"].shape == (len(d["frames"]), 6) and np.abs(d["couple"]).max() > 0.4
     assert np.abs(d["force"]).max() < 1e-9
+    # beside them the teacher's own estimate, at every tick: it reads the held couple (0.6 of it along the couple in
+    # this short hold, ramps included), and the estimate is what optim.aux_target: teacher regresses
+    assert d["couple_est"].shape == d["couple"].shape and d["force_est"].shape == d["force"].shape
+    assert np.isfinite(d["couple_est"]).all() and np.isfinite(d["force_est"]).all()
+    for h in range(2):
+        c, c_est = d["couple"][:, 3 * h:3 * h + 3], d["couple_est"][:, 3 * h:3 * h + 3]
+        held = np.linalg.norm(c, axis=1) > 0.4
+        if held.any():
+            along = np.sum(c_est[held] * c[held], axis=1) / np.sum(c[held] ** 2, axis=1)
+            assert np.median(along) > 0.3, (h, np.median(along))
+    data_est = load_rounds(tmp_path / "data", 0)
+    on_teacher = dataclasses.replace(cfg, optim=dataclasses.replace(cfg.optim, aux_target="teacher"))
+    np.testing.assert_array_equal(aux_target(on_teacher, data_est)[:, 9:], data_est["couple_est"])
+    np.testing.assert_array_equal(aux_target(on_teacher, data_est)[:, :9], data_est["force_est"] / 10.0)
+    np.testing.assert_array_equal(aux_target(cfg, data_est)[:, 9:], data_est["couple"])
     ck = load_checkpoint(tmp_path)
     assert ck["model"]["aux.0.weight"].shape == (16, cfg.student.latent_dim)
     assert not torch.equal(ck["model"]["aux.2.weight"], before["aux.2.weight"])  # the estimate was trained
@@ -1607,7 +1632,8 @@ def test_joined_aggregates_keep_each_history_window_inside_its_own_episode():
         ep = np.concatenate([np.full(L, i, np.float32) for i, L in enumerate(lengths)])
         frames = np.stack([np.full(n, tag, np.float32), ep], axis=1)  # (part tag, episode) in every frame
         return {"frames": frames, "labels": np.zeros((n, 2), np.float32), "ok": np.ones(n, bool),
-                "force": np.zeros((n, 9), np.float32), "couple": np.zeros((n, 6), np.float32), "first": first}
+                "force": np.zeros((n, 9), np.float32), "couple": np.zeros((n, 6), np.float32), "first": first,
+                "force_est": np.zeros((n, 9), np.float32), "couple_est": np.zeros((n, 6), np.float32)}
 
     joined = join_aggregates([part(0, [5, 3]), part(1, [4]), part(2, [2, 6])])
     idx = np.arange(len(joined["frames"]))

@@ -409,6 +409,12 @@ class OptimCfg:
             true load alone (RMA's adaptation module; false in the shipped recipe's pooled stage: the same run
             with true decreased in 6 of 10 evaluation scenarios, with false in 9, and with another seed 7 and 7;
             docs/lac_policy.md).
+        aux_target: what the load estimate (or the auxiliary head) regresses, and what the actor is given in the
+            ``force_teacher_prob`` samples: ``load``, the TRUE external forces and couples (privileged), or
+            ``teacher``, the teacher's own estimate of them (``lac_expert``'s ``f_est`` / ``c_est``, from the
+            measured joint torques and the base state), the load its labels act on (under Fig. 4's pure 1.5 N m
+            couple it also reads a ~2.6 N force; docs/lac_policy.md). Rounds recorded before 2026-12-06 15:00 UTC
+            hold no teacher estimate: with ``teacher`` their samples train the actions only.
         joint_loss_scale: policy joint name -> factor multiplying that joint's weight of ``loss``
             (after the floor of ``torque_floor``; {}: none). A joint whose labels carry a small but
             evaluated response weighs more: the wrist rolls, whose resistance to a couple is a
@@ -430,6 +436,7 @@ class OptimCfg:
     aux_force_weight: float = 0.0
     force_teacher_prob: float = 0.5
     estimate_action_grad: bool = True
+    aux_target: str = "load"
     joint_loss_scale: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
@@ -440,6 +447,8 @@ class OptimCfg:
             raise ConfigError(f"aux_force_weight: must be >= 0, got {self.aux_force_weight!r}")
         if not 0.0 <= self.force_teacher_prob <= 1.0:
             raise ConfigError(f"force_teacher_prob: must be in [0, 1], got {self.force_teacher_prob!r}")
+        if self.aux_target not in ("load", "teacher"):
+            raise ConfigError(f"aux_target: expected 'load' or 'teacher', got {self.aux_target!r}")
         if self.loss not in ("action", "torque", "torque_floor"):
             raise ConfigError(f"loss: expected 'action', 'torque' or 'torque_floor', got {self.loss!r}")
         if not self.lr > 0 or self.weight_decay < 0:

@@ -150,6 +150,9 @@ class RolloutResult:
         force: (T, 3 * len(AUX_FORCE_LINKS)) float32 the TRUE external force on the left hand, right hand and torso
             (world axes) over the tick before each frame [N] (privileged; the auxiliary target).
         couple: (T, 3 * len(AUX_COUPLE_LINKS)) float32 the TRUE external couple on the left and right hand, the same way [N m].
+        force_est, couple_est: the same shapes, the TEACHER's own estimate of those forces and couples at each frame
+            (``f_est.<link>``, ``c_est.<link>`` of ``lac_expert``'s diagnostics, from the measured joint torques and
+            the base state; NaN where it gave none): what its labels act on (``optim.aux_target: teacher``).
         relabelled: ``DaggerCfg.stiffness_relabel`` copies of the episode, each ``(frames, labels, teacher_ok)``
             of the same shapes: the frames with another stiffness command, the labels of a teacher commanded it.
     """
@@ -166,6 +169,8 @@ class RolloutResult:
     force: np.ndarray | None = None
     couple: np.ndarray | None = None
     relabelled: list = dataclasses.field(default_factory=list)
+    force_est: np.ndarray | None = None
+    couple_est: np.ndarray | None = None
 
 
 class _Context:
@@ -251,6 +256,8 @@ def _rollout(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
     i_f = [env.lac_links.index(b) for b in AUX_FORCE_LINKS]
     couple = np.zeros((n, len(AUX_COUPLE_LINKS), 3), np.float32)
     i_c = [env.lac_links.index(b) for b in AUX_COUPLE_LINKS]
+    force_est = np.full((n, len(AUX_FORCE_LINKS), 3), np.nan, np.float32)
+    couple_est = np.full((n, len(AUX_COUPLE_LINKS), 3), np.nan, np.float32)
     re_labels = np.empty((len(relabel), n, labels.shape[1]), np.float32)
     re_ok = np.zeros((len(relabel), n), bool)
     fell, refused, se, k = False, 0, 0.0, 0
@@ -261,6 +268,7 @@ def _rollout(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
             re_labels[j, k], re_ok[j, k] = t_j.label(priv["sensors"], {**priv["command"], "stiffness": k5})
         force[k] = priv["wrench_W"][i_f, :3]
         couple[k] = priv["wrench_W"][i_c, 3:]
+        _teacher_estimate(teacher.diagnostics, force_est[k], couple_est[k])
         a = a_t
         if ctx.has_student:
             a_s = np.asarray(env.spec.model.run(obs[None]), float).reshape(-1)
@@ -280,7 +288,19 @@ def _rollout(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
         f_j[:, ctx.stiffness_slice] = ctx.stiffness_frame(k5)
         copies.append((f_j, re_labels[j, :m].copy(), re_ok[j, :m].copy()))
     return RolloutResult(frames[:m], labels[:m], t_ok[:m], s_act[:m], fell, refused, se, idx, time.perf_counter() - t0,
-                         force[:m].reshape(m, -1), couple[:m].reshape(m, -1), copies)
+                         force[:m].reshape(m, -1), couple[:m].reshape(m, -1), copies,
+                         force_est[:m].reshape(m, -1), couple_est[:m].reshape(m, -1))
+
+
+def _teacher_estimate(diagnostics: dict, force_est: np.ndarray, couple_est: np.ndarray) -> None:
+    """Write the teacher's load estimate of one tick into ``force_est`` (len(AUX_FORCE_LINKS), 3) [N] and
+    ``couple_est`` (len(AUX_COUPLE_LINKS), 3) [N m] (world axes), from its diagnostics' ``f_est.<link>`` /
+    ``c_est.<link>``; a value it did not give stays as it is (NaN: unknown)."""
+    for out, kind, links in ((force_est, "f_est", AUX_FORCE_LINKS), (couple_est, "c_est", AUX_COUPLE_LINKS)):
+        for j, b in enumerate(links):
+            v = diagnostics.get(f"{kind}.{b}")
+            if v is not None:
+                out[j] = v
 
 
 def _relabel_commands(ctx: _Context, seed: int, r: int, i: int) -> list[np.ndarray]:
@@ -371,7 +391,9 @@ def _save_round(path: Path, results: list[RolloutResult]) -> None:
                  student_acted=np.concatenate([x.student_acted for x in results]),
                  ep_len=np.array([len(x.frames) for x in results]), fell=np.array([x.fell for x in results]),
                  row_index=np.array([x.row_index for x in results]), refused=np.array([x.refused for x in results]),
-                 force=np.concatenate([x.force for x in results]), couple=np.concatenate([x.couple for x in results]))
+                 force=np.concatenate([x.force for x in results]), couple=np.concatenate([x.couple for x in results]),
+                 force_est=np.concatenate([x.force_est for x in results]),
+                 couple_est=np.concatenate([x.couple_est for x in results]))
 
 
 def join_aggregates(parts: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -379,11 +401,14 @@ def join_aggregates(parts: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndar
     ``first`` shifted by the samples before it."""
     if len(parts) == 1:
         return parts[0]
-    out = {k: np.concatenate([p[k] for p in parts]) for k in ("frames", "labels", "ok", "force", "couple")}
+    out = {k: np.concatenate([p[k] for p in parts]) for k in ("frames", "labels", "ok") + _LOAD_KEYS}
     offsets = np.cumsum([0] + [len(p["frames"]) for p in parts[:-1]])
     out["first"] = np.concatenate([p["first"] + o for p, o in zip(parts, offsets)])
     return out
 
+
+# the per-sample loads a round records (load_rounds): the true ones and the teacher's estimate of them
+_LOAD_KEYS = ("force", "couple", "force_est", "couple_est")
 
 # the keys of a run's configuration that decide its frames and labels: a prior run must share them
 _PRIOR_RUN_KEYS = ("robot", "spec", "expert_config", "dagger.label_limit_margin_rad")
@@ -471,16 +496,18 @@ def load_rounds(data_dir: Path, upto: int) -> dict[str, np.ndarray]:
     Returns:
         ``frames`` (N, frame_dim) float32, ``labels`` (N, n_act) float32, ``ok`` (N,) the teacher's own
         label, ``first`` (N,) int64 the index of each sample's episode's first sample, ``force`` (N, 3 * len(AUX_FORCE_LINKS))
-        the true hand/torso forces [N], ``couple`` (N, 3 * len(AUX_COUPLE_LINKS)) the true hand couples [N m] (NaN for rounds saved without
-        them).
+        the true hand/torso forces [N], ``couple`` (N, 3 * len(AUX_COUPLE_LINKS)) the true hand couples [N m],
+        ``force_est`` and ``couple_est`` the teacher's estimate of them (:class:`RolloutResult`); each NaN for rounds
+        saved without it.
     """
-    frames, labels, ok, first, force, couple = [], [], [], [], [], []
+    frames, labels, ok, first = [], [], [], []
+    loads = {k: [] for k in _LOAD_KEYS}
     n = 0
     for r in range(upto + 1):
         with np.load(data_dir / f"round_{r:03d}.npz") as d:
-            force.append(d["force"] if "force" in d.files else np.full((len(d["frames"]), 3 * len(AUX_FORCE_LINKS)), np.nan, np.float32))
-            couple.append(d["couple"] if "couple" in d.files
-                          else np.full((len(d["frames"]), 3 * len(AUX_COUPLE_LINKS)), np.nan, np.float32))
+            for k in _LOAD_KEYS:
+                width = 3 * len(AUX_FORCE_LINKS if k.startswith("force") else AUX_COUPLE_LINKS)
+                loads[k].append(d[k] if k in d.files else np.full((len(d["frames"]), width), np.nan, np.float32))
             frames.append(d["frames"])
             labels.append(d["labels"])
             ok.append(d["teacher_ok"])
@@ -488,7 +515,7 @@ def load_rounds(data_dir: Path, upto: int) -> dict[str, np.ndarray]:
                 first.append(np.full(int(L), n, np.int64))
                 n += int(L)
     return {"frames": np.concatenate(frames), "labels": np.concatenate(labels), "ok": np.concatenate(ok),
-            "first": np.concatenate(first), "force": np.concatenate(force), "couple": np.concatenate(couple)}
+            "first": np.concatenate(first), **{k: np.concatenate(v) for k, v in loads.items()}}
 
 
 # --------------------------------------------------------------------------- provenance
@@ -577,14 +604,16 @@ def aux_dim(cfg: TrainConfig) -> int:
 def aux_target(cfg: TrainConfig, data: dict[str, np.ndarray]) -> np.ndarray:
     """The auxiliary output's target for an aggregate (:func:`load_rounds`): (N, :func:`aux_dim`) float32, forces in
     units of :data:`AUX_FORCE_UNIT_N`, couples of :data:`AUX_COUPLE_UNIT_NM`; NaN where a round did not record them.
+    ``optim.aux_target``: the true loads (``load``) or the teacher's estimate of them (``teacher``).
 
     Raises:
         ValueError: the configuration has no auxiliary output (:func:`aux_dim` 0)."""
     if aux_dim(cfg) == 0:
         raise ValueError("aux_target: the configuration has no auxiliary output (aux_dim 0)")
-    parts = [data["force"] / AUX_FORCE_UNIT_N]
+    suffix = "_est" if cfg.optim.aux_target == "teacher" else ""
+    parts = [data["force" + suffix] / AUX_FORCE_UNIT_N]
     if cfg.student.wrench_input == "wrench":
-        parts.append(data["couple"] / AUX_COUPLE_UNIT_NM)
+        parts.append(data["couple" + suffix] / AUX_COUPLE_UNIT_NM)
     return np.concatenate(parts, axis=1).astype(np.float32)
 
 

@@ -76,6 +76,9 @@ class ExpertTeacher:
         self._lo, self._hi = spec.action_bounds(limit_margin_rad)
         #: labels whose target was clipped to the limits (at least one joint), since construction
         self.n_clipped = 0
+        #: the expert's diagnostics of the last :meth:`label` (its own load estimate ``f_est.<link>``,
+        #: ``c_est.<link>`` among them; :class:`~contactflow.lac.expert.Output`); {} before the first
+        self.diagnostics: dict = {}
 
     def _check_gains(self, kp: np.ndarray, kd: np.ndarray) -> None:
         if not (np.allclose(kp, self.spec.kp, rtol=0, atol=1e-9) and np.allclose(kd, self.spec.kd, rtol=0, atol=1e-9)):
@@ -85,6 +88,7 @@ class ExpertTeacher:
     def reset(self, sensors: Mapping) -> None:
         """Restart the expert on the first reading of an episode."""
         self.expert.reset(sensors)
+        self.diagnostics = {}
 
     def label(self, sensors: Mapping, command: Mapping) -> tuple[np.ndarray, bool]:
         """The teacher's action at the current (observed) state.
@@ -97,6 +101,7 @@ class ExpertTeacher:
             (False: it held its last safe command, the label is then that command's action)).
         """
         out = self.expert.step(sensors, command)
+        self.diagnostics = out.diagnostics
         c = out.command
         self._check_gains(c["kp"], c["kd"])
         a = action_from_pd(self.spec, c["q_target"], c["kp"], c["tau_ff"])
