@@ -17,7 +17,8 @@ ONNX graph's to 1e-4: ``tests/test_lac_train.py``):
   value) and the estimate over the hold (its component along the load and its norm, in N or N m), and the scenario's metric
   (displacement in cm or attitude in deg) with the decreasing verdict of ``lac eval``;
 - with ``--true-load``: the same episodes again with the actor given the TRUE load (what the training's teacher
-  forcing gives it): whether a better estimate alone would make the student follow K.
+  forcing gives it with ``optim.aux_target: load``; a student of ``aux_target: teacher`` was taught on the teacher's
+  estimate instead): whether a better estimate alone would make the student follow K.
 
 The numbers are of the simulation, not of the machine. The last line printed is one JSON object with every number.
 """
@@ -58,8 +59,10 @@ def on_training_data(cfg, spec, model, data_dir: Path, upto: int, n: int = 30000
     from contactflow.lac.train.dagger import aux_blocks, aux_tensors, load_rounds, window_index
 
     data = load_rounds(data_dir, upto)
-    aux_t, known = aux_tensors(cfg, data)
+    aux_t, known = aux_tensors(cfg, data, target="load")  # the true load, whichever the student regressed
     ok = np.flatnonzero(data["ok"] & known.all(dim=1).numpy())
+    if len(ok) == 0:
+        raise SystemExit(f"{data_dir}: no sample of rounds 0-{upto} records the true load")
     idx = np.random.default_rng(seed).choice(ok, min(n, len(ok)), replace=False)
     est = []
     with torch.no_grad():

@@ -103,6 +103,7 @@ def main() -> None:
         opt = torch.optim.Adam(model.parameters(), lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
 
         aux_t, aux_known = d.aux_tensors(cfg, data)
+        true_t, true_known = d.aux_tensors(cfg, data, target="load")  # the true load, whichever the variant regresses
 
         def windows(idx: np.ndarray) -> torch.Tensor:
             return frames[torch.from_numpy(d.window_index(data["first"], idx, H))]
@@ -130,7 +131,7 @@ def main() -> None:
                 est = torch.cat([model.forward_aux(windows(test_idx[b:b + 4096]))[1]
                                  for b in range(0, len(test_idx), 4096)]).numpy()
             model.train()
-            true, known = aux_t[test_idx].numpy(), aux_known[test_idx].numpy()
+            true, known = true_t[test_idx].numpy(), true_known[test_idx].numpy()
             out = {}
             for link, kind, j0, unit, scale in d.aux_blocks()[:est.shape[1] // 3]:
                 t, e = true[:, j0:j0 + 3] * scale, est[:, j0:j0 + 3] * scale

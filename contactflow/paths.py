@@ -337,8 +337,8 @@ class OnceArgumentParser(argparse.ArgumentParser):
             options = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
             whole = {f: m[0] for f in flags if not self.allow_abbrev and len(m := [o for o in options if o.startswith(f)]) == 1}
             if whole:
-                return message + " (" + ", ".join(f"{f} abbreviates {o}" for f, o in whole.items()) + ": give it in full)"
-            message += did_you_mean(flags, options)
+                message += " (" + ", ".join(f"{f} abbreviates {o}" for f, o in whole.items()) + ": give it in full)"
+            message += did_you_mean([f for f in flags if f not in whole], options)
         return message
 
     def error(self, message):

@@ -67,7 +67,7 @@ def test_a_single_value_option_given_twice_is_refused(tmp_path, capsys):
     assert p.parse_args([]).lag == 2 and p.parse_args(["--lag", "5"]).lag == 5  # each parse starts afresh
 
 
-def test_a_node_option_is_given_in_full(tmp_path):
+def test_a_node_option_is_given_in_full(tmp_path, capsys):
     """A node refuses an abbreviated option (argparse took ``--sensor-l 1`` as ``--sensor-lag 1``; the check reads a
     node's options by their full names), naming the option it abbreviates; the commands keep argparse's abbreviations."""
     graph = _edited(tmp_path, ("--robot talos --lag 2 --sensor-lag 1", "--robot talos --lag 2 --sensor-l 1"))
@@ -78,7 +78,10 @@ def test_a_node_option_is_given_in_full(tmp_path):
     p.add_argument("--scenario")
     p.add_argument("--scenario-from-recording")
     with pytest.raises(SystemExit):
-        p.parse_args(["--scenario-from", "latest"])
+        p.parse_args(["--scenario-from", "latest", "--scenrio", "x"])
+    err = capsys.readouterr().err  # the node's own refusal: the abbreviation and the misspelling, each named
+    assert ("unrecognized arguments: --scenario-from latest --scenrio x (--scenario-from abbreviates "
+            "--scenario-from-recording: give it in full) (did you mean '--scenario'?)") in err, err
     assert p.parse_args(["--scenario-from-recording", "latest"]).scenario_from_recording == "latest"
     assert cli.build_parser().parse_args(["lac", "eval", "--suit", "quick"]).suite == "quick"
 

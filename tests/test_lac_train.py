@@ -1621,6 +1621,29 @@ def test_stiffness_relabel_adds_copies_of_each_episode_under_other_stiffness_com
         load_train_config(None, {"dagger": {"stiffness_relabel": -1}})
 
 
+def test_a_round_recorded_before_the_teachers_estimate_reads_as_unknown_there(tmp_path):
+    """A round file of the code before the teacher's estimate was recorded (no force_est / couple_est) loads with NaN of
+    the right widths there, beside a round that has them, and the teacher target marks those samples not known."""
+    from contactflow.lac.train.dagger import aux_tensors, load_rounds
+
+    n = 4
+    old = dict(frames=np.zeros((n, 95), np.float32), labels=np.zeros((n, 23), np.float32), teacher_ok=np.ones(n, bool),
+               ep_len=np.array([n]), force=np.ones((n, 9), np.float32), couple=np.ones((n, 6), np.float32))
+    np.savez(tmp_path / "round_000.npz", **old)
+    np.savez(tmp_path / "round_001.npz", **old, force_est=np.full((n, 9), 2.0, np.float32),
+             couple_est=np.full((n, 6), 3.0, np.float32))
+    d = load_rounds(tmp_path, 1)
+    assert d["force_est"].shape == (2 * n, 9) and d["couple_est"].shape == (2 * n, 6)
+    assert np.isnan(d["force_est"][:n]).all() and np.isnan(d["couple_est"][:n]).all()
+    assert np.all(d["force_est"][n:] == 2.0) and np.all(d["couple_est"][n:] == 3.0)
+    cfg = load_train_config(None, {"student": {"wrench_input": "wrench"}, "optim": {"aux_force_weight": 1.0,
+                                                                                    "aux_target": "teacher"}})
+    _, known = aux_tensors(cfg, d)
+    assert not known[:n].any() and known[n:].all()
+    _, known_true = aux_tensors(cfg, d, target="load")  # the true load, recorded in both
+    assert known_true.all()
+
+
 def test_joined_aggregates_keep_each_history_window_inside_its_own_episode():
     """join_aggregates shifts each part's episode starts: every sample's window (window_index) holds
     frames of its own episode of its own part only."""

@@ -278,9 +278,10 @@ class StudentCfg:
             10 N), ``wrench`` those and the couples on the two hands (6 more, world axes, in units of
             1 N m). LAC's and RMA's split (Kumar et al., RSS 2021) of the student into an adaptation
             module that estimates what the teacher knows and an actor that acts on it. In training the
-            actor is given the TRUE values in a fraction ``optim.force_teacher_prob`` of the samples
-            (teacher forcing: it learns the load -> action map the teacher follows) and the estimate
-            in the rest, and the estimate is regressed on the true values (``optim.aux_force_weight``,
+            actor is given the target values (``optim.aux_target``: the TRUE load by default, or the teacher's
+            own estimate of it) in a fraction ``optim.force_teacher_prob`` of the samples (teacher forcing: it
+            learns the load -> action map the teacher follows) and the estimate in the rest, and the estimate is
+            regressed on the target values (``optim.aux_force_weight``,
             which must be > 0); in the other samples the action loss trains the estimate's head too
             (end to end, where RMA regresses its adaptation module alone). The exported graph uses the
             estimate. The rounds record the true forces (runs since 2026-12-03) and couples (moments
@@ -395,26 +396,28 @@ class OptimCfg:
             ``dagger.prior_runs`` round 0 trains a fresh student on an aggregate many rounds large.
         torch_threads: torch intra-op threads of the training (1: deterministic and one core).
         aux_force_weight: weight of an auxiliary loss: a linear head on the history latent predicts
-            the TRUE external force on the two hands and the torso (privileged, 9 values, in units
-            of 10 N), LAC's adaptation module trained on privileged information; the head is not
+            the external force on the two hands and the torso (``aux_target``: the TRUE one by default;
+            privileged, 9 values, in units of 10 N), LAC's adaptation module trained on privileged information; the head is not
             exported (with ``student.wrench_input`` the head is the load estimate the actor uses, 9 or 15
             values, and exported, and this weighs its loss). 0: no head.
         force_teacher_prob: with ``student.wrench_input``, the probability that a training sample's
-            actor is given the true load (else the estimate) [-], drawn per sample from the batch
+            actor is given the ``aux_target`` load (else the estimate) [-], drawn per sample from the batch
             generator (so it changes the later batches' order); values a round did not record are
             never given. Ignored with ``wrench_input: none``.
         estimate_action_grad: with ``student.wrench_input``, whether the action loss of the samples given
             the estimate also trains the estimate's head (true: the head serves the actions and the regression
             together); false: the actor takes the estimate detached, so the head is the regression on the
-            true load alone (RMA's adaptation module; false in the shipped recipe's pooled stage: the same run
+            ``aux_target`` load alone (RMA's adaptation module; false in the shipped recipe's pooled stage: the same run
             with true decreased in 6 of 10 evaluation scenarios, with false in 9, and with another seed 7 and 7;
             docs/lac_policy.md).
         aux_target: what the load estimate (or the auxiliary head) regresses, and what the actor is given in the
             ``force_teacher_prob`` samples: ``load``, the TRUE external forces and couples (privileged), or
             ``teacher``, the teacher's own estimate of them (``lac_expert``'s ``f_est`` / ``c_est``, from the
             measured joint torques and the base state), the load its labels act on (under Fig. 4's pure 1.5 N m
-            couple it also reads a ~2.6 N force; docs/lac_policy.md). Rounds recorded before 2026-12-06 15:00 UTC
-            hold no teacher estimate: with ``teacher`` their samples train the actions only.
+            couple it also reads a ~2.6 N force; docs/lac_policy.md). Rounds recorded by the code before this
+            key (no ``force_est`` / ``couple_est`` in their file, e.g. a ``dagger.prior_runs`` run's) hold no
+            teacher estimate: with ``teacher`` their samples train the actions only, and a run with no teacher
+            estimate at all is refused.
         joint_loss_scale: policy joint name -> factor multiplying that joint's weight of ``loss``
             (after the floor of ``torque_floor``; {}: none). A joint whose labels carry a small but
             evaluated response weighs more: the wrist rolls, whose resistance to a couple is a

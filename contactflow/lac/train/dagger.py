@@ -601,31 +601,32 @@ def aux_dim(cfg: TrainConfig) -> int:
     return 3 * len(AUX_FORCE_LINKS) if cfg.optim.aux_force_weight > 0 or cfg.student.wrench_input == "force" else 0
 
 
-def aux_target(cfg: TrainConfig, data: dict[str, np.ndarray]) -> np.ndarray:
+def aux_target(cfg: TrainConfig, data: dict[str, np.ndarray], target: str | None = None) -> np.ndarray:
     """The auxiliary output's target for an aggregate (:func:`load_rounds`): (N, :func:`aux_dim`) float32, forces in
     units of :data:`AUX_FORCE_UNIT_N`, couples of :data:`AUX_COUPLE_UNIT_NM`; NaN where a round did not record them.
-    ``optim.aux_target``: the true loads (``load``) or the teacher's estimate of them (``teacher``).
+    ``target`` (default ``optim.aux_target``): the true loads (``load``) or the teacher's estimate of them (``teacher``).
 
     Raises:
         ValueError: the configuration has no auxiliary output (:func:`aux_dim` 0)."""
     if aux_dim(cfg) == 0:
         raise ValueError("aux_target: the configuration has no auxiliary output (aux_dim 0)")
-    suffix = "_est" if cfg.optim.aux_target == "teacher" else ""
+    suffix = "_est" if (target or cfg.optim.aux_target) == "teacher" else ""
     parts = [data["force" + suffix] / AUX_FORCE_UNIT_N]
     if cfg.student.wrench_input == "wrench":
         parts.append(data["couple" + suffix] / AUX_COUPLE_UNIT_NM)
     return np.concatenate(parts, axis=1).astype(np.float32)
 
 
-def aux_tensors(cfg: TrainConfig, data: dict[str, np.ndarray]) -> tuple:
+def aux_tensors(cfg: TrainConfig, data: dict[str, np.ndarray], target: str | None = None) -> tuple:
     """``(aux_t, aux_known)`` for :func:`batch_loss` over a whole aggregate: the target (:func:`aux_target`, (N,
-    aux_dim) float32 tensor) with NaN replaced by 0, and the (N, aux_dim) bool tensor of the values a round recorded;
-    ``(None, None)`` without an auxiliary output."""
+    aux_dim) float32 tensor; ``target`` as there, ``load`` for the true load whatever the run regressed) with NaN
+    replaced by 0, and the (N, aux_dim) bool tensor of the values a round recorded; ``(None, None)`` without an
+    auxiliary output."""
     import torch
 
     if aux_dim(cfg) == 0:
         return None, None
-    aux_t = torch.from_numpy(aux_target(cfg, data))
+    aux_t = torch.from_numpy(aux_target(cfg, data, target))
     aux_known = torch.isfinite(aux_t)  # per value: rounds recorded before the couples have NaN there
     return torch.nan_to_num(aux_t), aux_known
 
@@ -641,7 +642,8 @@ def batch_loss(cfg: TrainConfig, model, w, x, labels, aux_t=None, aux_known=None
     plus, with an auxiliary output (:func:`aux_dim`), ``optim.aux_force_weight`` times its squared error over the
     values a round recorded.
 
-    With ``student.wrench_input`` the actor is given the true load (``aux_t``) where it is known, in a share
+    With ``student.wrench_input`` the actor is given the target load (``aux_t``: ``optim.aux_target``'s, the true load
+    by default) where it is known, in a share
     ``optim.force_teacher_prob`` of the samples drawn from ``rng``, and the estimate elsewhere (where the action loss
     trains the estimate's head too, unless ``optim.estimate_action_grad`` is false).
 
@@ -1190,6 +1192,14 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
         frames = torch.from_numpy(data["frames"])
         labels = torch.from_numpy(data["labels"])
         aux_t, aux_known = aux_tensors(cfg, data)
+        if cfg.optim.aux_target == "teacher" and aux_known is not None:
+            share = float(aux_known.any(dim=1).double().mean())
+            if share == 0.0:
+                raise ConfigError(f"round {r}: optim.aux_target: teacher, but no sample of the aggregate holds the "
+                                  "teacher's estimate (its rounds were recorded before it was)")
+            if share < 1.0 and r == start:
+                echo(f"optim.aux_target: teacher: {100 * share:.1f} % of the samples hold the teacher's estimate; the "
+                     "rest (rounds recorded before it was: dagger.prior_runs) train the actions only")
         samples = np.flatnonzero(data["ok"])
         if len(samples) == 0:
             raise ConfigError(f"round {r}: no usable teacher label (the expert degraded on every tick of rounds 0-{r})")

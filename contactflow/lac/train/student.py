@@ -343,8 +343,8 @@ class Student(nn.Module):
         """(actions (B, n_act), the auxiliary head's output (B, aux_dim) or None).
 
         With ``cfg.wrench_input`` the actor takes the head's output (the load estimate), or, where
-        ``given`` (B,) or (B, aux_dim) bool is True, ``force`` (B, aux_dim) there instead (training: the true
-        values); ``detach_estimate``: the actor takes the estimate without its gradient (training:
+        ``given`` (B,) or (B, aux_dim) bool is True, ``force`` (B, aux_dim) there instead (training: the
+        ``optim.aux_target`` values, the true load by default); ``detach_estimate``: the actor takes the estimate without its gradient (training:
         ``optim.estimate_action_grad`` false; the values are the same). With ``cfg.compliance_input``
         the actor also takes :meth:`compliance_features` of the load it takes."""
         x = torch.clamp((self.features(frames) - self.obs_mean) / self.obs_std, -CLIP_SIGMA, CLIP_SIGMA)
