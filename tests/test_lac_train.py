@@ -1575,6 +1575,23 @@ def test_load_estimate_benchmark_runs_the_evaluations_episodes_and_reads_the_app
     assert [x["metric"] for x in est] != [x["metric"] for x in true]
 
 
+def test_the_teacher_target_needs_a_teacher_that_estimates_those_loads(rows, tmp_path):
+    """optim.aux_target: teacher with a teacher whose arm links are not the hands (it would estimate no load on them:
+    every target NaN) is refused when the rollout context is built, naming the links; the shipped teacher passes."""
+    from contactflow.lac.train import dagger
+
+    text = (Path(__file__).resolve().parents[1] / "robots/g1/lac_expert.yaml").read_text()
+    old = "arm_links: [left_wrist_roll_link, right_wrist_roll_link]"
+    assert old in text
+    elbows = tmp_path / "expert.yaml"
+    elbows.write_text(text.replace(old, "arm_links: [left_elbow_link, right_elbow_link]"))
+    on_teacher = {**TINY, "optim": {**TINY["optim"], "aux_target": "teacher"}}
+    with pytest.raises(ConfigError, match=r"aux_target: teacher: the teacher estimates no load on \['left_wrist_roll_link'"):
+        dagger._Context(load_train_config(None, {**on_teacher, "expert_config": str(elbows)}), rows, None)
+    dagger._Context(load_train_config(None, {**on_teacher, "expert_config": str(elbows), "optim": TINY["optim"]}), rows, None)
+    dagger._Context(load_train_config(None, on_teacher), rows, None)
+
+
 def test_stiffness_relabel_adds_copies_of_each_episode_under_other_stiffness_commands(robot, rows, tmp_path):
     """``dagger.stiffness_relabel``: teachers commanded other stiffnesses label the same visited states; each copy
     differs from its episode only in the frames' stiffness entries and in its labels, which are those of a teacher

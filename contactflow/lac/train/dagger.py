@@ -192,6 +192,13 @@ class _Context:
         self.relabel_teachers = [ExpertTeacher(load_expert_config(cfg.expert_config), robot, self.spec,
                                                limit_margin_rad=cfg.dagger.label_limit_margin_rad)
                                  for _ in range(cfg.dagger.stiffness_relabel)]
+        if cfg.optim.aux_target == "teacher":
+            ex = self.teacher.expert.cfg  # the links whose load it estimates (f_est / c_est): the target's
+            missing = sorted((set(AUX_FORCE_LINKS) - set(ex.arm_links) - {ex.torso_link})
+                             | (set(AUX_COUPLE_LINKS) - set(ex.arm_links)))
+            if missing:
+                raise ConfigError(f"optim.aux_target: teacher: the teacher estimates no load on {missing} (its arm_links "
+                                  f"{list(ex.arm_links)}, torso_link {ex.torso_link!r}; expert_config {cfg.expert_config})")
         self.has_student = student_model is not None
         stiff = [b for b in self.spec.terms if b.term.name == "stiffness"]
         if self.relabel_teachers and len(stiff) != 1:
