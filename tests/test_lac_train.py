@@ -1075,11 +1075,14 @@ def test_force_head_frame_gives_the_estimate_the_newest_frame_and_its_tracking_e
     """student.force_head_frame: the load estimate's head takes the latent, the newest normalised frame and its 33
     tracking errors (:func:`tracking_feature_map`) normalised by the statistics set_head_normalizer stores; a
     change of the newest frame's last action (a PD offset) reaches the estimate; the encoder and the actor keep
-    LAC's frame (no tracking features); the export is the torch network; refused without wrench_input."""
+    LAC's frame (no tracking features); the export is the torch network; refused without wrench_input, and
+    force_head_stiffness false refused without it (no effect there)."""
     from contactflow.lac.train.dagger import new_student
     from contactflow.lac.train.student import deploy_metadata, export_onnx, tracking_feature_map
     from contactflow.policy import load_policy_spec
 
+    with pytest.raises(ConfigError, match="force_head_stiffness: false .*force_head_frame: false"):
+        load_train_config(None, {"student": {"force_head_stiffness": False}})
     with pytest.raises(ConfigError, match="force_head_frame: .*wrench_input 'none'"):
         load_train_config(None, {"student": {"wrench_input": "none", "force_head_frame": True},
                                  "optim": {"aux_force_weight": 0.0}})

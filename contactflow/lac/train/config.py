@@ -305,7 +305,8 @@ class StudentCfg:
         force_head_stiffness: with ``force_head_frame``, whether the newest frame the head takes
             keeps its 5 (normalised log) stiffness values; false: they enter as 0 (their training
             mean), so the estimate of the load cannot lean on the command (one run with them: the
-            student's response at K = 10 fell below that at K = 20 in 4 of 10 scenarios).
+            student's response at K = 10 fell below that at K = 20 in 4 of 10 scenarios). False without
+            ``force_head_frame`` is refused (it would act on nothing).
         compliance_input: the actor also takes the steady admittance displacement the load it is given
             (the estimate, or the true load where teacher forcing gives it) would command at the newest
             frame's stiffness: per block of the load, ``d = F / K`` of its channel (the hands' and the
@@ -365,6 +366,9 @@ class StudentCfg:
         if self.force_head_frame and self.wrench_input == "none":
             raise ConfigError("force_head_frame: the load estimate's head exists with wrench_input 'force' or "
                               "'wrench' only, got wrench_input 'none'")
+        if not self.force_head_stiffness and not self.force_head_frame:
+            raise ConfigError("force_head_stiffness: false acts on the newest frame the load estimate's head takes, "
+                              "which it takes with force_head_frame: true only, got force_head_frame: false")
         if self.compliance_input and self.wrench_input == "none":
             raise ConfigError("compliance_input: the displacement is made of the load estimate, which exists with "
                               "wrench_input 'force' or 'wrench' only, got wrench_input 'none'")
