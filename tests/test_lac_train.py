@@ -1419,8 +1419,8 @@ def test_print_config_shows_the_layered_configuration_that_loads_back(tmp_path, 
 def test_the_pool_recipe_is_the_shipped_students_recorded_configuration():
     """robots/g1/lac_train_pool.yaml over robots/g1/lac_train.yaml is the configuration the shipped student's run
     recorded (robots/g1/policies/lac_policy_train/config.yaml), except where its prior runs lay and for its round
-    count (the recipe runs the round the record chose, round 0); and each prior run recorded there is the recipe file
-    with its seed."""
+    count (the recipe runs the round the record chose, round 0); and each prior run recorded there is its first-stage
+    recipe file (robots/g1/lac_train.yaml, or robots/g1/lac_train_aux_teacher.yaml over it) with its seed."""
     import yaml
 
     from contactflow.config import to_dict
@@ -1431,8 +1431,10 @@ def test_the_pool_recipe_is_the_shipped_students_recorded_configuration():
     pool = to_dict(load_train_config(root / "robots/g1/lac_train_pool.yaml"))
     # as the code loads it today: keys added since (with their defaults) do not tell them apart
     recorded = _as_loaded(yaml.safe_load((record / "config.yaml").read_text()), record / "config.yaml")
-    assert [Path(p).name for p in pool["dagger"].pop("prior_runs")] == ["seed0", "seed1", "seed2"]
-    assert len(recorded["dagger"].pop("prior_runs")) == 3
+    first_stage = {"load_s0": None, "load_s1": None, "teacher_s0": "lac_train_aux_teacher.yaml",
+                   "teacher_s1": "lac_train_aux_teacher.yaml"}  # run -> its layer over robots/g1/lac_train.yaml
+    assert [Path(p).name for p in pool["dagger"].pop("prior_runs")] == list(first_stage)
+    assert len(recorded["dagger"].pop("prior_runs")) == len(first_stage)
     # more rounds extend a run (the shipped run was configured with more and chose its round 0; the recipe runs that)
     assert pool["dagger"].pop("rounds") <= recorded["dagger"].pop("rounds")
     assert pool == recorded
@@ -1444,11 +1446,11 @@ def test_the_pool_recipe_is_the_shipped_students_recorded_configuration():
                                          if k not in ("suite_trials", "suite_seed")}}
         return cfg
 
-    recipe = inert_removed(to_dict(load_train_config()))
-    for seed in (0, 1, 2):
-        path = record / "prior_runs" / f"seed{seed}_config.yaml"
+    for name, layer in first_stage.items():
+        recipe = inert_removed(to_dict(load_train_config(layer and root / "robots/g1" / layer)))
+        path = record / "prior_runs" / f"{name}_config.yaml"
         prior = _as_loaded(yaml.safe_load(path.read_text()), path)
-        assert inert_removed(prior) == {**recipe, "seed": seed}
+        assert inert_removed(prior) == {**recipe, "seed": int(name[-1])}
 
 
 def test_shipped_config_binds_the_deploy_spec(robot):
