@@ -186,12 +186,28 @@ def scenario_origin(origin: str) -> Iterator[None]:
         raise ConfigError(f"{exc} (the scenario of {origin})") from None
 
 
-def default_recordings_dir() -> Path:
+def default_recordings_dir(*, node: bool = False) -> Path:
     """Where runs are written and looked up: ``$CONTACTFLOW_RECORDINGS``, else ``<checkout>/recordings``
     when running from a source checkout, else ``recordings`` in the current directory (``dora run``
-    starts the nodes in the dataflow's folder, so an installed pipeline records beside its YAML)."""
+    starts the nodes in the dataflow's folder, so an installed pipeline records beside its YAML).
+
+    Args:
+        node: called from a dataflow node, which dora starts in the dataflow's folder: a relative
+            ``$CONTACTFLOW_RECORDINGS`` would name a folder under it, not the one beside the shell that
+            set it, so it is refused (the commands that start dora, :func:`scripts_env`, pass it on
+            made absolute).
+
+    Raises:
+        ConfigError: ``node`` and a relative ``$CONTACTFLOW_RECORDINGS``.
+    """
     env = os.environ.get("CONTACTFLOW_RECORDINGS")
     if env:
+        if node and not Path(env).is_absolute():
+            from contactflow.errors import ConfigError
+
+            raise ConfigError(f"$CONTACTFLOW_RECORDINGS={env!r}: a node needs an absolute path (dora starts it in "
+                              f"the dataflow's folder, {Path.cwd()}, not where dora was started): give e.g. "
+                              f"CONTACTFLOW_RECORDINGS=$PWD/{env}")
         return Path(env)
     root = source_checkout()
     return root / "recordings" if root is not None else Path.cwd() / "recordings"
@@ -220,11 +236,16 @@ def scripts_env(env: dict | None = None) -> dict:
     <name>`` whenever ``uv`` is on ``PATH``, and ``uv run`` inside a uv project (this repository has a
     ``pyproject.toml``) first locks and syncs that project's environment (writes ``uv.lock``,
     installs packages, needs the network the first time). With ``UV_NO_SYNC`` it is a plain lookup in
-    the active environment."""
+    the active environment.
+
+    And a relative ``$CONTACTFLOW_RECORDINGS`` made absolute from this process's working directory
+    (the nodes run in the dataflow's folder and refuse a relative one: :func:`default_recordings_dir`)."""
     import sys
 
     env = dict(os.environ if env is None else env)
     env.setdefault("UV_NO_SYNC", "1")
+    if env.get("CONTACTFLOW_RECORDINGS") and not Path(env["CONTACTFLOW_RECORDINGS"]).is_absolute():
+        env["CONTACTFLOW_RECORDINGS"] = os.path.abspath(env["CONTACTFLOW_RECORDINGS"])
     scripts = str(Path(sys.executable).parent)
     if env.get("PATH", "").split(os.pathsep)[:1] != [scripts]:
         env["PATH"] = os.pathsep.join([scripts, env.get("PATH", "")])

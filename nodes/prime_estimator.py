@@ -130,6 +130,8 @@ def main() -> int:
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--report", default=None)
     args = p.parse_args()
+    report = Path(args.report) if args.report else None  # checked now, written after the solve
+    rec_root = default_recordings_dir(node=True) if report is None else None
     pr = load_prime_robot(args.robot)
     cfg = load_node_config(PrimeConfig, args.config)
     est = PrimeEstimator(pr, cfg)
@@ -174,8 +176,7 @@ def main() -> int:
             out.send("forces", res.force_W[k - 1].reshape(-1), seq=s, t=t, finished=k == T)
             out.send("torque", res.tau[k - 1], seq=s, t=t, finished=k == T)
     out.send("parameters", parameters_vector(res), seq=int(seq[-1]), t=float(res.t[-1]), finished=True)
-    rec_root = default_recordings_dir()
-    report = Path(args.report) if args.report else rec_root / f"prime_report_{pr.name}.json"
+    report = report or rec_root / f"prime_report_{pr.name}.json"
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps({**res.report(), "robot": pr.name, "decimation": info["decimation"]}, indent=2))
     log.info("PRIME done: cost %.6g, %d iterations, %s; report %s", res.cost, res.iterations,

@@ -368,7 +368,7 @@ def main() -> int:
     from contactflow.recording.store import RecordingWriter, git_revision, port_table_streams
 
     p = base_parser(__doc__.splitlines()[0])
-    p.add_argument("--out", default=str(default_recordings_dir()))
+    p.add_argument("--out", default=str(default_recordings_dir(node=True)))
     p.add_argument("--name", default="run")
     p.add_argument("--dataflow", default="")
     p.add_argument("--summary", choices=["none", "seiko", "g1"], default="none",

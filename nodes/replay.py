@@ -96,6 +96,7 @@ class _Events:
 
 
 def main() -> int:
+    from contactflow.paths import default_recordings_dir
     from contactflow.recording.store import resolve_run
     from contactflow.recording.replay import check_replay_inputs, parse_stream_map, plan_replay, replayed_streams
 
@@ -115,6 +116,7 @@ def main() -> int:
     from contactflow.recording.store import RecordingError
 
     required = replayed_streams(args.streams, args.require_streams)
+    default_recordings_dir(node=True)  # a run name is looked up there: refused when relative
     try:
         run_dir = resolve_run(recording, require_streams=required, robot=args.robot, contract_sizes=sizes)
         check_replay_inputs(run_dir, required)

@@ -224,3 +224,21 @@ def test_a_failure_quoted_in_dora_stderr_block_is_the_node_of_that_block():
     failures = parse_failures(lines)
     assert "replay" not in failures
     assert failures["mujoco_driver"].kind == "failed" and "recorded with robot 'g1'" in failures["mujoco_driver"].message
+
+
+def test_a_relative_recordings_folder_is_refused_by_a_node_and_made_absolute_by_the_commands(tmp_path, monkeypatch):
+    """A relative $CONTACTFLOW_RECORDINGS: a node (dora starts it in the dataflow's folder) refuses it, naming the
+    variable; the commands that start dora (scripts_env) pass it on absolute from their working directory; a
+    command in the shell reads it there. (A faults campaign with a relative --out lost every case's recording.)"""
+    from contactflow.errors import ConfigError
+    from contactflow.paths import default_recordings_dir, scripts_env
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CONTACTFLOW_RECORDINGS", "recs")
+    assert default_recordings_dir() == Path("recs")
+    with pytest.raises(ConfigError, match=r"\$CONTACTFLOW_RECORDINGS='recs': a node needs an absolute path .*=\$PWD/recs"):
+        default_recordings_dir(node=True)
+    assert scripts_env()["CONTACTFLOW_RECORDINGS"] == str(tmp_path / "recs")
+    monkeypatch.setenv("CONTACTFLOW_RECORDINGS", str(tmp_path / "abs"))
+    assert default_recordings_dir(node=True) == tmp_path / "abs"
+    assert scripts_env()["CONTACTFLOW_RECORDINGS"] == str(tmp_path / "abs")

@@ -105,7 +105,7 @@ def test_the_catalogue_shows_the_value_of_a_default_taken_from_a_package_constan
     rows = {flag: default for flag, default, _ in node_parameters(NODES_DIR / "unitree_driver.py")}
     assert rows["--fall-tilt-rad"] == f"{UnitreeDriverConfig.fall_tilt_rad!r} (UnitreeDriverConfig.fall_tilt_rad)"
     rows = {flag: default for flag, default, _ in node_parameters(NODES_DIR / "recorder.py")}
-    assert rows["--out"] == "str(default_recordings_dir())"  # a call stays as written (its value is per machine)
+    assert rows["--out"] == "str(default_recordings_dir(node=True))"  # a call stays as written (its value is per machine)
 
 
 def test_a_node_without_robot_is_checked_with_the_robot_it_runs(tmp_path):
