@@ -63,7 +63,7 @@ from contactflow.seiko.controller_config import PAPER_KD  # noqa: E402
 
 
 def run_dataflow(scenario: str, out_dir: Path) -> Path:
-    env = dict(os.environ, CONTACTFLOW_RECORDINGS=str(out_dir), CONTACTFLOW_SCENARIO=str(ROOT / scenario))
+    env = dict(os.environ, CONTACTFLOW_RECORDINGS=str(Path(out_dir).resolve()), CONTACTFLOW_SCENARIO=str(ROOT / scenario))
     dora = shutil.which("dora") or str(Path(sys.executable).parent / "dora")
     proc = subprocess.run([dora, "run", str(ROOT / "dataflows/seiko_talos_multicontact.yml")], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
