@@ -56,6 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from contactflow.paths import scripts_env  # noqa: E402
 from contactflow.recording.store import read_recording  # noqa: E402
 from contactflow.robot import load_robot  # noqa: E402
 from contactflow.seiko.controller import DEFAULT_SURFACE_ROTATIONS  # noqa: E402
@@ -63,7 +64,7 @@ from contactflow.seiko.controller_config import PAPER_KD  # noqa: E402
 
 
 def run_dataflow(scenario: str, out_dir: Path) -> Path:
-    env = dict(os.environ, CONTACTFLOW_RECORDINGS=str(Path(out_dir).resolve()), CONTACTFLOW_SCENARIO=str(ROOT / scenario))
+    env = scripts_env(dict(os.environ, CONTACTFLOW_RECORDINGS=str(out_dir), CONTACTFLOW_SCENARIO=str(ROOT / scenario)))
     dora = shutil.which("dora") or str(Path(sys.executable).parent / "dora")
     proc = subprocess.run([dora, "run", str(ROOT / "dataflows/seiko_talos_multicontact.yml")], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)

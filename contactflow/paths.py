@@ -245,7 +245,7 @@ def scripts_env(env: dict | None = None) -> dict:
     env = dict(os.environ if env is None else env)
     env.setdefault("UV_NO_SYNC", "1")
     if env.get("CONTACTFLOW_RECORDINGS") and not Path(env["CONTACTFLOW_RECORDINGS"]).is_absolute():
-        env["CONTACTFLOW_RECORDINGS"] = os.path.abspath(env["CONTACTFLOW_RECORDINGS"])
+        env["CONTACTFLOW_RECORDINGS"] = str(Path(env["CONTACTFLOW_RECORDINGS"]).resolve())
     scripts = str(Path(sys.executable).parent)
     if env.get("PATH", "").split(os.pathsep)[:1] != [scripts]:
         env["PATH"] = os.pathsep.join([scripts, env.get("PATH", "")])

@@ -27,7 +27,7 @@ message has ``finished``), without ``--stop-after`` or with one longer than the 
 
 Args: ``--robot``, ``--config FILE`` (PrimeConfig keys, e.g. robots/go2/prime_estimator.yaml),
 ``--report FILE`` (JSON report, default ``prime_report_<robot>.json`` in ``$CONTACTFLOW_RECORDINGS``
-or ``<repo>/recordings``).
+(absolute: a relative one is refused before the solve) or ``<repo>/recordings``).
 """
 
 from __future__ import annotations
@@ -130,9 +130,9 @@ def main() -> int:
     p = base_parser(__doc__.splitlines()[0])
     p.add_argument("--report", default=None)
     args = p.parse_args()
-    report = Path(args.report) if args.report else None  # checked now, written after the solve
-    rec_root = default_recordings_dir(node=True) if report is None else None
     pr = load_prime_robot(args.robot)
+    # before the solve: a relative $CONTACTFLOW_RECORDINGS is refused now, not after minutes of work
+    report = Path(args.report) if args.report else default_recordings_dir(node=True) / f"prime_report_{pr.name}.json"
     cfg = load_node_config(PrimeConfig, args.config)
     est = PrimeEstimator(pr, cfg)
     specs = prime_port_specs(pr, est.bodies, 1.0 / cfg.dt_s)
@@ -176,7 +176,6 @@ def main() -> int:
             out.send("forces", res.force_W[k - 1].reshape(-1), seq=s, t=t, finished=k == T)
             out.send("torque", res.tau[k - 1], seq=s, t=t, finished=k == T)
     out.send("parameters", parameters_vector(res), seq=int(seq[-1]), t=float(res.t[-1]), finished=True)
-    report = report or rec_root / f"prime_report_{pr.name}.json"
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps({**res.report(), "robot": pr.name, "decimation": info["decimation"]}, indent=2))
     log.info("PRIME done: cost %.6g, %d iterations, %s; report %s", res.cost, res.iterations,

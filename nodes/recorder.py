@@ -25,7 +25,8 @@ end-of-stream marker, so readers report it truncated), records ``write_failure``
 ``unwritten_messages`` in the manifest, keeps draining the inputs (counted, not written) and ends
 with exit 2 and one line naming the stream and the bytes written.
 
-Args: ``--out DIR`` (default ``<repo>/recordings``, or ``$CONTACTFLOW_RECORDINGS``), ``--name``
+Args: ``--out DIR`` (default ``<repo>/recordings``, or ``$CONTACTFLOW_RECORDINGS``: refused when relative, since
+dora starts the node in the dataflow's folder; :func:`contactflow.paths.default_recordings_dir`), ``--name``
 (run name prefix, default the dataflow's name), ``--dataflow FILE`` (recorded in the manifest),
 ``--summary seiko|g1`` (compute and print the SEIKO or the G1 teleop run summary at the end), ``--robot``.
 
@@ -368,7 +369,7 @@ def main() -> int:
     from contactflow.recording.store import RecordingWriter, git_revision, port_table_streams
 
     p = base_parser(__doc__.splitlines()[0])
-    p.add_argument("--out", default=str(default_recordings_dir(node=True)))
+    p.add_argument("--out", default=None)  # None: default_recordings_dir(node=True), read after parsing
     p.add_argument("--name", default="run")
     p.add_argument("--dataflow", default="")
     p.add_argument("--summary", choices=["none", "seiko", "g1"], default="none",
@@ -430,7 +431,7 @@ def main() -> int:
                     "message is lost has no layout", exc)
         expected = {}
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
-    out = Path(args.out)
+    out = Path(args.out) if args.out else default_recordings_dir(node=True)
     if not out.is_absolute():
         out = (Path.cwd() / out).resolve()
     run_dir = out / f"{args.name}-{stamp}"

@@ -6,8 +6,8 @@ with the recorded ``seq``/``t``/``finished`` metadata (and ``contract``/``layout
 first message of each output); the last message carries ``finished`` so that the run ends.
 
 Args:
-  ``--recording RUN``  run directory, run name under ``$CONTACTFLOW_RECORDINGS`` (or
-                       ``<repo>/recordings``), or ``latest`` (newest complete run holding the streams,
+  ``--recording RUN``  run directory, run name under ``$CONTACTFLOW_RECORDINGS`` (absolute: a relative one
+                       is refused for a name or ``latest``; or ``<repo>/recordings``), or ``latest`` (newest complete run holding the streams,
                        and recorded with ``--robot`` when given). The environment variable
                        ``CONTACTFLOW_RECORDING`` overrides it (the ``teleop`` node's
                        ``--scenario-from-recording`` reads the same variable, so one name drives a
@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -116,9 +117,10 @@ def main() -> int:
     from contactflow.recording.store import RecordingError
 
     required = replayed_streams(args.streams, args.require_streams)
-    default_recordings_dir(node=True)  # a run name is looked up there: refused when relative
+    # a run name or `latest` is looked up under the recordings folder (refused there when relative); a path is not
+    root = default_recordings_dir(node=True) if str(recording) == "latest" or len(Path(recording).parts) == 1 else None
     try:
-        run_dir = resolve_run(recording, require_streams=required, robot=args.robot, contract_sizes=sizes)
+        run_dir = resolve_run(recording, root, require_streams=required, robot=args.robot, contract_sizes=sizes)
         check_replay_inputs(run_dir, required)
     except RecordingError as exc:  # say how to name the run this node replays
         raise RecordingError(f"{exc} (--recording RUN in the graph, or CONTACTFLOW_RECORDING=RUN)") from None

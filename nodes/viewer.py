@@ -6,7 +6,8 @@ lockstep stage: wire its inputs with small ``drop_oldest`` queues (``queue_size:
 never hold back the 500 Hz loop; it logs one tick in ``--every`` per input, skipping messages that
 arrive in between (and any that dora drops). Live in a spawned rerun viewer with ``--spawn`` when a
 display is available (else it falls back to the file), streamed to a running viewer with
-``--connect URL``, or saved to ``--rrd PATH`` (default ``<recordings>/<name>-<UTC time>.rrd``);
+``--connect URL``, or saved to ``--rrd PATH`` (default ``<recordings>/<name>-<UTC time>.rrd``; a relative
+``$CONTACTFLOW_RECORDINGS`` is refused there);
 open a file later with ``rerun FILE.rrd``. Drawing: :class:`contactflow.recording.viewer.RerunLogger`.
 """
 
@@ -27,7 +28,7 @@ def main() -> int:
     from contactflow.errors import ConfigError, ContactflowError, ContractError
     from contactflow.contracts.messages import port_specs
     from contactflow.contracts.ports import input_specs
-    from contactflow.recording.store import recordings_root
+    from contactflow.paths import default_recordings_dir
     from contactflow.robot import load_robot
     from contactflow.recording.viewer import RerunLogger, display_available, open_recording
 
@@ -63,7 +64,7 @@ def main() -> int:
                 log.warning("--spawn: no display (DISPLAY/WAYLAND_DISPLAY unset): saving to a file instead")
         if rec is None:
             stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
-            where = args.rrd or str(recordings_root() / f"{args.name}-{stamp}.rrd")
+            where = args.rrd or str(default_recordings_dir(node=True) / f"{args.name}-{stamp}.rrd")
             rec = open_recording(where)
     logger = RerunLogger(robot, rec, force_scale_m_per_n=args.force_scale_m_per_n, meshes=not args.no_meshes)
     node = connect()

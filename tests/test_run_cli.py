@@ -229,7 +229,8 @@ def test_a_failure_quoted_in_dora_stderr_block_is_the_node_of_that_block():
 def test_a_relative_recordings_folder_is_refused_by_a_node_and_made_absolute_by_the_commands(tmp_path, monkeypatch):
     """A relative $CONTACTFLOW_RECORDINGS: a node (dora starts it in the dataflow's folder) refuses it, naming the
     variable; the commands that start dora (scripts_env) pass it on absolute from their working directory; a
-    command in the shell reads it there. (A faults campaign with a relative --out lost every case's recording.)"""
+    command in the shell reads it there; the replay node refuses it only where it looks a run up there (a name,
+    `latest`), not for a run given by its path, and the recorder only when it records there (not with --help)."""
     from contactflow.errors import ConfigError
     from contactflow.paths import default_recordings_dir, scripts_env
 
@@ -242,3 +243,16 @@ def test_a_relative_recordings_folder_is_refused_by_a_node_and_made_absolute_by_
     monkeypatch.setenv("CONTACTFLOW_RECORDINGS", str(tmp_path / "abs"))
     assert default_recordings_dir(node=True) == tmp_path / "abs"
     assert scripts_env()["CONTACTFLOW_RECORDINGS"] == str(tmp_path / "abs")
+
+    nodes = Path(__file__).resolve().parents[1] / "nodes"
+    env = dict(os.environ, CONTACTFLOW_RECORDINGS="recs")
+
+    def node(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(nodes / args[0]), *args[1:]], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    refused = node("replay.py", "--recording", "latest", "--streams", "mujoco_driver.sensors")
+    assert refused.returncode != 0 and "$CONTACTFLOW_RECORDINGS='recs': a node needs an absolute path" in refused.stderr
+    by_path = node("replay.py", "--recording", str(tmp_path / "no_such_run"), "--streams", "mujoco_driver.sensors")
+    assert by_path.returncode != 0 and "no recording" in by_path.stderr and "CONTACTFLOW_RECORDINGS=" not in by_path.stderr
+    assert node("recorder.py", "--help").returncode == 0

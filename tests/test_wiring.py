@@ -97,15 +97,17 @@ def test_node_catalogue_is_up_to_date():
 # tests/test_graph_sources.py checks that they differ from seiko_talos.yml only where intended.
 
 
-def test_the_catalogue_shows_the_value_of_a_default_taken_from_a_package_constant():
+def test_the_catalogue_shows_the_value_of_a_default_taken_from_a_package_constant(tmp_path):
     """A node default written as a name (``UnitreeDriverConfig.fall_tilt_rad``) shows its value beside it."""
     from contactflow.contracts.catalogue import NODES_DIR, node_parameters
     from contactflow.hardware.unitree import UnitreeDriverConfig
 
     rows = {flag: default for flag, default, _ in node_parameters(NODES_DIR / "unitree_driver.py")}
     assert rows["--fall-tilt-rad"] == f"{UnitreeDriverConfig.fall_tilt_rad!r} (UnitreeDriverConfig.fall_tilt_rad)"
-    rows = {flag: default for flag, default, _ in node_parameters(NODES_DIR / "recorder.py")}
-    assert rows["--out"] == "str(default_recordings_dir(node=True))"  # a call stays as written (its value is per machine)
+    node = tmp_path / "a_node.py"
+    node.write_text('p.add_argument("--out", default=str(default_recordings_dir()))\n')
+    rows = {flag: default for flag, default, _ in node_parameters(node)}
+    assert rows["--out"] == "str(default_recordings_dir())"  # a call stays as written (its value is per machine)
 
 
 def test_a_node_without_robot_is_checked_with_the_robot_it_runs(tmp_path):

@@ -328,7 +328,8 @@ def run_case(case: FaultCase, out_dir: Path, *, timeout_s: float | None = None, 
     if timeout_s is None:
         timeout_s = setup.timeout_s + (60.0 if case.kind == "hang" else 0.0)
     tag = hashlib.sha1(json.dumps(case.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
-    out_dir = Path(out_dir).resolve()  # the recordings' folder reaches nodes that run in the dataflow's folder
+    out_dir = Path(out_dir).resolve()  # the recordings' folder reaches nodes that run in the dataflow's folder (also
+    # called directly, not only from run_campaign)
     case_dir = out_dir / "cases" / f"{Path(case.graph).stem}-{case.kind}-{case.node or 'none'}-{tag}"
     case_dir.mkdir(parents=True, exist_ok=True)
     rec_root = case_dir / "recordings"
@@ -734,7 +735,7 @@ def run_campaign(cases: list[FaultCase], out_dir: Path, *, progress: Callable[[s
                  timeout_s: float | None = None) -> list[dict[str, Any]]:
     """Run ``cases`` in order (baselines first per graph), write ``results.json`` and ``table.md``
     in ``out_dir`` after each case, and return the outcomes."""
-    out_dir = Path(out_dir).resolve()  # the cases' recordings: the nodes run in the dataflow's folder
+    out_dir = Path(out_dir).resolve()  # _prepare's recordings too
     out_dir.mkdir(parents=True, exist_ok=True)
     made: dict[str, str] = {}
     baselines: dict[str, dict] = {}
