@@ -7,8 +7,8 @@ first message of each output); the last message carries ``finished`` so that the
 
 Args:
   ``--recording RUN``  run directory, run name under ``$CONTACTFLOW_RECORDINGS`` (absolute: a relative one
-                       is refused for a name or ``latest``; or ``<repo>/recordings``), or ``latest`` (newest complete run holding the streams,
-                       and recorded with ``--robot`` when given). The environment variable
+                       is refused for a name or ``latest``; or ``<repo>/recordings``), or ``latest``
+                       (newest complete run holding the streams, and recorded with ``--robot`` when given). The environment variable
                        ``CONTACTFLOW_RECORDING`` overrides it (the ``teleop`` node's
                        ``--scenario-from-recording`` reads the same variable, so one name drives a
                        replay graph).
