@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 
 import pyarrow as pa
 
@@ -98,7 +97,7 @@ class _Events:
 
 def main() -> int:
     from contactflow.paths import default_recordings_dir
-    from contactflow.recording.store import resolve_run
+    from contactflow.recording.store import names_a_run_under_root, resolve_run
     from contactflow.recording.replay import check_replay_inputs, parse_stream_map, plan_replay, replayed_streams
 
     import os
@@ -118,7 +117,7 @@ def main() -> int:
 
     required = replayed_streams(args.streams, args.require_streams)
     # a run name or `latest` is looked up under the recordings folder (refused there when relative); a path is not
-    root = default_recordings_dir(node=True) if str(recording) == "latest" or len(Path(recording).parts) == 1 else None
+    root = default_recordings_dir(node=True) if names_a_run_under_root(recording) else None
     try:
         run_dir = resolve_run(recording, root, require_streams=required, robot=args.robot, contract_sizes=sizes)
         check_replay_inputs(run_dir, required)

@@ -1104,6 +1104,12 @@ def recordings_root() -> Path:
     return default_recordings_dir()
 
 
+def names_a_run_under_root(run: str | Path) -> bool:
+    """Whether :func:`resolve_run` looks ``run`` up under the recordings folder: ``latest``, or a bare run name
+    (one path component); a path of a folder and more, or an absolute one, is not."""
+    return str(run) == "latest" or len(Path(str(run)).expanduser().parts) == 1
+
+
 def run_candidates(run: str | Path, root: str | Path | None = None) -> list[Path]:
     """Where :func:`resolve_run` looks for a run named ``run`` (not ``latest``), in order: as given (from the working
     directory: a node's is its graph's folder), a run name under ``root`` (default :func:`recordings_root`), and, in
@@ -1113,7 +1119,7 @@ def run_candidates(run: str | Path, root: str | Path | None = None) -> list[Path
 
     root = Path(root) if root is not None else recordings_root()
     given = Path(str(run)).expanduser()
-    looked = [given] + ([root / str(run)] if len(given.parts) == 1 else [])
+    looked = [given] + ([root / str(run)] if names_a_run_under_root(run) else [])
     checkout = source_checkout()
     if checkout is not None and not given.is_absolute() and len(given.parts) > 1:
         looked.append(checkout / given)
