@@ -385,6 +385,43 @@ def test_probe_episodes_hold_one_load_at_a_drawn_stiffness_of_its_link(robot, ro
     TeacherEnvCfg(episode=load_train_config(None, {"env": {"hand_push_prob": 0.0, "hand_couple_prob": 0.0}}).env)
 
 
+def test_probe_elbows_are_drawn_in_their_range_and_leave_a_configuration_without_them_as_it_was(robot, rows):
+    """elbow_prob = 1: every probe commands both elbows at their own angle drawn in elbow_rad (the forearms raised
+    as the teleop graph's default scenario), the rest of the command as without the key; elbow_prob = 0 draws
+    nothing, so the probes are those of a configuration without the key; bad values are refused naming the key."""
+    from contactflow.lac.model import LacRobot
+
+    lac = LacRobot(robot)
+    names, arms = list(robot.joint_names), list(robot.raw["teleop"]["arm_joints"])
+    elbows = [arms.index("left_elbow_joint"), arms.index("right_elbow_joint")]
+    up = load_train_config(None, {"env": {"probe_prob": 1.0, "probe": {"elbow_prob": 1.0, "elbow_rad": [0.8, 1.2],
+                                                                          "posture_prob": 0.0}}}).env
+    without = load_train_config(None, {"env": {"probe_prob": 1.0, "probe": {"posture_prob": 0.0}}}).env
+    zero = load_train_config(None, {"env": {"probe_prob": 1.0, "probe": {"posture_prob": 0.0, "elbow_prob": 0.0}}}).env
+    arm_default = np.array([robot.theta_default[names.index(j)] for j in arms])
+    drawn = []
+    for i in range(12):
+        ep = episode_from_row(rows[i % 2], up, lac, episode_rng(0, 7, i), row_index=i % 2)
+        q = np.asarray(ep.command["q_ref_arms"])
+        assert np.all((0.8 <= q[elbows]) & (q[elbows] <= 1.2))
+        np.testing.assert_array_equal(np.delete(q, elbows), np.delete(arm_default, elbows))
+        q_arm0 = np.array([ep.q0[names.index(j)] for j in arms])
+        assert np.max(np.abs(q_arm0 - q)) < 0.15  # the episode starts at the commanded posture (+ joint noise)
+        drawn.append(q[elbows])
+        ep0 = episode_from_row(rows[i % 2], without, lac, episode_rng(0, 7, i), row_index=i % 2)
+        ep1 = episode_from_row(rows[i % 2], zero, lac, episode_rng(0, 7, i), row_index=i % 2)
+        for name in ("peaks_W", "q0", "event", "links", "friction_scale", "mass_scale", "body_frame"):
+            np.testing.assert_equal(getattr(ep1, name), getattr(ep0, name), err_msg=name)
+        for key, value in ep0.command.items():
+            np.testing.assert_array_equal(ep1.command[key], value, err_msg=key)
+        np.testing.assert_array_equal(ep0.command["q_ref_arms"], arm_default)
+    drawn = np.array(drawn)
+    assert np.ptp(drawn[:, 0]) > 0.1 and np.any(drawn[:, 0] != drawn[:, 1])  # spread, each elbow its own draw
+    for bad, key in (({"elbow_prob": 1.5}, "elbow_prob"), ({"elbow_rad": [1.2, 0.8]}, "elbow_rad")):
+        with pytest.raises(ConfigError, match=key):
+            load_train_config(None, {"env": {"probe": bad}})
+
+
 def test_hand_couple_episodes(robot, rows):
     """hand_couple_prob = 1: one couple on a hand, magnitude in hand_couple_nm, any axis, no force; the two
     episode kinds cannot together exceed probability 1."""

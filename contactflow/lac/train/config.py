@@ -83,6 +83,13 @@ class ProbeCfg:
         shoulder_pitch_rad: [low, high] shoulder pitch [rad] (negative: the arm raised forward).
         shoulder_roll_out_rad: [low, high] shoulder roll [rad], positive away from the body (left: +,
             right: -); an absolute angle (the default posture's is 0.2 outward, so 0 is a little inward).
+        elbow_prob: probability that both elbows' angles are drawn from ``elbow_rad`` (each its own
+            draw), in a probe of any kind: the forearms raised or lowered, as the teleop graph's
+            default scenario (``robots/g1/scenarios/hand_push.yaml``: 0.9 rad) and the evaluation's
+            ``fig3_teleop`` command them; 0: no draw (the random draws of an episode are then those
+            of a configuration without the key).
+        elbow_rad: [low, high] elbow angle [rad] (the default posture's is 0.6; larger: the forearm
+            raised).
         all_stiffness_prob: probability that every channel, not only the loaded link's, is drawn.
         rest_s, ramp_s, hold_s, release_s: [low, high] of the trapezoid's parts [s] (the rest
             after ``EnvCfg.settle_s``).
@@ -96,6 +103,8 @@ class ProbeCfg:
     posture_prob: float = 0.5
     shoulder_pitch_rad: tuple[float, float] = (-0.7, 0.3)
     shoulder_roll_out_rad: tuple[float, float] = (0.0, 0.9)
+    elbow_prob: float = 0.0
+    elbow_rad: tuple[float, float] = (0.4, 1.3)
     all_stiffness_prob: float = 0.3
     rest_s: tuple[float, float] = (0.5, 1.5)
     ramp_s: tuple[float, float] = (0.5, 1.5)
@@ -109,7 +118,8 @@ class ProbeCfg:
             _range(n, getattr(self, n), 0.0)
         _range("shoulder_pitch_rad", self.shoulder_pitch_rad)
         _range("shoulder_roll_out_rad", self.shoulder_roll_out_rad)
-        for n in ("posture_prob", "all_stiffness_prob"):
+        _range("elbow_rad", self.elbow_rad)
+        for n in ("posture_prob", "elbow_prob", "all_stiffness_prob"):
             if not 0 <= getattr(self, n) <= 1:
                 raise ConfigError(f"{n}: must be in [0, 1], got {getattr(self, n)!r}")
 

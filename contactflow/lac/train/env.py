@@ -279,7 +279,7 @@ _PROBE_CHANNELS = {"left_wrist_roll_link": (0, 3), "right_wrist_roll_link": (1, 
 def probe_episode(cfg: EnvCfg, lac: LacRobot, rng: np.random.Generator, *, row_index: int = -1,
                   friction_scale: float | None = None, mass_scale: Mapping[str, float] | None = None) -> Episode:
     """A compliance-probe episode (:class:`~contactflow.lac.train.config.ProbeCfg`): standing at the
-    teleop's default command, the loaded arm's shoulder possibly moved, one held load on one link at a
+    teleop's default command, the loaded arm's shoulder and both elbows possibly moved, one held load on one link at a
     drawn stiffness of that link's channels.
 
     Args:
@@ -313,12 +313,15 @@ def probe_episode(cfg: EnvCfg, lac: LacRobot, rng: np.random.Generator, *, row_i
     k5 = np.asarray(t.stiffness_default, float)
     cmd = stand_command(robot, k5)
     arms, names = list(robot.raw["teleop"]["arm_joints"]), list(robot.joint_names)
+    q_arms = np.array(cmd["q_ref_arms"], float)
     if kind != 3 and rng.uniform() < pc.posture_prob:
-        q_arms = np.array(cmd["q_ref_arms"], float)
         q_arms[arms.index(f"{side}_shoulder_pitch_joint")] = rng.uniform(*pc.shoulder_pitch_rad)
         q_arms[arms.index(f"{side}_shoulder_roll_joint")] = rng.uniform(*pc.shoulder_roll_out_rad) * (1.0 if side == "left" else -1.0)
-        lo, hi = (np.array([lim[names.index(j)] for j in arms]) for lim in (robot.q_min, robot.q_max))
-        cmd["q_ref_arms"] = np.clip(q_arms, lo, hi)
+    if pc.elbow_prob > 0 and rng.uniform() < pc.elbow_prob:  # no draw at 0: the episodes of a configuration without it
+        for s in ("left", "right"):
+            q_arms[arms.index(f"{s}_elbow_joint")] = rng.uniform(*pc.elbow_rad)
+    lo, hi = (np.array([lim[names.index(j)] for j in arms]) for lim in (robot.q_min, robot.q_max))
+    cmd["q_ref_arms"] = np.clip(q_arms, lo, hi)
     # the stiffness: the loaded link's channels (or all) log-uniform over LAC's ranges
     drawn = sample_stiffness(robot, rng)
     chans = range(5) if rng.uniform() < pc.all_stiffness_prob else _PROBE_CHANNELS[link]
