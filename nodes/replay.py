@@ -115,7 +115,7 @@ def main() -> int:
     # of another robot is refused
     from contactflow.recording.store import RecordingError
 
-    required = replayed_streams(args.streams, args.require_streams)
+    required = replayed_streams(mappings, args.require_streams)
     # a run name or `latest` is looked up under the recordings folder (refused there when relative); a path is not
     root = default_recordings_dir(node=True) if names_a_run_under_root(recording) else None
     try:

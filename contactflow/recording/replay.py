@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -114,14 +114,16 @@ def _first_metadata(st: Stream) -> dict:
     return md
 
 
-def replayed_streams(streams: str, require_streams: str = "") -> list[str]:
-    """The streams a replay node needs in its run: those of its ``--streams`` map (:func:`parse_stream_map`) and
-    its comma-separated ``--require-streams`` (the graph's other replayed inputs).
+def replayed_streams(streams: str | Sequence[StreamMapping], require_streams: str = "") -> list[str]:
+    """The streams a replay node needs in its run: those of its ``--streams`` map (the text, or the mappings
+    :func:`parse_stream_map` made of it) and its comma-separated ``--require-streams`` (the graph's other
+    replayed inputs).
 
     Raises:
         RecordingError: a malformed ``--streams`` entry (:func:`parse_stream_map`).
     """
-    return [m.stream for m in parse_stream_map(streams)] + [x for x in require_streams.split(",") if x.strip()]
+    mappings = parse_stream_map(streams) if isinstance(streams, str) else streams
+    return [m.stream for m in mappings] + [x for x in require_streams.split(",") if x.strip()]
 
 
 def plan_replay(recording: str | Path | Recording, mappings: list[StreamMapping], *, start_seq: int = 0,
