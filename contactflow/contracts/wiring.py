@@ -408,6 +408,10 @@ def env_value(value, name: str, where: str = "env") -> str:
     return _ENV_REF.sub(ref, value)
 
 
+#: how messages name a node's own ``env:`` and the graph's root ``env:`` (:func:`graph_env_value`, :func:`check_env_values`)
+_NODE_ENV, _ROOT_ENV = "env", "the graph's env"
+
+
 def graph_env_value(flow: dict, node: dict, name: str) -> str | None:
     """The value of the environment variable ``name`` a node of the graph ``flow`` starts with, as dora 1.1 sets
     it: the node's own ``env:``, else the graph's root ``env:``, else this process's environment (``dora run``
@@ -416,7 +420,7 @@ def graph_env_value(flow: dict, node: dict, name: str) -> str | None:
     Raises:
         ConfigError: a value dora refuses to start the graph with (:func:`env_value`).
     """
-    for env, where in ((node.get("env"), "env"), (flow.get("env"), "the graph's env")):
+    for env, where in ((node.get("env"), _NODE_ENV), (flow.get("env"), _ROOT_ENV)):
         if isinstance(env, dict):
             for key, value in env.items():
                 if str(key) == name:  # dora reads a key `1:` as "1"
@@ -434,7 +438,7 @@ def check_env_values(flow: dict) -> list[WiringProblem]:
                                                    if isinstance(n, dict) and "id" in n]:
         for name, value in env.items() if isinstance(env, dict) else ():
             try:
-                env_value(value, str(name), "env" if owner is not None else "the graph's env")
+                env_value(value, str(name), _NODE_ENV if owner is not None else _ROOT_ENV)
             except ConfigError as exc:
                 problems.append(WiringProblem(str(owner["id"]) if owner is not None else "-", f"${name}", str(exc)))
     return problems
