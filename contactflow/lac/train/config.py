@@ -276,12 +276,12 @@ class StudentCfg:
             steady-state error grows with the commanded stiffness. Here the identity is exact and
             the network learns the change of the action per tick. The deploy input and output are
             unchanged (the sum is inside the graph). With ``"all"`` the legs' actions integrate the
-            network's errors too (one run: the student alone fell while standing; docs/lac_policy.md).
+            network's errors too (one run: the student alone fell while standing; docs/lac_policy_runs.md).
         actor_dropout: dropout probability on every hidden layer of the actor (after FiLM) while
             training (Srivastava et al., 2014); the exported graph has none. 0: off. The student
             over-fits its episodes: trained from scratch on the shipped run's aggregate with 10 % of
             the episodes held out, the training loss fell to 0.059 while the held-out loss stayed at
-            0.112-0.121; with 0.1 the held-out loss was 0.106 (docs/lac_policy.md).
+            0.112-0.121; with 0.1 the held-out loss was 0.106 (docs/lac_policy_runs.md).
         wrench_input: ``"none"``, ``"force"`` or ``"wrench"``: the actor also takes an estimate of the
             external load made from the history latent by a head of its own (``force_head_hidden``):
             ``force`` the forces on the two hands and the torso (9 values, world axes, in units of
@@ -309,7 +309,7 @@ class StudentCfg:
             tracking errors (that is ``tracking_features``). A held load shows in the steady state as
             the PD offset that carries it, a small difference of two large signals in the normalised
             frame. Trained on the estimate alone (8000 steps on one run's rounds, another run's held
-            out; docs/lac_policy.md) the left hand's force estimate erred by 0.278 (units of 10 N) on
+            out; docs/lac_policy_runs.md) the left hand's force estimate erred by 0.278 (units of 10 N) on
             the latent alone and by 0.233 with both beside it (0.241 with the frame alone, 0.253 with
             the tracking errors alone). Needs ``wrench_input``.
         force_head_stiffness: with ``force_head_frame``, whether the newest frame the head takes
@@ -337,8 +337,8 @@ class StudentCfg:
         compliance_rotation_bound_rad: ``d_max`` of the couples' rotation in ``compliance_input`` [rad].
         compliance_torso: the torso's block in ``compliance_input``: ``horizontal`` (its force's x and y, the
             vertical value 0: the teacher's torso channel, which displaces the pelvis horizontally under the
-            estimated horizontal force, ``lac_expert``) or ``force`` (the whole force; the runs of 2026-12-06
-            02:45 - 04:33 UTC, docs/lac_policy.md).
+            estimated horizontal force, ``lac_expert``) or ``force`` (the whole force; docs/lac_policy_runs.md,
+            "The runs of 2026-12-06 02:45 - 04:33 UTC").
     """
 
     conv_channels: tuple[int, ...] = (16, 16, 16)
@@ -428,7 +428,7 @@ class OptimCfg:
             ``force_teacher_prob`` samples: ``load``, the TRUE external forces and couples (privileged), or
             ``teacher``, the teacher's own estimate of them (``lac_expert``'s ``f_est`` / ``c_est``, from the
             measured joint torques and the base state), the load its labels act on (under Fig. 4's pure 1.5 N m
-            couple it also reads a ~2.6 N force; docs/lac_policy.md). Rounds recorded by the code before this
+            couple it also reads a ~2.6 N force; docs/lac_policy_runs.md). Rounds recorded by the code before this
             key (no ``force_est`` / ``couple_est`` in their file, e.g. a ``dagger.prior_runs`` run's) hold no
             teacher estimate: with ``teacher`` their samples train the actions only, and a run with no teacher
             estimate at all is refused.
