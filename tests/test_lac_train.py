@@ -632,7 +632,7 @@ def test_best_round_orders_by_decreasing_scenarios_then_falls_then_closeness():
 
 
 def test_validation_suite_scores_each_round_against_the_teacher_and_export_best_takes_its_choice(dataset, robot, tmp_path,
-                                                                                                  monkeypatch):
+                                                                                                  monkeypatch, capsys):
     """`validation.suite`: after each round the student runs a `lac eval` suite against the teacher (whose table is
     computed once and kept in the run), each round's own student (one process: the file rewritten under the same name
     is not the cached controller), the log holds the verdicts and the tables, `train` returns the best-scored round
@@ -677,6 +677,28 @@ def test_validation_suite_scores_each_round_against_the_teacher_and_export_best_
     assert cli_main(["lac", "export", str(out), "--best", "--out", str(tmp_path / "best.onnx")]) == 0
     spec = load_policy_spec("lac", robot, model=tmp_path / "best.onnx")
     assert spec.model.metadata["train_round"] == summary["best_round"]
+    # over several runs (the seeds of a recipe): the best of their best rounds; a copy of the run whose round 0 scored
+    # more scenarios is chosen, named in the message; runs scored by another suite seed, or several runs without
+    # --best, are refused
+    import shutil
+
+    other = tmp_path / "run_other"
+    shutil.copytree(out, other)
+    last = max((other / "checkpoints").glob("round_*.pt"))
+    ck = torch.load(last, weights_only=False)
+    ck["log"][0]["validation_suite"]["decreasing"] = 5
+    torch.save(ck, last)
+    capsys.readouterr()
+    assert cli_main(["lac", "export", str(out), str(other), "--best", "--out", str(tmp_path / "best2.onnx")]) == 0
+    assert f"round 0 of {other}, the one the 2 runs' validation suites scored best" in capsys.readouterr().out
+    assert load_policy_spec("lac", robot, model=tmp_path / "best2.onnx").model.metadata["train_round"] == 0
+    for r in ck["log"]:
+        r["validation_suite"]["seed"] = 2
+    torch.save(ck, last)
+    with pytest.raises(ConfigError, match=f"{other}: its validation suite .* is not {out}'s .*not compared"):
+        export_checkpoint([out, other], tmp_path / "x.onnx", best=True)
+    with pytest.raises(ConfigError, match="2 runs given: several runs are exported with --best only"):
+        export_checkpoint([out, other], tmp_path / "x.onnx")
     # a run stopped inside the last round's validation: --resume scores that round (the teacher's table kept)
     ck_path = out / "checkpoints" / "round_001.pt"
     ck = torch.load(ck_path, weights_only=False)
@@ -701,6 +723,25 @@ def test_validation_suite_scores_each_round_against_the_teacher_and_export_best_
             train(load_train_config(None, {**TINY, "validation": validation}), tmp_path / "bad", dataset=dataset,
                   workers=1, progress=False, echo=lambda s: None)
         assert not (tmp_path / "bad").exists()
+
+
+def test_best_of_runs_takes_the_best_scored_round_over_runs_the_first_run_on_a_tie():
+    from contactflow.lac.train.dagger import best_of_runs
+
+    def row(r, dec, falls, within, seed=1):
+        return {"round": r, "validation_suite": {"suite": "envelope", "trials": 10, "seed": seed, "decreasing": dec,
+                                                 "falls": falls, "within": within}}
+
+    a = [row(0, 9, 0, 20), row(1, 8, 0, 30)]
+    b = [row(0, 10, 40, 10), row(1, 7, 0, 10)]
+    c = [row(0, 10, 0, 24)]
+    assert best_of_runs([a, b, c], ["a", "b", "c"]) == (2, 0)
+    assert best_of_runs([a, b], ["a", "b"]) == (1, 0)  # more scenarios decreasing first, then falls, then within
+    assert best_of_runs([c, list(c)], ["c", "c2"]) == (0, 0)  # a tie: the run given first
+    with pytest.raises(ConfigError, match="no round ran the validation suite"):
+        best_of_runs([a, [{"round": 0}]], ["a", "plain"])
+    with pytest.raises(ConfigError, match="b: its validation suite .* is not a's"):
+        best_of_runs([a, [row(0, 10, 0, 45, seed=0)]], ["a", "b"])
 
 
 def test_best_round_compares_only_rounds_scored_by_the_same_suite():

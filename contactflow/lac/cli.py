@@ -11,7 +11,7 @@ Sub-commands:
     lac train    --out DIR [--config FILE] [--dataset DIR] [--workers N] [--resume] [--seed S] [--no-progress]
                                                         (DAgger student from lac_expert, contactflow.lac.train)
     lac train    [--config FILE] [--seed S] --print-config  (the resolved configuration, every key)
-    lac export   DIR_OR_CKPT --out FILE.onnx [--average ROUNDS | --best]
+    lac export   DIR_OR_CKPT --out FILE.onnx [--average ROUNDS | --best]   (--best: DIR [DIR ...], the best over runs)
                                                         (LAC deploy ONNX of a training checkpoint)
     lac eval     [--controller C ...] [--suite paper|envelope|graph|quick] [--workers W] [--trials N] [--seed S]
                  [--out DIR] [--compare S,T]
@@ -176,11 +176,17 @@ def _export(args) -> int:
 
     from contactflow.lac.train.student import read_metadata
 
-    path = export_checkpoint(args.run, args.out, average=args.average or (), best=args.best)
+    run, chosen = args.run if len(args.run) > 1 else args.run[0], ""
+    if args.best:  # the checkpoint chosen, named in the message
+        from contactflow.lac.train.dagger import best_checkpoint
+
+        run = best_checkpoint(args.run)
+        chosen = (f" of {run.parent.parent}, the one the {len(args.run)} runs' validation suites scored best"
+                  if len(args.run) > 1 else ", the one the run's validation suite scored best")
+    path = export_checkpoint(run, args.out, average=args.average or ())
     meta = read_metadata(path)
     which = (f"the weights of rounds {meta['train_rounds_averaged']} averaged" if meta.get("train_rounds_averaged")
-             else f"round {meta.get('train_round')}"
-             + (", the one the run's validation suite scored best" if args.best else ""))
+             else f"round {meta.get('train_round')}" + chosen)
     print(f"wrote {path}: {which}")
     return 0
 
@@ -260,13 +266,15 @@ def add_parser(subparsers) -> None:
     d.set_defaults(func=_train)
 
     x = sub.add_parser("export", help="export a training checkpoint to LAC's deploy ONNX")
-    x.add_argument("run", help="run directory (its latest checkpoint) or a checkpoints/round_XXX.pt file")
+    x.add_argument("run", nargs="+", help="run directory (its latest checkpoint) or a checkpoints/round_XXX.pt file; "
+                                          "with --best one or more run directories (e.g. the seeds of a recipe)")
     x.add_argument("--out", required=True, help="output .onnx")
     which = x.add_mutually_exclusive_group()
     which.add_argument("--average", type=_rounds, default=None, metavar="ROUNDS",
                        help="average the weights of these rounds of the run directory, e.g. 10,11 or 8-11 (default: none, the checkpoint as it is)")
     which.add_argument("--best", action="store_true",
-                       help="the round of the run directory its validation suite scored best (validation.suite), not the latest")
+                       help="the round of the run directory its validation suite scored best (validation.suite), not the latest; "
+                            "of several run directories, the best round over them all")
     x.set_defaults(func=_export)
 
     e = sub.add_parser("ensemble", help="one deploy ONNX whose action is the mean of several exported students' (needs [train])")

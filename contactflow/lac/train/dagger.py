@@ -53,7 +53,7 @@ from contactflow.paths import replaced_atomically, write_text_atomic
 if TYPE_CHECKING:
     from contactflow.lac.evaluate import EvalConfig
 
-__all__ = ["RolloutResult", "rollout_episode", "train", "validate", "validate_suite", "suite_score", "best_round", "new_student", "aux_dim", "aux_blocks", "compliance_map", "aux_target", "aux_tensors", "aux_rows", "batch_loss", "load_checkpoint", "export_checkpoint",
+__all__ = ["RolloutResult", "rollout_episode", "train", "validate", "validate_suite", "suite_score", "best_round", "best_of_runs", "best_checkpoint", "new_student", "aux_dim", "aux_blocks", "compliance_map", "aux_target", "aux_tensors", "aux_rows", "batch_loss", "load_checkpoint", "export_checkpoint",
            "git_revision", "window_index"]
 
 log = logging.getLogger(__name__)
@@ -746,17 +746,36 @@ def _as_loaded(cfg_dict: dict, source) -> dict:
         return cfg_dict
 
 
-def export_checkpoint(ckpt: str | Path, out: str | Path, *, average: Sequence[int] = (), best: bool = False) -> Path:
+def best_checkpoint(runs: Sequence[str | Path]) -> Path:
+    """The checkpoint of the round that the validation suite scored best over one or more run directories
+    (:func:`best_of_runs`; one run: :func:`best_round`), ``RUN/checkpoints/round_XXX.pt``.
+
+    Raises:
+        ConfigError: a path that is not a run directory, a run with no round scored, runs not comparable
+            (:func:`best_of_runs`).
+    """
+    runs = [Path(r) for r in runs]
+    for run_dir in runs:
+        if not run_dir.is_dir():
+            raise ConfigError(f"{run_dir}: --best needs the run directory (not a checkpoint file)")
+    i, r = best_of_runs([load_checkpoint(d)["log"] for d in runs], [str(d) for d in runs])
+    return runs[i] / "checkpoints" / f"round_{r:03d}.pt"
+
+
+def export_checkpoint(ckpt: str | Path | Sequence[str | Path], out: str | Path, *, average: Sequence[int] = (),
+                      best: bool = False) -> Path:
     """Export a checkpoint (or the latest of a run directory) to LAC's deploy ONNX.
 
     Args:
-        ckpt: checkpoint file or run directory. out: the ``.onnx`` file.
+        ckpt: checkpoint file or run directory; with ``best``, one or more run directories (the seeds of a
+            recipe: the best round over them all, :func:`best_of_runs`). out: the ``.onnx`` file.
         average: rounds whose weights are averaged into the exported student, uniformly
             (stochastic weight averaging over DAgger rounds, Izmailov et al., 2018: each round
             warm-starts from the one before, so their weights lie in one basin); ``ckpt`` must then
             be the run directory. Empty: the checkpoint as it is.
         best: export the round of the run directory ``ckpt`` that its validation suite scored best
-            (:func:`best_round` over the latest checkpoint's log) instead of the latest.
+            (:func:`best_round` over the latest checkpoint's log) instead of the latest; of several run
+            directories, the best of their best rounds.
 
     Returns:
         The written path.
@@ -764,7 +783,8 @@ def export_checkpoint(ckpt: str | Path, out: str | Path, *, average: Sequence[in
     Raises:
         ConfigError: no such checkpoint; ``average`` given with a checkpoint file, naming a
             round without a checkpoint, or rounds whose configuration or normaliser differ; ``best``
-            with a checkpoint file, with ``average``, or for a run whose log has no validation suite.
+            with a checkpoint file, with ``average``, or for a run whose log has no validation suite;
+            several runs without ``best``; runs scored by different suites (:func:`best_of_runs`).
     """
     import torch
 
@@ -772,15 +792,12 @@ def export_checkpoint(ckpt: str | Path, out: str | Path, *, average: Sequence[in
     from contactflow.lac.train.student import export_onnx
     from contactflow.robot import load_robot
 
-    if best:
-        run_dir = Path(ckpt)
-        if average or not run_dir.is_dir():
-            raise ConfigError(f"{run_dir}: --best needs the run directory (not a checkpoint file), without --average")
-        r = best_round(load_checkpoint(run_dir)["log"])
-        if r is None:
-            raise ConfigError(f"{run_dir}: no round ran the validation suite (validation.enabled and validation.suite "
-                              f"in its config.yaml)")
-        ckpt = run_dir / "checkpoints" / f"round_{r:03d}.pt"
+    runs = [Path(c) for c in ([ckpt] if isinstance(ckpt, (str, Path)) else ckpt)]
+    if len(runs) != 1 and not best:
+        raise ConfigError(f"{len(runs)} runs given: several runs are exported with --best only (the best round over them)")
+    if best and average:
+        raise ConfigError(f"{runs[0]}: --best and --average are exclusive")
+    ckpt = best_checkpoint(runs) if best else runs[0]
     if average:
         run_dir = Path(ckpt)
         if not run_dir.is_dir():
@@ -982,9 +999,46 @@ def best_round(log_rows: Sequence[dict]) -> int | None:
     rows = [r for r in log_rows if r.get("validation_suite")]
     if not rows:
         return None
-    same = lambda v: (v["suite"], v["trials"], v["seed"], v.get("config_digest"))  # noqa: E731
-    last = same(rows[-1]["validation_suite"])
-    return max((suite_score(r["validation_suite"]), int(r["round"])) for r in rows if same(r["validation_suite"]) == last)[1]
+    last = _suite_key(rows[-1]["validation_suite"])
+    return max((suite_score(r["validation_suite"]), int(r["round"])) for r in rows
+               if _suite_key(r["validation_suite"]) == last)[1]
+
+
+def _suite_key(v: dict) -> tuple:
+    """What makes two validation-suite results comparable: the suite, its trials and seed, the evaluation configuration."""
+    return (v["suite"], v["trials"], v["seed"], v.get("config_digest"))
+
+
+def best_of_runs(run_logs: Sequence[Sequence[dict]], names: Sequence[str]) -> tuple[int, int]:
+    """The run and round that the validation suite scored best over several runs (e.g. the seeds of one recipe):
+    each run's :func:`best_round`, then the best of those by :func:`suite_score`; of equal scores the run given first.
+
+    Args:
+        run_logs: each run's per-round log (``load_checkpoint(run)["log"]``). names: the runs' names, for messages.
+
+    Returns:
+        (index of the run in ``run_logs``, its round).
+
+    Raises:
+        ConfigError: a run with no round scored by the validation suite, or runs whose chosen rounds were scored by
+            different suites, trials, seeds or evaluation configurations (not comparable), naming the run.
+    """
+    picks, first = [], None
+    for i, (log, name) in enumerate(zip(run_logs, names, strict=True)):
+        r = best_round(log)
+        if r is None:
+            raise ConfigError(f"{name}: no round ran the validation suite (validation.enabled and validation.suite "
+                              f"in its config.yaml)")
+        v = [row for row in log if int(row["round"]) == r and row.get("validation_suite")][-1]["validation_suite"]
+        key = _suite_key(v)
+        if first is None:
+            first = (key, name)
+        elif key != first[0]:
+            raise ConfigError(f"{name}: its validation suite (suite, trials, seed, evaluation digest) {list(key)} is not "
+                              f"{first[1]}'s {list(first[0])}: the runs are not compared")
+        picks.append((suite_score(v), -i, r))
+    _, neg_i, r = max(picks)
+    return -neg_i, r
 
 
 # --------------------------------------------------------------------------- training
