@@ -181,7 +181,7 @@ def _export(args) -> int:
         from contactflow.lac.train.dagger import best_checkpoint
 
         run = best_checkpoint(args.run)
-        chosen = (f" of {run.parent.parent}, the one the {len(args.run)} runs' validation suites scored best"
+        chosen = (f" ({run}), the one the {len(args.run)} runs' validation suites scored best"
                   if len(args.run) > 1 else ", the one the run's validation suite scored best")
     path = export_checkpoint(run, args.out, average=args.average or ())
     meta = read_metadata(path)

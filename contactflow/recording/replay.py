@@ -120,7 +120,7 @@ def replayed_streams(streams: str | Sequence[StreamMapping], require_streams: st
     replayed inputs).
 
     Raises:
-        RecordingError: a malformed ``--streams`` entry (:func:`parse_stream_map`).
+        RecordingError: a malformed ``--streams`` entry (:func:`parse_stream_map`; the text form only).
     """
     mappings = parse_stream_map(streams) if isinstance(streams, str) else streams
     return [m.stream for m in mappings] + [x for x in require_streams.split(",") if x.strip()]

@@ -65,9 +65,10 @@ class ProbeCfg:
     mix several loads on a moving reference at the row's 5-D stiffness. A probe episode replaces the
     row by that kind of experiment, drawn at random (not the evaluation's grid): the command is the
     teleop's default (base height, waist, arms) with the loaded arm's shoulder pitch and roll drawn
-    anew with probability ``posture_prob``; the stiffness is the teleop's default with the loaded
-    link's channels (its group's K_lin; for a hand also its K_theta) drawn log-uniform over LAC's
-    ranges, and with probability ``all_stiffness_prob`` every channel drawn; one load whose kind is
+    anew with probability ``posture_prob`` and both elbows with probability ``elbow_prob``; the
+    stiffness is the teleop's default with the loaded link's channels (its group's K_lin; for a hand
+    also its K_theta) drawn log-uniform over LAC's ranges, and with probability ``all_stiffness_prob``
+    every channel drawn; one load whose kind is
     drawn with ``load_weights``: a force on a hand, a couple about a hand's own joint axis (body axes,
     held in world from the event start, as the evaluation's Fig. 4 couple), a force on an elbow, a
     force on the torso; a force's direction is uniform on the sphere (world); the trapezoid's parts

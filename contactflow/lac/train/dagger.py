@@ -751,15 +751,22 @@ def best_checkpoint(runs: Sequence[str | Path]) -> Path:
     (:func:`best_of_runs`; one run: :func:`best_round`), ``RUN/checkpoints/round_XXX.pt``.
 
     Raises:
-        ConfigError: a path that is not a run directory, a run with no round scored, runs not comparable
-            (:func:`best_of_runs`).
+        ConfigError: no run, a path that does not exist or is not a run directory, a run with no round scored,
+            runs not comparable (:func:`best_of_runs`), the chosen round's checkpoint missing.
     """
     runs = [Path(r) for r in runs]
+    if not runs:
+        raise ConfigError("--best: no run directory given")
     for run_dir in runs:
+        if not run_dir.exists():
+            raise ConfigError(f"{run_dir}: no such run directory")
         if not run_dir.is_dir():
             raise ConfigError(f"{run_dir}: --best needs the run directory (not a checkpoint file)")
     i, r = best_of_runs([load_checkpoint(d)["log"] for d in runs], [str(d) for d in runs])
-    return runs[i] / "checkpoints" / f"round_{r:03d}.pt"
+    path = runs[i] / "checkpoints" / f"round_{r:03d}.pt"
+    if not path.is_file():
+        raise ConfigError(f"{runs[i]}: round {r}, the one its validation suite scored best, has no checkpoint ({path})")
+    return path
 
 
 def export_checkpoint(ckpt: str | Path | Sequence[str | Path], out: str | Path, *, average: Sequence[int] = (),
@@ -792,11 +799,12 @@ def export_checkpoint(ckpt: str | Path | Sequence[str | Path], out: str | Path, 
     from contactflow.lac.train.student import export_onnx
     from contactflow.robot import load_robot
 
-    runs = [Path(c) for c in ([ckpt] if isinstance(ckpt, (str, Path)) else ckpt)]
+    runs = [Path(c) for c in ([ckpt] if isinstance(ckpt, (str, os.PathLike)) else ckpt)]
     if len(runs) != 1 and not best:
-        raise ConfigError(f"{len(runs)} runs given: several runs are exported with --best only (the best round over them)")
+        raise ConfigError(f"{len(runs)} runs given: several runs are exported with --best only (the best round over them; "
+                          f"--average takes one run directory)")
     if best and average:
-        raise ConfigError(f"{runs[0]}: --best and --average are exclusive")
+        raise ConfigError("--best and --average are exclusive")
     ckpt = best_checkpoint(runs) if best else runs[0]
     if average:
         run_dir = Path(ckpt)
@@ -996,12 +1004,19 @@ def best_round(log_rows: Sequence[dict]) -> int | None:
     round, trained on more data), among the rounds scored by the same suite, trials, seed and evaluation configuration
     (``config_digest``: a scenario added to ``lac_eval.yaml`` between a run and its ``--resume``) as the last scored
     one: like is compared with like; ``None`` if no round ran the suite."""
+    row = _best_row(log_rows)
+    return None if row is None else int(row["round"])
+
+
+def _best_row(log_rows: Sequence[dict]) -> dict | None:
+    """The log row :func:`best_round` chooses (its round, its ``validation_suite``), ``None`` if no round ran the suite."""
     rows = [r for r in log_rows if r.get("validation_suite")]
     if not rows:
         return None
     last = _suite_key(rows[-1]["validation_suite"])
-    return max((suite_score(r["validation_suite"]), int(r["round"])) for r in rows
-               if _suite_key(r["validation_suite"]) == last)[1]
+    same = [(suite_score(r["validation_suite"]), int(r["round"]), k) for k, r in enumerate(rows)
+            if _suite_key(r["validation_suite"]) == last]
+    return rows[max(same)[2]]
 
 
 def _suite_key(v: dict) -> tuple:
@@ -1025,11 +1040,11 @@ def best_of_runs(run_logs: Sequence[Sequence[dict]], names: Sequence[str]) -> tu
     """
     picks, first = [], None
     for i, (log, name) in enumerate(zip(run_logs, names, strict=True)):
-        r = best_round(log)
-        if r is None:
+        row = _best_row(log)
+        if row is None:
             raise ConfigError(f"{name}: no round ran the validation suite (validation.enabled and validation.suite "
                               f"in its config.yaml)")
-        v = [row for row in log if int(row["round"]) == r and row.get("validation_suite")][-1]["validation_suite"]
+        r, v = int(row["round"]), row["validation_suite"]
         key = _suite_key(v)
         if first is None:
             first = (key, name)

@@ -309,7 +309,7 @@ def probe_episode(cfg: EnvCfg, lac: LacRobot, rng: np.random.Generator, *, row_i
     else:
         d = _unit_sphere(rng)
         w[:3] = rng.uniform(*(pc.hand_force_n, None, pc.elbow_force_n, pc.torso_force_n)[kind]) * d
-    # the command: the teleop's default, the loaded arm's shoulder pitch / roll possibly drawn
+    # the command: the teleop's default, the loaded arm's shoulder pitch / roll and both elbows possibly drawn
     k5 = np.asarray(t.stiffness_default, float)
     cmd = stand_command(robot, k5)
     arms, names = list(robot.raw["teleop"]["arm_joints"]), list(robot.joint_names)
