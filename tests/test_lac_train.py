@@ -1515,7 +1515,7 @@ def test_the_pool_recipe_is_the_shipped_students_recorded_configuration():
     import yaml
 
     from contactflow.config import to_dict
-    from contactflow.lac.train.dagger import _as_loaded, best_round
+    from contactflow.lac.train.dagger import _as_loaded, best_of_runs, best_round
 
     root = Path(__file__).resolve().parents[1]
     record = root / "robots/g1/policies/lac_policy_train"
@@ -1531,6 +1531,12 @@ def test_the_pool_recipe_is_the_shipped_students_recorded_configuration():
     assert pool == recorded
     log = json.loads((record / "train_log.json").read_text())
     assert best_round(log["rounds"]) == log["best_round"] == 0  # the shipped student is the run's round 0
+    # the choice over seeds (lac export RUN1 ... --best): the shipped run is seed 0, the best of seeds 0-3 and 0-5
+    choice = json.loads((record / "seed_choice.json").read_text())["runs"]
+    assert [r["seed"] for r in choice] == list(range(6)) and recorded["seed"] == 0
+    assert choice[0]["rounds"] == [{k: r[k] for k in ("round", "validation_suite")} for r in log["rounds"]]
+    for n in (4, 6):
+        assert best_of_runs([r["rounds"] for r in choice[:n]], [r["name"] for r in choice[:n]]) == (0, 0)
     for name, (layer, seed) in first_stage.items():
         recipe = to_dict(load_train_config(layer and root / "robots/g1" / layer))
         path = record / "prior_runs" / f"{name}_config.yaml"
