@@ -146,3 +146,19 @@ def test_local_inputs_are_checked():
     msgs = {(p.node, p.port): p.message for p in check_descriptor(flow)}
     assert ("'sensors': its source mujoco_driver/sensors is also read by recorder/sensors, not declared local there"
             in msgs[("seiko_controller", "CONTACTFLOW_LOCAL_INPUTS")])
+
+
+def test_local_inputs_declared_for_the_whole_graph_are_refused(monkeypatch):
+    """CONTACTFLOW_LOCAL_INPUTS in the graph's root env: or exported where dora runs would reach every node: one
+    problem naming where it was set."""
+    monkeypatch.delenv("CONTACTFLOW_LOCAL_INPUTS", raising=False)
+    flow = _flow()
+    assert check_descriptor(flow) == []
+    flow["env"] = {"CONTACTFLOW_LOCAL_INPUTS": "sensors"}
+    msgs = {(p.node, p.port): p.message for p in check_descriptor(flow)}
+    assert list(msgs) == [("-", "CONTACTFLOW_LOCAL_INPUTS")]
+    assert "set in the graph's env: every node without its own would read it" in msgs[("-", "CONTACTFLOW_LOCAL_INPUTS")]
+    del flow["env"]
+    monkeypatch.setenv("CONTACTFLOW_LOCAL_INPUTS", "sensors")
+    (problem,) = check_descriptor(flow)
+    assert problem.node == "-" and "set in this environment (`dora run` passes it to every node)" in problem.message

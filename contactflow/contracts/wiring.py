@@ -636,6 +636,23 @@ def _check_local_inputs(nid: str, n: dict, kind: str, args: list[str]) -> list[W
     return problems
 
 
+def _graph_wide_local_inputs(flow: dict) -> list[WiringProblem]:
+    """``CONTACTFLOW_LOCAL_INPUTS`` in the graph's root ``env:`` or in this environment (``dora run`` passes its own
+    to the nodes): every node without its own value would read it, and a node without those inputs refuses to
+    start. One problem on the node ``-``: a node's local inputs are declared in that node's ``env:``."""
+    from contactflow.nodes._local import LOCAL_INPUTS_ENV
+
+    root = flow.get("env")
+    if isinstance(root, dict) and any(str(k) == LOCAL_INPUTS_ENV for k in root):
+        where = _ROOT_ENV
+    elif os.environ.get(LOCAL_INPUTS_ENV):
+        where = "this environment (`dora run` passes it to every node)"
+    else:
+        return []
+    return [WiringProblem("-", LOCAL_INPUTS_ENV, f"set in {where}: every node without its own would read it; declare a "
+                                                 f"node's local inputs in that node's env: (and unset it here)")]
+
+
 def _idle_local_inputs(nodes: dict[str, dict], problems: list[WiringProblem]) -> list[WiringProblem]:
     """A local input whose source another node reads without declaring it local (the output then goes through dora
     to all its readers: the declaration is idle); not reported for an input that has a problem already."""
@@ -767,4 +784,4 @@ def check_descriptor(flow: dict, *, strict: bool = False, base_dir: str | Path |
             got = out_specs.get((src_node, src_out))
             if expected is not None and got is not None and not _same(got, expected):
                 problems.append(WiringProblem(nid, port, f"wired to {src!r} which carries {_schema(got)}; expected {_schema(expected)}"))
-    return problems + _idle_local_inputs(nodes, problems)
+    return problems + _idle_local_inputs(nodes, problems) + _graph_wide_local_inputs(flow)
