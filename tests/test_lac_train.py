@@ -712,6 +712,8 @@ def test_validation_suite_scores_each_round_against_the_teacher_and_export_best_
         export_checkpoint([out, other], tmp_path / "x.onnx")
     with pytest.raises(ConfigError, match="no such run directory"):
         export_checkpoint([out, tmp_path / "nope"], tmp_path / "x.onnx", best=True)
+    with pytest.raises(ConfigError, match="given twice"):
+        export_checkpoint([out, tmp_path / "run" / "."], tmp_path / "x.onnx", best=True)
     # a run stopped inside the last round's validation: --resume scores that round (the teacher's table kept)
     ck_path = out / "checkpoints" / "round_001.pt"
     ck = torch.load(ck_path, weights_only=False)

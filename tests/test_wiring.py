@@ -158,6 +158,7 @@ def test_local_inputs_declared_for_the_whole_graph_are_refused(monkeypatch):
     msgs = {(p.node, p.port): p.message for p in check_descriptor(flow)}
     assert list(msgs) == [("-", "CONTACTFLOW_LOCAL_INPUTS")]
     assert "set in the graph's env: every node without its own would read it" in msgs[("-", "CONTACTFLOW_LOCAL_INPUTS")]
+    assert str(check_descriptor(flow)[0]).startswith("the graph: CONTACTFLOW_LOCAL_INPUTS set in the graph's env: ")
     del flow["env"]
     monkeypatch.setenv("CONTACTFLOW_LOCAL_INPUTS", "sensors")
     (problem,) = check_descriptor(flow)

@@ -77,13 +77,15 @@ def rows_output(name: str) -> tuple[str, int | None] | None:
 
 @dataclasses.dataclass(frozen=True)
 class WiringProblem:
-    """One wiring error: the node, the port and what was expected."""
+    """One wiring error: the node (``-``: the graph as a whole), the port and what was expected."""
 
     node: str
     port: str
     message: str
 
     def __str__(self) -> str:
+        if self.node == "-":  # the graph as a whole (its root env:, a variable every node would read)
+            return f"the graph: {self.message}"
         # "-": the node as a whole (not a contactflow node); "$VAR": an environment variable it reads (named in the message)
         if self.port == "-" or self.port.startswith("$"):
             return f"node {self.node!r}: {self.message}"
@@ -649,8 +651,9 @@ def _graph_wide_local_inputs(flow: dict) -> list[WiringProblem]:
         where = "this environment (`dora run` passes it to every node)"
     else:
         return []
-    return [WiringProblem("-", LOCAL_INPUTS_ENV, f"set in {where}: every node without its own would read it; declare a "
-                                                 f"node's local inputs in that node's env: (and unset it here)")]
+    return [WiringProblem("-", LOCAL_INPUTS_ENV, f"{LOCAL_INPUTS_ENV} set in {where}: every node without its own would "
+                                                 f"read it; declare a node's local inputs in that node's env: (and unset "
+                                                 f"it here)")]
 
 
 def _idle_local_inputs(nodes: dict[str, dict], problems: list[WiringProblem]) -> list[WiringProblem]:

@@ -751,13 +751,15 @@ def best_checkpoint(runs: Sequence[str | Path]) -> Path:
     (:func:`best_of_runs`; one run: :func:`best_round`), ``RUN/checkpoints/round_XXX.pt``.
 
     Raises:
-        ConfigError: no run, a path that does not exist or is not a run directory, a run with no round scored,
-            runs not comparable (:func:`best_of_runs`), the chosen round's checkpoint missing.
+        ConfigError: no run, a run given twice, a path that does not exist or is not a run directory, a run with
+            no round scored, runs not comparable (:func:`best_of_runs`), the chosen round's checkpoint missing.
     """
     runs = [Path(r) for r in runs]
     if not runs:
         raise ConfigError("--best: no run directory given")
-    for run_dir in runs:
+    for k, run_dir in enumerate(runs):
+        if run_dir.resolve() in [r.resolve() for r in runs[:k]]:
+            raise ConfigError(f"{run_dir}: given twice")
         if not run_dir.exists():
             raise ConfigError(f"{run_dir}: no such run directory")
         if not run_dir.is_dir():
@@ -1042,8 +1044,8 @@ def best_of_runs(run_logs: Sequence[Sequence[dict]], names: Sequence[str]) -> tu
     for i, (log, name) in enumerate(zip(run_logs, names, strict=True)):
         row = _best_row(log)
         if row is None:
-            raise ConfigError(f"{name}: no round ran the validation suite (validation.enabled and validation.suite "
-                              f"in its config.yaml)")
+            raise ConfigError(f"{name}: no round ran the validation suite (validation.suite null or validation.enabled "
+                              f"false in its config.yaml); without --best the export takes its last round")
         r, v = int(row["round"]), row["validation_suite"]
         key = _suite_key(v)
         if first is None:
