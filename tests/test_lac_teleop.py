@@ -316,6 +316,7 @@ def test_g1_summary_known_answers(tmp_path, g1):
     assert push["ratio_to_f_over_k"] == pytest.approx(0.25)
     text = format_g1_summary(s)
     assert "ratio to F/K 0.25" in text and "drift 0.02 m" in text
+    assert "displacement 0.05 m along the force (0.05 m in all)" in text
     json.dumps(json_safe(s))
 
 
