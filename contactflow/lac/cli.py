@@ -176,7 +176,7 @@ def _export(args) -> int:
 
     from contactflow.lac.train.student import read_metadata
 
-    run, chosen = args.run if len(args.run) > 1 else args.run[0], ""
+    run, chosen = args.run, ""  # export_checkpoint takes the list (several runs only with --best)
     if args.best:  # the checkpoint chosen, named in the message
         from contactflow.lac.train.dagger import best_checkpoint
 

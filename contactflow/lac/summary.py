@@ -320,8 +320,8 @@ def format_g1_summary(s: dict, title: str = "G1 teleop run summary") -> str:
     for ev in s.get("wrench_events", []):
         if ev.get("kind") == "force" and "displacement_m" in ev:
             lines.append(f"  {ev['link']} force {_fmt(ev['force_n'])} N at {ev['start_s']:.2f} s: displacement "
-                         f"{_fmt(ev['displacement_m'])} m along the force ({_fmt(ev.get('displacement_norm_m'))} m in all), "
-                         f"K {_fmt(ev['commanded_k_n_per_m'])} N/m, "
+                         f"{_fmt(ev['displacement_m'])} m along the force "
+                         f"({_fmt(ev.get('displacement_norm_m'))} m in all), K {_fmt(ev['commanded_k_n_per_m'])} N/m, "
                          f"ratio to F/K {_fmt(ev['ratio_to_f_over_k'])}")
         elif "rotation_rad" in ev:
             lines.append(f"  {ev['link']} couple {_fmt(ev['couple_nm'])} N m at {ev['start_s']:.2f} s: rotation "
