@@ -9,8 +9,11 @@ What it measures, in one process on one torch thread (the checkpoint's torch net
 ONNX graph's to 1e-4: ``tests/test_lac_train.py``):
 
 - with ``--data``: on 30 000 samples of the rounds ``0..R`` recorded there (the student's own training data), the
-  estimate along the true load's direction over the true load's magnitude (1: unbiased), per loaded link and band
-  of magnitude, and for the downward hand loads (more than 70 % of the force downward);
+  estimate the actor takes along the true load's direction over the true load's magnitude (1: unbiased), per loaded
+  link and band of magnitude, and for the downward hand loads (more than 70 % of the force downward); beside it
+  (``analytic``) the same of the teacher's arm estimator computed from the frames
+  (:mod:`contactflow.lac.train.arm_statics`, what ``student.arm_estimate: analytic`` gives the actor) and of the
+  teacher's own estimate as the rounds recorded it (``teacher``), for the hands' forces and couples;
 - on the evaluation's scenarios (``robots/g1/lac_eval.yaml``, the suite's loads, the evaluation's episodes:
   :func:`contactflow.lac.evaluate.run_episode`), per swept K: the load applied to the scenario's link (at each
   policy tick the one the simulator applied during the step before: a hold's first tick reads the ramp's last
@@ -56,7 +59,7 @@ def on_training_data(cfg, spec, model, data_dir: Path, upto: int, n: int = 30000
     """The estimate against the true load on samples of the recorded rounds ``0..upto`` (module docstring)."""
     import torch
 
-    from contactflow.lac.train.dagger import aux_blocks, aux_tensors, load_rounds, window_index
+    from contactflow.lac.train.dagger import aux_blocks, aux_target, aux_tensors, load_rounds, window_index
 
     data = load_rounds(data_dir, upto)
     aux_t, known = aux_tensors(cfg, data, target="load")  # the true load, whichever the student regressed
@@ -64,29 +67,49 @@ def on_training_data(cfg, spec, model, data_dir: Path, upto: int, n: int = 30000
     if len(ok) == 0:
         raise SystemExit(f"{data_dir}: no sample of rounds 0-{upto} records the true load")
     idx = np.random.default_rng(seed).choice(ok, min(n, len(ok)), replace=False)
-    est = []
+    from contactflow.lac.expert import load_expert_config
+    from contactflow.lac.train.arm_statics import ArmStatics, arm_statics_params
+    from contactflow.robot import load_robot
+
+    statics = ArmStatics(arm_statics_params(load_robot(cfg.robot), spec, load_expert_config(cfg.expert_config)))
+    est, analytic = [], []
     with torch.no_grad():
         for b in range(0, len(idx), 1000):
             i = idx[b:b + 1000]
             x = torch.from_numpy(data["frames"][window_index(data["first"], i, spec.cfg.history.length)])
-            est.append(model.forward_aux(x)[1].numpy())
+            est.append(model.load_taken(x, model.forward_aux(x)[1]).numpy())
+            analytic.append(statics(x).numpy())  # SI: hands' forces [N], then couples [N m]
     est, true = np.concatenate(est), aux_t[idx].numpy()
-    out = {}
-    for link, kind, j0, unit, unit_scale in aux_blocks()[:true.shape[1] // 3]:
-        name = f"{link} {kind}"
-        t, e = true[:, j0:j0 + 3] * unit_scale, est[:, j0:j0 + 3] * unit_scale
+    analytic = np.concatenate(analytic)
+    teacher = aux_target(cfg, data, "teacher")[idx] if cfg.student.wrench_input == "wrench" else None
+    arm_cols = {("left_wrist_roll_link", "force"): 0, ("right_wrist_roll_link", "force"): 3,
+                ("left_wrist_roll_link", "couple"): 6, ("right_wrist_roll_link", "couple"): 9}
+
+    def ratios(t, e, unit) -> dict:
         m = np.linalg.norm(t, axis=1)
         bands = {}
         for lo, hi in ([(2.0, 6.0), (6.0, 12.0)] if unit == "N" else [(0.3, 0.8), (0.8, 2.0)]):
-            sel = (m >= lo) & (m < hi)
+            sel = (m >= lo) & (m < hi) & np.isfinite(e).all(axis=1)
             if sel.sum() < 20:
                 continue
             along = np.sum(e[sel] * t[sel], axis=1) / m[sel]
             bands[f"[{lo:g}, {hi:g}) {unit}"] = {"n": int(sel.sum()), "true_mean": float(m[sel].mean()),
                                                 "estimate_along_mean": float(along.mean()),
                                                 "ratio": float(along.mean() / m[sel].mean())}
-        entry = {"unit": unit, "bands": bands}
+        return bands
+
+    out = {}
+    for link, kind, j0, unit, unit_scale in aux_blocks()[:true.shape[1] // 3]:
+        name = f"{link} {kind}"
+        t, e = true[:, j0:j0 + 3] * unit_scale, est[:, j0:j0 + 3] * unit_scale
+        entry = {"unit": unit, "bands": ratios(t, e, unit)}
+        if (link, kind) in arm_cols:
+            c = arm_cols[(link, kind)]
+            entry["analytic"] = ratios(t, analytic[:, c:c + 3], unit)
+            if teacher is not None:
+                entry["teacher"] = ratios(t, teacher[:, j0:j0 + 3] * unit_scale, unit)
         if kind == "force" and "torso" not in link:
+            m = np.linalg.norm(t, axis=1)
             sel = (m > 4.0) & (t[:, 2] < -0.7 * m)
             if sel.sum() >= 10:
                 along = np.sum(e[sel] * t[sel], axis=1) / m[sel]
@@ -125,6 +148,7 @@ class _TorchStudent:
                 a, est = self.model.forward_aux(xt, torch.from_numpy(applied[None]), torch.ones(1, dtype=torch.bool))
             else:
                 a, est = self.model.forward_aux(xt)
+            est = self.model.load_taken(xt, est)  # what the actor takes (the head's, or the arm estimator's)
         self.ticks.append((float(self.sim.data.time), applied, est[0].numpy()))
         return a.numpy()
 
@@ -215,7 +239,9 @@ def main() -> None:
         for link, e in result["training_data"]["links"].items():
             bands = "; ".join(f"{b}: {v['ratio']:.2f} (n {v['n']})" for b, v in e["bands"].items())
             down = f"; downward {e['downward']['ratio']:.2f} (n {e['downward']['n']})" if "downward" in e else ""
-            print(f"training data, {link}: estimate along / true load: {bands}{down}")
+            other = "".join(f"; {who}: " + ", ".join(f"{v['ratio']:.2f}" for v in e[who].values())
+                            for who in ("analytic", "teacher") if who in e)
+            print(f"training data, {link}: estimate along / true load: {bands}{down}{other}")
     modes = [("estimate", False)] + ([("true_load", True)] if args.true_load else [])
     for mode, true_load in modes:
         res = on_scenarios(args.checkpoint, model, eval_cfg, args.suite, args.scenario, args.trials, true_load)

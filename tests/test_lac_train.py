@@ -1664,6 +1664,7 @@ def test_load_estimate_benchmark_runs_the_evaluations_episodes_and_reads_the_app
                    text=True)
     r = json.loads(report.read_text())
     assert set(r["training_data"]["links"]) >= {"left_wrist_roll_link force", "torso_link force"}
+    assert "analytic" in r["training_data"]["links"]["left_wrist_roll_link force"]  # the arm estimator beside it
     est, true = r["estimate"]["fig6_hand"]["rows"], r["true_load"]["fig6_hand"]["rows"]
     assert [x["k"] for x in est] == [500.0] and not any(x["falls"] for x in est)
     assert all(x["applied"] == pytest.approx(5.0, abs=0.1) for x in est + true)  # the envelope's 5 N on the hand
@@ -1835,3 +1836,149 @@ def test_prior_runs_join_the_aggregate_and_are_checked(run_a, dataset, tmp_path)
     shutil.copy(prior / "data" / "round_001.npz", prior / "data" / "round_000.npz")
     with pytest.raises(ConfigError, match=r"prior_runs: the files of .*a changed since the run began"):
         train(cfg, run, dataset=dataset, resume=True, progress=False, echo=lambda s: None)
+
+
+# --------------------------------------------------------------------------- the analytic arm estimate
+
+
+def _tilted_runner_frame(robot, spec, rng, last_action=None):
+    """A deploy runner's frame of a random arm posture and rates on a base tilted in roll and pitch (yaw 0), with a
+    random last action (or ``last_action``): (frame (95,), sensors with the PD torque in force as ``tau``)."""
+    import pinocchio as pin
+
+    from contactflow.policy import PolicyRunner
+
+    run = PolicyRunner(spec)
+    quat = pin.Quaternion(pin.rpy.rpyToMatrix(0.15 * rng.standard_normal(), 0.15 * rng.standard_normal(), 0.0))
+    q = robot.q_default.copy()
+    q[3:7] = quat.coeffs()
+    q[7:] += 0.3 * rng.standard_normal(robot.n)
+    v = np.zeros(robot.nv)
+    v[6:] = rng.standard_normal(robot.n)
+    run.last_action[:] = rng.standard_normal(len(spec.joint_names)) if last_action is None else last_action
+    sensors = {"t": np.zeros(1), "q": q, "v": v, "imu_quat": quat.coeffs().copy(), "imu_gyro": np.zeros(3)}
+    n_arm = len(robot.raw["teleop"]["arm_joints"])
+    command = {"lin_vel": np.zeros(2), "ang_vel": np.zeros(1), "base_height": np.array([0.74]), "waist_yaw": np.zeros(1),
+               "q_ref_arms": np.zeros(n_arm), "stiffness": np.array([40.0, 300.0, 120.0, 15.0, 80.0])}
+    target = np.empty(robot.n)
+    target[spec.policy_to_robot] = spec.default_policy + spec.scale * run.last_action
+    sensors["tau"] = spec.kp * (target - q[7:]) - spec.kd * v[6:]
+    return run.frame(sensors, command), sensors
+
+
+def _arm_statics(robot, spec):
+    from contactflow.lac.train.arm_statics import ArmStatics, arm_statics_params
+
+    return ArmStatics(arm_statics_params(robot, spec, _expert_cfg()))
+
+
+def test_the_analytic_arm_estimate_is_the_teachers_estimator_on_the_deploy_frame(robot, spec):
+    """student.arm_estimate: analytic: from the frame a deploy runner builds alone (arm angles and rates, last action,
+    projected gravity), the graph's per-frame estimate is the teacher's arm estimator (``WrenchEstimator.raw``,
+    quasi-static) given the robot's state and the PD torque in force, on tilted bases; a history of one frame
+    repeated gives its soft-thresholded value (the low-pass keeps a constant)."""
+    from contactflow.lac.estimation import EstimatorCfg, WrenchEstimator
+    from contactflow.lac.model import LacRobot
+    from contactflow.lac.train.arm_statics import _soft
+
+    ecfg = _expert_cfg()
+    lac = LacRobot(robot)
+    arm_links = [lac.link_index(n) for n in ecfg.arm_links]
+    est = WrenchEstimator(dataclasses.replace(ecfg.estimator, inertial=False, torso=False), robot, lac, arm_links,
+                          [], 1.0 / ecfg.rate_hz)
+    mod = _arm_statics(robot, spec)
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        frame, sensors = _tilted_runner_frame(robot, spec, rng)
+        f_arm, c_arm, _ = est.raw(sensors)
+        with torch.no_grad():
+            got = mod.raw(torch.from_numpy(frame[None].astype(np.float32))).double().numpy()[0]
+        assert np.abs(f_arm).max() > 5.0  # a random last action loads the arms: the comparison is not of zeros
+        np.testing.assert_allclose(got[:6], f_arm.ravel(), atol=2e-3 * max(1.0, np.abs(f_arm).max()))
+        np.testing.assert_allclose(got[6:], c_arm.ravel(), atol=2e-3 * max(1.0, np.abs(c_arm).max()))
+        with torch.no_grad():
+            x = torch.from_numpy(np.repeat(frame[None, None].astype(np.float32), 64, axis=1))
+            filtered = mod(x).double().numpy()[0]
+        p = mod.p
+        want = torch.cat([_soft(torch.from_numpy(got[:6]).reshape(2, 3), p.deadband_force_n, p.max_force_n).reshape(6),
+                          _soft(torch.from_numpy(got[6:]).reshape(2, 3), p.deadband_couple_nm, p.max_couple_nm).reshape(6)])
+        np.testing.assert_allclose(filtered, want.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_the_analytic_arm_estimate_recovers_a_force_held_on_a_hand_at_rest(robot, spec):
+    """At rest with the PD torque in force balancing gravity and a known force on the left hand (``tau = g_arm -
+    Jp_arm^T F``, made by choosing the last action), the estimate read from the deploy frame is that force, world
+    axes, and the right hand's is zero (without the solves' damping, which shrinks what a posture's levers see
+    badly: the teacher's, checked against it above)."""
+    import pinocchio as pin
+
+    from contactflow.lac.model import LacRobot
+    from contactflow.lac.train.arm_statics import ArmStatics, arm_statics_params
+
+    ecfg = _expert_cfg()
+    lac = LacRobot(robot)
+    mod = ArmStatics(dataclasses.replace(arm_statics_params(robot, spec, ecfg), lever_damping_sq=0.0))
+    rng = np.random.default_rng(11)
+    frame, sensors = _tilted_runner_frame(robot, spec, rng)
+    q = sensors["q"]
+    f_true = np.array([4.0, -3.0, -6.0])
+    g = pin.computeGeneralizedGravity(robot.model, robot.model.createData(), q)
+    lac.update(q)
+    pin.updateFramePlacements(robot.model, lac.data)
+    i = lac.link_index(ecfg.arm_links[0])
+    Jp, _ = lac.link_jacobians(i, lac.point_world(i, lac.applied_point_local(i)))
+    tau = g[6:] - Jp[:, 6:].T @ f_true  # the joint torques that hold the force at rest (every joint's row)
+    target = q[7:] + tau / spec.kp  # v = 0: the PD target that gives them
+    action = (target[spec.policy_to_robot] - spec.default_policy) / spec.scale
+    sensors["v"][:] = 0.0
+    frame, _ = _tilted_runner_frame(robot, spec, np.random.default_rng(11), last_action=action)
+    frame[spec.term_slice("joint_vel")] = 0.0
+    with torch.no_grad():
+        got = mod.raw(torch.from_numpy(frame[None].astype(np.float32))).double().numpy()[0]
+    np.testing.assert_allclose(got[:3], f_true, atol=1e-3 * np.linalg.norm(f_true))
+    np.testing.assert_allclose(got[3:6], 0.0, atol=1e-3)
+    np.testing.assert_allclose(got[6:], 0.0, atol=1e-3)  # a pure force: no couple
+
+
+def test_analytic_arm_estimate_student_acts_on_it_and_exports(robot, spec, tmp_path):
+    """A student with student.arm_estimate: analytic gives its actor the graph's hand forces and couples (in the
+    load estimate's units) and its head's torso force; the export (LAC's I/O) is the torch network; the key needs
+    wrench_input: wrench."""
+    from contactflow.lac.train.dagger import AUX_COUPLE_UNIT_NM, AUX_FORCE_UNIT_N, new_student
+    from contactflow.lac.train.student import deploy_metadata, export_onnx
+    from contactflow.policy import load_policy_spec
+
+    with pytest.raises(ConfigError, match="arm_estimate: 'analytic' fills .*wrench_input 'none'"):
+        load_train_config(None, {"student": {"wrench_input": "none", "arm_estimate": "analytic"},
+                                 "optim": {"aux_force_weight": 0.0}})
+    with pytest.raises(ConfigError, match="arm_estimate: expected 'learned', 'analytic' or 'analytic_forces'"):
+        load_train_config(None, {"student": {"arm_estimate": "model"}})
+    cfg = load_train_config(None, {"student": {"wrench_input": "wrench", "arm_estimate": "analytic"},
+                                   "optim": {"aux_force_weight": 1.0}})
+    model = new_student(cfg, spec)
+    rng = np.random.default_rng(5)
+    frames = np.stack([_tilted_runner_frame(robot, spec, rng)[0] for _ in range(64)]).astype(np.float32)[None]
+    x = torch.from_numpy(frames)
+    seen = {}
+    model.actor[0].register_forward_hook(lambda m, inp, out: seen.update(h=inp[0].detach().clone()) or None)
+    with torch.no_grad():
+        a, aux = model.forward_aux(x)
+        an = _arm_statics(robot, spec)(x).numpy()[0]
+    h = seen["h"].numpy()[0]
+    n_in = model.feat_dim + model.encoder[-2].out_features
+    np.testing.assert_allclose(h[n_in:n_in + 6], an[:6] / AUX_FORCE_UNIT_N, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(h[n_in + 6:n_in + 9], aux.numpy()[0, 6:9], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(h[n_in + 9:n_in + 15], an[6:] / AUX_COUPLE_UNIT_NM, rtol=1e-5, atol=1e-6)
+    assert np.abs(an).max() > 0.5
+    path = export_onnx(model, tmp_path / "analytic.onnx", deploy_metadata(spec))
+    loaded = load_policy_spec("lac", robot, model=path)
+    np.testing.assert_allclose(loaded.model.run(frames), a.numpy(), atol=1e-4)
+    # analytic_forces: the hands' forces from the estimator, their couples from the head
+    forces_only = new_student(load_train_config(None, {"student": {"wrench_input": "wrench", "arm_estimate": "analytic_forces"},
+                                                       "optim": {"aux_force_weight": 1.0}}), spec)
+    forces_only.actor[0].register_forward_hook(lambda m, inp, out: seen.update(h=inp[0].detach().clone()) or None)
+    with torch.no_grad():
+        _, aux = forces_only.forward_aux(x)
+    h = seen["h"].numpy()[0]
+    np.testing.assert_allclose(h[n_in:n_in + 6], an[:6] / AUX_FORCE_UNIT_N, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(h[n_in + 6:n_in + 15], aux.numpy()[0, 6:15], rtol=1e-5, atol=1e-6)

@@ -340,6 +340,11 @@ class StudentCfg:
             vertical value 0: the teacher's torso channel, which displaces the pelvis horizontally under the
             estimated horizontal force, ``lac_expert``) or ``force`` (the whole force; docs/lac_policy_runs.md,
             "The runs of 2026-12-06 02:45 - 04:33 UTC").
+        arm_estimate: where the hands' forces and couples of the load estimate come from: ``learned`` (the
+            estimate's head, as the torso's force) or ``analytic`` (the teacher's own quasi-static estimator,
+            computed from the newest 16 frames inside the graph, :mod:`contactflow.lac.train.arm_statics`; the
+            torso's force stays learned: it needs the sole forces, which the frame lacks) or ``analytic_forces``
+            (the hands' forces from that estimator, their couples learned). Needs ``wrench_input: wrench``.
     """
 
     conv_channels: tuple[int, ...] = (16, 16, 16)
@@ -358,6 +363,7 @@ class StudentCfg:
     compliance_input: bool = False
     compliance_rotation_bound_rad: float = 0.5
     compliance_torso: str = "horizontal"
+    arm_estimate: str = "learned"
 
     def __post_init__(self):
         if self.residual_action not in ("none", "arms", "all"):
@@ -385,6 +391,11 @@ class StudentCfg:
                               "wrench_input 'force' or 'wrench' only, got wrench_input 'none'")
         if self.compliance_torso not in ("horizontal", "force"):
             raise ConfigError(f"compliance_torso: expected 'horizontal' or 'force', got {self.compliance_torso!r}")
+        if self.arm_estimate not in ("learned", "analytic", "analytic_forces"):
+            raise ConfigError(f"arm_estimate: expected 'learned', 'analytic' or 'analytic_forces', got {self.arm_estimate!r}")
+        if self.arm_estimate != "learned" and self.wrench_input != "wrench":
+            raise ConfigError(f"arm_estimate: {self.arm_estimate!r} fills the hands' loads of the load estimate with "
+                              f"wrench_input 'wrench' (15 values), got wrench_input {self.wrench_input!r}")
         if not self.compliance_rotation_bound_rad > 0:
             raise ConfigError(f"compliance_rotation_bound_rad: must be > 0, got {self.compliance_rotation_bound_rad!r}")
 

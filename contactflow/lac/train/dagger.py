@@ -690,7 +690,21 @@ def new_student(cfg: TrainConfig, spec):
                    last_action=(last_action_map(spec, cfg.student.residual_action)
                                 if cfg.student.residual_action != "none" else None),
                    head_tracking=tracking if cfg.student.force_head_frame else None,
-                   compliance=compliance_map(cfg, spec) if cfg.student.compliance_input else None)
+                   compliance=compliance_map(cfg, spec) if cfg.student.compliance_input else None,
+                   arm_statics=_arm_statics(cfg, spec))
+
+
+def _arm_statics(cfg: TrainConfig, spec) -> tuple | None:
+    """``Student``'s ``arm_statics`` with ``student.arm_estimate`` not ``learned`` (the teacher's estimator on the spec's
+    robot, :func:`~contactflow.lac.train.arm_statics.arm_statics_params`, in the load estimate's units), else None."""
+    if cfg.student.arm_estimate == "learned":
+        return None
+    from contactflow.lac.expert import load_expert_config
+    from contactflow.lac.train.arm_statics import arm_statics_params
+    from contactflow.robot import load_robot
+
+    params = arm_statics_params(load_robot(cfg.robot), spec, load_expert_config(cfg.expert_config))
+    return params, AUX_FORCE_UNIT_N, AUX_COUPLE_UNIT_NM
 
 
 def load_checkpoint(path: str | Path) -> dict:

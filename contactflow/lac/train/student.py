@@ -188,7 +188,8 @@ class Student(nn.Module):
     def __init__(self, cfg: StudentCfg, *, history: int, frame_dim: int, n_act: int, stiffness: slice,
                  aux_dim: int = 0, tracking: tuple[np.ndarray, np.ndarray] | None = None,
                  last_action: np.ndarray | None = None, head_tracking: tuple[np.ndarray, np.ndarray] | None = None,
-                 compliance: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None):
+                 compliance: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
+                 arm_statics: tuple | None = None):
         super().__init__()
         self.history, self.frame_dim, self.n_act = history, frame_dim, n_act
         self.k0, self.k1 = stiffness.start, stiffness.stop
@@ -273,6 +274,23 @@ class Student(nn.Module):
         else:
             self.aux = nn.Linear(cfg.latent_dim, aux_dim) if aux_dim > 0 else None
         self.actor_dropout = float(cfg.actor_dropout)
+        if (cfg.arm_estimate != "learned") != (arm_statics is not None):
+            raise ValueError("arm_statics: give (arm_statics_params(...), force unit, couple unit) exactly when "
+                             "cfg.arm_estimate is not 'learned'")
+        self.arm_statics = None
+        self.arm_couples = cfg.arm_estimate == "analytic"
+        if arm_statics is not None:
+            from contactflow.lac.train.arm_statics import ArmStatics
+
+            params, force_unit, couple_unit = arm_statics
+            if aux_dim != 15 or not self.force_input:
+                raise ValueError(f"arm_statics: the analytic arm estimate fills the hand forces and couples of the "
+                                 f"15-value load estimate (wrench_input 'wrench'), got aux_dim {aux_dim}")
+            if history < len(params.filter_w):
+                raise ValueError(f"arm_statics: its low-pass takes {len(params.filter_w)} frames, the history has {history}")
+            self.arm_statics = ArmStatics(params)
+            self.register_buffer("arm_units", torch.tensor([force_unit] * 6 + [couple_unit] * 6, dtype=torch.float32),
+                                 persistent=False)
 
     def features(self, frames: torch.Tensor) -> torch.Tensor:
         """(B, H, D) raw frames -> (B, H, feat_dim): the log of the stiffness (clamped at 1e-6), other
@@ -342,7 +360,7 @@ class Student(nn.Module):
                     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(actions (B, n_act), the auxiliary head's output (B, aux_dim) or None).
 
-        With ``cfg.wrench_input`` the actor takes the head's output (the load estimate), or, where
+        With ``cfg.wrench_input`` the actor takes the load estimate (:meth:`load_taken` of the head's output), or, where
         ``given`` (B,) or (B, aux_dim) bool is True, ``force`` (B, aux_dim) there instead (training: the
         ``optim.aux_target`` values, the true load by default); ``detach_estimate``: the actor takes the estimate without its gradient (training:
         ``optim.estimate_action_grad`` false; the values are the same). With ``cfg.compliance_input``
@@ -359,7 +377,7 @@ class Student(nn.Module):
         else:
             aux = self.aux(z) if self.aux is not None else None
         if self.force_input:
-            est = aux.detach() if detach_estimate else aux
+            est = self.load_taken(frames, aux.detach() if detach_estimate else aux)
             f_in = est if force is None or given is None else torch.where(given if given.dim() == 2 else given[:, None],
                                                                            force, est)
             h = torch.cat([x[:, -1], z, f_in], dim=-1)
@@ -383,6 +401,16 @@ class Student(nn.Module):
         if self.residual:
             a = a + frames[:, -1] @ self.last_action_W
         return a, aux
+
+    def load_taken(self, frames: torch.Tensor, aux: torch.Tensor) -> torch.Tensor:
+        """The load estimate the actor takes, (B, aux_dim) in the estimate's units: the head's output ``aux``, with
+        ``cfg.arm_estimate`` not ``learned`` its hands' forces (and with ``analytic`` their couples) replaced by the
+        teacher's arm estimator on ``frames`` (B, history, frame_dim) (:mod:`contactflow.lac.train.arm_statics`)."""
+        if self.arm_statics is None:
+            return aux
+        with torch.no_grad():  # no parameter in it: nothing to back-propagate
+            an = self.arm_statics(frames) / self.arm_units
+        return torch.cat([an[:, :6], aux[:, 6:9], an[:, 6:] if self.arm_couples else aux[:, 9:]], dim=-1)
 
     def n_params(self) -> int:
         """Number of trained parameters."""

@@ -1,0 +1,277 @@
+"""The teacher's quasi-static arm wrench estimate, computed from the deploy frame inside the student's graph.
+
+``lac_expert`` estimates the wrench on each hand from the joint rows of the floating-base equation of motion
+restricted to the arm's five joints (:mod:`contactflow.lac.estimation`): at rest ``J_e,arm^T w = g_arm(q) -
+tau_arm``, the force as the damped least-squares solution ``F = (A^T A + l^2 I)^-1 A^T r`` with ``A = Jp_arm^T``
+and ``r = g_arm - tau_arm``, then the couple from the residual, ``C = (B^T B + mu I)^-1 B^T (r - A F)`` with
+``B = Jr_arm^T``; each estimate low-passed (first order) and soft-thresholded. Every quantity it needs but the
+base yaw is in LAC's 95-D frame: the arm angles and rates (``joint_pos_rel``, ``joint_vel``), the PD torque
+``tau = Kp (scale a_last - q_rel) - Kd qdot`` (``last_action``: the target in force; the PD law of LAC's deploy,
+lac.md section 1.1), and the gravity direction in the base frame (``projected_gravity``). :class:`ArmStatics` does
+that computation with torch operations (so it exports to ONNX with the student): forward kinematics of the waist
+and the two five-joint arms from the pinocchio model's joint placements, axes, masses and centres of mass; the
+arm rows of the generalized gravity; the Jacobians at the point where the simulator applies a hand force; the two
+damped solves; the low-pass over the newest frames; the soft threshold.
+
+What it leaves out against the teacher (stated, not hidden): the inertial terms (the teacher's inverse dynamics
+with finite-difference accelerations; here the estimate is quasi-static, so arm motions read as loads until the
+low-pass averages them), the base yaw (the frame has none: the world axes are the yaw-free ones of the base,
+``R = Ry(pitch) Rx(roll)``; the standing robot's yaw stays within a few degrees), the effort clamp, and the warm-up
+ramp after a reset. On the round-0 episodes of the shipped student's run it reads a hand force as the teacher does
+(along the true load over its magnitude: 0.87 and 0.90 of the left hand's 2-6 N and 6-12 N, the teacher's 0.87 and
+0.89; the shipped student's learned head 0.56 and 0.66: ``benchmarks/bench_lac_load_estimate.py``, docs/lac_policy_runs.md,
+"The runs of 2026-12-06 23:01 - 12-07 00:20 UTC").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = ["ArmStaticsParams", "arm_statics_params", "ArmStatics"]
+
+#: gravity's acceleration [m/s^2], as pinocchio's default model gravity
+GRAVITY = 9.81
+
+
+@dataclasses.dataclass(frozen=True)
+class ArmStaticsParams:
+    """Everything :class:`ArmStatics` needs, float64 numpy (the buffers it exports as constants).
+
+    Attributes:
+        q_W, q_b: (frame_dim, 2, 6), (2, 6): each chain's joint angles (waist yaw, then the arm's five) from a frame,
+            ``q = frame @ q_W + q_b`` [rad] (``joint_pos_rel`` plus the default).
+        v_W: (frame_dim, 2, 5): the arm joints' rates, ``frame @ v_W`` [rad/s].
+        d_W, d_b: (frame_dim, 2, 5), (2, 5): the arm joints' PD target minus angle, ``scale a_last - q_rel`` [rad].
+        kp, kd: (2, 5) the arm joints' PD gains [N m/rad], [N m s/rad].
+        g_W: (frame_dim, 3): the gravity direction in the base frame (``projected_gravity``), ``frame @ g_W``.
+        rot, trans: (2, 6, 3, 3), (2, 6, 3): each chain joint's placement in its parent joint's frame (the
+            waist's in the base frame).
+        axis: (2, 6, 3) each joint's axis in its own frame (unit).
+        mass: (2, 6) [kg], com: (2, 6, 3) [m]: each joint's body (fixed children merged) mass and centre of mass
+            in its frame.
+        point: (2, 3) where a hand force acts, in the hand joint's frame [m] (the URDF hand link's CoM).
+        lever_damping_sq: ``l^2`` of the force solve [m^2]; couple_damping: ``mu`` of the couple solve.
+        filter_w: (n_frames,) low-pass weights of the newest frames, oldest first (sum 1).
+        deadband_force_n, max_force_n, deadband_couple_nm, max_couple_nm: the soft threshold and clamp.
+    """
+
+    q_W: np.ndarray
+    q_b: np.ndarray
+    v_W: np.ndarray
+    d_W: np.ndarray
+    d_b: np.ndarray
+    kp: np.ndarray
+    kd: np.ndarray
+    g_W: np.ndarray
+    rot: np.ndarray
+    trans: np.ndarray
+    axis: np.ndarray
+    mass: np.ndarray
+    com: np.ndarray
+    point: np.ndarray
+    lever_damping_sq: float
+    couple_damping: float
+    filter_w: np.ndarray
+    deadband_force_n: float
+    max_force_n: float
+    deadband_couple_nm: float
+    max_couple_nm: float
+
+
+def arm_statics_params(robot, spec, expert_cfg, *, n_frames: int = 16) -> ArmStaticsParams:
+    """:class:`ArmStaticsParams` of ``lac_expert``'s estimator on ``robot`` read through the deploy ``spec``.
+
+    Args:
+        robot: the G1 (``load_robot("g1")``). spec: the deploy spec bound to it (``lac``).
+        expert_cfg: :class:`~contactflow.lac.expert.ExpertConfig` (its ``arm_links``, ``estimator``, ``rate_hz``).
+        n_frames: newest frames the low-pass runs over (its first-order response, ``estimator.cutoff_hz`` at
+            ``rate_hz``, truncated there and renormalised; 16 frames at 3 Hz and 50 Hz keep 99.4 % of it).
+
+    Raises:
+        ConfigError: an arm link's chain from the base is not a waist joint and five revolute joints about
+            a principal axis; the spec lacks ``joint_pos_rel``, ``joint_vel``, ``last_action`` or
+            ``projected_gravity``, or does not hold an arm joint in them.
+    """
+    from contactflow.errors import ConfigError
+    from contactflow.lac.model import LacRobot
+    from contactflow.lac.train.student import _term_position, tracking_feature_map
+
+    m = robot.model
+    lac = LacRobot(robot)
+    terms = {t: spec.term(t) for t in ("joint_pos_rel", "joint_vel", "last_action", "projected_gravity")}
+    missing = [t for t, b in terms.items() if b is None]
+    if missing:
+        raise ConfigError(f"{spec.file}: student.arm_estimate: analytic needs the observation terms {missing}")
+    jpr, jv, _, pg = terms.values()
+    W_track, b_track = tracking_feature_map(spec)
+    robot_to_policy = np.empty(len(spec.policy_to_robot), int)
+    robot_to_policy[spec.policy_to_robot] = np.arange(len(spec.policy_to_robot))
+    D = spec.frame_dim
+    q_W, q_b = np.zeros((D, 2, 6)), np.zeros((2, 6))
+    v_W, d_W, d_b = np.zeros((D, 2, 5)), np.zeros((D, 2, 5)), np.zeros((2, 5))
+    kp, kd = np.zeros((2, 5)), np.zeros((2, 5))
+    rot, trans, axis = np.zeros((2, 6, 3, 3)), np.zeros((2, 6, 3)), np.zeros((2, 6, 3))
+    mass, com, point = np.zeros((2, 6)), np.zeros((2, 6, 3)), np.zeros((2, 3))
+    for a, link in enumerate(expert_cfg.arm_links):
+        i = lac.link_index(link)
+        jid = lac.link_joint_ids[i]
+        chain = [int(j) for j in m.supports[jid] if j > 1]  # the base's free flyer is joint 1
+        if len(chain) != 6:
+            raise ConfigError(f"student.arm_estimate: {link}'s chain from the base has {len(chain)} joints "
+                              f"{[m.names[j] for j in chain]}, expected the waist and five arm joints")
+        for k, j in enumerate(chain):
+            short = m.joints[j].shortname()
+            if short not in ("JointModelRX", "JointModelRY", "JointModelRZ"):
+                raise ConfigError(f"student.arm_estimate: {m.names[j]} is a {short}, expected a revolute joint "
+                                  f"about a principal axis")
+            axis[a, k, "XYZ".index(short[-1])] = 1.0
+            M = m.jointPlacements[j]
+            rot[a, k], trans[a, k] = M.rotation, M.translation
+            mass[a, k], com[a, k] = m.inertias[j].mass, m.inertias[j].lever
+            r = m.joints[j].idx_q - 7  # robot joint order
+            try:
+                q_W[jpr.sl.start + _term_position(jpr, r), a, k] = 1.0 / jpr.cfg.scale
+            except IndexError:
+                raise ConfigError(f"{spec.file}: joint_pos_rel does not hold {m.names[j]}") from None
+            q_b[a, k] = spec.default_robot[r]
+            if k == 0:
+                continue
+            try:
+                v_W[jv.sl.start + _term_position(jv, r), a, k - 1] = 1.0 / jv.cfg.scale
+            except IndexError:
+                raise ConfigError(f"{spec.file}: joint_vel does not hold {m.names[j]}") from None
+            p = robot_to_policy[r]
+            d_W[:, a, k - 1], d_b[a, k - 1] = W_track[:, p], b_track[p]
+            kp[a, k - 1], kd[a, k - 1] = spec.kp[r], spec.kd[r]
+        point[a] = lac.applied_point_local(i)
+    g_W = np.zeros((D, 3))
+    for c in range(3):
+        g_W[pg.sl.start + c, c] = 1.0 / pg.cfg.scale
+    est = expert_cfg.estimator
+    dt = 1.0 / expert_cfg.rate_hz
+    alpha = dt / (dt + 1.0 / (2.0 * np.pi * est.cutoff_hz))
+    w = alpha * (1.0 - alpha) ** np.arange(n_frames)[::-1]  # oldest first
+    return ArmStaticsParams(q_W=q_W, q_b=q_b, v_W=v_W, d_W=d_W, d_b=d_b, kp=kp, kd=kd, g_W=g_W, rot=rot,
+                            trans=trans, axis=axis, mass=mass, com=com, point=point,
+                            lever_damping_sq=float(est.lever_damping_m) ** 2, couple_damping=float(est.couple_damping),
+                            filter_w=w / w.sum(), deadband_force_n=float(est.deadband_force_n),
+                            max_force_n=float(est.max_force_n), deadband_couple_nm=float(est.deadband_couple_nm),
+                            max_couple_nm=float(est.max_couple_nm))
+
+
+def _cross(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a x b over the last axis (3); written out (``torch.linalg.cross`` has no ONNX export)."""
+    ax, ay, az = a.unbind(-1)
+    bx, by, bz = b.unbind(-1)
+    return torch.stack([ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx], dim=-1)
+
+
+def _solve_spd3(S: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``S^-1 y`` for (..., 3, 3) symmetric positive definite ``S`` and (..., 3) ``y``, by the adjugate (no ONNX
+    export of ``torch.linalg.solve``; the damping keeps ``S`` well conditioned)."""
+    a, b, c = S[..., 0, 0], S[..., 0, 1], S[..., 0, 2]
+    d, e, f = S[..., 1, 1], S[..., 1, 2], S[..., 2, 2]
+    A, B, C = d * f - e * e, c * e - b * f, b * e - c * d
+    D, E, F = a * f - c * c, b * c - a * e, a * d - b * b
+    det = a * A + b * B + c * C
+    adj = torch.stack([torch.stack([A, B, C], -1), torch.stack([B, D, E], -1), torch.stack([C, E, F], -1)], -2)
+    return (adj @ y.unsqueeze(-1)).squeeze(-1) / det.unsqueeze(-1)
+
+
+def _soft(x: torch.Tensor, band: float, cap: float) -> torch.Tensor:
+    """The estimator's soft threshold per 3-vector: 0 below ``band``, the magnitude less ``band`` above it,
+    clamped at ``cap`` (:func:`contactflow.lac.estimation._soft`)."""
+    n = torch.sqrt((x * x).sum(dim=-1, keepdim=True) + 1e-12)
+    return x * (torch.clamp(n - band, min=0.0, max=cap) / n)
+
+
+class ArmStatics(nn.Module):
+    """The teacher's arm wrench estimate from deploy frames (module docstring).
+
+    Args:
+        p: :func:`arm_statics_params`.
+
+    Shapes: ``forward(frames (B, H, frame_dim))`` with ``H >= len(p.filter_w)`` -> (B, 12): the force on the left
+    and the right hand [N], then the couple on each [N m], world axes without the base yaw; ``raw(frames (N,
+    frame_dim))`` -> (N, 12) the same of one frame, before the low-pass and the threshold.
+    """
+
+    def __init__(self, p: ArmStaticsParams):
+        super().__init__()
+        for name in ("q_W", "q_b", "v_W", "d_W", "d_b", "kp", "kd", "g_W", "rot", "trans", "axis", "mass", "com",
+                     "point", "filter_w"):
+            self.register_buffer(name, torch.as_tensor(np.asarray(getattr(p, name)), dtype=torch.float32))
+        self.p = p
+        self.n_frames = len(p.filter_w)
+
+    def raw(self, x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[0]
+        q = torch.einsum("nd,dak->nak", x, self.q_W) + self.q_b  # (n, 2, 6)
+        qd = torch.einsum("nd,dak->nak", x, self.v_W)  # (n, 2, 5)
+        tau = self.kp * (torch.einsum("nd,dak->nak", x, self.d_W) + self.d_b) - self.kd * qd
+        g = torch.einsum("nd,dc->nc", x, self.g_W)  # gravity direction, base frame
+        # forward kinematics in the base frame: each joint's origin p, axis a and body CoM c
+        c_q, s_q = torch.cos(q), torch.sin(q)
+        R = torch.eye(3).expand(n, 2, 3, 3)
+        t = torch.zeros(n, 2, 3)
+        P, A, Cm = [], [], []
+        for k in range(6):
+            t = t + (R @ self.trans[:, k].unsqueeze(-1)).squeeze(-1)
+            R = R @ self.rot[:, k]
+            u = self.axis[:, k]  # (2, 3) unit principal axis: Rodrigues with it
+            ux = torch.stack([torch.stack([torch.zeros(2), -u[:, 2], u[:, 1]], -1),
+                              torch.stack([u[:, 2], torch.zeros(2), -u[:, 0]], -1),
+                              torch.stack([-u[:, 1], u[:, 0], torch.zeros(2)], -1)], -2)
+            ck, sk = c_q[:, :, k, None, None], s_q[:, :, k, None, None]
+            Rj = torch.eye(3) + sk * ux + (1.0 - ck) * (ux @ ux)
+            R = R @ Rj
+            P.append(t)
+            A.append((R @ u.unsqueeze(-1)).squeeze(-1))
+            Cm.append(t + (R @ self.com[:, k].unsqueeze(-1)).squeeze(-1))
+        hand = P[-1] + (R @ self.point.unsqueeze(-1)).squeeze(-1)  # (n, 2, 3)
+        gamma = GRAVITY * g[:, None, :]  # (n, 1, 3)
+        # arm joint i (chain index 1..5): g_i = -a_i . ((S_i - M_i p_i) x gamma), S_i, M_i the moments of the bodies
+        # from i to the hand
+        rows_g, rows_Jp, rows_Jr = [], [], []
+        S = torch.zeros(n, 2, 3)
+        Msum = torch.zeros(2)
+        for k in range(5, 0, -1):
+            S = S + self.mass[:, k, None] * Cm[k]
+            Msum = Msum + self.mass[:, k]
+            lever = S - Msum[:, None] * P[k]
+            rows_g.append(-(A[k] * _cross(lever, gamma)).sum(-1))
+            rows_Jp.append(_cross(A[k], hand - P[k]))
+            rows_Jr.append(A[k])
+        g_arm = torch.stack(rows_g[::-1], -1)  # (n, 2, 5)
+        Jp_T = torch.stack(rows_Jp[::-1], -2)  # (n, 2, 5, 3): A = Jp^T
+        Jr_T = torch.stack(rows_Jr[::-1], -2)
+        r = g_arm - tau
+        eye = torch.eye(3)
+        F = _solve_spd3(Jp_T.transpose(-1, -2) @ Jp_T + self.p.lever_damping_sq * eye,
+                        (Jp_T.transpose(-1, -2) @ r.unsqueeze(-1)).squeeze(-1))
+        res = r - (Jp_T @ F.unsqueeze(-1)).squeeze(-1)
+        C = _solve_spd3(Jr_T.transpose(-1, -2) @ Jr_T + self.p.couple_damping * eye,
+                        (Jr_T.transpose(-1, -2) @ res.unsqueeze(-1)).squeeze(-1))
+        # base -> yaw-free world: R = Ry(pitch) Rx(roll) with R^T e_z = -g
+        gx, gy, gz = g.unbind(-1)
+        cth = torch.sqrt(torch.clamp(1.0 - gx * gx, min=1e-6))
+        sph, cph = -gy / cth, -gz / cth
+        zero = torch.zeros_like(gx)
+        Rw = torch.stack([torch.stack([cth, gx * sph, gx * cph], -1), torch.stack([zero, cph, -sph], -1),
+                          torch.stack([-gx, cth * sph, cth * cph], -1)], -2)[:, None]  # (n, 1, 3, 3)
+        F = (Rw @ F.unsqueeze(-1)).squeeze(-1)
+        C = (Rw @ C.unsqueeze(-1)).squeeze(-1)
+        return torch.cat([F.reshape(n, 6), C.reshape(n, 6)], dim=-1)
+
+    def forward(self, frames: torch.Tensor) -> torch.Tensor:
+        b, h, d = frames.shape
+        x = frames[:, h - self.n_frames:].reshape(b * self.n_frames, d)
+        y = (self.raw(x).reshape(b, self.n_frames, 12) * self.filter_w[None, :, None]).sum(dim=1)
+        p = self.p
+        f = _soft(y[:, :6].reshape(b, 2, 3), p.deadband_force_n, p.max_force_n)
+        c = _soft(y[:, 6:].reshape(b, 2, 3), p.deadband_couple_nm, p.max_couple_nm)
+        return torch.cat([f.reshape(b, 6), c.reshape(b, 6)], dim=-1)
