@@ -71,7 +71,8 @@ def on_training_data(cfg, spec, model, data_dir: Path, upto: int, n: int = 30000
     from contactflow.lac.train.arm_statics import ArmStatics, arm_statics_params
     from contactflow.robot import load_robot
 
-    statics = ArmStatics(arm_statics_params(load_robot(cfg.robot), spec, load_expert_config(cfg.expert_config)))
+    expert_cfg = load_expert_config(cfg.expert_config)
+    statics = ArmStatics(arm_statics_params(load_robot(cfg.robot), spec, expert_cfg))
     est, analytic = [], []
     with torch.no_grad():
         for b in range(0, len(idx), 1000):
@@ -82,8 +83,8 @@ def on_training_data(cfg, spec, model, data_dir: Path, upto: int, n: int = 30000
     est, true = np.concatenate(est), aux_t[idx].numpy()
     analytic = np.concatenate(analytic)
     teacher = aux_target(cfg, data, "teacher")[idx] if cfg.student.wrench_input == "wrench" else None
-    arm_cols = {("left_wrist_roll_link", "force"): 0, ("right_wrist_roll_link", "force"): 3,
-                ("left_wrist_roll_link", "couple"): 6, ("right_wrist_roll_link", "couple"): 9}
+    arm_cols = {(link, kind): off + 3 * a for a, link in enumerate(expert_cfg.arm_links)  # ArmStatics' columns
+                for kind, off in (("force", 0), ("couple", 6))}
 
     def ratios(t, e, unit) -> dict:
         m = np.linalg.norm(t, axis=1)

@@ -1841,22 +1841,11 @@ def test_prior_runs_join_the_aggregate_and_are_checked(run_a, dataset, tmp_path)
 # --------------------------------------------------------------------------- the analytic arm estimate
 
 
-def _tilted_runner_frame(robot, spec, rng, last_action=None):
-    """A deploy runner's frame of a random arm posture and rates on a base tilted in roll and pitch (yaw 0), with a
-    random last action (or ``last_action``): (frame (95,), sensors with the PD torque in force as ``tau``)."""
-    import pinocchio as pin
-
-    from contactflow.policy import PolicyRunner
-
-    run = PolicyRunner(spec)
-    quat = pin.Quaternion(pin.rpy.rpyToMatrix(0.15 * rng.standard_normal(), 0.15 * rng.standard_normal(), 0.0))
-    q = robot.q_default.copy()
-    q[3:7] = quat.coeffs()
-    q[7:] += 0.3 * rng.standard_normal(robot.n)
-    v = np.zeros(robot.nv)
-    v[6:] = rng.standard_normal(robot.n)
-    run.last_action[:] = rng.standard_normal(len(spec.joint_names)) if last_action is None else last_action
-    sensors = {"t": np.zeros(1), "q": q, "v": v, "imu_quat": quat.coeffs().copy(), "imu_gyro": np.zeros(3)}
+def _deploy_frame(robot, spec, run, q, v, action):
+    """The frame the deploy runner ``run`` builds at state ``q`` (30,), ``v`` (29,) with ``action`` (23,) its last
+    action, and the sensors with the PD torque that action's target gives there as ``tau``."""
+    run.last_action[:] = action
+    sensors = {"t": np.zeros(1), "q": q, "v": v, "imu_quat": q[3:7].copy(), "imu_gyro": np.zeros(3)}
     n_arm = len(robot.raw["teleop"]["arm_joints"])
     command = {"lin_vel": np.zeros(2), "ang_vel": np.zeros(1), "base_height": np.array([0.74]), "waist_yaw": np.zeros(1),
                "q_ref_arms": np.zeros(n_arm), "stiffness": np.array([40.0, 300.0, 120.0, 15.0, 80.0])}
@@ -1864,6 +1853,26 @@ def _tilted_runner_frame(robot, spec, rng, last_action=None):
     target[spec.policy_to_robot] = spec.default_policy + spec.scale * run.last_action
     sensors["tau"] = spec.kp * (target - q[7:]) - spec.kd * v[6:]
     return run.frame(sensors, command), sensors
+
+
+def _tilted_state(robot, spec, rng):
+    """A random arm posture and rates on a base tilted in roll and pitch (yaw 0), and a random action: (q, v, action)."""
+    import pinocchio as pin
+
+    q = robot.q_default.copy()
+    q[3:7] = pin.Quaternion(pin.rpy.rpyToMatrix(0.15 * rng.standard_normal(), 0.15 * rng.standard_normal(), 0.0)).coeffs()
+    q[7:] += 0.3 * rng.standard_normal(robot.n)
+    v = np.zeros(robot.nv)
+    v[6:] = rng.standard_normal(robot.n)
+    return q, v, rng.standard_normal(len(spec.joint_names))
+
+
+def _tilted_runner_frame(robot, spec, rng, last_action=None):
+    """:func:`_deploy_frame` of :func:`_tilted_state` (its action replaced by ``last_action`` where given)."""
+    from contactflow.policy import PolicyRunner
+
+    q, v, action = _tilted_state(robot, spec, rng)
+    return _deploy_frame(robot, spec, PolicyRunner(spec), q, v, action if last_action is None else last_action)
 
 
 def _arm_statics(robot, spec):
@@ -1875,11 +1884,9 @@ def _arm_statics(robot, spec):
 def test_the_analytic_arm_estimate_is_the_teachers_estimator_on_the_deploy_frame(robot, spec):
     """student.arm_estimate: analytic: from the frame a deploy runner builds alone (arm angles and rates, last action,
     projected gravity), the graph's per-frame estimate is the teacher's arm estimator (``WrenchEstimator.raw``,
-    quasi-static) given the robot's state and the PD torque in force, on tilted bases; a history of one frame
-    repeated gives its soft-thresholded value (the low-pass keeps a constant)."""
-    from contactflow.lac.estimation import EstimatorCfg, WrenchEstimator
+    quasi-static) given the robot's state and the PD torque in force, on tilted bases."""
+    from contactflow.lac.estimation import WrenchEstimator
     from contactflow.lac.model import LacRobot
-    from contactflow.lac.train.arm_statics import _soft
 
     ecfg = _expert_cfg()
     lac = LacRobot(robot)
@@ -1894,15 +1901,42 @@ def test_the_analytic_arm_estimate_is_the_teachers_estimator_on_the_deploy_frame
         with torch.no_grad():
             got = mod.raw(torch.from_numpy(frame[None].astype(np.float32))).double().numpy()[0]
         assert np.abs(f_arm).max() > 5.0  # a random last action loads the arms: the comparison is not of zeros
-        np.testing.assert_allclose(got[:6], f_arm.ravel(), atol=2e-3 * max(1.0, np.abs(f_arm).max()))
-        np.testing.assert_allclose(got[6:], c_arm.ravel(), atol=2e-3 * max(1.0, np.abs(c_arm).max()))
-        with torch.no_grad():
-            x = torch.from_numpy(np.repeat(frame[None, None].astype(np.float32), 64, axis=1))
-            filtered = mod(x).double().numpy()[0]
-        p = mod.p
-        want = torch.cat([_soft(torch.from_numpy(got[:6]).reshape(2, 3), p.deadband_force_n, p.max_force_n).reshape(6),
-                          _soft(torch.from_numpy(got[6:]).reshape(2, 3), p.deadband_couple_nm, p.max_couple_nm).reshape(6)])
-        np.testing.assert_allclose(filtered, want.numpy(), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got[:6], f_arm.ravel(), rtol=1e-3, atol=2e-3)  # [N]
+        np.testing.assert_allclose(got[6:], c_arm.ravel(), rtol=1e-3, atol=2e-4)  # [N m]
+
+
+def test_the_analytic_arm_estimate_filters_and_warms_up_as_the_teacher_over_the_deploy_history(robot, spec):
+    """Over a sequence of states pushed into the deploy runner's 64-frame history (the first frame replicated), the
+    graph's estimate is the teacher's estimator stepped over the same readings (quasi-static: its low-pass from
+    zero, its warm-up ramp, its soft threshold), to the 16-frame truncation of its low-pass."""
+    from contactflow.lac.estimation import WrenchEstimator
+    from contactflow.lac.model import LacRobot
+    from contactflow.policy import PolicyRunner
+
+    ecfg = _expert_cfg()
+    lac = LacRobot(robot)
+    dt = 1.0 / ecfg.rate_hz
+    est = WrenchEstimator(dataclasses.replace(ecfg.estimator, inertial=False, torso=False), robot, lac,
+                          [lac.link_index(n) for n in ecfg.arm_links], [], dt)
+    mod = _arm_statics(robot, spec)
+    rng = np.random.default_rng(4)
+    run = PolicyRunner(spec)
+    q, v, action = _tilted_state(robot, spec, rng)
+    for n in range(1, 81):  # a slow random walk of the state and the action
+        q[7:] += 0.01 * rng.standard_normal(robot.n)
+        v[6:] = 0.9 * v[6:] + 0.1 * rng.standard_normal(robot.n)
+        action += 0.03 * rng.standard_normal(action.size)
+        frame, sensors = _deploy_frame(robot, spec, run, q, v, action)
+        sensors["t"] = np.array([n * dt])
+        run.push(frame)
+        want = est.step(sensors)
+        if n in (1, 2, 5, 16, 30, 64, 80):
+            with torch.no_grad():
+                got = mod(torch.from_numpy(run.model_input().reshape(1, 64, -1))).double().numpy()[0]
+            ref = np.concatenate([want.f_arm.ravel(), want.c_arm.ravel()])
+            scale = np.abs(ref).max()
+            assert scale > (0.1 if n == 1 else 1.0)  # loaded arms: not a comparison of zeros
+            np.testing.assert_allclose(got, ref, atol=0.01 * scale + 1e-3, err_msg=f"after {n} frames")
 
 
 def test_the_analytic_arm_estimate_recovers_a_force_held_on_a_hand_at_rest(robot, spec):
@@ -1930,7 +1964,6 @@ def test_the_analytic_arm_estimate_recovers_a_force_held_on_a_hand_at_rest(robot
     tau = g[6:] - Jp[:, 6:].T @ f_true  # the joint torques that hold the force at rest (every joint's row)
     target = q[7:] + tau / spec.kp  # v = 0: the PD target that gives them
     action = (target[spec.policy_to_robot] - spec.default_policy) / spec.scale
-    sensors["v"][:] = 0.0
     frame, _ = _tilted_runner_frame(robot, spec, np.random.default_rng(11), last_action=action)
     frame[spec.term_slice("joint_vel")] = 0.0
     with torch.no_grad():

@@ -15,12 +15,16 @@ damped solves; the low-pass over the newest frames; the soft threshold.
 
 What it leaves out against the teacher (stated, not hidden): the inertial terms (the teacher's inverse dynamics
 with finite-difference accelerations; here the estimate is quasi-static, so arm motions read as loads until the
-low-pass averages them), the base yaw (the frame has none: the world axes are the yaw-free ones of the base,
-``R = Ry(pitch) Rx(roll)``; the standing robot's yaw stays within a few degrees), the effort clamp, and the warm-up
-ramp after a reset. On the round-0 episodes of the shipped student's run it reads a hand force as the teacher does
+low-pass averages them, and an action change reads as a load until the arm settles where its PD torque balances
+again; the frames' joint rates would give the joint accelerations, not the base's linear one), the base yaw (the
+frame has none: the world axes are the yaw-free ones of the base, ``R = Ry(pitch) Rx(roll)``; the standing robot's
+yaw stays within a few degrees) and the effort clamp. The teacher's warm-up after a reset is kept (the history's
+fill weighs nothing, :class:`ArmStatics`): the runs of 2026-12-06 23:01 - 12-07 01:00 UTC were made before it
+(revision 2c61a1b), when an episode's first frames read the arms' posture as loads of up to ~50 N for ~0.3 s. On
+the round-0 episodes of the shipped student's run it reads a hand force as the teacher does
 (along the true load over its magnitude: 0.87 and 0.90 of the left hand's 2-6 N and 6-12 N, the teacher's 0.87 and
 0.89; the shipped student's learned head 0.56 and 0.66: ``benchmarks/bench_lac_load_estimate.py``, docs/lac_policy_runs.md,
-"The runs of 2026-12-06 23:01 - 12-07 00:20 UTC").
+"The runs of 2026-12-06 23:01 - 12-07 01:00 UTC").
 """
 
 from __future__ import annotations
@@ -45,7 +49,8 @@ class ArmStaticsParams:
         q_W, q_b: (frame_dim, 2, 6), (2, 6): each chain's joint angles (waist yaw, then the arm's five) from a frame,
             ``q = frame @ q_W + q_b`` [rad] (``joint_pos_rel`` plus the default).
         v_W: (frame_dim, 2, 5): the arm joints' rates, ``frame @ v_W`` [rad/s].
-        d_W, d_b: (frame_dim, 2, 5), (2, 5): the arm joints' PD target minus angle, ``scale a_last - q_rel`` [rad].
+        d_W, d_b: (frame_dim, 2, 5), (2, 5): the arm joints' PD target minus angle, ``scale a_last - q_rel`` [rad]
+            (``d_b`` 0: LAC's target is the default plus the scaled action).
         kp, kd: (2, 5) the arm joints' PD gains [N m/rad], [N m s/rad].
         g_W: (frame_dim, 3): the gravity direction in the base frame (``projected_gravity``), ``frame @ g_W``.
         rot, trans: (2, 6, 3, 3), (2, 6, 3): each chain joint's placement in its parent joint's frame (the
@@ -53,10 +58,13 @@ class ArmStaticsParams:
         axis: (2, 6, 3) each joint's axis in its own frame (unit).
         mass: (2, 6) [kg], com: (2, 6, 3) [m]: each joint's body (fixed children merged) mass and centre of mass
             in its frame.
-        point: (2, 3) where a hand force acts, in the hand joint's frame [m] (the URDF hand link's CoM).
+        point: (2, 3) where a hand force acts, in the hand joint's frame [m] (the estimator's ``arm_point_local_m``,
+            or where it is None the URDF hand link's CoM, where the simulator applies it).
         lever_damping_sq: ``l^2`` of the force solve [m^2]; couple_damping: ``mu`` of the couple solve.
         filter_w: (n_frames,) low-pass weights of the newest frames, oldest first (sum 1).
         deadband_force_n, max_force_n, deadband_couple_nm, max_couple_nm: the soft threshold and clamp.
+        ramp_frames: the estimator's warm-up after a reset, in frames (``warmup_s`` at ``rate_hz``): the reading
+            ``j`` frames after it weighs ``min(1, j / ramp_frames)``.
     """
 
     q_W: np.ndarray
@@ -80,6 +88,7 @@ class ArmStaticsParams:
     max_force_n: float
     deadband_couple_nm: float
     max_couple_nm: float
+    ramp_frames: float
 
 
 def arm_statics_params(robot, spec, expert_cfg, *, n_frames: int = 16) -> ArmStaticsParams:
@@ -98,16 +107,15 @@ def arm_statics_params(robot, spec, expert_cfg, *, n_frames: int = 16) -> ArmSta
     """
     from contactflow.errors import ConfigError
     from contactflow.lac.model import LacRobot
-    from contactflow.lac.train.student import _term_position, tracking_feature_map
+    from contactflow.lac.train.student import _term_position
 
     m = robot.model
     lac = LacRobot(robot)
     terms = {t: spec.term(t) for t in ("joint_pos_rel", "joint_vel", "last_action", "projected_gravity")}
     missing = [t for t, b in terms.items() if b is None]
     if missing:
-        raise ConfigError(f"{spec.file}: student.arm_estimate: analytic needs the observation terms {missing}")
-    jpr, jv, _, pg = terms.values()
-    W_track, b_track = tracking_feature_map(spec)
+        raise ConfigError(f"{spec.file}: student.arm_estimate needs the observation terms {missing}")
+    jpr, jv, la, pg = terms.values()
     robot_to_policy = np.empty(len(spec.policy_to_robot), int)
     robot_to_policy[spec.policy_to_robot] = np.arange(len(spec.policy_to_robot))
     D = spec.frame_dim
@@ -144,14 +152,18 @@ def arm_statics_params(robot, spec, expert_cfg, *, n_frames: int = 16) -> ArmSta
                 v_W[jv.sl.start + _term_position(jv, r), a, k - 1] = 1.0 / jv.cfg.scale
             except IndexError:
                 raise ConfigError(f"{spec.file}: joint_vel does not hold {m.names[j]}") from None
-            p = robot_to_policy[r]
-            d_W[:, a, k - 1], d_b[a, k - 1] = W_track[:, p], b_track[p]
+            p = robot_to_policy[r]  # the PD target less the angle: scale a_last - q_rel (runner.act's target)
+            try:
+                d_W[la.sl.start + _term_position(la, p), a, k - 1] = spec.scale[p] / la.cfg.scale
+            except IndexError:
+                raise ConfigError(f"{spec.file}: last_action does not hold {m.names[j]}") from None
+            d_W[jpr.sl.start + _term_position(jpr, r), a, k - 1] -= 1.0 / jpr.cfg.scale
             kp[a, k - 1], kd[a, k - 1] = spec.kp[r], spec.kd[r]
-        point[a] = lac.applied_point_local(i)
+        est = expert_cfg.estimator
+        point[a] = lac.applied_point_local(i) if est.arm_point_local_m is None else np.asarray(est.arm_point_local_m, float)
     g_W = np.zeros((D, 3))
     for c in range(3):
         g_W[pg.sl.start + c, c] = 1.0 / pg.cfg.scale
-    est = expert_cfg.estimator
     dt = 1.0 / expert_cfg.rate_hz
     alpha = dt / (dt + 1.0 / (2.0 * np.pi * est.cutoff_hz))
     w = alpha * (1.0 - alpha) ** np.arange(n_frames)[::-1]  # oldest first
@@ -160,7 +172,7 @@ def arm_statics_params(robot, spec, expert_cfg, *, n_frames: int = 16) -> ArmSta
                             lever_damping_sq=float(est.lever_damping_m) ** 2, couple_damping=float(est.couple_damping),
                             filter_w=w / w.sum(), deadband_force_n=float(est.deadband_force_n),
                             max_force_n=float(est.max_force_n), deadband_couple_nm=float(est.deadband_couple_nm),
-                            max_couple_nm=float(est.max_couple_nm))
+                            max_couple_nm=float(est.max_couple_nm), ramp_frames=float(est.warmup_s * expert_cfg.rate_hz))
 
 
 def _cross(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -193,42 +205,56 @@ class ArmStatics(nn.Module):
     """The teacher's arm wrench estimate from deploy frames (module docstring).
 
     Args:
-        p: :func:`arm_statics_params`.
+        p: :func:`arm_statics_params` (its arrays and scalars are buffers: a checkpoint keeps what it was trained with).
 
     Shapes: ``forward(frames (B, H, frame_dim))`` with ``H >= len(p.filter_w)`` -> (B, 12): the force on the left
     and the right hand [N], then the couple on each [N m], world axes without the base yaw; ``raw(frames (N,
-    frame_dim))`` -> (N, 12) the same of one frame, before the low-pass and the threshold.
+    frame_dim))`` -> (N, 12) the same of one frame, before the low-pass, the warm-up and the threshold.
+
+    The history's fill (the deploy runner replicates the first frame into every slot, then shifts; ``history.fill:
+    first_frame``) holds no reading: the leading frames equal to the oldest, all but the newest of them, weigh 0, and
+    the readings after it are ramped in as the teacher's after a reset (``ramp_frames``), so an episode's first
+    frame, whose last action (0) was never the PD target in force, does not read the arms' posture as a load. A
+    robot whose consecutive frames were bit-identical would be taken for a fresh start there (a simulated or
+    measured frame never is).
     """
+
+    _SCALARS = ("lever_damping_sq", "couple_damping", "deadband_force_n", "max_force_n", "deadband_couple_nm",
+                "max_couple_nm", "ramp_frames")
 
     def __init__(self, p: ArmStaticsParams):
         super().__init__()
         for name in ("q_W", "q_b", "v_W", "d_W", "d_b", "kp", "kd", "g_W", "rot", "trans", "axis", "mass", "com",
                      "point", "filter_w"):
             self.register_buffer(name, torch.as_tensor(np.asarray(getattr(p, name)), dtype=torch.float32))
-        self.p = p
+        self.register_buffer("scalars", torch.tensor([float(getattr(p, k)) for k in self._SCALARS], dtype=torch.float64))
         self.n_frames = len(p.filter_w)
 
+    def _scalar(self, name: str) -> float:
+        return float(self.scalars[self._SCALARS.index(name)])
+
     def raw(self, x: torch.Tensor) -> torch.Tensor:
-        n = x.shape[0]
+        n, dev = x.shape[0], x.device
         q = torch.einsum("nd,dak->nak", x, self.q_W) + self.q_b  # (n, 2, 6)
         qd = torch.einsum("nd,dak->nak", x, self.v_W)  # (n, 2, 5)
         tau = self.kp * (torch.einsum("nd,dak->nak", x, self.d_W) + self.d_b) - self.kd * qd
         g = torch.einsum("nd,dc->nc", x, self.g_W)  # gravity direction, base frame
         # forward kinematics in the base frame: each joint's origin p, axis a and body CoM c
         c_q, s_q = torch.cos(q), torch.sin(q)
-        R = torch.eye(3).expand(n, 2, 3, 3)
-        t = torch.zeros(n, 2, 3)
+        eye = torch.eye(3, device=dev)
+        zero2 = torch.zeros(2, device=dev)
+        R = eye.expand(n, 2, 3, 3)
+        t = torch.zeros(n, 2, 3, device=dev)
         P, A, Cm = [], [], []
         for k in range(6):
             t = t + (R @ self.trans[:, k].unsqueeze(-1)).squeeze(-1)
             R = R @ self.rot[:, k]
             u = self.axis[:, k]  # (2, 3) unit principal axis: Rodrigues with it
-            ux = torch.stack([torch.stack([torch.zeros(2), -u[:, 2], u[:, 1]], -1),
-                              torch.stack([u[:, 2], torch.zeros(2), -u[:, 0]], -1),
-                              torch.stack([-u[:, 1], u[:, 0], torch.zeros(2)], -1)], -2)
+            ux = torch.stack([torch.stack([zero2, -u[:, 2], u[:, 1]], -1),
+                              torch.stack([u[:, 2], zero2, -u[:, 0]], -1),
+                              torch.stack([-u[:, 1], u[:, 0], zero2], -1)], -2)
             ck, sk = c_q[:, :, k, None, None], s_q[:, :, k, None, None]
-            Rj = torch.eye(3) + sk * ux + (1.0 - ck) * (ux @ ux)
-            R = R @ Rj
+            R = R @ (eye + sk * ux + (1.0 - ck) * (ux @ ux))
             P.append(t)
             A.append((R @ u.unsqueeze(-1)).squeeze(-1))
             Cm.append(t + (R @ self.com[:, k].unsqueeze(-1)).squeeze(-1))
@@ -237,8 +263,8 @@ class ArmStatics(nn.Module):
         # arm joint i (chain index 1..5): g_i = -a_i . ((S_i - M_i p_i) x gamma), S_i, M_i the moments of the bodies
         # from i to the hand
         rows_g, rows_Jp, rows_Jr = [], [], []
-        S = torch.zeros(n, 2, 3)
-        Msum = torch.zeros(2)
+        S = torch.zeros(n, 2, 3, device=dev)
+        Msum = zero2
         for k in range(5, 0, -1):
             S = S + self.mass[:, k, None] * Cm[k]
             Msum = Msum + self.mass[:, k]
@@ -250,11 +276,10 @@ class ArmStatics(nn.Module):
         Jp_T = torch.stack(rows_Jp[::-1], -2)  # (n, 2, 5, 3): A = Jp^T
         Jr_T = torch.stack(rows_Jr[::-1], -2)
         r = g_arm - tau
-        eye = torch.eye(3)
-        F = _solve_spd3(Jp_T.transpose(-1, -2) @ Jp_T + self.p.lever_damping_sq * eye,
+        F = _solve_spd3(Jp_T.transpose(-1, -2) @ Jp_T + self._scalar("lever_damping_sq") * eye,
                         (Jp_T.transpose(-1, -2) @ r.unsqueeze(-1)).squeeze(-1))
         res = r - (Jp_T @ F.unsqueeze(-1)).squeeze(-1)
-        C = _solve_spd3(Jr_T.transpose(-1, -2) @ Jr_T + self.p.couple_damping * eye,
+        C = _solve_spd3(Jr_T.transpose(-1, -2) @ Jr_T + self._scalar("couple_damping") * eye,
                         (Jr_T.transpose(-1, -2) @ res.unsqueeze(-1)).squeeze(-1))
         # base -> yaw-free world: R = Ry(pitch) Rx(roll) with R^T e_z = -g
         gx, gy, gz = g.unbind(-1)
@@ -267,11 +292,24 @@ class ArmStatics(nn.Module):
         C = (Rw @ C.unsqueeze(-1)).squeeze(-1)
         return torch.cat([F.reshape(n, 6), C.reshape(n, 6)], dim=-1)
 
+    def weights(self, frames: torch.Tensor) -> torch.Tensor:
+        """(B, n_frames) weights of the newest frames of ``frames`` (B, H, frame_dim): the low-pass times the warm-up
+        ramp, 0 on the history's fill (class docstring)."""
+        b, h, _ = frames.shape
+        same = (frames == frames[:, :1]).all(dim=-1).to(frames.dtype)  # (B, H)
+        fill = (torch.cumsum(1.0 - same, dim=1) == 0).to(frames.dtype).sum(dim=1, keepdim=True)  # leading copies
+        slot = torch.arange(h - self.n_frames, h, device=frames.device, dtype=frames.dtype)[None]
+        j = slot - fill + 2.0  # the reading's count since the reset (1: the first frame); <= 0: fill
+        ramp_frames = self._scalar("ramp_frames")
+        ramp = torch.clamp(j / ramp_frames, 0.0, 1.0) if ramp_frames > 0 else (j >= 1).to(frames.dtype)
+        return self.filter_w[None] * ramp
+
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         b, h, d = frames.shape
+        if h < self.n_frames:
+            raise ValueError(f"ArmStatics: its low-pass takes the newest {self.n_frames} frames, got a history of {h}")
         x = frames[:, h - self.n_frames:].reshape(b * self.n_frames, d)
-        y = (self.raw(x).reshape(b, self.n_frames, 12) * self.filter_w[None, :, None]).sum(dim=1)
-        p = self.p
-        f = _soft(y[:, :6].reshape(b, 2, 3), p.deadband_force_n, p.max_force_n)
-        c = _soft(y[:, 6:].reshape(b, 2, 3), p.deadband_couple_nm, p.max_couple_nm)
+        y = (self.raw(x).reshape(b, self.n_frames, 12) * self.weights(frames)[:, :, None]).sum(dim=1)
+        f = _soft(y[:, :6].reshape(b, 2, 3), self._scalar("deadband_force_n"), self._scalar("max_force_n"))
+        c = _soft(y[:, 6:].reshape(b, 2, 3), self._scalar("deadband_couple_nm"), self._scalar("max_couple_nm"))
         return torch.cat([f.reshape(b, 6), c.reshape(b, 6)], dim=-1)

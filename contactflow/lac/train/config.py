@@ -341,8 +341,8 @@ class StudentCfg:
             estimated horizontal force, ``lac_expert``) or ``force`` (the whole force; docs/lac_policy_runs.md,
             "The runs of 2026-12-06 02:45 - 04:33 UTC").
         arm_estimate: where the hands' forces and couples of the load estimate come from: ``learned`` (the
-            estimate's head, as the torso's force) or ``analytic`` (the teacher's own quasi-static estimator,
-            computed from the newest 16 frames inside the graph, :mod:`contactflow.lac.train.arm_statics`; the
+            estimate's head, as the torso's force) or ``analytic`` (the teacher's estimator without its inertial
+            terms, computed from the newest 16 frames inside the graph, :mod:`contactflow.lac.train.arm_statics`; the
             torso's force stays learned: it needs the sole forces, which the frame lacks) or ``analytic_forces``
             (the hands' forces from that estimator, their couples learned). Needs ``wrench_input: wrench``.
     """

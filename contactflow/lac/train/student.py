@@ -176,11 +176,16 @@ class Student(nn.Module):
             channel, ``unit`` (n_blocks,) the SI value of one unit of the block, ``bound`` (n_blocks,)
             its ``d_max`` [m or rad], ``axes`` (n_blocks, 3) 0/1 the block's values that enter
             (:meth:`compliance_features`; ``dagger.compliance_map``).
+        arm_statics: ``(params, force_unit, couple_unit)`` when ``cfg.arm_estimate`` is not ``learned``: the
+            :class:`~contactflow.lac.train.arm_statics.ArmStatics` of
+            :func:`~contactflow.lac.train.arm_statics.arm_statics_params` and the load estimate's units [N], [N m]
+            (:meth:`load_taken`), else None.
 
     Raises:
         ValueError: the history is too short for the convolutions; ``tracking`` / ``last_action`` /
-            ``head_tracking`` / ``compliance`` given against the configuration; ``cfg.wrench_input``
-            without ``aux_dim``; ``compliance`` not covering the load estimate's blocks.
+            ``head_tracking`` / ``compliance`` / ``arm_statics`` given against the configuration; ``cfg.wrench_input``
+            without ``aux_dim``; ``compliance`` not covering the load estimate's blocks; ``arm_statics`` without the
+            15-value load estimate or with a history shorter than its low-pass.
 
     Shapes: ``forward(frames (B, history, frame_dim)) -> (B, n_act)``.
     """
