@@ -49,8 +49,8 @@ class ArmStaticsParams:
         q_W, q_b: (frame_dim, 2, 6), (2, 6): each chain's joint angles (waist yaw, then the arm's five) from a frame,
             ``q = frame @ q_W + q_b`` [rad] (``joint_pos_rel`` plus the default).
         v_W: (frame_dim, 2, 5): the arm joints' rates, ``frame @ v_W`` [rad/s].
-        d_W, d_b: (frame_dim, 2, 5), (2, 5): the arm joints' PD target minus angle, ``scale a_last - q_rel`` [rad]
-            (``d_b`` 0: LAC's target is the default plus the scaled action).
+        d_W: (frame_dim, 2, 5): the arm joints' PD target minus angle, ``frame @ d_W`` [rad]
+            (:func:`~contactflow.lac.train.student.pd_error_map`).
         kp, kd: (2, 5) the arm joints' PD gains [N m/rad], [N m s/rad].
         g_W: (frame_dim, 3): the gravity direction in the base frame (``projected_gravity``), ``frame @ g_W``.
         rot, trans: (2, 6, 3, 3), (2, 6, 3): each chain joint's placement in its parent joint's frame (the
@@ -71,7 +71,6 @@ class ArmStaticsParams:
     q_b: np.ndarray
     v_W: np.ndarray
     d_W: np.ndarray
-    d_b: np.ndarray
     kp: np.ndarray
     kd: np.ndarray
     g_W: np.ndarray
@@ -107,7 +106,7 @@ def arm_statics_params(robot, spec, expert_cfg, *, n_frames: int = 16) -> ArmSta
     """
     from contactflow.errors import ConfigError
     from contactflow.lac.model import LacRobot
-    from contactflow.lac.train.student import _term_position
+    from contactflow.lac.train.student import _term_position, pd_error_map
 
     m = robot.model
     lac = LacRobot(robot)
@@ -115,12 +114,17 @@ def arm_statics_params(robot, spec, expert_cfg, *, n_frames: int = 16) -> ArmSta
     missing = [t for t, b in terms.items() if b is None]
     if missing:
         raise ConfigError(f"{spec.file}: student.arm_estimate needs the observation terms {missing}")
-    jpr, jv, la, pg = terms.values()
+    jpr, jv, _, pg = terms.values()
     robot_to_policy = np.empty(len(spec.policy_to_robot), int)
     robot_to_policy[spec.policy_to_robot] = np.arange(len(spec.policy_to_robot))
+    try:
+        pd_err = pd_error_map(spec)
+    except IndexError:
+        raise ConfigError(f"{spec.file}: last_action or joint_pos_rel does not hold every action's joint") from None
+    est = expert_cfg.estimator
     D = spec.frame_dim
     q_W, q_b = np.zeros((D, 2, 6)), np.zeros((2, 6))
-    v_W, d_W, d_b = np.zeros((D, 2, 5)), np.zeros((D, 2, 5)), np.zeros((2, 5))
+    v_W, d_W = np.zeros((D, 2, 5)), np.zeros((D, 2, 5))
     kp, kd = np.zeros((2, 5)), np.zeros((2, 5))
     rot, trans, axis = np.zeros((2, 6, 3, 3)), np.zeros((2, 6, 3)), np.zeros((2, 6, 3))
     mass, com, point = np.zeros((2, 6)), np.zeros((2, 6, 3)), np.zeros((2, 3))
@@ -152,14 +156,8 @@ def arm_statics_params(robot, spec, expert_cfg, *, n_frames: int = 16) -> ArmSta
                 v_W[jv.sl.start + _term_position(jv, r), a, k - 1] = 1.0 / jv.cfg.scale
             except IndexError:
                 raise ConfigError(f"{spec.file}: joint_vel does not hold {m.names[j]}") from None
-            p = robot_to_policy[r]  # the PD target less the angle: scale a_last - q_rel (runner.act's target)
-            try:
-                d_W[la.sl.start + _term_position(la, p), a, k - 1] = spec.scale[p] / la.cfg.scale
-            except IndexError:
-                raise ConfigError(f"{spec.file}: last_action does not hold {m.names[j]}") from None
-            d_W[jpr.sl.start + _term_position(jpr, r), a, k - 1] -= 1.0 / jpr.cfg.scale
+            d_W[:, a, k - 1] = pd_err[:, robot_to_policy[r]]
             kp[a, k - 1], kd[a, k - 1] = spec.kp[r], spec.kd[r]
-        est = expert_cfg.estimator
         point[a] = lac.applied_point_local(i) if est.arm_point_local_m is None else np.asarray(est.arm_point_local_m, float)
     g_W = np.zeros((D, 3))
     for c in range(3):
@@ -167,7 +165,7 @@ def arm_statics_params(robot, spec, expert_cfg, *, n_frames: int = 16) -> ArmSta
     dt = 1.0 / expert_cfg.rate_hz
     alpha = dt / (dt + 1.0 / (2.0 * np.pi * est.cutoff_hz))
     w = alpha * (1.0 - alpha) ** np.arange(n_frames)[::-1]  # oldest first
-    return ArmStaticsParams(q_W=q_W, q_b=q_b, v_W=v_W, d_W=d_W, d_b=d_b, kp=kp, kd=kd, g_W=g_W, rot=rot,
+    return ArmStaticsParams(q_W=q_W, q_b=q_b, v_W=v_W, d_W=d_W, kp=kp, kd=kd, g_W=g_W, rot=rot,
                             trans=trans, axis=axis, mass=mass, com=com, point=point,
                             lever_damping_sq=float(est.lever_damping_m) ** 2, couple_damping=float(est.couple_damping),
                             filter_w=w / w.sum(), deadband_force_n=float(est.deadband_force_n),
@@ -224,7 +222,7 @@ class ArmStatics(nn.Module):
 
     def __init__(self, p: ArmStaticsParams):
         super().__init__()
-        for name in ("q_W", "q_b", "v_W", "d_W", "d_b", "kp", "kd", "g_W", "rot", "trans", "axis", "mass", "com",
+        for name in ("q_W", "q_b", "v_W", "d_W", "kp", "kd", "g_W", "rot", "trans", "axis", "mass", "com",
                      "point", "filter_w"):
             self.register_buffer(name, torch.as_tensor(np.asarray(getattr(p, name)), dtype=torch.float32))
         self.register_buffer("scalars", torch.tensor([float(getattr(p, k)) for k in self._SCALARS], dtype=torch.float64))
@@ -237,7 +235,7 @@ class ArmStatics(nn.Module):
         n, dev = x.shape[0], x.device
         q = torch.einsum("nd,dak->nak", x, self.q_W) + self.q_b  # (n, 2, 6)
         qd = torch.einsum("nd,dak->nak", x, self.v_W)  # (n, 2, 5)
-        tau = self.kp * (torch.einsum("nd,dak->nak", x, self.d_W) + self.d_b) - self.kd * qd
+        tau = self.kp * torch.einsum("nd,dak->nak", x, self.d_W) - self.kd * qd
         g = torch.einsum("nd,dc->nc", x, self.g_W)  # gravity direction, base frame
         # forward kinematics in the base frame: each joint's origin p, axis a and body CoM c
         c_q, s_q = torch.cos(q), torch.sin(q)

@@ -92,16 +92,32 @@ def tracking_feature_map(spec: PolicySpec) -> tuple[np.ndarray, np.ndarray]:
     ref_names = spec.cfg.joint_orders[ref.cfg.joints]
     W = np.zeros((spec.frame_dim, n + len(ref_names)))
     b = np.zeros(n + len(ref_names))
-    for i in range(n):
-        col_q = jpr.sl.start + _term_position(jpr, spec.policy_to_robot[i])
-        W[la.sl.start + _term_position(la, i), i] = spec.scale[i] / la.cfg.scale
-        W[col_q, i] = -1.0 / jpr.cfg.scale
+    W[:, :n] = pd_error_map(spec)
     for k, name in enumerate(ref_names):
         i = spec.joint_names.index(name)
         W[ref.sl.start + k, n + k] = 1.0 / ref.cfg.scale
         W[jpr.sl.start + _term_position(jpr, spec.policy_to_robot[i]), n + k] = -1.0 / jpr.cfg.scale
         b[n + k] = -spec.default_policy[i]
     return W.astype(np.float32), b.astype(np.float32)
+
+
+def pd_error_map(spec: PolicySpec) -> np.ndarray:
+    """The linear map ``d = frame @ W`` from a deploy frame to each joint's PD target minus its angle, ``scale
+    last_action - joint_pos_rel`` [rad], policy order (the target of :meth:`contactflow.policy.PolicyRunner.act`,
+    ``default + scale a``, less ``default + joint_pos_rel``): its PD torque over Kp, less the damping term.
+
+    Returns:
+        W (frame_dim, n_act) float64; each term's spec ``scale`` divided out.
+
+    Raises:
+        IndexError: ``last_action`` or ``joint_pos_rel`` does not hold a joint (callers check the terms exist).
+    """
+    jpr, la = spec.term("joint_pos_rel"), spec.term("last_action")
+    W = np.zeros((spec.frame_dim, len(spec.joint_names)))
+    for i in range(len(spec.joint_names)):
+        W[la.sl.start + _term_position(la, i), i] = spec.scale[i] / la.cfg.scale
+        W[jpr.sl.start + _term_position(jpr, spec.policy_to_robot[i]), i] -= 1.0 / jpr.cfg.scale
+    return W
 
 
 def last_action_map(spec: PolicySpec, joints: str = "all") -> np.ndarray:
