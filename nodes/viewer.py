@@ -4,7 +4,7 @@ Inputs: ``sensors`` (contract ``sensors``), optional ``desired`` (``desired``) a
 ``controller_state`` (``controller_state``). Outputs: none. The viewer is an observer, not a
 lockstep stage: wire its inputs with small ``drop_oldest`` queues (``queue_size: 10``) so that it can
 never hold back the 500 Hz loop; it logs one tick in ``--every`` per input, skipping messages that
-arrive in between (and any that dora drops). Live in a spawned rerun viewer with ``--spawn`` when a
+arrive in between (and any that dora drops: its last line counts them as "never arrived"). Live in a spawned rerun viewer with ``--spawn`` when a
 display is available (else it falls back to the file), streamed to a running viewer with
 ``--connect URL``, or saved to ``--rrd PATH`` (default ``<recordings>/<name>-<UTC time>.rrd``; a relative
 ``$CONTACTFLOW_RECORDINGS`` is refused there);
@@ -70,8 +70,9 @@ def main() -> int:
     node = connect()
     print(f"[viewer] logging every {args.every} ticks to {where}", flush=True)
 
-    last: dict[str, int] = {}
-    n_logged = n_bad = 0
+    last: dict[str, int] = {}  # input -> seq of the last logged message
+    seen: dict[str, int] = {}  # input -> highest seq received
+    n_logged = n_bad = n_lost = 0
     stop_deadline = None
     try:
         while True:
@@ -88,6 +89,9 @@ def main() -> int:
             iid, md = ev["id"], ev["metadata"]
             seq = md.get("seq")
             seq = seq if isinstance(seq, int) else None
+            if seq is not None:  # a gap in seq: messages dora dropped on the way (drop_oldest queues)
+                n_lost += max(0, seq - seen.get(iid, -1) - 1)
+                seen[iid] = max(seq, seen.get(iid, -1))
             finished = bool(md.get("finished", False))
             if seq is not None and iid in last and seq - last[iid] < args.every and not finished:
                 continue
@@ -104,7 +108,8 @@ def main() -> int:
             n_logged += 1
     finally:
         logger.close()
-    print(f"[viewer] logged {n_logged} messages ({n_bad} malformed skipped) to {where}", flush=True)
+    print(f"[viewer] logged {n_logged} messages ({n_bad} malformed skipped, {n_lost} never arrived) to {where}",
+          flush=True)
     return 0
 
 

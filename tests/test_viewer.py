@@ -7,6 +7,7 @@ writes an .rrd file in a headless `dora run`.
 import collections
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -246,15 +247,18 @@ nodes:
     path: {ROOT}/nodes/viewer.py
     args: --robot talos --every 5 --spawn --rrd {rrd}
     inputs:
-      sensors: {{source: mujoco_driver/sensors, queue_size: 1000, queue_policy: drop_oldest}}
-      desired: {{source: mujoco_driver/desired, queue_size: 1000, queue_policy: drop_oldest}}
-""")  # deep queues: on a loaded machine a 10-deep drop-oldest queue left 2 desired rows (the test is the file)
+      sensors: {{source: mujoco_driver/sensors, queue_size: 1000, queue_policy: backpressure}}
+      desired: {{source: mujoco_driver/desired, queue_size: 1000, queue_policy: backpressure}}
+""")  # the test is the file, not dora's delivery: on a loaded machine dora's drop_oldest path lost ticks 5-39
+    # unannounced even behind 1000-deep queues (1 run in 2 with five busy loops on 2 cores, CI of 60b2e66);
+    # backpressure queues (dora 1.1: the daemon's lossless path) lost none in 20 such runs
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
     proc = subprocess.run([DORA, "run", str(df), "--stop-after", "60s"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
-    assert "no display" in out and "[viewer] logged" in out
+    assert "no display" in out
+    assert re.search(r"\[viewer\] logged \d+ messages \(0 malformed skipped, \d+ never arrived\)", out), out[-3000:]
     ent = _read_rrd(rrd)
     assert len(ent["/world/robot/leg_left_4_link"]["rows"]) >= 3
     assert len(ent["/world/wrench/left_foot/measured"]["rows"]) >= 3
