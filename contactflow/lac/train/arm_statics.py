@@ -20,7 +20,8 @@ again; the frames' joint rates would give the joint accelerations, not the base'
 frame has none: the world axes are the yaw-free ones of the base, ``R = Ry(pitch) Rx(roll)``; the standing robot's
 yaw stays within a few degrees) and the effort clamp. The teacher's warm-up after a reset is kept (the history's
 fill weighs nothing, :class:`ArmStatics`): the runs of 2026-12-06 23:01 - 12-07 01:00 UTC were made before it
-(revision 2c61a1b), when an episode's first frames read the arms' posture as loads of up to ~50 N for ~0.3 s. On
+(revision 2c61a1b), when an episode's first frames read the arms' posture as loads of up to ~50 N for ~0.3 s;
+those of 2026-12-07 02:45 - 04:10 UTC with it (neither adopted: docs/lac_policy_runs.md). On
 the round-0 episodes of the shipped student's run it reads a hand force as the teacher does
 (along the true load over its magnitude: 0.87 and 0.90 of the left hand's 2-6 N and 6-12 N, the teacher's 0.87 and
 0.89; the shipped student's learned head 0.56 and 0.66: ``benchmarks/bench_lac_load_estimate.py``, docs/lac_policy_runs.md,
