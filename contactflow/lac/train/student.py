@@ -86,7 +86,7 @@ def tracking_feature_map(spec: PolicySpec) -> tuple[np.ndarray, np.ndarray]:
     missing = [t for t, bound in terms.items() if bound is None]
     if missing:
         raise ConfigError(f"{spec.file}: student.tracking_features needs the observation terms {missing}")
-    jpr, la, ref = terms.values()
+    jpr, _, ref = terms.values()  # last_action: read by pd_error_map
     n = len(spec.joint_names)
 
     ref_names = spec.cfg.joint_orders[ref.cfg.joints]
