@@ -88,14 +88,11 @@ class Recorder:
         self.expected = dict(expected or {})
         self.n_msgs = 0
         self.gap_warned: set[str] = set()  # streams whose first gap was warned about (_warn_gap)
-        self.last_batch: dict[str, int] = {}
-        self.lost_batches = 0
-        self.lost_batches_before_first = 0
+        self.batch_gaps: dict[str, SeqGaps] = {}  # input -> its log batches' seq (from 0): the batches lost
         self.batches_received = 0  # log messages received (the cost side of CONTACTFLOW_LOG_EVERY)
         # per log batch: receive time - its newest row's send time [ms]; an array of doubles, not a list of
         # floats (8 B per batch instead of ~32: ~3 MB an hour for a SEIKO graph's 100 batches per second)
         self.lag_ms = array.array("d")
-        self.lost_by_input: dict[str, int] = {}
         self.finished: dict[str, bool] = {}  # stream -> a message with `finished` arrived
         self.failure_reported = False
         self.received: set[str] = set()  # input ids with at least one message (repeats included)
@@ -164,21 +161,17 @@ class Recorder:
                         "counted, totalled at the end)", name, n, seq)
 
     def _record_log(self, iid, src, vec, md):
-        from contactflow.recording.store import unpack_log
+        from contactflow.recording.store import SeqGaps, unpack_log
 
         batch = int(md.get("seq", 0))
         self.batches_received += 1
-        prev = self.last_batch.get(iid)
-        if prev is None and batch > 0:  # the node's batches count from 0: the first ones were lost
-            self.lost_by_input[iid] = self.lost_by_input.get(iid, 0) + batch
-            self.lost_batches += batch
-            self.lost_batches_before_first += batch
-            log.warning("input %r: %d log batch(es) lost before the first one received (batch %d)", iid, batch, batch)
-        elif prev is not None and batch > prev + 1:
-            self.lost_by_input[iid] = self.lost_by_input.get(iid, 0) + batch - prev - 1
-            self.lost_batches += batch - prev - 1
-            log.warning("input %r: %d log batch(es) lost before batch %d", iid, batch - prev - 1, batch)
-        self.last_batch[iid] = batch if prev is None else max(prev, batch)
+        gaps = self.batch_gaps.setdefault(iid, SeqGaps(first=0))  # the node's batches count from 0
+        first = gaps.last is None
+        lost = gaps.add(batch)
+        if lost and first:
+            log.warning("input %r: %d log batch(es) lost before the first one received (batch %d)", iid, lost, batch)
+        elif lost:
+            log.warning("input %r: %d log batch(es) lost before batch %d", iid, lost, batch)
         src_node = src.rpartition("/")[0] or src
         count = 0
         now_ns = time.time_ns()
@@ -197,7 +190,7 @@ class Recorder:
                 meta["config"] = b.head["config"]
             name = stream_src.replace("/", ".")
             w, new = self._stream(name, b.values.shape[1], meta)
-            if new and len(b.seq) and int(b.seq[0]) > 0 and self.lost_by_input.get(iid, 0):
+            if new and len(b.seq) and int(b.seq[0]) > 0 and gaps.missing + gaps.missing_before_first:
                 # its first messages may have been in the lost batches: counted from tick 0 (an upper bound)
                 w.missing_before_first = int(b.seq[0])
                 self._warn_gap(name, int(b.seq[0]), int(b.seq[0]), before_first=True)
@@ -207,6 +200,16 @@ class Recorder:
             self._warn_gap(name, w.missing - missing, int(b.seq[0]) if len(b.seq) else None)
             count += len(b.seq)
         return count
+
+    @property
+    def lost_batches(self) -> int:
+        """Log batches lost on the way, over every input (before each input's first batch included)."""
+        return sum(g.missing + g.missing_before_first for g in self.batch_gaps.values())
+
+    @property
+    def lost_batches_before_first(self) -> int:
+        """Log batches lost before each input's first batch received."""
+        return sum(g.missing_before_first for g in self.batch_gaps.values())
 
     def flush(self) -> None:
         self.writer.flush()

@@ -30,6 +30,7 @@ def main() -> int:
     from contactflow.contracts.ports import input_specs
     from contactflow.paths import default_recordings_dir
     from contactflow.robot import load_robot
+    from contactflow.recording.store import SeqGaps
     from contactflow.recording.viewer import RerunLogger, display_available, open_recording
 
     p = base_parser(__doc__.splitlines()[0])
@@ -71,7 +72,7 @@ def main() -> int:
     print(f"[viewer] logging every {args.every} ticks to {where}", flush=True)
 
     last: dict[str, int] = {}  # input -> seq of the last logged message
-    seen: dict[str, int] = {}  # input -> highest seq received
+    seen: dict[str, SeqGaps] = {}  # input -> its seqs received (from 0): the messages that never arrived
     n_logged = n_bad = n_lost = 0
     stop_deadline = None
     try:
@@ -90,8 +91,7 @@ def main() -> int:
             seq = md.get("seq")
             seq = seq if isinstance(seq, int) else None
             if seq is not None:  # a gap in seq: messages dora dropped on the way (drop_oldest queues)
-                n_lost += max(0, seq - seen.get(iid, -1) - 1)
-                seen[iid] = max(seq, seen.get(iid, -1))
+                n_lost += seen.setdefault(iid, SeqGaps(first=0)).add(seq)
             finished = bool(md.get("finished", False))
             if seq is not None and iid in last and seq - last[iid] < args.every and not finished:
                 continue

@@ -15,7 +15,8 @@ import pytest
 from contactflow.contracts.messages import Field, PortSpec
 from contactflow.nodes import _runtime
 from contactflow.nodes._runtime import Sender
-from contactflow.recording.store import RecordingError, RecordingWriter, pack_log, read_recording, unpack_log
+from contactflow.recording.store import (RecordingError, RecordingWriter, SeqGaps, pack_log, read_recording,
+                                         unpack_log)
 
 ROOT = Path(__file__).resolve().parent.parent
 DORA = shutil.which("dora") or str(Path(sys.executable).parent / "dora")
@@ -81,6 +82,26 @@ def test_append_block_counts_gaps_as_append_does(tmp_path):
     np.testing.assert_array_equal(rec.stream("x.block").seq, seqs)
     np.testing.assert_array_equal(rec.stream("x.block").values[:, 0], seqs)
     assert rec.manifest["streams"]["x.block"]["missing_seq"] == 4
+
+
+def test_seq_gaps_counts_one_rule_per_message_and_per_block():
+    """The one seq-gap rule (writer, recorder batches, viewer): a gap above the highest seq is a loss, a repeat or a
+    late seq is not; ``first`` counts what is missing before the first message; blocks count as single messages do."""
+    g = SeqGaps(first=0)
+    assert [g.add(k) for k in (3, 4, 4, 2, 7, 8, 12)] == [3, 0, 0, 0, 2, 0, 3]
+    assert (g.missing_before_first, g.missing, g.gaps, g.last) == (3, 5, 2, 12)
+    assert SeqGaps().add(3) == 0 and SeqGaps(first=5).add(3) == 0  # no expected start / started early: no loss
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        seqs = np.cumsum(rng.integers(-2, 4, size=int(rng.integers(1, 30)))) + int(rng.integers(0, 5))
+        one, block = SeqGaps(first=0), SeqGaps(first=0)
+        n_one = sum(one.add(k) for k in seqs)
+        cuts = np.sort(rng.integers(0, len(seqs) + 1, size=3))
+        n_block = sum(block.add_block(part) for part in np.split(seqs, cuts))
+        assert n_one == n_block == one.missing + one.missing_before_first, (trial, seqs, cuts)
+        assert (one.missing, one.gaps, one.missing_before_first, one.last) == \
+            (block.missing, block.gaps, block.missing_before_first, block.last), (trial, seqs, cuts)
+        assert one.last == max(seqs)
 
 
 def test_sender_without_a_log_output_sends_every_message_as_before():

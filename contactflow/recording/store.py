@@ -61,6 +61,7 @@ __all__ = [
     "StreamWriter", "RecordingWriter", "Stream", "Recording", "read_recording", "git_revision", "RecordingError",
     "recordings_root", "resolve_run", "list_runs", "STREAM_COLUMNS", "pack_log", "unpack_log", "LogBlock",
     "FORMAT_VERSION", "StreamDamage", "check_manifest", "refuse_damaged", "port_table_streams", "WriteFailure",
+    "SeqGaps",
 ]
 
 #: The columns of every contactflow stream file, in order.
@@ -185,6 +186,65 @@ class WriteFailure:
     t_wall_ns: int = 0
 
 
+class SeqGaps:
+    """The messages missing from one stream of ``seq`` numbers: the one rule of "a gap in seq is a loss" (the
+    stream writer per message and per log block, the recorder's log batches, the viewer's inputs).
+
+    A seq more than one above the highest seen so far opens a gap (a message lost on the way, or a producer that
+    skipped ticks); a seq at or below it (a repeat, one out of order) counts nothing and moves nothing back.
+
+    Args:
+        first: the seq the stream starts at: the seqs below the first one received count in
+            ``missing_before_first``; None: a stream may start at any seq (nothing counted before it).
+
+    Attributes:
+        last: the highest seq received (None before any).
+        missing: seqs skipped after the first one received.
+        gaps: runs of skipped seqs (each one gap of one or more messages in ``missing``).
+        missing_before_first: seqs below the first one received, from ``first`` (0 when ``first`` is None).
+    """
+
+    def __init__(self, first: int | None = None):
+        self.first = first
+        self.last: int | None = None
+        self.missing = 0
+        self.gaps = 0
+        self.missing_before_first = 0
+
+    def add(self, seq: int) -> int:
+        """Count one message's ``seq``; returns the messages newly found missing (before the first included)."""
+        seq = int(seq)
+        if self.last is None:
+            self.last = seq
+            if self.first is not None and seq > self.first:
+                self.missing_before_first = seq - self.first
+            return self.missing_before_first
+        n = seq - self.last - 1
+        if n > 0:
+            self.missing += n
+            self.gaps += 1
+        self.last = max(self.last, seq)
+        return max(n, 0)
+
+    def add_block(self, seq: np.ndarray) -> int:
+        """Count the ``seq`` of ``n`` messages in arrival order ((n,) ints, vectorised); returns as :meth:`add`."""
+        seq = np.asarray(seq, dtype=np.int64).reshape(-1)
+        if seq.size == 0:
+            return 0
+        n0 = 0
+        if self.last is None:
+            n0, seq = self.add(seq[0]), seq[1:]
+        if seq.size == 0:
+            return n0
+        run_max = np.maximum.accumulate(np.concatenate([[self.last], seq]))  # gaps above the highest seq so far
+        d = seq - run_max[:-1]
+        n = int(np.sum(d[d > 1] - 1))
+        self.missing += n
+        self.gaps += int(np.sum(d > 1))
+        self.last = int(run_max[-1])
+        return n0 + n
+
+
 class StreamWriter:
     """Buffered writer of one stream (flat float64 messages of fixed size).
 
@@ -246,9 +306,7 @@ class StreamWriter:
         self.flush_period_s = flush_period_s
         self.fsync_period_s = fsync_period_s
         self.count = 0
-        self.last_seq: int | None = None
-        self.missing = 0  # messages skipped in seq (a lost message, or a producer that skipped ticks)
-        self.gaps = 0  # runs of skipped seq (each a gap of one or more messages in ``missing``)
+        self.seq_gaps = SeqGaps()  # seqs skipped between the messages received (missing, gaps)
         self.missing_before_first = 0
         self.unwritten = 0
         self.good_bytes = 0  # end of the last complete batch in the file
@@ -264,13 +322,15 @@ class StreamWriter:
         # writer killed before its first rows leaves a readable stream of 0 messages, not a header-less file
         self._write(pa.RecordBatch.from_arrays([pa.array([], type=f.type) for f in self.schema], schema=self.schema))
 
-    def _count_seq(self, seq: np.ndarray) -> None:
-        prev = seq[0] - 1 if self.last_seq is None else self.last_seq
-        run_max = np.maximum.accumulate(np.concatenate([[prev], seq]))  # gaps above the highest seq so far
-        d = seq - run_max[:-1]
-        self.missing += int(np.sum(d[d > 1] - 1))
-        self.gaps += int(np.sum(d > 1))
-        self.last_seq = int(run_max[-1])
+    @property
+    def missing(self) -> int:
+        """Messages skipped in seq between those received (a lost message, or a producer that skipped ticks)."""
+        return self.seq_gaps.missing
+
+    @property
+    def gaps(self) -> int:
+        """Runs of skipped seq (each a gap of one or more messages in :attr:`missing`)."""
+        return self.seq_gaps.gaps
 
     def append(self, seq: int, t: float, values: np.ndarray, finished: bool = False, t_wall_ns: int | None = None):
         v = np.asarray(values, dtype=np.float64).reshape(-1)
@@ -280,10 +340,7 @@ class StreamWriter:
         t_wall_ns = int(t_wall_ns if t_wall_ns is not None else time.time_ns())
         if self.first_t is None:
             self.first_t = float(t)
-        if self.last_seq is not None and seq > self.last_seq + 1:
-            self.missing += seq - self.last_seq - 1
-            self.gaps += 1
-        self.last_seq = seq if self.last_seq is None else max(seq, self.last_seq)
+        self.seq_gaps.add(seq)
         if self.failed is not None:
             self.unwritten += 1
             self._unwritten_at(time.time_ns())
@@ -314,7 +371,7 @@ class StreamWriter:
             return
         if self.first_t is None:
             self.first_t = float(np.asarray(t, dtype=np.float64).reshape(-1)[0])
-        self._count_seq(seq)
+        self.seq_gaps.add_block(seq)
         rx_ns = time.time_ns()
         if self.failed is not None:
             self.unwritten += int(seq.size)
