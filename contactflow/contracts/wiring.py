@@ -20,7 +20,8 @@ ends of an edge carry the same contract and size. :func:`check_dataflow` also lo
 configuration file (``--config``) and scenario file (``--scenario``), a replay node's recording and a policy
 node's model, as the node will (:func:`check_config_files`, :func:`check_scenario_files`, :func:`check_run_inputs`;
 the environment variables that replace them read as dora sets them, :func:`graph_env_value`) and parses its
-``args:`` with the node's own argument parser (:func:`check_node_arguments`). ``contactflow check`` also names an
+``args:`` with the node's own argument parser (:func:`check_node_arguments`), and names a node whose optional
+packages are not installed (:func:`check_node_extras`). ``contactflow check`` also names an
 executable ``dora run`` would not find on ``PATH`` (:func:`executables_not_on_path`). Dataflows that use
 dora modules (``module:``) are expanded with ``dora expand`` first.
 
@@ -52,8 +53,9 @@ from contactflow.paths import NODE_SCRIPT_PREFIX, SCENARIO_ENV, node_kind, robot
 from contactflow.contracts.ports import DEFAULT_ROBOT, MESSAGE, NODES, TIMER
 
 __all__ = ["WiringProblem", "check_dataflow", "check_descriptor", "check_config_files", "check_node_arguments",
-           "check_env_values", "check_run_inputs", "env_value", "check_scenario_files", "executables_not_on_path", "graph_env_value", "SCENARIO_LOADERS", "load_dataflow", "graph_node_kind", "LOG_OUTPUT",
-           "ROWS_SUFFIX", "rows_output"]
+           "check_env_values", "check_run_inputs", "check_node_extras", "NODE_OPTIONAL_PACKAGES", "env_value",
+           "check_scenario_files", "executables_not_on_path", "graph_env_value", "SCENARIO_LOADERS", "load_dataflow",
+           "graph_node_kind", "LOG_OUTPUT", "ROWS_SUFFIX", "rows_output"]
 
 #: The batched-log output every contactflow node may declare (nodes/_runtime.py Sender).
 LOG_OUTPUT = "log"
@@ -218,7 +220,7 @@ def check_dataflow(path: str | Path, *, strict: bool = False, executables: bool 
     """
     flow = load_dataflow(path)
     base = Path(path).parent
-    return ((executables_not_on_path(flow, base) if executables else []) + check_env_values(flow)
+    return ((executables_not_on_path(flow, base) if executables else []) + check_node_extras(flow) + check_env_values(flow)
             + check_descriptor(flow, strict=strict, base_dir=base) + check_config_files(flow, base)
             + check_scenario_files(flow, base) + check_run_inputs(flow, base) + check_node_arguments(flow, base))
 
@@ -359,6 +361,32 @@ def check_run_inputs(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
                     resolve_model(value, "model file")  # its error names the places it looked
             except (RecordingError, ConfigError) as exc:
                 problems.append(WiringProblem(str(n["id"]), port, f"{named}{exc}"))
+    return problems
+
+
+#: node kind -> the optional packages it imports at its start (each installed by the extra
+#: ``contactflow.cli.OPTIONAL_EXTRAS`` names); tests/test_wiring_extras.py derives it from the nodes' imports
+NODE_OPTIONAL_PACKAGES = {"prime_estimator": ("crocoddyl",), "unitree_driver": ("cyclonedds",), "viewer": ("rerun",)}
+
+
+def check_node_extras(flow: dict) -> list[WiringProblem]:
+    """The contactflow nodes whose optional packages (:data:`NODE_OPTIONAL_PACKAGES`) are not installed in this
+    Python, where the node would stop at its start with the same hint (``contactflow.cli.missing_extra_message``):
+    one problem per node, naming the package and the extra that installs it."""
+    import importlib.util
+
+    from contactflow.cli import missing_extra_message
+
+    problems = []
+    for n in flow.get("nodes") or []:
+        if not isinstance(n, dict) or "id" not in n:
+            continue
+        kind = graph_node_kind(n)
+        for pkg in NODE_OPTIONAL_PACKAGES.get(kind, ()):
+            if importlib.util.find_spec(pkg) is None:
+                hint = missing_extra_message(ModuleNotFoundError(name=pkg))
+                problems.append(WiringProblem(str(n["id"]), "-", f"not installed in this Python ({sys.executable}), "
+                                              f"the {kind} node would stop at its start: {hint}"))
     return problems
 
 
