@@ -58,6 +58,8 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from contactflow.recording.store import SeqGaps  # noqa: E402 - after the checkout is on the path
+
 #: the default scenario's motion (robots/talos/scenarios/hand_forward.yaml), one cycle [s, m]
 CYCLE = ((2.5, 8.5, 0.30), (11.5, 17.5, -0.30))
 CYCLE_S = 20.5  # the back motion ends at 17.5 s; a 3 s hold before the next cycle
@@ -149,9 +151,12 @@ class StreamTail:
         self.path = path
         self.offset = 0
         self.schema: pa.Schema | None = None
-        self.last_seq: int | None = None
-        self.missing = 0
+        self.seq_gaps = SeqGaps()  # seqs missing between the rows read (contactflow/recording/store.py)
         self.rows = 0
+
+    @property
+    def missing(self) -> int:
+        return self.seq_gaps.missing
 
     def poll(self) -> list[pa.RecordBatch]:
         try:
@@ -176,13 +181,8 @@ class StreamTail:
                 b = pa.ipc.read_record_batch(msg, self.schema)
                 batches.append(b)
                 seq = b.column("seq").to_numpy()
-                if seq.size:
-                    prev = seq[0] - 1 if self.last_seq is None else self.last_seq
-                    run_max = np.maximum.accumulate(np.concatenate([[prev], seq]))
-                    d = seq - run_max[:-1]
-                    self.missing += int(np.sum(d[d > 1] - 1))
-                    self.last_seq = int(run_max[-1])
-                    self.rows += int(seq.size)
+                self.seq_gaps.add_block(seq)
+                self.rows += int(seq.size)
         self.offset += used
         return batches
 

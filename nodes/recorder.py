@@ -59,11 +59,15 @@ import signal
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from contactflow.nodes._runtime import connect, declared_inputs, base_parser, log_info, meta_time, node_main
 from contactflow.paths import default_recordings_dir, source_checkout
+
+if TYPE_CHECKING:  # imported where used (pyarrow with it): the node starts without it
+    from contactflow.recording.store import SeqGaps
 
 log = logging.getLogger("contactflow.recorder")
 

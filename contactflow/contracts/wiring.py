@@ -364,18 +364,27 @@ def check_run_inputs(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
     return problems
 
 
-#: node kind -> the optional packages it imports at its start (each installed by the extra
-#: ``contactflow.cli.OPTIONAL_EXTRAS`` names); tests/test_wiring_extras.py derives it from the nodes' imports
+#: node kind -> the optional packages it imports (each installed by the extra ``contactflow.cli.OPTIONAL_EXTRAS``
+#: names); tests/test_wiring_extras.py derives it from every import reachable from the node's module through
+#: contactflow's own modules (lazy ones included: an optional import a node can run without would need an exception)
 NODE_OPTIONAL_PACKAGES = {"prime_estimator": ("crocoddyl",), "unitree_driver": ("cyclonedds",), "viewer": ("rerun",)}
 
 
 def check_node_extras(flow: dict) -> list[WiringProblem]:
     """The contactflow nodes whose optional packages (:data:`NODE_OPTIONAL_PACKAGES`) are not installed in this
     Python, where the node would stop at its start with the same hint (``contactflow.cli.missing_extra_message``):
-    one problem per node, naming the package and the extra that installs it."""
+    one problem per (node, missing package), naming the package and the extra that installs it."""
     import importlib.util
 
     from contactflow.cli import missing_extra_message
+
+    def installed(pkg: str) -> bool:
+        if sys.modules.get(pkg) is not None:  # imported already (a stub without __spec__ included)
+            return True
+        try:
+            return importlib.util.find_spec(pkg) is not None
+        except (ImportError, ValueError):
+            return False
 
     problems = []
     for n in flow.get("nodes") or []:
@@ -383,10 +392,12 @@ def check_node_extras(flow: dict) -> list[WiringProblem]:
             continue
         kind = graph_node_kind(n)
         for pkg in NODE_OPTIONAL_PACKAGES.get(kind, ()):
-            if importlib.util.find_spec(pkg) is None:
-                hint = missing_extra_message(ModuleNotFoundError(name=pkg))
-                problems.append(WiringProblem(str(n["id"]), "-", f"not installed in this Python ({sys.executable}), "
-                                              f"the {kind} node would stop at its start: {hint}"))
+            if not installed(pkg):
+                hint = missing_extra_message(ModuleNotFoundError(name=pkg)) or f"install {pkg!r}"
+                hint = hint.removeprefix(f"this needs the optional package {pkg!r}: ")
+                problems.append(WiringProblem(str(n["id"]), "-", f"its optional package {pkg!r} is not installed in "
+                                              f"this Python ({sys.executable}): the {kind} node would stop at its "
+                                              f"start; {hint}"))
     return problems
 
 

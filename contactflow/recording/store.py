@@ -306,7 +306,8 @@ class StreamWriter:
         self.flush_period_s = flush_period_s
         self.fsync_period_s = fsync_period_s
         self.count = 0
-        self.seq_gaps = SeqGaps()  # seqs skipped between the messages received (missing, gaps)
+        self.seq_gaps = SeqGaps()  # seqs skipped between the messages received (missing, gaps); what is missing
+        # before the first message is the recorder's to judge (it knows the contract message): missing_before_first
         self.missing_before_first = 0
         self.unwritten = 0
         self.good_bytes = 0  # end of the last complete batch in the file
