@@ -209,6 +209,25 @@ def local_targets(nodes: Iterable[dict], sender_id: str, outputs: Iterable[str])
     return targets
 
 
+def lossy_outputs(nodes: Iterable[dict], sender_id: str, outputs: Iterable[str]) -> set[str]:
+    """The ``outputs`` of node ``sender_id`` that some input reads through a queue that may drop a message: any
+    ``queue_policy`` but ``backpressure`` (dora 1.1's default ``drop_oldest``; its direct path drops silently under
+    load, ../shared/reference/dora.md 6.2), from a dataflow descriptor's node entries."""
+    from contactflow.contracts.wiring import _source
+
+    wanted, lossy = set(outputs), set()
+    for n in nodes:
+        for spec in (n.get("inputs") or {}).values():
+            src = _source(spec)
+            if not isinstance(src, str) or src.partition("/")[0] != sender_id:
+                continue
+            out = src.partition("/")[2]
+            policy = spec.get("queue_policy") if isinstance(spec, dict) else None
+            if out in wanted and policy != "backpressure":
+                lossy.add(out)
+    return lossy
+
+
 def report_lines(name: str) -> list[tuple[int, str]]:
     """(log level, line) per local output and per local input of this process: how their messages went (a
     receiver's dropped datagrams as a warning)."""

@@ -428,8 +428,16 @@ class Lockstep:
             if self.heartbeat is not None and iid == self.heartbeat[0]:
                 self.heartbeat[1](self)
                 return
-            if iid not in self.buffers or ev["metadata"].get("repeat", False):
+            if iid not in self.buffers:
                 return
+            if ev["metadata"].get("repeat", False):
+                # a keep-alive (Sender.repeat) is ignored; a re-sent end of run (Sender.repeat_finished) stands in
+                # for its original when that never arrived (a dropping queue lost it)
+                seq = ev["metadata"].get("seq")
+                if not (ev["metadata"].get("finished", False) and isinstance(seq, int) and not isinstance(seq, bool)
+                        and seq > self.newest[iid]):
+                    return
+                ev = {**ev, "metadata": {k: v for k, v in ev["metadata"].items() if k != "repeat"}}
             if iid not in self.configs and "config" in ev["metadata"]:
                 self.configs[iid] = ev["metadata"]["config"]
             seq = ev["metadata"].get("seq")
@@ -711,6 +719,7 @@ class Sender:
         self.keep_last = False
         self._last: dict[str, tuple[np.ndarray, dict]] = {}
         self.last_send_s: dict[str, float] = {}  # output -> time.monotonic() of its newest message
+        self._finished_msgs: dict[str, tuple[np.ndarray, dict]] = {}  # output -> its message that said finished
         # outputs whose every reader declares the input local (nodes/_local.py): sent there, not through dora
         from contactflow.nodes._local import LocalOutbox
 
@@ -760,6 +769,25 @@ class Sender:
                               {"seq": md["seq"], "t": md["t"], "finished": False, "repeat": True})
         self.last_send_s[output] = time.monotonic()
         return True
+
+    def repeat_finished(self) -> list[str]:
+        """Re-send, once and through dora, the message that said ``finished`` on each output that an input reads
+        through a queue that may drop messages (:func:`contactflow.nodes._local.lossy_outputs`: dora's default
+        ``drop_oldest``, the real-time graphs' edges): the end of the run travels as one message per edge, and a reader
+        that lost it would stop with "closed before the run ended". The copy carries ``repeat: true``; a reader that
+        has the original ignores it (:class:`Lockstep`, the drivers), one that lost it takes the copy instead. Called
+        by :func:`drain_after_finish`. Returns the outputs re-sent."""
+        if not self._finished_msgs:
+            return []
+        from contactflow.nodes._local import descriptor_nodes, lossy_outputs, node_identity
+
+        me = node_identity()[1]
+        lossy = lossy_outputs(descriptor_nodes(self.node), me, self._finished_msgs) if me else set()
+        for output in sorted(lossy):
+            vec, md = self._finished_msgs[output]
+            self.node.send_output(output, pa.array(vec, type=pa.float64()), {**md, "repeat": True})
+        self._finished_msgs.clear()
+        return sorted(lossy)
 
     def _send_edge_rows(self, wire: str, output: str) -> None:
         rows = self._edge_rows[wire]
@@ -812,6 +840,8 @@ class Sender:
             self.first[output] = False
         if not (self.local.targets and self.local.send(output, vec, md)):
             self.node.send_output(output, pa.array(vec, type=pa.float64()), md)
+        if md.get("finished", False):  # the end of the run: re-sent once where a queue may drop it (repeat_finished)
+            self._finished_msgs[output] = (vec, {k: v for k, v in md.items() if k not in ("contract", "layout", "config")})
         if self.keep_last:
             self.last_send_s[output] = time.monotonic()
 
@@ -925,9 +955,16 @@ def _plain(obj):
     return obj
 
 
+#: How long [s] after the last outputs :func:`drain_after_finish` re-sends the messages that said ``finished``
+#: (:meth:`Sender.repeat_finished`): apart from the burst of the run's last messages, which a dropping queue loses together.
+REPEAT_FINISHED_AFTER_S = 0.1
+
+
 def drain_after_finish(node, grace_s: float = 0.5) -> None:
     """Send the pending logs (:func:`flush_senders`), then stay alive for ``grace_s`` (reading events
-    while the event stream lasts) so that the last outputs are delivered before exit.
+    while the event stream lasts) so that the last outputs are delivered before exit; after
+    :data:`REPEAT_FINISHED_AFTER_S` (at most half the grace) the messages that said ``finished`` go once more where
+    a queue may have dropped them (:meth:`Sender.repeat_finished`).
 
     The whole grace is always waited: dora 1.1 can drop the last outputs of a process that exits right
     after sending them, and a node whose inputs have all closed (a batch node such as the PRIME
@@ -935,12 +972,28 @@ def drain_after_finish(node, grace_s: float = 0.5) -> None:
     at once (the estimator lost its ``forces`` stream that way on a loaded CI machine).
     """
     flush_senders()
-    end = time.monotonic() + grace_s
+    start = time.monotonic()
+    end, repeat_at = start + grace_s, start + min(REPEAT_FINISHED_AFTER_S, 0.5 * grace_s)
+    repeated = False
     while (left := end - time.monotonic()) > 0:
-        ev = node.next(timeout=max(0.01, left))
+        if not repeated and time.monotonic() >= repeat_at:
+            _repeat_finished()
+            repeated = True
+        ev = node.next(timeout=max(0.01, min(left, repeat_at - time.monotonic()) if not repeated else left))
         if ev is None:  # the event stream is over: nothing more to read, the outputs may still be in flight
+            if not repeated:
+                time.sleep(max(0.0, repeat_at - time.monotonic()))
+                _repeat_finished()
             time.sleep(max(0.0, end - time.monotonic()))
             return
+
+
+def _repeat_finished() -> None:
+    for s in _SENDERS:
+        try:
+            s.repeat_finished()
+        except Exception as exc:  # noqa: BLE001 - at the end of a run: report, keep the others
+            log.warning("end of run of %s not re-sent: %s", sorted(s.specs), exc)
 
 
 def declared_inputs(node, default_id: str) -> dict[str, str]:

@@ -258,7 +258,9 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
                 fields = None
             if ev["id"] == "command":
                 seq = md.get("seq")
-                if isinstance(seq, int):
+                if isinstance(seq, int) and md.get("repeat", False) and md.get("finished", False) and seq <= latch.seq:
+                    latch.finished = True  # a re-sent end of run (Sender.repeat_finished) whose original arrived
+                elif isinstance(seq, int):
                     offer = (seq, meta_time(md, float("nan")), fields, bool(md.get("finished", False)))
                     if hold_from is not None and seq >= hold_from:
                         held.append(offer)  # computed from the sensors just published: next period

@@ -90,8 +90,11 @@ def main() -> int:
             iid, md = ev["id"], ev["metadata"]
             seq = md.get("seq")
             seq = seq if isinstance(seq, int) else None
+            gaps = seen.setdefault(iid, SeqGaps(first=0))
+            if md.get("repeat", False) and seq is not None and gaps.last is not None and seq <= gaps.last:
+                continue  # a re-sent message already received (a keep-alive, a re-sent end of run)
             if seq is not None:  # a gap in seq: messages dora dropped on the way (drop_oldest queues)
-                n_lost += seen.setdefault(iid, SeqGaps(first=0)).add(seq)
+                n_lost += gaps.add(seq)
             finished = bool(md.get("finished", False))
             if seq is not None and iid in last and seq - last[iid] < args.every and not finished:
                 continue

@@ -81,6 +81,54 @@ def test_realtime_mode_skips_dropped_ticks():
     assert [t.k for t in ticks] == [0, 3, 4]
 
 
+def repeat(m):
+    return {**m, "metadata": {**m["metadata"], "repeat": True}}
+
+
+@pytest.mark.parametrize("realtime", [False, True], ids=["lockstep", "realtime"])
+def test_a_re_sent_end_of_run_stands_in_for_a_lost_one_and_is_ignored_after_the_original(realtime):
+    """Sender.repeat_finished's copy: the run ends cleanly when the original `finished` message was lost; after the
+    original it adds no tick; a keep-alive repeat (not finished) of a seq never received is still ignored."""
+    end = msg("a", 2, [20, 20], finished=True)
+    closed = {"type": "INPUT_CLOSED", "id": "a"}
+    kw = {"skip_missing": True} if realtime else {}
+    lost = [msg("a", 0, [0, 0]), msg("a", 1, [1, 1]), repeat(end), closed]
+    ticks = list(Lockstep(FakeNode(lost), {"a": (SPEC, 0)}, **kw))
+    assert [t.k for t in ticks] == [0, 1, 2] and ticks[-1].finished
+    np.testing.assert_array_equal(ticks[-1].inputs["a"]["x"], [20, 20])
+    both = [msg("a", 0, [0, 0]), msg("a", 1, [1, 1]), end, repeat(end), closed]
+    assert [t.k for t in Lockstep(FakeNode(both), {"a": (SPEC, 0)}, **kw)] == [0, 1, 2]
+    keep_alive = [msg("a", 0, [0, 0]), repeat(msg("a", 1, [1, 1])), closed]
+    with pytest.raises(UpstreamError, match="closed before the run ended"):
+        list(Lockstep(FakeNode(keep_alive), {"a": (SPEC, 0)}, **kw))
+
+
+def test_the_end_of_run_is_re_sent_once_on_the_outputs_a_dropping_queue_reads(monkeypatch):
+    monkeypatch.setenv("DORA_NODE_CONFIG", "dataflow_id: f\nnode_id: ctl\n")
+    flow = {"nodes": [
+        {"id": "ctl", "outputs": ["command", "log"]},
+        {"id": "drv", "inputs": {"command": {"source": "ctl/command", "queue_size": 10}}},  # drop_oldest (default)
+        {"id": "rec", "inputs": {"ctl": {"source": "ctl/log", "queue_policy": "backpressure"}}},
+        {"id": "obs", "inputs": {"cmd": "ctl/command"}},
+    ]}
+
+    class Node(FakeNode):
+        def dataflow_descriptor(self):
+            return flow
+
+    node = Node([])
+    s = Sender(node, {"command": SPEC, "log": SPEC})
+    s.send("command", np.array([1.0, 2.0]), seq=0, t=0.0)
+    assert s.repeat_finished() == [] and len(node.sent) == 1  # nothing said finished yet
+    s.send("command", np.array([3.0, 4.0]), seq=1, t=0.002, finished=True)
+    s.send("log", np.array([5.0, 6.0]), seq=1, t=0.002, finished=True)
+    _runtime.drain_after_finish(node, grace_s=0.02)  # re-sends after half the grace, the event stream being over
+    (out, value, md), = node.sent[3:]
+    assert out == "command" and md["repeat"] and md["finished"] and md["seq"] == 1 and "contract" not in md
+    np.testing.assert_array_equal(value, [3.0, 4.0])
+    assert s.repeat_finished() == []  # once
+
+
 def _ahead_commands_and_a_dropping_clock(missing_cmd=(2,)):
     """An operator ahead (cmd 0..7, some seqs missing), then a clock that drops ticks 1-3 and 6 (values of
     the wrong length: a clock whose values the node does not read)."""

@@ -159,7 +159,8 @@ class PortFaultInjector:
         """
         md = dict(metadata)
         t = _message_time(md)
-        # a keep-alive re-send (``repeat``) is never the faulted message: receivers skip it (Lockstep)
+        # a re-send (``repeat``: a keep-alive, a re-sent end of run) is never the faulted message: receivers skip it
+        # (Lockstep; a re-sent end of run only stands in for a lost original)
         if self._left == 0 or t is None or t < self.fault.at_s or md.get("repeat", False):
             return [(values, md)]
         if self.fired is None:
