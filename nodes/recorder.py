@@ -115,9 +115,11 @@ class Recorder:
         return self.writer.stream(name, size, meta), True
 
     def on_input(self, iid: str, vec, md: dict) -> None:
-        """Record one input message (a keep-alive repeat is skipped; a bad message is logged, not raised)."""
+        """Record one input message (a repeat, keep-alive or re-sent end of run, is skipped; a bad message is logged,
+        not raised)."""
         self.received.add(iid)
-        if md.get("repeat", False):  # a keep-alive re-send of a seq already recorded (Sender.repeat)
+        if md.get("repeat", False):  # a re-send (Sender.repeat, Sender.repeat_finished): the recorder's inputs are
+            # lossless (backpressure) in the shipped graphs, so its seq is recorded already
             return
         src = self.sources.get(iid, iid)
         try:

@@ -62,7 +62,7 @@ import signal
 import threading
 import time
 
-from contactflow.nodes._runtime import UpstreamError, base_parser, connect, declared_inputs, node_main, sender_for
+from contactflow.nodes._runtime import REPEAT_FINISHED_AFTER_S, UpstreamError, base_parser, connect, declared_inputs, node_main, sender_for
 
 log = logging.getLogger("contactflow.unitree_driver")
 
@@ -261,7 +261,13 @@ def main() -> int:
         reason = failure or ended or "driver stopped"
         link.watch_source(None, None)
         link.latch("end", f"run ended: {reason}")
-        time.sleep(cfg.exit_damping_s)
+        first = min(REPEAT_FINISHED_AFTER_S, cfg.exit_damping_s)
+        time.sleep(first)
+        try:  # the last sensors (finished) once more where a dropping queue reads them (Sender.repeat_finished)
+            sender.repeat_finished()
+        except Exception as exc:  # noqa: BLE001 - the damping and the stop below come first
+            log.warning("end of run not re-sent: %s", exc)
+        time.sleep(cfg.exit_damping_s - first)
         link.stop()
         print(f"[contactflow] unitree_driver status: {json.dumps({**link.status.summary(), 'late_ticks': late, 'last_command_mono_s': link.shaper.last_command_s, 't0_mono_s': t0_mono})}",
               flush=True)

@@ -96,11 +96,20 @@ def test_a_re_sent_end_of_run_stands_in_for_a_lost_one_and_is_ignored_after_the_
     ticks = list(Lockstep(FakeNode(lost), {"a": (SPEC, 0)}, **kw))
     assert [t.k for t in ticks] == [0, 1, 2] and ticks[-1].finished
     np.testing.assert_array_equal(ticks[-1].inputs["a"]["x"], [20, 20])
-    both = [msg("a", 0, [0, 0]), msg("a", 1, [1, 1]), end, repeat(end), closed]
-    assert [t.k for t in Lockstep(FakeNode(both), {"a": (SPEC, 0)}, **kw)] == [0, 1, 2]
+    # after the original, a copy with other values (as if corrupted) changes nothing: tick 2 waits for b, holding a's
+    both = [msg("a", 0, [0, 0]), msg("b", 0, [0, 0]), msg("a", 1, [1, 1]), msg("b", 1, [1, 1]), end,
+            repeat(msg("a", 2, [99, 99], finished=True)), msg("b", 2, [2, 2], finished=True), closed,
+            {"type": "INPUT_CLOSED", "id": "b"}]
+    ins = {"a": (SPEC, 0), "b": (SPEC, 0)}
+    ticks = list(Lockstep(FakeNode(both), ins, **({**kw, "clock": "b"} if realtime else kw)))
+    assert [t.k for t in ticks] == [0, 1, 2]
+    np.testing.assert_array_equal(ticks[-1].inputs["a"]["x"], [20, 20])
     keep_alive = [msg("a", 0, [0, 0]), repeat(msg("a", 1, [1, 1])), closed]
+    seen = []
     with pytest.raises(UpstreamError, match="closed before the run ended"):
-        list(Lockstep(FakeNode(keep_alive), {"a": (SPEC, 0)}, **kw))
+        for t in Lockstep(FakeNode(keep_alive), {"a": (SPEC, 0)}, **kw):
+            seen.append(t.k)
+    assert seen == [0]  # the keep-alive of seq 1 is no tick
 
 
 def test_the_end_of_run_is_re_sent_once_on_the_outputs_a_dropping_queue_reads(monkeypatch):
