@@ -128,6 +128,7 @@ def main() -> int:
         tail = lockstep_for(node, "seiko_stack", specs, only=("sensors",), skip_missing=args.realtime)
         tail.k, tail.finished_seen = end + 1, True
         tail.buffers["sensors"].update(lock.buffers["sensors"])  # the sensors already received
+        tail.newest["sensors"] = lock.newest["sensors"]  # so that a re-sent one (repeat) is known as received
         for tick in tail:
             stamp(tick)
             out = pipeline.tail_tick(tick.k, tick.inputs["sensors"], t_start=time.perf_counter())
