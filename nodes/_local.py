@@ -181,18 +181,25 @@ def descriptor_nodes(node) -> list[dict]:
     return [n for n in nodes if isinstance(n, dict)]
 
 
-def output_readers(nodes: Iterable[dict]) -> dict[str, list[tuple[str, str, bool]]]:
-    """Source (``node/output``) -> [(reader node id, input id, whether that node declares the input local)],
-    from a dataflow descriptor's node entries (the one reading of the rule for the nodes and ``contactflow check``)."""
+def _input_edges(nodes: Iterable[dict]) -> Iterable[tuple[str, dict, str, Any]]:
+    """(source ``node/output``, reader node entry, input id, the input's spec) per input of a dataflow descriptor's
+    node entries that reads a node's output."""
     from contactflow.contracts.wiring import _source
 
-    readers: dict[str, list[tuple[str, str, bool]]] = {}
     for n in nodes:
-        local = set(parse_local_inputs((n.get("env") or {}).get(LOCAL_INPUTS_ENV)))
         for iid, spec in (n.get("inputs") or {}).items():
             src = _source(spec)
             if isinstance(src, str) and "/" in src:
-                readers.setdefault(src, []).append((str(n.get("id")), str(iid), str(iid) in local))
+                yield src, n, str(iid), spec
+
+
+def output_readers(nodes: Iterable[dict]) -> dict[str, list[tuple[str, str, bool]]]:
+    """Source (``node/output``) -> [(reader node id, input id, whether that node declares the input local)],
+    from a dataflow descriptor's node entries (the one reading of the rule for the nodes and ``contactflow check``)."""
+    readers: dict[str, list[tuple[str, str, bool]]] = {}
+    for src, n, iid, _ in _input_edges(nodes):
+        local = parse_local_inputs((n.get("env") or {}).get(LOCAL_INPUTS_ENV))
+        readers.setdefault(src, []).append((str(n.get("id")), iid, iid in local))
     return readers
 
 
@@ -213,18 +220,12 @@ def lossy_outputs(nodes: Iterable[dict], sender_id: str, outputs: Iterable[str])
     """The ``outputs`` of node ``sender_id`` that some input reads through a queue that may drop a message: any
     ``queue_policy`` but ``backpressure`` (dora 1.1's default ``drop_oldest``; its direct path drops silently under
     load, ../shared/reference/dora.md 6.2), from a dataflow descriptor's node entries."""
-    from contactflow.contracts.wiring import _source
-
     wanted, lossy = set(outputs), set()
-    for n in nodes:
-        for spec in (n.get("inputs") or {}).values():
-            src = _source(spec)
-            if not isinstance(src, str) or src.partition("/")[0] != sender_id:
-                continue
-            out = src.partition("/")[2]
-            policy = spec.get("queue_policy") if isinstance(spec, dict) else None
-            if out in wanted and policy != "backpressure":
-                lossy.add(out)
+    for src, _, _, spec in _input_edges(nodes):
+        node_id, _, out = src.partition("/")
+        policy = spec.get("queue_policy") if isinstance(spec, dict) else None
+        if node_id == sender_id and out in wanted and policy != "backpressure":
+            lossy.add(out)
     return lossy
 
 

@@ -976,21 +976,22 @@ def drain_after_finish(node, grace_s: float = 0.5) -> None:
     """
     flush_senders()
     start = time.monotonic()
-    end, repeat_at = start + grace_s, start + min(REPEAT_FINISHED_AFTER_S, 0.5 * grace_s)
-    repeated = False
-    while (left := end - time.monotonic()) > 0:
-        if not repeated and time.monotonic() >= repeat_at:
-            _repeat_finished()
-            repeated = True
-        ev = node.next(timeout=max(0.01, min(left, repeat_at - time.monotonic()) if not repeated else left))
-        if ev is None:  # the event stream is over: nothing more to read, the outputs may still be in flight
-            if not repeated:
-                time.sleep(max(0.0, repeat_at - time.monotonic()))
-                _repeat_finished()
-            time.sleep(max(0.0, end - time.monotonic()))
-            return
-    if not repeated:  # a grace shorter than one wait
+    if _linger(node, start + min(REPEAT_FINISHED_AFTER_S, 0.5 * grace_s)):
         _repeat_finished()
+        _linger(node, start + grace_s)
+    else:  # the event stream is over: nothing more to read, the outputs may still be in flight
+        _repeat_finished()
+        time.sleep(max(0.0, start + grace_s - time.monotonic()))
+
+
+def _linger(node, until: float) -> bool:
+    """Read (and drop) the node's events until ``until`` (time.monotonic()); False when its event stream ended
+    first (then it sleeps until ``until``)."""
+    while (left := until - time.monotonic()) > 0:
+        if node.next(timeout=max(0.01, left)) is None:
+            time.sleep(max(0.0, until - time.monotonic()))
+            return False
+    return True
 
 
 def _repeat_finished() -> None:

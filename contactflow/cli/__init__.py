@@ -19,15 +19,21 @@ OPTIONAL_EXTRAS = {"crocoddyl": "prime", "rerun": "viewer", "mcap": "export", "m
                    "torch": "train", "onnx": "train", "stable_baselines3": "train", "gymnasium": "train"}
 
 
-def missing_extra_message(exc: ModuleNotFoundError) -> str | None:
-    """A one-line hint when ``exc`` is an optional dependency, else None."""
-    top = (exc.name or "").split(".")[0]
-    extra = OPTIONAL_EXTRAS.get(top)
+def extra_install_hint(package: str) -> str | None:
+    """How to install the optional top-level ``package`` (the extra :data:`OPTIONAL_EXTRAS` names), None if it is
+    not one."""
+    extra = OPTIONAL_EXTRAS.get(package)
     if extra is None:
         return None
     first = "pip install torch==2.13.0 (its CPU build; docs/lac_policy.md), then " if extra == "train" else ""
-    return (f"this needs the optional package {top!r}: {first}uv pip install -e '.[{extra}]' in a checkout "
-            f"(or pip install 'contactflow[{extra}]')")
+    return f"{first}uv pip install -e '.[{extra}]' in a checkout (or pip install 'contactflow[{extra}]')"
+
+
+def missing_extra_message(exc: ModuleNotFoundError) -> str | None:
+    """A one-line hint when ``exc`` is an optional dependency, else None."""
+    top = (exc.name or "").split(".")[0]
+    hint = extra_install_hint(top)
+    return None if hint is None else f"this needs the optional package {top!r}: {hint}"
 
 # module path -> imported lazily so that a missing optional dependency only breaks its command.
 _SUBCOMMANDS = [

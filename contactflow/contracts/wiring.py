@@ -372,11 +372,11 @@ NODE_OPTIONAL_PACKAGES = {"prime_estimator": ("crocoddyl",), "unitree_driver": (
 
 def check_node_extras(flow: dict) -> list[WiringProblem]:
     """The contactflow nodes whose optional packages (:data:`NODE_OPTIONAL_PACKAGES`) are not installed in this
-    Python, where the node would stop at its start with the same hint (``contactflow.cli.missing_extra_message``):
+    Python, where the node would stop at its start with the same hint (``contactflow.cli.extra_install_hint``):
     one problem per (node, missing package), naming the package and the extra that installs it."""
     import importlib.util
 
-    from contactflow.cli import missing_extra_message
+    from contactflow.cli import extra_install_hint
 
     def installed(pkg: str) -> bool:
         if sys.modules.get(pkg) is not None:  # imported already (a stub without __spec__ included)
@@ -393,8 +393,7 @@ def check_node_extras(flow: dict) -> list[WiringProblem]:
         kind = graph_node_kind(n)
         for pkg in NODE_OPTIONAL_PACKAGES.get(kind, ()):
             if not installed(pkg):
-                hint = missing_extra_message(ModuleNotFoundError(name=pkg)) or f"install {pkg!r}"
-                hint = hint.removeprefix(f"this needs the optional package {pkg!r}: ")
+                hint = extra_install_hint(pkg) or f"install {pkg!r}"
                 problems.append(WiringProblem(str(n["id"]), "-", f"its optional package {pkg!r} is not installed in "
                                               f"this Python ({sys.executable}): the {kind} node would stop at its "
                                               f"start; {hint}"))
