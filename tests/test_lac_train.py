@@ -1939,6 +1939,49 @@ def test_the_analytic_arm_estimate_filters_and_warms_up_as_the_teacher_over_the_
             np.testing.assert_allclose(got, ref, atol=0.01 * scale + 1e-3, err_msg=f"after {n} frames")
 
 
+def test_the_analytic_arm_feedforward_is_the_teachers_over_the_deploy_history(robot, spec):
+    """student.arm_feedforward: analytic: over states pushed into the deploy runner's history, the graph's feed-forward
+    at the newest frame and at the one before is the teacher's arm torque ``g_arm(q) - J_arm^T w_est`` (lac_expert's
+    step 4, arm rows) with the teacher's estimator stepped over the same readings, on tilted bases."""
+    import pinocchio as pin
+
+    from contactflow.lac.estimation import WrenchEstimator
+    from contactflow.lac.model import LacRobot
+    from contactflow.lac.train.arm_statics import arm_statics_params
+    from contactflow.policy import PolicyRunner
+
+    ecfg = _expert_cfg()
+    lac = LacRobot(robot)
+    dt = 1.0 / ecfg.rate_hz
+    est = WrenchEstimator(dataclasses.replace(ecfg.estimator, inertial=False, torso=False), robot, lac,
+                          [lac.link_index(n) for n in ecfg.arm_links], [], dt)
+    mod = _arm_statics(robot, spec)
+    rows = 6 + np.asarray(spec.policy_to_robot)[arm_statics_params(robot, spec, ecfg).act_col]  # (2, 5) v indices
+    data = robot.model.createData()
+    rng = np.random.default_rng(4)
+    run = PolicyRunner(spec)
+    q, v, action = _tilted_state(robot, spec, rng)
+    want_prev = None
+    for n in range(1, 41):
+        q[7:] += 0.01 * rng.standard_normal(robot.n)
+        v[6:] = 0.9 * v[6:] + 0.1 * rng.standard_normal(robot.n)
+        action += 0.03 * rng.standard_normal(action.size)
+        frame, sensors = _deploy_frame(robot, spec, run, q, v, action)
+        sensors["t"] = np.array([n * dt])
+        run.push(frame)
+        w = est.step(sensors)
+        h = pin.computeGeneralizedGravity(robot.model, data, q) - est.generalized_force(w)
+        want = h[rows]
+        if n in (2, 5, 17, 30, 40):
+            with torch.no_grad():
+                _, now, prev = mod.feedforward(torch.from_numpy(run.model_input().reshape(1, 64, -1)))
+            scale = np.abs(want).max()
+            assert scale > 1.0 and np.abs(want - want_prev).max() > 0.05  # loaded arms, a torque that changes
+            np.testing.assert_allclose(now.double().numpy()[0], want, atol=0.01 * scale, err_msg=f"after {n} frames")
+            np.testing.assert_allclose(prev.double().numpy()[0], want_prev, atol=0.01 * scale, err_msg=f"after {n} frames")
+        want_prev = want
+
+
 def test_the_analytic_arm_estimate_recovers_a_force_held_on_a_hand_at_rest(robot, spec):
     """At rest with the PD torque in force balancing gravity and a known force on the left hand (``tau = g_arm -
     Jp_arm^T F``, made by choosing the last action), the estimate read from the deploy frame is that force, world
@@ -2015,3 +2058,50 @@ def test_analytic_arm_estimate_student_acts_on_it_and_exports(robot, spec, tmp_p
     h = seen["h"].numpy()[0]
     np.testing.assert_allclose(h[n_in:n_in + 6], an[:6] / AUX_FORCE_UNIT_N, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(h[n_in + 6:n_in + 15], aux.numpy()[0, 6:15], rtol=1e-5, atol=1e-6)
+
+
+def test_analytic_arm_feedforward_student_adds_it_to_the_arms_and_exports(robot, spec, tmp_path):
+    """A student with student.arm_feedforward: analytic adds the graph's arm feed-forward over Kp (action units) to the
+    arm joints' actions: with residual_action the change since the frame before (the initial student, whose arm
+    outputs are zero, then acts ``last_action + (tau_now - tau_prev) / (Kp scale)`` on them), without it the
+    feed-forward itself; the other joints take none; the export is the torch network; the key needs the arm estimator."""
+    from contactflow.lac.train.arm_statics import arm_statics_params
+    from contactflow.lac.train.dagger import new_student
+    from contactflow.lac.train.student import deploy_metadata, export_onnx
+    from contactflow.policy import load_policy_spec
+
+    with pytest.raises(ConfigError, match="arm_feedforward: 'analytic' is made of the graph's arm estimator"):
+        load_train_config(None, {"student": {"wrench_input": "wrench", "arm_feedforward": "analytic"},
+                                 "optim": {"aux_force_weight": 1.0}})
+    with pytest.raises(ConfigError, match="arm_feedforward: expected 'none' or 'analytic'"):
+        load_train_config(None, {"student": {"arm_feedforward": "model"}})
+    keys = {"wrench_input": "wrench", "arm_estimate": "analytic", "arm_feedforward": "analytic"}
+    p = arm_statics_params(robot, spec, _expert_cfg())
+    cols = p.act_col.reshape(-1)
+    per_unit = (p.kp * p.act_scale).reshape(-1)  # [N m per action unit]
+    rng = np.random.default_rng(6)
+    frames = np.stack([_tilted_runner_frame(robot, spec, rng)[0] for _ in range(64)]).astype(np.float32)[None]
+    x = torch.from_numpy(frames)
+    with torch.no_grad():
+        _, now, prev = _arm_statics(robot, spec).feedforward(x)
+    now, prev = now.numpy()[0].reshape(-1), prev.numpy()[0].reshape(-1)
+    assert np.abs(now - prev).max() > 0.5  # random frames: a feed-forward that changes
+    others = np.setdiff1d(np.arange(len(spec.joint_names)), cols)
+    for residual in ("arms", "none"):
+        cfg = load_train_config(None, {"student": {**keys, "residual_action": residual}, "optim": {"aux_force_weight": 1.0}})
+        model = new_student(cfg, spec)
+        plain = new_student(load_train_config(None, {"student": {**keys, "residual_action": residual,
+                                                                 "arm_feedforward": "none"},
+                                                     "optim": {"aux_force_weight": 1.0}}), spec)
+        plain.load_state_dict(model.state_dict())
+        with torch.no_grad():
+            a, b = model(x).numpy()[0], plain(x).numpy()[0]
+        ff = (now - prev if residual == "arms" else now) / per_unit
+        np.testing.assert_allclose(a[cols] - b[cols], ff, rtol=1e-4, atol=1e-5)
+        np.testing.assert_array_equal(a[others], b[others])
+        if residual == "arms":  # the initial student: last action plus the feed-forward's change on the arms
+            last = frames[0, -1] @ model.last_action_W.numpy()
+            np.testing.assert_allclose(a[cols], last[cols] + ff, rtol=1e-4, atol=1e-5)
+        path = export_onnx(model, tmp_path / f"ff_{residual}.onnx", deploy_metadata(spec))
+        loaded = load_policy_spec("lac", robot, model=path)
+        np.testing.assert_allclose(loaded.model.run(frames), a[None], atol=1e-4)

@@ -66,6 +66,8 @@ class ArmStaticsParams:
         deadband_force_n, max_force_n, deadband_couple_nm, max_couple_nm: the soft threshold and clamp.
         ramp_frames: the estimator's warm-up after a reset, in frames (``warmup_s`` at ``rate_hz``): the reading
             ``j`` frames after it weighs ``min(1, j / ramp_frames)``.
+        act_col: (2, 5) int: each arm joint's column in the policy's action.
+        act_scale: (2, 5): each arm joint's action scale [rad per action unit] (the target is ``default + scale a``).
     """
 
     q_W: np.ndarray
@@ -89,6 +91,8 @@ class ArmStaticsParams:
     deadband_couple_nm: float
     max_couple_nm: float
     ramp_frames: float
+    act_col: np.ndarray
+    act_scale: np.ndarray
 
 
 def arm_statics_params(robot, spec, expert_cfg, *, n_frames: int = 16) -> ArmStaticsParams:
@@ -129,6 +133,7 @@ def arm_statics_params(robot, spec, expert_cfg, *, n_frames: int = 16) -> ArmSta
     kp, kd = np.zeros((2, 5)), np.zeros((2, 5))
     rot, trans, axis = np.zeros((2, 6, 3, 3)), np.zeros((2, 6, 3)), np.zeros((2, 6, 3))
     mass, com, point = np.zeros((2, 6)), np.zeros((2, 6, 3)), np.zeros((2, 3))
+    act_col, act_scale = np.zeros((2, 5), int), np.zeros((2, 5))
     for a, link in enumerate(expert_cfg.arm_links):
         i = lac.link_index(link)
         jid = lac.link_joint_ids[i]
@@ -159,6 +164,8 @@ def arm_statics_params(robot, spec, expert_cfg, *, n_frames: int = 16) -> ArmSta
                 raise ConfigError(f"{spec.file}: joint_vel does not hold {m.names[j]}") from None
             d_W[:, a, k - 1] = pd_err[:, robot_to_policy[r]]
             kp[a, k - 1], kd[a, k - 1] = spec.kp[r], spec.kd[r]
+            act_col[a, k - 1] = robot_to_policy[r]
+            act_scale[a, k - 1] = spec.scale[robot_to_policy[r]]
         point[a] = lac.applied_point_local(i) if est.arm_point_local_m is None else np.asarray(est.arm_point_local_m, float)
     g_W = np.zeros((D, 3))
     for c in range(3):
@@ -171,7 +178,8 @@ def arm_statics_params(robot, spec, expert_cfg, *, n_frames: int = 16) -> ArmSta
                             lever_damping_sq=float(est.lever_damping_m) ** 2, couple_damping=float(est.couple_damping),
                             filter_w=w / w.sum(), deadband_force_n=float(est.deadband_force_n),
                             max_force_n=float(est.max_force_n), deadband_couple_nm=float(est.deadband_couple_nm),
-                            max_couple_nm=float(est.max_couple_nm), ramp_frames=float(est.warmup_s * expert_cfg.rate_hz))
+                            max_couple_nm=float(est.max_couple_nm), ramp_frames=float(est.warmup_s * expert_cfg.rate_hz),
+                            act_col=act_col, act_scale=act_scale)
 
 
 def _cross(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -233,6 +241,12 @@ class ArmStatics(nn.Module):
         return float(self.scalars[self._SCALARS.index(name)])
 
     def raw(self, x: torch.Tensor) -> torch.Tensor:
+        return self._statics(x)[0]
+
+    def _statics(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """(N, frame_dim) frames -> (the hands' wrench readings (N, 12) as :meth:`raw`, the arm rows of the gravity
+        torque ``g_arm`` (N, 2, 5) [N m], ``Jp^T`` and ``Jr^T`` (N, 2, 5, 3) at the hands' points, base frame, and
+        ``Rw`` (N, 1, 3, 3) the base's rotation into the yaw-free world axes)."""
         n, dev = x.shape[0], x.device
         q = torch.einsum("nd,dak->nak", x, self.q_W) + self.q_b  # (n, 2, 6)
         qd = torch.einsum("nd,dak->nak", x, self.v_W)  # (n, 2, 5)
@@ -289,7 +303,7 @@ class ArmStatics(nn.Module):
                           torch.stack([-gx, cth * sph, cth * cph], -1)], -2)[:, None]  # (n, 1, 3, 3)
         F = (Rw @ F.unsqueeze(-1)).squeeze(-1)
         C = (Rw @ C.unsqueeze(-1)).squeeze(-1)
-        return torch.cat([F.reshape(n, 6), C.reshape(n, 6)], dim=-1)
+        return torch.cat([F.reshape(n, 6), C.reshape(n, 6)], dim=-1), g_arm, Jp_T, Jr_T, Rw
 
     def weights(self, frames: torch.Tensor) -> torch.Tensor:
         """(B, n_frames) weights of the newest frames of ``frames`` (B, H, frame_dim): the low-pass times the warm-up
@@ -303,12 +317,53 @@ class ArmStatics(nn.Module):
         ramp = torch.clamp(j / ramp_frames, 0.0, 1.0) if ramp_frames > 0 else (j >= 1).to(frames.dtype)
         return self.filter_w[None] * ramp
 
-    def forward(self, frames: torch.Tensor) -> torch.Tensor:
-        b, h, d = frames.shape
-        if h < self.n_frames:
-            raise ValueError(f"ArmStatics: its low-pass takes the newest {self.n_frames} frames, got a history of {h}")
-        x = frames[:, h - self.n_frames:].reshape(b * self.n_frames, d)
-        y = (self.raw(x).reshape(b, self.n_frames, 12) * self.weights(frames)[:, :, None]).sum(dim=1)
+    def _estimate(self, readings: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
+        """(B, n_frames, 12) readings of the newest frames of ``frames`` (B, H, frame_dim) -> (B, 12) the estimate:
+        the low-pass with the warm-up (:meth:`weights`), then the soft threshold."""
+        b = len(frames)
+        y = (readings * self.weights(frames)[:, :, None]).sum(dim=1)
         f = _soft(y[:, :6].reshape(b, 2, 3), self._scalar("deadband_force_n"), self._scalar("max_force_n"))
         c = _soft(y[:, 6:].reshape(b, 2, 3), self._scalar("deadband_couple_nm"), self._scalar("max_couple_nm"))
         return torch.cat([f.reshape(b, 6), c.reshape(b, 6)], dim=-1)
+
+    def _check_history(self, h: int, need: int) -> None:
+        if h < need:
+            raise ValueError(f"ArmStatics: needs the newest {need} frames, got a history of {h}")
+
+    def forward(self, frames: torch.Tensor) -> torch.Tensor:
+        b, h, d = frames.shape
+        self._check_history(h, self.n_frames)
+        x = frames[:, h - self.n_frames:].reshape(b * self.n_frames, d)
+        return self._estimate(self.raw(x).reshape(b, self.n_frames, 12), frames)
+
+    def feedforward(self, frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The teacher's static arm feed-forward at the newest frame and at the one before, with the estimate.
+
+        ``lac_expert`` commands the arm joints the torque ``tau_ff = g_arm(q) - J_arm^T w_est`` (its step 4: the
+        arm rows of ``g - J_e^T w_est``; the soles' Jacobians have no arm column), its label ``q_target + tau_ff /
+        Kp``: here ``g_arm`` and the hands' Jacobians at the frame's arm angles, ``w_est`` the estimate of
+        :meth:`forward` rotated back into the base frame.
+
+        Args:
+            frames: (B, H, frame_dim), ``H >= n_frames + 1``.
+
+        Returns:
+            (the estimate of :meth:`forward` on ``frames`` (B, 12), ``tau_ff`` at the newest frame (B, 2, 5) [N m],
+            ``tau_ff`` at the frame before, from the estimate over ``frames[:, :-1]`` (B, 2, 5) [N m]); the arm
+            joints in chain order (``act_col`` maps them to the action).
+        """
+        b, h, d = frames.shape
+        n = self.n_frames + 1
+        self._check_history(h, n)
+        wr, g_arm, Jp_T, Jr_T, Rw = (t.reshape(b, n, *t.shape[1:]) for t in
+                                     self._statics(frames[:, h - n:].reshape(b * n, d)))
+        est = self._estimate(wr[:, 1:], frames)
+        est_prev = self._estimate(wr[:, :-1], frames[:, :-1])
+
+        def tau(e: torch.Tensor, k: int) -> torch.Tensor:
+            RT = Rw[:, k].transpose(-1, -2)  # (B, 1, 3, 3): world -> base
+            F = (RT @ e[:, :6].reshape(b, 2, 3, 1)).squeeze(-1)
+            C = (RT @ e[:, 6:].reshape(b, 2, 3, 1)).squeeze(-1)
+            return g_arm[:, k] - (Jp_T[:, k] @ F.unsqueeze(-1)).squeeze(-1) - (Jr_T[:, k] @ C.unsqueeze(-1)).squeeze(-1)
+
+        return est, tau(est, n - 1), tau(est_prev, n - 2)

@@ -345,6 +345,15 @@ class StudentCfg:
             terms, computed from the newest 16 frames inside the graph, :mod:`contactflow.lac.train.arm_statics`; the
             torso's force stays learned: it needs the sole forces, which the frame lacks) or ``analytic_forces``
             (the hands' forces from that estimator, their couples learned). Needs ``wrench_input: wrench``.
+        arm_feedforward: ``none`` or ``analytic``: the arm joints' actions also take the teacher's static feed-forward
+            ``tau_ff = g_arm(q) - J_arm^T w_est`` over ``Kp`` (in action units: over ``Kp`` times the action scale),
+            computed inside the graph from the frames as ``arm_estimate``'s estimator (its estimate, the hands' forces
+            and couples, rotated back into the base frame; :meth:`~contactflow.lac.train.arm_statics.ArmStatics.feedforward`):
+            the part of the teacher's label ``q_target + tau_ff / Kp`` that compensates the load and gravity, which an
+            MLP otherwise forms as a product of the Jacobian and the estimate. With ``residual_action`` the arms' action
+            is the last action plus the feed-forward's change since the frame before plus the network's output (the
+            last action holds the feed-forward in force), without it the feed-forward plus the network's output.
+            Needs ``arm_estimate`` not ``learned``.
     """
 
     conv_channels: tuple[int, ...] = (16, 16, 16)
@@ -364,6 +373,7 @@ class StudentCfg:
     compliance_rotation_bound_rad: float = 0.5
     compliance_torso: str = "horizontal"
     arm_estimate: str = "learned"
+    arm_feedforward: str = "none"
 
     def __post_init__(self):
         if self.residual_action not in ("none", "arms", "all"):
@@ -396,6 +406,11 @@ class StudentCfg:
         if self.arm_estimate != "learned" and self.wrench_input != "wrench":
             raise ConfigError(f"arm_estimate: {self.arm_estimate!r} fills the hands' loads of the load estimate with "
                               f"wrench_input 'wrench' (15 values), got wrench_input {self.wrench_input!r}")
+        if self.arm_feedforward not in ("none", "analytic"):
+            raise ConfigError(f"arm_feedforward: expected 'none' or 'analytic', got {self.arm_feedforward!r}")
+        if self.arm_feedforward != "none" and self.arm_estimate == "learned":
+            raise ConfigError("arm_feedforward: 'analytic' is made of the graph's arm estimator, which exists with "
+                              "arm_estimate 'analytic' or 'analytic_forces' only, got arm_estimate 'learned'")
         if not self.compliance_rotation_bound_rad > 0:
             raise ConfigError(f"compliance_rotation_bound_rad: must be > 0, got {self.compliance_rotation_bound_rad!r}")
 

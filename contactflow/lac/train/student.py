@@ -312,6 +312,19 @@ class Student(nn.Module):
             self.arm_statics = ArmStatics(params)
             self.register_buffer("arm_units", torch.tensor([force_unit] * 6 + [couple_unit] * 6, dtype=torch.float32),
                                  persistent=False)
+        self.arm_ff = cfg.arm_feedforward == "analytic"
+        if self.arm_ff:
+            params = arm_statics[0]
+            if history < len(params.filter_w) + 1:
+                raise ValueError(f"arm_feedforward: its change since the frame before takes {len(params.filter_w) + 1} "
+                                 f"frames, the history has {history}")
+            cols = np.asarray(params.act_col).reshape(-1)
+            if self.residual and not (np.asarray(last_action)[:, cols] != 0).any(axis=0).all():
+                raise ValueError("arm_feedforward: residual_action must hold every arm joint's last action")
+            W = np.zeros((cols.size, n_act), np.float32)
+            W[np.arange(cols.size), cols] = 1.0 / (np.asarray(params.kp) * np.asarray(params.act_scale)).reshape(-1)
+            # not in the state dict: computed from the spec (checkpoints of runs without the key load unchanged)
+            self.register_buffer("arm_ff_W", torch.as_tensor(W), persistent=False)
 
     def features(self, frames: torch.Tensor) -> torch.Tensor:
         """(B, H, D) raw frames -> (B, H, feat_dim): the log of the stiffness (clamped at 1e-6), other
@@ -397,8 +410,14 @@ class Student(nn.Module):
             aux = self.aux(torch.cat([z, xh, d], dim=-1))
         else:
             aux = self.aux(z) if self.aux is not None else None
+        an = ff = None
+        if self.arm_ff:
+            with torch.no_grad():  # no parameter in it
+                an, tau_now, tau_prev = self.arm_statics.feedforward(frames)
+                b = len(frames)
+                ff = ((tau_now - tau_prev) if self.residual else tau_now).reshape(b, -1) @ self.arm_ff_W
         if self.force_input:
-            est = self.load_taken(frames, aux.detach() if detach_estimate else aux)
+            est = self.load_taken(frames, aux.detach() if detach_estimate else aux, an)
             f_in = est if force is None or given is None else torch.where(given if given.dim() == 2 else given[:, None],
                                                                            force, est)
             h = torch.cat([x[:, -1], z, f_in], dim=-1)
@@ -421,16 +440,19 @@ class Student(nn.Module):
             a = mods[-1](h)
         if self.residual:
             a = a + frames[:, -1] @ self.last_action_W
+        if ff is not None:
+            a = a + ff
         return a, aux
 
-    def load_taken(self, frames: torch.Tensor, aux: torch.Tensor) -> torch.Tensor:
+    def load_taken(self, frames: torch.Tensor, aux: torch.Tensor, analytic: torch.Tensor | None = None) -> torch.Tensor:
         """The load estimate the actor takes, (B, aux_dim) in the estimate's units: the head's output ``aux``, with
         ``cfg.arm_estimate`` not ``learned`` its hands' forces (and with ``analytic`` their couples) replaced by the
-        teacher's arm estimator on ``frames`` (B, history, frame_dim) (:mod:`contactflow.lac.train.arm_statics`)."""
+        teacher's arm estimator on ``frames`` (B, history, frame_dim) (:mod:`contactflow.lac.train.arm_statics`;
+        ``analytic`` (B, 12): that estimator's output on them where the caller computed it already)."""
         if self.arm_statics is None:
             return aux
         with torch.no_grad():  # no parameter in it: nothing to back-propagate
-            an = self.arm_statics(frames) / self.arm_units
+            an = (self.arm_statics(frames) if analytic is None else analytic) / self.arm_units
         return torch.cat([an[:, :6], aux[:, 6:9], an[:, 6:] if self.arm_couples else aux[:, 9:]], dim=-1)
 
     def n_params(self) -> int:
