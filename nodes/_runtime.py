@@ -433,9 +433,7 @@ class Lockstep:
             if ev["metadata"].get("repeat", False):
                 # a keep-alive (Sender.repeat) is ignored; a re-sent end of run (Sender.repeat_finished) stands in
                 # for its original when that never arrived (a dropping queue lost it)
-                seq = ev["metadata"].get("seq")
-                if not (ev["metadata"].get("finished", False) and isinstance(seq, int) and not isinstance(seq, bool)
-                        and seq > self.newest[iid]):
+                if not ev["metadata"].get("finished", False) or is_received_repeat(ev["metadata"], self.newest[iid]):
                     return
                 ev = {**ev, "metadata": {k: v for k, v in ev["metadata"].items() if k != "repeat"}}
             if iid not in self.configs and "config" in ev["metadata"]:
@@ -566,6 +564,16 @@ class Lockstep:
                     return
                 raise UpstreamError(f"event stream ended before the run ended (waiting for {', '.join(self._missing())})")
             self._handle_dora(ev, self._waited_since)
+
+
+def is_received_repeat(meta: Mapping[str, Any], newest: int | None) -> bool:
+    """True for a re-send (metadata ``repeat``: :meth:`Sender.repeat`'s keep-alive, :meth:`Sender.repeat_finished`'s
+    end of run) of an integer ``seq`` at or below ``newest``, the highest seq its input has received (-1 or None:
+    none yet): its original arrived, so it carries nothing new. The one rule the readers of a re-send share
+    (:class:`Lockstep`, the MuJoCo driver's command, the viewer)."""
+    seq = meta.get("seq")
+    return (bool(meta.get("repeat", False)) and isinstance(seq, int) and not isinstance(seq, bool)
+            and newest is not None and seq <= newest)
 
 
 def meta_time(meta: Mapping[str, Any], default: float | None) -> float | None:

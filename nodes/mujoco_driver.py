@@ -74,8 +74,8 @@ import time
 import numpy as np
 
 from contactflow.nodes._runtime import (REALTIME_WARMUP_TICKS, connect, UpstreamError, base_parser, declared_inputs,
-                      drain_after_finish, load_node_config, lockstep_for, meta_time, node_main, sender_for,
-                      upstream_failure)
+                      drain_after_finish, is_received_repeat, load_node_config, lockstep_for, meta_time,
+                      node_main, sender_for, upstream_failure)
 
 log = logging.getLogger("contactflow.mujoco_driver")
 
@@ -258,7 +258,7 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
                 fields = None
             if ev["id"] == "command":
                 seq = md.get("seq")
-                if isinstance(seq, int) and md.get("repeat", False) and md.get("finished", False) and seq <= latch.seq:
+                if md.get("finished", False) and is_received_repeat(md, latch.seq):
                     latch.finished = True  # a re-sent end of run (Sender.repeat_finished) whose original arrived
                 elif isinstance(seq, int):
                     offer = (seq, meta_time(md, float("nan")), fields, bool(md.get("finished", False)))

@@ -17,7 +17,7 @@ import datetime as dt
 import logging
 import time
 
-from contactflow.nodes._runtime import base_parser, connect, meta_time, node_main
+from contactflow.nodes._runtime import base_parser, connect, is_received_repeat, meta_time, node_main
 
 log = logging.getLogger("contactflow.recording.viewer")
 
@@ -91,7 +91,7 @@ def main() -> int:
             seq = md.get("seq")
             seq = seq if isinstance(seq, int) else None
             gaps = seen.setdefault(iid, SeqGaps(first=0))
-            if md.get("repeat", False) and seq is not None and gaps.last is not None and seq <= gaps.last:
+            if is_received_repeat(md, gaps.last):
                 continue  # a re-sent message already received (a keep-alive, a re-sent end of run)
             if seq is not None:  # a gap in seq: messages dora dropped on the way (drop_oldest queues)
                 n_lost += gaps.add(seq)
