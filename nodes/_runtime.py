@@ -570,7 +570,7 @@ def is_received_repeat(meta: Mapping[str, Any], newest: int | None) -> bool:
     """True for a re-send (metadata ``repeat``: :meth:`Sender.repeat`'s keep-alive, :meth:`Sender.repeat_finished`'s
     end of run) of an integer ``seq`` at or below ``newest``, the highest seq its input has received (-1 or None:
     none yet): its original arrived, so it carries nothing new. The one rule the readers of a re-send share
-    (:class:`Lockstep`, the MuJoCo driver's command, the viewer)."""
+    (:class:`Lockstep`, the MuJoCo driver's command, the viewer, the recorder)."""
     seq = meta.get("seq")
     return (bool(meta.get("repeat", False)) and isinstance(seq, int) and not isinstance(seq, bool)
             and newest is not None and seq <= newest)
@@ -784,7 +784,7 @@ class Sender:
         ``drop_oldest``, the real-time graphs' edges): the end of the run travels as one message per edge, and a reader
         that lost it would stop with "closed before the run ended". The copy carries ``repeat: true``; a reader that
         has the original ignores it (:class:`Lockstep`, the MuJoCo driver's command, the viewer), one that lost it
-        takes the copy instead (the recorder skips every repeat: its shipped inputs are lossless). Called by
+        takes the copy instead (the recorder too: :func:`is_received_repeat`). Called by
         :func:`drain_after_finish` and at the Unitree driver's end. Returns the outputs re-sent."""
         if not self._finished_msgs:
             return []

@@ -63,7 +63,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from contactflow.nodes._runtime import connect, declared_inputs, base_parser, log_info, meta_time, node_main
+from contactflow.nodes._runtime import (connect, declared_inputs, base_parser, is_received_repeat, log_info, meta_time,
+                                       node_main)
 from contactflow.paths import default_recordings_dir, source_checkout
 
 if TYPE_CHECKING:  # imported where used (pyarrow with it): the node starts without it
@@ -115,13 +116,18 @@ class Recorder:
         return self.writer.stream(name, size, meta), True
 
     def on_input(self, iid: str, vec, md: dict) -> None:
-        """Record one input message (a repeat, keep-alive or re-sent end of run, is skipped; a bad message is logged,
-        not raised)."""
+        """Record one input message (a bad message is logged, not raised). A re-send (``repeat``) is skipped: a
+        keep-alive (:meth:`Sender.repeat`) always, a re-sent end of run (:meth:`Sender.repeat_finished`) when its seq
+        is recorded already; one whose original never arrived (an input on a queue that dropped it) is recorded in
+        its place, so the stream still ends with ``finished``."""
         self.received.add(iid)
-        if md.get("repeat", False):  # a re-send (Sender.repeat, Sender.repeat_finished): the recorder's inputs are
-            # lossless (backpressure) in the shipped graphs, so its seq is recorded already
-            return
         src = self.sources.get(iid, iid)
+        if md.get("repeat", False):
+            stream = self.writer.streams.get(src.replace("/", "."))
+            if ("log" in md or not md.get("finished", False)
+                    or is_received_repeat(md, None if stream is None else stream.seq_gaps.last)):
+                return
+            md = {k: v for k, v in md.items() if k != "repeat"}
         try:
             if "log" in md:
                 self.n_msgs += self._record_log(iid, src, vec, md)

@@ -357,6 +357,31 @@ def test_a_first_message_with_its_contract_is_not_a_loss(tmp_path):
     assert w.manifest["streams"]["src.a"]["missing_before_first"] == 0 and w.manifest["recording_gaps"] == 0
 
 
+def test_a_re_sent_end_of_run_is_recorded_only_in_place_of_a_lost_original(tmp_path):
+    """Sender.repeat_finished's copy: skipped where the original was recorded (no second row), recorded where the
+    original never arrived (the stream then ends with finished and counts no loss); keep-alives never recorded."""
+    from contactflow.nodes.recorder import Recorder
+
+    w = RecordingWriter(tmp_path / "rec-1", {"robot": "go2"}, flush_period_s=0.0)
+    rec = Recorder(w, {"a": "src/a", "b": "src/b"})
+    for k in range(3):
+        rec.on_input("a", np.full(2, float(k)), {"seq": k, "t": 0.01 * k, "finished": k == 2})
+        if k < 2:  # b's finished message (seq 2) is lost on the way
+            rec.on_input("b", np.full(2, float(k)), {"seq": k, "t": 0.01 * k})
+        rec.on_input("b", np.full(2, -1.0), {"seq": k, "t": 0.01 * k, "repeat": True})  # keep-alives
+    rec.on_input("a", np.full(2, 9.0), {"seq": 2, "t": 0.02, "finished": True, "repeat": True})
+    rec.on_input("b", np.full(2, 2.0), {"seq": 2, "t": 0.02, "finished": True, "repeat": True})
+    rec.close()
+    m = json.loads((tmp_path / "rec-1" / "manifest.json").read_text())
+    run = read_recording(tmp_path / "rec-1")
+    for name in ("src.a", "src.b"):
+        st = run.stream(name)
+        np.testing.assert_array_equal(st.seq, [0, 1, 2])
+        np.testing.assert_array_equal(st.values[:, 0], [0.0, 1.0, 2.0])
+        assert list(st.finished) == [False, False, True]
+    assert m["recording_gaps"] == 0 and m["complete"] is True
+
+
 def _flood_graph(tmp_path, n, recorder_args="", queue="", mode="--mode fast"):
     """A replay (``mode``: fast, or paced) of an ``n``-tick Talos sensors stream into a recorder (no
     backpressure unless ``queue`` says so). The recorder takes seconds to start (imports, robot model):
