@@ -12,8 +12,8 @@ change the description here and run ``contactflow graphs --write``; ``contactflo
 Recording: every node that sends with ``nodes/_runtime.py``'s Sender declares the output ``log``
 (its outputs batched every ``$CONTACTFLOW_LOG_EVERY`` ticks) and the recorder reads that one input
 per node instead of one per output per tick; outputs that only the recorder reads (the Controller's
-``state``) are then not declared and not sent per tick. Nodes that do not use the Sender (a replay
-node, a dynamic operator) are recorded output by output, as before.
+``state``) are then not declared and not sent per tick; a replay node does the same with the streams it
+replays. Nodes that do not use the Sender (a dynamic operator) are recorded output by output.
 
 Lockstep control edges use backpressure queues (no tick is ever dropped: drop-oldest queues lose
 messages in bursts); observers (the viewer) use drop-oldest queues so they never hold back the loop.
@@ -169,10 +169,12 @@ def driver(command: str, *, args: str | None = None, args_comment: str = "", rea
                 {"command": (command, _queue_of(realtime))}, ["sensors", LOG], args_comment=args_comment, env=env)
 
 
-def replay_node(node_id: str, streams: str, output: str, ack: str, record_as: str, *, window: int = 1,
+def replay_node(node_id: str, streams: str, output: str, ack: str, *, window: int = 1,
                 require: tuple[str, ...] = ()) -> Node:
     """A replay node standing in for ``node_id`` (re-publishes the newest Talos recording's ``streams``;
-    ``--robot talos``: a run of another robot is never picked as ``latest`` and refused when named).
+    ``--robot talos``: a run of another robot is never picked as ``latest`` and refused when named). It sends
+    with the Sender (nodes/replay.py): its output ``log`` carries the replayed streams to the recorder, batched as
+    the replayed node's, and its ``output`` may go local (:func:`_with_local_inputs`).
 
     ``window``: ticks published ahead of the last ``ack`` (``--window``). ``require``: the other
     streams the graph replays (``--require-streams``), so that every replay node of the graph picks
@@ -182,7 +184,7 @@ def replay_node(node_id: str, streams: str, output: str, ack: str, record_as: st
         args += f" --window {window}"
     if require:
         args += f" --require-streams {','.join(require)}"
-    return Node(node_id, node_script("replay"), args, {"ack": (ack, LOCKSTEP)}, [output], record={output: record_as})
+    return Node(node_id, node_script("replay"), args, {"ack": (ack, LOCKSTEP)}, [output, LOG])
 
 
 def operator(mode: str = "scenario", scenario: str = "hand_forward.yaml", *, clock: str = "mujoco_driver/log",
@@ -444,13 +446,14 @@ REPLAY_COMMAND_WINDOW = 50
 def seiko_talos_replay() -> Graph:
     ack = "seiko_controller/command"
     replayed = ("mujoco_driver.sensors", "operator.command")
-    drv = replay_node("mujoco_driver", "mujoco_driver.sensors", "sensors", ack, "sensors", require=replayed)
+    drv = replay_node("mujoco_driver", "mujoco_driver.sensors", "sensors", ack, require=replayed)
     # the recorded operator commands themselves (contact switches, pushing mode, twists), not a scenario
     # file played again: the replay reproduces the recorded inputs whatever the scenario file or
     # CONTACTFLOW_SCENARIO say now, and a run without them is refused
-    op = replay_node("operator", "operator.command", "command", ack, "operator", window=REPLAY_COMMAND_WINDOW,
-                     require=replayed)
-    nodes = [drv, op, *seiko_stages(sensor_lag=MAIN_SENSOR_LAG)]
+    op = replay_node("operator", "operator.command", "command", ack, window=REPLAY_COMMAND_WINDOW, require=replayed)
+    # the operator's commands run REPLAY_COMMAND_WINDOW ticks ahead of the Controller, as a scenario operator's: the
+    # stages exchange their outputs in batches as in seiko_talos.yml
+    nodes = [drv, op, *seiko_stages(sensor_lag=MAIN_SENSOR_LAG, desired_rows=True, planner_rows=True)]
     return Graph("""SEIKO on Talos, open loop on a recorded run: the MuJoCo driver and the operator are replaced by
 replays of the recorded sensors and operator commands of a seiko_talos run (the replay nodes take
 the ids `mujoco_driver` and `operator`, so the wiring is unchanged) and the SEIKO stages (input
@@ -467,7 +470,7 @@ Change `--recording latest` (both nodes) to a run directory or name, or set CONT
 to replay another run. A run without the recorded sensors or operator commands is refused before
 anything runs (one line naming the run and the missing stream, exit 2): such a replay could not
 reproduce the recorded inputs (the robot does not react: open loop).""",
-                 [*nodes, recorder(nodes, "seiko_talos_replay", "seiko_talos_replay.yml")])
+                 _with_local_inputs(_with_cpu_roles([*nodes, recorder(nodes, "seiko_talos_replay", "seiko_talos_replay.yml")])))
 
 
 def seiko_talos_live() -> Graph:
@@ -571,8 +574,8 @@ docs/benchmarks.md.
 def seiko_controller_replay() -> Graph:
     ack = "seiko_controller/command"
     replayed = ("mujoco_driver.sensors", "seiko_retargeting.desired")  # both nodes pick the same run
-    nodes = [replay_node("mujoco_driver", "mujoco_driver.sensors", "sensors", ack, "sensors", require=replayed),
-             replay_node("seiko_retargeting", "seiko_retargeting.desired", "desired", ack, "desired", require=replayed),
+    nodes = [replay_node("mujoco_driver", "mujoco_driver.sensors", "sensors", ack, require=replayed),
+             replay_node("seiko_retargeting", "seiko_retargeting.desired", "desired", ack, require=replayed),
              Node("seiko_controller", node_script("seiko_controller"),
                   "--robot talos --lag 2" + (f" --sensor-lag {MAIN_SENSOR_LAG}" if MAIN_SENSOR_LAG else ""),
                   {"sensors": ("mujoco_driver/sensors", LOCKSTEP), "desired": ("seiko_retargeting/desired", LOCKSTEP)},
@@ -586,7 +589,8 @@ outputs are recorded. They reproduce the recorded ones exactly (tests/test_repla
   dora run dataflows/seiko_controller_replay.yml           # replay its newest complete run
 
 --recording takes a run directory, a run name under $CONTACTFLOW_RECORDINGS, or `latest`.""",
-                 [*nodes, recorder(nodes, "seiko_controller_replay", "seiko_controller_replay.yml", summary=None)])
+                 _with_local_inputs(_with_cpu_roles([*nodes, recorder(nodes, "seiko_controller_replay",
+                                                                      "seiko_controller_replay.yml", summary=None)])))
 
 
 def seiko_talos_wrench_filter(lag: int = 0) -> Graph:

@@ -680,6 +680,8 @@ class Sender:
         log_every: ticks per log batch (None: the environment / default).
         node_kind: the node's kind in the port table (:mod:`contactflow.contracts.ports`); when given, every
             output must be declared there. Nodes build a Sender with :func:`sender_for`, which passes it.
+        output_configs: output id -> the configuration JSON its first message carries instead of ``config``'s
+            (a replay node: each stream's recorded ``config``, as recorded).
 
     Raises:
         ContractError: with ``node_kind``, an output its declaration lacks; on :meth:`send`,
@@ -688,7 +690,7 @@ class Sender:
     """
 
     def __init__(self, node, outputs: Mapping[str, PortSpec], config: Any = None, *, log_every: int | None = None,
-                 node_kind: str | None = None):
+                 node_kind: str | None = None, output_configs: Mapping[str, str] | None = None):
         import os
 
         if node_kind is not None:
@@ -702,6 +704,7 @@ class Sender:
         self.specs = dict(outputs)
         self.first = {k: True for k in outputs}
         self.config_json = json.dumps(_plain(config)) if config is not None else None
+        self.output_configs = dict(output_configs or {})
         declared = declared_outputs(node)
         self.logging = declared is not None and LOG_OUTPUT in declared
         # with a log, undeclared outputs go to the log only (dora would drop them with a warning)
@@ -844,8 +847,9 @@ class Sender:
         if self.first.get(output, True):
             md["contract"] = spec.name
             md["layout"] = json.dumps([[f.name, f.size] for f in spec.fields])
-            if self.config_json is not None:
-                md["config"] = self.config_json
+            config = self.output_configs.get(contract_of or output, self.config_json)
+            if config is not None:
+                md["config"] = config
             self.first[output] = False
         if not (self.local.targets and self.local.send(output, vec, md)):
             self.node.send_output(output, pa.array(vec, type=pa.float64()), md)
@@ -897,8 +901,9 @@ class Sender:
                 continue
             spec = self.specs[out]
             head = {"contract": spec.name, "layout": [[f.name, f.size] for f in spec.fields]}
-            if self._log_first[out] and self.config_json is not None:
-                head["config"] = self.config_json
+            config = self.output_configs.get(out, self.config_json)
+            if self._log_first[out] and config is not None:
+                head["config"] = config
             self._log_first[out] = False
             blocks[out] = (head, rows)
         values, md = pack_log(blocks, self.batches_sent)
@@ -1074,6 +1079,20 @@ def sender_for(node, kind: str, specs: Mapping[str, PortSpec], config: Any = Non
     from contactflow.contracts.ports import sender_outputs
 
     return Sender(node, sender_outputs(kind, specs, optional=optional), config, node_kind=kind, **kw)
+
+
+def stream_sender(node, kind: str, outputs: Mapping[str, PortSpec], **kw) -> Sender:
+    """A :class:`Sender` of a node whose outputs are named by its arguments, not by the port table
+    (``stream_outputs``: the replay), each output with the PortSpec of the stream it sends.
+
+    Raises:
+        ContractError: node ``kind`` declares its outputs (build its Sender with :func:`sender_for`).
+    """
+    from contactflow.contracts.ports import node_ports
+
+    if not node_ports(kind).stream_outputs:
+        raise ContractError(f"node {kind!r}: declares its outputs in the port table: sender_for, not stream_sender")
+    return Sender(node, outputs, **kw)
 
 
 def freeze_heap() -> bool:

@@ -33,6 +33,13 @@ Args:
 A missing, foreign or truncated recording is refused before the node connects, with a message naming
 the file and the reason; with ``--robot``, so is a run recorded with another robot (its manifest) or a
 stream whose size is not the robot's for its contract. STOP ends the replay (queued events are drained).
+
+With ``--robot`` and every replayed stream recorded under a contract of the port table, the node sends
+with :class:`~contactflow.nodes._runtime.Sender` (the recorded values and metadata, the recorded
+``config`` on the first message): an input that declares itself local (``CONTACTFLOW_LOCAL_INPUTS``,
+``nodes/_local.py``) gets its messages over a local socket, and where the graph declares the output
+``log`` the recorder reads the replayed streams batched there, as from the node replayed. Without them
+each message goes through dora as recorded (a graph declaring ``log`` is then refused).
 """
 
 from __future__ import annotations
@@ -42,7 +49,9 @@ import time
 
 import pyarrow as pa
 
-from contactflow.nodes._runtime import NodeArgumentParser, UpstreamError, connect, node_main
+from contactflow.contracts.wiring import LOG_OUTPUT
+from contactflow.nodes._runtime import (NodeArgumentParser, Sender, UpstreamError, connect, declared_outputs,
+                                       drain_after_finish, node_main, stream_sender)
 
 log = logging.getLogger("contactflow.recording.replay")
 
@@ -126,6 +135,7 @@ def main() -> int:
     plan = plan_replay(run_dir, mappings, start_seq=args.start_seq, end_seq=args.end_seq,
                        allow_truncated=args.allow_truncated, contract_sizes=sizes)
     node = connect()  # from here the node's logging goes through dora's log (`dora run --log-level info` shows it)
+    sender = _sender(node, plan, args.robot)
     for w in plan.warnings:
         log.warning("%s", w)
     log.info("[replay] %d ticks of %s from %s (%s)", len(plan.ticks),
@@ -155,8 +165,16 @@ def main() -> int:
             log.info("STOP received: replay ended after %d of %d ticks", sent, len(plan.ticks))
             break
         for output, values, md in tick.messages:
-            node.send_output(output, pa.array(values, type=pa.float64()), md)
+            if sender is None:
+                node.send_output(output, pa.array(values, type=pa.float64()), md)
+            else:  # contract, layout and config: the Sender's on the first message (the recorded config)
+                sender.send(output, values, seq=md["seq"], t=md["t"], finished=md["finished"],
+                            **{k: v for k, v in md.items() if k not in _SENDER_KEYS})
+        if sender is not None:
+            sender.end_of_tick(tick.seq)
         sent += 1
+    if sender is not None:
+        sender.flush()
     # Do not exit right after the last send (dora may lose it): wait for the last ack, or drain.
     last = plan.ticks[sent - 1].seq if sent else -1
     end = time.monotonic() + (args.ack_timeout_s if args.mode == "lockstep" else 1.0)
@@ -164,13 +182,49 @@ def main() -> int:
         if args.mode == "lockstep" and (events.acked >= last or events.closed):
             break
         events.poll(0.2)
-    grace = time.monotonic() + 0.5
-    while not events.stopped and not events.ended and time.monotonic() < grace:
-        events.poll(0.1)
-    if events.ended and time.monotonic() < grace:
-        time.sleep(max(0.0, grace - time.monotonic()))
+    drain_after_finish(node)  # the last messages delivered (and re-sent where a queue may drop them)
     log.info("[replay] sent %d ticks", sent)
     return 0
+
+
+#: metadata a replayed message carries that the Sender sets itself
+_SENDER_KEYS = ("seq", "t", "finished", "contract", "layout", "config")
+
+
+def _sender(node, plan, robot_name: str | None) -> Sender | None:
+    """The Sender of the replayed outputs (module docstring), or None: without ``--robot`` or where a stream was
+    recorded without a contract of the port table (each message then goes through dora as recorded).
+
+    Raises:
+        ConfigError: the graph declares the output ``log`` and the node cannot send with a Sender.
+    """
+    from contactflow.errors import ConfigError
+
+    first: dict[str, dict] = {}
+    for tick in plan.ticks:
+        for output, _, md in tick.messages:
+            first.setdefault(output, md)
+    specs, why = {}, None
+    if robot_name:
+        from contactflow.contracts.messages import port_specs
+        from contactflow.robot import load_robot
+
+        table = port_specs(load_robot(robot_name))
+        for output, md in first.items():
+            if md.get("contract") in table:
+                specs[output] = table[md["contract"]]
+            else:
+                why = f"its stream for output {output!r} has no contract of the port table ({md.get('contract')!r})"
+    else:
+        why = "no --robot"
+    declared = declared_outputs(node)
+    if why is None and specs:
+        return stream_sender(node, "replay", specs,
+                             output_configs={o: md["config"] for o, md in first.items() if "config" in md})
+    if declared is not None and LOG_OUTPUT in declared:
+        raise ConfigError(f"replay: the graph declares the output {LOG_OUTPUT!r}, which needs the replayed streams' "
+                          f"contracts from --robot: {why}")
+    return None
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ def port_uses(source: str, kind: str) -> list[str]:
                 problems.append(f"line {n.lineno}: {name}(...) built by hand (use lockstep_for / sender_for)")
             if name in ("send", "send_rows", "repeat") and n.args and _literal(n.args[0]) is not None:
                 need(_literal(n.args[0]), "output", n)
-            if name in ("lockstep_for", "sender_for", "input_specs", "if_wired"):
+            if name in ("lockstep_for", "sender_for", "stream_sender", "input_specs", "if_wired"):
                 kinds = [_literal(a) for a in n.args if _literal(a) is not None]
                 if kinds and kinds[0] != kind:
                     problems.append(f"line {n.lineno}: {name} called with kind {kinds[0]!r} in the {kind} node")

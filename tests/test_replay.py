@@ -5,6 +5,7 @@ The round trip and crash tests start real dora dataflows (tens of seconds on 2 c
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -198,8 +199,19 @@ def test_shipped_replay_dataflow_runs_seiko_live_on_recorded_sensors(recorded_ru
     reps = [p for p in root.iterdir() if p.name.startswith("seiko_talos_replay-")]
     assert len(reps) == 1, out[-2000:]
     rep, orig = read_recording(reps[0]), read_recording(run)
-    for s in ("operator.command", "input_filter.targets", "seiko_retargeting.desired", "seiko_controller.command"):
+    for s in ("operator.command", "input_filter.targets", "seiko_retargeting.desired", "seiko_controller.command",
+              "mujoco_driver.sensors"):
         assert _compare(orig, rep, s) == 0.0
+    # the replayed streams reach the recorder through the replay nodes' logs with their recorded contract and config
+    for s in ("mujoco_driver.sensors", "operator.command"):
+        for key in ("contract", "config"):
+            assert rep.stream(s).metadata[key] == orig.stream(s).metadata[key], (s, key)
+    # the replayed sensors and the stages' batches went over the local sockets (nodes/_local.py), as in seiko_talos.yml
+    for edge in ("output sensors -> seiko_controller/sensors", "output targets_rows2 -> seiko_retargeting/targets",
+                 "output desired_rows2 -> input_filter/desired", "output desired_rows -> seiko_controller/desired"):
+        m = re.search(re.escape(edge) + r": (\d+) message\(s\) over the local socket, (\d+) through dora", out)
+        assert m is not None, (edge, out[-3000:])
+        assert int(m.group(1)) > 10 * int(m.group(2)), edge
 
 
 @pytest.mark.dora
