@@ -226,9 +226,10 @@ def seiko_stages(*, lag: int = 2, environment: bool = False, admittance: str | N
             other than the recorder: the recorder reads the log).
         desired_rows: the Controller reads the Retargeting output 10 ticks per message
             (``desired_rows``: one receive per 10 ticks on the driver <-> Controller loop). Only
-            where the Retargeting runs ahead of the driver (a scenario operator in ahead mode, no
-            admittance): were the Retargeting paced by the driver, the Controller would wait for a
-            batch that waits for the driver, which waits for the Controller (deadlock).
+            where the Retargeting runs ahead of the driver (a scenario operator in ahead mode, or a
+            replay of the operator's commands :data:`REPLAY_COMMAND_WINDOW` ticks ahead; no admittance):
+            were the Retargeting paced by the driver, the Controller would wait for a batch that waits for
+            the driver, which waits for the Controller (deadlock).
         planner_rows: the input filter <-> Retargeting cycle exchanges ``lag`` ticks per message
             (``targets_rows<lag>``, ``desired_rows<lag>``) instead of one: the input filter of tick k
             reads the desired of tick k - lag, so a batch of ``lag`` ticks is complete before it is

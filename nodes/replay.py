@@ -3,7 +3,9 @@
 Give the replay node the id of the node it replaces (``id: mujoco_driver``) and declare the same
 outputs: the consumers' wiring is unchanged. Values are the recorded float64 values bit for bit,
 with the recorded ``seq``/``t``/``finished`` metadata (and ``contract``/``layout``/``config`` on the
-first message of each output); the last message carries ``finished`` so that the run ends.
+first message of each output: as recorded, or with the Sender below the port table's contract and
+layout for the robot, the recorded size checked against them); the last message carries ``finished``
+so that the run ends.
 
 Args:
   ``--recording RUN``  run directory, run name under ``$CONTACTFLOW_RECORDINGS`` (absolute: a relative one
@@ -114,12 +116,13 @@ def main() -> int:
     args = _parser().parse_args()
     recording = os.environ.get("CONTACTFLOW_RECORDING") or args.recording
     mappings = parse_stream_map(args.streams)
-    sizes = None
+    sizes = table = None
     if args.robot:  # the consumers' contracts: a stream of another size is never sent
         from contactflow.contracts.messages import port_specs
         from contactflow.robot import load_robot
 
-        sizes = {name: spec.size for name, spec in port_specs(load_robot(args.robot)).items()}
+        table = port_specs(load_robot(args.robot))
+        sizes = {name: spec.size for name, spec in table.items()}
     # latest: the newest complete run of --robot holding the streams at the robot's sizes; a named run
     # of another robot is refused
     from contactflow.recording.store import RecordingError
@@ -135,7 +138,7 @@ def main() -> int:
     plan = plan_replay(run_dir, mappings, start_seq=args.start_seq, end_seq=args.end_seq,
                        allow_truncated=args.allow_truncated, contract_sizes=sizes)
     node = connect()  # from here the node's logging goes through dora's log (`dora run --log-level info` shows it)
-    sender = _sender(node, plan, args.robot)
+    sender = _sender(node, plan, table)
     for w in plan.warnings:
         log.warning("%s", w)
     log.info("[replay] %d ticks of %s from %s (%s)", len(plan.ticks),
@@ -164,14 +167,7 @@ def main() -> int:
         if events.stopped:
             log.info("STOP received: replay ended after %d of %d ticks", sent, len(plan.ticks))
             break
-        for output, values, md in tick.messages:
-            if sender is None:
-                node.send_output(output, pa.array(values, type=pa.float64()), md)
-            else:  # contract, layout and config: the Sender's on the first message (the recorded config)
-                sender.send(output, values, seq=md["seq"], t=md["t"], finished=md["finished"],
-                            **{k: v for k, v in md.items() if k not in _SENDER_KEYS})
-        if sender is not None:
-            sender.end_of_tick(tick.seq)
+        send_tick(node, sender, tick)
         sent += 1
     if sender is not None:
         sender.flush()
@@ -191,9 +187,24 @@ def main() -> int:
 _SENDER_KEYS = ("seq", "t", "finished", "contract", "layout", "config")
 
 
-def _sender(node, plan, robot_name: str | None) -> Sender | None:
-    """The Sender of the replayed outputs (module docstring), or None: without ``--robot`` or where a stream was
-    recorded without a contract of the port table (each message then goes through dora as recorded).
+def send_tick(node, sender: Sender | None, tick) -> None:
+    """Send the messages of one :class:`~contactflow.recording.replay.ReplayTick`: through ``sender`` (:func:`_sender`;
+    the contract, layout and recorded config on each output's first message are the Sender's, the tick's log row
+    kept for the recorder) or, without one, through dora as recorded."""
+    for output, values, md in tick.messages:
+        if sender is None:
+            node.send_output(output, pa.array(values, type=pa.float64()), md)
+        else:
+            sender.send(output, values, seq=md["seq"], t=md["t"], finished=md["finished"],
+                        **{k: v for k, v in md.items() if k not in _SENDER_KEYS})
+    if sender is not None:
+        sender.end_of_tick(tick.seq)
+
+
+def _sender(node, plan, table: dict | None) -> Sender | None:
+    """The Sender of the replayed outputs (module docstring), or None: without ``--robot`` (``table``, its port
+    table: contract name -> PortSpec) or where a stream was recorded without a contract of it (each message then
+    goes through dora as recorded).
 
     Raises:
         ConfigError: the graph declares the output ``log`` and the node cannot send with a Sender.
@@ -205,11 +216,7 @@ def _sender(node, plan, robot_name: str | None) -> Sender | None:
         for output, _, md in tick.messages:
             first.setdefault(output, md)
     specs, why = {}, None
-    if robot_name:
-        from contactflow.contracts.messages import port_specs
-        from contactflow.robot import load_robot
-
-        table = port_specs(load_robot(robot_name))
+    if table is not None:
         for output, md in first.items():
             if md.get("contract") in table:
                 specs[output] = table[md["contract"]]

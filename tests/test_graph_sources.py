@@ -10,6 +10,7 @@ from contactflow import graphs
 from contactflow.cli import main
 from contactflow.paths import node_kind
 from contactflow.contracts.wiring import check_descriptor, rows_output
+from contactflow.nodes._runtime import ROWS_EVERY_DEFAULT
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -115,13 +116,13 @@ def test_variants_differ_from_the_main_graph_only_where_intended(variant, change
 
 def _operator_runs_ahead(nodes) -> bool:
     """The operator publishes its commands ahead of the Controller: a scenario operator clocked by the driver's log
-    (ahead mode), or a replay of the recorded commands at least a batch (10 ticks) ahead of the Controller's acks
-    (its --window)."""
+    (ahead mode), or a replay of the recorded commands at least two batches (ROWS_EVERY_DEFAULT ticks each) ahead of
+    the Controller's acks (its --window)."""
     op = nodes["operator"]
     if "tick" in op["inputs"]:
         return op["inputs"]["tick"]["source"].endswith("/log")
     window = re.search(r"--window (\d+)", op["args"])
-    return op["path"] == "contactflow-replay" and window is not None and int(window[1]) >= 10
+    return op["path"] == "contactflow-replay" and window is not None and int(window[1]) >= 2 * ROWS_EVERY_DEFAULT
 
 
 def test_multi_tick_edges_only_where_the_retargeting_runs_ahead_of_the_driver():

@@ -1940,9 +1940,12 @@ def test_the_analytic_arm_estimate_filters_and_warms_up_as_the_teacher_over_the_
 
 
 def test_the_analytic_arm_feedforward_is_the_teachers_over_the_deploy_history(robot, spec):
-    """student.arm_feedforward: analytic: over states pushed into the deploy runner's history, the graph's feed-forward
-    at the newest frame and at the one before is the teacher's arm torque ``g_arm(q) - J_arm^T w_est`` (lac_expert's
-    step 4, arm rows) with the teacher's estimator stepped over the same readings, on tilted bases."""
+    """student.arm_feedforward: analytic: over states pushed into the deploy runner's history, past its 64 frames, the
+    graph's feed-forward at the newest frame and at the one before is the teacher's arm torque ``g_arm(q) - J_arm^T
+    w_est`` (lac_expert's step 4, arm rows) with the teacher's estimator stepped over the same readings, on tilted
+    bases; the one before is what the graph gave at the tick before (so the residual's running sum does not drift:
+    exactly, but at the 64th frame, where the history's fill is gone, within 0.1 %), 0 at the first frame (no action
+    in force), whose own is the gravity torque."""
     import pinocchio as pin
 
     from contactflow.lac.estimation import WrenchEstimator
@@ -1956,13 +1959,18 @@ def test_the_analytic_arm_feedforward_is_the_teachers_over_the_deploy_history(ro
     est = WrenchEstimator(dataclasses.replace(ecfg.estimator, inertial=False, torso=False), robot, lac,
                           [lac.link_index(n) for n in ecfg.arm_links], [], dt)
     mod = _arm_statics(robot, spec)
-    rows = 6 + np.asarray(spec.policy_to_robot)[arm_statics_params(robot, spec, ecfg).act_col]  # (2, 5) v indices
+    # the arm chains' joints, from the model (the hand joints' supports), in the policy's action order
+    chains = [[robot.model.names[j] for j in robot.model.supports[lac.link_joint_ids[lac.link_index(link)]]][-5:]
+              for link in ecfg.arm_links]
+    cols = np.array([[spec.joint_names.index(name) for name in chain] for chain in chains])
+    np.testing.assert_array_equal(arm_statics_params(robot, spec, ecfg).act_col, cols)
+    rows = 6 + np.asarray(spec.policy_to_robot)[cols]  # (2, 5) v indices
     data = robot.model.createData()
     rng = np.random.default_rng(4)
     run = PolicyRunner(spec)
     q, v, action = _tilted_state(robot, spec, rng)
-    want_prev = None
-    for n in range(1, 41):
+    want_prev = got_prev = None
+    for n in range(1, 81):
         q[7:] += 0.01 * rng.standard_normal(robot.n)
         v[6:] = 0.9 * v[6:] + 0.1 * rng.standard_normal(robot.n)
         action += 0.03 * rng.standard_normal(action.size)
@@ -1970,16 +1978,24 @@ def test_the_analytic_arm_feedforward_is_the_teachers_over_the_deploy_history(ro
         sensors["t"] = np.array([n * dt])
         run.push(frame)
         w = est.step(sensors)
-        h = pin.computeGeneralizedGravity(robot.model, data, q) - est.generalized_force(w)
-        want = h[rows]
-        if n in (2, 5, 17, 30, 40):
-            with torch.no_grad():
-                _, now, prev = mod.feedforward(torch.from_numpy(run.model_input().reshape(1, 64, -1)))
+        g = pin.computeGeneralizedGravity(robot.model, data, q)
+        want = (g - est.generalized_force(w))[rows]
+        with torch.no_grad():
+            _, now, prev = (t.double().numpy()[0] for t in
+                            mod.feedforward(torch.from_numpy(run.model_input().reshape(1, 64, -1))))
+        if n == 1:
+            np.testing.assert_array_equal(prev, 0.0)
+            np.testing.assert_allclose(now, g[rows], atol=0.05)  # the estimate ramps in from 0
+        elif n != 64:
+            np.testing.assert_allclose(prev, got_prev, rtol=1e-5, atol=1e-6, err_msg=f"after {n} frames")
+        else:  # the fill's last copy leaves: the warm-up's last readings count as ramped in from here (one tick)
+            np.testing.assert_allclose(prev, got_prev, atol=1e-3 * np.abs(got_prev).max(), err_msg="after 64 frames")
+        if n in (2, 5, 17, 30, 40, 64, 65, 80):
             scale = np.abs(want).max()
             assert scale > 1.0 and np.abs(want - want_prev).max() > 0.05  # loaded arms, a torque that changes
-            np.testing.assert_allclose(now.double().numpy()[0], want, atol=0.01 * scale, err_msg=f"after {n} frames")
-            np.testing.assert_allclose(prev.double().numpy()[0], want_prev, atol=0.01 * scale, err_msg=f"after {n} frames")
-        want_prev = want
+            np.testing.assert_allclose(now, want, atol=0.01 * scale, err_msg=f"after {n} frames")
+            np.testing.assert_allclose(prev, want_prev, atol=0.01 * scale, err_msg=f"after {n} frames")
+        want_prev, got_prev = want, now
 
 
 def test_the_analytic_arm_estimate_recovers_a_force_held_on_a_hand_at_rest(robot, spec):
@@ -2078,7 +2094,8 @@ def test_analytic_arm_feedforward_student_adds_it_to_the_arms_and_exports(robot,
     keys = {"wrench_input": "wrench", "arm_estimate": "analytic", "arm_feedforward": "analytic"}
     p = arm_statics_params(robot, spec, _expert_cfg())
     cols = p.act_col.reshape(-1)
-    per_unit = (p.kp * p.act_scale).reshape(-1)  # [N m per action unit]
+    # [N m per action unit]: the spec's Kp (robot order) times its action scale (policy order)
+    per_unit = np.array([spec.kp[spec.policy_to_robot[c]] * spec.scale[c] for c in cols])
     rng = np.random.default_rng(6)
     frames = np.stack([_tilted_runner_frame(robot, spec, rng)[0] for _ in range(64)]).astype(np.float32)[None]
     x = torch.from_numpy(frames)
@@ -2102,6 +2119,13 @@ def test_analytic_arm_feedforward_student_adds_it_to_the_arms_and_exports(robot,
         if residual == "arms":  # the initial student: last action plus the feed-forward's change on the arms
             last = frames[0, -1] @ model.last_action_W.numpy()
             np.testing.assert_allclose(a[cols], last[cols] + ff, rtol=1e-4, atol=1e-5)
+            # an episode's first frame (the history all fill): the feed-forward in full (none was in force)
+            first = torch.from_numpy(np.repeat(frames[:, -1:], 64, axis=1))
+            with torch.no_grad():
+                _, now0, _ = _arm_statics(robot, spec).feedforward(first)
+                a0, b0 = model(first).numpy()[0], plain(first).numpy()[0]
+            np.testing.assert_allclose(a0[cols] - b0[cols], now0.numpy()[0].reshape(-1) / per_unit, rtol=1e-4, atol=1e-5)
+            assert np.abs(now0.numpy()).max() > 1.0
         path = export_onnx(model, tmp_path / f"ff_{residual}.onnx", deploy_metadata(spec))
         loaded = load_policy_spec("lac", robot, model=path)
         np.testing.assert_allclose(loaded.model.run(frames), a[None], atol=1e-4)

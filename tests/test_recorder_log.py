@@ -382,6 +382,43 @@ def test_a_re_sent_end_of_run_is_recorded_only_in_place_of_a_lost_original(tmp_p
     assert m["recording_gaps"] == 0 and m["complete"] is True
 
 
+def test_a_replay_sends_through_the_sender_with_the_recorded_config_and_logs_for_the_recorder():
+    """nodes/replay.py with the port table (--robot): each output's first message carries the port table's contract,
+    the recorded config and where it was replayed from; the log batch for the recorder carries the same contract and
+    config and every row. Without --robot, or a stream of no contract of the table, a graph declaring `log` is
+    refused naming why; without `log` the node sends as recorded (no Sender)."""
+    from contactflow.errors import ConfigError
+    from contactflow.nodes import replay
+    from contactflow.recording.replay import ReplayPlan, ReplayTick
+
+    spec = PortSpec("c", (Field("x", 2, "m"),), 500.0)
+    first = {"seq": 0, "t": 0.0, "finished": False, "contract": "c", "layout": '[["x", 2]]', "config": '{"k": 1}',
+             "replayed_from": "drv/out"}
+    ticks = [ReplayTick(0, 0.0, (("out", np.array([0.0, 1.0]), first),)),
+             ReplayTick(1, 0.002, (("out", np.array([2.0, 3.0]), {"seq": 1, "t": 0.002, "finished": True}),))]
+    plan = ReplayPlan(Path("run"), [], ticks, [])
+    with pytest.raises(ConfigError, match="declares the output 'log'.*no --robot"):
+        replay._sender(FakeNode(["out", "log"]), plan, None)
+    with pytest.raises(ConfigError, match="no contract of the port table \\('c'\\)"):
+        replay._sender(FakeNode(["out", "log"]), plan, {"other": spec})
+    assert replay._sender(FakeNode(["out"]), plan, None) is None
+    node = FakeNode(["out", "log"])
+    sender = replay._sender(node, plan, {"c": spec})
+    for tick in ticks:
+        replay.send_tick(node, sender, tick)
+    wire = [m for m in node.sent if m[0] == "out"]
+    assert [m[2]["seq"] for m in wire] == [0, 1] and wire[1][2]["finished"]
+    assert {k: wire[0][2][k] for k in ("contract", "config", "replayed_from")} == {
+        "contract": "c", "config": '{"k": 1}', "replayed_from": "drv/out"}
+    logs = [m for m in node.sent if m[0] == "log"]
+    assert len(logs) == 1  # the finished row sends the batch
+    (block,) = unpack_log(logs[0][1], logs[0][2])
+    assert block.output == "out" and block.head["contract"] == "c" and block.head["config"] == '{"k": 1}'
+    np.testing.assert_array_equal(block.values, [[0.0, 1.0], [2.0, 3.0]])
+    with pytest.raises(_runtime.ContractError, match="sender_for, not stream_sender"):  # a node whose outputs are declared
+        _runtime.stream_sender(FakeNode(["command"]), "seiko_controller", {"command": spec})
+
+
 def _flood_graph(tmp_path, n, recorder_args="", queue="", mode="--mode fast"):
     """A replay (``mode``: fast, or paced) of an ``n``-tick Talos sensors stream into a recorder (no
     backpressure unless ``queue`` says so). The recorder takes seconds to start (imports, robot model):

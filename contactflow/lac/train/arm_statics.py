@@ -221,7 +221,8 @@ class ArmStatics(nn.Module):
     The history's fill (the deploy runner replicates the first frame into every slot, then shifts; ``history.fill:
     first_frame``) holds no reading: the leading frames equal to the oldest, all but the newest of them, weigh 0, and
     the readings after it are ramped in as the teacher's after a reset (``ramp_frames``), so an episode's first
-    frame, whose last action (0) was never the PD target in force, does not read the arms' posture as a load. A
+    frame, whose last action (0) was never the PD target in force, does not read the arms' posture as a load; a
+    history without fill (the reset a history's length ago or more, past ``ramp_frames``) weighs its readings fully. A
     robot whose consecutive frames were bit-identical would be taken for a fresh start there (a simulated or
     measured frame never is).
     """
@@ -315,7 +316,9 @@ class ArmStatics(nn.Module):
         j = slot - fill + 2.0  # the reading's count since the reset (1: the first frame); <= 0: fill
         ramp_frames = self._scalar("ramp_frames")
         ramp = torch.clamp(j / ramp_frames, 0.0, 1.0) if ramp_frames > 0 else (j >= 1).to(frames.dtype)
-        return self.filter_w[None] * ramp
+        # no fill left (the oldest frame alone is "leading"): the reset is at the oldest slot or before it, a history's
+        # length ago: ramped in (the count from the oldest slot would drop by one with each frame the history sheds)
+        return self.filter_w[None] * torch.where(fill > 1.5, ramp, torch.ones_like(ramp))
 
     def _estimate(self, readings: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
         """(B, n_frames, 12) readings of the newest frames of ``frames`` (B, H, frame_dim) -> (B, 12) the estimate:
@@ -349,8 +352,14 @@ class ArmStatics(nn.Module):
 
         Returns:
             (the estimate of :meth:`forward` on ``frames`` (B, 12), ``tau_ff`` at the newest frame (B, 2, 5) [N m],
-            ``tau_ff`` at the frame before, from the estimate over ``frames[:, :-1]`` (B, 2, 5) [N m]); the arm
-            joints in chain order (``act_col`` maps them to the action).
+            ``tau_ff`` at the frame before, from the estimate over ``frames[:, :-1]`` (B, 2, 5) [N m]: what this
+            method gave for the previous tick's history (but on the history's 64th frame, where the fill's last copy
+            leaves and the warm-up's last readings count as ramped in: within 0.1 % there), 0 at an episode's first
+            frame (every frame the fill: no action was in force before)); the arm joints in chain order
+            (``act_col`` maps them to the action).
+
+        Raises:
+            ValueError: a history shorter than ``n_frames + 1``.
         """
         b, h, d = frames.shape
         n = self.n_frames + 1
@@ -366,4 +375,5 @@ class ArmStatics(nn.Module):
             C = (RT @ e[:, 6:].reshape(b, 2, 3, 1)).squeeze(-1)
             return g_arm[:, k] - (Jp_T[:, k] @ F.unsqueeze(-1)).squeeze(-1) - (Jr_T[:, k] @ C.unsqueeze(-1)).squeeze(-1)
 
-        return est, tau(est, n - 1), tau(est_prev, n - 2)
+        fresh = (frames == frames[:, -1:]).all(dim=-1).to(frames.dtype).amin(dim=1)  # (B,) 1: an episode's first frame
+        return est, tau(est, n - 1), tau(est_prev, n - 2) * (1.0 - fresh)[:, None, None]

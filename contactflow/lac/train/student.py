@@ -19,7 +19,9 @@ to the action (B, 23), with everything LAC puts inside its graph (lac.md §1.1):
    ``actor_dropout``, dropout on its hidden layers while training only; with
    ``stiffness_film`` every hidden layer is modulated by the newest frame's normalised log
    stiffness ``k``: ``h <- h * (1 + gamma_i(k)) + beta_i(k)`` (FiLM, Perez et al., 2018; gamma_i,
-   beta_i linear, zero at initialisation).
+   beta_i linear, zero at initialisation); with ``arm_feedforward``, the teacher's static arm feed-forward
+   over Kp (:meth:`~contactflow.lac.train.arm_statics.ArmStatics.feedforward`) added to the arm joints'
+   actions (its change since the frame before where ``residual_action`` adds the last action).
 
 :func:`export_onnx` writes the graph with input ``frames`` (1, 64, 95) float32 and output
 ``action`` (1, 23), opset 17, and the metadata the deploy side and a reader need (gains, action
@@ -201,7 +203,8 @@ class Student(nn.Module):
         ValueError: the history is too short for the convolutions; ``tracking`` / ``last_action`` /
             ``head_tracking`` / ``compliance`` / ``arm_statics`` given against the configuration; ``cfg.wrench_input``
             without ``aux_dim``; ``compliance`` not covering the load estimate's blocks; ``arm_statics`` without the
-            15-value load estimate or with a history shorter than its low-pass.
+            15-value load estimate or with a history shorter than its low-pass; ``cfg.arm_feedforward`` with a
+            history shorter than the low-pass and one frame, or a ``residual_action`` that leaves out an arm joint.
 
     Shapes: ``forward(frames (B, history, frame_dim)) -> (B, n_act)``.
     """
@@ -323,7 +326,7 @@ class Student(nn.Module):
                 raise ValueError("arm_feedforward: residual_action must hold every arm joint's last action")
             W = np.zeros((cols.size, n_act), np.float32)
             W[np.arange(cols.size), cols] = 1.0 / (np.asarray(params.kp) * np.asarray(params.act_scale)).reshape(-1)
-            # not in the state dict: computed from the spec (checkpoints of runs without the key load unchanged)
+            # not in the state dict (computed from the spec): the key leaves the checkpoint's keys as they are
             self.register_buffer("arm_ff_W", torch.as_tensor(W), persistent=False)
 
     def features(self, frames: torch.Tensor) -> torch.Tensor:
