@@ -169,19 +169,22 @@ def driver(command: str, *, args: str | None = None, args_comment: str = "", rea
                 {"command": (command, _queue_of(realtime))}, ["sensors", LOG], args_comment=args_comment, env=env)
 
 
-def replay_node(node_id: str, streams: str, output: str, ack: str, *, window: int = 1,
+def replay_node(node_id: str, streams: str, output: str, ack: str, *, window: int = 1, batch: int = 1,
                 require: tuple[str, ...] = ()) -> Node:
     """A replay node standing in for ``node_id`` (re-publishes the newest Talos recording's ``streams``;
     ``--robot talos``: a run of another robot is never picked as ``latest`` and refused when named). It sends
     with the Sender (nodes/replay.py): its output ``log`` carries the replayed streams to the recorder, batched as
     the replayed node's, and its ``output`` may go local (:func:`_with_local_inputs`).
 
-    ``window``: ticks published ahead of the last ``ack`` (``--window``). ``require``: the other
+    ``window``: ticks published ahead of the last ``ack`` (``--window``); ``batch``: ticks per message
+    (``--batch``). ``require``: the other
     streams the graph replays (``--require-streams``), so that every replay node of the graph picks
     the same run as ``latest`` and a run without one of them is refused."""
     args = f"--recording latest --robot talos --streams {streams} --mode lockstep"
     if window != 1:
         args += f" --window {window}"
+    if batch != 1:
+        args += f" --batch {batch}"
     if require:
         args += f" --require-streams {','.join(require)}"
     return Node(node_id, node_script("replay"), args, {"ack": (ack, LOCKSTEP)}, [output, LOG])
@@ -440,8 +443,11 @@ A hardware graph replaces the `mujoco_driver` node by the robot's driver node (s
 
 
 #: ticks of recorded operator commands a replay publishes ahead of the Controller (the input filter and
-#: the Retargeting run ahead on the free core, as with the live operator's ahead mode)
-REPLAY_COMMAND_WINDOW = 50
+#: the Retargeting run ahead on the free core, as with the live operator's ahead mode), and per message (one dora
+#: message per batch instead of per tick). The Controller's batches of the Retargeting (``desired_rows``,
+#: $CONTACTFLOW_ROWS_EVERY ticks each) need window - batch >= ROWS_EVERY - 3 (tests/test_graph_sources.py)
+REPLAY_COMMAND_WINDOW = 100
+REPLAY_COMMAND_BATCH = 25
 
 
 def seiko_talos_replay() -> Graph:
@@ -451,7 +457,8 @@ def seiko_talos_replay() -> Graph:
     # the recorded operator commands themselves (contact switches, pushing mode, twists), not a scenario
     # file played again: the replay reproduces the recorded inputs whatever the scenario file or
     # CONTACTFLOW_SCENARIO say now, and a run without them is refused
-    op = replay_node("operator", "operator.command", "command", ack, window=REPLAY_COMMAND_WINDOW, require=replayed)
+    op = replay_node("operator", "operator.command", "command", ack, window=REPLAY_COMMAND_WINDOW,
+                     batch=REPLAY_COMMAND_BATCH, require=replayed)
     # the operator's commands run REPLAY_COMMAND_WINDOW ticks ahead of the Controller, as a scenario operator's: the
     # stages exchange their outputs in batches as in seiko_talos.yml
     nodes = [drv, op, *seiko_stages(sensor_lag=MAIN_SENSOR_LAG, desired_rows=True, planner_rows=True)]
@@ -460,7 +467,7 @@ replays of the recorded sensors and operator commands of a seiko_talos run (the 
 the ids `mujoco_driver` and `operator`, so the wiring is unchanged) and the SEIKO stages (input
 filter, Retargeting, Controller) run live on them. Lockstep: the replay publishes the sensors of
 tick k once the Controller's command of tick k-1 has arrived (input `ack`), and the operator
-commands up to 50 ticks ahead of it, so the run is deterministic and, with the same configs,
+commands up to 100 ticks ahead of it, 25 per message, so the run is deterministic and, with the same configs,
 reproduces the recorded commands exactly (contact switches and pushing mode included: they are in
 the recorded commands).
 

@@ -28,6 +28,9 @@ Args:
     * ``fast``: publish in order as fast as possible (consumers need backpressure queues deep
       enough for the whole run; dora drops beyond them).
   ``--window N`` (lockstep) ticks published ahead of the last acknowledged one (default 1).
+  ``--batch N`` (lockstep, with the Sender below) up to N consecutive ticks per message (``Sender.send_rows``, split
+                       back per tick by the consumers' Lockstep), each batch published once the ack of its last tick
+                       less ``--window`` has arrived: dora's cost is per message (default 1: a message per tick).
   ``--start-seq``, ``--end-seq``: replay a slice. ``--allow-truncated``: replay the complete prefix of a
   stream recovered after a crash (refused by default). ``--ack-timeout-s``: give up when the consumer
   is silent that long.
@@ -66,6 +69,7 @@ def _parser():
                    help="comma-separated streams the run must hold too (the graph's other replayed inputs)")
     p.add_argument("--mode", choices=["lockstep", "paced", "fast"], default="lockstep")
     p.add_argument("--window", type=int, default=1)
+    p.add_argument("--batch", type=int, default=1, help="lockstep: consecutive ticks per message (needs --robot)")
     p.add_argument("--speed", type=float, default=1.0)
     p.add_argument("--start-seq", type=int, default=0)
     p.add_argument("--end-seq", type=int, default=None)
@@ -139,6 +143,11 @@ def main() -> int:
                        allow_truncated=args.allow_truncated, contract_sizes=sizes)
     node = connect()  # from here the node's logging goes through dora's log (`dora run --log-level info` shows it)
     sender = _sender(node, plan, table)
+    if args.batch > 1 and (sender is None or args.mode != "lockstep"):
+        from contactflow.errors import ConfigError
+
+        raise ConfigError(f"replay: --batch {args.batch} sends several ticks per message with the Sender in lockstep "
+                          f"mode: it needs --robot and the replayed streams' contracts, and --mode lockstep")
     for w in plan.warnings:
         log.warning("%s", w)
     log.info("[replay] %d ticks of %s from %s (%s)", len(plan.ticks),
@@ -147,7 +156,8 @@ def main() -> int:
     t0_rec = plan.ticks[0].t
     t0_wall = time.monotonic()
     sent = 0
-    for tick in plan.ticks:
+    for group in batches(plan.ticks, max(1, args.batch)):
+        tick = group[-1]
         if args.mode == "lockstep":
             waited = time.monotonic()
             while events.acked < tick.seq - args.window and not events.stopped:
@@ -167,8 +177,8 @@ def main() -> int:
         if events.stopped:
             log.info("STOP received: replay ended after %d of %d ticks", sent, len(plan.ticks))
             break
-        send_tick(node, sender, tick)
-        sent += 1
+        send_ticks(node, sender, group)
+        sent += len(group)
     if sender is not None:
         sender.flush()
     # Do not exit right after the last send (dora may lose it): wait for the last ack, or drain.
@@ -187,18 +197,49 @@ def main() -> int:
 _SENDER_KEYS = ("seq", "t", "finished", "contract", "layout", "config")
 
 
-def send_tick(node, sender: Sender | None, tick) -> None:
-    """Send the messages of one :class:`~contactflow.recording.replay.ReplayTick`: through ``sender`` (:func:`_sender`;
-    the contract, layout and recorded config on each output's first message are the Sender's, the tick's log row
-    kept for the recorder) or, without one, through dora as recorded."""
-    for output, values, md in tick.messages:
-        if sender is None:
-            node.send_output(output, pa.array(values, type=pa.float64()), md)
+def batches(ticks: list, n: int) -> list[list]:
+    """``ticks`` (strictly increasing seqs) in groups of at most ``n`` consecutive seqs (a recorded gap starts a new
+    group: :meth:`Sender.send_rows` takes consecutive ticks)."""
+    groups: list[list] = []
+    for tick in ticks:
+        if groups and len(groups[-1]) < n and tick.seq == groups[-1][-1].seq + 1:
+            groups[-1].append(tick)
         else:
-            sender.send(output, values, seq=md["seq"], t=md["t"], finished=md["finished"],
-                        **{k: v for k, v in md.items() if k not in _SENDER_KEYS})
-    if sender is not None:
-        sender.end_of_tick(tick.seq)
+            groups.append([tick])
+    return groups
+
+
+def send_ticks(node, sender: Sender | None, group: list) -> None:
+    """Send the messages of consecutive :class:`~contactflow.recording.replay.ReplayTick` s: one per tick and output
+    through dora as recorded without ``sender``; with it (:func:`_sender`; the contract, layout and recorded config
+    on each output's first message are the Sender's, every row also logged for the recorder) one message per tick
+    and output, or one per output for the whole group (``Sender.send_rows``) when it holds several ticks, each with
+    a message of every output."""
+    rows: dict[str, list] = {}
+    extra: dict[str, dict] = {}
+    if sender is not None and len(group) > 1:
+        for tick in group:
+            for output, values, md in tick.messages:
+                rows.setdefault(output, []).append((md["seq"], md["t"], md["finished"], values))
+                extra.setdefault(output, _extra(md))
+    if not rows or any(len(r) != len(group) for r in rows.values()):
+        for tick in group:
+            for output, values, md in tick.messages:
+                if sender is None:
+                    node.send_output(output, pa.array(values, type=pa.float64()), md)
+                else:
+                    sender.send(output, values, seq=md["seq"], t=md["t"], finished=md["finished"], **_extra(md))
+            if sender is not None:
+                sender.end_of_tick(tick.seq)
+        return
+    for output, r in rows.items():
+        sender.send_rows(output, r, **extra[output])
+    sender.end_of_tick(group[-1].seq)
+
+
+def _extra(md: dict) -> dict:
+    """The metadata of a replayed message the Sender does not set itself (``replayed_from`` on the first)."""
+    return {k: v for k, v in md.items() if k not in _SENDER_KEYS}
 
 
 def _sender(node, plan, table: dict | None) -> Sender | None:

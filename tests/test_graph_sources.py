@@ -116,13 +116,14 @@ def test_variants_differ_from_the_main_graph_only_where_intended(variant, change
 
 def _operator_runs_ahead(nodes) -> bool:
     """The operator publishes its commands ahead of the Controller: a scenario operator clocked by the driver's log
-    (ahead mode), or a replay of the recorded commands at least two batches (ROWS_EVERY_DEFAULT ticks each) ahead of
-    the Controller's acks (its --window)."""
+    (ahead mode), or a replay of the recorded commands whose --window less its --batch leaves at least two of the
+    Controller's batches (ROWS_EVERY_DEFAULT ticks each) ahead of its acks."""
     op = nodes["operator"]
     if "tick" in op["inputs"]:
         return op["inputs"]["tick"]["source"].endswith("/log")
-    window = re.search(r"--window (\d+)", op["args"])
-    return op["path"] == "contactflow-replay" and window is not None and int(window[1]) >= 2 * ROWS_EVERY_DEFAULT
+    window, batch = re.search(r"--window (\d+)", op["args"]), re.search(r"--batch (\d+)", op["args"])
+    ahead = int(window[1]) - (int(batch[1]) if batch else 1) if window else 0
+    return op["path"] == "contactflow-replay" and ahead >= 2 * ROWS_EVERY_DEFAULT
 
 
 def test_multi_tick_edges_only_where_the_retargeting_runs_ahead_of_the_driver():

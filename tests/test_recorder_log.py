@@ -405,7 +405,7 @@ def test_a_replay_sends_through_the_sender_with_the_recorded_config_and_logs_for
     node = FakeNode(["out", "log"])
     sender = replay._sender(node, plan, {"c": spec})
     for tick in ticks:
-        replay.send_tick(node, sender, tick)
+        replay.send_ticks(node, sender, [tick])
     wire = [m for m in node.sent if m[0] == "out"]
     assert [m[2]["seq"] for m in wire] == [0, 1] and wire[1][2]["finished"]
     assert {k: wire[0][2][k] for k in ("contract", "config", "replayed_from")} == {
@@ -415,6 +415,15 @@ def test_a_replay_sends_through_the_sender_with_the_recorded_config_and_logs_for
     (block,) = unpack_log(logs[0][1], logs[0][2])
     assert block.output == "out" and block.head["contract"] == "c" and block.head["config"] == '{"k": 1}'
     np.testing.assert_array_equal(block.values, [[0.0, 1.0], [2.0, 3.0]])
+    # --batch: consecutive ticks in one message (a recorded gap starts a new one), split back per tick by Lockstep
+    assert [[t.seq for t in g] for g in replay.batches(ticks + [ReplayTick(5, 0.01, ())], 2)] == [[0, 1], [5]]
+    node = FakeNode(["out", "log"])
+    replay.send_ticks(node, replay._sender(node, plan, {"c": spec}), ticks)
+    (msg,) = [m for m in node.sent if m[0] == "out"]
+    parts = _runtime.split_rows(msg[1], msg[2])
+    assert [p[2]["seq"] for p in parts] == [0, 1] and [p[2]["finished"] for p in parts] == [False, True]
+    np.testing.assert_array_equal(np.concatenate([p[1] for p in parts]), [0.0, 1.0, 2.0, 3.0])
+    assert msg[2]["config"] == '{"k": 1}' and msg[2]["replayed_from"] == "drv/out"
     with pytest.raises(_runtime.ContractError, match="sender_for, not stream_sender"):  # a node whose outputs are declared
         _runtime.stream_sender(FakeNode(["command"]), "seiko_controller", {"command": spec})
 
