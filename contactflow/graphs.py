@@ -382,8 +382,10 @@ def _with_cpu_roles(nodes: list[Node], wrench_filter: int | None = None) -> list
 #: seiko_talos.yml ran 1.33x faster (median of 5 alternated pairs, 1.26-1.40) than with every message through dora;
 #: the wrench_filter graphs' filter edges (and the sensors it shares with the Controller), 2026-12-06: from x0.42 /
 #: x0.58 of seiko_talos.yml's speed to x0.70 / x0.77.
-LOCAL_INPUTS = {"mujoco_driver": ("command",), "seiko_controller": ("sensors", "desired", "wrench"),
-                "input_filter": ("desired",), "seiko_retargeting": ("targets",), "wrench_filter": ("sensors", "flex_rate")}
+#: A replay node standing in for one of them (the replay graphs) takes its ``ack`` the same way.
+LOCAL_INPUTS = {"mujoco_driver": ("command", "ack"), "seiko_controller": ("sensors", "desired", "wrench"),
+                "input_filter": ("desired",), "seiko_retargeting": ("targets", "ack"),
+                "wrench_filter": ("sensors", "flex_rate"), "operator": ("ack",)}
 
 
 def _with_local_inputs(nodes: list[Node]) -> list[Node]:

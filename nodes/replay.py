@@ -55,8 +55,8 @@ import time
 import pyarrow as pa
 
 from contactflow.contracts.wiring import LOG_OUTPUT
-from contactflow.nodes._runtime import (NodeArgumentParser, Sender, UpstreamError, connect, declared_outputs,
-                                       drain_after_finish, node_main, stream_sender)
+from contactflow.nodes._runtime import (LOCAL_POLL_S, NodeArgumentParser, Sender, UpstreamError, connect,
+                                       declared_outputs, drain_after_finish, node_main, stream_sender)
 
 log = logging.getLogger("contactflow.recording.replay")
 
@@ -82,26 +82,53 @@ def _parser():
 
 
 class _Events:
-    """Reads the node's events; tracks the highest acknowledged seq and STOP."""
+    """Reads the node's events; tracks the highest acknowledged seq and STOP.
 
-    def __init__(self, node, ack_input: str):
+    The ack input may be local (``CONTACTFLOW_LOCAL_INPUTS: ack``, nodes/_local.py; lockstep mode): its messages then
+    come over a socket, or through dora, as a Lockstep's; :meth:`poll` waits on the socket while the newest ack came
+    over it, on dora otherwise, and looks at the dora events (STOP, a closed input) at least every
+    :data:`~contactflow.nodes._runtime.LOCAL_POLL_S`."""
+
+    def __init__(self, node, ack_input: str, *, local: bool = False):
+        from contactflow.nodes._local import LocalInbox
+
         self.node = node
         self.ack_input = ack_input
         self.acked = -1
         self.stopped = False
         self.closed = False
         self.ended = False
+        self.local = LocalInbox([ack_input] if local else [], env=None if local else {})
+
+    def _ack(self, ev) -> None:
+        seq = ev["metadata"].get("seq")
+        if isinstance(seq, int):
+            self.acked = max(self.acked, seq)
+
+    def _take_local(self, ev) -> None:
+        self.local.via_socket[ev["id"]] = True
+        self._ack(ev)
 
     def poll(self, timeout: float) -> None:
+        if self.local.socks:
+            before = self.acked
+            self.local.drain(self._take_local)
+            if self.acked > before:
+                return
+            if self.local.via_socket[self.ack_input] and self.local.wait([self.ack_input], min(timeout, LOCAL_POLL_S),
+                                                                         self._take_local):
+                return
+            timeout = min(timeout, LOCAL_POLL_S)  # then a look at the dora events, and back to the socket
         ev = self.node.next(timeout=max(timeout, 1e-3))
         if ev is None:
             self.ended = True
             return
         typ = ev["type"]
         if typ == "INPUT" and ev["id"] == self.ack_input:
-            seq = ev["metadata"].get("seq")
-            if isinstance(seq, int):
-                self.acked = max(self.acked, seq)
+            if ev["id"] in self.local.via_socket and not ev["metadata"].get("repeat", False):
+                self.local.via_socket[ev["id"]] = False  # its sender uses dora (now): wait on dora for it
+                self.local.via_dora[ev["id"]] += 1
+            self._ack(ev)
         elif typ == "INPUT_CLOSED" and ev["id"] == self.ack_input:
             self.closed = True
         elif typ == "STOP":
@@ -152,42 +179,45 @@ def main() -> int:
         log.warning("%s", w)
     log.info("[replay] %d ticks of %s from %s (%s)", len(plan.ticks),
              ", ".join(m.stream + "->" + m.output for m in mappings), run_dir, args.mode)
-    events = _Events(node, args.ack_input)
-    t0_rec = plan.ticks[0].t
-    t0_wall = time.monotonic()
-    sent = 0
-    for group in batches(plan.ticks, max(1, args.batch)):
-        tick = group[-1]
-        if args.mode == "lockstep":
-            waited = time.monotonic()
-            while events.acked < tick.seq - args.window and not events.stopped:
-                if events.ended or events.closed:
-                    raise UpstreamError(f"input {args.ack_input!r} closed while waiting for the ack of seq {tick.seq - args.window}")
-                if time.monotonic() - waited > args.ack_timeout_s:
-                    raise UpstreamError(f"no ack of seq {tick.seq - args.window} on input {args.ack_input!r} "
-                                        f"for {args.ack_timeout_s:.0f} s (is it wired to the consumer's output?)")
-                events.poll(1.0)
-        elif args.mode == "paced":
-            due = t0_wall + (tick.t - t0_rec) / max(args.speed, 1e-9)
-            while not events.stopped and (rem := due - time.monotonic()) > 0:
-                if events.ended:
-                    time.sleep(rem)  # no inputs: the event stream is empty
-                else:
-                    events.poll(rem)
-        if events.stopped:
-            log.info("STOP received: replay ended after %d of %d ticks", sent, len(plan.ticks))
-            break
-        send_ticks(node, sender, group)
-        sent += len(group)
-    if sender is not None:
-        sender.flush()
-    # Do not exit right after the last send (dora may lose it): wait for the last ack, or drain.
-    last = plan.ticks[sent - 1].seq if sent else -1
-    end = time.monotonic() + (args.ack_timeout_s if args.mode == "lockstep" else 1.0)
-    while not events.stopped and not events.ended and time.monotonic() < end:
-        if args.mode == "lockstep" and (events.acked >= last or events.closed):
-            break
-        events.poll(0.2)
+    events = _Events(node, args.ack_input, local=args.mode == "lockstep")
+    try:
+        t0_rec = plan.ticks[0].t
+        t0_wall = time.monotonic()
+        sent = 0
+        for group in batches(plan.ticks, max(1, args.batch)):
+            tick = group[-1]
+            if args.mode == "lockstep":
+                waited = time.monotonic()
+                while events.acked < tick.seq - args.window and not events.stopped:
+                    if events.ended or events.closed:
+                        raise UpstreamError(f"input {args.ack_input!r} closed while waiting for the ack of seq {tick.seq - args.window}")
+                    if time.monotonic() - waited > args.ack_timeout_s:
+                        raise UpstreamError(f"no ack of seq {tick.seq - args.window} on input {args.ack_input!r} "
+                                            f"for {args.ack_timeout_s:.0f} s (is it wired to the consumer's output?)")
+                    events.poll(1.0)
+            elif args.mode == "paced":
+                due = t0_wall + (tick.t - t0_rec) / max(args.speed, 1e-9)
+                while not events.stopped and (rem := due - time.monotonic()) > 0:
+                    if events.ended:
+                        time.sleep(rem)  # no inputs: the event stream is empty
+                    else:
+                        events.poll(rem)
+            if events.stopped:
+                log.info("STOP received: replay ended after %d of %d ticks", sent, len(plan.ticks))
+                break
+            send_ticks(node, sender, group)
+            sent += len(group)
+        if sender is not None:
+            sender.flush()
+        # Do not exit right after the last send (dora may lose it): wait for the last ack, or drain.
+        last = plan.ticks[sent - 1].seq if sent else -1
+        end = time.monotonic() + (args.ack_timeout_s if args.mode == "lockstep" else 1.0)
+        while not events.stopped and not events.ended and time.monotonic() < end:
+            if args.mode == "lockstep" and (events.acked >= last or events.closed):
+                break
+            events.poll(0.2)
+    finally:
+        events.local.close()  # a sender then falls back to dora at once
     drain_after_finish(node)  # the last messages delivered (and re-sent where a queue may drop them)
     log.info("[replay] sent %d ticks", sent)
     return 0

@@ -206,9 +206,11 @@ def test_shipped_replay_dataflow_runs_seiko_live_on_recorded_sensors(recorded_ru
     for s in ("mujoco_driver.sensors", "operator.command"):
         for key in ("contract", "config"):
             assert rep.stream(s).metadata[key] == orig.stream(s).metadata[key], (s, key)
-    # the replayed sensors and the stages' batches went over the local sockets (nodes/_local.py), as in seiko_talos.yml
+    # the replayed sensors, the stages' batches and the Controller's command to the replays' acks went over the local
+    # sockets (nodes/_local.py), as in seiko_talos.yml
     for edge in ("output sensors -> seiko_controller/sensors", "output targets_rows2 -> seiko_retargeting/targets",
-                 "output desired_rows2 -> input_filter/desired", "output desired_rows -> seiko_controller/desired"):
+                 "output desired_rows2 -> input_filter/desired", "output desired_rows -> seiko_controller/desired",
+                 "output command -> mujoco_driver/ack, operator/ack"):
         m = re.search(re.escape(edge) + r": (\d+) message\(s\) over the local socket, (\d+) through dora", out)
         assert m is not None, (edge, out[-3000:])
         assert int(m.group(1)) > 10 * int(m.group(2)), edge

@@ -637,10 +637,10 @@ def _graph_robot_paths(nodes, base_dir: Path | None) -> tuple[str, ...]:
     return paths.pop() if len(paths) == 1 else ()
 
 
-#: Node kinds that read their inputs with the lockstep runtime (nodes/_runtime.py Lockstep), the only reader of
-#: local inputs (nodes/_local.py, env ``CONTACTFLOW_LOCAL_INPUTS``).
+#: Node kinds that read their inputs with the lockstep runtime (nodes/_runtime.py Lockstep), the readers of
+#: local inputs (nodes/_local.py, env ``CONTACTFLOW_LOCAL_INPUTS``), and the replay (its ``ack``, lockstep mode).
 LOCAL_INPUT_KINDS = ("mujoco_driver", "input_filter", "seiko_retargeting", "seiko_controller", "wrench_filter",
-                     "admittance")
+                     "admittance", "replay")
 
 
 def _check_local_inputs(nid: str, n: dict, kind: str, args: list[str]) -> list[WiringProblem]:
