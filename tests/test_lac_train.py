@@ -1905,10 +1905,10 @@ def test_the_analytic_arm_estimate_is_the_teachers_estimator_on_the_deploy_frame
         np.testing.assert_allclose(got[6:], c_arm.ravel(), rtol=1e-3, atol=2e-4)  # [N m]
 
 
-def test_the_analytic_arm_estimate_filters_and_warms_up_as_the_teacher_over_the_deploy_history(robot, spec):
-    """Over a sequence of states pushed into the deploy runner's 64-frame history (the first frame replicated), the
-    graph's estimate is the teacher's estimator stepped over the same readings (quasi-static: its low-pass from
-    zero, its warm-up ramp, its soft threshold), to the 16-frame truncation of its low-pass."""
+def _teacher_estimator_walk(robot, spec, frames: int = 80):
+    """A slow random walk of tilted states and actions pushed into a deploy runner's history (the first frame
+    replicated), with the teacher's quasi-static arm estimator stepped over the same readings: yields ``(n, runner,
+    q, estimator, its estimate)`` after each of ``frames`` frames (the state ``q`` of that frame)."""
     from contactflow.lac.estimation import WrenchEstimator
     from contactflow.lac.model import LacRobot
     from contactflow.policy import PolicyRunner
@@ -1918,18 +1918,25 @@ def test_the_analytic_arm_estimate_filters_and_warms_up_as_the_teacher_over_the_
     dt = 1.0 / ecfg.rate_hz
     est = WrenchEstimator(dataclasses.replace(ecfg.estimator, inertial=False, torso=False), robot, lac,
                           [lac.link_index(n) for n in ecfg.arm_links], [], dt)
-    mod = _arm_statics(robot, spec)
     rng = np.random.default_rng(4)
     run = PolicyRunner(spec)
     q, v, action = _tilted_state(robot, spec, rng)
-    for n in range(1, 81):  # a slow random walk of the state and the action
+    for n in range(1, frames + 1):
         q[7:] += 0.01 * rng.standard_normal(robot.n)
         v[6:] = 0.9 * v[6:] + 0.1 * rng.standard_normal(robot.n)
         action += 0.03 * rng.standard_normal(action.size)
         frame, sensors = _deploy_frame(robot, spec, run, q, v, action)
         sensors["t"] = np.array([n * dt])
         run.push(frame)
-        want = est.step(sensors)
+        yield n, run, q, est, est.step(sensors)
+
+
+def test_the_analytic_arm_estimate_filters_and_warms_up_as_the_teacher_over_the_deploy_history(robot, spec):
+    """Over a sequence of states pushed into the deploy runner's 64-frame history (the first frame replicated), the
+    graph's estimate is the teacher's estimator stepped over the same readings (quasi-static: its low-pass from
+    zero, its warm-up ramp, its soft threshold), to the 16-frame truncation of its low-pass."""
+    mod = _arm_statics(robot, spec)
+    for n, run, _, _, want in _teacher_estimator_walk(robot, spec):
         if n in (1, 2, 5, 16, 30, 64, 80):
             with torch.no_grad():
                 got = mod(torch.from_numpy(run.model_input().reshape(1, 64, -1))).double().numpy()[0]
@@ -1948,16 +1955,11 @@ def test_the_analytic_arm_feedforward_is_the_teachers_over_the_deploy_history(ro
     in force), whose own is the gravity torque."""
     import pinocchio as pin
 
-    from contactflow.lac.estimation import WrenchEstimator
     from contactflow.lac.model import LacRobot
     from contactflow.lac.train.arm_statics import arm_statics_params
-    from contactflow.policy import PolicyRunner
 
     ecfg = _expert_cfg()
     lac = LacRobot(robot)
-    dt = 1.0 / ecfg.rate_hz
-    est = WrenchEstimator(dataclasses.replace(ecfg.estimator, inertial=False, torso=False), robot, lac,
-                          [lac.link_index(n) for n in ecfg.arm_links], [], dt)
     mod = _arm_statics(robot, spec)
     # the arm chains' joints, from the model (the hand joints' supports), in the policy's action order
     chains = [[robot.model.names[j] for j in robot.model.supports[lac.link_joint_ids[lac.link_index(link)]]][-5:]
@@ -1966,18 +1968,8 @@ def test_the_analytic_arm_feedforward_is_the_teachers_over_the_deploy_history(ro
     np.testing.assert_array_equal(arm_statics_params(robot, spec, ecfg).act_col, cols)
     rows = 6 + np.asarray(spec.policy_to_robot)[cols]  # (2, 5) v indices
     data = robot.model.createData()
-    rng = np.random.default_rng(4)
-    run = PolicyRunner(spec)
-    q, v, action = _tilted_state(robot, spec, rng)
     want_prev = got_prev = None
-    for n in range(1, 81):
-        q[7:] += 0.01 * rng.standard_normal(robot.n)
-        v[6:] = 0.9 * v[6:] + 0.1 * rng.standard_normal(robot.n)
-        action += 0.03 * rng.standard_normal(action.size)
-        frame, sensors = _deploy_frame(robot, spec, run, q, v, action)
-        sensors["t"] = np.array([n * dt])
-        run.push(frame)
-        w = est.step(sensors)
+    for n, run, q, est, w in _teacher_estimator_walk(robot, spec):
         g = pin.computeGeneralizedGravity(robot.model, data, q)
         want = (g - est.generalized_force(w))[rows]
         with torch.no_grad():
