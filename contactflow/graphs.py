@@ -170,7 +170,7 @@ def driver(command: str, *, args: str | None = None, args_comment: str = "", rea
 
 
 def replay_node(node_id: str, streams: str, output: str, ack: str, *, window: int = 1, batch: int = 1,
-                require: tuple[str, ...] = ()) -> Node:
+                require: tuple[str, ...] = (), dataflows: tuple[str, ...] = ()) -> Node:
     """A replay node standing in for ``node_id`` (re-publishes the newest Talos recording's ``streams``;
     ``--robot talos``: a run of another robot is never picked as ``latest`` and refused when named). It sends
     with the Sender (nodes/replay.py): its output ``log`` carries the replayed streams to the recorder, batched as
@@ -179,7 +179,8 @@ def replay_node(node_id: str, streams: str, output: str, ack: str, *, window: in
     ``window``: ticks published ahead of the last ``ack`` (``--window``); ``batch``: ticks per message
     (``--batch``). ``require``: the other
     streams the graph replays (``--require-streams``), so that every replay node of the graph picks
-    the same run as ``latest`` and a run without one of them is refused."""
+    the same run as ``latest`` and a run without one of them is refused. ``dataflows``: the graphs whose runs the
+    replay reproduces (``--dataflows``, :func:`replayable_dataflows`): a run of another is refused."""
     args = f"--recording latest --robot talos --streams {streams} --mode lockstep"
     if window != 1:
         args += f" --window {window}"
@@ -187,6 +188,8 @@ def replay_node(node_id: str, streams: str, output: str, ack: str, *, window: in
         args += f" --batch {batch}"
     if require:
         args += f" --require-streams {','.join(require)}"
+    if dataflows:
+        args += f" --dataflows {','.join(dataflows)}"
     return Node(node_id, node_script("replay"), args, {"ack": (ack, LOCKSTEP)}, [output, LOG])
 
 
@@ -447,23 +450,47 @@ A hardware graph replaces the `mujoco_driver` node by the robot's driver node (s
 #: ticks of recorded operator commands a replay publishes ahead of the Controller (the input filter and
 #: the Retargeting run ahead on the free core, as with the live operator's ahead mode), and per message (one dora
 #: message per batch instead of per tick). The Controller's batches of the Retargeting (``desired_rows``,
-#: $CONTACTFLOW_ROWS_EVERY ticks each) need window - batch >= ROWS_EVERY - 3 (tests/test_graph_sources.py)
+#: $CONTACTFLOW_ROWS_EVERY ticks each) deadlock beyond ROWS_EVERY = window - batch + 3 (78; tests/test_graph_sources.py
+#: asserts a margin of two default batches, window - batch >= 20)
 REPLAY_COMMAND_WINDOW = 100
 REPLAY_COMMAND_BATCH = 25
+
+
+def replayable_dataflows(stages: list[Node], own: str) -> tuple[str, ...]:
+    """The dataflow files whose runs a replay graph with these live ``stages`` reproduces: the graphs of :data:`GRAPHS`
+    whose nodes of the stages' ids run with the same arguments and the same input names (a run of
+    ``seiko_talos_multicontact.yml``, whose Retargeting checks the environment and whose stages lag 1 tick, would
+    diverge), the fused stack (the same stages in one process, bit-identical: tests/test_replay.py) and the replay
+    graph ``own`` itself (a replay's recording holds the streams it replayed)."""
+    want = {n.id: (n.args, sorted(n.inputs)) for n in stages}
+    found = {own, "seiko_talos_stack.yml"}
+    for name, build in GRAPHS.items():
+        if name in _REPLAY_GRAPHS:
+            continue
+        nodes = {n.id: n for n in build().nodes}
+        if all(i in nodes and (nodes[i].args, sorted(nodes[i].inputs)) == w for i, w in want.items()):
+            found.add(f"{name}.yml")
+    return tuple(sorted(found))
+
+
+#: the graphs made of replay nodes (:func:`replayable_dataflows` skips them)
+_REPLAY_GRAPHS = ("seiko_talos_replay", "seiko_controller_replay")
 
 
 def seiko_talos_replay() -> Graph:
     ack = "seiko_controller/command"
     replayed = ("mujoco_driver.sensors", "operator.command")
-    drv = replay_node("mujoco_driver", "mujoco_driver.sensors", "sensors", ack, require=replayed)
+    # the operator's commands run REPLAY_COMMAND_WINDOW ticks ahead of the Controller, as a scenario operator's: the
+    # stages exchange their outputs in batches as in seiko_talos.yml
+    stages = seiko_stages(sensor_lag=MAIN_SENSOR_LAG, desired_rows=True, planner_rows=True)
+    flows = replayable_dataflows(stages, "seiko_talos_replay.yml")
+    drv = replay_node("mujoco_driver", "mujoco_driver.sensors", "sensors", ack, require=replayed, dataflows=flows)
     # the recorded operator commands themselves (contact switches, pushing mode, twists), not a scenario
     # file played again: the replay reproduces the recorded inputs whatever the scenario file or
     # CONTACTFLOW_SCENARIO say now, and a run without them is refused
     op = replay_node("operator", "operator.command", "command", ack, window=REPLAY_COMMAND_WINDOW,
-                     batch=REPLAY_COMMAND_BATCH, require=replayed)
-    # the operator's commands run REPLAY_COMMAND_WINDOW ticks ahead of the Controller, as a scenario operator's: the
-    # stages exchange their outputs in batches as in seiko_talos.yml
-    nodes = [drv, op, *seiko_stages(sensor_lag=MAIN_SENSOR_LAG, desired_rows=True, planner_rows=True)]
+                     batch=REPLAY_COMMAND_BATCH, require=replayed, dataflows=flows)
+    nodes = [drv, op, *stages]
     return Graph("""SEIKO on Talos, open loop on a recorded run: the MuJoCo driver and the operator are replaced by
 replays of the recorded sensors and operator commands of a seiko_talos run (the replay nodes take
 the ids `mujoco_driver` and `operator`, so the wiring is unchanged) and the SEIKO stages (input
@@ -584,12 +611,15 @@ docs/benchmarks.md.
 def seiko_controller_replay() -> Graph:
     ack = "seiko_controller/command"
     replayed = ("mujoco_driver.sensors", "seiko_retargeting.desired")  # both nodes pick the same run
-    nodes = [replay_node("mujoco_driver", "mujoco_driver.sensors", "sensors", ack, require=replayed),
-             replay_node("seiko_retargeting", "seiko_retargeting.desired", "desired", ack, require=replayed),
-             Node("seiko_controller", node_script("seiko_controller"),
-                  "--robot talos --lag 2" + (f" --sensor-lag {MAIN_SENSOR_LAG}" if MAIN_SENSOR_LAG else ""),
-                  {"sensors": ("mujoco_driver/sensors", LOCKSTEP), "desired": ("seiko_retargeting/desired", LOCKSTEP)},
-                  ["command", LOG])]
+    controller = Node("seiko_controller", node_script("seiko_controller"),
+                      "--robot talos --lag 2" + (f" --sensor-lag {MAIN_SENSOR_LAG}" if MAIN_SENSOR_LAG else ""),
+                      {"sensors": ("mujoco_driver/sensors", LOCKSTEP), "desired": ("seiko_retargeting/desired", LOCKSTEP)},
+                      ["command", LOG])
+    flows = replayable_dataflows([controller], "seiko_controller_replay.yml")
+    nodes = [replay_node("mujoco_driver", "mujoco_driver.sensors", "sensors", ack, require=replayed, dataflows=flows),
+             replay_node("seiko_retargeting", "seiko_retargeting.desired", "desired", ack, require=replayed,
+                         dataflows=flows),
+             controller]
     return Graph("""Record -> replay regression of the SEIKO Controller alone: the recorded robot sensors and the
 recorded Retargeting output of a seiko_talos run are re-published, in lockstep, by two replay
 nodes that take the ids of the nodes they stand in for; the Controller runs live on them and its

@@ -20,6 +20,9 @@ Args:
                        replay nodes re-publish): ``latest`` is then the newest run holding all of them,
                        the same run for every replay node of the graph, and a named run missing one is
                        refused (the graph could not reproduce the recorded run's inputs).
+  ``--dataflows a.yml,...``  the dataflows whose runs the graph reproduces (a run's manifest ``dataflow``):
+                       ``latest`` is the newest run of one of them, and a named run of another is refused
+                       (its live stages ran with another configuration: the replay would diverge). Empty: any.
   ``--mode lockstep|paced|fast``
     * ``lockstep`` (default, deterministic): publish tick k only once the input ``ack`` (the
       consumer's output of tick k - ``--window``, e.g. ``ack: seiko_controller/command``) has
@@ -67,6 +70,9 @@ def _parser():
     p.add_argument("--streams", required=True)
     p.add_argument("--require-streams", default="",
                    help="comma-separated streams the run must hold too (the graph's other replayed inputs)")
+    p.add_argument("--dataflows", default="",
+                   help="comma-separated dataflow files whose runs this graph reproduces (the manifest's dataflow); "
+                        "empty: any")
     p.add_argument("--mode", choices=["lockstep", "paced", "fast"], default="lockstep")
     p.add_argument("--window", type=int, default=1)
     p.add_argument("--batch", type=int, default=1, help="lockstep: consecutive ticks per message (needs --robot)")
@@ -99,6 +105,7 @@ class _Events:
         self.closed = False
         self.ended = False
         self.local = LocalInbox([ack_input] if local else [], env=None if local else {})
+        self._polled = time.monotonic()  # when the dora events were last looked at
 
     def _ack(self, ev) -> None:
         seq = ev["metadata"].get("seq")
@@ -111,18 +118,39 @@ class _Events:
 
     def poll(self, timeout: float) -> None:
         if self.local.socks:
+            if time.monotonic() - self._polled >= LOCAL_POLL_S:  # the dora events, whatever the socket does
+                self._try_dora()
             before = self.acked
             self.local.drain(self._take_local)
             if self.acked > before:
                 return
-            if self.local.via_socket[self.ack_input] and self.local.wait([self.ack_input], min(timeout, LOCAL_POLL_S),
-                                                                         self._take_local):
+            if self.local.via_socket[self.ack_input]:
+                if not self.local.wait([self.ack_input], min(timeout, LOCAL_POLL_S), self._take_local):
+                    self._try_dora()
                 return
-            timeout = min(timeout, LOCAL_POLL_S)  # then a look at the dora events, and back to the socket
+            timeout = min(timeout, LOCAL_POLL_S)  # the acks come through dora (now): wait there, then the socket
+        self._polled = time.monotonic()
         ev = self.node.next(timeout=max(timeout, 1e-3))
         if ev is None:
             self.ended = True
             return
+        self._handle(ev)
+
+    def _try_dora(self) -> None:
+        """Take the dora events already received, without waiting (``try_recv``; a node without it: one short wait)."""
+        self._polled = time.monotonic()
+        try_recv = getattr(self.node, "try_recv", None)
+        for _ in range(1000):
+            ev = try_recv() if try_recv is not None else self.node.next(timeout=1e-3)
+            if ev is None:
+                if try_recv is None:
+                    self.ended = True
+                return
+            self._handle(ev)
+            if try_recv is None:
+                return
+
+    def _handle(self, ev) -> None:
         typ = ev["type"]
         if typ == "INPUT" and ev["id"] == self.ack_input:
             if ev["id"] in self.local.via_socket and not ev["metadata"].get("repeat", False):
@@ -162,7 +190,8 @@ def main() -> int:
     # a run name or `latest` is looked up under the recordings folder (refused there when relative); a path is not
     root = default_recordings_dir(node=True) if names_a_run_under_root(recording) else None
     try:
-        run_dir = resolve_run(recording, root, require_streams=required, robot=args.robot, contract_sizes=sizes)
+        run_dir = resolve_run(recording, root, require_streams=required, robot=args.robot, contract_sizes=sizes,
+                              dataflows=[f for f in args.dataflows.split(",") if f] or None)
         check_replay_inputs(run_dir, required)
     except RecordingError as exc:  # say how to name the run this node replays
         raise RecordingError(f"{exc} (--recording RUN in the graph, or CONTACTFLOW_RECORDING=RUN)") from None
@@ -170,11 +199,13 @@ def main() -> int:
                        allow_truncated=args.allow_truncated, contract_sizes=sizes)
     node = connect()  # from here the node's logging goes through dora's log (`dora run --log-level info` shows it)
     sender = _sender(node, plan, table)
-    if args.batch > 1 and (sender is None or args.mode != "lockstep"):
+    if args.batch > 1 and (sender is None or args.mode != "lockstep" or args.batch > args.window):
         from contactflow.errors import ConfigError
 
         raise ConfigError(f"replay: --batch {args.batch} sends several ticks per message with the Sender in lockstep "
-                          f"mode: it needs --robot and the replayed streams' contracts, and --mode lockstep")
+                          f"mode: it needs --robot and the replayed streams' contracts, --mode lockstep and a --window "
+                          f"of at least the batch (got --window {args.window}: the first batch would wait for acks "
+                          f"of ticks it holds)")
     for w in plan.warnings:
         log.warning("%s", w)
     log.info("[replay] %d ticks of %s from %s (%s)", len(plan.ticks),

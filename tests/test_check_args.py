@@ -289,7 +289,7 @@ def test_the_check_opens_the_recording_and_the_model_a_node_is_given(tmp_path, m
     got = {(p.node, p.port): p.message for p in check_dataflow(replay)}
     assert set(got) == {("mujoco_driver", "$CONTACTFLOW_RECORDING"), ("operator", "$CONTACTFLOW_RECORDING")}
     assert all("no recording 'nope'" in m for m in got.values())
-    w = RecordingWriter(tmp_path / "talos_run", {"dataflow": "x.yml", "robot": "talos", "start_time_utc": "2026-12-06T00:00:00+00:00"})
+    w = RecordingWriter(tmp_path / "talos_run", {"dataflow": "seiko_talos.yml", "robot": "talos", "start_time_utc": "2026-12-06T00:00:00+00:00"})
     s = w.stream("other.stream", 3, {"source": "other/stream"})
     s.append(0, 0.0, np.zeros(3))
     w.close()

@@ -17,6 +17,7 @@ from contactflow.contracts.messages import Field, PortSpec
 from contactflow.errors import UpstreamError
 from contactflow.nodes import _local
 from contactflow.nodes._local import LocalInbox, LocalOutbox, decode, encode, local_targets, parse_local_inputs
+from contactflow.nodes import _runtime
 from contactflow.nodes._runtime import Lockstep, Sender
 
 SPEC = PortSpec("test", (Field("x", 2, "-"),), 500.0)
@@ -338,3 +339,30 @@ def test_stale_socket_files_are_pruned_live_ones_kept(tmp_path):
     assert _local.prune_stale_sockets(tmp_path) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh.sock", "live.sock"]
     live.close()
+
+
+def test_a_replay_with_a_local_ack_sees_stop_while_acks_keep_coming(monkeypatch):
+    """nodes/replay.py: acks over the ack's socket every millisecond (faster than LOCAL_POLL_S) do not hide a STOP
+    queued on dora: the replay looks at its dora events at least every LOCAL_POLL_S, as a Lockstep does."""
+    from contactflow.nodes.replay import _Events
+
+    flow = uuid.uuid4().hex
+    _receiver(monkeypatch, flow, inputs="ack")
+    nodes = [{"id": "a", "inputs": {}, "outputs": ["out"]},
+             {"id": "b", "inputs": {"ack": "a/out"}, "env": {"CONTACTFLOW_LOCAL_INPUTS": "ack"}}]
+    node = FakeNode(events=[{"type": "STOP"}])
+    events = _Events(node, "ack", local=True)
+    try:
+        out = LocalOutbox(FakeNode(descriptor={"nodes": nodes}), ["out"], env=_env("a", flow))
+        start = time.monotonic()
+        for k in range(200):
+            assert out.send("out", np.zeros(2), _md(k))
+            events.poll(1.0)
+            if events.stopped:
+                break
+            time.sleep(0.001)
+        assert events.stopped and events.acked >= 0, events.acked
+        assert time.monotonic() - start < 20 * _runtime.LOCAL_POLL_S  # within a few polls, not at the end
+        assert events.local.received == {"ack": events.acked + 1}  # the acks came over the socket
+    finally:
+        events.local.close()

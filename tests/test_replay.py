@@ -25,8 +25,8 @@ DORA = shutil.which("dora") or str(Path(sys.executable).parent / "dora")
 PY = sys.executable
 
 
-def _synthetic(tmp_path, n=20, name="run"):
-    w = RecordingWriter(tmp_path / name, {"dataflow": "x.yml"})
+def _synthetic(tmp_path, n=20, name="run", dataflow="x.yml"):
+    w = RecordingWriter(tmp_path / name, {"dataflow": dataflow})
     a = w.stream("drv.sensors", 3, {"source": "drv/sensors", "contract": "sensors",
                                     "layout": json.dumps([["a", 1], ["b", 2]]), "config": json.dumps({"k": 1})})
     b = w.stream("ret.desired", 2, {"source": "ret/desired", "layout": json.dumps([["x", 2]])})
@@ -94,6 +94,32 @@ def test_latest_skips_incomplete_runs(tmp_path):
     assert resolve_run("latest", tmp_path, require_streams=["drv.sensors"]).name == "a"
     with pytest.raises(RecordingError, match="no complete recording"):
         resolve_run("latest", tmp_path, require_streams=["x.y"])
+
+
+def test_a_replay_takes_only_runs_of_the_dataflows_it_reproduces(tmp_path):
+    """--dataflows: `latest` is the newest run of one of them (a newer run of another graph, whose live stages ran
+    with another configuration, is skipped); such a run named explicitly is refused, naming its dataflow. The SEIKO
+    replay graphs list the graphs whose stages run with their arguments and inputs, not the multi-contact one (its
+    Retargeting checks the environment, its stages lag 1 tick: a replay of its run diverges)."""
+    from contactflow import graphs
+
+    _synthetic(tmp_path, name="a", dataflow="seiko_talos.yml").close()
+    _synthetic(tmp_path, name="b", dataflow="seiko_talos_multicontact.yml").close()
+    flows = ("seiko_talos.yml", "seiko_talos_sim.yml")
+    assert resolve_run("latest", tmp_path).name == "b"
+    assert resolve_run("latest", tmp_path, dataflows=flows).name == "a"
+    with pytest.raises(RecordingError, match="made by dataflow 'seiko_talos_multicontact.yml'; this replay reproduces "
+                                             "runs of seiko_talos.yml, seiko_talos_sim.yml"):
+        resolve_run(str(tmp_path / "b"), tmp_path, dataflows=flows)
+    with pytest.raises(RecordingError, match="no complete recording recorded by x.yml"):
+        resolve_run("latest", tmp_path, dataflows=["x.yml"])
+    for name in ("seiko_talos_replay", "seiko_controller_replay"):
+        args = [n.args for n in graphs.GRAPHS[name]().nodes if "--dataflows" in n.args]
+        assert len(args) == 2, name
+        listed = set(args[0].split("--dataflows ")[1].split()[0].split(","))
+        assert {"seiko_talos.yml", "seiko_talos_sim.yml", "seiko_talos_stack.yml"} <= listed, name
+        assert not listed & {"seiko_talos_multicontact.yml", "seiko_talos_far_reach.yml", "seiko_talos_realtime.yml",
+                             "seiko_talos_wrench_filter.yml"}, name
 
 
 @pytest.mark.parametrize("case", ["missing", "foreign", "truncated"])

@@ -58,7 +58,7 @@ def test_the_replay_graph_replays_sensors_and_operator_commands_of_one_run():
 
 
 def _sensors_only_run(root: Path) -> Path:
-    w = RecordingWriter(root / "seiko_talos-20261201T000000", {"robot": "talos"})
+    w = RecordingWriter(root / "seiko_talos-20261201T000000", {"robot": "talos", "dataflow": "seiko_talos.yml"})
     w.stream("mujoco_driver.sensors", 117, {"source": "mujoco_driver/sensors", "contract": "sensors"}).append(
         0, 0.0, np.zeros(117), True)
     w.close()
@@ -82,7 +82,7 @@ def test_a_run_without_the_operator_commands_is_refused(tmp_path):
 
 
 def test_latest_skips_a_run_without_the_operator_commands(tmp_path):
-    good = RecordingWriter(tmp_path / "seiko_talos-20261130T000000", {"robot": "talos"})
+    good = RecordingWriter(tmp_path / "seiko_talos-20261130T000000", {"robot": "talos", "dataflow": "seiko_talos.yml"})
     for name, size in (("mujoco_driver.sensors", 117), ("operator.command", 36)):
         good.stream(name, size, {"source": name.replace(".", "/")}).append(0, 0.0, np.zeros(size), True)
     good.close()

@@ -354,7 +354,9 @@ def check_run_inputs(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
                         continue
                     # as nodes/replay.py opens it (the streams' contract sizes are checked when it replays)
                     need = replayed_streams(_arg(args, "--streams", "") or "", _arg(args, "--require-streams", "") or "")
-                    check_replay_inputs(resolve_run(value, require_streams=need, robot=_arg(args, "--robot")), need)
+                    flows = [f for f in (_arg(args, "--dataflows", "") or "").split(",") if f] or None
+                    check_replay_inputs(resolve_run(value, require_streams=need, robot=_arg(args, "--robot"),
+                                                    dataflows=flows), need)
                 else:
                     from contactflow.policy.spec import resolve_data_path as resolve_model  # as load_policy_spec does
 
@@ -660,6 +662,8 @@ def _check_local_inputs(nid: str, n: dict, kind: str, args: list[str]) -> list[W
         return [WiringProblem(*where, "a dynamic node takes every input through dora; remove the variable")]
     if "--realtime" in args:
         return [WiringProblem(*where, "a --realtime node takes every input through dora; remove the variable")]
+    if kind == "replay" and (_arg(args, "--mode", "lockstep") or "lockstep") != "lockstep":
+        return [WiringProblem(*where, "a replay reads its ack locally in --mode lockstep only; remove the variable")]
     wired = n.get("inputs") or {}
     decl = NODES[kind]
     problems = []

@@ -263,6 +263,7 @@ def _insert_injector(graph: dict, case: FaultCase) -> dict:
         args += ["--index", str(fault.index)]
     entry = {"id": nid, "path": _injector_path(), "args": shlex.join(args),
              "inputs": {"in": {"source": case.target, **queue} if queue else case.target}, "outputs": ["out"]}
+    _drop_local_readers(nodes, case.target)
     dest_nodes = [n for n in nodes if isinstance(n, dict) and any(d.startswith(f"{n.get('id')}/") for d in dests)]
     env = _scheduling_env(dest_nodes)
     if env:
@@ -272,6 +273,25 @@ def _insert_injector(graph: dict, case: FaultCase) -> dict:
         entry["finish_grace_secs"] = max(graces)
     nodes.append(entry)
     return graph
+
+
+def _drop_local_readers(nodes: list, target: str) -> None:
+    """The injector reads ``target`` (``node/output``) through dora, so that output goes through dora to every
+    reader (nodes/_local.py): the readers still on it drop it from their ``CONTACTFLOW_LOCAL_INPUTS`` (the
+    declaration would be idle, a wiring problem), in place."""
+    from contactflow.nodes._local import LOCAL_INPUTS_ENV, parse_local_inputs
+
+    for n in nodes:
+        if not isinstance(n, dict) or not isinstance(n.get("env"), dict):
+            continue
+        listed = parse_local_inputs(n["env"].get(LOCAL_INPUTS_ENV))
+        inputs = n.get("inputs") or {}
+        keep = [i for i in listed
+                if (inputs.get(i).get("source") if isinstance(inputs.get(i), dict) else inputs.get(i)) != target]
+        if keep != listed:
+            n["env"] = {k: v for k, v in n["env"].items() if k != LOCAL_INPUTS_ENV}
+            if keep:
+                n["env"][LOCAL_INPUTS_ENV] = " ".join(keep)
 
 
 def _scheduling_env(dest_nodes: list[dict]) -> dict:

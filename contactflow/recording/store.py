@@ -1184,8 +1184,15 @@ def run_candidates(run: str | Path, root: str | Path | None = None) -> list[Path
     return list(dict.fromkeys(looked))
 
 
+def _dataflow_name(manifest: Mapping) -> str | None:
+    """The file name of the dataflow a run's manifest names (the recorder's ``--dataflow``, a name or a path)."""
+    flow = manifest.get("dataflow")
+    return Path(flow).name if isinstance(flow, str) and flow else None
+
+
 def resolve_run(run: str | Path, root: str | Path | None = None, *, require_streams: Iterable[str] = (),
-                robot: str | None = None, contract_sizes: Mapping[str, int] | None = None) -> Path:
+                robot: str | None = None, contract_sizes: Mapping[str, int] | None = None,
+                dataflows: Iterable[str] | None = None) -> Path:
     """Turn a run argument into a run directory.
 
     Args:
@@ -1202,15 +1209,20 @@ def resolve_run(run: str | Path, root: str | Path | None = None, *, require_stre
         contract_sizes: contract name -> values per message for the robot: ``latest`` also skips
             runs in which a required stream of one of these contracts has another size (such as a
             run that replayed another robot's sensors).
+        dataflows: when given, ``latest`` only considers runs whose manifest's ``dataflow`` (its file name) is one of these
+            (a replay graph reproduces the runs of graphs with its own stages), and a run named explicitly
+            that was recorded by another dataflow is refused.
 
     Returns:
         The run directory.
 
     Raises:
         RecordingError: nothing matches, naming where it looked; or the named run's manifest names
-            another robot than ``robot`` (the run, its robot and the expected one named).
+            another robot than ``robot`` (the run, its robot and the expected one named) or a dataflow not among
+            ``dataflows``.
     """
     root = Path(root) if root is not None else recordings_root()
+    flows = None if dataflows is None else sorted(set(dataflows))
     run_s = str(run)
     if run_s == "latest":
         need = set(require_streams)
@@ -1224,6 +1236,8 @@ def resolve_run(run: str | Path, root: str | Path | None = None, *, require_stre
                 continue
             if robot is not None and m.get("robot") != robot:
                 continue
+            if flows is not None and _dataflow_name(m) not in flows:
+                continue
             if contract_sizes and any(isinstance(e, dict) and e.get("contract") in contract_sizes
                                       and e.get("size") != contract_sizes[e["contract"]]
                                       for e in (m["streams"][name] for name in need)):
@@ -1232,7 +1246,8 @@ def resolve_run(run: str | Path, root: str | Path | None = None, *, require_stre
             if best is None or key > best[0]:
                 best = (key, p)
         if best is None:
-            what = (f" holding {sorted(need)}" if need else "") + (f" of robot {robot!r}" if robot is not None else "")
+            what = ((f" holding {sorted(need)}" if need else "") + (f" of robot {robot!r}" if robot is not None else "")
+                    + (f" recorded by {', '.join(flows)}" if flows is not None else ""))
             raise RecordingError(f"no complete recording{what} under {root}")
         return best[1]
     looked = run_candidates(run_s, root)
@@ -1240,14 +1255,20 @@ def resolve_run(run: str | Path, root: str | Path | None = None, *, require_stre
     if p is None:
         raise RecordingError(f"no recording {run_s!r} (looked for {', '.join(str(c.absolute()) for c in looked)}; "
                              f"runs are under {root}: `contactflow rec ls`)")
-    if robot is not None:
+    if robot is not None or flows is not None:
         try:
-            recorded = json.loads((p / "manifest.json").read_text()).get("robot")
+            manifest = json.loads((p / "manifest.json").read_text())
+            recorded, flow = manifest.get("robot"), _dataflow_name(manifest)
         except (OSError, json.JSONDecodeError, AttributeError):
             return p  # not a recording: the reader names the problem
-        if recorded != robot:
+        if robot is not None and recorded != robot:
             raise RecordingError(f"recording {p} was made with robot {recorded!r}, expected robot {robot!r}: name a run "
                                  f"of robot {robot!r} (or 'latest', the newest complete one)")
+        if flows is not None and flow not in flows:
+            raise RecordingError(f"recording {p} was made by dataflow {flow!r}; this replay reproduces runs of "
+                                 f"{', '.join(flows)} (graphs with its stages and their configuration): a run of "
+                                 f"another graph would not be reproduced (replay it with a graph of that graph's stages, "
+                                 f"or widen --dataflows)")
     return p
 
 
