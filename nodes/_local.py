@@ -363,6 +363,17 @@ class LocalInbox:
         self.drain(handle)
         return True
 
+    def came_over_socket(self, ev: Mapping[str, Any]) -> None:
+        """Note that input ``ev["id"]``'s newest message came over its socket: its reader waits there."""
+        self.via_socket[ev["id"]] = True
+
+    def came_through_dora(self, ev: Mapping[str, Any]) -> None:
+        """Note a dora event: a local input's message through dora (not a re-send) means its sender uses dora (now):
+        its reader waits on dora for it (counted)."""
+        if ev["type"] == "INPUT" and ev["id"] in self.via_socket and not ev["metadata"].get("repeat", False):
+            self.via_socket[ev["id"]] = False
+            self.via_dora[ev["id"]] += 1
+
     def counts(self) -> dict[str, tuple[int, int, int]]:
         """Input -> (messages over the socket, through dora, malformed datagrams)."""
         return {i: (self.received[i], self.via_dora[i], self.malformed[i]) for i in self.received}

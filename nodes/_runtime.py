@@ -433,7 +433,7 @@ class Lockstep:
             if ev["metadata"].get("repeat", False):
                 # a keep-alive (Sender.repeat) is ignored; a re-sent end of run (Sender.repeat_finished) stands in
                 # for its original when that never arrived (a dropping queue lost it)
-                if not ev["metadata"].get("finished", False) or is_received_repeat(ev["metadata"], self.newest[iid]):
+                if is_skipped_repeat(ev["metadata"], self.newest[iid]):
                     return
                 ev = {**ev, "metadata": {k: v for k, v in ev["metadata"].items() if k != "repeat"}}
             if iid not in self.configs and "config" in ev["metadata"]:
@@ -483,13 +483,11 @@ class Lockstep:
                 raise UpstreamError(f"no input for {self.timeout_s:.0f} s while waiting for {what}")
 
     def _handle_local(self, ev) -> None:
-        self.local.via_socket[ev["id"]] = True
+        self.local.came_over_socket(ev)
         self._handle(ev, self._waited_since)
 
     def _handle_dora(self, ev, waited_since: float) -> None:
-        if ev["type"] == "INPUT" and ev["id"] in self.local.via_socket and not ev["metadata"].get("repeat", False):
-            self.local.via_socket[ev["id"]] = False  # its sender uses dora (now): wait on dora for it
-            self.local.via_dora[ev["id"]] += 1
+        self.local.came_through_dora(ev)
         self._handle(ev, waited_since)
 
     def _row_times(self, meta: Mapping[str, Any], seq: int, n: int) -> list[float]:
@@ -574,6 +572,13 @@ def is_received_repeat(meta: Mapping[str, Any], newest: int | None) -> bool:
     seq = meta.get("seq")
     return (bool(meta.get("repeat", False)) and isinstance(seq, int) and not isinstance(seq, bool)
             and newest is not None and seq <= newest)
+
+
+def is_skipped_repeat(meta: Mapping[str, Any], newest: int | None) -> bool:
+    """True for a re-send a lockstep reader or the recorder skips: a keep-alive (:meth:`Sender.repeat`), or a re-sent
+    end of run whose original arrived (:func:`is_received_repeat`); a re-sent end of run whose original never arrived
+    stands in for it (False)."""
+    return bool(meta.get("repeat", False)) and (not meta.get("finished", False) or is_received_repeat(meta, newest))
 
 
 def meta_time(meta: Mapping[str, Any], default: float | None) -> float | None:

@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from contactflow.nodes._runtime import (connect, declared_inputs, base_parser, is_received_repeat, log_info, meta_time,
+from contactflow.nodes._runtime import (connect, declared_inputs, base_parser, is_skipped_repeat, log_info, meta_time,
                                        node_main)
 from contactflow.paths import default_recordings_dir, source_checkout
 
@@ -124,8 +124,7 @@ class Recorder:
         src = self.sources.get(iid, iid)
         if md.get("repeat", False):
             stream = self.writer.streams.get(src.replace("/", "."))
-            if ("log" in md or not md.get("finished", False)
-                    or is_received_repeat(md, None if stream is None else stream.seq_gaps.last)):
+            if "log" in md or is_skipped_repeat(md, None if stream is None else stream.seq_gaps.last):
                 return
             md = {k: v for k, v in md.items() if k != "repeat"}
         try:

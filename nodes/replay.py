@@ -113,7 +113,7 @@ class _Events:
             self.acked = max(self.acked, seq)
 
     def _take_local(self, ev) -> None:
-        self.local.via_socket[ev["id"]] = True
+        self.local.came_over_socket(ev)
         self._ack(ev)
 
     def poll(self, timeout: float) -> None:
@@ -152,10 +152,8 @@ class _Events:
 
     def _handle(self, ev) -> None:
         typ = ev["type"]
+        self.local.came_through_dora(ev)
         if typ == "INPUT" and ev["id"] == self.ack_input:
-            if ev["id"] in self.local.via_socket and not ev["metadata"].get("repeat", False):
-                self.local.via_socket[ev["id"]] = False  # its sender uses dora (now): wait on dora for it
-                self.local.via_dora[ev["id"]] += 1
             self._ack(ev)
         elif typ == "INPUT_CLOSED" and ev["id"] == self.ack_input:
             self.closed = True

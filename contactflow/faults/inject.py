@@ -286,8 +286,7 @@ def _drop_local_readers(nodes: list, target: str) -> None:
             continue
         listed = parse_local_inputs(n["env"].get(LOCAL_INPUTS_ENV))
         inputs = n.get("inputs") or {}
-        keep = [i for i in listed
-                if (inputs.get(i).get("source") if isinstance(inputs.get(i), dict) else inputs.get(i)) != target]
+        keep = [i for i in listed if _source(inputs.get(i)) != target]
         if keep != listed:
             n["env"] = {k: v for k, v in n["env"].items() if k != LOCAL_INPUTS_ENV}
             if keep:
