@@ -1990,6 +1990,93 @@ def test_the_analytic_arm_feedforward_is_the_teachers_over_the_deploy_history(ro
         want_prev, got_prev = want, now
 
 
+def test_the_admittance_offset_moves_each_hand_by_its_steady_admittance_displacement(robot, spec):
+    """student.arm_feedforward: admittance: the joint offset (``ArmStatics.admittance_step``) moves a hand's loaded point
+    by ``F / K`` (base frame, first order, by forward kinematics with pinocchio) where the IK's orientation weight is
+    negligible, turns it by ``C / K_theta`` where the position weight is, scales as ``1 / K`` below the soft bound and
+    keeps the displacement under ``d_max`` beyond it; the other hand does not move without a load."""
+    import pinocchio as pin
+
+    from contactflow.lac.model import LacRobot
+    from contactflow.lac.train.arm_statics import ArmStatics, arm_statics_params
+
+    ecfg = _expert_cfg()
+    lac = LacRobot(robot)
+    m = robot.model
+    p = arm_statics_params(robot, spec, ecfg)
+    frame, sensors = _tilted_runner_frame(robot, spec, np.random.default_rng(12))
+    q = sensors["q"]
+    x = torch.from_numpy(frame[None]).double()
+
+    def offsets(params, F_w, C_w, K, K_th):
+        mod = ArmStatics(params).double()
+        with torch.no_grad():
+            _, _, Jp_T, Jr_T, Rw = mod._statics(x)
+            est = torch.tensor(np.concatenate([np.ravel(F_w), np.ravel(C_w)])[None])
+            k = torch.tensor([[[K, K_th], [K, K_th]]], dtype=torch.float64)
+            return mod.admittance_step(est, k, Jp_T, Jr_T, Rw).numpy()[0], Rw.numpy()[0, 0]
+
+    data = m.createData()
+
+    def hand(qq, a):  # the loaded point's position and the hand's rotation, base frame
+        pin.forwardKinematics(m, data, qq)
+        jid = lac.link_joint_ids[lac.link_index(ecfg.arm_links[a])]
+        base_inv = data.oMi[1].inverse()
+        M = base_inv * data.oMi[jid]
+        return M.act(p.point[a]), M.rotation
+
+    idx_q = [[m.joints[j].idx_q for j in [jj for jj in m.supports[lac.link_joint_ids[lac.link_index(link)]] if jj > 1][1:]]
+             for link in ecfg.arm_links]
+
+    def moved(dq):
+        qq = q.copy()
+        for a in range(2):
+            qq[idx_q[a]] += dq[a]
+        return qq
+
+    F = np.array([[3.0, -2.0, -4.0], [0.0, 0.0, 0.0]])  # world axes without the yaw [N]
+    K = 5000.0  # |d| ~ 1 mm: first order
+    pos_only = dataclasses.replace(p, w_ori=0.0, w_posture=1e-9)
+    dq, Rw = offsets(pos_only, F, np.zeros((2, 3)), K, 50.0)
+    for a in range(2):
+        moved_by = hand(moved(dq), a)[0] - hand(q, a)[0]
+        np.testing.assert_allclose(moved_by, Rw.T @ F[a] / K, atol=0.02 * np.linalg.norm(F[0]) / K)
+    np.testing.assert_array_equal(dq[1], 0.0)
+    # a couple, with the position weight negligible: the hand turns by C / K_theta (base frame)
+    C = np.array([[0.2, 0.5, -0.3], [0.0, 0.0, 0.0]])
+    dq, _ = offsets(dataclasses.replace(p, w_pos=0.0, w_posture=1e-9), np.zeros((2, 3)), C, K, 500.0)
+    R1, R0 = hand(moved(dq), 0)[1], hand(q, 0)[1]
+    np.testing.assert_allclose(pin.log3(R1 @ R0.T), Rw.T @ C[0] / 500.0, atol=0.02 * np.linalg.norm(C[0]) / 500.0)
+    # the teacher's weights: linear in 1 / K below the soft bound (d = 4 mm and 1 mm), bounded above it
+    d100, _ = offsets(p, F, np.zeros((2, 3)), 1250.0, 50.0)
+    d500, _ = offsets(p, F, np.zeros((2, 3)), 5000.0, 50.0)
+    assert np.abs(d100).max() > 1e-3
+    np.testing.assert_allclose(d100 * 1250.0, d500 * 5000.0, rtol=1e-3, atol=1e-6)
+    far, _ = offsets(p, 1e3 * F, np.zeros((2, 3)), 10.0, 50.0)  # F / K of 54 m: d_max tanh(...) = d_max
+    step = np.linalg.norm(hand(moved(far), 0)[0] - hand(q, 0)[0])
+    assert 0.5 * p.max_displacement_m < step < 1.5 * p.max_displacement_m  # nonlinear FK of a 0.25 m offset
+
+
+def test_the_admittance_offset_telescopes_over_the_deploy_history(robot, spec):
+    """With ``admittance`` the offset the graph gives for the frame before is what it gave at the tick before (so a
+    residual's running sum does not drift), 0 at an episode's first frame, and it differs from the feed-forward alone by
+    ``Kp dq`` of the frame's stiffness command."""
+    mod = _arm_statics(robot, spec)
+    got_prev = None
+    for n, run, _, _, _ in _teacher_estimator_walk(robot, spec, frames=70):
+        x = torch.from_numpy(run.model_input().reshape(1, 64, -1))
+        with torch.no_grad():
+            _, now, prev = (t.double().numpy()[0] for t in mod.feedforward(x, admittance=True))
+            _, ff, _ = (t.double().numpy()[0] for t in mod.feedforward(x))
+        if n == 1:
+            np.testing.assert_array_equal(prev, 0.0)
+        elif n != 64:
+            np.testing.assert_allclose(prev, got_prev, rtol=1e-5, atol=1e-5, err_msg=f"after {n} frames")
+        if n in (5, 30, 70):
+            assert np.abs(now - ff).max() > 0.05  # the admittance's part is there
+        got_prev = now
+
+
 def test_the_analytic_arm_estimate_recovers_a_force_held_on_a_hand_at_rest(robot, spec):
     """At rest with the PD torque in force balancing gravity and a known force on the left hand (``tau = g_arm -
     Jp_arm^T F``, made by choosing the last action), the estimate read from the deploy frame is that force, world
@@ -2068,22 +2155,24 @@ def test_analytic_arm_estimate_student_acts_on_it_and_exports(robot, spec, tmp_p
     np.testing.assert_allclose(h[n_in + 6:n_in + 15], aux.numpy()[0, 6:15], rtol=1e-5, atol=1e-6)
 
 
-def test_analytic_arm_feedforward_student_adds_it_to_the_arms_and_exports(robot, spec, tmp_path):
-    """A student with student.arm_feedforward: analytic adds the graph's arm feed-forward over Kp (action units) to the
-    arm joints' actions: with residual_action the change since the frame before (the initial student, whose arm
-    outputs are zero, then acts ``last_action + (tau_now - tau_prev) / (Kp scale)`` on them), without it the
-    feed-forward itself; the other joints take none; the export is the torch network; the key needs the arm estimator."""
+@pytest.mark.parametrize("mode", ["analytic", "admittance"])
+def test_analytic_arm_feedforward_student_adds_it_to_the_arms_and_exports(robot, spec, tmp_path, mode):
+    """A student with student.arm_feedforward: analytic (admittance) adds the graph's arm feed-forward (with the
+    admittance's ``Kp dq``) over Kp (action units) to the arm joints' actions: with residual_action the change since
+    the frame before (the initial student, whose arm outputs are zero, then acts ``last_action + (tau_now - tau_prev) /
+    (Kp scale)`` on them), without it the feed-forward itself; the other joints take none; the export is the torch
+    network; the key needs the arm estimator."""
     from contactflow.lac.train.arm_statics import arm_statics_params
     from contactflow.lac.train.dagger import new_student
     from contactflow.lac.train.student import deploy_metadata, export_onnx
     from contactflow.policy import load_policy_spec
 
-    with pytest.raises(ConfigError, match="arm_feedforward: 'analytic' is made of the graph's arm estimator"):
-        load_train_config(None, {"student": {"wrench_input": "wrench", "arm_feedforward": "analytic"},
+    with pytest.raises(ConfigError, match=f"arm_feedforward: '{mode}' is made of the graph's arm estimator"):
+        load_train_config(None, {"student": {"wrench_input": "wrench", "arm_feedforward": mode},
                                  "optim": {"aux_force_weight": 1.0}})
-    with pytest.raises(ConfigError, match="arm_feedforward: expected 'none' or 'analytic'"):
+    with pytest.raises(ConfigError, match="arm_feedforward: expected 'none', 'analytic' or 'admittance'"):
         load_train_config(None, {"student": {"arm_feedforward": "model"}})
-    keys = {"wrench_input": "wrench", "arm_estimate": "analytic", "arm_feedforward": "analytic"}
+    keys = {"wrench_input": "wrench", "arm_estimate": "analytic", "arm_feedforward": mode}
     p = arm_statics_params(robot, spec, _expert_cfg())
     cols = p.act_col.reshape(-1)
     # [N m per action unit]: the spec's Kp (robot order) times its action scale (policy order)
@@ -2092,7 +2181,7 @@ def test_analytic_arm_feedforward_student_adds_it_to_the_arms_and_exports(robot,
     frames = np.stack([_tilted_runner_frame(robot, spec, rng)[0] for _ in range(64)]).astype(np.float32)[None]
     x = torch.from_numpy(frames)
     with torch.no_grad():
-        _, now, prev = _arm_statics(robot, spec).feedforward(x)
+        _, now, prev = _arm_statics(robot, spec).feedforward(x, admittance=mode == "admittance")
     now, prev = now.numpy()[0].reshape(-1), prev.numpy()[0].reshape(-1)
     assert np.abs(now - prev).max() > 0.5  # random frames: a feed-forward that changes
     others = np.setdiff1d(np.arange(len(spec.joint_names)), cols)
@@ -2114,7 +2203,7 @@ def test_analytic_arm_feedforward_student_adds_it_to_the_arms_and_exports(robot,
             # an episode's first frame (the history all fill): the feed-forward in full (none was in force)
             first = torch.from_numpy(np.repeat(frames[:, -1:], 64, axis=1))
             with torch.no_grad():
-                _, now0, _ = _arm_statics(robot, spec).feedforward(first)
+                _, now0, _ = _arm_statics(robot, spec).feedforward(first, admittance=mode == "admittance")
                 a0, b0 = model(first).numpy()[0], plain(first).numpy()[0]
             np.testing.assert_allclose(a0[cols] - b0[cols], now0.numpy()[0].reshape(-1) / per_unit, rtol=1e-4, atol=1e-5)
             assert np.abs(now0.numpy()).max() > 1.0

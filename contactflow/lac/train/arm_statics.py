@@ -68,6 +68,12 @@ class ArmStaticsParams:
             ``j`` frames after it weighs ``min(1, j / ramp_frames)``.
         act_col: (2, 5) int: each arm joint's column in the policy's action.
         act_scale: (2, 5): each arm joint's action scale [rad per action unit] (the target is ``default + scale a``).
+        k_W: (frame_dim, 2, 2): each hand's commanded stiffness ``[K, K_theta]`` [N/m, N m/rad], ``frame @ k_W`` (the
+            frame's raw ``stiffness`` channels of the hand's group, ``contactflow.lac.config.GROUP_CHANNELS``).
+        w_pos, w_ori: the teacher's IK weights of a hand target's position and orientation per kilogram of the hand
+            (``ik.w_contact_pos``, ``ik.w_contact_ori``; the target's weight is the hand body's ``mass[:, 5]``).
+        w_posture: the IK's posture weight on each upper-body joint (``ik.w_posture``).
+        max_displacement_m: the soft bound ``d_max`` of a hand's admittance displacement (``arm_max_displacement_m``).
     """
 
     q_W: np.ndarray
@@ -93,6 +99,11 @@ class ArmStaticsParams:
     ramp_frames: float
     act_col: np.ndarray
     act_scale: np.ndarray
+    k_W: np.ndarray
+    w_pos: float
+    w_ori: float
+    w_posture: float
+    max_displacement_m: float
 
 
 def arm_statics_params(robot, spec, expert_cfg, *, n_frames: int = 16) -> ArmStaticsParams:
@@ -106,20 +117,20 @@ def arm_statics_params(robot, spec, expert_cfg, *, n_frames: int = 16) -> ArmSta
 
     Raises:
         ConfigError: an arm link's chain from the base is not a waist joint and five revolute joints about
-            a principal axis; the spec lacks ``joint_pos_rel``, ``joint_vel``, ``last_action`` or
-            ``projected_gravity``, or does not hold an arm joint in them.
+            a principal axis; the spec lacks ``joint_pos_rel``, ``joint_vel``, ``last_action``,
+            ``projected_gravity`` or ``stiffness``, or does not hold an arm joint in them.
     """
     from contactflow.errors import ConfigError
-    from contactflow.lac.model import LacRobot
+    from contactflow.lac.model import UPPER_GROUPS, LacRobot
     from contactflow.lac.train.student import _term_position, pd_error_map
 
     m = robot.model
     lac = LacRobot(robot)
-    terms = {t: spec.term(t) for t in ("joint_pos_rel", "joint_vel", "last_action", "projected_gravity")}
+    terms = {t: spec.term(t) for t in ("joint_pos_rel", "joint_vel", "last_action", "projected_gravity", "stiffness")}
     missing = [t for t, b in terms.items() if b is None]
     if missing:
         raise ConfigError(f"{spec.file}: student.arm_estimate needs the observation terms {missing}")
-    jpr, jv, _, pg = terms.values()
+    jpr, jv, _, pg, stiff = terms.values()
     robot_to_policy = np.empty(len(spec.policy_to_robot), int)
     robot_to_policy[spec.policy_to_robot] = np.arange(len(spec.policy_to_robot))
     try:
@@ -134,9 +145,12 @@ def arm_statics_params(robot, spec, expert_cfg, *, n_frames: int = 16) -> ArmSta
     rot, trans, axis = np.zeros((2, 6, 3, 3)), np.zeros((2, 6, 3)), np.zeros((2, 6, 3))
     mass, com, point = np.zeros((2, 6)), np.zeros((2, 6, 3)), np.zeros((2, 3))
     act_col, act_scale = np.zeros((2, 5), int), np.zeros((2, 5))
+    k_W = np.zeros((D, 2, 2))
     for a, link in enumerate(expert_cfg.arm_links):
         i = lac.link_index(link)
         jid = lac.link_joint_ids[i]
+        for c, channel in enumerate(UPPER_GROUPS[lac.link_groups[i]]):  # the hand group's K, K_theta
+            k_W[stiff.sl.start + channel, a, c] = 1.0 / stiff.cfg.scale
         chain = [int(j) for j in m.supports[jid] if j > 1]  # the base's free flyer is joint 1
         if len(chain) != 6:
             raise ConfigError(f"student.arm_estimate: {link}'s chain from the base has {len(chain)} joints "
@@ -179,7 +193,9 @@ def arm_statics_params(robot, spec, expert_cfg, *, n_frames: int = 16) -> ArmSta
                             filter_w=w / w.sum(), deadband_force_n=float(est.deadband_force_n),
                             max_force_n=float(est.max_force_n), deadband_couple_nm=float(est.deadband_couple_nm),
                             max_couple_nm=float(est.max_couple_nm), ramp_frames=float(est.warmup_s * expert_cfg.rate_hz),
-                            act_col=act_col, act_scale=act_scale)
+                            act_col=act_col, act_scale=act_scale, k_W=k_W, w_pos=float(expert_cfg.ik.w_contact_pos),
+                            w_ori=float(expert_cfg.ik.w_contact_ori), w_posture=float(expert_cfg.ik.w_posture),
+                            max_displacement_m=float(expert_cfg.arm_max_displacement_m))
 
 
 def _cross(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -199,6 +215,24 @@ def _solve_spd3(S: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     det = a * A + b * B + c * C
     adj = torch.stack([torch.stack([A, B, C], -1), torch.stack([B, D, E], -1), torch.stack([C, E, F], -1)], -2)
     return (adj @ y.unsqueeze(-1)).squeeze(-1) / det.unsqueeze(-1)
+
+
+def _solve_spd(S: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``S^-1 y`` for (..., n, n) symmetric positive definite ``S`` and (..., n) ``y``: Cholesky, written out for a
+    small ``n`` (no ONNX export of ``torch.linalg``; the posture weight keeps ``S`` positive definite)."""
+    n = S.shape[-1]
+    L = [[None] * n for _ in range(n)]
+    for j in range(n):
+        L[j][j] = torch.sqrt(S[..., j, j] - sum(L[j][k] * L[j][k] for k in range(j)))
+        for i in range(j + 1, n):
+            L[i][j] = (S[..., i, j] - sum(L[i][k] * L[j][k] for k in range(j))) / L[j][j]
+    z = []
+    for i in range(n):  # L z = y
+        z.append((y[..., i] - sum(L[i][k] * z[k] for k in range(i))) / L[i][i])
+    x = [None] * n
+    for i in reversed(range(n)):  # L^T x = z
+        x[i] = (z[i] - sum(L[k][i] * x[k] for k in range(i + 1, n))) / L[i][i]
+    return torch.stack(x, dim=-1)
 
 
 def _soft(x: torch.Tensor, band: float, cap: float) -> torch.Tensor:
@@ -236,6 +270,10 @@ class ArmStatics(nn.Module):
                      "point", "filter_w"):
             self.register_buffer(name, torch.as_tensor(np.asarray(getattr(p, name)), dtype=torch.float32))
         self.register_buffer("scalars", torch.tensor([float(getattr(p, k)) for k in self._SCALARS], dtype=torch.float64))
+        # the admittance's (feedforward(admittance=True)): not in the state dict (from the spec and the expert's
+        # configuration), so checkpoints made before it load
+        self.register_buffer("k_W", torch.as_tensor(np.asarray(p.k_W), dtype=torch.float32), persistent=False)
+        self.adm = (float(p.w_pos), float(p.w_ori), float(p.w_posture), float(p.max_displacement_m))
         self.n_frames = len(p.filter_w)
 
     def _scalar(self, name: str) -> float:
@@ -255,10 +293,10 @@ class ArmStatics(nn.Module):
         g = torch.einsum("nd,dc->nc", x, self.g_W)  # gravity direction, base frame
         # forward kinematics in the base frame: each joint's origin p, axis a and body CoM c
         c_q, s_q = torch.cos(q), torch.sin(q)
-        eye = torch.eye(3, device=dev)
-        zero2 = torch.zeros(2, device=dev)
+        eye = torch.eye(3, device=dev, dtype=x.dtype)
+        zero2 = torch.zeros(2, device=dev, dtype=x.dtype)
         R = eye.expand(n, 2, 3, 3)
-        t = torch.zeros(n, 2, 3, device=dev)
+        t = torch.zeros(n, 2, 3, device=dev, dtype=x.dtype)
         P, A, Cm = [], [], []
         for k in range(6):
             t = t + (R @ self.trans[:, k].unsqueeze(-1)).squeeze(-1)
@@ -277,7 +315,7 @@ class ArmStatics(nn.Module):
         # arm joint i (chain index 1..5): g_i = -a_i . ((S_i - M_i p_i) x gamma), S_i, M_i the moments of the bodies
         # from i to the hand
         rows_g, rows_Jp, rows_Jr = [], [], []
-        S = torch.zeros(n, 2, 3, device=dev)
+        S = torch.zeros(n, 2, 3, device=dev, dtype=x.dtype)
         Msum = zero2
         for k in range(5, 0, -1):
             S = S + self.mass[:, k, None] * Cm[k]
@@ -339,16 +377,55 @@ class ArmStatics(nn.Module):
         x = frames[:, h - self.n_frames:].reshape(b * self.n_frames, d)
         return self._estimate(self.raw(x).reshape(b, self.n_frames, 12), frames)
 
-    def feedforward(self, frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def admittance_step(self, est: torch.Tensor, k: torch.Tensor, Jp_T: torch.Tensor, Jr_T: torch.Tensor,
+                        Rw: torch.Tensor) -> torch.Tensor:
+        """The arm joints' offset that realises the teacher's steady admittance displacement of each hand.
+
+        ``lac_expert`` moves a hand's target to where its virtual admittance settles (LAC eqs. (7)-(10): ``d = F / K``,
+        the rotation ``C / K_theta``; ``d`` softly bounded, ``d_max tanh(|d| / d_max)``) and its whole-body IK (LAC
+        eq. (11)) reaches it; linearised at the frame's arm angles, the IK's fixed point over the arm's five joints is
+        ``(w_p Jp^T Jp + w_o Jr^T Jr + w_post I) dq = w_p Jp^T d + w_o Jr^T theta`` (``w_p``, ``w_o`` the hand's mass
+        times the IK's target weights, ``w_post`` its posture weight; the waist and the legs left out).
+
+        Args:
+            est: (B, 12) the estimate of :meth:`forward` (world axes without the yaw). k: (B, 2, 2) each hand's ``[K,
+                K_theta]`` [N/m, N m/rad] (clamped at 1). Jp_T, Jr_T: (B, 2, 5, 3) the hands' Jacobians, transposed,
+                base frame. Rw: (B, 1, 3, 3) the base's rotation into the yaw-free world axes.
+
+        Returns:
+            (B, 2, 5) ``dq`` [rad], the arm joints in chain order.
+        """
+        b = len(est)
+        w_pos, w_ori, w_post, d_max = self.adm
+        RT = Rw.transpose(-1, -2)
+        F = (RT @ est[:, :6].reshape(b, 2, 3, 1)).squeeze(-1)
+        C = (RT @ est[:, 6:].reshape(b, 2, 3, 1)).squeeze(-1)
+        k = torch.clamp(k, min=1.0)
+        d = F / k[..., :1]
+        nd = torch.sqrt((d * d).sum(dim=-1, keepdim=True) + 1e-12)
+        d = d * (d_max * torch.tanh(nd / d_max) / nd)
+        theta = C / k[..., 1:]
+        m = self.mass[:, 5].reshape(1, 2, 1, 1)
+        S = (m * w_pos) * (Jp_T @ Jp_T.transpose(-1, -2)) + (m * w_ori) * (Jr_T @ Jr_T.transpose(-1, -2)) \
+            + w_post * torch.eye(5, device=est.device, dtype=est.dtype)
+        y = (m[..., 0] * w_pos) * (Jp_T @ d.unsqueeze(-1)).squeeze(-1) \
+            + (m[..., 0] * w_ori) * (Jr_T @ theta.unsqueeze(-1)).squeeze(-1)
+        return _solve_spd(S, y)
+
+    def feedforward(self, frames: torch.Tensor, *, admittance: bool = False
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The teacher's static arm feed-forward at the newest frame and at the one before, with the estimate.
 
         ``lac_expert`` commands the arm joints the torque ``tau_ff = g_arm(q) - J_arm^T w_est`` (its step 4: the
         arm rows of ``g - J_e^T w_est``; the soles' Jacobians have no arm column), its label ``q_target + tau_ff /
         Kp``: here ``g_arm`` and the hands' Jacobians at the frame's arm angles, ``w_est`` the estimate of
-        :meth:`forward` rotated back into the base frame.
+        :meth:`forward` rotated back into the base frame. With ``admittance`` the returned torque also holds ``Kp dq``,
+        ``dq`` the joint offset of the teacher's admittance displacement (:meth:`admittance_step`, with the frame's
+        stiffness command): ``Kp`` times the label's whole offset from the reference, ``dq + tau_ff / Kp``.
 
         Args:
             frames: (B, H, frame_dim), ``H >= n_frames + 1``.
+            admittance: add ``Kp dq`` (above).
 
         Returns:
             (the estimate of :meth:`forward` on ``frames`` (B, 12), ``tau_ff`` at the newest frame (B, 2, 5) [N m],
@@ -373,7 +450,11 @@ class ArmStatics(nn.Module):
             RT = Rw[:, k].transpose(-1, -2)  # (B, 1, 3, 3): world -> base
             F = (RT @ e[:, :6].reshape(b, 2, 3, 1)).squeeze(-1)
             C = (RT @ e[:, 6:].reshape(b, 2, 3, 1)).squeeze(-1)
-            return g_arm[:, k] - (Jp_T[:, k] @ F.unsqueeze(-1)).squeeze(-1) - (Jr_T[:, k] @ C.unsqueeze(-1)).squeeze(-1)
+            t = g_arm[:, k] - (Jp_T[:, k] @ F.unsqueeze(-1)).squeeze(-1) - (Jr_T[:, k] @ C.unsqueeze(-1)).squeeze(-1)
+            if admittance:
+                stiff = torch.einsum("bd,dac->bac", frames[:, h - n + k], self.k_W)
+                t = t + self.kp * self.admittance_step(e, stiff, Jp_T[:, k], Jr_T[:, k], Rw[:, k])
+            return t
 
         fresh = (frames == frames[:, -1:]).all(dim=-1).to(frames.dtype).amin(dim=1)  # (B,) 1: an episode's first frame
         return est, tau(est, n - 1), tau(est_prev, n - 2) * (1.0 - fresh)[:, None, None]

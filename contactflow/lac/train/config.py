@@ -353,7 +353,12 @@ class StudentCfg:
             MLP otherwise forms as a product of the Jacobian and the estimate. With ``residual_action`` the arms' action
             is the last action plus the feed-forward's change since the frame before plus the network's output (the
             last action holds the feed-forward in force), without it the feed-forward plus the network's output.
-            Needs ``arm_estimate`` not ``learned``.
+            Needs ``arm_estimate`` not ``learned``. ``admittance``: that feed-forward and the joint offset of the
+            teacher's steady admittance displacement of each hand under the estimate and the frame's stiffness command
+            (``d = F / K`` softly bounded, the rotation ``C / K_theta``, through the linearised fixed point of its IK:
+            :meth:`~contactflow.lac.train.arm_statics.ArmStatics.admittance_step`), the part of the label that makes a
+            hand yield by ``1 / K``; the network learns the rest (a residual policy on a model-based part, as Johannink
+            et al., "Residual reinforcement learning for robot control", ICRA 2019).
     """
 
     conv_channels: tuple[int, ...] = (16, 16, 16)
@@ -406,11 +411,11 @@ class StudentCfg:
         if self.arm_estimate != "learned" and self.wrench_input != "wrench":
             raise ConfigError(f"arm_estimate: {self.arm_estimate!r} fills the hands' loads of the load estimate with "
                               f"wrench_input 'wrench' (15 values), got wrench_input {self.wrench_input!r}")
-        if self.arm_feedforward not in ("none", "analytic"):
-            raise ConfigError(f"arm_feedforward: expected 'none' or 'analytic', got {self.arm_feedforward!r}")
+        if self.arm_feedforward not in ("none", "analytic", "admittance"):
+            raise ConfigError(f"arm_feedforward: expected 'none', 'analytic' or 'admittance', got {self.arm_feedforward!r}")
         if self.arm_feedforward != "none" and self.arm_estimate == "learned":
-            raise ConfigError("arm_feedforward: 'analytic' is made of the graph's arm estimator, which exists with "
-                              "arm_estimate 'analytic' or 'analytic_forces' only, got arm_estimate 'learned'")
+            raise ConfigError(f"arm_feedforward: {self.arm_feedforward!r} is made of the graph's arm estimator, which "
+                              f"exists with arm_estimate 'analytic' or 'analytic_forces' only, got arm_estimate 'learned'")
         if not self.compliance_rotation_bound_rad > 0:
             raise ConfigError(f"compliance_rotation_bound_rad: must be > 0, got {self.compliance_rotation_bound_rad!r}")
 

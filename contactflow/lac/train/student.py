@@ -315,7 +315,8 @@ class Student(nn.Module):
             self.arm_statics = ArmStatics(params)
             self.register_buffer("arm_units", torch.tensor([force_unit] * 6 + [couple_unit] * 6, dtype=torch.float32),
                                  persistent=False)
-        self.arm_ff = cfg.arm_feedforward == "analytic"
+        self.arm_ff = cfg.arm_feedforward != "none"
+        self.arm_admittance = cfg.arm_feedforward == "admittance"
         if self.arm_ff:
             params = arm_statics[0]
             if history < len(params.filter_w) + 1:
@@ -416,7 +417,7 @@ class Student(nn.Module):
         an = ff = None
         if self.arm_ff:
             with torch.no_grad():  # no parameter in it
-                an, tau_now, tau_prev = self.arm_statics.feedforward(frames)
+                an, tau_now, tau_prev = self.arm_statics.feedforward(frames, admittance=self.arm_admittance)
                 b = len(frames)
                 ff = ((tau_now - tau_prev) if self.residual else tau_now).reshape(b, -1) @ self.arm_ff_W
         if self.force_input:
