@@ -438,8 +438,8 @@ class Lockstep:
                 ev = {**ev, "metadata": {k: v for k, v in ev["metadata"].items() if k != "repeat"}}
             if iid not in self.configs and "config" in ev["metadata"]:
                 self.configs[iid] = ev["metadata"]["config"]
-            seq = ev["metadata"].get("seq")
-            if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq < 2**53:
+            seq = meta_seq(ev["metadata"])
+            if seq is None:
                 log.warning("input %r: message without integer 'seq' metadata (0 <= seq < 2**53) ignored", iid)
                 return
             if isinstance(ev["metadata"].get("rows"), int):  # several ticks in one message (Sender.send_rows)
@@ -564,14 +564,25 @@ class Lockstep:
             self._handle_dora(ev, self._waited_since)
 
 
+#: the largest ``seq`` a message may carry (a float64 holds every integer below it: JSON readers of a recording)
+MAX_SEQ = 2**53
+
+
+def meta_seq(meta: Mapping[str, Any]) -> int | None:
+    """The ``seq`` metadata of a message as an int in ``[0, MAX_SEQ)``, else None (missing, a bool, a float, negative,
+    too large): the one rule every reader of ``seq`` applies (:class:`Lockstep`, the MuJoCo driver's command, the
+    replay's ack, the viewer, :func:`is_received_repeat`)."""
+    seq = meta.get("seq")
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) and 0 <= seq < MAX_SEQ else None
+
+
 def is_received_repeat(meta: Mapping[str, Any], newest: int | None) -> bool:
     """True for a re-send (metadata ``repeat``: :meth:`Sender.repeat`'s keep-alive, :meth:`Sender.repeat_finished`'s
     end of run) of an integer ``seq`` at or below ``newest``, the highest seq its input has received (-1 or None:
     none yet): its original arrived, so it carries nothing new. The one rule the readers of a re-send share
     (:class:`Lockstep`, the MuJoCo driver's command, the viewer, the recorder)."""
-    seq = meta.get("seq")
-    return (bool(meta.get("repeat", False)) and isinstance(seq, int) and not isinstance(seq, bool)
-            and newest is not None and seq <= newest)
+    seq = meta_seq(meta)
+    return bool(meta.get("repeat", False)) and seq is not None and newest is not None and seq <= newest
 
 
 def is_skipped_repeat(meta: Mapping[str, Any], newest: int | None) -> bool:

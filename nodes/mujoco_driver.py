@@ -74,7 +74,7 @@ import time
 import numpy as np
 
 from contactflow.nodes._runtime import (REALTIME_WARMUP_TICKS, connect, UpstreamError, base_parser, declared_inputs,
-                      drain_after_finish, is_received_repeat, load_node_config, lockstep_for, meta_time,
+                      drain_after_finish, is_received_repeat, load_node_config, lockstep_for, meta_seq, meta_time,
                       node_main, sender_for, upstream_failure)
 
 log = logging.getLogger("contactflow.mujoco_driver")
@@ -257,17 +257,17 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
                 log.warning("malformed %s ignored: %s", ev["id"], exc)
                 fields = None
             if ev["id"] == "command":
-                seq = md.get("seq")
+                seq = meta_seq(md)
                 if md.get("finished", False) and is_received_repeat(md, latch.seq):
                     latch.finished = True  # a re-sent end of run (Sender.repeat_finished) whose original arrived
-                elif isinstance(seq, int):
+                elif seq is not None:
                     offer = (seq, meta_time(md, float("nan")), fields, bool(md.get("finished", False)))
                     if hold_from is not None and seq >= hold_from:
                         held.append(offer)  # computed from the sensors just published: next period
                     else:
                         latch.offer(*offer)
                 else:
-                    log.warning("command without integer 'seq' metadata ignored")
+                    log.warning("command without integer 'seq' metadata (0 <= seq < 2**53) ignored")
             elif use_wrench:
                 driver.set_wrenches(fields)
         elif typ == "STOP":

@@ -59,7 +59,7 @@ import pyarrow as pa
 
 from contactflow.contracts.wiring import LOG_OUTPUT
 from contactflow.nodes._runtime import (LOCAL_POLL_S, NodeArgumentParser, Sender, UpstreamError, connect,
-                                       declared_outputs, drain_after_finish, node_main, stream_sender)
+                                       declared_outputs, drain_after_finish, meta_seq, node_main, stream_sender)
 
 log = logging.getLogger("contactflow.recording.replay")
 
@@ -108,8 +108,8 @@ class _Events:
         self._polled = time.monotonic()  # when the dora events were last looked at
 
     def _ack(self, ev) -> None:
-        seq = ev["metadata"].get("seq")
-        if isinstance(seq, int):
+        seq = meta_seq(ev["metadata"])
+        if seq is not None:
             self.acked = max(self.acked, seq)
 
     def _take_local(self, ev) -> None:

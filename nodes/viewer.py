@@ -17,7 +17,7 @@ import datetime as dt
 import logging
 import time
 
-from contactflow.nodes._runtime import base_parser, connect, is_received_repeat, meta_time, node_main
+from contactflow.nodes._runtime import base_parser, connect, is_received_repeat, meta_seq, meta_time, node_main
 
 log = logging.getLogger("contactflow.recording.viewer")
 
@@ -88,8 +88,7 @@ def main() -> int:
             if typ != "INPUT" or ev["id"] not in _HANDLERS:
                 continue
             iid, md = ev["id"], ev["metadata"]
-            seq = md.get("seq")
-            seq = seq if isinstance(seq, int) else None
+            seq = meta_seq(md)
             gaps = seen.setdefault(iid, SeqGaps(first=0))
             if is_received_repeat(md, gaps.last):
                 continue  # a re-sent message already received (a keep-alive, a re-sent end of run)

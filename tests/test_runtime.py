@@ -224,6 +224,20 @@ def test_meta_time_takes_a_finite_number_and_nothing_else():
     assert meta_time({}, -1.0) == -1.0
 
 
+def test_meta_seq_takes_an_integer_in_range_and_nothing_else():
+    """Every reader of a message's ``seq`` (Lockstep, the MuJoCo driver's command, the replay's ack, the viewer, the
+    re-send rule) reads it through meta_seq: a bool (an int to Python), a float, text, a negative or a too large
+    integer gives None; and a re-send whose seq is a bool is not taken for a received one."""
+    from contactflow.nodes._runtime import MAX_SEQ, is_received_repeat, meta_seq
+
+    assert meta_seq({"seq": 0}) == 0 and meta_seq({"seq": MAX_SEQ - 1}) == MAX_SEQ - 1
+    for bad in (True, False, 1.0, "3", None, -1, MAX_SEQ, [1]):
+        assert meta_seq({"seq": bad}) is None, bad
+    assert meta_seq({}) is None
+    assert is_received_repeat({"seq": 0, "repeat": True}, 0)
+    assert not is_received_repeat({"seq": False, "repeat": True}, 0)
+
+
 class TimedNode(FakeNode):
     """A FakeNode whose events come at given delays of a fake monotonic clock: (delay_s, event) pairs
     (no real sleep: a loaded machine cannot stretch the test's time)."""
