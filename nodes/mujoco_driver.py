@@ -284,6 +284,13 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
                 return
             handle(ev)
 
+    def send_timing_row(finished: bool) -> None:
+        """The period before's timing row, once: after the next sensors (``finished`` with them) or on a failure."""
+        nonlocal timing_row
+        if timing_row is not None:
+            sender.send("timing", timing_row[0], seq=timing_row[1], t=timing_row[2], finished=finished)
+            timing_row = None
+
     pending, done = driver.readings, False  # the state of t_k, published at the start of period k
     applied_seq, applied_t = -1, float("nan")
     deadline = wall0 = None
@@ -325,9 +332,7 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
             # when the commands are lost
             finishing = done or stopped or latch.finished or bool(lost)
             sender.send("sensors", values_of(pending), seq=k, t=pending.t, finished=finishing, **mode())
-            if timing_row is not None:  # the period before, sent once it is known whether it was the last
-                sender.send("timing", timing_row[0], seq=timing_row[1], t=timing_row[2], finished=finishing)
-                timing_row = None
+            send_timing_row(finishing)  # the period before, sent once it is known whether it was the last
             if finishing:
                 break
             if deadline is not None:
@@ -375,8 +380,7 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
                 deadline = deadline + dt if start - deadline < dt else start + dt
             k += 1
     except BaseException:  # a failure mid-run: the last period's timing row is not lost with it
-        if timing_row is not None:
-            sender.send("timing", timing_row[0], seq=timing_row[1], t=timing_row[2])
+        send_timing_row(False)
         raise
     return lost
 
