@@ -70,10 +70,13 @@ class ArmStaticsParams:
         act_scale: (2, 5): each arm joint's action scale [rad per action unit] (the target is ``default + scale a``).
         k_W: (frame_dim, 2, 2): each hand's commanded stiffness ``[K, K_theta]`` [N/m, N m/rad], ``frame @ k_W`` (the
             frame's raw ``stiffness`` channels of the hand's group, ``contactflow.lac.config.GROUP_CHANNELS``).
-        w_pos, w_ori: the teacher's IK weights of a hand target's position and orientation per kilogram of the hand
-            (``ik.w_contact_pos``, ``ik.w_contact_ori``; the target's weight is the hand body's ``mass[:, 5]``).
+        a_pos, a_ori: the gains of a hand's admittance in the teacher's IK at rest, per kilogram of the hand: the IK's
+            target weights times the control period over the admittance's damping, ``ik.w_contact_pos dt / D`` and
+            ``ik.w_contact_ori dt / D_omega`` [m/N and rad/(N m) times the IK's cost per kg] (the target's weight is the
+            hand body's ``mass[:, 5]``; :meth:`ArmStatics.admittance_step`).
         w_posture: the IK's posture weight on each upper-body joint (``ik.w_posture``).
         max_displacement_m: the soft bound ``d_max`` of a hand's admittance displacement (``arm_max_displacement_m``).
+        bound_damping: ``D / dt`` [N/m], the admittance's damping over the control period (the bound's rest equation).
     """
 
     q_W: np.ndarray
@@ -100,10 +103,11 @@ class ArmStaticsParams:
     act_col: np.ndarray
     act_scale: np.ndarray
     k_W: np.ndarray
-    w_pos: float
-    w_ori: float
+    a_pos: float
+    a_ori: float
     w_posture: float
     max_displacement_m: float
+    bound_damping: float
 
 
 def arm_statics_params(robot, spec, expert_cfg, *, n_frames: int = 16) -> ArmStaticsParams:
@@ -185,6 +189,7 @@ def arm_statics_params(robot, spec, expert_cfg, *, n_frames: int = 16) -> ArmSta
     for c in range(3):
         g_W[pg.sl.start + c, c] = 1.0 / pg.cfg.scale
     dt = 1.0 / expert_cfg.rate_hz
+    adm = expert_cfg.admittance
     alpha = dt / (dt + 1.0 / (2.0 * np.pi * est.cutoff_hz))
     w = alpha * (1.0 - alpha) ** np.arange(n_frames)[::-1]  # oldest first
     return ArmStaticsParams(q_W=q_W, q_b=q_b, v_W=v_W, d_W=d_W, kp=kp, kd=kd, g_W=g_W, rot=rot,
@@ -193,9 +198,12 @@ def arm_statics_params(robot, spec, expert_cfg, *, n_frames: int = 16) -> ArmSta
                             filter_w=w / w.sum(), deadband_force_n=float(est.deadband_force_n),
                             max_force_n=float(est.max_force_n), deadband_couple_nm=float(est.deadband_couple_nm),
                             max_couple_nm=float(est.max_couple_nm), ramp_frames=float(est.warmup_s * expert_cfg.rate_hz),
-                            act_col=act_col, act_scale=act_scale, k_W=k_W, w_pos=float(expert_cfg.ik.w_contact_pos),
-                            w_ori=float(expert_cfg.ik.w_contact_ori), w_posture=float(expert_cfg.ik.w_posture),
-                            max_displacement_m=float(expert_cfg.arm_max_displacement_m))
+                            act_col=act_col, act_scale=act_scale, k_W=k_W,
+                            a_pos=float(expert_cfg.ik.w_contact_pos * dt / adm.damping_lin_ns_per_m),
+                            a_ori=float(expert_cfg.ik.w_contact_ori * dt / adm.damping_ang_nms_per_rad),
+                            w_posture=float(expert_cfg.ik.w_posture),
+                            max_displacement_m=float(expert_cfg.arm_max_displacement_m),
+                            bound_damping=float(adm.damping_lin_ns_per_m / dt))
 
 
 def _cross(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -246,7 +254,9 @@ class ArmStatics(nn.Module):
     """The teacher's arm wrench estimate from deploy frames (module docstring).
 
     Args:
-        p: :func:`arm_statics_params` (its arrays and scalars are buffers: a checkpoint keeps what it was trained with).
+        p: :func:`arm_statics_params` (the estimator's arrays and scalars are buffers: a checkpoint keeps what it was
+            trained with; the admittance's, ``k_W``, ``chain_sel`` and the gains, are rebuilt from the spec and the
+            expert's configuration, so checkpoints made before them load).
 
     Shapes: ``forward(frames (B, H, frame_dim))`` with ``H >= len(p.filter_w)`` -> (B, 12): the force on the left
     and the right hand [N], then the couple on each [N m], world axes without the base yaw; ``raw(frames (N,
@@ -273,7 +283,12 @@ class ArmStatics(nn.Module):
         # the admittance's (feedforward(admittance=True)): not in the state dict (from the spec and the expert's
         # configuration), so checkpoints made before it load
         self.register_buffer("k_W", torch.as_tensor(np.asarray(p.k_W), dtype=torch.float32), persistent=False)
-        self.adm = (float(p.w_pos), float(p.w_ori), float(p.w_posture), float(p.max_displacement_m))
+        self.adm = (float(p.a_pos), float(p.a_ori), float(p.w_posture), float(p.max_displacement_m),
+                    float(p.bound_damping))
+        sel = np.zeros((2, 11, 6), np.float32)  # each hand's chain (waist, five arm joints) in [waist, left, right]
+        sel[0, 0, 0] = sel[1, 0, 0] = 1.0
+        sel[0, 1:6, 1:] = sel[1, 6:11, 1:] = np.eye(5)
+        self.register_buffer("chain_sel", torch.from_numpy(sel), persistent=False)
         self.n_frames = len(p.filter_w)
 
     def _scalar(self, name: str) -> float:
@@ -284,8 +299,9 @@ class ArmStatics(nn.Module):
 
     def _statics(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """(N, frame_dim) frames -> (the hands' wrench readings (N, 12) as :meth:`raw`, the arm rows of the gravity
-        torque ``g_arm`` (N, 2, 5) [N m], ``Jp^T`` and ``Jr^T`` (N, 2, 5, 3) at the hands' points, base frame, and
-        ``Rw`` (N, 1, 3, 3) the base's rotation into the yaw-free world axes)."""
+        torque ``g_arm`` (N, 2, 5) [N m], ``Jp^T`` and ``Jr^T`` (N, 2, 5, 3) at the hands' points, base frame,
+        ``Rw`` (N, 1, 3, 3) the base's rotation into the yaw-free world axes, and the waist's rows ``[Jp^T, Jr^T]``
+        of each hand's Jacobian (N, 2, 2, 3))."""
         n, dev = x.shape[0], x.device
         q = torch.einsum("nd,dak->nak", x, self.q_W) + self.q_b  # (n, 2, 6)
         qd = torch.einsum("nd,dak->nak", x, self.v_W)  # (n, 2, 5)
@@ -327,6 +343,8 @@ class ArmStatics(nn.Module):
         g_arm = torch.stack(rows_g[::-1], -1)  # (n, 2, 5)
         Jp_T = torch.stack(rows_Jp[::-1], -2)  # (n, 2, 5, 3): A = Jp^T
         Jr_T = torch.stack(rows_Jr[::-1], -2)
+        # the waist's rows of each hand's Jacobian (the admittance's IK moves it; the estimate's solves leave it out)
+        Jw_T = torch.stack([_cross(A[0], hand - P[0]), A[0]], -2)  # (n, 2, 2, 3): [Jp^T, Jr^T] of the waist
         r = g_arm - tau
         F = _solve_spd3(Jp_T.transpose(-1, -2) @ Jp_T + self._scalar("lever_damping_sq") * eye,
                         (Jp_T.transpose(-1, -2) @ r.unsqueeze(-1)).squeeze(-1))
@@ -342,7 +360,7 @@ class ArmStatics(nn.Module):
                           torch.stack([-gx, cth * sph, cth * cph], -1)], -2)[:, None]  # (n, 1, 3, 3)
         F = (Rw @ F.unsqueeze(-1)).squeeze(-1)
         C = (Rw @ C.unsqueeze(-1)).squeeze(-1)
-        return torch.cat([F.reshape(n, 6), C.reshape(n, 6)], dim=-1), g_arm, Jp_T, Jr_T, Rw
+        return torch.cat([F.reshape(n, 6), C.reshape(n, 6)], dim=-1), g_arm, Jp_T, Jr_T, Rw, Jw_T
 
     def weights(self, frames: torch.Tensor) -> torch.Tensor:
         """(B, n_frames) weights of the newest frames of ``frames`` (B, H, frame_dim): the low-pass times the warm-up
@@ -378,39 +396,59 @@ class ArmStatics(nn.Module):
         return self._estimate(self.raw(x).reshape(b, self.n_frames, 12), frames)
 
     def admittance_step(self, est: torch.Tensor, k: torch.Tensor, Jp_T: torch.Tensor, Jr_T: torch.Tensor,
-                        Rw: torch.Tensor) -> torch.Tensor:
-        """The arm joints' offset that realises the teacher's steady admittance displacement of each hand.
+                        Jw_T: torch.Tensor, Rw: torch.Tensor) -> torch.Tensor:
+        """The arm joints' offset from the reference posture at the rest state of the teacher's hand admittances.
 
-        ``lac_expert`` moves a hand's target to where its virtual admittance settles (LAC eqs. (7)-(10): ``d = F / K``,
-        the rotation ``C / K_theta``; ``d`` softly bounded, ``d_max tanh(|d| / d_max)``) and its whole-body IK (LAC
-        eq. (11)) reaches it; linearised at the frame's arm angles, the IK's fixed point over the arm's five joints is
-        ``(w_p Jp^T Jp + w_o Jr^T Jr + w_post I) dq = w_p Jp^T d + w_o Jr^T theta`` (``w_p``, ``w_o`` the hand's mass
-        times the IK's target weights, ``w_post`` its posture weight; the waist and the legs left out).
+        ``lac_expert`` steps each hand's virtual admittance (LAC eqs. (7)-(10)) from the pose its IK solved, ``x_vir =
+        x + xd_vir dt`` with ``D xd_vir -> K (x_ref - x) + F`` at rest, and its whole-body IK (LAC eq. (11)) reaches for
+        it against the posture term. At rest the IK's step is zero (its damping drops out); linearised at the frame's
+        angles that is, over the waist and both arms (11 joints; base and legs held),
+        ``sum_h (a_p K_h Jp_h^T Jp_h + a_o K_theta,h Jr_h^T Jr_h) dq + w_post dq = sum_h a_p Jp_h^T F_h + a_o Jr_h^T
+        C_h``, ``a_p = m_h w_p dt / D``, ``a_o = m_h w_o dt / D_omega``: the hand yields by ``F / K`` where the
+        posture and the orientation weigh little, less where they hold it. The teacher's soft bound of the target
+        (``d_max tanh(|d| / d_max)``, each tick) makes its rest displacement ``u`` solve ``K u + (D / dt) (d_max
+        atanh(u / d_max) - u) = |F|`` for a free hand: the force enters as ``F K u / |F|`` (the force whose linear rest
+        is that ``u``; 30 bisections). The waist's own offset is left to the network (it is not an arm joint).
 
         Args:
             est: (B, 12) the estimate of :meth:`forward` (world axes without the yaw). k: (B, 2, 2) each hand's ``[K,
                 K_theta]`` [N/m, N m/rad] (clamped at 1). Jp_T, Jr_T: (B, 2, 5, 3) the hands' Jacobians, transposed,
-                base frame. Rw: (B, 1, 3, 3) the base's rotation into the yaw-free world axes.
+                base frame; Jw_T: (B, 2, 2, 3) their waist rows ``[Jp^T, Jr^T]``. Rw: (B, 1, 3, 3) the base's rotation
+                into the yaw-free world axes.
 
         Returns:
             (B, 2, 5) ``dq`` [rad], the arm joints in chain order.
         """
         b = len(est)
-        w_pos, w_ori, w_post, d_max = self.adm
+        a_pos, a_ori, w_post, d_max, c = self.adm
         RT = Rw.transpose(-1, -2)
         F = (RT @ est[:, :6].reshape(b, 2, 3, 1)).squeeze(-1)
         C = (RT @ est[:, 6:].reshape(b, 2, 3, 1)).squeeze(-1)
         k = torch.clamp(k, min=1.0)
-        d = F / k[..., :1]
-        nd = torch.sqrt((d * d).sum(dim=-1, keepdim=True) + 1e-12)
-        d = d * (d_max * torch.tanh(nd / d_max) / nd)
-        theta = C / k[..., 1:]
-        m = self.mass[:, 5].reshape(1, 2, 1, 1)
-        S = (m * w_pos) * (Jp_T @ Jp_T.transpose(-1, -2)) + (m * w_ori) * (Jr_T @ Jr_T.transpose(-1, -2)) \
-            + w_post * torch.eye(5, device=est.device, dtype=est.dtype)
-        y = (m[..., 0] * w_pos) * (Jp_T @ d.unsqueeze(-1)).squeeze(-1) \
-            + (m[..., 0] * w_ori) * (Jr_T @ theta.unsqueeze(-1)).squeeze(-1)
-        return _solve_spd(S, y)
+        K, K_th = k[..., 0], k[..., 1]  # (B, 2)
+        # the soft bound's rest: bisect K u + c (d_max atanh(u / d_max) - u) = |F| on [0, min(|F| / K, d_max)]
+        f = torch.sqrt((F * F).sum(dim=-1) + 1e-12)
+        lo = torch.zeros_like(f)
+        hi = torch.clamp(f / K, max=d_max * (1.0 - 1e-6))
+        for _ in range(30):
+            u = 0.5 * (lo + hi)
+            r = u / d_max  # atanh written out (no ONNX export of aten::atanh at opset 17)
+            below = K * u + c * (0.5 * d_max * torch.log((1.0 + r) / (1.0 - r)) - u) < f
+            lo, hi = torch.where(below, u, lo), torch.where(below, hi, u)
+        F = F * (K * 0.5 * (lo + hi) / f).unsqueeze(-1)
+        m = self.mass[:, 5]  # (2,) the hands
+        Jp6 = torch.cat([Jw_T[:, :, :1], Jp_T], dim=-2)  # (B, 2, 6, 3): waist, then the arm
+        Jr6 = torch.cat([Jw_T[:, :, 1:], Jr_T], dim=-2)
+        wp = (m * a_pos * K)[..., None, None]  # (B, 2, 1, 1)
+        wo = (m * a_ori * K_th)[..., None, None]
+        M6 = wp * (Jp6 @ Jp6.transpose(-1, -2)) + wo * (Jr6 @ Jr6.transpose(-1, -2))  # (B, 2, 6, 6)
+        y6 = (m * a_pos)[:, None] * (Jp6 @ F.unsqueeze(-1)).squeeze(-1) \
+            + (m * a_ori)[:, None] * (Jr6 @ C.unsqueeze(-1)).squeeze(-1)  # (B, 2, 6)
+        E = self.chain_sel  # (2, 11, 6)
+        S = (E @ M6 @ E.transpose(-1, -2)).sum(dim=1) + w_post * torch.eye(11, device=est.device, dtype=est.dtype)
+        y = (E @ y6.unsqueeze(-1)).squeeze(-1).sum(dim=1)  # (B, 11)
+        x = _solve_spd(S, y)
+        return torch.stack([x[:, 1:6], x[:, 6:11]], dim=1)
 
     def feedforward(self, frames: torch.Tensor, *, admittance: bool = False
                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -441,8 +479,8 @@ class ArmStatics(nn.Module):
         b, h, d = frames.shape
         n = self.n_frames + 1
         self._check_history(h, n)
-        wr, g_arm, Jp_T, Jr_T, Rw = (t.reshape(b, n, *t.shape[1:]) for t in
-                                     self._statics(frames[:, h - n:].reshape(b * n, d)))
+        wr, g_arm, Jp_T, Jr_T, Rw, Jw_T = (t.reshape(b, n, *t.shape[1:]) for t in
+                                           self._statics(frames[:, h - n:].reshape(b * n, d)))
         est = self._estimate(wr[:, 1:], frames)
         est_prev = self._estimate(wr[:, :-1], frames[:, :-1])
 
@@ -453,7 +491,7 @@ class ArmStatics(nn.Module):
             t = g_arm[:, k] - (Jp_T[:, k] @ F.unsqueeze(-1)).squeeze(-1) - (Jr_T[:, k] @ C.unsqueeze(-1)).squeeze(-1)
             if admittance:
                 stiff = torch.einsum("bd,dac->bac", frames[:, h - n + k], self.k_W)
-                t = t + self.kp * self.admittance_step(e, stiff, Jp_T[:, k], Jr_T[:, k], Rw[:, k])
+                t = t + self.kp * self.admittance_step(e, stiff, Jp_T[:, k], Jr_T[:, k], Jw_T[:, k], Rw[:, k])
             return t
 
         fresh = (frames == frames[:, -1:]).all(dim=-1).to(frames.dtype).amin(dim=1)  # (B,) 1: an episode's first frame

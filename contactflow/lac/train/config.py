@@ -353,11 +353,11 @@ class StudentCfg:
             MLP otherwise forms as a product of the Jacobian and the estimate. With ``residual_action`` the arms' action
             is the last action plus the feed-forward's change since the frame before plus the network's output (the
             last action holds the feed-forward in force), without it the feed-forward plus the network's output.
-            Needs ``arm_estimate`` not ``learned``. ``admittance``: that feed-forward and the joint offset of the
-            teacher's steady admittance displacement of each hand under the estimate and the frame's stiffness command
-            (``d = F / K`` softly bounded, the rotation ``C / K_theta``, through the linearised fixed point of its IK:
+            Needs ``arm_estimate`` not ``learned``. ``admittance``: that feed-forward and the arm joints' offset at the
+            rest of the teacher's hand admittances and IK under the estimate and the frame's stiffness command
+            (linearised at the frame's angles, with its soft bound:
             :meth:`~contactflow.lac.train.arm_statics.ArmStatics.admittance_step`), the part of the label that makes a
-            hand yield by ``1 / K``; the network learns the rest (a residual policy on a model-based part, as Johannink
+            hand yield with ``1 / K``; the network learns the rest (a residual policy on a model-based part, as Johannink
             et al., "Residual reinforcement learning for robot control", ICRA 2019).
     """
 
