@@ -345,8 +345,8 @@ class StudentCfg:
             terms, computed from the newest 16 frames inside the graph, :mod:`contactflow.lac.train.arm_statics`; the
             torso's force stays learned: it needs the sole forces, which the frame lacks) or ``analytic_forces``
             (the hands' forces from that estimator, their couples learned). Needs ``wrench_input: wrench``.
-        arm_feedforward: ``none`` or ``analytic``: the arm joints' actions also take the teacher's static feed-forward
-            ``tau_ff = g_arm(q) - J_arm^T w_est`` over ``Kp`` (in action units: over ``Kp`` times the action scale),
+        arm_feedforward: ``none``, ``analytic`` or ``admittance``: the arm joints' actions also take the teacher's
+            static feed-forward ``tau_ff = g_arm(q) - J_arm^T w_est`` over ``Kp`` (in action units: over ``Kp`` times the action scale),
             computed inside the graph from the frames as ``arm_estimate``'s estimator (its estimate, the hands' forces
             and couples, rotated back into the base frame; :meth:`~contactflow.lac.train.arm_statics.ArmStatics.feedforward`):
             the part of the teacher's label ``q_target + tau_ff / Kp`` that compensates the load and gravity, which an
