@@ -412,7 +412,7 @@ class ArmStatics(nn.Module):
 
         The rest only, not the way there: in a closed loop the estimate reads the PD torque of the offset in force
         back as a load (a loop gain of about ``Kp / (K |J|^2)``, tens at K = 10 N/m) and the students trained with it
-        diverged from standing (docs/lac_policy_runs.md, "The runs of 2026-12-07 11:58 - 13:50 UTC"); the teacher
+        diverged from standing (docs/lac_policy_runs.md, "The runs of 2026-12-07 11:58 - 13:39 UTC"); the teacher
         reaches its rest through the admittance's virtual mass and damping.
 
         Args:
