@@ -411,9 +411,10 @@ class ArmStatics(nn.Module):
         is that ``u``; 30 bisections). The waist's own offset is left to the network (it is not an arm joint).
 
         The rest only, not the way there: in a closed loop the estimate reads the PD torque of the offset in force
-        back as a load (a loop gain of about ``Kp / (K |J|^2)``, tens at K = 10 N/m) and the students trained with it
-        diverged from standing (docs/lac_policy_runs.md, "The runs of 2026-12-07 11:58 - 13:39 UTC"); the teacher
-        reaches its rest through the admittance's virtual mass and damping.
+        back as a load (a static loop gain of about ``Kp / (K |J|^2)``, ~16 at K = 10 N/m, ~1.6 at 100), and the
+        students trained with it fell from standing, their estimate and offset growing together
+        (docs/lac_policy_runs.md, "The runs of 2026-12-07 11:58 - 13:39 UTC"); the teacher reaches its rest through
+        the admittance's virtual mass and damping.
 
         Args:
             est: (B, 12) the estimate of :meth:`forward` (world axes without the yaw). k: (B, 2, 2) each hand's ``[K,
