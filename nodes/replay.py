@@ -166,7 +166,8 @@ class _Events:
 def main() -> int:
     from contactflow.paths import default_recordings_dir
     from contactflow.recording.store import names_a_run_under_root, resolve_run
-    from contactflow.recording.replay import check_replay_inputs, parse_stream_map, plan_replay, replayed_streams
+    from contactflow.recording.replay import (check_replay_inputs, parse_stream_map, plan_replay,
+                                              replayed_dataflows, replayed_streams)
 
     import os
 
@@ -189,7 +190,7 @@ def main() -> int:
     root = default_recordings_dir(node=True) if names_a_run_under_root(recording) else None
     try:
         run_dir = resolve_run(recording, root, require_streams=required, robot=args.robot, contract_sizes=sizes,
-                              dataflows=[f for f in args.dataflows.split(",") if f] or None)
+                              dataflows=replayed_dataflows(args.dataflows))
         check_replay_inputs(run_dir, required)
     except RecordingError as exc:  # say how to name the run this node replays
         raise RecordingError(f"{exc} (--recording RUN in the graph, or CONTACTFLOW_RECORDING=RUN)") from None

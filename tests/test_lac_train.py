@@ -2056,9 +2056,16 @@ def _admittance_at(robot, spec, mod, q, est, k):
     x = torch.from_numpy(frame[None]).to(next(mod.buffers()).dtype)
     with torch.no_grad():
         _, _, Jp_T, Jr_T, Rw, Jw_T = mod._statics(x)
-        e = torch.as_tensor(np.asarray(est, float)[None], dtype=x.dtype)
+        F, C = _in_base(torch.as_tensor(np.asarray(est, float)[None], dtype=x.dtype), Rw)
         kk = torch.as_tensor(np.asarray(k, float)[None], dtype=x.dtype)
-        return mod.admittance_step(e, kk, Jp_T, Jr_T, Jw_T, Rw).double().numpy()[0]
+        return mod.admittance_step(F, C, kk, Jp_T, Jr_T, Jw_T).double().numpy()[0]
+
+
+def _in_base(est, Rw):
+    """The hands' forces and couples (B, 2, 3) each of an estimate (B, 12) in yaw-free world axes, rotated into the
+    base frame by ``Rw`` (B, 1, 3, 3) transposed."""
+    RT = Rw.transpose(-1, -2)
+    return tuple((RT @ est[:, 6 * i:6 * i + 6].reshape(len(est), 2, 3, 1)).squeeze(-1) for i in range(2))
 
 
 @pytest.mark.parametrize("load", ["force", "couple"])
@@ -2113,7 +2120,8 @@ def test_the_admittance_offset_keeps_the_teachers_soft_bound_and_reads_each_hand
         est, with_adm, _ = mod.feedforward(frames, admittance=True)
         _, without, _ = mod.feedforward(frames)
         _, _, Jp_T, Jr_T, Rw, Jw_T = mod._statics(frames[:, -1])
-        want = mod.kp * mod.admittance_step(est, torch.tensor([[[40.0, 15.0], [300.0, 80.0]]]), Jp_T, Jr_T, Jw_T, Rw)
+        want = mod.kp * mod.admittance_step(*_in_base(est, Rw), torch.tensor([[[40.0, 15.0], [300.0, 80.0]]]), Jp_T, Jr_T,
+                                            Jw_T)
     assert np.abs(want.numpy()).max() > 0.05
     np.testing.assert_allclose((with_adm - without).numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
 

@@ -347,16 +347,16 @@ def check_run_inputs(flow: dict, base_dir: str | Path) -> list[WiringProblem]:
         with contextlib.chdir(base_dir):
             try:
                 if kind == "replay":
-                    from contactflow.recording.replay import check_replay_inputs, replayed_streams
+                    from contactflow.recording.replay import check_replay_inputs, replayed_dataflows, replayed_streams
                     from contactflow.recording.store import resolve_run, run_candidates
 
                     if port == flag and not any(c.exists() for c in run_candidates(value)):
                         continue
                     # as nodes/replay.py opens it (the streams' contract sizes are checked when it replays)
                     need = replayed_streams(_arg(args, "--streams", "") or "", _arg(args, "--require-streams", "") or "")
-                    flows = [f for f in (_arg(args, "--dataflows", "") or "").split(",") if f] or None
                     check_replay_inputs(resolve_run(value, require_streams=need, robot=_arg(args, "--robot"),
-                                                    dataflows=flows), need)
+                                                    dataflows=replayed_dataflows(_arg(args, "--dataflows", "") or "")),
+                                        need)
                 else:
                     from contactflow.policy.spec import resolve_data_path as resolve_model  # as load_policy_spec does
 

@@ -126,6 +126,12 @@ def replayed_streams(streams: str | Sequence[StreamMapping], require_streams: st
     return [m.stream for m in mappings] + [x for x in require_streams.split(",") if x.strip()]
 
 
+def replayed_dataflows(dataflows: str) -> list[str] | None:
+    """The dataflow files a replay node reproduces the runs of, from its comma-separated ``--dataflows``
+    (:func:`~contactflow.recording.store.resolve_run`'s ``dataflows``); None (any run) when empty."""
+    return [f.strip() for f in dataflows.split(",") if f.strip()] or None
+
+
 def plan_replay(recording: str | Path | Recording, mappings: list[StreamMapping], *, start_seq: int = 0,
                 end_seq: int | None = None, allow_truncated: bool = False,
                 contract_sizes: Mapping[str, int] | None = None) -> ReplayPlan:

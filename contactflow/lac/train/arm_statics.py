@@ -395,8 +395,8 @@ class ArmStatics(nn.Module):
         x = frames[:, h - self.n_frames:].reshape(b * self.n_frames, d)
         return self._estimate(self.raw(x).reshape(b, self.n_frames, 12), frames)
 
-    def admittance_step(self, est: torch.Tensor, k: torch.Tensor, Jp_T: torch.Tensor, Jr_T: torch.Tensor,
-                        Jw_T: torch.Tensor, Rw: torch.Tensor) -> torch.Tensor:
+    def admittance_step(self, F: torch.Tensor, C: torch.Tensor, k: torch.Tensor, Jp_T: torch.Tensor,
+                        Jr_T: torch.Tensor, Jw_T: torch.Tensor) -> torch.Tensor:
         """The arm joints' offset from the reference posture at the rest state of the teacher's hand admittances.
 
         ``lac_expert`` steps each hand's virtual admittance (LAC eqs. (7)-(10)) from the pose its IK solved, ``x_vir =
@@ -417,19 +417,15 @@ class ArmStatics(nn.Module):
         the admittance's virtual mass and damping.
 
         Args:
-            est: (B, 12) the estimate of :meth:`forward` (world axes without the yaw). k: (B, 2, 2) each hand's ``[K,
-                K_theta]`` [N/m, N m/rad] (clamped at 1). Jp_T, Jr_T: (B, 2, 5, 3) the hands' Jacobians, transposed,
-                base frame; Jw_T: (B, 2, 2, 3) their waist rows ``[Jp^T, Jr^T]``. Rw: (B, 1, 3, 3) the base's rotation
-                into the yaw-free world axes.
+            F, C: (B, 2, 3) the estimate of :meth:`forward`, each hand's force [N] and couple [N m], rotated into the
+                base frame. k: (B, 2, 2) each hand's ``[K, K_theta]`` [N/m, N m/rad] (clamped at 1). Jp_T, Jr_T: (B,
+                2, 5, 3) the hands' Jacobians, transposed, base frame; Jw_T: (B, 2, 2, 3) their waist rows ``[Jp^T,
+                Jr^T]``.
 
         Returns:
             (B, 2, 5) ``dq`` [rad], the arm joints in chain order.
         """
-        b = len(est)
         a_pos, a_ori, w_post, d_max, c = self.adm
-        RT = Rw.transpose(-1, -2)
-        F = (RT @ est[:, :6].reshape(b, 2, 3, 1)).squeeze(-1)
-        C = (RT @ est[:, 6:].reshape(b, 2, 3, 1)).squeeze(-1)
         k = torch.clamp(k, min=1.0)
         K, K_th = k[..., 0], k[..., 1]  # (B, 2)
         # the soft bound's rest: bisect K u + c (d_max atanh(u / d_max) - u) = |F| on [0, min(|F| / K, d_max)]
@@ -451,7 +447,7 @@ class ArmStatics(nn.Module):
         y6 = (m * a_pos)[:, None] * (Jp6 @ F.unsqueeze(-1)).squeeze(-1) \
             + (m * a_ori)[:, None] * (Jr6 @ C.unsqueeze(-1)).squeeze(-1)  # (B, 2, 6)
         E = self.chain_sel  # (2, 11, 6)
-        S = (E @ M6 @ E.transpose(-1, -2)).sum(dim=1) + w_post * torch.eye(11, device=est.device, dtype=est.dtype)
+        S = (E @ M6 @ E.transpose(-1, -2)).sum(dim=1) + w_post * torch.eye(11, device=F.device, dtype=F.dtype)
         y = (E @ y6.unsqueeze(-1)).squeeze(-1).sum(dim=1)  # (B, 11)
         x = _solve_spd(S, y)
         return torch.stack([x[:, 1:6], x[:, 6:11]], dim=1)
@@ -497,7 +493,7 @@ class ArmStatics(nn.Module):
             t = g_arm[:, k] - (Jp_T[:, k] @ F.unsqueeze(-1)).squeeze(-1) - (Jr_T[:, k] @ C.unsqueeze(-1)).squeeze(-1)
             if admittance:
                 stiff = torch.einsum("bd,dac->bac", frames[:, h - n + k], self.k_W)
-                t = t + self.kp * self.admittance_step(e, stiff, Jp_T[:, k], Jr_T[:, k], Jw_T[:, k], Rw[:, k])
+                t = t + self.kp * self.admittance_step(F, C, stiff, Jp_T[:, k], Jr_T[:, k], Jw_T[:, k])
             return t
 
         fresh = (frames == frames[:, -1:]).all(dim=-1).to(frames.dtype).amin(dim=1)  # (B,) 1: an episode's first frame
