@@ -77,6 +77,10 @@ class ArmStaticsParams:
         w_posture: the IK's posture weight on each upper-body joint (``ik.w_posture``).
         max_displacement_m: the soft bound ``d_max`` of a hand's admittance displacement (``arm_max_displacement_m``).
         bound_damping: ``D / dt`` [N/m], the admittance's damping over the control period (the bound's rest equation).
+        adm_mass, adm_inertia: the admittance's virtual mass ``M`` [kg] and inertia ``I`` [kg m^2] (LAC eqs. (8), (9)).
+        adm_zeta: the damping ratio ``zeta`` of its impedance damping ``K_d = 2 zeta sqrt(M K)`` (eq. (7)).
+        adm_damping_lin, adm_damping_ang: its damping ``D`` [N s/m] and ``D_omega`` [N m s/rad] (eqs. (8), (9)).
+        dt: the control period [s] (``1 / rate_hz``).
     """
 
     q_W: np.ndarray
@@ -108,6 +112,12 @@ class ArmStaticsParams:
     w_posture: float
     max_displacement_m: float
     bound_damping: float
+    adm_mass: float = 1.0
+    adm_inertia: float = 1.0
+    adm_zeta: float = 1.0
+    adm_damping_lin: float = 2.0
+    adm_damping_ang: float = 2.0
+    dt: float = 0.02
 
 
 def arm_statics_params(robot, spec, expert_cfg, *, n_frames: int = 16) -> ArmStaticsParams:
@@ -203,7 +213,10 @@ def arm_statics_params(robot, spec, expert_cfg, *, n_frames: int = 16) -> ArmSta
                             a_ori=float(expert_cfg.ik.w_contact_ori * dt / adm.damping_ang_nms_per_rad),
                             w_posture=float(expert_cfg.ik.w_posture),
                             max_displacement_m=float(expert_cfg.arm_max_displacement_m),
-                            bound_damping=float(adm.damping_lin_ns_per_m / dt))
+                            bound_damping=float(adm.damping_lin_ns_per_m / dt),
+                            adm_mass=float(adm.mass_kg), adm_inertia=float(adm.inertia_kgm2),
+                            adm_zeta=float(adm.damping_ratio), adm_damping_lin=float(adm.damping_lin_ns_per_m),
+                            adm_damping_ang=float(adm.damping_ang_nms_per_rad), dt=float(dt))
 
 
 def _cross(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -285,6 +298,8 @@ class ArmStatics(nn.Module):
         self.register_buffer("k_W", torch.as_tensor(np.asarray(p.k_W), dtype=torch.float32), persistent=False)
         self.adm = (float(p.a_pos), float(p.a_ori), float(p.w_posture), float(p.max_displacement_m),
                     float(p.bound_damping))
+        self.lag = (float(p.adm_mass), float(p.adm_inertia), float(p.adm_zeta), float(p.adm_damping_lin),
+                    float(p.adm_damping_ang), float(p.dt))
         sel = np.zeros((2, 11, 6), np.float32)  # each hand's chain (waist, five arm joints) in [waist, left, right]
         sel[0, 0, 0] = sel[1, 0, 0] = 1.0
         sel[0, 1:6, 1:] = sel[1, 6:11, 1:] = np.eye(5)
@@ -362,28 +377,42 @@ class ArmStatics(nn.Module):
         C = (Rw @ C.unsqueeze(-1)).squeeze(-1)
         return torch.cat([F.reshape(n, 6), C.reshape(n, 6)], dim=-1), g_arm, Jp_T, Jr_T, Rw, Jw_T
 
-    def weights(self, frames: torch.Tensor) -> torch.Tensor:
-        """(B, n_frames) weights of the newest frames of ``frames`` (B, H, frame_dim): the low-pass times the warm-up
-        ramp, 0 on the history's fill (class docstring)."""
+    def weights(self, frames: torch.Tensor, n_ends: int = 1) -> torch.Tensor:
+        """The low-pass times the warm-up ramp, 0 on the history's fill (class docstring), of the estimate at each of
+        the ``n_ends`` newest frames of ``frames`` (B, H, frame_dim): (B, n_frames) for one (the newest), else (B,
+        n_ends, n_frames), oldest end first; the estimate at end ``e`` weighs the readings of frames ``e - n_frames +
+        1 .. e`` and is the one this method gives for ``frames[:, :e + 1]``."""
         b, h, _ = frames.shape
-        same = (frames == frames[:, :1]).all(dim=-1).to(frames.dtype)  # (B, H)
-        fill = (torch.cumsum(1.0 - same, dim=1) == 0).to(frames.dtype).sum(dim=1, keepdim=True)  # leading copies
-        slot = torch.arange(h - self.n_frames, h, device=frames.device, dtype=frames.dtype)[None]
-        j = slot - fill + 2.0  # the reading's count since the reset (1: the first frame); <= 0: fill
+        n, dev, dt = self.n_frames, frames.device, frames.dtype
+        self._check_history(h, n + n_ends - 1)
+        same = (frames == frames[:, :1]).all(dim=-1).to(dt)  # (B, H)
+        fill = (torch.cumsum(1.0 - same, dim=1) == 0).to(dt).sum(dim=1, keepdim=True)  # leading copies
+        ends = torch.arange(h - n_ends, h, device=dev, dtype=dt)  # (E,)
+        fill = torch.minimum(fill, ends[None] + 1.0)[:, :, None]  # (B, E, 1): the copies within frames[:, :e + 1]
+        slot = ends[:, None] - (n - 1) + torch.arange(n, device=dev, dtype=dt)[None]  # (E, n)
+        j = slot[None] - fill + 2.0  # the reading's count since the reset (1: the first frame); <= 0: fill
         ramp_frames = self._scalar("ramp_frames")
-        ramp = torch.clamp(j / ramp_frames, 0.0, 1.0) if ramp_frames > 0 else (j >= 1).to(frames.dtype)
+        ramp = torch.clamp(j / ramp_frames, 0.0, 1.0) if ramp_frames > 0 else (j >= 1).to(dt)
         # no fill left (the oldest frame alone is "leading"): the reset is at the oldest slot or before it, a history's
         # length ago: ramped in (the count from the oldest slot would drop by one with each frame the history sheds)
-        return self.filter_w[None] * torch.where(fill > 1.5, ramp, torch.ones_like(ramp))
+        w = self.filter_w[None, None] * torch.where(fill > 1.5, ramp, torch.ones_like(ramp))
+        return w[:, 0] if n_ends == 1 else w
 
-    def _estimate(self, readings: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
-        """(B, n_frames, 12) readings of the newest frames of ``frames`` (B, H, frame_dim) -> (B, 12) the estimate:
-        the low-pass with the warm-up (:meth:`weights`), then the soft threshold."""
-        b = len(frames)
-        y = (readings * self.weights(frames)[:, :, None]).sum(dim=1)
-        f = _soft(y[:, :6].reshape(b, 2, 3), self._scalar("deadband_force_n"), self._scalar("max_force_n"))
-        c = _soft(y[:, 6:].reshape(b, 2, 3), self._scalar("deadband_couple_nm"), self._scalar("max_couple_nm"))
-        return torch.cat([f.reshape(b, 6), c.reshape(b, 6)], dim=-1)
+    def _estimate(self, readings: torch.Tensor, frames: torch.Tensor, n_ends: int = 1) -> torch.Tensor:
+        """The estimate at each of the ``n_ends`` newest frames of ``frames`` (B, H, frame_dim) from the readings of
+        its newest ``n_frames + n_ends - 1`` frames (B, that, 12): the low-pass with the warm-up (:meth:`weights`),
+        then the soft threshold; (B, 12) for one end, else (B, n_ends, 12), oldest first."""
+        b, n = len(frames), self.n_frames
+        w = self.weights(frames, n_ends)
+        if n_ends == 1:
+            y = (readings * w[:, :, None]).sum(dim=1)
+        else:  # each end's window of readings: (B, E, 12, n)
+            win = torch.stack([readings[:, k:k + n_ends] for k in range(n)], dim=-1)
+            y = (win * w[:, :, None, :]).sum(dim=-1)
+        lead = y.shape[:-1]
+        f = _soft(y[..., :6].reshape(*lead, 2, 3), self._scalar("deadband_force_n"), self._scalar("max_force_n"))
+        c = _soft(y[..., 6:].reshape(*lead, 2, 3), self._scalar("deadband_couple_nm"), self._scalar("max_couple_nm"))
+        return torch.cat([f.reshape(*lead, 6), c.reshape(*lead, 6)], dim=-1)
 
     def _check_history(self, h: int, need: int) -> None:
         if h < need:
@@ -452,7 +481,46 @@ class ArmStatics(nn.Module):
         x = _solve_spd(S, y)
         return torch.stack([x[:, 1:6], x[:, 6:11]], dim=1)
 
-    def feedforward(self, frames: torch.Tensor, *, admittance: bool = False
+    def lagged(self, est: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """The hands' estimate through the dynamics of their admittances: ``est`` (B, W, 12) the estimates of the
+        newest ``W`` frames, oldest first, world axes; ``k`` (B, 2, 2) each hand's ``[K, K_theta]`` at the newest.
+
+        ``lac_expert``'s hand admittance (LAC eqs. (7)-(10): ``xd_vir += dt (K (x_ref - x) - K_d xd + F - D xd_vir) /
+        M``, ``x_vir = x + xd_vir dt``, ``K_d = 2 zeta sqrt(M K)``, ``xd`` the finite difference of ``x``), its IK
+        reaching the virtual pose (the contact weight far above the posture's, ``robots/g1/lac_expert.yaml``: the
+        posture's pull shapes the rest, :meth:`admittance_step`, not the way there), moves a hand as ``x_{t+1} = (2 -
+        c - kappa) x_t - (1 - c) x_{t-1} + dt^2 / M F_t``, ``c = (K_d + D) dt / M``, ``kappa = K dt^2 / M``: an
+        impulse of the force moves it by ``z1^(a+1) - z2^(a+1)`` (over ``z1 - z2``, ``z1, z2`` the recursion's roots) ``a``
+        frames later. Each hand's force (couple: ``I``, ``K_theta``, ``D_omega``) is the estimates weighted by that
+        response, renormalised over the window: a constant estimate passes unchanged, a step is followed as the
+        teacher's admittance follows it (within 0.01 of the step at K >= 100 N/m, its slowest mode 0.69 s at 10, 0.16
+        s at 100) and reached ``W`` frames later at the latest (the window cuts the slow tail at the soft end).
+        Returns (B, 12) as ``est``'s rows.
+        """
+        b, n_w, _ = est.shape
+        mass, inertia, zeta, d_lin, d_ang, dt = self.lag
+        dev, typ = est.device, est.dtype
+        k = torch.clamp(k, min=1.0)  # (B, 2 hands, 2 channels)
+        m = torch.tensor([mass, inertia], device=dev, dtype=typ)
+        c = (2.0 * zeta * torch.sqrt(m * k) + torch.tensor([d_lin, d_ang], device=dev, dtype=typ)) * dt / m
+        tr = 2.0 - c - k * dt * dt / m  # z1 + z2
+        det = 1.0 - c  # z1 z2
+        root = torch.sqrt(torch.clamp(tr * tr - 4.0 * det, min=1e-8))  # over-damped: real roots
+        z1, z2 = 0.5 * (tr + root), 0.5 * (tr - root)  # (B, 2, 2); z2 < 0 where c > 1 (the stiff end)
+        n = torch.arange(n_w, 0, -1, device=dev, dtype=typ)  # a + 1, oldest first
+        odd = torch.remainder(n, 2.0)
+
+        def power(z: torch.Tensor) -> torch.Tensor:  # z^n for integer n, z of either sign (exportable)
+            zz = z[..., None]
+            return torch.exp(n * torch.log(torch.clamp(zz.abs(), min=1e-30))) * (1.0 - 2.0 * odd * (zz < 0).to(typ))
+
+        w = power(z1) - power(z2)  # (B, 2, 2, W), a positive multiple of the response
+        w = w / w.sum(dim=-1, keepdim=True)
+        e = est.reshape(b, n_w, 2, 2, 3)  # (B, W, force | couple, hand, xyz)
+        y = torch.einsum("bwchx,bhcw->bchx", e, w)
+        return y.reshape(b, 12)
+
+    def feedforward(self, frames: torch.Tensor, *, admittance: bool = False, lag: bool = False
                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The teacher's static arm feed-forward at the newest frame and at the one before, with the estimate.
 
@@ -461,40 +529,60 @@ class ArmStatics(nn.Module):
         Kp``: here ``g_arm`` and the hands' Jacobians at the frame's arm angles, ``w_est`` the estimate of
         :meth:`forward` rotated back into the base frame. With ``admittance`` the returned torque also holds ``Kp dq``,
         ``dq`` the joint offset of the teacher's admittance displacement (:meth:`admittance_step`, with the frame's
-        stiffness command): ``Kp`` times the label's whole offset from the reference, ``dq + tau_ff / Kp``.
+        stiffness command): ``Kp`` times the label's whole offset from the reference, ``dq + tau_ff / Kp``. With
+        ``lag`` too, ``dq`` is made of the estimate through the admittances' dynamics over the history (:meth:`lagged`)
+        instead of the newest estimate: the teacher reaches its rest through that lag, and without it the offset's
+        own PD torque is read back by the estimate at once (:meth:`admittance_step`).
 
         Args:
-            frames: (B, H, frame_dim), ``H >= n_frames + 1``.
-            admittance: add ``Kp dq`` (above).
+            frames: (B, H, frame_dim), ``H >= n_frames + 1`` (with ``lag``: the dynamics span the estimates of the
+                newest ``H - n_frames`` frames).
+            admittance: add ``Kp dq`` (above). lag: ``dq`` of the lagged estimate (needs ``admittance``).
 
         Returns:
             (the estimate of :meth:`forward` on ``frames`` (B, 12), ``tau_ff`` at the newest frame (B, 2, 5) [N m],
             ``tau_ff`` at the frame before, from the estimate over ``frames[:, :-1]`` (B, 2, 5) [N m]: what this
             method gave for the previous tick's history (but on the history's 64th frame, where the fill's last copy
-            leaves and the warm-up's last readings count as ramped in: within 0.1 % there), 0 at an episode's first
-            frame (every frame the fill: no action was in force before)); the arm joints in chain order
-            (``act_col`` maps them to the action).
+            leaves and the warm-up's last readings count as ramped in: within 0.1 % there; with ``lag``, its window
+            one frame shorter), 0 at an episode's first frame (every frame the fill: no action was in force before));
+            the arm joints in chain order (``act_col`` maps them to the action).
 
         Raises:
-            ValueError: a history shorter than ``n_frames + 1``.
+            ValueError: a history shorter than ``n_frames + 1`` (``n_frames + 2`` with ``lag``); ``lag`` without
+                ``admittance``.
         """
+        if lag and not admittance:
+            raise ValueError("ArmStatics.feedforward: lag acts on the admittance's offset, give admittance=True")
         b, h, d = frames.shape
-        n = self.n_frames + 1
-        self._check_history(h, n)
+        n = (h if lag else self.n_frames + 1)  # frames whose readings are needed
+        self._check_history(h, self.n_frames + (2 if lag else 1))
         wr, g_arm, Jp_T, Jr_T, Rw, Jw_T = (t.reshape(b, n, *t.shape[1:]) for t in
                                            self._statics(frames[:, h - n:].reshape(b * n, d)))
-        est = self._estimate(wr[:, 1:], frames)
-        est_prev = self._estimate(wr[:, :-1], frames[:, :-1])
+        if lag:
+            seq = self._estimate(wr, frames, h - self.n_frames + 1)  # (B, E, 12): the estimate at each of E ends
+            est, est_prev = seq[:, -1], seq[:, -2]
+        else:
+            est = self._estimate(wr[:, 1:], frames)
+            est_prev = self._estimate(wr[:, :-1], frames[:, :-1])
 
-        def tau(e: torch.Tensor, k: int) -> torch.Tensor:
+        def stiffness(k: int) -> torch.Tensor:
+            return torch.einsum("bd,dac->bac", frames[:, h - n + k], self.k_W)
+
+        def tau(e: torch.Tensor, e_adm: torch.Tensor, k: int) -> torch.Tensor:
             RT = Rw[:, k].transpose(-1, -2)  # (B, 1, 3, 3): world -> base
             F = (RT @ e[:, :6].reshape(b, 2, 3, 1)).squeeze(-1)
             C = (RT @ e[:, 6:].reshape(b, 2, 3, 1)).squeeze(-1)
             t = g_arm[:, k] - (Jp_T[:, k] @ F.unsqueeze(-1)).squeeze(-1) - (Jr_T[:, k] @ C.unsqueeze(-1)).squeeze(-1)
             if admittance:
-                stiff = torch.einsum("bd,dac->bac", frames[:, h - n + k], self.k_W)
-                t = t + self.kp * self.admittance_step(F, C, stiff, Jp_T[:, k], Jr_T[:, k], Jw_T[:, k])
+                if e_adm is not e:
+                    F = (RT @ e_adm[:, :6].reshape(b, 2, 3, 1)).squeeze(-1)
+                    C = (RT @ e_adm[:, 6:].reshape(b, 2, 3, 1)).squeeze(-1)
+                t = t + self.kp * self.admittance_step(F, C, stiffness(k), Jp_T[:, k], Jr_T[:, k], Jw_T[:, k])
             return t
 
+        if lag:
+            adm, adm_prev = self.lagged(seq[:, 1:], stiffness(n - 1)), self.lagged(seq[:, :-1], stiffness(n - 2))
+        else:
+            adm, adm_prev = est, est_prev
         fresh = (frames == frames[:, -1:]).all(dim=-1).to(frames.dtype).amin(dim=1)  # (B,) 1: an episode's first frame
-        return est, tau(est, n - 1), tau(est_prev, n - 2) * (1.0 - fresh)[:, None, None]
+        return est, tau(est, adm, n - 1), tau(est_prev, adm_prev, n - 2) * (1.0 - fresh)[:, None, None]

@@ -358,7 +358,11 @@ class StudentCfg:
             (linearised at the frame's angles, with its soft bound:
             :meth:`~contactflow.lac.train.arm_statics.ArmStatics.admittance_step`), the part of the label that makes a
             hand yield with ``1 / K``; the network learns the rest (a residual policy on a model-based part, as Johannink
-            et al., "Residual reinforcement learning for robot control", ICRA 2019).
+            et al., "Residual reinforcement learning for robot control", ICRA 2019). ``admittance_lag``: the same offset
+            made of the estimate through the hand admittances' dynamics over the history (their impulse response,
+            :meth:`~contactflow.lac.train.arm_statics.ArmStatics.lagged`), the way the teacher reaches
+            that rest: the static offset of ``admittance`` is read back by the estimate at once as a load, and its
+            students fell from standing (docs/lac_policy_runs.md, "The runs of 2026-12-07 11:58 - 13:39 UTC").
     """
 
     conv_channels: tuple[int, ...] = (16, 16, 16)
@@ -411,8 +415,9 @@ class StudentCfg:
         if self.arm_estimate != "learned" and self.wrench_input != "wrench":
             raise ConfigError(f"arm_estimate: {self.arm_estimate!r} fills the hands' loads of the load estimate with "
                               f"wrench_input 'wrench' (15 values), got wrench_input {self.wrench_input!r}")
-        if self.arm_feedforward not in ("none", "analytic", "admittance"):
-            raise ConfigError(f"arm_feedforward: expected 'none', 'analytic' or 'admittance', got {self.arm_feedforward!r}")
+        if self.arm_feedforward not in ("none", "analytic", "admittance", "admittance_lag"):
+            raise ConfigError(f"arm_feedforward: expected 'none', 'analytic', 'admittance' or 'admittance_lag', got "
+                              f"{self.arm_feedforward!r}")
         if self.arm_feedforward != "none" and self.arm_estimate == "learned":
             raise ConfigError(f"arm_feedforward: {self.arm_feedforward!r} is made of the graph's arm estimator, which "
                               f"exists with arm_estimate 'analytic' or 'analytic_forces' only, got arm_estimate 'learned'")

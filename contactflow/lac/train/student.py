@@ -316,12 +316,13 @@ class Student(nn.Module):
             self.register_buffer("arm_units", torch.tensor([force_unit] * 6 + [couple_unit] * 6, dtype=torch.float32),
                                  persistent=False)
         self.arm_ff = cfg.arm_feedforward != "none"
-        self.arm_admittance = cfg.arm_feedforward == "admittance"
+        self.arm_admittance = cfg.arm_feedforward in ("admittance", "admittance_lag")
+        self.arm_lag = cfg.arm_feedforward == "admittance_lag"
         if self.arm_ff:
             params = arm_statics[0]
-            if history < len(params.filter_w) + 1:
-                raise ValueError(f"arm_feedforward: its change since the frame before takes {len(params.filter_w) + 1} "
-                                 f"frames, the history has {history}")
+            need = len(params.filter_w) + (2 if self.arm_lag else 1)
+            if history < need:
+                raise ValueError(f"arm_feedforward: {cfg.arm_feedforward!r} takes {need} frames, the history has {history}")
             cols = np.asarray(params.act_col).reshape(-1)
             if self.residual and not (np.asarray(last_action)[:, cols] != 0).any(axis=0).all():
                 raise ValueError("arm_feedforward: residual_action must hold every arm joint's last action")
@@ -417,7 +418,8 @@ class Student(nn.Module):
         an = ff = None
         if self.arm_ff:
             with torch.no_grad():  # no parameter in it
-                an, tau_now, tau_prev = self.arm_statics.feedforward(frames, admittance=self.arm_admittance)
+                an, tau_now, tau_prev = self.arm_statics.feedforward(frames, admittance=self.arm_admittance,
+                                                                          lag=self.arm_lag)
                 b = len(frames)
                 ff = ((tau_now - tau_prev) if self.residual else tau_now).reshape(b, -1) @ self.arm_ff_W
         if self.force_input:
