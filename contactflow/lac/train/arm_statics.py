@@ -226,21 +226,10 @@ def _cross(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.stack([ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx], dim=-1)
 
 
-def _solve_spd3(S: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """``S^-1 y`` for (..., 3, 3) symmetric positive definite ``S`` and (..., 3) ``y``, by the adjugate (no ONNX
-    export of ``torch.linalg.solve``; the damping keeps ``S`` well conditioned)."""
-    a, b, c = S[..., 0, 0], S[..., 0, 1], S[..., 0, 2]
-    d, e, f = S[..., 1, 1], S[..., 1, 2], S[..., 2, 2]
-    A, B, C = d * f - e * e, c * e - b * f, b * e - c * d
-    D, E, F = a * f - c * c, b * c - a * e, a * d - b * b
-    det = a * A + b * B + c * C
-    adj = torch.stack([torch.stack([A, B, C], -1), torch.stack([B, D, E], -1), torch.stack([C, E, F], -1)], -2)
-    return (adj @ y.unsqueeze(-1)).squeeze(-1) / det.unsqueeze(-1)
-
-
 def _solve_spd(S: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """``S^-1 y`` for (..., n, n) symmetric positive definite ``S`` and (..., n) ``y``: Cholesky, written out for a
-    small ``n`` (no ONNX export of ``torch.linalg``; the posture weight keeps ``S`` positive definite)."""
+    small ``n`` (no ONNX export of ``torch.linalg``; the solves' damping and the posture weight keep ``S`` positive
+    definite)."""
     n = S.shape[-1]
     L = [[None] * n for _ in range(n)]
     for j in range(n):
@@ -361,10 +350,10 @@ class ArmStatics(nn.Module):
         # the waist's rows of each hand's Jacobian (the admittance's IK moves it; the estimate's solves leave it out)
         Jw_T = torch.stack([_cross(A[0], hand - P[0]), A[0]], -2)  # (n, 2, 2, 3): [Jp^T, Jr^T] of the waist
         r = g_arm - tau
-        F = _solve_spd3(Jp_T.transpose(-1, -2) @ Jp_T + self._scalar("lever_damping_sq") * eye,
+        F = _solve_spd(Jp_T.transpose(-1, -2) @ Jp_T + self._scalar("lever_damping_sq") * eye,
                         (Jp_T.transpose(-1, -2) @ r.unsqueeze(-1)).squeeze(-1))
         res = r - (Jp_T @ F.unsqueeze(-1)).squeeze(-1)
-        C = _solve_spd3(Jr_T.transpose(-1, -2) @ Jr_T + self._scalar("couple_damping") * eye,
+        C = _solve_spd(Jr_T.transpose(-1, -2) @ Jr_T + self._scalar("couple_damping") * eye,
                         (Jr_T.transpose(-1, -2) @ res.unsqueeze(-1)).squeeze(-1))
         # base -> yaw-free world: R = Ry(pitch) Rx(roll) with R^T e_z = -g
         gx, gy, gz = g.unbind(-1)
