@@ -440,7 +440,7 @@ class Lockstep:
                 self.configs[iid] = ev["metadata"]["config"]
             seq = meta_seq(ev["metadata"])
             if seq is None:
-                log.warning("input %r: message without integer 'seq' metadata (0 <= seq < 2**53) ignored", iid)
+                log.warning("input %r: message without %s ignored", iid, SEQ_RULE)
                 return
             if isinstance(ev["metadata"].get("rows"), int):  # several ticks in one message (Sender.send_rows)
                 try:
@@ -566,6 +566,8 @@ class Lockstep:
 
 #: the largest ``seq`` a message may carry (a float64 holds every integer below it: JSON readers of a recording)
 MAX_SEQ = 2**53
+#: what :func:`meta_seq` takes, in the words of the warnings that drop a message without it
+SEQ_RULE = "integer 'seq' metadata (0 <= seq < 2**53)"
 
 
 def meta_seq(meta: Mapping[str, Any]) -> int | None:

@@ -74,7 +74,7 @@ import time
 import numpy as np
 
 from contactflow.nodes._runtime import (REALTIME_WARMUP_TICKS, connect, UpstreamError, base_parser, declared_inputs,
-                      drain_after_finish, is_received_repeat, load_node_config, lockstep_for, meta_seq, meta_time,
+                      drain_after_finish, is_received_repeat, load_node_config, lockstep_for, meta_seq, meta_time, SEQ_RULE,
                       node_main, sender_for, upstream_failure)
 
 log = logging.getLogger("contactflow.mujoco_driver")
@@ -267,7 +267,7 @@ def run_realtime(node, driver, sender, specs, values_of, mode, *, use_wrench: bo
                     else:
                         latch.offer(*offer)
                 else:
-                    log.warning("command without integer 'seq' metadata (0 <= seq < 2**53) ignored")
+                    log.warning("command without %s ignored", SEQ_RULE)
             elif use_wrench:
                 driver.set_wrenches(fields)
         elif typ == "STOP":
