@@ -1993,11 +1993,12 @@ def test_the_analytic_arm_feedforward_is_the_teachers_over_the_deploy_history(ro
         want_prev, got_prev = want, now
 
 
-def _teacher_admittance_rest(robot, F, C, K, K_th, ticks):
+def _teacher_admittance_rest(robot, F, C, K, K_th, ticks, ecfg=None):
     """The teacher's hand admittances (``VirtualAdmittance``, the soft bound) and whole-body IK (``WholeBodyIK``) of
     ``lac_expert``'s steps 2-3 iterated at a constant estimate (``F``, ``C``: (2, 3) world [N], [N m]) from the
     reference posture (the default upper body, upright base) until rest: (the frame's state ``q_ref`` (30,), the
-    rest's arm offsets (2, 5) [rad] in chain order, the waist's [rad])."""
+    rest's arm offsets (2, 5) [rad] in chain order, the waist's [rad]). ``ecfg``: the expert's configuration (default
+    ``robots/g1/lac_expert.yaml``'s)."""
     import pinocchio as pin
 
     from contactflow.lac.config import LacConfig
@@ -2005,7 +2006,7 @@ def _teacher_admittance_rest(robot, F, C, K, K_th, ticks):
     from contactflow.lac.model import LacRobot
     from contactflow.lac.synthesis import VirtualAdmittance
 
-    ecfg = _expert_cfg()
+    ecfg = ecfg or _expert_cfg()
     lac = LacRobot(robot)
     m = robot.model
     dt = 1.0 / ecfg.rate_hz
@@ -2068,23 +2069,33 @@ def _in_base(est, Rw):
     return tuple((RT @ est[:, 6 * i:6 * i + 6].reshape(len(est), 2, 3, 1)).squeeze(-1) for i in range(2))
 
 
-@pytest.mark.parametrize("load", ["force", "couple"])
+@pytest.mark.parametrize("load", ["force", "couple", "posture"])
 def test_the_admittance_offset_is_the_teachers_rest_under_a_small_load(robot, spec, load):
     """student.arm_feedforward: admittance: at the reference posture, under a small constant estimate (a force on the
     left hand at K = 100 N/m, ~0.5 mm of displacement, or a couple at K_theta = 10 N m/rad, ~1 mrad), the graph's arm
     offsets are where the teacher's own admittances and IK (lac_expert steps 2-3, iterated to rest) take the arms,
     within 10 % (the right arm moves through the waist). Linearised: at the default posture the arms are near a
     singularity and the teacher's rest departs from it fast (its waist per newton of this force at 1 cm of displacement
-    is 0.43 times the linear one, and turns sign by 5 cm), so the comparison holds for small loads only."""
+    is 0.43 times the linear one, and turns sign by 5 cm), so the comparison holds for small loads only. ``posture``:
+    the force with the IK's posture weight 100 times the teacher's, where the hand's target weight (its body's mass
+    times ``w_contact_pos``) no longer dominates the posture's and the hand yields a fraction of ``F / K``."""
     Z = np.zeros(3)
-    F, C = (np.array([[0.03, -0.02, -0.04], Z]), np.zeros((2, 3))) if load == "force" else \
+    F, C = (np.array([[0.03, -0.02, -0.04], Z]), np.zeros((2, 3))) if load != "couple" else \
         (np.zeros((2, 3)), np.array([[0.01, 0.0, 0.0], Z]))
-    K, K_th = 100.0, (30.0 if load == "force" else 10.0)
-    q_ref, want, _ = _teacher_admittance_rest(robot, F, C, K, K_th, ticks=1500)
-    got = _admittance_at(robot, spec, _arm_statics(robot, spec).double(), q_ref, np.concatenate([F.ravel(), C.ravel()]),
-                         [[K, K_th], [K, K_th]])
+    K, K_th = 100.0, (10.0 if load == "couple" else 30.0)
+    ecfg = _expert_cfg()
+    if load == "posture":
+        ecfg = dataclasses.replace(ecfg, ik=dataclasses.replace(ecfg.ik, w_posture=100.0 * ecfg.ik.w_posture))
+    q_ref, want, _ = _teacher_admittance_rest(robot, F, C, K, K_th, ticks=1500, ecfg=ecfg)
+    from contactflow.lac.train.arm_statics import ArmStatics, arm_statics_params
+
+    got = _admittance_at(robot, spec, ArmStatics(arm_statics_params(robot, spec, ecfg)).double(), q_ref,
+                         np.concatenate([F.ravel(), C.ravel()]), [[K, K_th], [K, K_th]])
     assert np.abs(want[0]).max() > 1e-4  # the loaded arm moves: not a comparison of zeros
     np.testing.assert_allclose(got, want, atol=0.1 * np.abs(want).max())
+    if load == "posture":  # the posture's pull is felt: the hand yields less than with the teacher's weights
+        _, free, _ = _teacher_admittance_rest(robot, F, C, K, K_th, ticks=1500)
+        assert np.abs(want[0]).max() < 0.8 * np.abs(free[0]).max()
 
 
 def test_the_admittance_offset_keeps_the_teachers_soft_bound_and_reads_each_hands_stiffness(robot, spec):
