@@ -321,6 +321,9 @@ class Student(nn.Module):
         if self.arm_ff:
             params = arm_statics[0]
             need = len(params.filter_w) + (2 if self.arm_lag else 1)
+            if self.arm_lag and params.adm_zeta < 1.0:
+                raise ValueError(f"arm_feedforward: 'admittance_lag' models an over-damped admittance, the expert's "
+                                 f"admittance.damping_ratio is {params.adm_zeta} (< 1)")
             if history < need:
                 raise ValueError(f"arm_feedforward: {cfg.arm_feedforward!r} takes {need} frames, the history has {history}")
             cols = np.asarray(params.act_col).reshape(-1)
