@@ -550,7 +550,7 @@ class ArmStatics(nn.Module):
         if lag and not admittance:
             raise ValueError("ArmStatics.feedforward: lag acts on the admittance's offset, give admittance=True")
         b, h, d = frames.shape
-        n = (h if lag else self.n_frames + 1)  # frames whose readings are needed
+        n = h if lag else self.n_frames + 1  # frames whose readings are needed
         self._check_history(h, self.n_frames + (2 if lag else 1))
         wr, g_arm, Jp_T, Jr_T, Rw, Jw_T = (t.reshape(b, n, *t.shape[1:]) for t in
                                            self._statics(frames[:, h - n:].reshape(b * n, d)))
@@ -564,15 +564,16 @@ class ArmStatics(nn.Module):
         def stiffness(k: int) -> torch.Tensor:
             return torch.einsum("bd,dac->bac", frames[:, h - n + k], self.k_W)
 
-        def tau(e: torch.Tensor, e_adm: torch.Tensor, k: int) -> torch.Tensor:
+        def in_base(e: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:  # (B, 12) world -> F, C (B, 2, 3)
             RT = Rw[:, k].transpose(-1, -2)  # (B, 1, 3, 3): world -> base
-            F = (RT @ e[:, :6].reshape(b, 2, 3, 1)).squeeze(-1)
-            C = (RT @ e[:, 6:].reshape(b, 2, 3, 1)).squeeze(-1)
+            return (RT @ e[:, :6].reshape(b, 2, 3, 1)).squeeze(-1), (RT @ e[:, 6:].reshape(b, 2, 3, 1)).squeeze(-1)
+
+        def tau(e: torch.Tensor, e_adm: torch.Tensor, k: int) -> torch.Tensor:
+            F, C = in_base(e, k)
             t = g_arm[:, k] - (Jp_T[:, k] @ F.unsqueeze(-1)).squeeze(-1) - (Jr_T[:, k] @ C.unsqueeze(-1)).squeeze(-1)
             if admittance:
                 if e_adm is not e:
-                    F = (RT @ e_adm[:, :6].reshape(b, 2, 3, 1)).squeeze(-1)
-                    C = (RT @ e_adm[:, 6:].reshape(b, 2, 3, 1)).squeeze(-1)
+                    F, C = in_base(e_adm, k)
                 t = t + self.kp * self.admittance_step(F, C, stiffness(k), Jp_T[:, k], Jr_T[:, k], Jw_T[:, k])
             return t
 
