@@ -1369,8 +1369,19 @@ def test_residual_action_student_starts_by_holding_the_runners_last_action_and_e
     w_out = arms.actor[-1].weight.detach().numpy()
     assert not np.any(w_out[i_arm]) and np.all(np.abs(w_out[i_leg]).sum(axis=1) > 0)  # the legs: the network alone
     assert np.all(np.abs(a[i_leg] - run.last_action[i_leg]) > 1e-6)
+    wrists = new_student(load_train_config(None, {"student": {"residual_action": "wrists"}}), spec)
+    wrists.set_normalizer(wrists.features(torch.from_numpy(x[0])).numpy() + rng.normal(size=(64, 95)), 1e-2)
+    i_wr = [spec.joint_names.index(j) for j in ("left_wrist_roll_joint", "right_wrist_roll_joint")]
+    i_rest = [i for i in range(len(spec.joint_names)) if i not in i_wr]
+    with torch.no_grad():
+        a = wrists(torch.from_numpy(x)).numpy()[0]
+    np.testing.assert_allclose(a[i_wr], run.last_action[i_wr], atol=1e-5)
+    assert np.all(np.abs(a[i_rest] - run.last_action[i_rest]) > 1e-6)  # shoulders and elbows absolute
     with pytest.raises(ConfigError, match="residual_action"):
         load_train_config(None, {"student": {"residual_action": "legs"}})
+    with pytest.raises(ConfigError, match="arm_feedforward.*'wrists'"):
+        load_train_config(None, {"student": {"residual_action": "wrists", "arm_estimate": "analytic",
+                                             "wrench_input": "wrench", "arm_feedforward": "analytic"}})
 
 
 def test_last_action_map_undoes_the_terms_scale_and_joint_order(robot, tmp_path):

@@ -268,8 +268,10 @@ class StudentCfg:
             Both are linear in the frame, but as differences of two large signals (joint angles
             that move with the reference) they are small (a load of a few N moves them by
             0.01-0.05 rad); given explicitly, the normaliser scales them by their own spread.
-        residual_action: ``"none"``, ``"arms"`` (the 10 arm joints of the spec's ``arms`` order) or
-            ``"all"``: those actions are the newest frame's ``last_action`` plus the network's output
+        residual_action: ``"none"``, ``"arms"`` (the 10 arm joints of the spec's ``arms`` order),
+            ``"wrists"`` (the joints of that order named ``*wrist*``: LAC's two wrist rolls; the hands'
+            position joints absolute, whose residual drifts on under a held load, the wrists' residual,
+            which lets the wrist follow K_theta: docs/lac_policy_runs.md) or ``"all"``: those actions are the newest frame's ``last_action`` plus the network's output
             (its output layer starts at zero: the initial student holds its last action there). The
             teacher holds a stiff link still by keeping the PD offset that carries the load, which
             is its own last action: a network that has to reproduce that identity through its
@@ -385,8 +387,8 @@ class StudentCfg:
     arm_feedforward: str = "none"
 
     def __post_init__(self):
-        if self.residual_action not in ("none", "arms", "all"):
-            raise ConfigError(f"residual_action: expected 'none', 'arms' or 'all', got {self.residual_action!r}")
+        if self.residual_action not in ("none", "arms", "wrists", "all"):
+            raise ConfigError(f"residual_action: expected 'none', 'arms', 'wrists' or 'all', got {self.residual_action!r}")
         if not 0.0 <= self.actor_dropout < 1.0:
             raise ConfigError(f"actor_dropout: must be in [0, 1), got {self.actor_dropout!r}")
         if not self.conv_channels or min(self.conv_channels) < 1 or self.conv_kernel < 1:
@@ -421,6 +423,10 @@ class StudentCfg:
         if self.arm_feedforward != "none" and self.arm_estimate == "learned":
             raise ConfigError(f"arm_feedforward: {self.arm_feedforward!r} is made of the graph's arm estimator, which "
                               f"exists with arm_estimate 'analytic' or 'analytic_forces' only, got arm_estimate 'learned'")
+        if self.arm_feedforward != "none" and self.residual_action in ("wrists",):
+            raise ConfigError(f"arm_feedforward: {self.arm_feedforward!r} adds to every arm joint's action, its change "
+                              f"since the frame before where the last action is added: residual_action 'none', 'arms' "
+                              f"or 'all', got 'wrists'")
         if not self.compliance_rotation_bound_rad > 0:
             raise ConfigError(f"compliance_rotation_bound_rad: must be > 0, got {self.compliance_rotation_bound_rad!r}")
 

@@ -128,33 +128,39 @@ def last_action_map(spec: PolicySpec, joints: str = "all") -> np.ndarray:
 
     Args:
         spec: the deploy spec (its frame layout and joint orders).
-        joints: ``"all"`` (every action) or ``"arms"`` (only the columns of the spec's ``arms``
-            joint order; the others zero).
+        joints: ``"all"`` (every action), ``"arms"`` (only the columns of the spec's ``arms``
+            joint order; the others zero) or ``"wrists"`` (only the joints of that order whose name
+            holds ``wrist``: LAC's two wrist rolls).
 
     Returns:
         W (frame_dim, n_act) float32 [-]: the action's units (LAC: multiples of the action scale).
 
     Raises:
-        ValueError: ``joints`` is neither ``"all"`` nor ``"arms"``.
-        ConfigError: the spec's frame has no ``last_action`` term or it lacks an action; ``arms``
-            without an ``arms`` joint order in the spec or naming a joint not in its actions.
+        ValueError: ``joints`` is not ``"all"``, ``"arms"`` or ``"wrists"``.
+        ConfigError: the spec's frame has no ``last_action`` term or it lacks an action; ``arms`` or
+            ``wrists`` without an ``arms`` joint order in the spec or naming a joint not in its actions;
+            ``wrists`` with no ``wrist`` joint in that order.
     """
     from contactflow.errors import ConfigError
 
-    if joints not in ("all", "arms"):
-        raise ValueError(f"joints: expected 'all' or 'arms', got {joints!r}")
+    if joints not in ("all", "arms", "wrists"):
+        raise ValueError(f"joints: expected 'all', 'arms' or 'wrists', got {joints!r}")
 
     la = spec.term("last_action")
     if la is None:
         raise ConfigError(f"{spec.file}: student.residual_action needs the observation term last_action")
     n = len(spec.joint_names)
-    if joints == "arms":
+    if joints != "all":
         if "arms" not in spec.cfg.joint_orders:
-            raise ConfigError(f"{spec.file}: student.residual_action: arms needs the joint order 'arms'")
+            raise ConfigError(f"{spec.file}: student.residual_action: {joints} needs the joint order 'arms'")
         missing = [j for j in spec.cfg.joint_orders["arms"] if j not in spec.joint_names]
         if missing:
             raise ConfigError(f"{spec.file}: joint order 'arms' names joints without an action: {missing}")
-        cols = [spec.joint_names.index(j) for j in spec.cfg.joint_orders["arms"]]
+        names = [j for j in spec.cfg.joint_orders["arms"] if joints == "arms" or "wrist" in j]
+        if not names:
+            raise ConfigError(f"{spec.file}: student.residual_action: wrists needs a joint named '*wrist*' in the "
+                              f"joint order 'arms', it has {spec.cfg.joint_orders['arms']}")
+        cols = [spec.joint_names.index(j) for j in names]
     else:
         cols = range(n)
     W = np.zeros((spec.frame_dim, n), np.float32)
