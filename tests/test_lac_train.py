@@ -305,6 +305,37 @@ def test_stiffness_sampled_per_episode(robot, rows):
         load_train_config(None, {"env": {"stiffness_sample_prob": 1.5}})
 
 
+def test_student_acts_in_probes_only_leaves_the_other_episodes_to_the_teacher(run_a, rows):
+    """``dagger.student_acts: probes``: in a DAgger round the student's actions are executed in the compliance-probe
+    episodes only; every other episode is the teacher's rollout, tick for tick (the same as with beta 1), where
+    ``all`` executes the student's there too. Refused without probe episodes."""
+    from contactflow.lac.train import dagger
+
+    out, _ = run_a
+    over = {**TINY, "env": {**TINY["env"], "probe_prob": 0.5}}
+    only = dagger._Context(load_train_config(None, {**over, "dagger": {**TINY["dagger"], "student_acts": "probes"}}),
+                           rows, str(out / "student.onnx"))
+    every = dagger._Context(load_train_config(None, over), rows, str(out / "student.onnx"))
+    kinds = set()
+    for i in range(6):
+        res = dagger.rollout_episode(only, 1, i, 0.0)
+        rng = episode_rng(only.cfg.seed, 1, i)
+        ep = episode_from_row(only.env.rows[int(rng.integers(len(rows)))], only.cfg.env, only.env.lac, rng)
+        kinds.add(ep.probe)
+        if ep.probe:
+            assert res.student_acted.all()
+        else:
+            assert not res.student_acted.any()
+            taught = dagger.rollout_episode(only, 1, i, 1.0)
+            np.testing.assert_array_equal(res.frames, taught.frames)
+            assert dagger.rollout_episode(every, 1, i, 0.0).student_acted.all()
+    assert kinds == {True, False}
+    with pytest.raises(ConfigError, match="student_acts.*probe_prob"):
+        load_train_config(None, {"env": {"probe_prob": 0.0}, "dagger": {"student_acts": "probes"}})
+    with pytest.raises(ConfigError, match="student_acts"):
+        load_train_config(None, {"dagger": {"student_acts": "some"}})
+
+
 def test_probe_episodes_hold_one_load_at_a_drawn_stiffness_of_its_link(robot, rows):
     """probe_prob = 1: every episode is a compliance probe: the teleop's default command but for the loaded arm's
     shoulder and the loaded link's stiffness channels (in LAC's ranges), one load of the configured size on one link

@@ -553,6 +553,12 @@ class DaggerCfg:
             :func:`~contactflow.lac.train.dagger.prior_aggregate`; ``ConfigError`` naming the run and
             the key); one SHA-256 per run over its round files goes into ``run.json`` (a resumed run
             refuses changed files). []: none.
+        student_acts: ``all`` (DAgger as above) or ``probes``: in rounds ``r >= 1`` the student's action is
+            executed (with probability ``1 - beta_r`` each tick) in the compliance-probe episodes only
+            (``env.probe_prob``), the teacher's in all the others: the student's own states under a held load at
+            the drawn stiffness, where its closed loop leaves the teacher's (the stiff end yields more than the
+            teacher's targets say on the teacher's own states), without the falls of its rollouts in the
+            dataset's episodes. Needs ``env.probe_prob > 0``.
     """
 
     rounds: int = 6
@@ -564,8 +570,11 @@ class DaggerCfg:
     dataset_episodes: int = 64
     stiffness_relabel: int = 0
     prior_runs: tuple[str, ...] = ()
+    student_acts: str = "all"
 
     def __post_init__(self):
+        if self.student_acts not in ("all", "probes"):
+            raise ConfigError(f"student_acts: expected 'all' or 'probes', got {self.student_acts!r}")
         if self.rounds < 1 or self.episodes_per_round < 1 or self.dataset_episodes < 1:
             raise ConfigError("rounds, episodes_per_round and dataset_episodes: must be >= 1")
         if not (isinstance(self.stiffness_relabel, int) and 0 <= self.stiffness_relabel <= 8):
@@ -650,6 +659,9 @@ class TrainConfig:
                               f"got {self.optim.aux_force_weight!r} (a configuration written before 2026-12-05 08:45 UTC "
                               "has no student.wrench_input and takes the shipped file's: add `wrench_input: none` to "
                               "its student section to reproduce it)")
+        if self.dagger.student_acts == "probes" and not self.env.probe_prob > 0:
+            raise ConfigError("dagger.student_acts: 'probes' executes the student's actions in the compliance-probe "
+                              f"episodes only, and env.probe_prob is {self.env.probe_prob!r}: no episode would be its")
 
 
 def default_train_config_path() -> Path:

@@ -249,6 +249,8 @@ def _rollout(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
     rng = episode_rng(cfg.seed, r, i)
     idx = int(rng.integers(len(env.rows)))
     ep = episode_from_row(env.rows[idx], cfg.env, env.lac, rng, row_index=idx)
+    if cfg.dagger.student_acts == "probes" and not ep.probe:
+        beta = 1.0  # the teacher acts; the per-tick draw below stays (the episode's random stream unchanged)
     obs, priv = env.reset(0, episode=ep)
     teacher.reset(priv["sensors"])
     relabel = _relabel_commands(ctx, cfg.seed, r, i)

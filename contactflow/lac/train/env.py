@@ -105,6 +105,7 @@ class Episode:
         body_frame: (L,) True where ``peaks_W`` is in the loaded body's own axes instead (the
             ``hand_couple_axis: joint`` couple): rotated to world with the body's orientation at the
             first tick of the event and held there, as the evaluation does; () = all world axes.
+        probe: a compliance probe (:func:`probe_episode`), not a dataset row's episode.
         event: (start, ramp, hold, release) [s], episode time.
         duration_s: episode length [s].
         q0: (n,) initial joint angles, robot order [rad].
@@ -134,6 +135,7 @@ class Episode:
     aug_t0_s: float = 0.0
     aug_dt_s: float = 0.02
     body_frame: tuple[bool, ...] = ()
+    probe: bool = False
 
     def aug_index(self, t_s: float) -> int:
         """The dataset frame at episode time ``t_s`` [s] (clamped to the first / last frame)."""
@@ -341,6 +343,7 @@ def probe_episode(cfg: EnvCfg, lac: LacRobot, rng: np.random.Generator, *, row_i
         mass_scale={b: float(rng.uniform(*r.mass_scale)) for b in r.mass_bodies} if mass_scale is None else dict(mass_scale),
         q_aug=q_ref.reshape(1, -1).astype(np.float32), base_height_aug=np.asarray(cmd["base_height"], np.float32).reshape(1),
         row_index=int(row_index), aug_t0_s=cfg.settle_s, body_frame=(kind == 1,),
+        probe=True,
     )
 
 
