@@ -322,12 +322,15 @@ def test_student_acts_in_probes_only_leaves_the_other_episodes_to_the_teacher(ru
         rng = episode_rng(only.cfg.seed, 1, i)
         ep = episode_from_row(only.env.rows[int(rng.integers(len(rows)))], only.cfg.env, only.env.lac, rng)
         kinds.add(ep.probe)
-        if ep.probe:
+        if ep.probe:  # the student as in an `all` run, tick for tick
             assert res.student_acted.all()
-        else:
+            mixed, mixed_all = dagger.rollout_episode(only, 1, i, 0.5), dagger.rollout_episode(every, 1, i, 0.5)
+            assert 0 < mixed.student_acted.sum() < len(mixed.student_acted)
+            np.testing.assert_array_equal(mixed.student_acted, mixed_all.student_acted)
+            np.testing.assert_array_equal(mixed.frames, mixed_all.frames)
+        else:  # the teacher's rollout
             assert not res.student_acted.any()
-            taught = dagger.rollout_episode(only, 1, i, 1.0)
-            np.testing.assert_array_equal(res.frames, taught.frames)
+            np.testing.assert_array_equal(res.frames, dagger.rollout_episode(every, 1, i, 1.0).frames)
             assert dagger.rollout_episode(every, 1, i, 0.0).student_acted.all()
     assert kinds == {True, False}
     with pytest.raises(ConfigError, match="student_acts.*probe_prob"):
@@ -1368,7 +1371,7 @@ def test_residual_action_student_starts_by_holding_the_runners_last_action_and_e
     builds (policy order, raw); the new student outputs exactly that last action; after a gradient step the
     network's part is no longer zero and the export (LAC's input and output) is the torch network."""
     from contactflow.lac.train.dagger import new_student
-    from contactflow.lac.train.student import deploy_metadata, export_onnx
+    from contactflow.lac.train.student import deploy_metadata, export_onnx, last_action_map
     from contactflow.policy import load_policy_spec
 
     rng = np.random.default_rng(3)
@@ -1408,6 +1411,10 @@ def test_residual_action_student_starts_by_holding_the_runners_last_action_and_e
         a = wrists(torch.from_numpy(x)).numpy()[0]
     np.testing.assert_allclose(a[i_wr], run.last_action[i_wr], atol=1e-5)
     assert np.all(np.abs(a[i_rest] - run.last_action[i_rest]) > 1e-6)  # shoulders and elbows absolute
+    no_wrist = dataclasses.replace(spec.cfg, joint_orders={**spec.cfg.joint_orders, "arms": [
+        j for j in spec.cfg.joint_orders["arms"] if "wrist" not in j]})
+    with pytest.raises(ConfigError, match="wrists needs a joint named"):
+        last_action_map(dataclasses.replace(spec, cfg=no_wrist), "wrists")
     with pytest.raises(ConfigError, match="residual_action"):
         load_train_config(None, {"student": {"residual_action": "legs"}})
     with pytest.raises(ConfigError, match="arm_feedforward.*'wrists'"):

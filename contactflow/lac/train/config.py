@@ -269,9 +269,10 @@ class StudentCfg:
             that move with the reference) they are small (a load of a few N moves them by
             0.01-0.05 rad); given explicitly, the normaliser scales them by their own spread.
         residual_action: ``"none"``, ``"arms"`` (the 10 arm joints of the spec's ``arms`` order),
-            ``"wrists"`` (the joints of that order named ``*wrist*``: LAC's two wrist rolls; the hands'
-            position joints absolute, whose residual drifts on under a held load, the wrists' residual,
-            which lets the wrist follow K_theta: docs/lac_policy_runs.md) or ``"all"``: those actions are the newest frame's ``last_action`` plus the network's output
+            ``"wrists"`` (the joints of that order named ``*wrist*``, LAC's two wrist rolls: the
+            shoulders and elbows absolute, whose residual drifts on under a held load, the wrist rolls
+            residual, which lets the wrist follow K_theta; docs/lac_policy_runs.md; refused with
+            ``arm_feedforward``) or ``"all"``: those actions are the newest frame's ``last_action`` plus the network's output
             (its output layer starts at zero: the initial student holds its last action there). The
             teacher holds a stiff link still by keeping the PD offset that carries the load, which
             is its own last action: a network that has to reproduce that identity through its
@@ -355,7 +356,7 @@ class StudentCfg:
             MLP otherwise forms as a product of the Jacobian and the estimate. With ``residual_action`` the arms' action
             is the last action plus the feed-forward's change since the frame before plus the network's output (the
             last action holds the feed-forward in force), without it the feed-forward plus the network's output.
-            Needs ``arm_estimate`` not ``learned``. ``admittance``: that feed-forward and the arm joints' offset at the
+            Needs ``arm_estimate`` not ``learned``; refused with ``residual_action: wrists``. ``admittance``: that feed-forward and the arm joints' offset at the
             rest of the teacher's hand admittances and IK under the estimate and the frame's stiffness command
             (linearised at the frame's angles, with its soft bound:
             :meth:`~contactflow.lac.train.arm_statics.ArmStatics.admittance_step`), the part of the label that makes a
@@ -423,7 +424,7 @@ class StudentCfg:
         if self.arm_feedforward != "none" and self.arm_estimate == "learned":
             raise ConfigError(f"arm_feedforward: {self.arm_feedforward!r} is made of the graph's arm estimator, which "
                               f"exists with arm_estimate 'analytic' or 'analytic_forces' only, got arm_estimate 'learned'")
-        if self.arm_feedforward != "none" and self.residual_action in ("wrists",):
+        if self.arm_feedforward != "none" and self.residual_action == "wrists":
             raise ConfigError(f"arm_feedforward: {self.arm_feedforward!r} adds to every arm joint's action, its change "
                               f"since the frame before where the last action is added: residual_action 'none', 'arms' "
                               f"or 'all', got 'wrists'")

@@ -7,7 +7,8 @@ DAgger (Ross, Gordon, Bagnell, AISTATS 2011):
 
 * round 0: the teacher acts (behaviour cloning data);
 * round r >= 1: at each tick the teacher's action is executed with probability ``beta_r``
-  (:meth:`DaggerCfg.beta`), else the student's (its ONNX export run by onnxruntime, as deployed);
+  (:meth:`DaggerCfg.beta`), else the student's (its ONNX export run by onnxruntime, as deployed;
+  with ``dagger.student_acts: probes`` in the compliance-probe episodes only, the others at beta 1);
   the teacher labels EVERY visited state (it runs as an observer, ``lockstep=False``);
 * the data of all rounds are aggregated and the student is trained on them (squared action error
   weighted per joint, ``optim.loss``; Adam), warm-started from the previous round;
@@ -225,7 +226,8 @@ def rollout_episode(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult
 
     Args:
         ctx: the worker's context. r, i: round and episode (the seed is
-            ``SeedSequence([cfg.seed, r, i])``). beta: probability of executing the teacher's action.
+            ``SeedSequence([cfg.seed, r, i])``). beta: probability of executing the teacher's action (1 in an
+            episode that is not a compliance probe with ``dagger.student_acts: probes``).
 
     Returns:
         RolloutResult.
@@ -250,7 +252,7 @@ def _rollout(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
     idx = int(rng.integers(len(env.rows)))
     ep = episode_from_row(env.rows[idx], cfg.env, env.lac, rng, row_index=idx)
     if cfg.dagger.student_acts == "probes" and not ep.probe:
-        beta = 1.0  # the teacher acts; the per-tick draw below stays (the episode's random stream unchanged)
+        beta = 1.0  # the teacher acts; the per-tick draw stays, so the probe episodes are an `all` run's tick for tick
     obs, priv = env.reset(0, episode=ep)
     teacher.reset(priv["sensors"])
     relabel = _relabel_commands(ctx, cfg.seed, r, i)
