@@ -601,6 +601,40 @@ def test_tiny_training_exports_a_deploy_policy(run_a, robot, tiny_cfg, tmp_path)
         r = sim.step(o.command["q_target"], o.command["kp"], o.command["kd"], o.command["tau_ff"])
 
 
+@pytest.mark.parametrize("keys", [
+    {"student": {"arm_estimate": "analytic", "arm_feedforward": "admittance_lag"}},
+    {"student": {"residual_action": "wrists"}, "dagger": {"student_acts": "probes"}, "env": {"probe_prob": 0.5}},
+], ids=["admittance_lag", "wrists_probes"])
+def test_tiny_training_with_the_graphs_model_keys_trains_and_exports_the_same_network(keys, dataset, robot, tmp_path):
+    """A tiny run (two rounds) with the keys the recipe leaves off: the arms' model in the graph
+    (``arm_estimate: analytic``, ``arm_feedforward: admittance_lag``), the wrists residual with DAgger in the probes
+    only. It trains, the student acts in round 1, and the exported ONNX gives the checkpoint's torch actions on the
+    recorded histories (the deploy input)."""
+    from contactflow.lac.train.dagger import load_rounds, new_student
+    from contactflow.policy import load_policy_spec
+
+    over = {k: {**TINY.get(k, {}), **v} for k, v in keys.items()}
+    cfg = load_train_config(None, {**TINY, **over})
+    out = tmp_path / "run"
+    train(cfg, out, dataset=dataset, workers=1, progress=False, echo=lambda s: None)
+    log = json.loads((out / "train_log.json").read_text())
+    assert [r["round"] for r in log["rounds"]] == [0, 1] and all(np.isfinite(e["loss"]) for e in log["epochs"])
+    assert 0 < log["rounds"][1]["student_ticks"] <= log["rounds"][1]["ticks"]
+    ck = load_checkpoint(out)
+    spec = load_train_spec(cfg.spec, robot)
+    model = new_student(cfg, spec)
+    model.load_state_dict(ck["model"])
+    model.eval()
+    data = load_rounds(out / "data", 1)
+    idx = np.linspace(0, len(data["frames"]) - 1, 12).astype(int)
+    x = data["frames"][window_index(data["first"], idx, 64)]
+    with torch.no_grad():
+        a = model(torch.from_numpy(x)).numpy()
+    onnx = load_policy_spec("lac", robot, model=out / "student.onnx").model
+    np.testing.assert_allclose(np.concatenate([onnx.run(x[i:i + 1]) for i in range(len(x))]).reshape(a.shape), a,
+                               atol=1e-4)
+
+
 def test_export_averages_the_weights_of_rounds(run_a, robot, tmp_path, capsys):
     """`contactflow lac export RUN --average 0-1`: the ONNX is the student whose every weight is the mean
     of the rounds' (the normaliser, set in round 0, is shared); the rounds are recorded in the
