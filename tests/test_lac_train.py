@@ -339,6 +339,38 @@ def test_student_acts_in_probes_only_leaves_the_other_episodes_to_the_teacher(ru
         load_train_config(None, {"dagger": {"student_acts": "some"}})
 
 
+def test_arm_action_noise_perturbs_the_executed_arm_actions_and_keeps_the_teachers_labels(rows):
+    """``dagger.arm_action_noise``: the action executed at each teacher tick (the next frame's ``last_action``) is the
+    teacher's label plus a Gaussian noise of that std on the arm joints alone; the labels are the teacher's at the
+    states visited; without it the executed action is the label; the episode's own draws are unchanged (its first
+    frame the same)."""
+    from contactflow.lac.train import dagger
+    from contactflow.lac.train.student import last_action_map
+
+    runs = {}
+    for sigma in (0.0, 0.1):
+        ctx = dagger._Context(load_train_config(None, {**TINY, "dagger": {**TINY["dagger"], "arm_action_noise": sigma}}),
+                              rows, None)
+        runs[sigma] = dagger.rollout_episode(ctx, 0, 1, 1.0)
+    spec = ctx.spec
+    arms = [spec.joint_names.index(j) for j in spec.cfg.joint_orders["arms"]]
+    legs = [i for i in range(len(spec.joint_names)) if i not in arms]
+    W = last_action_map(spec)
+    for sigma, res in runs.items():
+        executed = res.frames[1:] @ W  # the action executed at the tick before
+        d = executed - res.labels[:-1]
+        assert len(d) > 50
+        np.testing.assert_allclose(d[:, legs], 0.0, atol=1e-6)
+        if sigma == 0.0:
+            np.testing.assert_allclose(d[:, arms], 0.0, atol=1e-6)
+        else:
+            assert abs(np.std(d[:, arms]) - sigma) < 0.02 and abs(np.mean(d[:, arms])) < 0.02
+    np.testing.assert_array_equal(runs[0.0].frames[0], runs[0.1].frames[0])
+    assert not np.allclose(runs[0.0].frames[-1], runs[0.1].frames[-1])
+    with pytest.raises(ConfigError, match="arm_action_noise"):
+        load_train_config(None, {"dagger": {"arm_action_noise": -0.1}})
+
+
 def test_probe_episodes_hold_one_load_at_a_drawn_stiffness_of_its_link(robot, rows):
     """probe_prob = 1: every episode is a compliance probe: the teleop's default command but for the loaded arm's
     shoulder and the loaded link's stiffness channels (in LAC's ranges), one load of the configured size on one link

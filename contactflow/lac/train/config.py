@@ -560,6 +560,11 @@ class DaggerCfg:
             the drawn stiffness, where its closed loop leaves the teacher's (the stiff end yields more than the
             teacher's targets say on the teacher's own states), without the falls of its rollouts in the
             dataset's episodes. Needs ``env.probe_prob > 0``.
+        arm_action_noise: standard deviation of a Gaussian noise added, each tick, to the arm joints' actions
+            where the teacher's action is executed (action units: times the action scale in rad), its label
+            unchanged: the teacher's answer to the arm's state pushed off its own path, including the restoring
+            action at a stiff command, which its undisturbed rollouts never show (DART, Laskey et al., CoRL 2017).
+            Drawn from a generator of its own (the episode's draws unchanged). 0: none.
     """
 
     rounds: int = 6
@@ -572,8 +577,11 @@ class DaggerCfg:
     stiffness_relabel: int = 0
     prior_runs: tuple[str, ...] = ()
     student_acts: str = "all"
+    arm_action_noise: float = 0.0
 
     def __post_init__(self):
+        if not self.arm_action_noise >= 0:
+            raise ConfigError(f"arm_action_noise: must be >= 0, got {self.arm_action_noise!r}")
         if self.student_acts not in ("all", "probes"):
             raise ConfigError(f"student_acts: expected 'all' or 'probes', got {self.student_acts!r}")
         if self.rounds < 1 or self.episodes_per_round < 1 or self.dataset_episodes < 1:

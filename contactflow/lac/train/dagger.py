@@ -200,6 +200,9 @@ class _Context:
             if missing:
                 raise ConfigError(f"optim.aux_target: teacher: the teacher estimates no load on {missing} (its arm_links "
                                   f"{list(ex.arm_links)}, torso_link {ex.torso_link!r}; expert_config {cfg.expert_config})")
+        if cfg.dagger.arm_action_noise > 0 and "arms" not in self.spec.cfg.joint_orders:
+            raise ConfigError(f"dagger.arm_action_noise: the spec {self.spec.file} has no joint order 'arms' (the "
+                              f"joints it perturbs)")
         self.has_student = student_model is not None
         stiff = [b for b in self.spec.terms if b.term.name == "stiffness"]
         if self.relabel_teachers and len(stiff) != 1:
@@ -272,6 +275,10 @@ def _rollout(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
     re_labels = np.empty((len(relabel), n, labels.shape[1]), np.float32)
     re_ok = np.zeros((len(relabel), n), bool)
     fell, refused, se, k = False, 0, 0.0, 0
+    noise = cfg.dagger.arm_action_noise
+    if noise > 0:  # a generator of its own: the episode's draws stay as without noise
+        noise_rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, r, i]).spawn(1)[0])
+        arm_cols = [env.spec.joint_names.index(j) for j in env.spec.cfg.joint_orders["arms"]]
     for k in range(n):
         a_t, ok = teacher.label(priv["sensors"], priv["command"])
         frames[k], labels[k], t_ok[k] = env.frame, a_t, ok
@@ -286,6 +293,9 @@ def _rollout(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
             se += float(np.mean((a_s - a_t) ** 2))
             if rng.uniform() >= beta:
                 a, s_act[k] = a_s, True
+        if noise > 0 and not s_act[k]:
+            a = np.array(a, float)
+            a[arm_cols] += noise_rng.normal(0.0, noise, len(arm_cols))
         res = env.step(a)
         obs, priv = res.obs, res.privileged
         refused += int(not res.info["accepted"])
