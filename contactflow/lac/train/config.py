@@ -272,9 +272,9 @@ class StudentCfg:
             ``"wrists"`` (the joints of that order named ``*wrist*``, LAC's two wrist rolls: the
             shoulders and elbows absolute, whose residual drifts on under a held load, the wrist rolls
             residual, which lets the wrist follow K_theta; docs/lac_policy_runs.md; refused with
-            ``arm_feedforward``) or ``"all"``: those actions are the newest frame's ``last_action`` plus the network's output
-            (its output layer starts at zero: the initial student holds its last action there). The
-            teacher holds a stiff link still by keeping the PD offset that carries the load, which
+            ``arm_feedforward``) or ``"all"``: those actions are the newest frame's ``last_action``
+            plus the network's output (its output layer starts at zero: the initial student holds
+            its last action there). The teacher holds a stiff link still by keeping the PD offset that carries the load, which
             is its own last action: a network that has to reproduce that identity through its
             layers reproduces it with a gain slightly below one, a leaky integrator whose
             steady-state error grows with the commanded stiffness. Here the identity is exact and
@@ -356,9 +356,9 @@ class StudentCfg:
             MLP otherwise forms as a product of the Jacobian and the estimate. With ``residual_action`` the arms' action
             is the last action plus the feed-forward's change since the frame before plus the network's output (the
             last action holds the feed-forward in force), without it the feed-forward plus the network's output.
-            Needs ``arm_estimate`` not ``learned``; refused with ``residual_action: wrists``. ``admittance``: that feed-forward and the arm joints' offset at the
-            rest of the teacher's hand admittances and IK under the estimate and the frame's stiffness command
-            (linearised at the frame's angles, with its soft bound:
+            Needs ``arm_estimate`` not ``learned``; refused with ``residual_action: wrists``. ``admittance``: that
+            feed-forward and the arm joints' offset at the rest of the teacher's hand admittances and IK under the
+            estimate and the frame's stiffness command (linearised at the frame's angles, with its soft bound:
             :meth:`~contactflow.lac.train.arm_statics.ArmStatics.admittance_step`), the part of the label that makes a
             hand yield with ``1 / K``; the network learns the rest (a residual policy on a model-based part, as Johannink
             et al., "Residual reinforcement learning for robot control", ICRA 2019). ``admittance_lag``: the same offset
