@@ -23,6 +23,7 @@ from contactflow.hardware.unitree import (BaseStateEstimator, LowStateReading, S
                                           UnitreeCommandShaper, UnitreeDriverConfig, fill_lowcmd, motor_slots,
                                           readings_from_state)
 from contactflow.robot import load_robot  # noqa: E402
+from dds_support import test_domain  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,13 +31,6 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def g1():
     return load_robot("g1")
-
-
-def _domain() -> int:
-    """A DDS domain for one test: 2-99, whose RTPS ports (7400 + 250 d + ...: 7900-32160) lie below Linux's
-    ephemeral port range (32768-60999), where another socket may hold the port a domain needs (a CI run
-    failed to open domain 147: ports 44150-44161)."""
-    return random.randint(2, 99)
 
 
 # ---------------------------------------------------------------------------------------- CRC
@@ -386,7 +380,7 @@ def test_emulator_rejects_a_command_with_a_corrupted_crc(g1):
     from contactflow.hardware.dds import UnitreeChannels
     from contactflow.hardware.emulator import UnitreeEmulator
 
-    dom = _domain()
+    dom = test_domain()
     emu = UnitreeEmulator(g1, dom, "lo")
     ctl = UnitreeChannels(dom, "lo", M.TOPIC_LOWSTATE, M.LowState_, M.TOPIC_LOWCMD, M.LowCmd_)
     time.sleep(0.3)  # discovery
@@ -407,7 +401,7 @@ def test_driver_link_rejects_a_state_with_a_corrupted_crc_and_copies_mode_machin
     from contactflow.hardware.emulator import UnitreeEmulator
     from contactflow.hardware.link import UnitreeLink
 
-    dom = _domain()
+    dom = test_domain()
     emu = UnitreeEmulator(g1, dom, "lo", mode_machine=9, corrupt_state_every=2)
     link = UnitreeLink(g1, UnitreeDriverConfig(), dom, "lo")
     time.sleep(0.3)
@@ -430,7 +424,7 @@ def test_link_damping_on_lost_commands_and_lost_state_timed_on_the_wire(g1, tmp_
 
     from contactflow.hardware.link import UnitreeLink
 
-    dom = _domain()
+    dom = test_domain()
     status = tmp_path / "emu.json"
     emu = subprocess.Popen([sys.executable, "-m", "contactflow.cli", "sim-robot", "g1", "--domain", str(dom),
                             "--duration-s", "30", "--status-json", str(status)], cwd=ROOT)
@@ -507,7 +501,7 @@ def test_estop_latches_damping_on_the_wire(g1, tmp_path):
 
     from contactflow.hardware.link import UnitreeLink
 
-    dom = _domain()
+    dom = test_domain()
     status = tmp_path / "emu.json"
     emu = subprocess.Popen([sys.executable, "-m", "contactflow.cli", "sim-robot", "g1", "--domain", str(dom),
                             "--duration-s", "30", "--status-json", str(status)], cwd=ROOT)
@@ -547,7 +541,7 @@ def test_emulator_applies_the_scenario_wrenches_of_the_wrench_injector(g1, tmp_p
     sc = tmp_path / "push.yaml"
     sc.write_text("duration_s: 1.0\nwrenches:\n  - {link: left_wrist_roll_link, start_s: 0.1, ramp_s: 0.1, "
                   "hold_s: 0.1, release_s: 0.05, force_n: [10.0, 0.0, 0.0]}\n")
-    emu = UnitreeEmulator(g1, _domain(), scenario=sc)
+    emu = UnitreeEmulator(g1, test_domain(), scenario=sc)
     ref = WrenchInjector(load_teleop_scenario(sc, g1).wrenches, wrench_links(g1))
     bid = mujoco.mj_name2id(emu.sim.model, mujoco.mjtObj.mjOBJ_BODY, "left_wrist_roll_link")
     emu.status.first_command_mono_s = time.monotonic()  # the physics runs (the default stiff command)
@@ -607,7 +601,7 @@ def test_remote_estop_latches_damping_on_the_wire(g1, tmp_path):
 
     from contactflow.hardware.link import UnitreeLink
 
-    dom = _domain()
+    dom = test_domain()
     status = tmp_path / "emu.json"
     emu = subprocess.Popen([sys.executable, "-m", "contactflow.cli", "sim-robot", "g1", "--domain", str(dom),
                             "--duration-s", "30", "--status-json", str(status), "--press-remote", "L2+B",
@@ -669,7 +663,7 @@ def test_link_ignores_non_finite_and_frozen_states(g1):
     from contactflow.hardware.emulator import UnitreeEmulator
     from contactflow.hardware.link import UnitreeLink
 
-    dom = _domain()
+    dom = test_domain()
     emu = UnitreeEmulator(g1, dom, "lo")
     link = UnitreeLink(g1, UnitreeDriverConfig(), dom, "lo")
     time.sleep(0.3)
@@ -714,7 +708,7 @@ def test_fall_rule_latches_damping_once_commands_are_sent_and_names_the_tilt(g1)
     from contactflow.hardware.emulator import UnitreeEmulator
     from contactflow.hardware.link import UnitreeLink
 
-    dom = _domain()
+    dom = test_domain()
     emu = UnitreeEmulator(g1, dom, "lo")
     link = UnitreeLink(g1, UnitreeDriverConfig(startup_ramp_s=0.0, command_timeout_s=10.0), dom, "lo")
     time.sleep(0.3)
@@ -741,7 +735,7 @@ def test_fall_rule_latches_damping_once_commands_are_sent_and_names_the_tilt(g1)
     link.offer_command(_cmd(g1))  # commands keep coming: still damping
     assert link.shaper.targets(time.monotonic(), g1.theta_default).mode == "fell"
     # fall_tilt_rad None: no fall rule, whatever the tilt
-    dom_off = _domain()
+    dom_off = test_domain()
     emu_off = UnitreeEmulator(g1, dom_off, "lo")
     off = UnitreeLink(g1, UnitreeDriverConfig(startup_ramp_s=0.0, command_timeout_s=10.0, fall_tilt_rad=None), dom_off, "lo")
     time.sleep(0.3)
@@ -757,7 +751,7 @@ def test_a_crashing_lowcmd_thread_sends_damping_before_it_dies(g1, monkeypatch):
     from contactflow.hardware.emulator import UnitreeEmulator
     from contactflow.hardware.link import UnitreeLink
 
-    dom = _domain()
+    dom = test_domain()
     emu = UnitreeEmulator(g1, dom, "lo")
     # The emulator publishes only when this thread steps it: generous state and command timeouts, so
     # a stalled test thread on a loaded machine cannot latch damping before the injected fault does.
@@ -857,7 +851,7 @@ def test_emulator_names_a_fall_under_the_drivers_damping_and_since_when(g1, capl
 
     from contactflow.hardware.emulator import UnitreeEmulator
 
-    emu = UnitreeEmulator(g1, _domain(), "lo")
+    emu = UnitreeEmulator(g1, test_domain(), "lo")
     slots = motor_slots(g1).tolist()
 
     def command(kp, kd):

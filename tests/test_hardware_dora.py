@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import shutil
 import signal
@@ -25,6 +24,7 @@ import pytest
 pytest.importorskip("cyclonedds")
 
 from contactflow.recording.store import read_recording  # noqa: E402
+from dds_support import test_domain  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DORA = shutil.which("dora") or str(Path(sys.executable).parent / "dora")
@@ -60,7 +60,7 @@ class Run:
     """The emulator and `dora run` of the hardware graph, started together."""
 
     def __init__(self, tmp: Path, scenario: str, extra: str = "", emu_args: tuple[str, ...] = ()):
-        self.tmp, self.domain = tmp, random.randint(100, 220)
+        self.tmp, self.domain = tmp, test_domain()
         tmp.mkdir(parents=True, exist_ok=True)
         self.emu_status = tmp / "emu.json"
         self.emu = subprocess.Popen([sys.executable, "-m", "contactflow.cli", "sim-robot", "g1", "--domain",
@@ -393,7 +393,7 @@ def test_a_robot_pushed_over_is_a_fall_damping_latched_and_the_run_fails_in_one_
 
 
 def test_no_robot_fails_in_one_line_naming_topic_domain_and_interface(tmp_path):
-    domain = random.randint(100, 220)
+    domain = test_domain()
     env = dict(os.environ, CONTACTFLOW_RECORDINGS=str(tmp_path / "recordings"))
     try:
         proc = subprocess.run([DORA, "run", str(_graph(tmp_path, domain, "--first-state-timeout-s 2"))], cwd=tmp_path,
