@@ -1,6 +1,6 @@
 """Shared piece of the tests that open DDS (``tests/test_hardware.py``, ``tests/test_hardware_dora.py``).
 
-* :func:`test_domain` -- a random DDS domain for one test, whose ports no other socket of the machine takes.
+* :func:`test_domain` -- a random DDS domain for one test, whose ports lie below the ephemeral port range.
 """
 
 from __future__ import annotations

@@ -274,8 +274,8 @@ class StudentCfg:
             residual, which lets the wrist follow K_theta; docs/lac_policy_runs.md; refused with
             ``arm_feedforward``) or ``"all"``: those actions are the newest frame's ``last_action``
             plus the network's output (its output layer starts at zero: the initial student holds
-            its last action there). The teacher holds a stiff link still by keeping the PD offset that carries the load, which
-            is its own last action: a network that has to reproduce that identity through its
+            its last action there). The teacher holds a stiff link still by keeping the PD offset that
+            carries the load, which is its own last action: a network that has to reproduce that identity through its
             layers reproduces it with a gain slightly below one, a leaky integrator whose
             steady-state error grows with the commanded stiffness. Here the identity is exact and
             the network learns the change of the action per tick. The deploy input and output are
