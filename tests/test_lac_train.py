@@ -369,6 +369,35 @@ def test_arm_action_noise_perturbs_the_executed_arm_actions_and_keeps_the_teache
     assert not np.allclose(runs[0.0].frames[-1], runs[0.1].frames[-1])
     with pytest.raises(ConfigError, match="arm_action_noise"):
         load_train_config(None, {"dagger": {"arm_action_noise": -0.1}})
+    for bad in (-0.1, float("inf"), float("nan")):
+        with pytest.raises(ConfigError, match="arm_action_noise_tau_s"):
+            load_train_config(None, {"dagger": {"arm_action_noise_tau_s": bad}})
+
+
+def test_arm_action_noise_tau_makes_the_noise_an_ornstein_uhlenbeck_process_of_the_same_std(rows):
+    """``dagger.arm_action_noise_tau_s``: 0 is the white noise bit for bit; tau > 0 gives the same std with the lag-one
+    autocorrelation ``exp(-dt / tau)`` of an Ornstein-Uhlenbeck process (white: about 0)."""
+    from contactflow.lac.train import dagger
+    from contactflow.lac.train.student import last_action_map
+
+    sigma, runs = 0.2, {}
+    for tau in (None, 0.0, 0.5):
+        extra = {} if tau is None else {"arm_action_noise_tau_s": tau}
+        cfg = load_train_config(None, {**TINY, "dagger": {**TINY["dagger"], "arm_action_noise": sigma, **extra}})
+        ctx = dagger._Context(cfg, rows, None)
+        runs[tau] = dagger.rollout_episode(ctx, 0, 1, 1.0)
+    np.testing.assert_array_equal(runs[None].frames, runs[0.0].frames)
+    spec = ctx.spec
+    arms = [spec.joint_names.index(j) for j in spec.cfg.joint_orders["arms"]]
+    W = last_action_map(spec)
+    rho_expected = np.exp(-ctx.env.dt / 0.5)
+    for tau, lo, hi in ((0.0, -0.15, 0.15), (0.5, rho_expected - 0.05, 1.0)):
+        res = runs[tau]
+        d = (res.frames[1:] @ W - res.labels[:-1])[:, arms]  # the noise executed at each tick
+        assert len(d) > 90
+        rho = np.sum(d[1:] * d[:-1]) / np.sum(d[:-1] * d[:-1])
+        assert lo < rho < hi, (tau, rho)
+        assert abs(np.std(d) - sigma) < (0.03 if tau == 0.0 else 0.08), (tau, np.std(d))
 
 
 def test_probe_episodes_hold_one_load_at_a_drawn_stiffness_of_its_link(robot, rows):

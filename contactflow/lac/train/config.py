@@ -565,6 +565,12 @@ class DaggerCfg:
             unchanged: the teacher's answer to the arm's state pushed off its own path, including the restoring
             action at a stiff command, which its undisturbed rollouts never show (DART, Laskey et al., CoRL 2017).
             Drawn from a generator of its own (the episode's draws unchanged). 0: none.
+        arm_action_noise_tau_s: correlation time of that noise [s]: 0 draws it afresh each tick (white, which the
+            arm's PD loop filters: the hand moves little); ``tau > 0`` makes it an Ornstein-Uhlenbeck process of
+            the same std, ``eps_k = rho eps_(k-1) + sqrt(1 - rho^2) xi_k`` with ``rho = exp(-dt / tau)`` (``dt``
+            the 50 Hz tick; ``eps`` starts stationary at the episode's first teacher tick and advances on the
+            ticks where the teacher's action is executed), so the arm is held off the teacher's path for about
+            ``tau`` and the hand displaced by centimetres at a stiff command.
     """
 
     rounds: int = 6
@@ -578,10 +584,14 @@ class DaggerCfg:
     prior_runs: tuple[str, ...] = ()
     student_acts: str = "all"
     arm_action_noise: float = 0.0
+    arm_action_noise_tau_s: float = 0.0
 
     def __post_init__(self):
         if not self.arm_action_noise >= 0:
             raise ConfigError(f"arm_action_noise: must be >= 0, got {self.arm_action_noise!r}")
+        if not 0 <= self.arm_action_noise_tau_s < float("inf"):
+            raise ConfigError(f"arm_action_noise_tau_s: must be a finite number >= 0 [s], "
+                              f"got {self.arm_action_noise_tau_s!r}")
         if self.student_acts not in ("all", "probes"):
             raise ConfigError(f"student_acts: expected 'all' or 'probes', got {self.student_acts!r}")
         if self.rounds < 1 or self.episodes_per_round < 1 or self.dataset_episodes < 1:

@@ -275,10 +275,12 @@ def _rollout(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
     re_labels = np.empty((len(relabel), n, labels.shape[1]), np.float32)
     re_ok = np.zeros((len(relabel), n), bool)
     fell, refused, se, k = False, 0, 0.0, 0
-    noise = cfg.dagger.arm_action_noise
+    noise, tau = cfg.dagger.arm_action_noise, cfg.dagger.arm_action_noise_tau_s
     if noise > 0:  # a generator of its own: the episode's draws stay as without noise
         noise_rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, r, i]).spawn(1)[0])
         arm_cols = [env.spec.joint_names.index(j) for j in env.spec.cfg.joint_orders["arms"]]
+        rho = float(np.exp(-env.dt / tau)) if tau > 0 else 0.0  # 0: white (eps = xi exactly)
+        eps = None
     for k in range(n):
         a_t, ok = teacher.label(priv["sensors"], priv["command"])
         frames[k], labels[k], t_ok[k] = env.frame, a_t, ok
@@ -294,8 +296,10 @@ def _rollout(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
             if rng.uniform() >= beta:
                 a, s_act[k] = a_s, True
         if noise > 0 and not s_act[k]:
+            xi = noise_rng.normal(0.0, noise, len(arm_cols))
+            eps = xi if eps is None else rho * eps + np.sqrt(1.0 - rho * rho) * xi  # Ornstein-Uhlenbeck, std noise
             a = np.array(a, float)
-            a[arm_cols] += noise_rng.normal(0.0, noise, len(arm_cols))
+            a[arm_cols] += eps
         res = env.step(a)
         obs, priv = res.obs, res.privileged
         refused += int(not res.info["accepted"])
