@@ -367,6 +367,13 @@ def test_arm_action_noise_perturbs_the_executed_arm_actions_and_keeps_the_teache
             assert abs(np.std(d[:, arms]) - sigma) < 0.02 and abs(np.mean(d[:, arms])) < 0.02
     np.testing.assert_array_equal(runs[0.0].frames[0], runs[0.1].frames[0])
     assert not np.allclose(runs[0.0].frames[-1], runs[0.1].frames[-1])
+    from contactflow.lac.train.student import action_columns
+
+    assert action_columns(spec, "arms", key="dagger.arm_action_noise") == arms
+    no_arms = dataclasses.replace(spec, cfg=dataclasses.replace(spec.cfg, joint_orders={
+        k: v for k, v in spec.cfg.joint_orders.items() if k != "arms"}))
+    with pytest.raises(ConfigError, match="dagger.arm_action_noise: arms needs the joint order 'arms'"):
+        action_columns(no_arms, "arms", key="dagger.arm_action_noise")
     with pytest.raises(ConfigError, match="arm_action_noise"):
         load_train_config(None, {"dagger": {"arm_action_noise": -0.1}})
     for bad in (-0.1, float("inf"), float("nan")):

@@ -200,9 +200,11 @@ class _Context:
             if missing:
                 raise ConfigError(f"optim.aux_target: teacher: the teacher estimates no load on {missing} (its arm_links "
                                   f"{list(ex.arm_links)}, torso_link {ex.torso_link!r}; expert_config {cfg.expert_config})")
-        if cfg.dagger.arm_action_noise > 0 and "arms" not in self.spec.cfg.joint_orders:
-            raise ConfigError(f"dagger.arm_action_noise: the spec {self.spec.file} has no joint order 'arms' (the "
-                              f"joints it perturbs)")
+        from contactflow.lac.train.student import action_columns
+
+        #: the action columns dagger.arm_action_noise perturbs (checked before any rollout)
+        self.arm_cols = (action_columns(self.spec, "arms", key="dagger.arm_action_noise")
+                         if cfg.dagger.arm_action_noise > 0 else [])
         self.has_student = student_model is not None
         stiff = [b for b in self.spec.terms if b.term.name == "stiffness"]
         if self.relabel_teachers and len(stiff) != 1:
@@ -278,7 +280,7 @@ def _rollout(ctx: _Context, r: int, i: int, beta: float) -> RolloutResult:
     noise, tau = cfg.dagger.arm_action_noise, cfg.dagger.arm_action_noise_tau_s
     if noise > 0:  # a generator of its own: the episode's draws stay as without noise
         noise_rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, r, i]).spawn(1)[0])
-        arm_cols = [env.spec.joint_names.index(j) for j in env.spec.cfg.joint_orders["arms"]]
+        arm_cols = ctx.arm_cols
         rho = float(np.exp(-env.dt / tau)) if tau > 0 else 0.0  # 0: white (eps = xi exactly)
         eps = None
     for k in range(n):

@@ -122,48 +122,64 @@ def pd_error_map(spec: PolicySpec) -> np.ndarray:
     return W
 
 
+def action_columns(spec: PolicySpec, joints: str = "all", *, key: str = "student.residual_action") -> list[int]:
+    """The action indices (policy order) of a group of joints.
+
+    Args:
+        spec: the deploy spec (its joint orders).
+        joints: ``"all"``, ``"arms"`` (the spec's ``arms`` joint order) or ``"wrists"`` (the joints of that
+            order whose name holds ``wrist``: LAC's two wrist rolls).
+        key: the configuration key the group is for (named in the errors).
+
+    Returns:
+        The indices into the (n_act,) action, in the order of the spec's ``arms`` joint order.
+
+    Raises:
+        ValueError: ``joints`` is not ``"all"``, ``"arms"`` or ``"wrists"``.
+        ConfigError: ``arms`` or ``wrists`` without an ``arms`` joint order in the spec or naming a joint not in
+            its actions; ``wrists`` with no ``wrist`` joint in that order.
+    """
+    from contactflow.errors import ConfigError
+
+    if joints not in ("all", "arms", "wrists"):
+        raise ValueError(f"joints: expected 'all', 'arms' or 'wrists', got {joints!r}")
+    if joints == "all":
+        return list(range(len(spec.joint_names)))
+    if "arms" not in spec.cfg.joint_orders:
+        raise ConfigError(f"{spec.file}: {key}: {joints} needs the joint order 'arms'")
+    missing = [j for j in spec.cfg.joint_orders["arms"] if j not in spec.joint_names]
+    if missing:
+        raise ConfigError(f"{spec.file}: {key}: joint order 'arms' names joints without an action: {missing}")
+    names = [j for j in spec.cfg.joint_orders["arms"] if joints == "arms" or "wrist" in j]
+    if not names:
+        raise ConfigError(f"{spec.file}: {key}: wrists needs a joint named '*wrist*' in the joint order 'arms', it "
+                          f"has {spec.cfg.joint_orders['arms']}")
+    return [spec.joint_names.index(j) for j in names]
+
+
 def last_action_map(spec: PolicySpec, joints: str = "all") -> np.ndarray:
     """The linear map ``a = frame @ W`` from a deploy frame to its ``last_action`` term, raw (the
     spec's term ``scale`` divided out), policy order.
 
     Args:
         spec: the deploy spec (its frame layout and joint orders).
-        joints: ``"all"`` (every action), ``"arms"`` (only the columns of the spec's ``arms``
-            joint order; the others zero) or ``"wrists"`` (only the joints of that order whose name
-            holds ``wrist``: LAC's two wrist rolls).
+        joints: the columns kept, the others zero (:func:`action_columns`: ``"all"``, ``"arms"``,
+            ``"wrists"``).
 
     Returns:
         W (frame_dim, n_act) float32 [-]: the action's units (LAC: multiples of the action scale).
 
     Raises:
-        ValueError: ``joints`` is not ``"all"``, ``"arms"`` or ``"wrists"``.
-        ConfigError: the spec's frame has no ``last_action`` term or it lacks an action; ``arms`` or
-            ``wrists`` without an ``arms`` joint order in the spec or naming a joint not in its actions;
-            ``wrists`` with no ``wrist`` joint in that order.
+        ValueError, ConfigError: as :func:`action_columns`; ConfigError also when the spec's frame has no
+            ``last_action`` term or it lacks an action.
     """
     from contactflow.errors import ConfigError
 
-    if joints not in ("all", "arms", "wrists"):
-        raise ValueError(f"joints: expected 'all', 'arms' or 'wrists', got {joints!r}")
-
+    cols = action_columns(spec, joints)
     la = spec.term("last_action")
     if la is None:
         raise ConfigError(f"{spec.file}: student.residual_action needs the observation term last_action")
-    n = len(spec.joint_names)
-    if joints != "all":
-        if "arms" not in spec.cfg.joint_orders:
-            raise ConfigError(f"{spec.file}: student.residual_action: {joints} needs the joint order 'arms'")
-        missing = [j for j in spec.cfg.joint_orders["arms"] if j not in spec.joint_names]
-        if missing:
-            raise ConfigError(f"{spec.file}: joint order 'arms' names joints without an action: {missing}")
-        names = [j for j in spec.cfg.joint_orders["arms"] if joints == "arms" or "wrist" in j]
-        if not names:
-            raise ConfigError(f"{spec.file}: student.residual_action: wrists needs a joint named '*wrist*' in the "
-                              f"joint order 'arms', it has {spec.cfg.joint_orders['arms']}")
-        cols = [spec.joint_names.index(j) for j in names]
-    else:
-        cols = range(n)
-    W = np.zeros((spec.frame_dim, n), np.float32)
+    W = np.zeros((spec.frame_dim, len(spec.joint_names)), np.float32)
     for i in cols:
         try:
             W[la.sl.start + _term_position(la, i), i] = 1.0 / la.cfg.scale
