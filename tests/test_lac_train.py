@@ -339,11 +339,11 @@ def test_student_acts_in_probes_only_leaves_the_other_episodes_to_the_teacher(ru
         load_train_config(None, {"dagger": {"student_acts": "some"}})
 
 
-def test_arm_action_noise_perturbs_the_executed_arm_actions_and_keeps_the_teachers_labels(rows):
+def test_arm_action_noise_perturbs_the_executed_arm_actions_and_keeps_the_teachers_labels(rows, monkeypatch):
     """``dagger.arm_action_noise``: the action executed at each teacher tick (the next frame's ``last_action``) is the
     teacher's label plus a Gaussian noise of that std on the arm joints alone; the labels are the teacher's at the
     states visited; without it the executed action is the label; the episode's own draws are unchanged (its first
-    frame the same)."""
+    frame the same). A spec without the joint order 'arms' is refused when the noise is on."""
     from contactflow.lac.train import dagger
     from contactflow.lac.train.student import last_action_map
 
@@ -367,44 +367,78 @@ def test_arm_action_noise_perturbs_the_executed_arm_actions_and_keeps_the_teache
             assert abs(np.std(d[:, arms]) - sigma) < 0.02 and abs(np.mean(d[:, arms])) < 0.02
     np.testing.assert_array_equal(runs[0.0].frames[0], runs[0.1].frames[0])
     assert not np.allclose(runs[0.0].frames[-1], runs[0.1].frames[-1])
-    from contactflow.lac.train.student import action_columns
+    assert ctx.arm_cols == arms
+    from contactflow.lac.train import env as train_env
 
-    assert action_columns(spec, "arms", key="dagger.arm_action_noise") == arms
     no_arms = dataclasses.replace(spec, cfg=dataclasses.replace(spec.cfg, joint_orders={
         k: v for k, v in spec.cfg.joint_orders.items() if k != "arms"}))
-    with pytest.raises(ConfigError, match="dagger.arm_action_noise: arms needs the joint order 'arms'"):
-        action_columns(no_arms, "arms", key="dagger.arm_action_noise")
+    monkeypatch.setattr(train_env, "load_train_spec", lambda *a, **k: no_arms)
+    noisy = load_train_config(None, {**TINY, "dagger": {**TINY["dagger"], "arm_action_noise": 0.1}})
+    with pytest.raises(ConfigError, match="dagger.arm_action_noise: needs the joint order 'arms'"):
+        dagger._Context(noisy, rows, None)
+    dagger._Context(load_train_config(None, TINY), rows, None)  # no noise: no joint order needed
     with pytest.raises(ConfigError, match="arm_action_noise"):
         load_train_config(None, {"dagger": {"arm_action_noise": -0.1}})
-    for bad in (-0.1, float("inf"), float("nan")):
-        with pytest.raises(ConfigError, match="arm_action_noise_tau_s"):
-            load_train_config(None, {"dagger": {"arm_action_noise_tau_s": bad}})
 
 
-def test_arm_action_noise_tau_makes_the_noise_an_ornstein_uhlenbeck_process_of_the_same_std(rows):
-    """``dagger.arm_action_noise_tau_s``: 0 is the white noise bit for bit; tau > 0 gives the same std with the lag-one
-    autocorrelation ``exp(-dt / tau)`` of an Ornstein-Uhlenbeck process (white: about 0)."""
-    from contactflow.lac.train import dagger
+def _executed_noise(res, spec, arms):
+    """(ticks, n_arms): the arm noise executed at each tick of a rollout whose next frame exists (its
+    ``last_action`` minus the tick's label; the student's ticks included)."""
     from contactflow.lac.train.student import last_action_map
 
-    sigma, runs = 0.2, {}
-    for tau in (None, 0.0, 0.5):
-        extra = {} if tau is None else {"arm_action_noise_tau_s": tau}
-        cfg = load_train_config(None, {**TINY, "dagger": {**TINY["dagger"], "arm_action_noise": sigma, **extra}})
-        ctx = dagger._Context(cfg, rows, None)
-        runs[tau] = dagger.rollout_episode(ctx, 0, 1, 1.0)
-    np.testing.assert_array_equal(runs[None].frames, runs[0.0].frames)
-    spec = ctx.spec
-    arms = [spec.joint_names.index(j) for j in spec.cfg.joint_orders["arms"]]
-    W = last_action_map(spec)
-    rho_expected = np.exp(-ctx.env.dt / 0.5)
-    for tau, lo, hi in ((0.0, -0.15, 0.15), (0.5, rho_expected - 0.05, 1.0)):
-        res = runs[tau]
-        d = (res.frames[1:] @ W - res.labels[:-1])[:, arms]  # the noise executed at each tick
+    assert res.refused == 0  # a refused action would leave last_action as it was
+    return (res.frames[1:] @ last_action_map(spec) - res.labels[:-1])[:, arms]
+
+
+def _noise_draws(cfg, r, i, n, n_arms):
+    """The first ``n`` draws xi_k (n, n_arms) of episode ``i`` of round ``r``'s noise generator."""
+    g = np.random.default_rng(np.random.SeedSequence([cfg.seed, r, i]).spawn(1)[0])
+    return np.array([g.normal(0.0, cfg.dagger.arm_action_noise, n_arms) for _ in range(n)])
+
+
+def test_arm_action_noise_tau_makes_the_noise_an_ornstein_uhlenbeck_process_of_the_same_std(rows, run_a):
+    """``dagger.arm_action_noise_tau_s``: the executed arm noise is eps_0 = xi_0 (stationary start), eps_k = rho
+    eps_(k-1) + sqrt(1 - rho^2) xi_k with rho = exp(-dt / tau) and xi_k the noise generator's draws, one per teacher
+    tick (tau 0: eps = xi, the white noise); in a DAgger round it advances on the teacher's ticks only (a student tick
+    neither draws nor moves it); a tau without a noise and a non-finite tau are refused."""
+    from contactflow.lac.train import dagger
+    from contactflow.lac.train.config import DaggerCfg
+
+    sigma, ctx = 0.2, {}
+    for tau in (0.0, 0.5):
+        cfg = load_train_config(None, {**TINY, "dagger": {**TINY["dagger"], "arm_action_noise": sigma,
+                                                          "arm_action_noise_tau_s": tau}})
+        ctx[tau] = dagger._Context(cfg, rows, None)
+    spec = ctx[0.0].spec
+    arms = ctx[0.0].arm_cols
+    rho = np.exp(-ctx[0.0].env.dt / 0.5)
+    for tau, c in ctx.items():
+        d = _executed_noise(dagger.rollout_episode(c, 0, 1, 1.0), spec, arms)
         assert len(d) > 90
-        rho = np.sum(d[1:] * d[:-1]) / np.sum(d[:-1] * d[:-1])
-        assert lo < rho < hi, (tau, rho)
-        assert abs(np.std(d) - sigma) < (0.03 if tau == 0.0 else 0.08), (tau, np.std(d))
+        xi = _noise_draws(c.cfg, 0, 1, len(d), len(arms))
+        eps = xi.copy()
+        for k in range(1, len(d)):
+            eps[k] = (rho if tau else 0.0) * eps[k - 1] + (np.sqrt(1 - rho * rho) if tau else 1.0) * xi[k]
+        np.testing.assert_allclose(d, eps, atol=2e-5)
+        assert abs(np.std(eps) - sigma) < 0.08
+    # a DAgger round (the tiny run's student, beta 0.5): the process moves on the teacher's ticks only
+    out, _ = run_a
+    cfg = load_train_config(None, {**TINY, "dagger": {**TINY["dagger"], "arm_action_noise": sigma,
+                                                      "arm_action_noise_tau_s": 0.5}})
+    res = dagger.rollout_episode(dagger._Context(cfg, rows, str(out / "student.onnx")), 1, 2, 0.5)
+    teacher_ticks = np.flatnonzero(~res.student_acted[:-1])
+    assert 10 < len(teacher_ticks) < len(res.student_acted) - 10
+    d = _executed_noise(res, spec, arms)[teacher_ticks]
+    xi = _noise_draws(cfg, 1, 2, len(d), len(arms))
+    eps = xi.copy()
+    for j in range(1, len(d)):
+        eps[j] = rho * eps[j - 1] + np.sqrt(1 - rho * rho) * xi[j]
+    np.testing.assert_allclose(d, eps, atol=2e-5)
+    with pytest.raises(ConfigError, match="arm_action_noise_tau_s.*arm_action_noise, which is 0"):
+        load_train_config(None, {"dagger": {"arm_action_noise_tau_s": 0.5}})
+    for bad in (-0.1, float("inf"), float("nan")):
+        with pytest.raises(ConfigError, match="arm_action_noise_tau_s"):
+            DaggerCfg(arm_action_noise=0.1, arm_action_noise_tau_s=bad)
 
 
 def test_probe_episodes_hold_one_load_at_a_drawn_stiffness_of_its_link(robot, rows):

@@ -565,12 +565,14 @@ class DaggerCfg:
             unchanged: the teacher's answer to the arm's state pushed off its own path, including the restoring
             action at a stiff command, which its undisturbed rollouts never show (DART, Laskey et al., CoRL 2017).
             Drawn from a generator of its own (the episode's draws unchanged). 0: none.
-        arm_action_noise_tau_s: correlation time of that noise [s]: 0 draws it afresh each tick (white, which the
-            arm's PD loop filters: the hand moves little); ``tau > 0`` makes it an Ornstein-Uhlenbeck process of
-            the same std, ``eps_k = rho eps_(k-1) + sqrt(1 - rho^2) xi_k`` with ``rho = exp(-dt / tau)`` (``dt``
-            the 50 Hz tick; ``eps`` starts stationary at the episode's first teacher tick and advances on the
-            ticks where the teacher's action is executed), so the arm is held off the teacher's path for about
-            ``tau`` and the hand displaced by centimetres at a stiff command.
+        arm_action_noise_tau_s: correlation time of that noise [s]: 0 draws it afresh each tick (white); ``tau > 0``
+            makes it an Ornstein-Uhlenbeck process of the same std, ``eps_k = rho eps_(k-1) + sqrt(1 - rho^2) xi_k``,
+            ``xi_k`` independent, N(0, ``arm_action_noise``^2), ``rho = exp(-dt / tau)`` (``dt`` the control tick,
+            ``LacTrainEnv.dt``); ``eps`` starts stationary (``xi_0``) at the episode's first teacher tick and
+            advances on the ticks where the teacher's action is executed. The arm is then held off the teacher's
+            path for about ``tau``: with std 0.30, the hands 1.7-2.6 cm RMS off the noise-free teacher rollout white,
+            4.4-5.9 cm with tau 0.2 s (six probe episodes; docs/lac_policy_runs.md, "The runs of 2026-12-07 21:35 -
+            22:40 UTC"). Needs ``arm_action_noise > 0`` when not 0.
     """
 
     rounds: int = 6
@@ -592,6 +594,9 @@ class DaggerCfg:
         if not 0 <= self.arm_action_noise_tau_s < float("inf"):
             raise ConfigError(f"arm_action_noise_tau_s: must be a finite number >= 0 [s], "
                               f"got {self.arm_action_noise_tau_s!r}")
+        if self.arm_action_noise_tau_s > 0 and self.arm_action_noise == 0:
+            raise ConfigError(f"arm_action_noise_tau_s: {self.arm_action_noise_tau_s!r} s is the correlation time of "
+                              f"dagger.arm_action_noise, which is 0 (no noise): set both, or the time to 0")
         if self.student_acts not in ("all", "probes"):
             raise ConfigError(f"student_acts: expected 'all' or 'probes', got {self.student_acts!r}")
         if self.rounds < 1 or self.episodes_per_round < 1 or self.dataset_episodes < 1:

@@ -200,11 +200,12 @@ class _Context:
             if missing:
                 raise ConfigError(f"optim.aux_target: teacher: the teacher estimates no load on {missing} (its arm_links "
                                   f"{list(ex.arm_links)}, torso_link {ex.torso_link!r}; expert_config {cfg.expert_config})")
-        from contactflow.lac.train.student import action_columns
-
         #: the action columns dagger.arm_action_noise perturbs (checked before any rollout)
-        self.arm_cols = (action_columns(self.spec, "arms", key="dagger.arm_action_noise")
-                         if cfg.dagger.arm_action_noise > 0 else [])
+        self.arm_cols = []
+        if cfg.dagger.arm_action_noise > 0:
+            from contactflow.lac.train.student import action_columns
+
+            self.arm_cols = action_columns(self.spec, "arms", key="dagger.arm_action_noise")
         self.has_student = student_model is not None
         stiff = [b for b in self.spec.terms if b.term.name == "stiffness"]
         if self.relabel_teachers and len(stiff) != 1:

@@ -45,7 +45,8 @@ from contactflow.paths import replaced_atomically
 from contactflow.policy.spec import PolicySpec
 
 __all__ = ["Student", "export_onnx", "ensemble_onnx", "ONNX_OPSET", "SPEC_VERSION", "deploy_metadata", "read_metadata", "tracking_feature_map",
-           "DEPLOY_METADATA_KEYS", "metadata_strings", "deploy_contract_mismatch", "last_action_map"]
+           "DEPLOY_METADATA_KEYS", "metadata_strings", "deploy_contract_mismatch", "last_action_map",
+           "action_columns"]
 
 #: the normalised inputs are clipped to +- this many standard deviations inside the graph
 CLIP_SIGMA = 10.0
@@ -122,7 +123,7 @@ def pd_error_map(spec: PolicySpec) -> np.ndarray:
     return W
 
 
-def action_columns(spec: PolicySpec, joints: str = "all", *, key: str = "student.residual_action") -> list[int]:
+def action_columns(spec: PolicySpec, joints: str, *, key: str) -> list[int]:
     """The action indices (policy order) of a group of joints.
 
     Args:
@@ -132,7 +133,8 @@ def action_columns(spec: PolicySpec, joints: str = "all", *, key: str = "student
         key: the configuration key the group is for (named in the errors).
 
     Returns:
-        The indices into the (n_act,) action, in the order of the spec's ``arms`` joint order.
+        The indices into the (n_act,) action: policy order for ``all``; the order of the spec's ``arms`` joint
+        order for ``arms`` and ``wrists``.
 
     Raises:
         ValueError: ``joints`` is not ``"all"``, ``"arms"`` or ``"wrists"``.
@@ -142,11 +144,12 @@ def action_columns(spec: PolicySpec, joints: str = "all", *, key: str = "student
     from contactflow.errors import ConfigError
 
     if joints not in ("all", "arms", "wrists"):
-        raise ValueError(f"joints: expected 'all', 'arms' or 'wrists', got {joints!r}")
+        raise ValueError(f"{key}: joints: expected 'all', 'arms' or 'wrists', got {joints!r}")
     if joints == "all":
         return list(range(len(spec.joint_names)))
     if "arms" not in spec.cfg.joint_orders:
-        raise ConfigError(f"{spec.file}: {key}: {joints} needs the joint order 'arms'")
+        raise ConfigError(f"{spec.file}: {key}: needs the joint order 'arms' (for the joints {joints!r}); the spec has "
+                          f"the joint orders {sorted(spec.cfg.joint_orders)}")
     missing = [j for j in spec.cfg.joint_orders["arms"] if j not in spec.joint_names]
     if missing:
         raise ConfigError(f"{spec.file}: {key}: joint order 'arms' names joints without an action: {missing}")
@@ -175,7 +178,7 @@ def last_action_map(spec: PolicySpec, joints: str = "all") -> np.ndarray:
     """
     from contactflow.errors import ConfigError
 
-    cols = action_columns(spec, joints)
+    cols = action_columns(spec, joints, key="student.residual_action")
     la = spec.term("last_action")
     if la is None:
         raise ConfigError(f"{spec.file}: student.residual_action needs the observation term last_action")
