@@ -572,7 +572,7 @@ class DaggerCfg:
             advances on the ticks where the teacher's action is executed. The arm is then held off the teacher's
             path for about ``tau``: with std 0.30, the hands 1.7-2.6 cm RMS off the noise-free teacher rollout white,
             4.4-5.9 cm with tau 0.2 s (six probe episodes; docs/lac_policy_runs.md, "The runs of 2026-12-07 21:35 -
-            22:40 UTC"). Needs ``arm_action_noise > 0`` when not 0.
+            23:40 UTC"). Needs ``arm_action_noise > 0`` when not 0.
     """
 
     rounds: int = 6
