@@ -19,6 +19,13 @@ ONNX graph's to 1e-4: ``tests/test_lac_train.py``):
   policy tick the one the simulator applied during the step before: a hold's first tick reads the ramp's last
   value) and the estimate over the hold (its component along the load and its norm, in N or N m), and the scenario's metric
   (displacement in cm or attitude in deg) with the decreasing verdict of ``lac eval``;
+- with ``--data``, also the student's *copy gain* (:func:`copy_gain`) on 1500 of those samples with a hand force above
+  3 N: the share of a change of the newest frame's last arm action (a random vector, std 0.1 action units) that its
+  next arm action keeps, ``<a(x') - a(x), delta> / |delta|^2`` over the arm joints, median overall and by the loaded
+  hand's K. The teacher's label does not take its last action (0); a student that holds its last target keeps all of
+  it (1): on the teacher's own states such a student fits the labels as well as one that restores (the copycat
+  problem of behaviour cloning from observation histories, Wen et al., NeurIPS 2020), which DART's noise
+  (``dagger.arm_action_noise``) is for;
 - with ``--true-load``: the same episodes again with the actor given the TRUE load (what the training's teacher
   forcing gives it with ``optim.aux_target: load``; a student of ``aux_target: teacher`` was taught on the teacher's
   estimate instead): whether a better estimate alone would make the student follow K.
@@ -116,7 +123,47 @@ def on_training_data(cfg, spec, model, data_dir: Path, upto: int, n: int = 30000
                 along = np.sum(e[sel] * t[sel], axis=1) / m[sel]
                 entry["downward"] = {"n": int(sel.sum()), "ratio": float(along.mean() / m[sel].mean())}
         out[name] = entry
-    return {"rounds": [0, upto], "samples": int(len(idx)), "links": out}
+    loaded = idx[np.linalg.norm(true[:, 0:6].reshape(-1, 2, 3), axis=2).max(axis=1) * aux_blocks()[0][4] > 3.0]
+    cg = None  # too few loaded samples
+    if len(loaded) >= 20:
+        sub = np.sort(np.random.default_rng(seed).choice(loaded, min(1500, len(loaded)), replace=False))
+        x = data["frames"][window_index(data["first"], sub, spec.cfg.history.length)]
+        hand = np.argmax(np.linalg.norm(aux_t[sub].numpy()[:, 0:6].reshape(-1, 2, 3), axis=2), axis=1)
+        k = x[np.arange(len(sub)), -1, model.k0 + hand]  # the loaded hand's K_lin (the channels' first two: the arms)
+        cg = copy_gain(spec, model, x, k, seed)
+    return {"rounds": [0, upto], "samples": int(len(idx)), "links": out, "copy_gain": cg}
+
+
+def copy_gain(spec, model, x: np.ndarray, k: np.ndarray, seed: int = 0, std: float = 0.1) -> dict:
+    """The share of a change of the newest frame's last arm action that the student keeps (module docstring).
+
+    Args:
+        spec: the deploy spec; model: the student (torch). x: (N, history, frame_dim) raw windows.
+        k: (N,) the loaded hand's commanded K [N/m], for the bands. seed, std: the changes' draw [action units].
+
+    Returns:
+        ``{"median": g, "bands": {"[lo, hi) N/m": {"n": n, "median": g}}}``.
+    """
+    import torch
+
+    from contactflow.lac.train.student import action_columns, last_action_map
+
+    W = last_action_map(spec, "arms")
+    arms = action_columns(spec, "arms", key="copy_gain")
+    rows = [int(np.flatnonzero(W[:, i])[0]) for i in arms]
+    delta = np.random.default_rng(seed).normal(0.0, std, (len(x), len(arms))).astype(np.float32)
+    xp = np.array(x, np.float32, copy=True)
+    xp[:, -1, rows] += delta / W[rows, arms]  # a frame value is the action times 1 / W
+    with torch.no_grad():
+        a, ap = (torch.cat([model(torch.from_numpy(np.ascontiguousarray(v[b:b + 500]))) for b in range(0, len(v), 500)])
+                 .numpy()[:, arms] for v in (np.asarray(x, np.float32), xp))
+    g = np.sum((ap - a) * delta, axis=1) / np.sum(delta * delta, axis=1)
+    bands = {}
+    for lo, hi in ((10, 30), (30, 100), (100, 250), (250, 501)):
+        sel = (k >= lo) & (k < hi)
+        if sel.sum() >= 20:
+            bands[f"[{lo}, {hi}) N/m"] = {"n": int(sel.sum()), "median": float(np.median(g[sel]))}
+    return {"median": float(np.median(g)), "bands": bands}
 
 
 class _TorchStudent:
@@ -243,6 +290,9 @@ def main() -> None:
             other = "".join(f"; {who}: " + ", ".join(f"{v['ratio']:.2f}" for v in e[who].values())
                             for who in ("analytic", "teacher") if who in e)
             print(f"training data, {link}: estimate along / true load: {bands}{down}{other}")
+        cg = result["training_data"]["copy_gain"] or {"median": float("nan"), "bands": {}}
+        print(f"copy gain (share of a change of the last arm action kept, loaded hands): median {cg['median']:.2f}; "
+              + "; ".join(f"K {b}: {v['median']:.2f} (n {v['n']})" for b, v in cg["bands"].items()))
     modes = [("estimate", False)] + ([("true_load", True)] if args.true_load else [])
     for mode, true_load in modes:
         res = on_scenarios(args.checkpoint, model, eval_cfg, args.suite, args.scenario, args.trials, true_load)

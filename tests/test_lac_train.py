@@ -1850,6 +1850,7 @@ def test_load_estimate_benchmark_runs_the_evaluations_episodes_and_reads_the_app
     r = json.loads(report.read_text())
     assert set(r["training_data"]["links"]) >= {"left_wrist_roll_link force", "torso_link force"}
     assert "analytic" in r["training_data"]["links"]["left_wrist_roll_link force"]  # the arm estimator beside it
+    assert 0.0 < r["training_data"]["copy_gain"]["median"] < 1.0  # the trained residual student: between (test above)
     est, true = r["estimate"]["fig6_hand"]["rows"], r["true_load"]["fig6_hand"]["rows"]
     assert [x["k"] for x in est] == [500.0] and not any(x["falls"] for x in est)
     assert all(x["applied"] == pytest.approx(5.0, abs=0.1) for x in est + true)  # the envelope's 5 N on the hand
@@ -1857,6 +1858,45 @@ def test_load_estimate_benchmark_runs_the_evaluations_episodes_and_reads_the_app
     ref = run_job(Job(f"policy:lac:{onnx}", "envelope", "fig6_hand", 500.0, 0), load_eval_config(layer))
     assert est[-1]["metric"] == pytest.approx(100.0 * ref["displacement_m"], abs=0.02)  # [cm]
     assert [x["metric"] for x in est] != [x["metric"] for x in true]
+
+
+def test_copy_gain_of_the_load_estimate_benchmark_is_one_for_a_student_that_holds_its_last_arm_action(run_a, spec):
+    """benchmarks/bench_lac_load_estimate.py's copy gain: a student whose arm actions are its last action (residual
+    arms, the network's arm outputs zero: the initial student) keeps the whole change (1); one whose arm actions do
+    not take it (absolute arms, those outputs zero) keeps none (0); a trained student lies between; the bands by K."""
+    import importlib.util
+
+    import torch
+
+    from contactflow.lac.train.dagger import new_student, window_index
+
+    path = Path(__file__).parents[1] / "benchmarks" / "bench_lac_load_estimate.py"
+    mod_spec = importlib.util.spec_from_file_location("bench_lac_load_estimate", path)
+    bench = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(bench)
+    out, _ = run_a
+    d = np.load(out / "data" / "round_000.npz")
+    first = np.repeat(np.cumsum(np.r_[0, d["ep_len"][:-1]]), d["ep_len"])
+    idx = np.arange(len(d["frames"]))[:1200]
+    assert len(idx) >= 200
+    x = d["frames"][window_index(first, idx, 64)]
+    k = np.geomspace(10.0, 500.0, len(idx))
+    holds = new_student(load_train_config(None, {"student": {"residual_action": "arms"}}), spec)
+    absolute = new_student(load_train_config(None, {"student": {"residual_action": "none"}}), spec)
+    arms = [spec.joint_names.index(j) for j in spec.cfg.joint_orders["arms"]]
+    with torch.no_grad():
+        absolute.actor[-1].weight[arms] = 0.0
+        absolute.actor[-1].bias[arms] = 0.0
+    g1, g0 = (bench.copy_gain(spec, m.eval(), x, k) for m in (holds, absolute))
+    assert g1["median"] == pytest.approx(1.0, abs=1e-4) and g0["median"] == pytest.approx(0.0, abs=1e-6)
+    assert set(g1["bands"]) == {"[10, 30) N/m", "[30, 100) N/m", "[100, 250) N/m", "[250, 501) N/m"}
+    assert sum(b["n"] for b in g1["bands"].values()) == len(idx)
+    from contactflow.lac.train.dagger import load_checkpoint
+
+    trained = new_student(load_train_config(None, load_checkpoint(out)["config"]), spec)
+    trained.load_state_dict(load_checkpoint(out)["model"])
+    g = bench.copy_gain(spec, trained.eval(), x, k)["median"]
+    assert 0.0 < g < 1.0 and abs(g - 1.0) > 1e-3
 
 
 def test_the_teacher_target_needs_a_teacher_that_estimates_those_loads(rows, tmp_path):
