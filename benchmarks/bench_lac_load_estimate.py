@@ -123,12 +123,15 @@ def on_training_data(cfg, spec, model, data_dir: Path, upto: int, n: int = 30000
                 along = np.sum(e[sel] * t[sel], axis=1) / m[sel]
                 entry["downward"] = {"n": int(sel.sum()), "ratio": float(along.mean() / m[sel].mean())}
         out[name] = entry
-    loaded = idx[np.linalg.norm(true[:, 0:6].reshape(-1, 2, 3), axis=2).max(axis=1) * aux_blocks()[0][4] > 3.0]
+    def hand_forces(i):  # (len(i), 2) the two hands' true force magnitudes [N]
+        return np.linalg.norm(data["force"][i, 0:6].reshape(-1, 2, 3), axis=2)
+
+    loaded = idx[hand_forces(idx).max(axis=1) > 3.0]
     cg = None  # too few loaded samples
     if len(loaded) >= 20:
         sub = np.sort(np.random.default_rng(seed).choice(loaded, min(1500, len(loaded)), replace=False))
         x = data["frames"][window_index(data["first"], sub, spec.cfg.history.length)]
-        hand = np.argmax(np.linalg.norm(aux_t[sub].numpy()[:, 0:6].reshape(-1, 2, 3), axis=2), axis=1)
+        hand = np.argmax(hand_forces(sub), axis=1)
         k = x[np.arange(len(sub)), -1, model.k0 + hand]  # the loaded hand's K_lin (the channels' first two: the arms)
         cg = copy_gain(spec, model, x, k, seed)
     return {"rounds": [0, upto], "samples": int(len(idx)), "links": out, "copy_gain": cg}

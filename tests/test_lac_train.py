@@ -1868,18 +1868,17 @@ def test_copy_gain_of_the_load_estimate_benchmark_is_one_for_a_student_that_hold
 
     import torch
 
-    from contactflow.lac.train.dagger import new_student, window_index
+    from contactflow.lac.train.dagger import load_rounds, new_student, window_index
 
     path = Path(__file__).parents[1] / "benchmarks" / "bench_lac_load_estimate.py"
     mod_spec = importlib.util.spec_from_file_location("bench_lac_load_estimate", path)
     bench = importlib.util.module_from_spec(mod_spec)
     mod_spec.loader.exec_module(bench)
     out, _ = run_a
-    d = np.load(out / "data" / "round_000.npz")
-    first = np.repeat(np.cumsum(np.r_[0, d["ep_len"][:-1]]), d["ep_len"])
+    d = load_rounds(out / "data", 0)
     idx = np.arange(len(d["frames"]))[:1200]
     assert len(idx) >= 200
-    x = d["frames"][window_index(first, idx, 64)]
+    x = d["frames"][window_index(d["first"], idx, 64)]
     k = np.geomspace(10.0, 500.0, len(idx))
     holds = new_student(load_train_config(None, {"student": {"residual_action": "arms"}}), spec)
     absolute = new_student(load_train_config(None, {"student": {"residual_action": "none"}}), spec)
