@@ -151,7 +151,7 @@ def copy_gain(spec, model, x: np.ndarray, k: np.ndarray, seed: int = 0, std: flo
 
     from contactflow.lac.train.student import action_columns, last_action_map
 
-    W = last_action_map(spec, "arms")
+    W = last_action_map(spec, "arms", key="copy_gain")
     arms = action_columns(spec, "arms", key="copy_gain")
     rows = [int(np.flatnonzero(W[:, i])[0]) for i in arms]
     delta = np.random.default_rng(seed).normal(0.0, std, (len(x), len(arms))).astype(np.float32)

@@ -1549,8 +1549,10 @@ def test_residual_action_student_starts_by_holding_the_runners_last_action_and_e
     assert np.all(np.abs(a[i_rest] - run.last_action[i_rest]) > 1e-6)  # shoulders and elbows absolute
     no_wrist = dataclasses.replace(spec.cfg, joint_orders={**spec.cfg.joint_orders, "arms": [
         j for j in spec.cfg.joint_orders["arms"] if "wrist" not in j]})
-    with pytest.raises(ConfigError, match="wrists needs a joint named"):
+    with pytest.raises(ConfigError, match="student.residual_action: wrists needs a joint named"):
         last_action_map(dataclasses.replace(spec, cfg=no_wrist), "wrists")
+    with pytest.raises(ConfigError, match="copy_gain: wrists needs a joint named"):  # a caller's own key in the error
+        last_action_map(dataclasses.replace(spec, cfg=no_wrist), "wrists", key="copy_gain")
     with pytest.raises(ConfigError, match="residual_action"):
         load_train_config(None, {"student": {"residual_action": "legs"}})
     with pytest.raises(ConfigError, match="arm_feedforward.*'wrists'"):

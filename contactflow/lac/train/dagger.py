@@ -1375,7 +1375,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, *, dataset: str | Path | None =
             save_checkpoint()  # again, with the validation in its log: a resumed run's log keeps it
         _write_logs(out, log_rows, epochs)
         mse = "" if row["on_policy_mse"] is None else f", on-policy action MSE {row['on_policy_mse']:.4f}"
-        echo(f"round {r}: beta {row['beta']:.3g}, {row['episodes']} episodes, {ticks} ticks, {row['falls']} fall(s){mse}; "
+        where = " in the probe episodes" if r > 0 and cfg.dagger.student_acts == "probes" else ""
+        echo(f"round {r}: beta {row['beta']:.3g}{where}, {row['episodes']} episodes, {ticks} ticks, {row['falls']} fall(s){mse}; "
              f"rollouts {row['rollout_ticks_per_s']:.0f} samples/s ({workers} worker(s), "
              f"{row['rollout_ticks_per_s_per_worker']:.0f} per worker); training {row['train_samples_per_s']:.0f} samples/s, "
              f"loss {row['loss_first_epoch']:.4f} -> {row['loss_last_epoch']:.4f} on {row['data_samples']} samples")

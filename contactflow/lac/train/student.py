@@ -160,7 +160,7 @@ def action_columns(spec: PolicySpec, joints: str, *, key: str) -> list[int]:
     return [spec.joint_names.index(j) for j in names]
 
 
-def last_action_map(spec: PolicySpec, joints: str = "all") -> np.ndarray:
+def last_action_map(spec: PolicySpec, joints: str = "all", *, key: str = "student.residual_action") -> np.ndarray:
     """The linear map ``a = frame @ W`` from a deploy frame to its ``last_action`` term, raw (the
     spec's term ``scale`` divided out), policy order.
 
@@ -168,6 +168,7 @@ def last_action_map(spec: PolicySpec, joints: str = "all") -> np.ndarray:
         spec: the deploy spec (its frame layout and joint orders).
         joints: the columns kept, the others zero (:func:`action_columns`: ``"all"``, ``"arms"``,
             ``"wrists"``).
+        key: the config key or caller named in the errors.
 
     Returns:
         W (frame_dim, n_act) float32 [-]: the action's units (LAC: multiples of the action scale).
@@ -178,10 +179,10 @@ def last_action_map(spec: PolicySpec, joints: str = "all") -> np.ndarray:
     """
     from contactflow.errors import ConfigError
 
-    cols = action_columns(spec, joints, key="student.residual_action")
+    cols = action_columns(spec, joints, key=key)
     la = spec.term("last_action")
     if la is None:
-        raise ConfigError(f"{spec.file}: student.residual_action needs the observation term last_action")
+        raise ConfigError(f"{spec.file}: {key} needs the observation term last_action")
     W = np.zeros((spec.frame_dim, len(spec.joint_names)), np.float32)
     for i in cols:
         try:
